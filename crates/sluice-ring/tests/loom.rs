@@ -1,0 +1,87 @@
+//! `loom` models of the SPSC queue: every interleaving of one producer and one consumer over a
+//! two-slot queue, covering publish/consume, wrap-around, full and close.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p sluice-ring --test loom --release`.
+#![cfg(loom)]
+
+use loom::thread;
+use sluice_ring::spsc::{channel, PushError};
+
+/// Pushes `values` in order, retrying while full; stops early if the consumer is gone.
+fn push_all(p: &mut sluice_ring::spsc::Producer<u32>, values: &[u32]) {
+    for &v in values {
+        let mut v = v;
+        loop {
+            match p.try_push(v) {
+                Ok(()) => break,
+                Err(PushError::Full(back)) => {
+                    v = back;
+                    thread::yield_now();
+                }
+                Err(PushError::Closed(_)) => return,
+            }
+        }
+    }
+}
+
+#[test]
+fn values_arrive_in_order_across_wrap_and_full() {
+    loom::model(|| {
+        let (mut p, mut c) = channel::<u32>(2).unwrap();
+        let producer = thread::spawn(move || push_all(&mut p, &[1, 2, 3]));
+        let mut got = Vec::new();
+        loop {
+            if let Some(v) = c.try_pop() {
+                got.push(v);
+                continue;
+            }
+            if c.is_closed() && c.available() == 0 {
+                break;
+            }
+            thread::yield_now();
+        }
+        producer.join().unwrap();
+        assert_eq!(got, vec![1, 2, 3]);
+    });
+}
+
+#[test]
+fn batch_publish_and_batch_pop_see_whole_batches() {
+    loom::model(|| {
+        let (mut p, mut c) = channel::<u32>(2).unwrap();
+        let producer = thread::spawn(move || {
+            p.write(7).unwrap();
+            p.write(8).unwrap();
+            p.publish();
+        });
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            if c.pop_batch(2, &mut out) == 0 {
+                thread::yield_now();
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(out, vec![7, 8]);
+    });
+}
+
+#[test]
+fn a_consumer_that_leaves_closes_the_queue_for_the_producer() {
+    loom::model(|| {
+        let (mut p, c) = channel::<u32>(2).unwrap();
+        let consumer = thread::spawn(move || drop(c));
+        let mut refused = false;
+        for v in 0..3 {
+            match p.try_push(v) {
+                Ok(()) => {}
+                Err(PushError::Closed(_)) => {
+                    refused = true;
+                    break;
+                }
+                Err(PushError::Full(_)) => {}
+            }
+        }
+        consumer.join().unwrap();
+        // Once the consumer is gone and joined, a push must be refused as closed.
+        assert!(refused || matches!(p.try_push(9), Err(PushError::Closed(9))));
+    });
+}
