@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 mod clock;
+mod erased;
 mod tuple;
 
 #[doc(hidden)]
@@ -22,6 +23,7 @@ pub mod tuple_codec {
 }
 
 pub use clock::{monotonic_ns, Stopwatch};
+pub use erased::{BatchRef, DataRun, ErasedItems, TupleRef, TupleSlice};
 pub use tuple::{
     BytesTuple, DecodeError, Encoding, FacadeTuple, FixedBytes, Tuple, TupleSchema,
 };

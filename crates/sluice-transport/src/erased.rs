@@ -1,0 +1,201 @@
+//! Type erasure between the runtime, which routes tuples of types it does not know, and the
+//! typed transports.
+//!
+//! A [`StreamType`] is made once per tuple type with [`StreamType::of`]; it carries the tuple
+//! schema and knows how to build typed endpoints for any transport, returned as
+//! [`ErasedSender`] / [`ErasedReceiver`] trait objects. The sender takes tuples as
+//! `&mut Option<T>` behind `&mut dyn Any`, so a tuple is moved into the transport without an
+//! allocation and stays with the caller when the transport is full. The receiver hands out
+//! runs of tuples as [`BatchRef`]s.
+
+use std::any::Any;
+use std::marker::PhantomData;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use sluice_types::{BatchRef, DataRun, Message, Tuple, TupleSchema};
+
+use crate::{RecvError, SendError, TransportError, TransportSpec, TupleReceiver, TupleSender};
+
+/// What a receiver hands to the runtime, in stream order.
+pub enum Delivery<'a> {
+    /// Consecutive tuples.
+    Batch(BatchRef<'a>),
+    /// A punctuation.
+    Punctuation,
+    /// The end of this edge's stream.
+    EndOfStream,
+}
+
+/// A type-erased sending end.
+pub trait ErasedSender: Send {
+    /// Offers the tuple in `slot`, which must be an `Option<T>` of the stream's type holding a
+    /// value. On success the slot is emptied; on `Full` the tuple stays in it.
+    fn offer_tuple(&mut self, slot: &mut dyn Any) -> Result<(), SendError>;
+    /// Offers a punctuation.
+    fn offer_punctuation(&mut self) -> Result<(), SendError>;
+    /// Offers the end of the stream; nothing may be offered after it.
+    fn offer_end(&mut self) -> Result<(), SendError>;
+    /// Makes everything offered visible to the receiver.
+    fn flush(&mut self);
+}
+
+/// A type-erased receiving end.
+pub trait ErasedReceiver: Send {
+    /// Receives up to `max` messages and hands them to `deliver` in order, tuples grouped into
+    /// batches; stops early if `deliver` breaks. Returns how many messages were received.
+    fn poll(
+        &mut self,
+        max: usize,
+        deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
+    ) -> Result<usize, RecvError>;
+}
+
+/// The tuple type of a stream, with what is needed to build transports for it.
+#[derive(Clone)]
+pub struct StreamType {
+    schema: TupleSchema,
+    endpoints: Arc<dyn EndpointFactory>,
+}
+
+impl std::fmt::Debug for StreamType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StreamType")
+            .field(&self.schema.type_name)
+            .finish()
+    }
+}
+
+impl StreamType {
+    /// The stream type of tuples of type `T`.
+    pub fn of<T: Tuple>() -> Self {
+        Self {
+            schema: T::schema(),
+            endpoints: Arc::new(TypedFactory::<T>(PhantomData)),
+        }
+    }
+
+    /// The tuple schema.
+    pub fn schema(&self) -> &TupleSchema {
+        &self.schema
+    }
+
+    /// Builds a connected sender/receiver pair of the transport `spec` for this stream.
+    pub fn connect(
+        &self,
+        spec: &TransportSpec,
+    ) -> Result<(Box<dyn ErasedSender>, Box<dyn ErasedReceiver>), TransportError> {
+        self.endpoints.connect(spec)
+    }
+}
+
+trait EndpointFactory: Send + Sync {
+    fn connect(
+        &self,
+        spec: &TransportSpec,
+    ) -> Result<(Box<dyn ErasedSender>, Box<dyn ErasedReceiver>), TransportError>;
+}
+
+struct TypedFactory<T>(PhantomData<fn() -> T>);
+
+impl<T: Tuple> EndpointFactory for TypedFactory<T> {
+    fn connect(
+        &self,
+        spec: &TransportSpec,
+    ) -> Result<(Box<dyn ErasedSender>, Box<dyn ErasedReceiver>), TransportError> {
+        let (sender, receiver) = spec.connect_typed::<T>()?;
+        Ok((
+            Box::new(ErasedTx { inner: sender }),
+            Box::new(ErasedRx {
+                inner: receiver,
+                buffer: Vec::new(),
+            }),
+        ))
+    }
+}
+
+struct ErasedTx<T> {
+    inner: Box<dyn TupleSender<T>>,
+}
+
+impl<T: Tuple> ErasedTx<T> {
+    fn offer_message(&mut self, message: Message<T>) -> Result<(), SendError> {
+        self.inner.offer(message).map_err(|refused| refused.error)
+    }
+}
+
+impl<T: Tuple> ErasedSender for ErasedTx<T> {
+    #[inline]
+    fn offer_tuple(&mut self, slot: &mut dyn Any) -> Result<(), SendError> {
+        let slot = slot
+            .downcast_mut::<Option<T>>()
+            .ok_or(SendError::TypeMismatch {
+                expected: std::any::type_name::<T>(),
+            })?;
+        let Some(tuple) = slot.take() else {
+            return Ok(());
+        };
+        match self.inner.offer(Message::Data(tuple)) {
+            Ok(()) => Ok(()),
+            Err(refused) => {
+                if let Message::Data(tuple) = refused.message {
+                    *slot = Some(tuple);
+                }
+                Err(refused.error)
+            }
+        }
+    }
+
+    fn offer_punctuation(&mut self) -> Result<(), SendError> {
+        self.offer_message(Message::Punctuation)
+    }
+
+    fn offer_end(&mut self) -> Result<(), SendError> {
+        self.offer_message(Message::EndOfStream)
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        self.inner.flush()
+    }
+}
+
+struct ErasedRx<T> {
+    inner: Box<dyn TupleReceiver<T>>,
+    buffer: Vec<Message<T>>,
+}
+
+impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
+    fn poll(
+        &mut self,
+        max: usize,
+        deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
+    ) -> Result<usize, RecvError> {
+        self.buffer.clear();
+        let n = self.inner.poll(max, &mut self.buffer)?;
+        let mut rest = &self.buffer[..];
+        while !rest.is_empty() {
+            let data = rest
+                .iter()
+                .take_while(|m| matches!(m, Message::Data(_)))
+                .count();
+            let flow = if data > 0 {
+                let run = DataRun(&rest[..data]);
+                rest = &rest[data..];
+                deliver(Delivery::Batch(BatchRef::new(&run)))
+            } else {
+                let control = match rest[0] {
+                    Message::Punctuation => Delivery::Punctuation,
+                    _ => Delivery::EndOfStream,
+                };
+                rest = &rest[1..];
+                deliver(control)
+            };
+            if flow.is_break() {
+                break;
+            }
+        }
+        self.buffer.clear();
+        Ok(n)
+    }
+}

@@ -1,0 +1,80 @@
+//! How tuples move along an edge that is not a direct function call.
+//!
+//! Every transport is a pair of endpoints implementing [`TupleSender`] and [`TupleReceiver`]
+//! for a tuple type `T`. The runtime never names a transport: it asks the registry
+//! ([`TransportSpec::connect`]) for a pair of type-erased endpoints ([`ErasedSender`],
+//! [`ErasedReceiver`]) for the edge's [`StreamType`], so adding a transport touches this crate
+//! only (the Vega paper's point: a transport is a sender and a receiver operator, nothing more).
+//!
+//! Transports so far: the *threaded port* ([`threaded`]), a bounded in-process queue between
+//! two threads. The fused "transport" is a direct call and lives in the runtime.
+#![forbid(unsafe_code)]
+
+mod erased;
+mod registry;
+pub mod threaded;
+
+pub use erased::{Delivery, ErasedReceiver, ErasedSender, StreamType};
+pub use registry::{TransportError, TransportSpec};
+
+use sluice_types::Message;
+use thiserror::Error;
+
+/// Why a message could not be sent now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SendError {
+    /// No room now: the receiver is behind (backpressure); retry later.
+    #[error("the transport is full")]
+    Full,
+    /// The receiver is gone; nothing sent will be read.
+    #[error("the receiving end is closed")]
+    Closed,
+    /// The tuple does not fit the transport's slot.
+    #[error("a tuple of {tuple} bytes does not fit a slot of {slot} bytes")]
+    TooLarge {
+        /// The encoded tuple size in bytes.
+        tuple: usize,
+        /// The transport's slot size in bytes.
+        slot: usize,
+    },
+    /// The runtime offered a tuple of another type than the stream carries (a bug in an
+    /// erased caller, never in user input: ports are type-checked when the graph is built).
+    #[error("the stream carries {expected}, a tuple of another type was offered")]
+    TypeMismatch {
+        /// The stream's tuple type.
+        expected: &'static str,
+    },
+}
+
+/// Why a receiver could not be polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum RecvError {
+    /// The sender vanished without sending end-of-stream: it crashed or was torn down.
+    #[error("the sending end went away without ending its stream")]
+    Disconnected,
+}
+
+/// A message that was not sent, handed back with the reason.
+#[derive(Debug)]
+pub struct Refused<T> {
+    /// Why it was refused.
+    pub error: SendError,
+    /// The message, to retry or drop.
+    pub message: Message<T>,
+}
+
+/// The sending end of one edge.
+pub trait TupleSender<T>: Send {
+    /// Queues `message`; it may stay invisible to the receiver until [`TupleSender::flush`].
+    fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>>;
+
+    /// Makes every offered message visible to the receiver.
+    fn flush(&mut self);
+}
+
+/// The receiving end of one edge.
+pub trait TupleReceiver<T>: Send {
+    /// Moves up to `max` messages, in order, into `out`; returns how many. `Ok(0)` means none
+    /// now. After `EndOfStream` nothing more arrives.
+    fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError>;
+}

@@ -1,0 +1,98 @@
+//! The threaded port: an edge between two threads of one process, over the SPSC queue of
+//! `sluice-ring`. Tuples move by value (a pointer-sized move for normal tuples, a copy of the
+//! bytes for facade tuples); nothing is serialized.
+//!
+//! Offers are written without publishing; the sender publishes on [`TupleSender::flush`] (the
+//! runtime flushes after each unit of work, so a batch costs one index store), and by itself
+//! once a quarter of the queue is unpublished, so a long burst is never held back.
+
+use sluice_ring::spsc::{self, Consumer, Producer, PushError};
+use sluice_types::Message;
+
+use crate::{RecvError, Refused, SendError, TupleReceiver, TupleSender};
+
+/// The sending end of a threaded port.
+pub struct ThreadedPortSender<T> {
+    queue: Producer<Message<T>>,
+    unpublished: usize,
+    publish_every: usize,
+}
+
+/// The receiving end of a threaded port.
+pub struct ThreadedPortReceiver<T> {
+    queue: Consumer<Message<T>>,
+    ended: bool,
+}
+
+/// Creates a threaded port with room for `capacity` messages (rounded up to a power of two);
+/// `None` if `capacity` is 0.
+pub fn threaded_port<T: Send>(
+    capacity: usize,
+) -> Option<(ThreadedPortSender<T>, ThreadedPortReceiver<T>)> {
+    let (producer, consumer) = spsc::channel(capacity)?;
+    let publish_every = (producer.capacity() / 4).max(1);
+    Some((
+        ThreadedPortSender {
+            queue: producer,
+            unpublished: 0,
+            publish_every,
+        },
+        ThreadedPortReceiver {
+            queue: consumer,
+            ended: false,
+        },
+    ))
+}
+
+impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
+    #[inline]
+    fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
+        match self.queue.write(message) {
+            Ok(()) => {
+                self.unpublished += 1;
+                if self.unpublished >= self.publish_every {
+                    self.flush();
+                }
+                Ok(())
+            }
+            Err(PushError::Full(message)) => {
+                // The receiver may be waiting for what we have not published yet.
+                self.flush();
+                Err(Refused {
+                    error: SendError::Full,
+                    message,
+                })
+            }
+            Err(PushError::Closed(message)) => Err(Refused {
+                error: SendError::Closed,
+                message,
+            }),
+        }
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        self.queue.publish();
+        self.unpublished = 0;
+    }
+}
+
+impl<T: Send> TupleReceiver<T> for ThreadedPortReceiver<T> {
+    #[inline]
+    fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
+        let n = self.queue.pop_batch(max, out);
+        if n > 0 {
+            // End-of-stream is the last message a sender ever offers.
+            if matches!(out.last(), Some(Message::EndOfStream)) {
+                self.ended = true;
+            }
+            return Ok(n);
+        }
+        // Check the flag first, then the queue: a producer publishes before it marks itself
+        // gone, so "gone and still empty" means nothing more will come.
+        if !self.ended && self.queue.is_closed() && self.queue.available() == 0 {
+            return Err(RecvError::Disconnected);
+        }
+        Ok(0)
+    }
+}
