@@ -189,7 +189,7 @@ macro_rules! normal_tuple {
     )+};
 }
 
-facade_tuple!(u8, u16, u32, u64, i32, i64, f32, f64);
+facade_tuple!((), u8, u16, u32, u64, i32, i64, f32, f64);
 normal_tuple!(String);
 
 /// A facade tuple of exactly `N` bytes; the benchmarks' payload.

@@ -1,0 +1,596 @@
+//! Building and validating a graph.
+//!
+//! ```
+//! use sluice_graph::{GraphBuilder, Operator, Output, OperatorError, Partitioning, Ports,
+//!                    Produced, Source};
+//! use sluice_types::TupleRef;
+//!
+//! struct Count(u64);
+//! impl Source for Count {
+//!     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
+//!         if self.0 == 0 { return Ok(Produced::Exhausted); }
+//!         self.0 -= 1;
+//!         out.emit(0, self.0)?;
+//!         Ok(Produced::Emitted(1))
+//!     }
+//! }
+//! struct Drop;
+//! impl Operator for Drop {
+//!     fn process(&mut self, _: usize, _: TupleRef<'_>, _: &mut Output<'_>)
+//!         -> Result<(), OperatorError> { Ok(()) }
+//! }
+//!
+//! let mut g = GraphBuilder::new("demo");
+//! let src = g.source("numbers", Ports::new().output::<u64>(), |_| Count(10));
+//! let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Drop);
+//! g.set_parallelism(sink, 2).unwrap();
+//! g.connect_with(src.out(0), sink.input(0), Partitioning::key_by(|n: &u64| *n)).unwrap();
+//! let graph = g.build().unwrap();
+//! assert_eq!(graph.operators().len(), 2);
+//! ```
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use sluice_transport::StreamType;
+use sluice_types::Tuple;
+
+use crate::operator::{Operator, OperatorContext, Source};
+use crate::{GraphError, Partitioning};
+
+/// Index of an operator in its graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OperatorId(pub usize);
+
+/// Index of an edge in its graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EdgeId(pub usize);
+
+/// The typed ports of an operator, declared with a builder.
+#[derive(Debug, Clone, Default)]
+pub struct Ports {
+    inputs: Vec<StreamType>,
+    outputs: Vec<StreamType>,
+}
+
+impl Ports {
+    /// No ports yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an input port carrying `T`.
+    pub fn input<T: Tuple>(mut self) -> Self {
+        self.inputs.push(StreamType::of::<T>());
+        self
+    }
+
+    /// Adds an output port carrying `T`.
+    pub fn output<T: Tuple>(mut self) -> Self {
+        self.outputs.push(StreamType::of::<T>());
+        self
+    }
+}
+
+type SourceFactory = Arc<dyn Fn(&OperatorContext) -> Box<dyn Source> + Send + Sync>;
+type OperatorFactory = Arc<dyn Fn(&OperatorContext) -> Box<dyn Operator> + Send + Sync>;
+
+/// Whether a node produces tuples from nothing or transforms its inputs, and how to make one.
+#[derive(Clone)]
+pub enum OperatorKind {
+    /// A source: no input ports.
+    Source(SourceFactory),
+    /// An operator with input ports.
+    Operator(OperatorFactory),
+}
+
+/// One operator of the graph.
+#[derive(Clone)]
+pub struct OperatorDef {
+    /// Its index.
+    pub id: OperatorId,
+    /// Its unique name.
+    pub name: String,
+    /// Its input ports.
+    pub inputs: Vec<StreamType>,
+    /// Its output ports.
+    pub outputs: Vec<StreamType>,
+    /// How many parallel instances it runs as.
+    pub parallelism: usize,
+    /// What it is, with its factory.
+    pub kind: OperatorKind,
+}
+
+impl OperatorDef {
+    /// Whether it is a source.
+    pub fn is_source(&self) -> bool {
+        matches!(self.kind, OperatorKind::Source(_))
+    }
+}
+
+/// A handle to an operator being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperatorHandle(OperatorId);
+
+impl OperatorHandle {
+    /// The operator's id.
+    pub fn id(self) -> OperatorId {
+        self.0
+    }
+
+    /// Output port `port`.
+    pub fn out(self, port: usize) -> OutPort {
+        OutPort {
+            operator: self.0,
+            port,
+        }
+    }
+
+    /// Input port `port`.
+    pub fn input(self, port: usize) -> InPort {
+        InPort {
+            operator: self.0,
+            port,
+        }
+    }
+}
+
+/// An output port of an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OutPort {
+    /// The operator.
+    pub operator: OperatorId,
+    /// The port index.
+    pub port: usize,
+}
+
+/// An input port of an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InPort {
+    /// The operator.
+    pub operator: OperatorId,
+    /// The port index.
+    pub port: usize,
+}
+
+/// One stream: an output port connected to an input port.
+#[derive(Debug, Clone)]
+pub struct EdgeDef {
+    /// Its index.
+    pub id: EdgeId,
+    /// Where tuples come from.
+    pub from: OutPort,
+    /// Where they go.
+    pub to: InPort,
+    /// How they are spread over the downstream instances.
+    pub partitioning: Partitioning,
+}
+
+/// A validated logical graph.
+#[derive(Clone)]
+pub struct Graph {
+    name: String,
+    operators: Vec<OperatorDef>,
+    edges: Vec<EdgeDef>,
+    topological: Vec<OperatorId>,
+}
+
+impl Graph {
+    /// The application's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// All operators, indexed by [`OperatorId`].
+    pub fn operators(&self) -> &[OperatorDef] {
+        &self.operators
+    }
+
+    /// The operator with this id.
+    pub fn operator(&self, id: OperatorId) -> &OperatorDef {
+        &self.operators[id.0]
+    }
+
+    /// The operator with this name.
+    pub fn find(&self, name: &str) -> Option<&OperatorDef> {
+        self.operators.iter().find(|o| o.name == name)
+    }
+
+    /// All edges, indexed by [`EdgeId`].
+    pub fn edges(&self) -> &[EdgeDef] {
+        &self.edges
+    }
+
+    /// Operators in an order where every edge goes forward.
+    pub fn topological_order(&self) -> &[OperatorId] {
+        &self.topological
+    }
+
+    /// A label for an output port, such as `split.out[0]`.
+    pub fn out_label(&self, port: OutPort) -> String {
+        format!("{}.out[{}]", self.operators[port.operator.0].name, port.port)
+    }
+
+    /// A label for an input port, such as `sum.in[0]`.
+    pub fn in_label(&self, port: InPort) -> String {
+        format!("{}.in[{}]", self.operators[port.operator.0].name, port.port)
+    }
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let operators: Vec<&str> = self.operators.iter().map(|o| o.name.as_str()).collect();
+        let edges: Vec<String> = self
+            .edges
+            .iter()
+            .map(|e| format!("{} -> {}", self.out_label(e.from), self.in_label(e.to)))
+            .collect();
+        f.debug_struct("Graph")
+            .field("name", &self.name)
+            .field("operators", &operators)
+            .field("edges", &edges)
+            .finish()
+    }
+}
+
+/// Builds a [`Graph`]; problems are reported by the method that meets them or by
+/// [`GraphBuilder::build`].
+pub struct GraphBuilder {
+    graph: Graph,
+    names: BTreeSet<String>,
+    first_error: Option<GraphError>,
+}
+
+impl GraphBuilder {
+    /// A builder for the application `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            graph: Graph {
+                name: name.into(),
+                operators: Vec::new(),
+                edges: Vec::new(),
+                topological: Vec::new(),
+            },
+            names: BTreeSet::new(),
+            first_error: None,
+        }
+    }
+
+    fn add(&mut self, name: &str, ports: Ports, kind: OperatorKind) -> OperatorHandle {
+        let id = OperatorId(self.graph.operators.len());
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            self.first_error
+                .get_or_insert(GraphError::InvalidName(name.to_string()));
+        } else if !self.names.insert(name.to_string()) {
+            self.first_error
+                .get_or_insert(GraphError::DuplicateName(name.to_string()));
+        }
+        self.graph.operators.push(OperatorDef {
+            id,
+            name: name.to_string(),
+            inputs: ports.inputs,
+            outputs: ports.outputs,
+            parallelism: 1,
+            kind,
+        });
+        OperatorHandle(id)
+    }
+
+    /// Adds a source with the given output ports; `factory` makes each instance.
+    /// Input ports declared in `ports` are ignored: a source has none.
+    pub fn source<S, F>(&mut self, name: &str, ports: Ports, factory: F) -> OperatorHandle
+    where
+        S: Source + 'static,
+        F: Fn(&OperatorContext) -> S + Send + Sync + 'static,
+    {
+        let ports = Ports {
+            inputs: Vec::new(),
+            outputs: ports.outputs,
+        };
+        let factory: SourceFactory = Arc::new(move |ctx| Box::new(factory(ctx)));
+        self.add(name, ports, OperatorKind::Source(factory))
+    }
+
+    /// Adds an operator with the given ports; `factory` makes each instance.
+    pub fn operator<O, F>(&mut self, name: &str, ports: Ports, factory: F) -> OperatorHandle
+    where
+        O: Operator + 'static,
+        F: Fn(&OperatorContext) -> O + Send + Sync + 'static,
+    {
+        let factory: OperatorFactory = Arc::new(move |ctx| Box::new(factory(ctx)));
+        self.add(name, ports, OperatorKind::Operator(factory))
+    }
+
+    fn def(&self, id: OperatorId) -> Result<&OperatorDef, GraphError> {
+        self.graph
+            .operators
+            .get(id.0)
+            .ok_or(GraphError::UnknownOperator(id.0))
+    }
+
+    /// Runs `operator` as `parallelism` instances.
+    pub fn set_parallelism(
+        &mut self,
+        operator: OperatorHandle,
+        parallelism: usize,
+    ) -> Result<(), GraphError> {
+        let def = self.def(operator.0)?;
+        if parallelism == 0 {
+            return Err(GraphError::ZeroParallelism(def.name.clone()));
+        }
+        if def.is_source() && parallelism > 1 {
+            return Err(GraphError::ParallelSource(def.name.clone()));
+        }
+        self.graph.operators[operator.0 .0].parallelism = parallelism;
+        Ok(())
+    }
+
+    /// Connects `from` to `to`, forward-partitioned.
+    pub fn connect(&mut self, from: OutPort, to: InPort) -> Result<EdgeId, GraphError> {
+        self.connect_with(from, to, Partitioning::Forward)
+    }
+
+    /// Connects `from` to `to` with a partitioning.
+    pub fn connect_with(
+        &mut self,
+        from: OutPort,
+        to: InPort,
+        partitioning: Partitioning,
+    ) -> Result<EdgeId, GraphError> {
+        let up = self.def(from.operator)?;
+        let down = self.def(to.operator)?;
+        let out_type = up.outputs.get(from.port).ok_or(GraphError::NoSuchPort {
+            operator: up.name.clone(),
+            direction: "output",
+            port: from.port,
+            count: up.outputs.len(),
+        })?;
+        let in_type = down.inputs.get(to.port).ok_or(GraphError::NoSuchPort {
+            operator: down.name.clone(),
+            direction: "input",
+            port: to.port,
+            count: down.inputs.len(),
+        })?;
+        let (from_label, to_label) = (self.graph.out_label(from), self.graph.in_label(to));
+        if out_type.schema() != in_type.schema() {
+            return Err(GraphError::SchemaMismatch {
+                from: from_label,
+                from_type: out_type.schema().type_name,
+                to: to_label,
+                to_type: in_type.schema().type_name,
+            });
+        }
+        if let Partitioning::KeyBy(key) = &partitioning {
+            if key.schema() != out_type.schema() {
+                return Err(GraphError::KeyTypeMismatch {
+                    from: from_label,
+                    to: to_label,
+                    key_type: key.schema().type_name,
+                    stream_type: out_type.schema().type_name,
+                });
+            }
+        }
+        if self.graph.edges.iter().any(|e| e.from == from && e.to == to) {
+            return Err(GraphError::DuplicateEdge {
+                from: from_label,
+                to: to_label,
+            });
+        }
+        let id = EdgeId(self.graph.edges.len());
+        self.graph.edges.push(EdgeDef {
+            id,
+            from,
+            to,
+            partitioning,
+        });
+        Ok(id)
+    }
+
+    /// Validates and returns the graph.
+    pub fn build(mut self) -> Result<Graph, GraphError> {
+        if let Some(error) = self.first_error {
+            return Err(error);
+        }
+        let graph = &mut self.graph;
+        if !graph.operators.iter().any(OperatorDef::is_source) {
+            return Err(GraphError::NoSource);
+        }
+        for op in &graph.operators {
+            for port in 0..op.inputs.len() {
+                let fed = graph
+                    .edges
+                    .iter()
+                    .any(|e| e.to.operator == op.id && e.to.port == port);
+                if !fed {
+                    return Err(GraphError::UnconnectedInput {
+                        operator: op.name.clone(),
+                        port,
+                    });
+                }
+            }
+        }
+        graph.topological = topological_order(graph)?;
+        Ok(self.graph)
+    }
+}
+
+/// Kahn's algorithm; on a cycle, reports one cycle's operators in order.
+fn topological_order(graph: &Graph) -> Result<Vec<OperatorId>, GraphError> {
+    let n = graph.operators.len();
+    let mut indegree = vec![0usize; n];
+    for e in &graph.edges {
+        indegree[e.to.operator.0] += 1;
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).rev().collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop() {
+        order.push(OperatorId(i));
+        for e in graph.edges.iter().filter(|e| e.from.operator.0 == i) {
+            let j = e.to.operator.0;
+            indegree[j] -= 1;
+            if indegree[j] == 0 {
+                ready.push(j);
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Every operator left has an upstream that is also left: walk upstream until a repeat.
+    let mut at = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
+    let mut path = Vec::new();
+    while !path.contains(&at) {
+        path.push(at);
+        at = graph
+            .edges
+            .iter()
+            .find(|e| e.to.operator.0 == at && indegree[e.from.operator.0] > 0)
+            .map_or(at, |e| e.from.operator.0);
+    }
+    let start = path.iter().position(|&i| i == at).unwrap_or(0);
+    let mut cycle: Vec<String> = path[start..]
+        .iter()
+        .rev()
+        .map(|&i| graph.operators[i].name.clone())
+        .collect();
+    cycle.push(graph.operators[at].name.clone());
+    Err(GraphError::Cycle(cycle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{OperatorError, Output, Produced};
+    use sluice_types::TupleRef;
+
+    struct Nothing;
+    impl Source for Nothing {
+        fn produce(&mut self, _: &mut Output<'_>) -> Result<Produced, OperatorError> {
+            Ok(Produced::Exhausted)
+        }
+    }
+    struct Pass;
+    impl Operator for Pass {
+        fn process(
+            &mut self,
+            _: usize,
+            _: TupleRef<'_>,
+            _: &mut Output<'_>,
+        ) -> Result<(), OperatorError> {
+            Ok(())
+        }
+    }
+
+    fn pass(g: &mut GraphBuilder, name: &str) -> OperatorHandle {
+        g.operator(name, Ports::new().input::<u64>().output::<u64>(), |_| Pass)
+    }
+
+    fn numbers(g: &mut GraphBuilder) -> OperatorHandle {
+        g.source("src", Ports::new().output::<u64>(), |_| Nothing)
+    }
+
+    #[test]
+    fn unconnected_input_is_refused() {
+        let mut g = GraphBuilder::new("t");
+        numbers(&mut g);
+        pass(&mut g, "lonely");
+        let err = g.build().unwrap_err();
+        assert_eq!(err.to_string(), "input port 0 of operator 'lonely' is not connected");
+    }
+
+    #[test]
+    fn cycle_is_refused_and_named() {
+        let mut g = GraphBuilder::new("t");
+        let s = numbers(&mut g);
+        let a = g.operator(
+            "a",
+            Ports::new().input::<u64>().input::<u64>().output::<u64>(),
+            |_| Pass,
+        );
+        let b = pass(&mut g, "b");
+        g.connect(s.out(0), a.input(0)).unwrap();
+        g.connect(a.out(0), b.input(0)).unwrap();
+        g.connect(b.out(0), a.input(1)).unwrap();
+        let err = g.build().unwrap_err();
+        assert!(matches!(&err, GraphError::Cycle(names) if names.contains(&"a".to_string()) && names.contains(&"b".to_string())), "{err}");
+        assert!(err.to_string().contains("cycle"), "{err}");
+    }
+
+    #[test]
+    fn schema_mismatch_is_refused_naming_both_types() {
+        let mut g = GraphBuilder::new("t");
+        let s = numbers(&mut g);
+        let t = g.operator("text", Ports::new().input::<String>(), |_| Pass);
+        let err = g.connect(s.out(0), t.input(0)).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("src.out[0] (u64)"), "{msg}");
+        assert!(msg.contains("text.in[0] (alloc::string::String)"), "{msg}");
+    }
+
+    #[test]
+    fn key_function_must_read_the_stream_type() {
+        let mut g = GraphBuilder::new("t");
+        let s = numbers(&mut g);
+        let p = pass(&mut g, "p");
+        let err = g
+            .connect_with(s.out(0), p.input(0), Partitioning::key_by(|s: &String| s.len()))
+            .unwrap_err();
+        assert!(matches!(err, GraphError::KeyTypeMismatch { .. }));
+    }
+
+    #[test]
+    fn ports_names_and_parallelism_are_checked() {
+        let mut g = GraphBuilder::new("t");
+        let s = numbers(&mut g);
+        let p = pass(&mut g, "p");
+        assert!(matches!(
+            g.connect(s.out(1), p.input(0)),
+            Err(GraphError::NoSuchPort { direction: "output", .. })
+        ));
+        assert!(matches!(
+            g.set_parallelism(p, 0),
+            Err(GraphError::ZeroParallelism(_))
+        ));
+        assert!(matches!(
+            g.set_parallelism(s, 2),
+            Err(GraphError::ParallelSource(_))
+        ));
+        g.connect(s.out(0), p.input(0)).unwrap();
+        assert!(matches!(
+            g.connect(s.out(0), p.input(0)),
+            Err(GraphError::DuplicateEdge { .. })
+        ));
+        pass(&mut g, "p");
+        assert_eq!(
+            g.build().unwrap_err(),
+            GraphError::DuplicateName("p".into())
+        );
+    }
+
+    #[test]
+    fn a_graph_without_sources_is_refused() {
+        let g = GraphBuilder::new("t");
+        assert_eq!(g.build().unwrap_err(), GraphError::NoSource);
+    }
+
+    #[test]
+    fn valid_graph_has_a_topological_order() {
+        let mut g = GraphBuilder::new("t");
+        let s = numbers(&mut g);
+        let b = pass(&mut g, "b");
+        let a = pass(&mut g, "a");
+        g.connect(s.out(0), a.input(0)).unwrap();
+        g.connect(a.out(0), b.input(0)).unwrap();
+        let graph = g.build().unwrap();
+        let order: Vec<&str> = graph
+            .topological_order()
+            .iter()
+            .map(|id| graph.operator(*id).name.as_str())
+            .collect();
+        assert_eq!(order, vec!["src", "a", "b"]);
+    }
+}

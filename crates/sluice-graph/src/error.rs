@@ -1,0 +1,81 @@
+//! Why a graph was refused. Every message names the operators and ports involved.
+
+use thiserror::Error;
+
+/// A graph that cannot run, and why.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum GraphError {
+    /// Two operators share a name.
+    #[error("two operators are named '{0}'; operator names must be unique")]
+    DuplicateName(String),
+    /// A name that cannot be used in plans.
+    #[error("operator name '{0}' is invalid: use letters, digits, '_' and '-', starting with a letter")]
+    InvalidName(String),
+    /// A port index beyond the operator's ports.
+    #[error("operator '{operator}' has {count} {direction} port(s); port {port} does not exist")]
+    NoSuchPort {
+        /// The operator.
+        operator: String,
+        /// "input" or "output".
+        direction: &'static str,
+        /// The port asked for.
+        port: usize,
+        /// How many it has.
+        count: usize,
+    },
+    /// Connected ports carry different tuple types.
+    #[error("cannot connect {from} ({from_type}) to {to} ({to_type}): the tuple types differ")]
+    SchemaMismatch {
+        /// The output port, as `operator.out[N]`.
+        from: String,
+        /// Its tuple type.
+        from_type: &'static str,
+        /// The input port, as `operator.in[N]`.
+        to: String,
+        /// Its tuple type.
+        to_type: &'static str,
+    },
+    /// A key function typed for another tuple than the edge carries.
+    #[error("the key function on {from} -> {to} reads {key_type} but the stream carries {stream_type}")]
+    KeyTypeMismatch {
+        /// The output port.
+        from: String,
+        /// The input port.
+        to: String,
+        /// What the key function reads.
+        key_type: &'static str,
+        /// What the stream carries.
+        stream_type: &'static str,
+    },
+    /// The same output port connected twice to the same input port.
+    #[error("{from} is connected to {to} twice")]
+    DuplicateEdge {
+        /// The output port.
+        from: String,
+        /// The input port.
+        to: String,
+    },
+    /// An input port nothing feeds.
+    #[error("input port {port} of operator '{operator}' is not connected")]
+    UnconnectedInput {
+        /// The operator.
+        operator: String,
+        /// The port.
+        port: usize,
+    },
+    /// The graph has a cycle.
+    #[error("the graph has a cycle through operators {}", .0.join(" -> "))]
+    Cycle(Vec<String>),
+    /// Parallelism of zero.
+    #[error("operator '{0}' has parallelism 0; it must be at least 1")]
+    ZeroParallelism(String),
+    /// Sources cannot be parallel yet.
+    #[error("source '{0}' has parallelism above 1; sources run as one instance")]
+    ParallelSource(String),
+    /// No sources, so nothing would ever run.
+    #[error("the graph has no source operator")]
+    NoSource,
+    /// A handle from another builder.
+    #[error("operator handle {0} does not belong to this graph")]
+    UnknownOperator(usize),
+}

@@ -1,0 +1,25 @@
+//! The logical graph of a streaming application and the API its operators implement.
+//!
+//! A user (or, later, the SCSQL compiler) builds a [`Graph`] with a [`GraphBuilder`]: sources
+//! and operators with typed input and output ports, connected by edges that say how tuples are
+//! partitioned among the downstream operator's parallel instances. [`GraphBuilder::build`]
+//! validates the whole graph. The graph knows nothing of threads or processes: the planner
+//! (`sluice-plan`) decides those, and the runtime (`sluice-runtime`) executes them.
+#![forbid(unsafe_code)]
+
+mod builder;
+mod dot;
+mod error;
+mod operator;
+mod partitioning;
+
+pub use builder::{
+    EdgeDef, EdgeId, Graph, GraphBuilder, InPort, OperatorDef, OperatorHandle, OperatorId,
+    OperatorKind, OutPort, Ports,
+};
+pub use error::GraphError;
+pub use operator::{
+    LatencyHistogram, Operator, OperatorContext, OperatorError, OperatorReport, Output,
+    OutputSink, OwnedTuple, Produced, Source, expect_tuple,
+};
+pub use partitioning::{KeyFn, Partitioning};

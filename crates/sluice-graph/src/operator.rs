@@ -1,0 +1,289 @@
+//! The operator API: what a user implements, and the [`Output`] an operator emits through.
+//!
+//! Every hook but the one that does the work has a default. Hooks return
+//! `Result<_, OperatorError>`; an error (or a panic) stops the job with a message naming the
+//! operator.
+//!
+//! Life of an operator instance: `start` once; then `process` / `process_batch` for each tuple
+//! on each input port, `punctuation` for window markers, `port_ended` when every upstream of a
+//! port has finished; `finish` when all input ports have ended (the last chance to emit); then
+//! `stop`, which returns the instance's report. A [`Source`] instead has `produce` called in a
+//! loop until it is exhausted or the job is asked to stop, then `finish` and `stop`.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+
+use sluice_types::{BatchRef, Tuple, TupleRef, TupleSchema};
+use thiserror::Error;
+
+/// Latency recorded by an operator, in nanoseconds.
+pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
+
+/// Why an operator failed.
+#[derive(Debug, Error)]
+pub enum OperatorError {
+    /// A tuple was emitted on a port that does not exist.
+    #[error("emitted on output port {port}, but the operator has {count} output port(s)")]
+    NoSuchPort {
+        /// The port used.
+        port: usize,
+        /// How many there are.
+        count: usize,
+    },
+    /// A tuple of the wrong type was emitted or read.
+    #[error("port {port} carries {expected}, not {actual}")]
+    WrongType {
+        /// The port.
+        port: usize,
+        /// The port's tuple type.
+        expected: &'static str,
+        /// The type used.
+        actual: &'static str,
+    },
+    /// Reading or writing a file or socket failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, e.g. the path.
+        context: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The operator's own failure.
+    #[error("{0}")]
+    Failed(String),
+    /// The operator panicked.
+    #[error("panicked: {0}")]
+    Panicked(String),
+    /// The job is being torn down because of another failure.
+    #[error("the job is aborting")]
+    Aborted,
+}
+
+impl OperatorError {
+    /// An I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// What an instance knows about where it runs.
+#[derive(Debug, Clone)]
+pub struct OperatorContext {
+    /// The operator's name in the graph.
+    pub name: String,
+    /// This instance's index among the operator's parallel instances.
+    pub instance: usize,
+    /// How many instances the operator has.
+    pub parallelism: usize,
+}
+
+/// What a source did in one call of [`Source::produce`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Produced {
+    /// It emitted this many tuples (0 is allowed: it did other work).
+    Emitted(usize),
+    /// Nothing to emit now (e.g. rate-limited); the runtime may idle before calling again.
+    Idle,
+    /// It will never emit again.
+    Exhausted,
+}
+
+/// Counters and latency an instance reports when it stops; the runtime merges the reports of
+/// all instances of an operator into the job summary.
+#[derive(Debug, Default, Clone)]
+pub struct OperatorReport {
+    /// Named counters, summed across instances.
+    pub counters: BTreeMap<String, u64>,
+    /// End-to-end latency observed by this instance, merged across instances.
+    pub latency: Option<LatencyHistogram>,
+}
+
+impl OperatorReport {
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &OperatorReport) {
+        for (name, value) in &other.counters {
+            *self.counters.entry(name.clone()).or_default() += value;
+        }
+        if let Some(theirs) = &other.latency {
+            match &mut self.latency {
+                Some(ours) => {
+                    // Both are auto-resizing histograms, so adding cannot fail.
+                    let _ = ours.add(theirs);
+                }
+                None => self.latency = Some(theirs.clone()),
+            }
+        }
+    }
+}
+
+/// A stream operator: N input ports, M output ports.
+pub trait Operator: Send {
+    /// Called once before any tuple arrives.
+    fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// Processes one tuple that arrived on input `port`.
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError>;
+
+    /// Processes consecutive tuples that arrived together on input `port`. The default calls
+    /// [`Operator::process`] for each; override it to amortise per-call work.
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        for tuple in batch.iter() {
+            self.process(port, tuple, out)?;
+        }
+        Ok(())
+    }
+
+    /// A punctuation arrived on `port`. The default forwards it on every output port.
+    fn punctuation(&mut self, _port: usize, out: &mut Output<'_>) -> Result<(), OperatorError> {
+        out.punctuate_all()
+    }
+
+    /// Every upstream of input `port` has finished.
+    fn port_ended(&mut self, _port: usize, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// Every input port has ended: emit any final results now.
+    fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// Called once at the end; returns what the instance wants in the job summary.
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        Ok(OperatorReport::default())
+    }
+}
+
+/// An operator with no input ports that produces tuples.
+pub trait Source: Send {
+    /// Called once before the first `produce`.
+    fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// Emits the next tuples. Emit a bounded number per call (a few hundred at most): the
+    /// runtime publishes to other threads, checks for a stop request and runs other work
+    /// between calls.
+    fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError>;
+
+    /// The source is exhausted or the job is stopping: emit any final tuples now.
+    fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// Called once at the end; returns what the instance wants in the job summary.
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        Ok(OperatorReport::default())
+    }
+}
+
+/// A tuple owned by the emitter, offered to the runtime: it can be read in place (for
+/// operators fused downstream) and taken (by a queue, as the last consumer).
+pub trait OwnedTuple {
+    /// The tuple, borrowed.
+    fn tuple(&self) -> TupleRef<'_>;
+    /// The `Option<T>` holding the tuple, for a transport to take it from.
+    fn slot(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Tuple> OwnedTuple for Option<T> {
+    #[inline]
+    fn tuple(&self) -> TupleRef<'_> {
+        match self {
+            Some(t) => TupleRef::new(t),
+            None => TupleRef::new(&()),
+        }
+    }
+
+    #[inline]
+    fn slot(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+
+/// Where an [`Output`] sends what it is given; implemented by the runtime.
+pub trait OutputSink {
+    /// Delivers a tuple already checked to match the port's type.
+    fn emit(&mut self, port: usize, tuple: &mut dyn OwnedTuple) -> Result<(), OperatorError>;
+    /// Delivers a punctuation on `port`.
+    fn punctuate(&mut self, port: usize) -> Result<(), OperatorError>;
+}
+
+/// The output ports of one operator instance, as the operator sees them.
+pub struct Output<'a> {
+    ports: &'a [TupleSchema],
+    sink: &'a mut dyn OutputSink,
+}
+
+impl<'a> Output<'a> {
+    /// An output over `ports` (their schemas) delivering to `sink`.
+    pub fn new(ports: &'a [TupleSchema], sink: &'a mut dyn OutputSink) -> Self {
+        Self { ports, sink }
+    }
+
+    /// How many output ports there are.
+    pub fn ports(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Emits `tuple` on output `port`.
+    #[inline]
+    pub fn emit<T: Tuple>(&mut self, port: usize, tuple: T) -> Result<(), OperatorError> {
+        let schema = self.ports.get(port).ok_or(OperatorError::NoSuchPort {
+            port,
+            count: self.ports.len(),
+        })?;
+        if schema.type_id != std::any::TypeId::of::<T>() {
+            return Err(OperatorError::WrongType {
+                port,
+                expected: schema.type_name,
+                actual: std::any::type_name::<T>(),
+            });
+        }
+        self.sink.emit(port, &mut Some(tuple))
+    }
+
+    /// Emits a punctuation on output `port`.
+    pub fn punctuate(&mut self, port: usize) -> Result<(), OperatorError> {
+        if port >= self.ports.len() {
+            return Err(OperatorError::NoSuchPort {
+                port,
+                count: self.ports.len(),
+            });
+        }
+        self.sink.punctuate(port)
+    }
+
+    /// Emits a punctuation on every output port.
+    pub fn punctuate_all(&mut self) -> Result<(), OperatorError> {
+        (0..self.ports.len()).try_for_each(|port| self.sink.punctuate(port))
+    }
+}
+
+/// Reads the tuple on `port` as `T`, or reports which type the port carries.
+pub fn expect_tuple<'t, T: Tuple>(
+    port: usize,
+    tuple: TupleRef<'t>,
+) -> Result<&'t T, OperatorError> {
+    tuple.get::<T>().ok_or(OperatorError::WrongType {
+        port,
+        expected: "the port's declared type",
+        actual: std::any::type_name::<T>(),
+    })
+}
