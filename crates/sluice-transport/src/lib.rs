@@ -15,7 +15,7 @@ mod registry;
 pub mod threaded;
 
 pub use erased::{Delivery, ErasedReceiver, ErasedSender, StreamType};
-pub use registry::{TransportError, TransportSpec};
+pub use registry::{TransportError, TransportSpec, DEFAULT_QUEUE_CAPACITY};
 
 use sluice_types::Message;
 use thiserror::Error;

@@ -1,0 +1,112 @@
+//! The physical plan's data types.
+
+use serde::{Deserialize, Serialize};
+use sluice_transport::TransportSpec;
+
+/// Index of an operator instance in [`PhysicalPlan::instances`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct InstanceId(pub usize);
+
+/// A whole job's plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhysicalPlan {
+    /// The application's name.
+    pub job: String,
+    /// How the plan was chosen (`fused`, `threaded`, or the plan file's path).
+    pub strategy: String,
+    /// The processing elements (OS processes).
+    pub pes: Vec<PePlan>,
+    /// Every operator instance.
+    pub instances: Vec<InstancePlan>,
+    /// Every physical edge: one per pair of connected instances.
+    pub edges: Vec<EdgePlan>,
+}
+
+/// One processing element: an OS process on a host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PePlan {
+    /// Its index.
+    pub id: usize,
+    /// Its name, used in logs.
+    pub name: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its threads.
+    pub threads: Vec<ThreadPlan>,
+}
+
+/// One thread of a PE, running its instances fused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadPlan {
+    /// Its index within the job.
+    pub id: usize,
+    /// Its name.
+    pub name: String,
+    /// The core it is pinned to, if any.
+    pub core: Option<usize>,
+    /// Its instances, upstream before downstream.
+    pub instances: Vec<InstanceId>,
+}
+
+/// One instance of an operator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstancePlan {
+    /// Its index.
+    pub id: InstanceId,
+    /// The logical operator's index in the graph.
+    pub operator: usize,
+    /// `name` for a single instance, `name[i]` for one of several.
+    pub name: String,
+    /// Its index among the operator's instances.
+    pub index: usize,
+    /// How many instances the operator has.
+    pub parallelism: usize,
+    /// The PE it runs in.
+    pub pe: usize,
+    /// The thread it runs in.
+    pub thread: usize,
+}
+
+/// A port of an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PortRef {
+    /// The instance.
+    pub instance: InstanceId,
+    /// The port index.
+    pub port: usize,
+}
+
+/// A physical edge: from an output port of one instance to an input port of another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EdgePlan {
+    /// The logical edge's index in the graph.
+    pub logical: usize,
+    /// The sending port.
+    pub from: PortRef,
+    /// The receiving port.
+    pub to: PortRef,
+    /// The logical edge's partitioning (`forward`, `round-robin`, `key-by`, `broadcast`).
+    pub partitioning: String,
+    /// How tuples cross it.
+    pub transport: TransportSpec,
+}
+
+impl PhysicalPlan {
+    /// The instance with this id.
+    pub fn instance(&self, id: InstanceId) -> &InstancePlan {
+        &self.instances[id.0]
+    }
+
+    /// All threads of all PEs.
+    pub fn threads(&self) -> impl Iterator<Item = &ThreadPlan> {
+        self.pes.iter().flat_map(|pe| pe.threads.iter())
+    }
+
+    /// How many physical edges feed input `port` of `instance`.
+    pub fn fan_in(&self, instance: InstanceId, port: usize) -> usize {
+        self.edges
+            .iter()
+            .filter(|e| e.to.instance == instance && e.to.port == port)
+            .count()
+    }
+}

@@ -1,0 +1,130 @@
+//! Planner tests on a small WordCount-shaped graph: source -> split -> sum (x2, key-by) -> sink.
+
+use sluice_graph::{
+    Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Ports, Produced, Source,
+};
+use sluice_plan::{plan, PlanError, PlanFile, PlanOptions, PlanRequest, PhysicalPlan};
+use sluice_transport::TransportSpec;
+use sluice_types::TupleRef;
+
+struct Nothing;
+impl Source for Nothing {
+    fn produce(&mut self, _: &mut Output<'_>) -> Result<Produced, OperatorError> {
+        Ok(Produced::Exhausted)
+    }
+}
+struct Pass;
+impl Operator for Pass {
+    fn process(&mut self, _: usize, _: TupleRef<'_>, _: &mut Output<'_>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+}
+
+fn graph() -> Graph {
+    let mut g = GraphBuilder::new("wc");
+    let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
+    let split = g.operator("split", Ports::new().input::<String>().output::<String>(), |_| Pass);
+    let sum = g.operator("sum", Ports::new().input::<String>().output::<String>(), |_| Pass);
+    let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
+    g.set_parallelism(sum, 2).unwrap();
+    g.connect(src.out(0), split.input(0)).unwrap();
+    g.connect_with(split.out(0), sum.input(0), Partitioning::key_by(|w: &String| w.clone()))
+        .unwrap();
+    g.connect(sum.out(0), sink.input(0)).unwrap();
+    g.build().unwrap()
+}
+
+fn options() -> PlanOptions {
+    PlanOptions { cores: 2, queue_capacity: 64 }
+}
+
+fn file(text: &str) -> PlanRequest {
+    PlanRequest::File("test.toml".into(), PlanFile::parse(text).unwrap())
+}
+
+#[test]
+fn fused_plan_is_one_thread_of_direct_calls() {
+    let p = plan(&graph(), &PlanRequest::Fused, &options()).unwrap();
+    assert_eq!(p.threads().count(), 1);
+    assert_eq!(p.instances.len(), 5);
+    // split -> sum[0], split -> sum[1], sum[0] -> sink, sum[1] -> sink, source -> split
+    assert_eq!(p.edges.len(), 5);
+    assert!(p.edges.iter().all(|e| e.transport == TransportSpec::Fused));
+    assert_eq!(p.fan_in(p.instances[4].id, 0), 2);
+}
+
+#[test]
+fn threaded_plan_puts_queues_on_every_edge_and_pins_only_when_cores_suffice() {
+    let p = plan(&graph(), &PlanRequest::Threaded, &options()).unwrap();
+    assert_eq!(p.threads().count(), 5);
+    assert!(p
+        .edges
+        .iter()
+        .all(|e| e.transport == TransportSpec::Threaded { capacity: 64 }));
+    assert!(p.threads().all(|t| t.core.is_none()), "5 threads on 2 cores stay unpinned");
+    let text = p.to_string();
+    assert!(text.contains("split.out[0] -> sum[1].in[0]  key-by  via threaded(capacity=64)"), "{text}");
+}
+
+#[test]
+fn plan_file_places_instances_and_mixes_transports() {
+    let p = plan(
+        &graph(),
+        &file(
+            r#"
+            queue_capacity = 128
+            [[thread]]
+            name = "ingest"
+            operators = ["split", "source"]
+            [[thread]]
+            name = "count"
+            operators = ["sum", "sink"]
+            "#,
+        ),
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(p.threads().count(), 2);
+    let transports: Vec<_> = p.edges.iter().map(|e| e.transport.name()).collect();
+    assert_eq!(transports, vec!["fused", "threaded", "threaded", "fused", "fused"]);
+    assert_eq!(p.threads().map(|t| t.core).collect::<Vec<_>>(), vec![Some(0), Some(1)]);
+    let json = serde_json::to_string(&p).unwrap();
+    let back: PhysicalPlan = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, p);
+    assert!(p.to_dot().contains("label=\"key-by / threaded\""));
+}
+
+#[test]
+fn plan_file_errors_are_clear() {
+    let err = |text: &str| plan(&graph(), &file(text), &options()).unwrap_err();
+    let e = err("[[thread]]\nname='a'\noperators=['source','split','sum','sinkk']\n");
+    assert!(matches!(e, PlanError::UnknownOperator { .. }));
+    assert!(e.to_string().contains("'sinkk'"), "{e}");
+    let e = err("[[thread]]\nname='a'\noperators=['source','split','sum[2]','sink']\n");
+    assert!(matches!(e, PlanError::NoSuchInstance { parallelism: 2, .. }), "{e}");
+    let e = err("[[thread]]\nname='a'\noperators=['source','split','sum']\n");
+    assert_eq!(e.to_string(), "test.toml: instance 'sink' is not placed in any thread");
+    let e = err("[[thread]]\nname='a'\noperators=['source','split','sum','sink','sum[0]']\n");
+    assert!(matches!(e, PlanError::PlacedTwice { .. }), "{e}");
+    let e = err("[[thread]]\nname='a'\noperators=['source','split','sum','sink']\ncore=7\n");
+    assert!(matches!(e, PlanError::NoSuchCore { core: 7, .. }), "{e}");
+}
+
+#[test]
+fn threads_that_feed_each_other_are_refused() {
+    let e = plan(
+        &graph(),
+        &file("[[thread]]\nname='a'\noperators=['source','sum']\n[[thread]]\nname='b'\noperators=['split','sink']\n"),
+        &options(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, PlanError::ThreadCycle(_)), "{e}");
+}
+
+#[test]
+fn plan_file_syntax_errors_carry_a_line() {
+    let e = PlanFile::parse("[[thread]]\nname = 'a'\noperators = [\n").unwrap_err();
+    assert!(e.to_string().contains("line"), "{e}");
+    let e = PlanFile::parse("[[thread]]\nname='a'\noperators=[]\ncolour='red'\n").unwrap_err();
+    assert!(e.to_string().contains("colour"), "{e}");
+}
