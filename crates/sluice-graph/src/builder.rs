@@ -400,6 +400,9 @@ impl GraphBuilder {
             return Err(GraphError::NoSource);
         }
         for op in &graph.operators {
+            if !op.is_source() && op.inputs.is_empty() {
+                return Err(GraphError::NoInputs(op.name.clone()));
+            }
             for port in 0..op.inputs.len() {
                 let fed = graph
                     .edges

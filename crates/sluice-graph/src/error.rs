@@ -72,6 +72,9 @@ pub enum GraphError {
     /// Sources cannot be parallel yet.
     #[error("source '{0}' has parallelism above 1; sources run as one instance")]
     ParallelSource(String),
+    /// An operator that is not a source but has no input ports would never run.
+    #[error("operator '{0}' has no input ports; add it as a source instead")]
+    NoInputs(String),
     /// No sources, so nothing would ever run.
     #[error("the graph has no source operator")]
     NoSource,

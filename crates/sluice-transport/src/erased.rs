@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use sluice_types::{BatchRef, DataRun, Message, Tuple, TupleSchema};
+use sluice_types::{BatchRef, DataRun, Message, Tuple, TupleRef, TupleSchema};
 
 use crate::{RecvError, SendError, TransportError, TransportSpec, TupleReceiver, TupleSender};
 
@@ -32,6 +32,8 @@ pub trait ErasedSender: Send {
     /// Offers the tuple in `slot`, which must be an `Option<T>` of the stream's type holding a
     /// value. On success the slot is emptied; on `Full` the tuple stays in it.
     fn offer_tuple(&mut self, slot: &mut dyn Any) -> Result<(), SendError>;
+    /// Offers a clone of `tuple`, which must be of the stream's type.
+    fn offer_copy(&mut self, tuple: TupleRef<'_>) -> Result<(), SendError>;
     /// Offers a punctuation.
     fn offer_punctuation(&mut self) -> Result<(), SendError>;
     /// Offers the end of the stream; nothing may be offered after it.
@@ -144,6 +146,13 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
                 Err(refused.error)
             }
         }
+    }
+
+    fn offer_copy(&mut self, tuple: TupleRef<'_>) -> Result<(), SendError> {
+        let tuple = tuple.get::<T>().ok_or(SendError::TypeMismatch {
+            expected: std::any::type_name::<T>(),
+        })?;
+        self.offer_message(Message::Data(tuple.clone()))
     }
 
     fn offer_punctuation(&mut self) -> Result<(), SendError> {

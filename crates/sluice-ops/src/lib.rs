@@ -1,0 +1,14 @@
+//! The standard operators every application reaches for, typed with closures:
+//! [`IterSource`] (a source over an iterator), [`Map`], [`Filter`], [`FlatMap`], and the
+//! [`Collect`] sink that hands what it received back to the caller.
+//!
+//! Each operator reads its one input port as `I` and emits on output port 0.
+#![forbid(unsafe_code)]
+
+mod sinks;
+mod sources;
+mod transforms;
+
+pub use sinks::{Collect, Collected};
+pub use sources::IterSource;
+pub use transforms::{Filter, FlatMap, Map};

@@ -1,0 +1,54 @@
+//! Sinks.
+
+use std::sync::{Arc, Mutex};
+
+use sluice_graph::{expect_tuple, Operator, OperatorContext, OperatorError, Output};
+use sluice_types::{Tuple, TupleRef};
+
+/// Where [`Collect`] instances put what they received: one vector per instance, filled when
+/// each instance stops.
+pub type Collected<T> = Arc<Mutex<Vec<(usize, Vec<T>)>>>;
+
+/// A sink that keeps every tuple it receives and hands them over when it stops.
+pub struct Collect<T> {
+    into: Collected<T>,
+    instance: usize,
+    items: Vec<T>,
+}
+
+impl<T> Collect<T> {
+    /// A sink handing its tuples to `into`.
+    pub fn new(into: Collected<T>) -> Self {
+        Self {
+            into,
+            instance: 0,
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<T: Tuple> Operator for Collect<T> {
+    fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
+        self.instance = ctx.instance;
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        _out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        self.items.push(expect_tuple::<T>(port, tuple)?.clone());
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        let items = std::mem::take(&mut self.items);
+        self.into
+            .lock()
+            .map_err(|_| OperatorError::Failed("another sink instance panicked".into()))?
+            .push((self.instance, items));
+        Ok(())
+    }
+}

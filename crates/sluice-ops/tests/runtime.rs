@@ -1,0 +1,217 @@
+//! The runtime end to end with the standard operators: every plan gives the same result,
+//! partitioning routes as promised, failures name the operator, a stop drains.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_graph::{
+    Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Ports, Produced, Source,
+};
+use sluice_ops::{Collect, Collected, Filter, IterSource, Map};
+use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
+use sluice_runtime::{run, start, RunError, RunOptions};
+use sluice_types::TupleRef;
+
+fn requests() -> Vec<PlanRequest> {
+    vec![PlanRequest::Fused, PlanRequest::Threaded]
+}
+
+fn run_graph(graph: &Graph, request: &PlanRequest) -> Result<sluice_runtime::JobReport, RunError> {
+    let p = plan(graph, request, &PlanOptions { cores: 2, queue_capacity: 16 }).unwrap();
+    run(graph, &p, &RunOptions::default())
+}
+
+/// numbers 0..n -> x3 -> keep even -> sink (parallelism `sinks`, partitioned by `partitioning`).
+fn pipeline(n: u64, sinks: usize, partitioning: Partitioning, into: Collected<u64>) -> Graph {
+    let mut g = GraphBuilder::new("pipeline");
+    let src = g.source("numbers", Ports::new().output::<u64>(), move |_| IterSource::new(0..n));
+    let triple = g.operator("triple", Ports::new().input::<u64>().output::<u64>(), |_| {
+        Map::new(|x: &u64| x * 3)
+    });
+    let even = g.operator("even", Ports::new().input::<u64>().output::<u64>(), |_| {
+        Filter::new(|x: &u64| x % 2 == 0)
+    });
+    let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| Collect::new(into.clone()));
+    g.set_parallelism(sink, sinks).unwrap();
+    g.connect(src.out(0), triple.input(0)).unwrap();
+    g.connect(triple.out(0), even.input(0)).unwrap();
+    g.connect_with(even.out(0), sink.input(0), partitioning).unwrap();
+    g.build().unwrap()
+}
+
+fn collected(into: &Collected<u64>) -> Vec<(usize, Vec<u64>)> {
+    let mut v = into.lock().unwrap().clone();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_plan_gives_the_same_ordered_output() {
+    for request in requests() {
+        let into: Collected<u64> = Default::default();
+        let report = run_graph(&pipeline(50_000, 1, Partitioning::Forward, into.clone()), &request).unwrap();
+        let got = collected(&into);
+        let expected: Vec<u64> = (0..50_000).map(|x| x * 3).filter(|x| x % 2 == 0).collect();
+        assert_eq!(got, vec![(0, expected)], "{request:?}");
+        assert_eq!(report.tuples_in("triple"), 50_000);
+        assert_eq!(report.tuples_out("even"), 25_000);
+    }
+}
+
+#[test]
+fn key_partitioning_keeps_each_key_on_one_instance() {
+    for request in requests() {
+        let into: Collected<u64> = Default::default();
+        let key = Partitioning::key_by(|x: &u64| x % 10);
+        run_graph(&pipeline(10_000, 3, key, into.clone()), &request).unwrap();
+        let parts = collected(&into);
+        assert_eq!(parts.len(), 3);
+        let mut owner = std::collections::HashMap::new();
+        let mut total = 0;
+        for (instance, items) in &parts {
+            total += items.len();
+            assert!(items.windows(2).all(|w| w[0] < w[1]), "order kept per instance");
+            for x in items {
+                assert_eq!(*owner.entry(x % 10).or_insert(*instance), *instance, "{request:?}");
+            }
+        }
+        assert_eq!(total, 5_000);
+    }
+}
+
+#[test]
+fn broadcast_reaches_every_instance_and_round_robin_deals_evenly() {
+    for request in requests() {
+        let into: Collected<u64> = Default::default();
+        run_graph(&pipeline(300, 3, Partitioning::Broadcast, into.clone()), &request).unwrap();
+        assert!(collected(&into).iter().all(|(_, items)| items.len() == 150));
+
+        let into: Collected<u64> = Default::default();
+        run_graph(&pipeline(300, 3, Partitioning::RoundRobin, into.clone()), &request).unwrap();
+        assert!(collected(&into).iter().all(|(_, items)| items.len() == 50));
+    }
+}
+
+#[test]
+fn a_plan_file_mixing_fused_and_threaded_edges_gives_the_same_output() {
+    let into: Collected<u64> = Default::default();
+    let graph = pipeline(20_000, 2, Partitioning::key_by(|x: &u64| *x), into.clone());
+    let file = PlanFile::parse(
+        "[[thread]]\nname='a'\noperators=['numbers','triple']\n[[thread]]\nname='b'\noperators=['even','sink[0]']\n[[thread]]\nname='c'\noperators=['sink[1]']\n",
+    )
+    .unwrap();
+    run_graph(&graph, &PlanRequest::File("mixed.toml".into(), file)).unwrap();
+    let mut all: Vec<u64> = collected(&into).into_iter().flat_map(|(_, v)| v).collect();
+    all.sort();
+    let expected: Vec<u64> = (0..20_000).map(|x| x * 3).filter(|x| x % 2 == 0).collect();
+    assert_eq!(all, expected);
+}
+
+struct Explode(u64);
+impl Operator for Explode {
+    fn process(&mut self, _: usize, t: TupleRef<'_>, out: &mut Output<'_>) -> Result<(), OperatorError> {
+        let x = *t.get::<u64>().unwrap();
+        if x == self.0 {
+            panic!("tuple {x} is cursed");
+        }
+        out.emit(0, x)
+    }
+}
+
+struct Refuse;
+impl Operator for Refuse {
+    fn process(&mut self, _: usize, _: TupleRef<'_>, _: &mut Output<'_>) -> Result<(), OperatorError> {
+        Err(OperatorError::Failed("no thanks".into()))
+    }
+}
+
+fn failing_graph(panics: bool) -> Graph {
+    let mut g = GraphBuilder::new("failing");
+    let src = g.source("numbers", Ports::new().output::<u64>(), |_| IterSource::new(0..1_000_000u64));
+    let bad = if panics {
+        g.operator("explode", Ports::new().input::<u64>().output::<u64>(), |_| Explode(5_000))
+    } else {
+        g.operator("refuse", Ports::new().input::<u64>().output::<u64>(), |_| Refuse)
+    };
+    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Collect::<u64>::new(Default::default()));
+    g.connect(src.out(0), bad.input(0)).unwrap();
+    g.connect(bad.out(0), sink.input(0)).unwrap();
+    g.build().unwrap()
+}
+
+#[test]
+fn a_panicking_operator_stops_the_job_with_its_name() {
+    for request in requests() {
+        let err = run_graph(&failing_graph(true), &request).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("'explode'"), "{msg}");
+        assert!(msg.contains("tuple 5000 is cursed"), "{msg}");
+    }
+}
+
+#[test]
+fn a_failing_operator_stops_the_job_with_its_error() {
+    for request in requests() {
+        let err = run_graph(&failing_graph(false), &request).unwrap_err();
+        assert_eq!(err.to_string(), "operator 'refuse' failed: no thanks");
+    }
+}
+
+/// A source that never ends by itself and counts what it emitted.
+struct Endless {
+    next: u64,
+    emitted: Arc<Mutex<u64>>,
+}
+impl Source for Endless {
+    fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
+        for _ in 0..64 {
+            out.emit(0, self.next)?;
+            self.next += 1;
+        }
+        Ok(Produced::Emitted(64))
+    }
+    fn finish(&mut self, _: &mut Output<'_>) -> Result<(), OperatorError> {
+        *self.emitted.lock().unwrap() = self.next;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_stop_drains_every_emitted_tuple() {
+    for request in requests() {
+        let emitted = Arc::new(Mutex::new(0));
+        let into: Collected<u64> = Default::default();
+        let mut g = GraphBuilder::new("endless");
+        let e2 = emitted.clone();
+        let src = g.source("endless", Ports::new().output::<u64>(), move |_| Endless { next: 0, emitted: e2.clone() });
+        let slow = g.operator("slow", Ports::new().input::<u64>().output::<u64>(), |_| Map::new(|x: &u64| *x));
+        let into2 = into.clone();
+        let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| Collect::new(into2.clone()));
+        g.connect(src.out(0), slow.input(0)).unwrap();
+        g.connect(slow.out(0), sink.input(0)).unwrap();
+        let graph = g.build().unwrap();
+        let p = plan(&graph, &request, &PlanOptions { cores: 2, queue_capacity: 1024 }).unwrap();
+        let job = start(&graph, &p, &RunOptions::default()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        job.stop_handle().stop();
+        job.wait().unwrap();
+        let sent = *emitted.lock().unwrap();
+        let got = collected(&into);
+        assert!(sent > 0);
+        assert_eq!(got[0].1.len() as u64, sent, "{request:?}: every emitted tuple arrived");
+        assert!(got[0].1.iter().copied().eq(0..sent));
+    }
+}
+
+#[test]
+fn a_run_duration_stops_an_endless_job() {
+    let mut g = GraphBuilder::new("endless");
+    let src = g.source("endless", Ports::new().output::<u64>(), |_| Endless { next: 0, emitted: Default::default() });
+    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Filter::new(|_: &u64| false));
+    g.connect(src.out(0), sink.input(0)).unwrap();
+    let graph = g.build().unwrap();
+    let p = plan(&graph, &PlanRequest::Threaded, &PlanOptions::default()).unwrap();
+    let options = RunOptions { duration: Some(Duration::from_millis(100)), ..RunOptions::default() };
+    let report = run(&graph, &p, &options).unwrap();
+    assert_eq!(report.tuples_in("sink"), report.tuples_out("endless"));
+}

@@ -1,0 +1,46 @@
+//! Why a job failed.
+
+use sluice_graph::OperatorError;
+use sluice_transport::TransportError;
+use thiserror::Error;
+
+/// A job that did not complete.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// An operator instance failed or panicked.
+    #[error("operator '{instance}' failed: {error}")]
+    Operator {
+        /// The instance, e.g. `sum[1]`.
+        instance: String,
+        /// What went wrong.
+        error: OperatorError,
+    },
+    /// A transport could not be built.
+    #[error("edge {edge}: {error}")]
+    Transport {
+        /// The edge, as `from -> to`.
+        edge: String,
+        /// What went wrong.
+        error: TransportError,
+    },
+    /// The plan does not fit the graph it is run with.
+    #[error("the plan does not match the graph: {0}")]
+    PlanMismatch(String),
+    /// An upstream thread vanished without ending its stream.
+    #[error("the edge {edge} lost its sender without an end of stream")]
+    Disconnected {
+        /// The edge, as `from -> to`.
+        edge: String,
+    },
+    /// A thread could not be started.
+    #[error("cannot start thread '{thread}': {source}")]
+    Spawn {
+        /// The thread's name.
+        thread: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The job aborted without a recorded cause.
+    #[error("the job aborted")]
+    Aborted,
+}

@@ -1,0 +1,494 @@
+//! One thread's executor: its fused instances, the routes between them, its receivers, and
+//! the work loop.
+//!
+//! Instances live in `RefCell`s indexed by their position in the thread. Emitting calls the
+//! downstream instance's hook directly while the upstream one is still borrowed; the plan's
+//! instances form a DAG (the graph refuses cycles), so no instance is ever borrowed twice.
+
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use sluice_graph::{
+    KeyFn, Operator, OperatorContext, OperatorError, OperatorReport, Output, OutputSink,
+    OwnedTuple, Produced, Source,
+};
+use sluice_sync::IdleStrategy;
+use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, SendError};
+use sluice_types::{BatchRef, TupleRef, TupleSchema};
+
+use crate::control::JobControl;
+use crate::{InstanceReport, RunError};
+
+/// What a node is.
+pub(crate) enum Body {
+    Source(Box<dyn Source>),
+    Operator(Box<dyn Operator>),
+}
+
+/// Where one physical edge leads.
+pub(crate) enum Target {
+    /// An instance in this thread: a direct call.
+    Fused { node: usize, port: usize },
+    /// An instance in another thread: a transport.
+    Remote(Box<dyn ErasedSender>),
+}
+
+/// How a fan picks among its targets.
+pub(crate) enum Picker {
+    Forward,
+    RoundRobin { next: usize },
+    Key(KeyFn),
+    Broadcast,
+}
+
+/// The physical edges of one logical edge leaving one instance's output port.
+pub(crate) struct Fan {
+    pub(crate) picker: Picker,
+    /// One per downstream instance reached, in instance order.
+    pub(crate) targets: Vec<Target>,
+}
+
+impl Fan {
+    /// The single target for `tuple`, or `None` when every target gets it.
+    #[inline]
+    fn pick(&mut self, tuple: TupleRef<'_>) -> Option<usize> {
+        let n = self.targets.len();
+        match &mut self.picker {
+            Picker::Forward => Some(0),
+            Picker::RoundRobin { next } => {
+                let at = *next % n;
+                *next = at + 1;
+                Some(at)
+            }
+            Picker::Key(key) => Some((key.hash(tuple) % n as u64) as usize),
+            Picker::Broadcast => None,
+        }
+    }
+}
+
+/// One operator instance in a thread.
+pub(crate) struct Node {
+    pub(crate) operator: String,
+    pub(crate) ctx: OperatorContext,
+    pub(crate) body: Body,
+    pub(crate) outputs: Vec<TupleSchema>,
+    /// Per output port, one fan per logical edge leaving it.
+    pub(crate) routes: Vec<Vec<Fan>>,
+    /// Per input port, how many upstream edges have not ended yet.
+    pub(crate) open_inputs: Vec<usize>,
+    /// Input ports not yet ended.
+    pub(crate) open_ports: usize,
+    pub(crate) finished: bool,
+    pub(crate) tuples_in: u64,
+    pub(crate) tuples_out: u64,
+}
+
+/// A receiver feeding an input port of an instance in this thread.
+pub(crate) struct Inbound {
+    pub(crate) receiver: Box<dyn ErasedReceiver>,
+    pub(crate) node: usize,
+    pub(crate) port: usize,
+    pub(crate) edge: String,
+    pub(crate) ended: bool,
+}
+
+/// Everything one thread runs.
+pub(crate) struct ThreadExec {
+    pub(crate) name: String,
+    pub(crate) core: Option<usize>,
+    pub(crate) nodes: Vec<RefCell<Node>>,
+    pub(crate) inbound: Vec<Inbound>,
+}
+
+/// What every call in a thread needs from the job.
+pub(crate) struct Env<'a> {
+    pub(crate) control: &'a JobControl,
+    pub(crate) idle: IdleStrategy,
+    pub(crate) poll_batch: usize,
+}
+
+/// The `OutputSink` of the instance currently running: routes its emissions.
+struct Router<'a> {
+    nodes: &'a [RefCell<Node>],
+    routes: &'a mut [Vec<Fan>],
+    tuples_out: &'a mut u64,
+    env: &'a Env<'a>,
+}
+
+impl OutputSink for Router<'_> {
+    #[inline]
+    fn emit(&mut self, port: usize, tuple: &mut dyn OwnedTuple) -> Result<(), OperatorError> {
+        *self.tuples_out += 1;
+        let Some(fans) = self.routes.get_mut(port) else {
+            return Ok(());
+        };
+        let last_fan = fans.len().saturating_sub(1);
+        for (k, fan) in fans.iter_mut().enumerate() {
+            // Only the very last delivery of a tuple may move it into a queue.
+            let movable = k == last_fan;
+            match fan.pick(tuple.tuple()) {
+                Some(j) => deliver(self.nodes, &mut fan.targets[j], tuple, movable, self.env)?,
+                None => {
+                    let last = fan.targets.len().saturating_sub(1);
+                    for (j, target) in fan.targets.iter_mut().enumerate() {
+                        deliver(self.nodes, target, tuple, movable && j == last, self.env)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn punctuate(&mut self, port: usize) -> Result<(), OperatorError> {
+        let Some(fans) = self.routes.get_mut(port) else {
+            return Ok(());
+        };
+        for target in fans.iter_mut().flat_map(|f| f.targets.iter_mut()) {
+            match target {
+                Target::Fused { node, port } => {
+                    let port = *port;
+                    with_operator(self.nodes, *node, self.env, |op, out| {
+                        op.punctuation(port, out)
+                    })?
+                }
+                Target::Remote(sender) => send(self.env, || sender.offer_punctuation())?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn deliver(
+    nodes: &[RefCell<Node>],
+    target: &mut Target,
+    tuple: &mut dyn OwnedTuple,
+    movable: bool,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    match target {
+        Target::Fused { node, port } => {
+            let (node, port, tuple) = (*node, *port, tuple.tuple());
+            with_node(nodes, node, env, 1, |body, out| match body {
+                Body::Operator(op) => op.process(port, tuple, out),
+                Body::Source(_) => Ok(()),
+            })
+        }
+        Target::Remote(sender) if movable => send(env, || sender.offer_tuple(tuple.slot())),
+        Target::Remote(sender) => send(env, || sender.offer_copy(tuple.tuple())),
+    }
+}
+
+/// Offers until the transport accepts, idling while it is full (backpressure); gives up if the
+/// job aborts or the receiver is gone.
+#[inline]
+fn send(
+    env: &Env<'_>,
+    mut offer: impl FnMut() -> Result<(), SendError>,
+) -> Result<(), OperatorError> {
+    let mut idle = env.idle.waiter();
+    loop {
+        match offer() {
+            Ok(()) => return Ok(()),
+            Err(SendError::Full) if !env.control.aborting() => idle.wait(),
+            Err(SendError::Full) => return Err(OperatorError::Aborted),
+            Err(SendError::Closed) => {
+                return Err(OperatorError::Failed(
+                    "the downstream thread stopped receiving".into(),
+                ))
+            }
+            Err(other) => return Err(OperatorError::Failed(other.to_string())),
+        }
+    }
+}
+
+/// Runs `f` on node `index` with an `Output` routing its emissions. An error or panic in `f`
+/// is recorded against the instance and turned into `Aborted` for the callers upstream.
+fn with_node<R>(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    env: &Env<'_>,
+    tuples_in: u64,
+    f: impl FnOnce(&mut Body, &mut Output<'_>) -> Result<R, OperatorError>,
+) -> Result<R, OperatorError> {
+    let Ok(mut guard) = nodes[index].try_borrow_mut() else {
+        return Err(OperatorError::Failed(
+            "an instance was re-entered; the fused graph has a cycle".into(),
+        ));
+    };
+    let node = &mut *guard;
+    node.tuples_in += tuples_in;
+    let mut router = Router {
+        nodes,
+        routes: &mut node.routes,
+        tuples_out: &mut node.tuples_out,
+        env,
+    };
+    let mut out = Output::new(&node.outputs, &mut router);
+    let body = &mut node.body;
+    match catch_unwind(AssertUnwindSafe(|| f(body, &mut out))) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => {
+            env.control.fail(node.ctx.name_of_instance(), error);
+            Err(OperatorError::Aborted)
+        }
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            env.control.fail(
+                node.ctx.name_of_instance(),
+                OperatorError::Panicked(message),
+            );
+            Err(OperatorError::Aborted)
+        }
+    }
+}
+
+fn with_operator(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    env: &Env<'_>,
+    f: impl FnOnce(&mut dyn Operator, &mut Output<'_>) -> Result<(), OperatorError>,
+) -> Result<(), OperatorError> {
+    with_node(nodes, index, env, 0, |body, out| match body {
+        Body::Operator(op) => f(op.as_mut(), out),
+        Body::Source(_) => Ok(()),
+    })
+}
+
+/// One upstream edge of `port` on node `index` has ended.
+fn end_input(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    port: usize,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    let (port_done, all_done) = {
+        let Ok(mut node) = nodes[index].try_borrow_mut() else {
+            return Err(OperatorError::Failed("an instance was re-entered".into()));
+        };
+        let open = &mut node.open_inputs[port];
+        *open = open.saturating_sub(1);
+        let port_done = *open == 0;
+        if port_done {
+            node.open_ports = node.open_ports.saturating_sub(1);
+        }
+        (port_done, port_done && node.open_ports == 0)
+    };
+    if port_done {
+        with_operator(nodes, index, env, |op, out| op.port_ended(port, out))?;
+    }
+    if all_done {
+        finish_node(nodes, index, env)?;
+    }
+    Ok(())
+}
+
+/// Calls `finish` on node `index` and ends every stream it feeds.
+fn finish_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
+    with_node(nodes, index, env, 0, |body, out| match body {
+        Body::Source(source) => source.finish(out),
+        Body::Operator(op) => op.finish(out),
+    })?;
+    let Ok(mut node) = nodes[index].try_borrow_mut() else {
+        return Err(OperatorError::Failed("an instance was re-entered".into()));
+    };
+    node.finished = true;
+    for target in node.routes.iter_mut().flatten().flat_map(|f| f.targets.iter_mut()) {
+        match target {
+            Target::Fused { node, port } => end_input(nodes, *node, *port, env)?,
+            Target::Remote(sender) => {
+                send(env, || sender.offer_end())?;
+                sender.flush();
+            }
+        }
+    }
+    Ok(())
+}
+
+trait InstanceName {
+    fn name_of_instance(&self) -> String;
+}
+
+impl InstanceName for OperatorContext {
+    fn name_of_instance(&self) -> String {
+        if self.parallelism == 1 {
+            self.name.clone()
+        } else {
+            format!("{}[{}]", self.name, self.instance)
+        }
+    }
+}
+
+impl ThreadExec {
+    /// Runs the thread: start hooks, wait for every thread to be ready, the work loop, then
+    /// the stop hooks. Returns the instances' reports (empty if the job aborted).
+    pub(crate) fn run(
+        self,
+        env: &Env<'_>,
+        ready: &std::sync::Barrier,
+    ) -> Vec<InstanceReport> {
+        if let Some(core) = self.core {
+            core_affinity::set_for_current(core_affinity::CoreId { id: core });
+        }
+        let ThreadExec {
+            nodes, mut inbound, ..
+        } = self;
+        for index in 0..nodes.len() {
+            let ctx = nodes[index].borrow().ctx.clone();
+            let _ = with_node(&nodes, index, env, 0, |body, _| match body {
+                Body::Source(s) => s.start(&ctx),
+                Body::Operator(o) => o.start(&ctx),
+            });
+        }
+        ready.wait();
+        work_loop(&nodes, &mut inbound, env);
+        if env.control.aborting() {
+            return Vec::new();
+        }
+        let mut reports = Vec::with_capacity(nodes.len());
+        for cell in &nodes {
+            let mut node = cell.borrow_mut();
+            let stopped = match &mut node.body {
+                Body::Source(s) => catch_unwind(AssertUnwindSafe(|| s.stop())),
+                Body::Operator(o) => catch_unwind(AssertUnwindSafe(|| o.stop())),
+            };
+            let report = match stopped {
+                Ok(Ok(report)) => report,
+                Ok(Err(error)) => {
+                    env.control.fail(node.ctx.name_of_instance(), error);
+                    OperatorReport::default()
+                }
+                Err(_) => {
+                    env.control.fail(
+                        node.ctx.name_of_instance(),
+                        OperatorError::Panicked("in stop".into()),
+                    );
+                    OperatorReport::default()
+                }
+            };
+            reports.push(InstanceReport {
+                operator: node.operator.clone(),
+                instance: node.ctx.name_of_instance(),
+                tuples_in: node.tuples_in,
+                tuples_out: node.tuples_out,
+                report,
+            });
+        }
+        reports
+    }
+}
+
+fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
+    let sources: Vec<usize> = (0..nodes.len())
+        .filter(|&i| matches!(nodes[i].borrow().body, Body::Source(_)))
+        .collect();
+    let mut idle = env.idle.waiter();
+    loop {
+        if env.control.aborting() {
+            return;
+        }
+        let mut work = 0usize;
+        for &index in &sources {
+            if nodes[index].borrow().finished {
+                continue;
+            }
+            let step = if env.control.stop_requested() {
+                finish_node(nodes, index, env).map(|()| 1)
+            } else {
+                match with_node(nodes, index, env, 0, |body, out| match body {
+                    Body::Source(s) => s.produce(out),
+                    Body::Operator(_) => Ok(Produced::Exhausted),
+                }) {
+                    Ok(Produced::Emitted(n)) => Ok(n.max(1)),
+                    Ok(Produced::Idle) => Ok(0),
+                    Ok(Produced::Exhausted) => finish_node(nodes, index, env).map(|()| 1),
+                    Err(e) => Err(e),
+                }
+            };
+            match step {
+                Ok(done) => work += done,
+                Err(_) => return,
+            }
+        }
+        for input in inbound.iter_mut().filter(|i| !i.ended) {
+            match poll_input(nodes, input, env) {
+                Ok(n) => work += n,
+                Err(()) => return,
+            }
+        }
+        if work > 0 {
+            flush(nodes);
+        }
+        if nodes.iter().all(|n| n.borrow().finished) {
+            return;
+        }
+        idle.after(work);
+    }
+}
+
+fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Result<usize, ()> {
+    let (node, port) = (input.node, input.port);
+    let mut failed = false;
+    let mut ended = false;
+    let polled = input.receiver.poll(env.poll_batch, &mut |delivery| {
+        let result = match delivery {
+            Delivery::Batch(batch) => process_batch(nodes, node, port, batch, env),
+            Delivery::Punctuation => {
+                with_operator(nodes, node, env, |op, out| op.punctuation(port, out))
+            }
+            Delivery::EndOfStream => {
+                ended = true;
+                end_input(nodes, node, port, env)
+            }
+        };
+        if result.is_err() {
+            failed = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    input.ended |= ended;
+    match polled {
+        Ok(_) if failed => Err(()),
+        Ok(n) => Ok(n),
+        Err(_) => {
+            if !env.control.aborting() {
+                env.control.fail_with(RunError::Disconnected {
+                    edge: input.edge.clone(),
+                });
+            }
+            Err(())
+        }
+    }
+}
+
+#[inline]
+fn process_batch(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    port: usize,
+    batch: BatchRef<'_>,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    with_node(nodes, index, env, batch.len() as u64, |body, out| match body {
+        Body::Operator(op) => op.process_batch(port, batch, out),
+        Body::Source(_) => Ok(()),
+    })
+}
+
+/// Publishes everything this thread's senders hold.
+fn flush(nodes: &[RefCell<Node>]) {
+    for cell in nodes {
+        let mut node = cell.borrow_mut();
+        for target in node.routes.iter_mut().flatten().flat_map(|f| f.targets.iter_mut()) {
+            if let Target::Remote(sender) = target {
+                sender.flush();
+            }
+        }
+    }
+}
