@@ -208,7 +208,10 @@ impl Graph {
 
     /// A label for an output port, such as `split.out[0]`.
     pub fn out_label(&self, port: OutPort) -> String {
-        format!("{}.out[{}]", self.operators[port.operator.0].name, port.port)
+        format!(
+            "{}.out[{}]",
+            self.operators[port.operator.0].name, port.port
+        )
     }
 
     /// A label for an input port, such as `sum.in[0]`.
@@ -374,7 +377,12 @@ impl GraphBuilder {
                 });
             }
         }
-        if self.graph.edges.iter().any(|e| e.from == from && e.to == to) {
+        if self
+            .graph
+            .edges
+            .iter()
+            .any(|e| e.from == from && e.to == to)
+        {
             return Err(GraphError::DuplicateEdge {
                 from: from_label,
                 to: to_label,
@@ -502,7 +510,10 @@ mod tests {
         numbers(&mut g);
         pass(&mut g, "lonely");
         let err = g.build().unwrap_err();
-        assert_eq!(err.to_string(), "input port 0 of operator 'lonely' is not connected");
+        assert_eq!(
+            err.to_string(),
+            "input port 0 of operator 'lonely' is not connected"
+        );
     }
 
     #[test]
@@ -519,7 +530,10 @@ mod tests {
         g.connect(a.out(0), b.input(0)).unwrap();
         g.connect(b.out(0), a.input(1)).unwrap();
         let err = g.build().unwrap_err();
-        assert!(matches!(&err, GraphError::Cycle(names) if names.contains(&"a".to_string()) && names.contains(&"b".to_string())), "{err}");
+        assert!(
+            matches!(&err, GraphError::Cycle(names) if names.contains(&"a".to_string()) && names.contains(&"b".to_string())),
+            "{err}"
+        );
         assert!(err.to_string().contains("cycle"), "{err}");
     }
 
@@ -540,7 +554,11 @@ mod tests {
         let s = numbers(&mut g);
         let p = pass(&mut g, "p");
         let err = g
-            .connect_with(s.out(0), p.input(0), Partitioning::key_by(|s: &String| s.len()))
+            .connect_with(
+                s.out(0),
+                p.input(0),
+                Partitioning::key_by(|s: &String| s.len()),
+            )
             .unwrap_err();
         assert!(matches!(err, GraphError::KeyTypeMismatch { .. }));
     }
@@ -552,7 +570,10 @@ mod tests {
         let p = pass(&mut g, "p");
         assert!(matches!(
             g.connect(s.out(1), p.input(0)),
-            Err(GraphError::NoSuchPort { direction: "output", .. })
+            Err(GraphError::NoSuchPort {
+                direction: "output",
+                ..
+            })
         ));
         assert!(matches!(
             g.set_parallelism(p, 0),

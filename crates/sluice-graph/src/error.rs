@@ -9,7 +9,9 @@ pub enum GraphError {
     #[error("two operators are named '{0}'; operator names must be unique")]
     DuplicateName(String),
     /// A name that cannot be used in plans.
-    #[error("operator name '{0}' is invalid: use letters, digits, '_' and '-', starting with a letter")]
+    #[error(
+        "operator name '{0}' is invalid: use letters, digits, '_' and '-', starting with a letter"
+    )]
     InvalidName(String),
     /// A port index beyond the operator's ports.
     #[error("operator '{operator}' has {count} {direction} port(s); port {port} does not exist")]
@@ -36,7 +38,9 @@ pub enum GraphError {
         to_type: &'static str,
     },
     /// A key function typed for another tuple than the edge carries.
-    #[error("the key function on {from} -> {to} reads {key_type} but the stream carries {stream_type}")]
+    #[error(
+        "the key function on {from} -> {to} reads {key_type} but the stream carries {stream_type}"
+    )]
     KeyTypeMismatch {
         /// The output port.
         from: String,

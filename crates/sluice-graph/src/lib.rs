@@ -19,7 +19,7 @@ pub use builder::{
 };
 pub use error::GraphError;
 pub use operator::{
-    LatencyHistogram, Operator, OperatorContext, OperatorError, OperatorReport, Output,
-    OutputSink, OwnedTuple, Produced, Source, expect_tuple,
+    expect_tuple, latency_histogram, LatencyHistogram, Operator, OperatorContext, OperatorError,
+    OperatorReport, Output, OutputSink, OwnedTuple, Produced, Source,
 };
 pub use partitioning::{KeyFn, Partitioning};

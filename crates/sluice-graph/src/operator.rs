@@ -19,6 +19,16 @@ use thiserror::Error;
 /// Latency recorded by an operator, in nanoseconds.
 pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
 
+/// The longest latency a histogram tracks: an hour, in nanoseconds.
+const LONGEST_LATENCY_NS: u64 = 3_600_000_000_000;
+
+/// A histogram for latencies from 1 ns to an hour at 3 significant digits; record with
+/// `saturating_record` so an outlier beyond an hour counts as an hour.
+pub fn latency_histogram() -> LatencyHistogram {
+    LatencyHistogram::new_with_bounds(1, LONGEST_LATENCY_NS, 3)
+        .expect("constant histogram bounds are valid")
+}
+
 /// Why an operator failed.
 #[derive(Debug, Error)]
 pub enum OperatorError {
@@ -215,7 +225,6 @@ impl<T: Tuple> OwnedTuple for Option<T> {
         self
     }
 }
-
 
 /// Where an [`Output`] sends what it is given; implemented by the runtime.
 pub trait OutputSink {

@@ -1,0 +1,123 @@
+//! What the command line gives an application, and its errors.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sluice_graph::GraphError;
+use thiserror::Error;
+
+use crate::AppSpec;
+
+/// An application's configuration from `sluice run`.
+#[derive(Debug, Clone, Default)]
+pub struct AppConfig {
+    /// `--input FILE`.
+    pub input: Option<PathBuf>,
+    /// `--output FILE`.
+    pub output: Option<PathBuf>,
+    /// `--rate N`: tuples per second from the source; `None` or 0 is as fast as possible.
+    pub rate: Option<u64>,
+    /// `--duration S`.
+    pub duration: Option<Duration>,
+    /// `--set key=value` pairs.
+    pub settings: Settings,
+}
+
+/// `--set key=value` pairs.
+#[derive(Debug, Clone, Default)]
+pub struct Settings(BTreeMap<String, String>);
+
+impl Settings {
+    /// Parses `key=value` pairs; the last of repeated keys wins.
+    pub fn parse<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<Self, AppError> {
+        let mut map = BTreeMap::new();
+        for pair in pairs {
+            let (key, value) = pair
+                .split_once('=')
+                .filter(|(k, _)| !k.trim().is_empty())
+                .ok_or_else(|| AppError::BadSetting {
+                    key: pair.to_string(),
+                    reason: "expected key=value".into(),
+                })?;
+            map.insert(key.trim().to_string(), value.trim().to_string());
+        }
+        Ok(Self(map))
+    }
+
+    /// Refuses keys the application does not know.
+    pub fn check_keys(&self, spec: &AppSpec) -> Result<(), AppError> {
+        for key in self.0.keys() {
+            if !spec.settings.iter().any(|(k, _)| k == key) {
+                return Err(AppError::UnknownSetting {
+                    app: spec.name,
+                    key: key.clone(),
+                    known: spec
+                        .settings
+                        .iter()
+                        .map(|(k, _)| *k)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of `key` parsed as `T`, or `default` when absent.
+    pub fn get<T: FromStr>(&self, key: &str, default: T) -> Result<T, AppError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.0.get(key) {
+            None => Ok(default),
+            Some(text) => text.parse().map_err(|e: T::Err| AppError::BadSetting {
+                key: key.to_string(),
+                reason: format!("'{text}': {e}"),
+            }),
+        }
+    }
+}
+
+/// Why an application could not be built.
+#[derive(Debug, Error)]
+pub enum AppError {
+    /// No such application.
+    #[error("no application named '{name}' (built-in: {known}); see `sluice apps`")]
+    UnknownApp {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
+    /// A `--set` key the application does not take.
+    #[error("{app} has no setting '{key}' (settings: {known})")]
+    UnknownSetting {
+        /// The application.
+        app: &'static str,
+        /// The key.
+        key: String,
+        /// The keys it takes.
+        known: String,
+    },
+    /// A `--set` value that does not parse or is out of range.
+    #[error("setting {key}: {reason}")]
+    BadSetting {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An input or output file problem found before the run.
+    #[error("{path}: {reason}")]
+    File {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The application's graph is invalid (a bug in the application).
+    #[error("the application's graph is invalid: {0}")]
+    Graph(#[from] GraphError),
+}

@@ -1,0 +1,65 @@
+//! The built-in applications `sluice run` knows by name, and what each needs from the command
+//! line ([`AppConfig`]).
+//!
+//! An application is a function from its configuration to a validated graph plus a function
+//! that turns the job's report into the summary printed at the end. Every process of a job
+//! calls the same function, so the graph can be rebuilt anywhere from the application's name
+//! and configuration.
+#![forbid(unsafe_code)]
+
+mod config;
+mod summary;
+pub mod wordcount;
+
+pub use config::{AppConfig, AppError, Settings};
+pub use summary::{latency_line, throughput_line};
+
+use sluice_graph::Graph;
+use sluice_runtime::JobReport;
+
+/// A built application: its graph and how to summarise a finished run.
+pub struct App {
+    /// The validated graph.
+    pub graph: Graph,
+    /// Turns the job's report into the lines printed after the run.
+    pub summarize: Box<dyn Fn(&JobReport) -> String + Send + Sync>,
+}
+
+/// An application in the registry.
+pub struct AppSpec {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// One line on what it does.
+    pub about: &'static str,
+    /// The `--set` keys it accepts, each with a one-line description.
+    pub settings: &'static [(&'static str, &'static str)],
+    /// Builds it.
+    pub build: fn(&AppConfig) -> Result<App, AppError>,
+}
+
+/// Every built-in application.
+pub fn registry() -> &'static [AppSpec] {
+    &[wordcount::SPEC]
+}
+
+/// The application called `name`, or an error listing the ones there are.
+pub fn find(name: &str) -> Result<&'static AppSpec, AppError> {
+    registry()
+        .iter()
+        .find(|a| a.name == name)
+        .ok_or_else(|| AppError::UnknownApp {
+            name: name.to_string(),
+            known: registry()
+                .iter()
+                .map(|a| a.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Builds the application `name` with `config`, checking its `--set` keys first.
+pub fn build(name: &str, config: &AppConfig) -> Result<App, AppError> {
+    let spec = find(name)?;
+    config.settings.check_keys(spec)?;
+    (spec.build)(config)
+}

@@ -1,0 +1,84 @@
+//! The `--plan` option shared by `run` and `plan`, and building an application with it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use sluice_apps::{AppConfig, Settings};
+use sluice_plan::{PhysicalPlan, PlanFile, PlanOptions, PlanRequest};
+
+/// Options that choose the application and its plan.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct AppArgs {
+    /// The application (see `sluice apps`).
+    pub app: String,
+    /// `fused` (one thread), `threaded` (a thread per operator instance), or a plan file
+    /// (TOML) that assigns operators to threads.
+    #[arg(long, default_value = "fused")]
+    pub plan: String,
+    /// Messages each threaded port holds.
+    #[arg(long)]
+    pub queue_capacity: Option<usize>,
+    /// Application setting, `key=value`; repeatable (see `sluice apps`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub settings: Vec<String>,
+}
+
+impl AppArgs {
+    /// Parses the plan choice.
+    pub fn request(&self) -> anyhow::Result<PlanRequest> {
+        match self.plan.as_str() {
+            "fused" => Ok(PlanRequest::Fused),
+            "threaded" => Ok(PlanRequest::Threaded),
+            path => {
+                let path = PathBuf::from(path);
+                if !path.exists() {
+                    anyhow::bail!(
+                        "--plan {}: not 'fused', 'threaded' or an existing plan file",
+                        path.display()
+                    );
+                }
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read plan file {}", path.display()))?;
+                let file = PlanFile::parse(&text).map_err(|e| {
+                    let (line, column) = e.span().map_or((1, 1), |span| {
+                        let before = &text[..span.start.min(text.len())];
+                        let line = before.matches('\n').count() + 1;
+                        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                        (line, column)
+                    });
+                    anyhow::anyhow!(
+                        "plan file {}, line {line}, column {column}: {}",
+                        path.display(),
+                        e.message()
+                    )
+                })?;
+                Ok(PlanRequest::File(path.display().to_string(), file))
+            }
+        }
+    }
+
+    /// Builds the application with `config` (whose settings this fills in) and plans it.
+    pub fn build(&self, mut config: AppConfig) -> anyhow::Result<(sluice_apps::App, PhysicalPlan)> {
+        config.settings = Settings::parse(self.settings.iter().map(String::as_str))?;
+        let app = sluice_apps::build(&self.app, &config)?;
+        let mut options = PlanOptions::default();
+        if let Some(capacity) = self.queue_capacity {
+            options.queue_capacity = capacity;
+        }
+        let plan = sluice_plan::plan(&app.graph, &self.request()?, &options)?;
+        Ok((app, plan))
+    }
+}
+
+/// Parses a duration in seconds, such as `5` or `0.5`.
+pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
+        return Err(format!("'{text}' must be a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
