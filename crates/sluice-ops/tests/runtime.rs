@@ -17,25 +17,40 @@ fn requests() -> Vec<PlanRequest> {
 }
 
 fn run_graph(graph: &Graph, request: &PlanRequest) -> Result<sluice_runtime::JobReport, RunError> {
-    let p = plan(graph, request, &PlanOptions { cores: 2, queue_capacity: 16 }).unwrap();
+    let p = plan(
+        graph,
+        request,
+        &PlanOptions {
+            cores: 2,
+            queue_capacity: 16,
+        },
+    )
+    .unwrap();
     run(graph, &p, &RunOptions::default())
 }
 
 /// numbers 0..n -> x3 -> keep even -> sink (parallelism `sinks`, partitioned by `partitioning`).
 fn pipeline(n: u64, sinks: usize, partitioning: Partitioning, into: Collected<u64>) -> Graph {
     let mut g = GraphBuilder::new("pipeline");
-    let src = g.source("numbers", Ports::new().output::<u64>(), move |_| IterSource::new(0..n));
-    let triple = g.operator("triple", Ports::new().input::<u64>().output::<u64>(), |_| {
-        Map::new(|x: &u64| x * 3)
+    let src = g.source("numbers", Ports::new().output::<u64>(), move |_| {
+        IterSource::new(0..n)
     });
+    let triple = g.operator(
+        "triple",
+        Ports::new().input::<u64>().output::<u64>(),
+        |_| Map::new(|x: &u64| x * 3),
+    );
     let even = g.operator("even", Ports::new().input::<u64>().output::<u64>(), |_| {
         Filter::new(|x: &u64| x % 2 == 0)
     });
-    let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| Collect::new(into.clone()));
+    let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| {
+        Collect::new(into.clone())
+    });
     g.set_parallelism(sink, sinks).unwrap();
     g.connect(src.out(0), triple.input(0)).unwrap();
     g.connect(triple.out(0), even.input(0)).unwrap();
-    g.connect_with(even.out(0), sink.input(0), partitioning).unwrap();
+    g.connect_with(even.out(0), sink.input(0), partitioning)
+        .unwrap();
     g.build().unwrap()
 }
 
@@ -49,7 +64,11 @@ fn collected(into: &Collected<u64>) -> Vec<(usize, Vec<u64>)> {
 fn every_plan_gives_the_same_ordered_output() {
     for request in requests() {
         let into: Collected<u64> = Default::default();
-        let report = run_graph(&pipeline(50_000, 1, Partitioning::Forward, into.clone()), &request).unwrap();
+        let report = run_graph(
+            &pipeline(50_000, 1, Partitioning::Forward, into.clone()),
+            &request,
+        )
+        .unwrap();
         let got = collected(&into);
         let expected: Vec<u64> = (0..50_000).map(|x| x * 3).filter(|x| x % 2 == 0).collect();
         assert_eq!(got, vec![(0, expected)], "{request:?}");
@@ -70,9 +89,16 @@ fn key_partitioning_keeps_each_key_on_one_instance() {
         let mut total = 0;
         for (instance, items) in &parts {
             total += items.len();
-            assert!(items.windows(2).all(|w| w[0] < w[1]), "order kept per instance");
+            assert!(
+                items.windows(2).all(|w| w[0] < w[1]),
+                "order kept per instance"
+            );
             for x in items {
-                assert_eq!(*owner.entry(x % 10).or_insert(*instance), *instance, "{request:?}");
+                assert_eq!(
+                    *owner.entry(x % 10).or_insert(*instance),
+                    *instance,
+                    "{request:?}"
+                );
             }
         }
         assert_eq!(total, 5_000);
@@ -83,11 +109,19 @@ fn key_partitioning_keeps_each_key_on_one_instance() {
 fn broadcast_reaches_every_instance_and_round_robin_deals_evenly() {
     for request in requests() {
         let into: Collected<u64> = Default::default();
-        run_graph(&pipeline(300, 3, Partitioning::Broadcast, into.clone()), &request).unwrap();
+        run_graph(
+            &pipeline(300, 3, Partitioning::Broadcast, into.clone()),
+            &request,
+        )
+        .unwrap();
         assert!(collected(&into).iter().all(|(_, items)| items.len() == 150));
 
         let into: Collected<u64> = Default::default();
-        run_graph(&pipeline(300, 3, Partitioning::RoundRobin, into.clone()), &request).unwrap();
+        run_graph(
+            &pipeline(300, 3, Partitioning::RoundRobin, into.clone()),
+            &request,
+        )
+        .unwrap();
         assert!(collected(&into).iter().all(|(_, items)| items.len() == 50));
     }
 }
@@ -109,7 +143,12 @@ fn a_plan_file_mixing_fused_and_threaded_edges_gives_the_same_output() {
 
 struct Explode(u64);
 impl Operator for Explode {
-    fn process(&mut self, _: usize, t: TupleRef<'_>, out: &mut Output<'_>) -> Result<(), OperatorError> {
+    fn process(
+        &mut self,
+        _: usize,
+        t: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
         let x = *t.get::<u64>().unwrap();
         if x == self.0 {
             panic!("tuple {x} is cursed");
@@ -120,20 +159,37 @@ impl Operator for Explode {
 
 struct Refuse;
 impl Operator for Refuse {
-    fn process(&mut self, _: usize, _: TupleRef<'_>, _: &mut Output<'_>) -> Result<(), OperatorError> {
+    fn process(
+        &mut self,
+        _: usize,
+        _: TupleRef<'_>,
+        _: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
         Err(OperatorError::Failed("no thanks".into()))
     }
 }
 
 fn failing_graph(panics: bool) -> Graph {
     let mut g = GraphBuilder::new("failing");
-    let src = g.source("numbers", Ports::new().output::<u64>(), |_| IterSource::new(0..1_000_000u64));
+    let src = g.source("numbers", Ports::new().output::<u64>(), |_| {
+        IterSource::new(0..1_000_000u64)
+    });
     let bad = if panics {
-        g.operator("explode", Ports::new().input::<u64>().output::<u64>(), |_| Explode(5_000))
+        g.operator(
+            "explode",
+            Ports::new().input::<u64>().output::<u64>(),
+            |_| Explode(5_000),
+        )
     } else {
-        g.operator("refuse", Ports::new().input::<u64>().output::<u64>(), |_| Refuse)
+        g.operator(
+            "refuse",
+            Ports::new().input::<u64>().output::<u64>(),
+            |_| Refuse,
+        )
     };
-    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Collect::<u64>::new(Default::default()));
+    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| {
+        Collect::<u64>::new(Default::default())
+    });
     g.connect(src.out(0), bad.input(0)).unwrap();
     g.connect(bad.out(0), sink.input(0)).unwrap();
     g.build().unwrap()
@@ -183,14 +239,29 @@ fn a_stop_drains_every_emitted_tuple() {
         let into: Collected<u64> = Default::default();
         let mut g = GraphBuilder::new("endless");
         let e2 = emitted.clone();
-        let src = g.source("endless", Ports::new().output::<u64>(), move |_| Endless { next: 0, emitted: e2.clone() });
-        let slow = g.operator("slow", Ports::new().input::<u64>().output::<u64>(), |_| Map::new(|x: &u64| *x));
+        let src = g.source("endless", Ports::new().output::<u64>(), move |_| Endless {
+            next: 0,
+            emitted: e2.clone(),
+        });
+        let slow = g.operator("slow", Ports::new().input::<u64>().output::<u64>(), |_| {
+            Map::new(|x: &u64| *x)
+        });
         let into2 = into.clone();
-        let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| Collect::new(into2.clone()));
+        let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| {
+            Collect::new(into2.clone())
+        });
         g.connect(src.out(0), slow.input(0)).unwrap();
         g.connect(slow.out(0), sink.input(0)).unwrap();
         let graph = g.build().unwrap();
-        let p = plan(&graph, &request, &PlanOptions { cores: 2, queue_capacity: 1024 }).unwrap();
+        let p = plan(
+            &graph,
+            &request,
+            &PlanOptions {
+                cores: 2,
+                queue_capacity: 1024,
+            },
+        )
+        .unwrap();
         let job = start(&graph, &p, &RunOptions::default()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         job.stop_handle().stop();
@@ -198,7 +269,11 @@ fn a_stop_drains_every_emitted_tuple() {
         let sent = *emitted.lock().unwrap();
         let got = collected(&into);
         assert!(sent > 0);
-        assert_eq!(got[0].1.len() as u64, sent, "{request:?}: every emitted tuple arrived");
+        assert_eq!(
+            got[0].1.len() as u64,
+            sent,
+            "{request:?}: every emitted tuple arrived"
+        );
         assert!(got[0].1.iter().copied().eq(0..sent));
     }
 }
@@ -206,12 +281,20 @@ fn a_stop_drains_every_emitted_tuple() {
 #[test]
 fn a_run_duration_stops_an_endless_job() {
     let mut g = GraphBuilder::new("endless");
-    let src = g.source("endless", Ports::new().output::<u64>(), |_| Endless { next: 0, emitted: Default::default() });
-    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Filter::new(|_: &u64| false));
+    let src = g.source("endless", Ports::new().output::<u64>(), |_| Endless {
+        next: 0,
+        emitted: Default::default(),
+    });
+    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| {
+        Filter::new(|_: &u64| false)
+    });
     g.connect(src.out(0), sink.input(0)).unwrap();
     let graph = g.build().unwrap();
     let p = plan(&graph, &PlanRequest::Threaded, &PlanOptions::default()).unwrap();
-    let options = RunOptions { duration: Some(Duration::from_millis(100)), ..RunOptions::default() };
+    let options = RunOptions {
+        duration: Some(Duration::from_millis(100)),
+        ..RunOptions::default()
+    };
     let report = run(&graph, &p, &options).unwrap();
     assert_eq!(report.tuples_in("sink"), report.tuples_out("endless"));
 }

@@ -6,7 +6,9 @@ use sluice_graph::{Graph, Partitioning};
 use sluice_transport::TransportSpec;
 use thiserror::Error;
 
-use crate::{EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile, PortRef, ThreadPlan};
+use crate::{
+    EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile, PortRef, ThreadPlan,
+};
 
 /// Which plan the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +57,9 @@ pub enum PlanError {
         known: String,
     },
     /// A plan file names an instance beyond the operator's parallelism.
-    #[error("{file}: thread '{thread}' names '{name}', but the operator has {parallelism} instance(s)")]
+    #[error(
+        "{file}: thread '{thread}' names '{name}', but the operator has {parallelism} instance(s)"
+    )]
     NoSuchInstance {
         /// The plan file.
         file: String,
@@ -67,7 +71,9 @@ pub enum PlanError {
         parallelism: usize,
     },
     /// An instance placed in two threads.
-    #[error("{file}: instance '{instance}' is placed in both thread '{first}' and thread '{second}'")]
+    #[error(
+        "{file}: instance '{instance}' is placed in both thread '{first}' and thread '{second}'"
+    )]
     PlacedTwice {
         /// The plan file.
         file: String,

@@ -20,7 +20,9 @@ impl fmt::Display for PhysicalPlan {
         for pe in &self.pes {
             writeln!(f, "PE {} '{}' on {}", pe.id, pe.name, pe.host)?;
             for t in &pe.threads {
-                let core = t.core.map_or("unpinned".to_string(), |c| format!("core {c}"));
+                let core = t
+                    .core
+                    .map_or("unpinned".to_string(), |c| format!("core {c}"));
                 let members: Vec<&str> = t
                     .instances
                     .iter()

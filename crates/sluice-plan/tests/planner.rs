@@ -3,7 +3,7 @@
 use sluice_graph::{
     Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Ports, Produced, Source,
 };
-use sluice_plan::{plan, PlanError, PlanFile, PlanOptions, PlanRequest, PhysicalPlan};
+use sluice_plan::{plan, PhysicalPlan, PlanError, PlanFile, PlanOptions, PlanRequest};
 use sluice_transport::TransportSpec;
 use sluice_types::TupleRef;
 
@@ -15,7 +15,12 @@ impl Source for Nothing {
 }
 struct Pass;
 impl Operator for Pass {
-    fn process(&mut self, _: usize, _: TupleRef<'_>, _: &mut Output<'_>) -> Result<(), OperatorError> {
+    fn process(
+        &mut self,
+        _: usize,
+        _: TupleRef<'_>,
+        _: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
         Ok(())
     }
 }
@@ -23,19 +28,34 @@ impl Operator for Pass {
 fn graph() -> Graph {
     let mut g = GraphBuilder::new("wc");
     let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
-    let split = g.operator("split", Ports::new().input::<String>().output::<String>(), |_| Pass);
-    let sum = g.operator("sum", Ports::new().input::<String>().output::<String>(), |_| Pass);
+    let split = g.operator(
+        "split",
+        Ports::new().input::<String>().output::<String>(),
+        |_| Pass,
+    );
+    let sum = g.operator(
+        "sum",
+        Ports::new().input::<String>().output::<String>(),
+        |_| Pass,
+    );
     let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
     g.set_parallelism(sum, 2).unwrap();
     g.connect(src.out(0), split.input(0)).unwrap();
-    g.connect_with(split.out(0), sum.input(0), Partitioning::key_by(|w: &String| w.clone()))
-        .unwrap();
+    g.connect_with(
+        split.out(0),
+        sum.input(0),
+        Partitioning::key_by(|w: &String| w.clone()),
+    )
+    .unwrap();
     g.connect(sum.out(0), sink.input(0)).unwrap();
     g.build().unwrap()
 }
 
 fn options() -> PlanOptions {
-    PlanOptions { cores: 2, queue_capacity: 64 }
+    PlanOptions {
+        cores: 2,
+        queue_capacity: 64,
+    }
 }
 
 fn file(text: &str) -> PlanRequest {
@@ -61,9 +81,15 @@ fn threaded_plan_puts_queues_on_every_edge_and_pins_only_when_cores_suffice() {
         .edges
         .iter()
         .all(|e| e.transport == TransportSpec::Threaded { capacity: 64 }));
-    assert!(p.threads().all(|t| t.core.is_none()), "5 threads on 2 cores stay unpinned");
+    assert!(
+        p.threads().all(|t| t.core.is_none()),
+        "5 threads on 2 cores stay unpinned"
+    );
     let text = p.to_string();
-    assert!(text.contains("split.out[0] -> sum[1].in[0]  key-by  via threaded(capacity=64)"), "{text}");
+    assert!(
+        text.contains("split.out[0] -> sum[1].in[0]  key-by  via threaded(capacity=64)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -86,8 +112,14 @@ fn plan_file_places_instances_and_mixes_transports() {
     .unwrap();
     assert_eq!(p.threads().count(), 2);
     let transports: Vec<_> = p.edges.iter().map(|e| e.transport.name()).collect();
-    assert_eq!(transports, vec!["fused", "threaded", "threaded", "fused", "fused"]);
-    assert_eq!(p.threads().map(|t| t.core).collect::<Vec<_>>(), vec![Some(0), Some(1)]);
+    assert_eq!(
+        transports,
+        vec!["fused", "threaded", "threaded", "fused", "fused"]
+    );
+    assert_eq!(
+        p.threads().map(|t| t.core).collect::<Vec<_>>(),
+        vec![Some(0), Some(1)]
+    );
     let json = serde_json::to_string(&p).unwrap();
     let back: PhysicalPlan = serde_json::from_str(&json).unwrap();
     assert_eq!(back, p);
@@ -101,9 +133,15 @@ fn plan_file_errors_are_clear() {
     assert!(matches!(e, PlanError::UnknownOperator { .. }));
     assert!(e.to_string().contains("'sinkk'"), "{e}");
     let e = err("[[thread]]\nname='a'\noperators=['source','split','sum[2]','sink']\n");
-    assert!(matches!(e, PlanError::NoSuchInstance { parallelism: 2, .. }), "{e}");
+    assert!(
+        matches!(e, PlanError::NoSuchInstance { parallelism: 2, .. }),
+        "{e}"
+    );
     let e = err("[[thread]]\nname='a'\noperators=['source','split','sum']\n");
-    assert_eq!(e.to_string(), "test.toml: instance 'sink' is not placed in any thread");
+    assert_eq!(
+        e.to_string(),
+        "test.toml: instance 'sink' is not placed in any thread"
+    );
     let e = err("[[thread]]\nname='a'\noperators=['source','split','sum','sink','sum[0]']\n");
     assert!(matches!(e, PlanError::PlacedTwice { .. }), "{e}");
     let e = err("[[thread]]\nname='a'\noperators=['source','split','sum','sink']\ncore=7\n");

@@ -93,11 +93,12 @@ pub(crate) fn start(
                         )))
                     }
                     (spec, false) => {
-                        let (sender, receiver) = up.outputs[edge.from.port]
-                            .connect(spec)
-                            .map_err(|error| RunError::Transport {
-                                edge: label.clone(),
-                                error,
+                        let (sender, receiver) =
+                            up.outputs[edge.from.port].connect(spec).map_err(|error| {
+                                RunError::Transport {
+                                    edge: label.clone(),
+                                    error,
+                                }
                             })?;
                         targets.push(Target::Remote(sender));
                         execs[to_thread].inbound.push(Inbound {
@@ -133,14 +134,16 @@ pub(crate) fn start(
     for exec in execs {
         let (control_t, ready_t) = (control.clone(), ready.clone());
         let name = exec.name.clone();
-        let spawned = std::thread::Builder::new().name(name.clone()).spawn(move || {
-            let env = Env {
-                control: &control_t,
-                idle,
-                poll_batch,
-            };
-            exec.run(&env, &ready_t)
-        });
+        let spawned = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || {
+                let env = Env {
+                    control: &control_t,
+                    idle,
+                    poll_batch,
+                };
+                exec.run(&env, &ready_t)
+            });
         match spawned {
             Ok(handle) => handles.push(handle),
             Err(source) => {

@@ -298,7 +298,12 @@ fn finish_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(
         return Err(OperatorError::Failed("an instance was re-entered".into()));
     };
     node.finished = true;
-    for target in node.routes.iter_mut().flatten().flat_map(|f| f.targets.iter_mut()) {
+    for target in node
+        .routes
+        .iter_mut()
+        .flatten()
+        .flat_map(|f| f.targets.iter_mut())
+    {
         match target {
             Target::Fused { node, port } => end_input(nodes, *node, *port, env)?,
             Target::Remote(sender) => {
@@ -327,11 +332,7 @@ impl InstanceName for OperatorContext {
 impl ThreadExec {
     /// Runs the thread: start hooks, wait for every thread to be ready, the work loop, then
     /// the stop hooks. Returns the instances' reports (empty if the job aborted).
-    pub(crate) fn run(
-        self,
-        env: &Env<'_>,
-        ready: &std::sync::Barrier,
-    ) -> Vec<InstanceReport> {
+    pub(crate) fn run(self, env: &Env<'_>, ready: &std::sync::Barrier) -> Vec<InstanceReport> {
         if let Some(core) = self.core {
             core_affinity::set_for_current(core_affinity::CoreId { id: core });
         }
@@ -475,17 +476,28 @@ fn process_batch(
     batch: BatchRef<'_>,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
-    with_node(nodes, index, env, batch.len() as u64, |body, out| match body {
-        Body::Operator(op) => op.process_batch(port, batch, out),
-        Body::Source(_) => Ok(()),
-    })
+    with_node(
+        nodes,
+        index,
+        env,
+        batch.len() as u64,
+        |body, out| match body {
+            Body::Operator(op) => op.process_batch(port, batch, out),
+            Body::Source(_) => Ok(()),
+        },
+    )
 }
 
 /// Publishes everything this thread's senders hold.
 fn flush(nodes: &[RefCell<Node>]) {
     for cell in nodes {
         let mut node = cell.borrow_mut();
-        for target in node.routes.iter_mut().flatten().flat_map(|f| f.targets.iter_mut()) {
+        for target in node
+            .routes
+            .iter_mut()
+            .flatten()
+            .flat_map(|f| f.targets.iter_mut())
+        {
             if let Target::Remote(sender) = target {
                 sender.flush();
             }

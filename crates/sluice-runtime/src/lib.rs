@@ -73,7 +73,11 @@ pub fn start(
 }
 
 /// Runs `plan` for `graph` to the end and returns the report.
-pub fn run(graph: &Graph, plan: &PhysicalPlan, options: &RunOptions) -> Result<JobReport, RunError> {
+pub fn run(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+) -> Result<JobReport, RunError> {
     start(graph, plan, options)?.wait()
 }
 

@@ -64,6 +64,8 @@ impl JobReport {
     }
 
     fn of<'a>(&'a self, operator: &'a str) -> impl Iterator<Item = &'a InstanceReport> + 'a {
-        self.instances.iter().filter(move |i| i.operator == operator)
+        self.instances
+            .iter()
+            .filter(move |i| i.operator == operator)
     }
 }
