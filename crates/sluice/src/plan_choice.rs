@@ -51,7 +51,7 @@ impl AppArgs {
                     anyhow::anyhow!(
                         "plan file {}, line {line}, column {column}: {}",
                         path.display(),
-                        e.message()
+                        e.message().trim().replace('\n', "; ")
                     )
                 })?;
                 Ok(PlanRequest::File(path.display().to_string(), file))

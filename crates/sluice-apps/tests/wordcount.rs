@@ -1,0 +1,116 @@
+//! WordCount end to end: the counts written under every plan equal a reference computed here
+//! independently of the application's own tokenizer.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use sluice_apps::{AppConfig, Settings};
+use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
+use sluice_runtime::{run, RunOptions};
+
+/// A text with punctuation, case, blank lines, tabs and non-ASCII words.
+fn corpus() -> String {
+    let mut text = String::new();
+    let lines = [
+        "The quick brown fox -- jumps over the lazy dog!",
+        "\"Hello,\" said the FOX; 'hello' said the dog.",
+        "",
+        "   ...   !!!   ",
+        "Ünïcode Straße straße ÜNÏCODE, naïve café.",
+        "e-mail isn't (really) e-mail... is it?",
+        "\tTabs\tand  double  spaces\t",
+    ];
+    for i in 0..400 {
+        text.push_str(lines[i % lines.len()]);
+        text.push_str(&format!(" w{}\n", i % 37));
+    }
+    text
+}
+
+/// The reference: a character-level scan, written without `split_whitespace` or `trim_matches`.
+fn reference(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    let mut token = String::new();
+    let mut flush = |token: &mut String| {
+        let chars: Vec<char> = token.chars().collect();
+        let mut start = 0;
+        let mut end = chars.len();
+        while start < end && chars[start].is_ascii_punctuation() {
+            start += 1;
+        }
+        while end > start && chars[end - 1].is_ascii_punctuation() {
+            end -= 1;
+        }
+        if start < end {
+            let word: String = chars[start..end].iter().flat_map(|c| c.to_lowercase()).collect();
+            *counts.entry(word).or_insert(0) += 1;
+        }
+        token.clear();
+    };
+    for c in text.chars() {
+        if c.is_whitespace() {
+            flush(&mut token);
+        } else {
+            token.push(c);
+        }
+    }
+    flush(&mut token);
+    counts
+}
+
+fn read_counts(path: &Path) -> BTreeMap<String, u64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (word, count) = line.split_once('\t').expect("word<TAB>count");
+            (word.to_string(), count.parse().unwrap())
+        })
+        .collect()
+}
+
+fn run_wordcount(input: &Path, output: &Path, request: PlanRequest, parallelism: usize) {
+    let config = AppConfig {
+        input: Some(input.to_path_buf()),
+        output: Some(output.to_path_buf()),
+        settings: Settings::parse([format!("parallelism={parallelism}").as_str()]).unwrap(),
+        ..AppConfig::default()
+    };
+    let app = sluice_apps::build("wordcount", &config).unwrap();
+    let p = plan(&app.graph, &request, &PlanOptions { cores: 2, queue_capacity: 32 }).unwrap();
+    let report = run(&app.graph, &p, &RunOptions::default()).unwrap();
+    assert_eq!(report.tuples_out("sentences"), 400);
+    let summary = (app.summarize)(&report);
+    assert!(summary.contains("p99.9"), "{summary}");
+}
+
+#[test]
+fn counts_equal_the_reference_under_every_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.txt");
+    let text = corpus();
+    std::fs::write(&input, &text).unwrap();
+    let expected = reference(&text);
+    // Sanity of the reference itself: lines 0 and 1 (58 and 57 times) hold "the" twice each.
+    assert_eq!(expected["the"], 2 * 58 + 2 * 57);
+    assert_eq!(expected["straße"], 2 * 57);
+    assert_eq!(expected["e-mail"], 2 * 57);
+    let mixed = PlanFile::parse(
+        "queue_capacity = 8\n[[thread]]\nname='ingest'\noperators=['sentences','split']\n\
+         [[thread]]\nname='count0'\noperators=['sum[0]','sum[1]']\n\
+         [[thread]]\nname='count1'\noperators=['sum[2]','counts']\n",
+    )
+    .unwrap();
+    let cases = [
+        ("fused", PlanRequest::Fused, 1),
+        ("threaded", PlanRequest::Threaded, 1),
+        ("fused-x3", PlanRequest::Fused, 3),
+        ("threaded-x3", PlanRequest::Threaded, 3),
+        ("mixed-x3", PlanRequest::File("mixed".into(), mixed), 3),
+    ];
+    for (name, request, parallelism) in cases {
+        let output = dir.path().join(format!("{name}.tsv"));
+        run_wordcount(&input, &output, request, parallelism);
+        assert_eq!(read_counts(&output), expected, "plan {name}");
+    }
+}
