@@ -424,6 +424,20 @@ impl GraphBuilder {
                 }
             }
         }
+        for e in &graph.edges {
+            let (up, down) = (
+                graph.operators[e.from.operator.0].parallelism,
+                graph.operators[e.to.operator.0].parallelism,
+            );
+            if matches!(e.partitioning, Partitioning::Forward) && down > up {
+                return Err(GraphError::ForwardWidens {
+                    from: graph.out_label(e.from),
+                    to: graph.in_label(e.to),
+                    up,
+                    down,
+                });
+            }
+        }
         graph.topological = topological_order(graph)?;
         Ok(self.graph)
     }
@@ -592,6 +606,20 @@ mod tests {
         assert_eq!(
             g.build().unwrap_err(),
             GraphError::DuplicateName("p".into())
+        );
+    }
+
+    #[test]
+    fn a_forward_edge_may_not_widen() {
+        let mut g = GraphBuilder::new("t");
+        let s = numbers(&mut g);
+        let p = pass(&mut g, "p");
+        g.set_parallelism(p, 2).unwrap();
+        g.connect(s.out(0), p.input(0)).unwrap();
+        let err = g.build().unwrap_err();
+        assert!(
+            matches!(err, GraphError::ForwardWidens { up: 1, down: 2, .. }),
+            "{err}"
         );
     }
 

@@ -79,6 +79,18 @@ pub enum GraphError {
     /// An operator that is not a source but has no input ports would never run.
     #[error("operator '{0}' has no input ports; add it as a source instead")]
     NoInputs(String),
+    /// A forward edge into more instances than it comes from would leave some without input.
+    #[error("forward edge {from} -> {to} goes from {up} to {down} instances; forward pairs instance i with i mod {down}, so use round-robin, key-by or broadcast to widen")]
+    ForwardWidens {
+        /// The output port.
+        from: String,
+        /// The input port.
+        to: String,
+        /// Upstream parallelism.
+        up: usize,
+        /// Downstream parallelism.
+        down: usize,
+    },
     /// No sources, so nothing would ever run.
     #[error("the graph has no source operator")]
     NoSource,

@@ -41,7 +41,7 @@ fn pipeline(n: u64, sinks: usize, partitioning: Partitioning, into: Collected<u6
         |_| Map::new(|x: &u64| x * 3),
     );
     let even = g.operator("even", Ports::new().input::<u64>().output::<u64>(), |_| {
-        Filter::new(|x: &u64| x % 2 == 0)
+        Filter::new(|x: &u64| x.is_multiple_of(2))
     });
     let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| {
         Collect::new(into.clone())
@@ -70,7 +70,10 @@ fn every_plan_gives_the_same_ordered_output() {
         )
         .unwrap();
         let got = collected(&into);
-        let expected: Vec<u64> = (0..50_000).map(|x| x * 3).filter(|x| x % 2 == 0).collect();
+        let expected: Vec<u64> = (0..50_000u64)
+            .map(|x| x * 3)
+            .filter(|x| x.is_multiple_of(2))
+            .collect();
         assert_eq!(got, vec![(0, expected)], "{request:?}");
         assert_eq!(report.tuples_in("triple"), 50_000);
         assert_eq!(report.tuples_out("even"), 25_000);
@@ -137,7 +140,10 @@ fn a_plan_file_mixing_fused_and_threaded_edges_gives_the_same_output() {
     run_graph(&graph, &PlanRequest::File("mixed.toml".into(), file)).unwrap();
     let mut all: Vec<u64> = collected(&into).into_iter().flat_map(|(_, v)| v).collect();
     all.sort();
-    let expected: Vec<u64> = (0..20_000).map(|x| x * 3).filter(|x| x % 2 == 0).collect();
+    let expected: Vec<u64> = (0..20_000u64)
+        .map(|x| x * 3)
+        .filter(|x| x.is_multiple_of(2))
+        .collect();
     assert_eq!(all, expected);
 }
 

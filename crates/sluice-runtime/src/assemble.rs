@@ -208,6 +208,12 @@ fn check_plan(graph: &Graph, plan: &PhysicalPlan) -> Result<(), RunError> {
                 graph.operators().len()
             )));
         };
+        if let Some(port) = (0..op.inputs.len()).find(|&p| plan.fan_in(instance.id, p) == 0) {
+            return Err(RunError::PlanMismatch(format!(
+                "input port {port} of instance '{}' has no incoming edge",
+                instance.name
+            )));
+        }
         if instance.parallelism != op.parallelism || instance.index >= op.parallelism {
             return Err(RunError::PlanMismatch(format!(
                 "instance '{}' does not match operator '{}' (parallelism {})",

@@ -24,7 +24,9 @@ pub mod tuple_codec {
 
 pub use clock::{monotonic_ns, Stopwatch};
 pub use erased::{BatchRef, DataRun, ErasedItems, TupleRef, TupleSlice};
-pub use tuple::{BytesTuple, DecodeError, Encoding, FacadeTuple, FixedBytes, Tuple, TupleSchema};
+pub use tuple::{
+    BytesTuple, DecodeError, EncodeError, Encoding, FacadeTuple, FixedBytes, Tuple, TupleSchema,
+};
 
 #[doc(hidden)]
 pub mod __private {

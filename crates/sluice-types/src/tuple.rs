@@ -57,6 +57,17 @@ pub enum DecodeError {
     },
 }
 
+/// Why a tuple could not be encoded (only normal tuples can fail: serde types the codec
+/// cannot express, such as sequences of unknown length).
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("tuple {type_name} cannot be encoded: {reason}")]
+pub struct EncodeError {
+    /// The tuple type.
+    pub type_name: &'static str,
+    /// What the codec said.
+    pub reason: String,
+}
+
 /// The description of a tuple type that ports carry and the graph compares.
 #[derive(Debug, Clone, Copy)]
 pub struct TupleSchema {
@@ -85,7 +96,7 @@ pub trait Tuple: Clone + Send + 'static {
     const ENCODING: Encoding;
 
     /// Appends the encoded bytes of `self` to `out`.
-    fn encode(&self, out: &mut Vec<u8>);
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError>;
 
     /// Rebuilds a tuple from bytes made by [`Tuple::encode`].
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError>;
@@ -142,17 +153,27 @@ pub fn decode_normal<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, 
     })
 }
 
-/// Encodes a normal tuple with the `postcard` codec, appending to `out`.
+/// Encodes a normal tuple with the `postcard` codec, appending to `out`; on failure `out`
+/// keeps what it held before.
 #[doc(hidden)]
-pub fn encode_normal<T: Serialize>(value: &T, out: &mut Vec<u8>) {
-    let buf = std::mem::take(out);
-    *out = match postcard::to_extend(value, buf) {
-        Ok(buf) => buf,
-        // postcard fails only for types serde cannot express (e.g. maps with unknown length),
-        // which the `normal_tuple!` types of this project never are; an empty encoding then
-        // makes the receiver report a decode error instead of crashing the sender.
-        Err(_) => Vec::new(),
-    };
+pub fn encode_normal<T: Serialize>(value: &T, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    /// Appends to a borrowed vector, so the codec writes in place.
+    struct Append<'a>(&'a mut Vec<u8>);
+    impl Extend<u8> for Append<'_> {
+        fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+            self.0.extend(bytes);
+        }
+    }
+    let before = out.len();
+    postcard::to_extend(value, Append(out))
+        .map(|_| ())
+        .map_err(|e| {
+            out.truncate(before);
+            EncodeError {
+                type_name: std::any::type_name::<T>(),
+                reason: e.to_string(),
+            }
+        })
 }
 
 /// Implements [`Tuple`] and [`FacadeTuple`] for `bytemuck::Pod` types.
@@ -162,8 +183,9 @@ macro_rules! facade_tuple {
         impl $crate::Tuple for $t {
             const ENCODING: $crate::Encoding =
                 $crate::Encoding::Facade { size: ::std::mem::size_of::<$t>() };
-            fn encode(&self, out: &mut Vec<u8>) {
+            fn encode(&self, out: &mut Vec<u8>) -> Result<(), $crate::EncodeError> {
                 out.extend_from_slice($crate::__private::bytemuck::bytes_of(self));
+                Ok(())
             }
             fn decode(bytes: &[u8]) -> Result<Self, $crate::DecodeError> {
                 $crate::tuple_codec::decode_facade(bytes)
@@ -179,7 +201,7 @@ macro_rules! normal_tuple {
     ($($t:ty),+ $(,)?) => {$(
         impl $crate::Tuple for $t {
             const ENCODING: $crate::Encoding = $crate::Encoding::Normal;
-            fn encode(&self, out: &mut Vec<u8>) {
+            fn encode(&self, out: &mut Vec<u8>) -> Result<(), $crate::EncodeError> {
                 $crate::tuple_codec::encode_normal(self, out)
             }
             fn decode(bytes: &[u8]) -> Result<Self, $crate::DecodeError> {
@@ -199,8 +221,9 @@ pub type FixedBytes<const N: usize> = [u8; N];
 
 impl<const N: usize> Tuple for [u8; N] {
     const ENCODING: Encoding = Encoding::Facade { size: N };
-    fn encode(&self, out: &mut Vec<u8>) {
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         out.extend_from_slice(self);
+        Ok(())
     }
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         decode_facade(bytes)
@@ -215,8 +238,9 @@ pub struct BytesTuple(pub Vec<u8>);
 
 impl Tuple for BytesTuple {
     const ENCODING: Encoding = Encoding::Normal;
-    fn encode(&self, out: &mut Vec<u8>) {
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         out.extend_from_slice(&self.0);
+        Ok(())
     }
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         Ok(Self(bytes.to_vec()))
@@ -251,7 +275,7 @@ mod tests {
             venue: 3,
         };
         let mut bytes = Vec::new();
-        q.encode(&mut bytes);
+        q.encode(&mut bytes).unwrap();
         assert_eq!(bytes.len(), 16);
         assert_eq!(Quote::decode(&bytes).unwrap(), q);
         let aligned: Vec<u64> = bytes
@@ -276,7 +300,7 @@ mod tests {
             volume: 300,
         };
         let mut bytes = vec![9u8];
-        t.encode(&mut bytes);
+        t.encode(&mut bytes).unwrap();
         assert_eq!(Trade::decode(&bytes[1..]).unwrap(), t);
         assert!(matches!(
             Trade::decode(&[0xff]),
