@@ -42,7 +42,10 @@ fn reference(text: &str) -> BTreeMap<String, u64> {
             end -= 1;
         }
         if start < end {
-            let word: String = chars[start..end].iter().flat_map(|c| c.to_lowercase()).collect();
+            let word: String = chars[start..end]
+                .iter()
+                .flat_map(|c| c.to_lowercase())
+                .collect();
             *counts.entry(word).or_insert(0) += 1;
         }
         token.clear();
@@ -77,7 +80,15 @@ fn run_wordcount(input: &Path, output: &Path, request: PlanRequest, parallelism:
         ..AppConfig::default()
     };
     let app = sluice_apps::build("wordcount", &config).unwrap();
-    let p = plan(&app.graph, &request, &PlanOptions { cores: 2, queue_capacity: 32 }).unwrap();
+    let p = plan(
+        &app.graph,
+        &request,
+        &PlanOptions {
+            cores: 2,
+            queue_capacity: 32,
+        },
+    )
+    .unwrap();
     let report = run(&app.graph, &p, &RunOptions::default()).unwrap();
     assert_eq!(report.tuples_out("sentences"), 400);
     let summary = (app.summarize)(&report);

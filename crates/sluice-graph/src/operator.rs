@@ -120,7 +120,8 @@ impl OperatorReport {
         if let Some(theirs) = &other.latency {
             match &mut self.latency {
                 Some(ours) => {
-                    // Both are auto-resizing histograms, so adding cannot fail.
+                    // Adding fails only if a value exceeds our bounds; both histograms come
+                    // from `latency_histogram` (saturating at an hour), so none does.
                     let _ = ours.add(theirs);
                 }
                 None => self.latency = Some(theirs.clone()),

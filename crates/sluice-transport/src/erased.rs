@@ -53,6 +53,9 @@ pub trait ErasedReceiver: Send {
     ) -> Result<usize, RecvError>;
 }
 
+/// A connected pair of type-erased endpoints.
+pub type ErasedPair = (Box<dyn ErasedSender>, Box<dyn ErasedReceiver>);
+
 /// The tuple type of a stream, with what is needed to build transports for it.
 #[derive(Clone)]
 pub struct StreamType {
@@ -83,28 +86,19 @@ impl StreamType {
     }
 
     /// Builds a connected sender/receiver pair of the transport `spec` for this stream.
-    pub fn connect(
-        &self,
-        spec: &TransportSpec,
-    ) -> Result<(Box<dyn ErasedSender>, Box<dyn ErasedReceiver>), TransportError> {
+    pub fn connect(&self, spec: &TransportSpec) -> Result<ErasedPair, TransportError> {
         self.endpoints.connect(spec)
     }
 }
 
 trait EndpointFactory: Send + Sync {
-    fn connect(
-        &self,
-        spec: &TransportSpec,
-    ) -> Result<(Box<dyn ErasedSender>, Box<dyn ErasedReceiver>), TransportError>;
+    fn connect(&self, spec: &TransportSpec) -> Result<ErasedPair, TransportError>;
 }
 
 struct TypedFactory<T>(PhantomData<fn() -> T>);
 
 impl<T: Tuple> EndpointFactory for TypedFactory<T> {
-    fn connect(
-        &self,
-        spec: &TransportSpec,
-    ) -> Result<(Box<dyn ErasedSender>, Box<dyn ErasedReceiver>), TransportError> {
+    fn connect(&self, spec: &TransportSpec) -> Result<ErasedPair, TransportError> {
         let (sender, receiver) = spec.connect_typed::<T>()?;
         Ok((
             Box::new(ErasedTx { inner: sender }),

@@ -14,8 +14,8 @@ mod erased;
 mod registry;
 pub mod threaded;
 
-pub use erased::{Delivery, ErasedReceiver, ErasedSender, StreamType};
-pub use registry::{TransportError, TransportSpec, DEFAULT_QUEUE_CAPACITY};
+pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
+pub use registry::{TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY};
 
 use sluice_types::Message;
 use thiserror::Error;

@@ -14,6 +14,9 @@ use crate::{TupleReceiver, TupleSender};
 /// The default number of messages a threaded port holds.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
 
+/// A connected pair of typed endpoints.
+pub type TypedPair<T> = (Box<dyn TupleSender<T>>, Box<dyn TupleReceiver<T>>);
+
 /// A transport and its parameters, as chosen for one edge of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -62,9 +65,7 @@ impl TransportSpec {
     }
 
     /// Builds a connected pair of typed endpoints.
-    pub fn connect_typed<T: Tuple>(
-        &self,
-    ) -> Result<(Box<dyn TupleSender<T>>, Box<dyn TupleReceiver<T>>), TransportError> {
+    pub fn connect_typed<T: Tuple>(&self) -> Result<TypedPair<T>, TransportError> {
         match *self {
             Self::Fused => Err(TransportError::NoEndpoints),
             Self::Threaded { capacity } => {

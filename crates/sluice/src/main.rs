@@ -25,6 +25,8 @@ enum Command {
     Plan(plan::PlanArgs),
     /// List the built-in applications.
     Apps,
+    /// Measure a transport: throughput or latency, beside a baseline measured in the same run.
+    Bench(sluice_bench::BenchArgs),
 }
 
 fn main() {
@@ -33,6 +35,7 @@ fn main() {
         Command::Run(args) => run::run(args),
         Command::Plan(args) => plan::plan(args),
         Command::Apps => apps::list(),
+        Command::Bench(args) => sluice_bench::main(args),
     };
     if let Err(error) = result {
         eprintln!("error: {error:#}");

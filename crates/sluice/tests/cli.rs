@@ -72,7 +72,10 @@ fn plan_shows_threads_edges_and_transports() {
     let o = sluice(&["plan", "wordcount", "--plan", "threaded"]);
     assert!(o.status.success());
     let text = stdout(&o);
-    assert!(text.contains("split.out[0] -> sum.in[0]  key-by  via threaded"), "{text}");
+    assert!(
+        text.contains("split.out[0] -> sum.in[0]  key-by  via threaded"),
+        "{text}"
+    );
     let o = sluice(&["plan", "wordcount", "--dot"]);
     assert!(stdout(&o).starts_with("digraph \"wordcount\""));
     let o = sluice(&["plan", "wordcount", "--json"]);
@@ -93,20 +96,42 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
 fn bad_input_gets_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
     let bad_plan = dir.path().join("bad.toml");
-    std::fs::write(&bad_plan, "[[thread]]\nname = 'a'\noperators = ['sentences'\n").unwrap();
+    std::fs::write(
+        &bad_plan,
+        "[[thread]]\nname = 'a'\noperators = ['sentences'\n",
+    )
+    .unwrap();
     let bad_plan = bad_plan.to_str().unwrap();
     assert_one_line_error(&["run", "nosuchapp"], "no application named 'nosuchapp'");
-    assert_one_line_error(&["run", "wordcount", "--input", "/no/such/file"], "/no/such/file");
-    assert_one_line_error(&["run", "wordcount", "--set", "colour=red"], "no setting 'colour'");
-    assert_one_line_error(&["run", "wordcount", "--set", "parallelism=zero"], "parallelism");
-    assert_one_line_error(&["run", "wordcount", "--set", "parallelism=0"], "at least 1");
+    assert_one_line_error(
+        &["run", "wordcount", "--input", "/no/such/file"],
+        "/no/such/file",
+    );
+    assert_one_line_error(
+        &["run", "wordcount", "--set", "colour=red"],
+        "no setting 'colour'",
+    );
+    assert_one_line_error(
+        &["run", "wordcount", "--set", "parallelism=zero"],
+        "parallelism",
+    );
+    assert_one_line_error(
+        &["run", "wordcount", "--set", "parallelism=0"],
+        "at least 1",
+    );
     assert_one_line_error(&["run", "wordcount", "--plan", "/no/plan.toml"], "--plan");
-    assert_one_line_error(&["plan", "wordcount", "--plan", bad_plan], "line 4, column 1");
+    assert_one_line_error(
+        &["plan", "wordcount", "--plan", bad_plan],
+        "line 4, column 1",
+    );
     assert_one_line_error(
         &["run", "wordcount", "--output", "/no/such/dir/out.tsv"],
         "does not exist",
     );
-    assert_one_line_error(&["plan", "wordcount", "--queue-capacity", "0"], "at least 1");
+    assert_one_line_error(
+        &["plan", "wordcount", "--queue-capacity", "0"],
+        "at least 1",
+    );
     // clap's own errors: non-zero exit, no panic.
     let o = sluice(&["run", "wordcount", "--duration", "-3"]);
     assert_ne!(o.status.code(), Some(0));

@@ -1,0 +1,196 @@
+//! The command line of `sluice bench`, and its validation into [`Settings`].
+
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use crate::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
+
+/// Measure Sluice's transports, each against a hand-written baseline run alongside.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The benchmarks.
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchCommand {
+    /// Tuples per second and Gbit/s from a sender to a receiver, measured at the receiver
+    /// between its first and last tuple.
+    Throughput(ThroughputArgs),
+    /// One-way latency percentiles at a fixed rate, from CLOCK_MONOTONIC send timestamps
+    /// carried in the tuples.
+    Latency(LatencyArgs),
+}
+
+/// Options of `sluice bench throughput`.
+#[derive(Debug, Clone, Args)]
+pub struct ThroughputArgs {
+    /// Options every benchmark has.
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Options of `sluice bench latency`.
+#[derive(Debug, Clone, Args)]
+pub struct LatencyArgs {
+    /// Options every benchmark has.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Tuples per second the sender sends, paced by the monotonic clock.
+    #[arg(long, value_name = "N")]
+    pub rate: u64,
+}
+
+/// Options every benchmark has.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// How tuples go from sender to receiver: `fused` (one thread, a direct call) or
+    /// `threaded` (two threads pinned to cores 0 and 1, a threaded port).
+    #[arg(long, value_enum)]
+    pub transport: Transport,
+    /// Tuple size in bytes. Facade tuples come in 4, 8, 16, 22, 32, 64, 108, 128, 256, 512,
+    /// 1004, 1024, 2048, 4096, 8192 and 16384 bytes; normal tuples in any size. Latency needs
+    /// at least 8 (the timestamp).
+    #[arg(long, value_name = "BYTES")]
+    pub size: usize,
+    /// Tuple encoding: `facade` (fixed-size plain data) or `normal` (a byte vector).
+    #[arg(long, value_enum, default_value_t = TupleEncoding::Facade)]
+    pub encoding: TupleEncoding,
+    /// Seconds measured in each run.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 2.0,
+        allow_negative_numbers = true
+    )]
+    pub duration: f64,
+    /// Seconds each run sends before measuring; what arrives then is discarded.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 0.5,
+        allow_negative_numbers = true
+    )]
+    pub warmup: f64,
+    /// Runs of Sluice and of the baseline (alternating); the result is the median, with every
+    /// run's figures listed.
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub repeat: usize,
+    /// Print one JSON object per result, one per line, instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How tuples go from sender to receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Sender and receiver fused in one thread: each tuple is a direct call.
+    Fused,
+    /// Sender and receiver in two threads joined by a threaded port.
+    Threaded,
+}
+
+/// How benchmark tuples are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TupleEncoding {
+    /// Fixed-size plain data (`[u8; N]`).
+    Facade,
+    /// A normal tuple holding a byte vector (`BytesTuple`).
+    Normal,
+}
+
+/// Which benchmark, with what only it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bench {
+    Throughput,
+    Latency { rate: u64 },
+}
+
+/// Validated settings of one benchmark.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) bench: Bench,
+    pub(crate) transport: Transport,
+    pub(crate) encoding: TupleEncoding,
+    pub(crate) size: usize,
+    pub(crate) duration: Duration,
+    pub(crate) warmup: Duration,
+    pub(crate) repeat: usize,
+    pub(crate) json: bool,
+}
+
+/// The largest normal tuple, so a typo cannot ask for gigabytes per tuple.
+pub const MAX_NORMAL_SIZE: usize = 64 << 20;
+
+/// The longest duration or warm-up accepted, in seconds (a day).
+const MAX_SECONDS: f64 = 86_400.0;
+
+fn seconds(option: &str, value: f64, allow_zero: bool) -> anyhow::Result<Duration> {
+    let low_ok = if allow_zero {
+        value >= 0.0
+    } else {
+        value > 0.0
+    };
+    if !(low_ok && value <= MAX_SECONDS) {
+        let least = if allow_zero {
+            "at least 0"
+        } else {
+            "more than 0"
+        };
+        bail!("{option} must be {least} and at most {MAX_SECONDS} seconds, got {value}");
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+impl Settings {
+    /// Checks `args`; every problem is one line naming the option.
+    pub(crate) fn from_args(args: &BenchArgs) -> anyhow::Result<Self> {
+        let (common, bench) = match &args.command {
+            BenchCommand::Throughput(t) => (&t.common, Bench::Throughput),
+            BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }),
+        };
+        let size = common.size;
+        if size == 0 {
+            bail!("--size must be at least 1 byte");
+        }
+        if let Bench::Latency { rate } = bench {
+            if size < TIMESTAMP_BYTES {
+                bail!("latency needs --size of at least {TIMESTAMP_BYTES} bytes (the timestamp), got {size}");
+            }
+            if rate == 0 {
+                bail!("--rate must be at least 1 tuple per second");
+            }
+        }
+        match common.encoding {
+            TupleEncoding::Facade if !facade_size_supported(size) => {
+                bail!(unsupported_facade_size(size))
+            }
+            TupleEncoding::Normal if size > MAX_NORMAL_SIZE => {
+                bail!(
+                    "--size of a normal tuple must be at most {MAX_NORMAL_SIZE} bytes, got {size}"
+                )
+            }
+            _ => {}
+        }
+        if common.repeat == 0 {
+            bail!("--repeat must be at least 1");
+        }
+        Ok(Self {
+            bench,
+            transport: common.transport,
+            encoding: common.encoding,
+            size,
+            duration: seconds("--duration", common.duration, false)?,
+            warmup: seconds("--warmup", common.warmup, true)?,
+            repeat: common.repeat,
+            json: common.json,
+        })
+    }
+}

@@ -1,0 +1,136 @@
+//! The baselines every figure is compared with, measured in the same run with the same sender
+//! ([`Generator`]) and the same receiver bookkeeping ([`Recorder`]) as the engine, so they
+//! differ from it only in how a tuple gets from one to the other:
+//!
+//! - **direct call** (against fused): one thread, a plain loop handing each tuple by reference
+//!   to an `#[inline(never)]` sink function; the cost of the least a fused hop can be.
+//! - **crossbeam channel** (against threaded, for throughput and latency alike): a
+//!   `crossbeam_channel::bounded(4096)` carrying the same tuple type between two threads pinned
+//!   to cores 0 and 1 (when there are two cores); for latency the sender paces at the same rate
+//!   and one-way latency is measured exactly as for the engine. The receiver polls with
+//!   `try_recv` and waits with the idle strategy the runtime would use, so both sides wait the
+//!   same way.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use crossbeam_channel::TryRecvError;
+use sluice_graph::OperatorReport;
+use sluice_sync::IdleStrategy;
+use sluice_types::monotonic_ns;
+
+use crate::load::{Generator, Load};
+use crate::payload::Payload;
+use crate::record::Recorder;
+
+/// The baseline channel's capacity: the same as a threaded port's default.
+pub(crate) const CHANNEL_CAPACITY: usize = 4096;
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The sink of the direct-call baseline: a real call the compiler may not inline.
+#[inline(never)]
+fn direct_sink<P: Payload, R: Recorder>(recorder: &mut R, tuple: &P) {
+    recorder.record(tuple);
+}
+
+/// Sends and receives in this thread through [`direct_sink`] for `warmup + duration`.
+pub(crate) fn direct_call<P: Payload, R: Recorder>(
+    template: P,
+    load: Load,
+    warmup: Duration,
+    duration: Duration,
+) -> OperatorReport {
+    let measure_from = monotonic_ns().saturating_add(nanos(warmup));
+    let end = measure_from.saturating_add(nanos(duration));
+    let mut recorder = R::new(measure_from);
+    let mut generator = Generator::new(template, load);
+    let mut idle = IdleStrategy::default_for(1, cores()).waiter();
+    loop {
+        let sent = generator
+            .fill(|tuple| {
+                // black_box: the tuple is materialised, as the engine's emit does.
+                direct_sink(&mut recorder, &black_box(tuple));
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .unwrap_or_else(|never| match never {});
+        if monotonic_ns() >= end {
+            break;
+        }
+        idle.after(sent);
+    }
+    recorder.report()
+}
+
+/// What the channel baseline returns.
+pub(crate) struct ChannelRun {
+    /// The receiver's report.
+    pub(crate) receiver: OperatorReport,
+    /// Whether the threads were pinned to cores 0 and 1.
+    pub(crate) pinned: bool,
+}
+
+/// Sends from a thread on core 0 to a thread on core 1 through a bounded crossbeam channel for
+/// `warmup + duration`; the receiver drains the channel after the sender stops.
+pub(crate) fn channel<P: Payload, R: Recorder>(
+    template: P,
+    load: Load,
+    warmup: Duration,
+    duration: Duration,
+) -> anyhow::Result<ChannelRun> {
+    let cores = cores();
+    let pinned = cores >= 2;
+    let pin = move |core: usize| {
+        if pinned {
+            core_affinity::set_for_current(core_affinity::CoreId { id: core });
+        }
+    };
+    let idle = IdleStrategy::default_for(2, cores);
+    let (tx, rx) = crossbeam_channel::bounded::<P>(CHANNEL_CAPACITY);
+    let measure_from = monotonic_ns().saturating_add(nanos(warmup));
+    let end = measure_from.saturating_add(nanos(duration));
+    std::thread::scope(|s| {
+        let sender = s.spawn(move || {
+            pin(0);
+            let mut generator = Generator::new(template, load);
+            let mut idle = idle.waiter();
+            while let Ok(sent) = generator.fill(|tuple| tx.send(tuple)) {
+                if monotonic_ns() >= end {
+                    break;
+                }
+                idle.after(sent);
+            }
+            // Dropping `tx` here ends the receiver's loop once it has drained the channel.
+        });
+        let receiver = s.spawn(move || {
+            pin(1);
+            let mut recorder = R::new(measure_from);
+            let mut idle = idle.waiter();
+            loop {
+                match rx.try_recv() {
+                    Ok(tuple) => {
+                        recorder.record(&tuple);
+                        idle.after(1);
+                    }
+                    Err(TryRecvError::Empty) => idle.wait(),
+                    Err(TryRecvError::Disconnected) => break,
+                }
+            }
+            recorder.report()
+        });
+        let sent = sender.join();
+        let received = receiver.join();
+        match (sent, received) {
+            (Ok(()), Ok(receiver)) => Ok(ChannelRun { receiver, pinned }),
+            _ => Err(anyhow::anyhow!(
+                "a thread of the crossbeam baseline panicked"
+            )),
+        }
+    })
+}

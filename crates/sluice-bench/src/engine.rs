@@ -1,0 +1,112 @@
+//! The system under test: a two-operator Sluice graph, `source -> sink`, planned fused (one
+//! thread, the hop is a direct call) or threaded (two threads joined by a threaded port, which
+//! the planner pins to cores 0 and 1 when the machine has two cores or more), and run by the
+//! real runtime for the warm-up plus the measured duration; the runtime's stop drains.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use sluice_graph::{
+    expect_tuple, GraphBuilder, Operator, OperatorContext, OperatorError, OperatorReport, Output,
+    Ports, Produced, Source,
+};
+use sluice_plan::{plan, PlanOptions, PlanRequest};
+use sluice_runtime::{run, RunOptions};
+use sluice_types::{monotonic_ns, TupleRef};
+
+use crate::load::{Generator, Load};
+use crate::payload::Payload;
+use crate::record::Recorder;
+
+/// Emits tuples as its [`Load`] says.
+struct BenchSource<P> {
+    generator: Generator<P>,
+}
+
+impl<P: Payload> Source for BenchSource<P> {
+    fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
+        match self.generator.fill(|tuple| out.emit(0, tuple))? {
+            0 => Ok(Produced::Idle),
+            n => Ok(Produced::Emitted(n)),
+        }
+    }
+}
+
+/// Records what arrives; its report carries the figures.
+struct BenchSink<P, R> {
+    recorder: R,
+    warmup_ns: u64,
+    _tuples: PhantomData<fn(&P)>,
+}
+
+impl<P: Payload, R: Recorder> Operator for BenchSink<P, R> {
+    fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
+        self.recorder = R::new(monotonic_ns().saturating_add(self.warmup_ns));
+        Ok(())
+    }
+
+    #[inline]
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        _out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        self.recorder.record(expect_tuple::<P>(port, tuple)?);
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        Ok(self.recorder.report())
+    }
+}
+
+/// What one engine run returns.
+pub(crate) struct EngineRun {
+    /// The sink's report.
+    pub(crate) sink: OperatorReport,
+    /// Whether the planner pinned the threads to cores.
+    pub(crate) pinned: bool,
+}
+
+/// Runs `source -> sink` with tuples like `template` for `warmup + duration`, fused or
+/// threaded; the sink measures from the end of the warm-up.
+pub(crate) fn run_engine<P: Payload, R: Recorder>(
+    threaded: bool,
+    template: P,
+    load: Load,
+    warmup: Duration,
+    duration: Duration,
+) -> anyhow::Result<EngineRun> {
+    let mut g = GraphBuilder::new("bench");
+    let source = g.source("source", Ports::new().output::<P>(), move |_| BenchSource {
+        generator: Generator::new(template.clone(), load.clone()),
+    });
+    let warmup_ns = u64::try_from(warmup.as_nanos()).unwrap_or(u64::MAX);
+    let sink = g.operator("sink", Ports::new().input::<P>(), move |_| BenchSink::<
+        P,
+        R,
+    > {
+        recorder: R::new(u64::MAX),
+        warmup_ns,
+        _tuples: PhantomData,
+    });
+    g.connect(source.out(0), sink.input(0))?;
+    let graph = g.build()?;
+    let request = if threaded {
+        PlanRequest::Threaded
+    } else {
+        PlanRequest::Fused
+    };
+    let plan = plan(&graph, &request, &PlanOptions::default())?;
+    let pinned = plan.threads().any(|t| t.core.is_some());
+    let options = RunOptions {
+        duration: Some(warmup + duration),
+        ..RunOptions::default()
+    };
+    let report = run(&graph, &plan, &options)?;
+    Ok(EngineRun {
+        sink: report.operator_report("sink"),
+        pinned,
+    })
+}

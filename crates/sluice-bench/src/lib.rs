@@ -1,0 +1,204 @@
+//! `sluice bench`: the engine's benchmark commands.
+//!
+//! - `sluice bench throughput --transport fused|threaded --size BYTES`: a sender floods a
+//!   receiver; tuples per second and Gbit/s are measured at the receiver between its first and
+//!   last tuple (the IBM Streams report's sender -> receiver test).
+//! - `sluice bench latency --transport fused|threaded --size BYTES --rate N`: the sender sends
+//!   `N` tuples per second, each carrying its send time from `CLOCK_MONOTONIC`
+//!   ([`sluice_types::monotonic_ns`]) in its first eight bytes; the receiver records arrival
+//!   minus send time; the result gives p50, p99, p99.9 and the mean.
+//!
+//! Sluice is measured for real: a `source -> sink` graph planned fused or threaded and run by
+//! `sluice_runtime` (module `engine`). Each run is followed by a run of a hand-written
+//! baseline sharing the same sender and receiver code (module `baseline`): a direct call for
+//! fused, a `crossbeam_channel::bounded(4096)` between two pinned threads for threaded. Each
+//! run warms up first (discarded), `--repeat` runs give medians plus every run's figures.
+//!
+//! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
+//! without printing.
+#![forbid(unsafe_code)]
+
+mod args;
+mod baseline;
+mod engine;
+mod load;
+mod machine;
+mod payload;
+mod record;
+mod report;
+mod stats;
+
+pub use args::{
+    BenchArgs, BenchCommand, CommonArgs, LatencyArgs, ThroughputArgs, Transport, TupleEncoding,
+    MAX_NORMAL_SIZE,
+};
+pub use payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
+pub use record::RunFigures;
+pub use report::{render_json, render_table, BaselineResult, BenchResult};
+pub use stats::{gbit_per_sec, median, tuples_per_sec, LatencySummary};
+
+use args::{Bench, Settings};
+use load::{Load, Pacer};
+use payload::{Payload, PayloadVisitor};
+use record::{Counting, Recorder, Timing};
+
+/// Runs the benchmark `args` asks for and prints its result: a table, or one line of JSON with
+/// `--json`.
+pub fn main(args: BenchArgs) -> anyhow::Result<()> {
+    let settings = Settings::from_args(&args)?;
+    let result = measure(&settings)?;
+    if settings.json {
+        println!("{}", render_json(&result));
+    } else {
+        print!("{}", render_table(&result));
+    }
+    Ok(())
+}
+
+/// Runs the benchmark `args` asks for and returns its result.
+pub fn run(args: &BenchArgs) -> anyhow::Result<BenchResult> {
+    measure(&Settings::from_args(args)?)
+}
+
+fn measure(settings: &Settings) -> anyhow::Result<BenchResult> {
+    let facade = settings.encoding == TupleEncoding::Facade;
+    let measured = payload::dispatch(facade, settings.size, Measure(settings))??;
+    Ok(summarise(settings, measured))
+}
+
+/// Every run of both sides.
+struct Measured {
+    sluice: Vec<RunFigures>,
+    baseline: Vec<RunFigures>,
+    pinned: bool,
+    baseline_pinned: bool,
+}
+
+/// Runs a benchmark with the payload type the settings select.
+struct Measure<'a>(&'a Settings);
+
+impl PayloadVisitor for Measure<'_> {
+    type Output = anyhow::Result<Measured>;
+
+    fn visit<P: Payload>(self, size: usize) -> Self::Output {
+        match self.0.bench {
+            Bench::Throughput => repeat::<P, Counting>(self.0, P::template(size), Load::Flood),
+            Bench::Latency { rate } => {
+                repeat::<P, Timing>(self.0, P::template(size), Load::Paced(Pacer::new(rate)))
+            }
+        }
+    }
+}
+
+/// Alternates Sluice and baseline runs `repeat` times.
+fn repeat<P: Payload, R: Recorder>(
+    s: &Settings,
+    template: P,
+    load: Load,
+) -> anyhow::Result<Measured> {
+    let threaded = s.transport == Transport::Threaded;
+    let mut measured = Measured {
+        sluice: Vec::with_capacity(s.repeat),
+        baseline: Vec::with_capacity(s.repeat),
+        pinned: false,
+        baseline_pinned: false,
+    };
+    for i in 1..=s.repeat {
+        let engine = engine::run_engine::<P, R>(
+            threaded,
+            template.clone(),
+            load.clone(),
+            s.warmup,
+            s.duration,
+        )
+        .map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?;
+        measured.pinned = engine.pinned;
+        measured.sluice.push(
+            RunFigures::from_report(&engine.sink, s.size)
+                .map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?,
+        );
+
+        let report = if threaded {
+            let run =
+                baseline::channel::<P, R>(template.clone(), load.clone(), s.warmup, s.duration)?;
+            measured.baseline_pinned = run.pinned;
+            run.receiver
+        } else {
+            baseline::direct_call::<P, R>(template.clone(), load.clone(), s.warmup, s.duration)
+        };
+        measured.baseline.push(
+            RunFigures::from_report(&report, s.size)
+                .map_err(|e| anyhow::anyhow!("baseline run {i}: {e:#}"))?,
+        );
+    }
+    Ok(measured)
+}
+
+fn medians(runs: &[RunFigures]) -> (f64, f64, Option<LatencySummary>) {
+    let of = |f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+    let latencies: Vec<LatencySummary> = runs.iter().filter_map(|r| r.latency_ns).collect();
+    (
+        of(|r| r.tuples_per_sec),
+        of(|r| r.gbit_per_sec),
+        LatencySummary::median_of(&latencies),
+    )
+}
+
+fn summarise(s: &Settings, m: Measured) -> BenchResult {
+    let (tps, gbit, latency) = medians(&m.sluice);
+    let (base_tps, base_gbit, base_latency) = medians(&m.baseline);
+    let (name, description) = match s.transport {
+        Transport::Fused => (
+            "direct-call",
+            "one thread, a plain loop passing each tuple by reference to an #[inline(never)] sink"
+                .to_string(),
+        ),
+        Transport::Threaded => (
+            "crossbeam-channel",
+            format!(
+                "crossbeam_channel::bounded({}) between two threads{}, same sender and receiver code",
+                baseline::CHANNEL_CAPACITY,
+                if m.baseline_pinned { " pinned to cores 0 and 1" } else { " (not pinned: fewer than 2 cores)" }
+            ),
+        ),
+    };
+    let latency_ratio = |f: fn(&LatencySummary) -> f64| match (latency, base_latency) {
+        (Some(ours), Some(theirs)) => stats::ratio(f(&ours), f(&theirs)),
+        _ => None,
+    };
+    let (target_rate, ratio_to_baseline) = match s.bench {
+        Bench::Throughput => (None, stats::ratio(tps, base_tps)),
+        Bench::Latency { rate } => (Some(rate), None),
+    };
+    BenchResult {
+        bench: match s.bench {
+            Bench::Throughput => "throughput",
+            Bench::Latency { .. } => "latency",
+        },
+        transport: s.transport,
+        encoding: s.encoding,
+        tuple_size: s.size,
+        target_rate,
+        tuples_per_sec: tps,
+        gbit_per_sec: gbit,
+        latency_ns: latency,
+        duration_s: s.duration.as_secs_f64(),
+        warmup_s: s.warmup.as_secs_f64(),
+        pinned: m.pinned,
+        runs: m.sluice,
+        baseline: BaselineResult {
+            name,
+            description,
+            tuples_per_sec: base_tps,
+            gbit_per_sec: base_gbit,
+            latency_ns: base_latency,
+            runs: m.baseline,
+        },
+        ratio_to_baseline,
+        p50_ratio_to_baseline: latency_ratio(|l| l.p50),
+        p99_ratio_to_baseline: latency_ratio(|l| l.p99),
+        commit: machine::commit(),
+        cpu: machine::cpu(),
+        cores: machine::cores(),
+    }
+}

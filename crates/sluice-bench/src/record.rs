@@ -1,0 +1,268 @@
+//! What the receiving side records: the measured window (arrival time of its first and last
+//! tuple and how many arrived) and, for latency, a histogram of arrival minus send time. The
+//! engine's sink and the baselines' receivers share this code.
+//!
+//! Tuples arriving before the end of the warm-up are counted but not measured. A throughput
+//! receiver reads the clock only every [`SAMPLE_EVERY`] tuples (a clock read costs more than a
+//! fused hop), so its window runs from the first sampled tuple after the warm-up to the last
+//! sampled one; over a run of seconds the tuples left outside are negligible.
+
+use serde::Serialize;
+use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
+use sluice_types::monotonic_ns;
+
+use crate::payload::Payload;
+use crate::stats::{gbit_per_sec, tuples_per_sec, LatencySummary};
+
+/// A throughput receiver reads the clock once per this many tuples (a power of two).
+pub(crate) const SAMPLE_EVERY: u64 = 1024;
+
+const FIRST_NS: &str = "window_first_ns";
+const LAST_NS: &str = "window_last_ns";
+const TUPLES: &str = "window_tuples";
+const RECEIVED: &str = "received";
+
+/// The measured window of one receiver.
+#[derive(Debug, Clone)]
+pub(crate) struct Meter {
+    measure_from_ns: u64,
+    received: u64,
+    /// (clock, received) at the first measured tuple.
+    first: Option<(u64, u64)>,
+    /// (clock, received) at the last measured tuple.
+    last: (u64, u64),
+}
+
+impl Meter {
+    /// A meter that measures tuples arriving at or after `measure_from_ns`.
+    pub(crate) fn new(measure_from_ns: u64) -> Self {
+        Self {
+            measure_from_ns,
+            received: 0,
+            first: None,
+            last: (0, 0),
+        }
+    }
+
+    /// One tuple arrived; the clock is read every [`SAMPLE_EVERY`] tuples.
+    #[inline]
+    pub(crate) fn tick(&mut self) {
+        self.received += 1;
+        if self.received & (SAMPLE_EVERY - 1) == 0 {
+            self.observe(monotonic_ns());
+        }
+    }
+
+    /// One tuple arrived at `now_ns`; returns whether it is measured (past the warm-up).
+    #[inline]
+    pub(crate) fn arrive(&mut self, now_ns: u64) -> bool {
+        self.received += 1;
+        self.observe(now_ns)
+    }
+
+    #[inline]
+    fn observe(&mut self, now_ns: u64) -> bool {
+        if now_ns < self.measure_from_ns {
+            return false;
+        }
+        let here = (now_ns, self.received);
+        self.first.get_or_insert(here);
+        self.last = here;
+        true
+    }
+
+    /// The window as report counters.
+    fn counters(&self, report: &mut OperatorReport) {
+        let (first_ns, first_count) = self.first.unwrap_or((0, 0));
+        let tuples = self.first.map_or(0, |_| self.last.1 - first_count + 1);
+        for (name, value) in [
+            (FIRST_NS, first_ns),
+            (LAST_NS, self.last.0),
+            (TUPLES, tuples),
+            (RECEIVED, self.received),
+        ] {
+            report.counters.insert(name.to_string(), value);
+        }
+    }
+}
+
+/// A receiver's bookkeeping, returned through [`OperatorReport`] like any operator's figures.
+pub(crate) trait Recorder: Send + 'static {
+    /// A recorder measuring tuples that arrive at or after `measure_from_ns`.
+    fn new(measure_from_ns: u64) -> Self;
+    /// One tuple arrived.
+    fn record<P: Payload>(&mut self, tuple: &P);
+    /// The figures so far.
+    fn report(&self) -> OperatorReport;
+}
+
+/// Counts tuples for throughput.
+pub(crate) struct Counting(Meter);
+
+impl Recorder for Counting {
+    fn new(measure_from_ns: u64) -> Self {
+        Self(Meter::new(measure_from_ns))
+    }
+
+    #[inline]
+    fn record<P: Payload>(&mut self, tuple: &P) {
+        tuple.touch();
+        self.0.tick();
+    }
+
+    fn report(&self) -> OperatorReport {
+        let mut report = OperatorReport::default();
+        self.0.counters(&mut report);
+        report
+    }
+}
+
+/// Reads the clock at every arrival and records arrival minus the tuple's timestamp.
+pub(crate) struct Timing {
+    meter: Meter,
+    histogram: LatencyHistogram,
+}
+
+impl Recorder for Timing {
+    fn new(measure_from_ns: u64) -> Self {
+        Self {
+            meter: Meter::new(measure_from_ns),
+            // 1 ns to an hour at 3 significant digits, the engine's latency histogram.
+            histogram: latency_histogram(),
+        }
+    }
+
+    #[inline]
+    fn record<P: Payload>(&mut self, tuple: &P) {
+        let now = monotonic_ns();
+        if self.meter.arrive(now) {
+            // Beyond the histogram's hour an outlier counts as an hour.
+            self.histogram
+                .saturating_record(now.saturating_sub(tuple.stamp_of()));
+        }
+    }
+
+    fn report(&self) -> OperatorReport {
+        let mut report = OperatorReport::default();
+        self.meter.counters(&mut report);
+        report.latency = Some(self.histogram.clone());
+        report
+    }
+}
+
+/// The figures of one run of one side (sluice or baseline).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFigures {
+    /// Tuples in the measured window.
+    pub tuples: u64,
+    /// Seconds between the first and the last tuple of the window.
+    pub window_s: f64,
+    /// Tuples per second at the receiver.
+    pub tuples_per_sec: f64,
+    /// Payload Gbit/s at the receiver.
+    pub gbit_per_sec: f64,
+    /// One-way latency, for a latency benchmark.
+    pub latency_ns: Option<LatencySummary>,
+}
+
+impl RunFigures {
+    /// The figures in a receiver's report, for tuples of `tuple_size` bytes.
+    pub(crate) fn from_report(report: &OperatorReport, tuple_size: usize) -> anyhow::Result<Self> {
+        let counter = |name: &str| report.counters.get(name).copied().unwrap_or(0);
+        let (first_ns, last_ns, tuples) = (counter(FIRST_NS), counter(LAST_NS), counter(TUPLES));
+        if tuples == 0 {
+            anyhow::bail!(
+                "no tuple arrived after the warm-up ({} before it); try a longer --duration",
+                counter(RECEIVED)
+            );
+        }
+        let rate = tuples_per_sec(first_ns, last_ns, tuples);
+        Ok(Self {
+            tuples,
+            window_s: last_ns.saturating_sub(first_ns) as f64 / 1e9,
+            tuples_per_sec: rate,
+            gbit_per_sec: gbit_per_sec(rate, tuple_size),
+            latency_ns: report
+                .latency
+                .as_ref()
+                .and_then(LatencySummary::from_histogram),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_starts_after_the_warm_up() {
+        let mut m = Meter::new(1_000);
+        assert!(!m.arrive(10));
+        assert!(!m.arrive(999));
+        assert!(m.arrive(1_000));
+        assert!(m.arrive(1_500));
+        assert!(m.arrive(3_000));
+        let mut report = OperatorReport::default();
+        m.counters(&mut report);
+        assert_eq!(report.counters[FIRST_NS], 1_000);
+        assert_eq!(report.counters[LAST_NS], 3_000);
+        assert_eq!(report.counters[TUPLES], 3);
+        assert_eq!(report.counters[RECEIVED], 5);
+        let figures = RunFigures::from_report(&report, 100).unwrap();
+        assert_eq!(figures.tuples_per_sec, 1e6); // 2 intervals in 2 us
+        assert_eq!(figures.gbit_per_sec, 0.8);
+        assert!(figures.latency_ns.is_none());
+    }
+
+    #[test]
+    fn ticking_samples_the_clock_every_so_many_tuples() {
+        let mut c = Counting::new(0);
+        for _ in 0..(3 * SAMPLE_EVERY + 5) {
+            c.record(&[1u8; 4]);
+        }
+        let report = c.report();
+        assert_eq!(report.counters[TUPLES], 2 * SAMPLE_EVERY + 1);
+        assert_eq!(report.counters[RECEIVED], 3 * SAMPLE_EVERY + 5);
+        assert!(report.counters[LAST_NS] >= report.counters[FIRST_NS]);
+    }
+
+    #[test]
+    fn timing_records_arrival_minus_timestamp() {
+        let mut t = Timing::new(0);
+        let mut tuple = [0u8; 8];
+        tuple.stamp(monotonic_ns());
+        t.record(&tuple);
+        t.record(&tuple);
+        let report = t.report();
+        let latency = report.latency.as_ref().unwrap();
+        assert_eq!(latency.len(), 2);
+        assert!(latency.max() < 10_000_000_000, "a sane latency");
+    }
+
+    #[test]
+    fn timing_keeps_latencies_beyond_the_histograms_first_range() {
+        let mut t = Timing::new(0);
+        for ago in [5_000_000u64, 40_000, 3_000] {
+            let mut tuple = [0u8; 8];
+            tuple.stamp(monotonic_ns() - ago);
+            t.record(&tuple);
+        }
+        let report = t.report();
+        let summary = LatencySummary::from_histogram(report.latency.as_ref().unwrap()).unwrap();
+        assert!(summary.p50 >= 40_000.0, "{summary:?}");
+        assert!(summary.max >= 5_000_000.0, "{summary:?}");
+    }
+
+    #[test]
+    fn nothing_after_the_warm_up_is_an_error() {
+        let mut t = Timing::new(u64::MAX);
+        t.record(&[0u8; 8]);
+        let err = RunFigures::from_report(&t.report(), 8)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "no tuple arrived after the warm-up (1 before it); try a longer --duration"
+        );
+    }
+}

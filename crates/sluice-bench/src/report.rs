@@ -1,0 +1,220 @@
+//! A benchmark's result: the median over repeats with every run's figures, the baseline's, the
+//! ratio between them and where they were measured; as one line of JSON or as a table.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::args::{Transport, TupleEncoding};
+use crate::record::RunFigures;
+use crate::stats::LatencySummary;
+
+/// The result of one benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    /// `throughput` or `latency`.
+    pub bench: &'static str,
+    /// `fused` or `threaded`.
+    pub transport: Transport,
+    /// `facade` or `normal`.
+    pub encoding: TupleEncoding,
+    /// Bytes per tuple.
+    pub tuple_size: usize,
+    /// The rate the sender was asked for (latency only), tuples per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<u64>,
+    /// Median over runs of the tuples per second at the receiver.
+    pub tuples_per_sec: f64,
+    /// Median over runs of the payload Gbit/s at the receiver.
+    pub gbit_per_sec: f64,
+    /// Median over runs of each latency figure (latency only; null for throughput).
+    pub latency_ns: Option<LatencySummary>,
+    /// Seconds measured per run.
+    pub duration_s: f64,
+    /// Seconds of warm-up discarded per run.
+    pub warmup_s: f64,
+    /// Whether Sluice's threads were pinned to cores.
+    pub pinned: bool,
+    /// Every Sluice run.
+    pub runs: Vec<RunFigures>,
+    /// The baseline, measured in the same invocation.
+    pub baseline: BaselineResult,
+    /// Throughput only: Sluice's tuples per second divided by the baseline's (higher is better).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_baseline: Option<f64>,
+    /// Latency only: Sluice's p50 divided by the baseline's (lower is better).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ratio_to_baseline: Option<f64>,
+    /// Latency only: Sluice's p99 divided by the baseline's (lower is better).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ratio_to_baseline: Option<f64>,
+    /// The commit built (`git rev-parse --short HEAD`), or `unknown`.
+    pub commit: &'static str,
+    /// The CPU model, or `unknown`.
+    pub cpu: String,
+    /// Cores available to the process.
+    pub cores: usize,
+}
+
+/// The baseline's side of a result.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineResult {
+    /// `direct-call` or `crossbeam-channel`.
+    pub name: &'static str,
+    /// What exactly was measured.
+    pub description: String,
+    /// Median tuples per second at the receiver.
+    pub tuples_per_sec: f64,
+    /// Median payload Gbit/s at the receiver.
+    pub gbit_per_sec: f64,
+    /// Median latency figures (latency only; null for throughput).
+    pub latency_ns: Option<LatencySummary>,
+    /// Every baseline run.
+    pub runs: Vec<RunFigures>,
+}
+
+/// `result` as one line of JSON.
+pub fn render_json(result: &BenchResult) -> String {
+    // Serializing plain structs of numbers and strings cannot fail.
+    serde_json::to_string(result).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+/// A rate with an SI suffix: `12.35 M`, `980.0 k`.
+fn si(value: f64) -> String {
+    let (scaled, unit) = if value >= 1e9 {
+        (value / 1e9, " G")
+    } else if value >= 1e6 {
+        (value / 1e6, " M")
+    } else if value >= 1e3 {
+        (value / 1e3, " k")
+    } else {
+        (value, "")
+    };
+    format!("{scaled:.2}{unit}")
+}
+
+fn row(
+    out: &mut String,
+    who: &str,
+    run: &str,
+    tps: f64,
+    gbit: f64,
+    latency: Option<&LatencySummary>,
+) {
+    let _ = write!(out, "{who:<10} {run:>6} {:>12} {gbit:>9.3}", si(tps));
+    if let Some(l) = latency {
+        let _ = write!(
+            out,
+            " {:>9.0} {:>9.0} {:>9.0} {:>9.1}",
+            l.p50, l.p99, l.p999, l.mean
+        );
+    }
+    out.push('\n');
+}
+
+/// `result` as a readable table.
+pub fn render_table(result: &BenchResult) -> String {
+    let mut out = String::new();
+    let encoding = match result.encoding {
+        TupleEncoding::Facade => "facade",
+        TupleEncoding::Normal => "normal",
+    };
+    let transport = match result.transport {
+        Transport::Fused => "fused",
+        Transport::Threaded => "threaded",
+    };
+    let _ = write!(
+        out,
+        "sluice bench {}: {transport} transport, {}-byte {encoding} tuples",
+        result.bench, result.tuple_size
+    );
+    if let Some(rate) = result.target_rate {
+        let _ = write!(out, " at {rate} tuples/s");
+    }
+    let _ = writeln!(
+        out,
+        "\n{} run(s) of {} s after {} s warm-up; commit {}, {}, {} core(s){}",
+        result.runs.len(),
+        result.duration_s,
+        result.warmup_s,
+        result.commit,
+        result.cpu,
+        result.cores,
+        if result.pinned {
+            ", threads pinned"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "baseline: {} ({})\n",
+        result.baseline.name, result.baseline.description
+    );
+    let _ = write!(
+        out,
+        "{:<10} {:>6} {:>12} {:>9}",
+        "", "run", "tuples/s", "Gbit/s"
+    );
+    if result.latency_ns.is_some() {
+        let _ = write!(
+            out,
+            " {:>9} {:>9} {:>9} {:>9}",
+            "p50 ns", "p99 ns", "p99.9 ns", "mean ns"
+        );
+    }
+    out.push('\n');
+    for (who, runs, tps, gbit, latency) in [
+        (
+            "sluice",
+            &result.runs,
+            result.tuples_per_sec,
+            result.gbit_per_sec,
+            result.latency_ns.as_ref(),
+        ),
+        (
+            "baseline",
+            &result.baseline.runs,
+            result.baseline.tuples_per_sec,
+            result.baseline.gbit_per_sec,
+            result.baseline.latency_ns.as_ref(),
+        ),
+    ] {
+        for (i, run) in runs.iter().enumerate() {
+            let n = (i + 1).to_string();
+            row(
+                &mut out,
+                who,
+                &n,
+                run.tuples_per_sec,
+                run.gbit_per_sec,
+                run.latency_ns.as_ref(),
+            );
+        }
+        row(&mut out, who, "median", tps, gbit, latency);
+    }
+    out.push('\n');
+    if let Some(r) = result.ratio_to_baseline {
+        let _ = writeln!(out, "sluice / baseline throughput: {r:.3}");
+    }
+    if let Some(r) = result.p50_ratio_to_baseline {
+        let _ = writeln!(out, "sluice / baseline latency: p50 {r:.3}");
+    }
+    if let Some(r) = result.p99_ratio_to_baseline {
+        let _ = writeln!(out, "sluice / baseline latency: p99 {r:.3}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn si_suffixes() {
+        assert_eq!(si(12_345_678.0), "12.35 M");
+        assert_eq!(si(980.0), "980.00");
+        assert_eq!(si(1_500.0), "1.50 k");
+        assert_eq!(si(2.5e9), "2.50 G");
+    }
+}
