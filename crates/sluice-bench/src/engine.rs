@@ -2,6 +2,8 @@
 //! thread, the hop is a direct call) or threaded (two threads joined by a threaded port, which
 //! the planner pins to cores 0 and 1 when the machine has two cores or more), and run by the
 //! real runtime for the warm-up plus the measured duration; the runtime's stop drains.
+//! The source emits each `produce` call's tuples as one batch (`Output::emit_batch`), so the
+//! fused hop is one call per batch and the sink reads the batch as a slice.
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use sluice_graph::{
 };
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, RunOptions};
-use sluice_types::{monotonic_ns, TupleRef};
+use sluice_types::{monotonic_ns, BatchRef, TupleRef};
 
 use crate::load::{Generator, Load};
 use crate::payload::Payload;
@@ -21,14 +23,22 @@ use crate::record::Recorder;
 /// Emits tuples as its [`Load`] says.
 struct BenchSource<P> {
     generator: Generator<P>,
+    /// The tuples of one `produce` call, emitted as one batch.
+    batch: Vec<P>,
 }
 
 impl<P: Payload> Source for BenchSource<P> {
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
-        match self.generator.fill(|tuple| out.emit(0, tuple))? {
-            0 => Ok(Produced::Idle),
-            n => Ok(Produced::Emitted(n)),
+        let batch = &mut self.batch;
+        let n = self.generator.fill(|tuple| -> Result<(), OperatorError> {
+            batch.push(tuple);
+            Ok(())
+        })?;
+        if n == 0 {
+            return Ok(Produced::Idle);
         }
+        out.emit_batch(0, &mut self.batch)?;
+        Ok(Produced::Emitted(n))
     }
 }
 
@@ -53,6 +63,25 @@ impl<P: Payload, R: Recorder> Operator for BenchSink<P, R> {
         _out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
         self.recorder.record(expect_tuple::<P>(port, tuple)?);
+        Ok(())
+    }
+
+    #[inline]
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        _out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        // A fused upstream hands over a contiguous batch; a threaded port's runs are read
+        // through the erased view.
+        if let Some(tuples) = batch.as_slice::<P>() {
+            tuples.iter().for_each(|t| self.recorder.record(t));
+            return Ok(());
+        }
+        for tuple in batch.iter() {
+            self.recorder.record(expect_tuple::<P>(port, tuple)?);
+        }
         Ok(())
     }
 
@@ -81,6 +110,7 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     let mut g = GraphBuilder::new("bench");
     let source = g.source("source", Ports::new().output::<P>(), move |_| BenchSource {
         generator: Generator::new(template.clone(), load.clone()),
+        batch: Vec::with_capacity(crate::load::BATCH),
     });
     let warmup_ns = u64::try_from(warmup.as_nanos()).unwrap_or(u64::MAX);
     let sink = g.operator("sink", Ports::new().input::<P>(), move |_| BenchSink::<

@@ -20,6 +20,6 @@ pub use builder::{
 pub use error::GraphError;
 pub use operator::{
     expect_tuple, latency_histogram, LatencyHistogram, Operator, OperatorContext, OperatorError,
-    OperatorReport, Output, OutputSink, OwnedTuple, Produced, Source,
+    OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source,
 };
 pub use partitioning::{KeyFn, Partitioning};

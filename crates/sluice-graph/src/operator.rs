@@ -227,10 +227,46 @@ impl<T: Tuple> OwnedTuple for Option<T> {
     }
 }
 
+/// Tuples owned by the emitter, offered together: readable in place as a batch, or handed out
+/// one by one to be moved.
+pub trait OwnedBatch {
+    /// The tuples, borrowed.
+    fn batch(&self) -> BatchRef<'_>;
+    /// Hands each tuple in order to `f`, then leaves the batch empty.
+    fn drain_each(
+        &mut self,
+        f: &mut dyn FnMut(&mut dyn OwnedTuple) -> Result<(), OperatorError>,
+    ) -> Result<(), OperatorError>;
+    /// Drops every tuple.
+    fn clear(&mut self);
+}
+
+impl<T: Tuple> OwnedBatch for Vec<T> {
+    fn batch(&self) -> BatchRef<'_> {
+        BatchRef::from_vec(self)
+    }
+
+    fn drain_each(
+        &mut self,
+        f: &mut dyn FnMut(&mut dyn OwnedTuple) -> Result<(), OperatorError>,
+    ) -> Result<(), OperatorError> {
+        self.drain(..).try_for_each(|tuple| f(&mut Some(tuple)))
+    }
+
+    fn clear(&mut self) {
+        Vec::clear(self)
+    }
+}
+
 /// Where an [`Output`] sends what it is given; implemented by the runtime.
 pub trait OutputSink {
     /// Delivers a tuple already checked to match the port's type.
     fn emit(&mut self, port: usize, tuple: &mut dyn OwnedTuple) -> Result<(), OperatorError>;
+    /// Delivers tuples already checked to match the port's type, leaving `batch` empty. The
+    /// default delivers them one by one.
+    fn emit_batch(&mut self, port: usize, batch: &mut dyn OwnedBatch) -> Result<(), OperatorError> {
+        batch.drain_each(&mut |tuple| self.emit(port, tuple))
+    }
     /// Delivers a punctuation on `port`.
     fn punctuate(&mut self, port: usize) -> Result<(), OperatorError>;
 }
@@ -252,9 +288,8 @@ impl<'a> Output<'a> {
         self.ports.len()
     }
 
-    /// Emits `tuple` on output `port`.
     #[inline]
-    pub fn emit<T: Tuple>(&mut self, port: usize, tuple: T) -> Result<(), OperatorError> {
+    fn check<T: Tuple>(&self, port: usize) -> Result<(), OperatorError> {
         let schema = self.ports.get(port).ok_or(OperatorError::NoSuchPort {
             port,
             count: self.ports.len(),
@@ -266,7 +301,27 @@ impl<'a> Output<'a> {
                 actual: std::any::type_name::<T>(),
             });
         }
+        Ok(())
+    }
+
+    /// Emits `tuple` on output `port`.
+    #[inline]
+    pub fn emit<T: Tuple>(&mut self, port: usize, tuple: T) -> Result<(), OperatorError> {
+        self.check::<T>(port)?;
         self.sink.emit(port, &mut Some(tuple))
+    }
+
+    /// Emits every tuple of `batch` on output `port`, in order, leaving `batch` empty (its
+    /// capacity is kept for reuse). A downstream operator fused on a forward edge receives the
+    /// whole batch in one `process_batch` call and can read it as a slice.
+    #[inline]
+    pub fn emit_batch<T: Tuple>(
+        &mut self,
+        port: usize,
+        batch: &mut Vec<T>,
+    ) -> Result<(), OperatorError> {
+        self.check::<T>(port)?;
+        self.sink.emit_batch(port, batch)
     }
 
     /// Emits a punctuation on output `port`.

@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use sluice_graph::{
     KeyFn, Operator, OperatorContext, OperatorError, OperatorReport, Output, OutputSink,
-    OwnedTuple, Produced, Source,
+    OwnedBatch, OwnedTuple, Produced, Source,
 };
 use sluice_sync::IdleStrategy;
 use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, SendError};
@@ -116,10 +116,9 @@ struct Router<'a> {
     env: &'a Env<'a>,
 }
 
-impl OutputSink for Router<'_> {
+impl Router<'_> {
     #[inline]
-    fn emit(&mut self, port: usize, tuple: &mut dyn OwnedTuple) -> Result<(), OperatorError> {
-        *self.tuples_out += 1;
+    fn route(&mut self, port: usize, tuple: &mut dyn OwnedTuple) -> Result<(), OperatorError> {
         let Some(fans) = self.routes.get_mut(port) else {
             return Ok(());
         };
@@ -138,6 +137,31 @@ impl OutputSink for Router<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl OutputSink for Router<'_> {
+    #[inline]
+    fn emit(&mut self, port: usize, tuple: &mut dyn OwnedTuple) -> Result<(), OperatorError> {
+        *self.tuples_out += 1;
+        self.route(port, tuple)
+    }
+
+    fn emit_batch(&mut self, port: usize, batch: &mut dyn OwnedBatch) -> Result<(), OperatorError> {
+        let items = batch.batch();
+        *self.tuples_out += items.len() as u64;
+        // The fused chain's common case: one forward edge to an instance in this thread gets
+        // the whole batch in one call.
+        if let Some([fan]) = self.routes.get(port).map(Vec::as_slice) {
+            if let (Picker::Forward, [Target::Fused { node, port }]) =
+                (&fan.picker, fan.targets.as_slice())
+            {
+                process_batch(self.nodes, *node, *port, items, self.env)?;
+                batch.clear();
+                return Ok(());
+            }
+        }
+        batch.drain_each(&mut |tuple| self.route(port, tuple))
     }
 
     fn punctuate(&mut self, port: usize) -> Result<(), OperatorError> {

@@ -53,6 +53,15 @@ impl<T: Tuple> ErasedItems for TupleSlice<'_, T> {
     }
 }
 
+impl<T: Tuple> ErasedItems for Vec<T> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+    fn item(&self, index: usize) -> Option<TupleRef<'_>> {
+        self.get(index).map(TupleRef::new)
+    }
+}
+
 /// A run of messages that are all `Message::Data`, as an [`ErasedItems`].
 pub struct DataRun<'a, T>(pub &'a [Message<T>]);
 
@@ -72,12 +81,30 @@ impl<T: Tuple> ErasedItems for DataRun<'_, T> {
 #[derive(Clone, Copy)]
 pub struct BatchRef<'a> {
     items: &'a dyn ErasedItems,
+    /// The same items as a `Vec<T>`, when they are one, for [`BatchRef::as_slice`].
+    vec: Option<&'a dyn Any>,
 }
 
 impl<'a> BatchRef<'a> {
     /// Borrows `items` as a batch.
     pub fn new(items: &'a dyn ErasedItems) -> Self {
-        Self { items }
+        Self { items, vec: None }
+    }
+
+    /// Borrows a vector of tuples as a batch that can also be read as a slice.
+    pub fn from_vec<T: Tuple>(items: &'a Vec<T>) -> Self {
+        Self {
+            items,
+            vec: Some(items),
+        }
+    }
+
+    /// The tuples as a slice of `T`, when the batch is held contiguously (batches emitted by
+    /// a fused upstream are); `None` otherwise, or for another type: use
+    /// [`BatchRef::iter_as`] then.
+    #[inline]
+    pub fn as_slice<T: Tuple>(&self) -> Option<&'a [T]> {
+        self.vec?.downcast_ref::<Vec<T>>().map(Vec::as_slice)
     }
 
     /// How many tuples are in the batch.
@@ -127,5 +154,9 @@ mod tests {
         let run = DataRun(&msgs);
         let b = BatchRef::new(&run);
         assert_eq!(b.iter().filter_map(|t| t.get::<u32>()).sum::<u32>(), 15);
+        assert!(b.as_slice::<u32>().is_none());
+        let b = BatchRef::from_vec(&v);
+        assert_eq!(b.as_slice::<u32>(), Some(&v[..]));
+        assert!(b.as_slice::<u64>().is_none());
     }
 }
