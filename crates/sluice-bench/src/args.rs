@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
+use sluice_sync::IdleStrategy;
 
 use crate::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
 
@@ -84,6 +85,10 @@ pub struct CommonArgs {
     /// Print one JSON object per result, one per line, instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// How idle receivers wait, for Sluice and the baseline alike: busy-spin, yield or
+    /// backoff (default: chosen from the thread and core counts, as `sluice run` does).
+    #[arg(long, value_parser = ["busy-spin", "yield", "backoff"])]
+    pub idle: Option<String>,
 }
 
 /// How tuples go from sender to receiver.
@@ -124,6 +129,7 @@ pub(crate) struct Settings {
     pub(crate) warmup: Duration,
     pub(crate) repeat: usize,
     pub(crate) json: bool,
+    pub(crate) idle: Option<IdleStrategy>,
 }
 
 /// The largest normal tuple, so a typo cannot ask for gigabytes per tuple.
@@ -191,6 +197,7 @@ impl Settings {
             warmup: seconds("--warmup", common.warmup, true)?,
             repeat: common.repeat,
             json: common.json,
+            idle: common.idle.as_deref().and_then(IdleStrategy::parse),
         })
     }
 }

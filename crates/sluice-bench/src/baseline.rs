@@ -46,12 +46,15 @@ pub(crate) fn direct_call<P: Payload, R: Recorder>(
     load: Load,
     warmup: Duration,
     duration: Duration,
+    idle: Option<IdleStrategy>,
 ) -> OperatorReport {
     let measure_from = monotonic_ns().saturating_add(nanos(warmup));
     let end = measure_from.saturating_add(nanos(duration));
     let mut recorder = R::new(measure_from);
     let mut generator = Generator::new(template, load);
-    let mut idle = IdleStrategy::default_for(1, cores()).waiter();
+    let mut idle = idle
+        .unwrap_or(IdleStrategy::default_for(1, cores()))
+        .waiter();
     loop {
         let sent = generator
             .fill(|tuple| {
@@ -83,6 +86,7 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
     load: Load,
     warmup: Duration,
     duration: Duration,
+    idle: Option<IdleStrategy>,
 ) -> anyhow::Result<ChannelRun> {
     let cores = cores();
     let pinned = cores >= 2;
@@ -91,7 +95,7 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
             core_affinity::set_for_current(core_affinity::CoreId { id: core });
         }
     };
-    let idle = IdleStrategy::default_for(2, cores);
+    let idle = idle.unwrap_or(IdleStrategy::default_for(2, cores));
     let (tx, rx) = crossbeam_channel::bounded::<P>(CHANNEL_CAPACITY);
     let measure_from = monotonic_ns().saturating_add(nanos(warmup));
     let end = measure_from.saturating_add(nanos(duration));

@@ -14,6 +14,7 @@ use sluice_graph::{
 };
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, RunOptions};
+use sluice_sync::IdleStrategy;
 use sluice_types::{monotonic_ns, BatchRef, TupleRef};
 
 use crate::load::{Generator, Load};
@@ -106,6 +107,7 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     load: Load,
     warmup: Duration,
     duration: Duration,
+    idle: Option<IdleStrategy>,
 ) -> anyhow::Result<EngineRun> {
     let mut g = GraphBuilder::new("bench");
     let source = g.source("source", Ports::new().output::<P>(), move |_| BenchSource {
@@ -132,6 +134,7 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     let pinned = plan.threads().any(|t| t.core.is_some());
     let options = RunOptions {
         duration: Some(warmup + duration),
+        idle,
         ..RunOptions::default()
     };
     let report = run(&graph, &plan, &options)?;

@@ -110,6 +110,7 @@ fn repeat<P: Payload, R: Recorder>(
             load.clone(),
             s.warmup,
             s.duration,
+            s.idle,
         )
         .map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?;
         measured.pinned = engine.pinned;
@@ -119,12 +120,23 @@ fn repeat<P: Payload, R: Recorder>(
         );
 
         let report = if threaded {
-            let run =
-                baseline::channel::<P, R>(template.clone(), load.clone(), s.warmup, s.duration)?;
+            let run = baseline::channel::<P, R>(
+                template.clone(),
+                load.clone(),
+                s.warmup,
+                s.duration,
+                s.idle,
+            )?;
             measured.baseline_pinned = run.pinned;
             run.receiver
         } else {
-            baseline::direct_call::<P, R>(template.clone(), load.clone(), s.warmup, s.duration)
+            baseline::direct_call::<P, R>(
+                template.clone(),
+                load.clone(),
+                s.warmup,
+                s.duration,
+                s.idle,
+            )
         };
         measured.baseline.push(
             RunFigures::from_report(&report, s.size)
@@ -185,6 +197,9 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         duration_s: s.duration.as_secs_f64(),
         warmup_s: s.warmup.as_secs_f64(),
         pinned: m.pinned,
+        idle: s
+            .idle
+            .map_or_else(|| "default".to_string(), |i| format!("{i:?}")),
         runs: m.sluice,
         baseline: BaselineResult {
             name,

@@ -35,6 +35,8 @@ pub struct BenchResult {
     pub warmup_s: f64,
     /// Whether Sluice's threads were pinned to cores.
     pub pinned: bool,
+    /// The idle strategy asked for with `--idle`, or `default` (chosen from the cores).
+    pub idle: String,
     /// Every Sluice run.
     pub runs: Vec<RunFigures>,
     /// The baseline, measured in the same invocation.
