@@ -1,10 +1,13 @@
 //! The queues on Sluice's hot path, written by hand because moving a tuple between two cores
 //! is the cost the whole engine is judged by.
 //!
+//! - [`memory`]: where a ring's bytes live (heap or a shared segment), the [`memory::RingMemory`]
+//!   trait every byte ring is generic over.
 //! - [`spsc`]: a bounded single-producer single-consumer queue of Rust values, the in-process
 //!   *threaded port* between two threads.
 //!
 //! Every structure here is checked three ways: `loom` models (`RUSTFLAGS="--cfg loom"
 //! cargo test -p sluice-ring --test loom`), `proptest` against a `VecDeque` model, and Miri.
 
+pub mod memory;
 pub mod spsc;
