@@ -239,6 +239,8 @@ pub trait OwnedBatch {
     ) -> Result<(), OperatorError>;
     /// Drops every tuple.
     fn clear(&mut self);
+    /// The `Vec<T>` holding the tuples, for a transport to move them from.
+    fn slot(&mut self) -> &mut dyn Any;
 }
 
 impl<T: Tuple> OwnedBatch for Vec<T> {
@@ -255,6 +257,10 @@ impl<T: Tuple> OwnedBatch for Vec<T> {
 
     fn clear(&mut self) {
         Vec::clear(self)
+    }
+
+    fn slot(&mut self) -> &mut dyn Any {
+        self
     }
 }
 

@@ -131,6 +131,18 @@ impl<T: Send> Producer<T> {
         self.head.wrapping_sub(self.cached_tail) < self.capacity()
     }
 
+    /// How many values can be written now without refusal (rereads the consumer's position
+    /// when the cached one shows less than a full queue free).
+    pub fn free(&mut self) -> usize {
+        let cached_free = self.capacity() - self.head.wrapping_sub(self.cached_tail);
+        if cached_free == self.capacity() {
+            return cached_free;
+        }
+        // SYNC: pairs with the Release store of `tail` in `Consumer::release_to`.
+        self.cached_tail = self.shared.tail.load(Ordering::Acquire);
+        self.capacity() - self.head.wrapping_sub(self.cached_tail)
+    }
+
     /// Whether the consumer has gone away.
     pub fn is_closed(&self) -> bool {
         // SYNC: pairs with the Release store in `Consumer::drop`.
@@ -300,9 +312,11 @@ mod tests {
     #[test]
     fn fills_refuses_then_drains_in_order() {
         let (mut p, mut c) = channel::<u32>(4).unwrap();
+        assert_eq!(p.free(), 4);
         for i in 0..4 {
             p.try_push(i).unwrap();
         }
+        assert_eq!(p.free(), 0);
         assert_eq!(p.try_push(9), Err(PushError::Full(9)));
         let mut out = Vec::new();
         assert_eq!(c.pop_batch(3, &mut out), 3);

@@ -150,15 +150,21 @@ impl OutputSink for Router<'_> {
     fn emit_batch(&mut self, port: usize, batch: &mut dyn OwnedBatch) -> Result<(), OperatorError> {
         let items = batch.batch();
         *self.tuples_out += items.len() as u64;
-        // The fused chain's common case: one forward edge to an instance in this thread gets
-        // the whole batch in one call.
-        if let Some([fan]) = self.routes.get(port).map(Vec::as_slice) {
-            if let (Picker::Forward, [Target::Fused { node, port }]) =
-                (&fan.picker, fan.targets.as_slice())
-            {
-                process_batch(self.nodes, *node, *port, items, self.env)?;
-                batch.clear();
-                return Ok(());
+        // The common cases: one forward edge to an instance in this thread gets the whole
+        // batch in one call; one forward edge to another thread takes it in one offer.
+        if let Some([fan]) = self.routes.get_mut(port).map(Vec::as_mut_slice) {
+            if let Picker::Forward = fan.picker {
+                match fan.targets.as_mut_slice() {
+                    [Target::Fused { node, port }] => {
+                        process_batch(self.nodes, *node, *port, items, self.env)?;
+                        batch.clear();
+                        return Ok(());
+                    }
+                    [Target::Remote(sender)] => {
+                        return send(self.env, || sender.offer_batch(batch.slot()));
+                    }
+                    _ => {}
+                }
             }
         }
         batch.drain_each(&mut |tuple| self.route(port, tuple))

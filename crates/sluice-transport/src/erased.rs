@@ -32,6 +32,10 @@ pub trait ErasedSender: Send {
     /// Offers the tuple in `slot`, which must be an `Option<T>` of the stream's type holding a
     /// value. On success the slot is emptied; on `Full` the tuple stays in it.
     fn offer_tuple(&mut self, slot: &mut dyn Any) -> Result<(), SendError>;
+    /// Offers the tuples of `batch`, which must be a `Vec<T>` of the stream's type, in order:
+    /// as many as the transport has room for are moved out of the front of the vector. `Ok`
+    /// when all were taken; on `Full` the rest stay in the vector, to be offered again.
+    fn offer_batch(&mut self, batch: &mut dyn Any) -> Result<(), SendError>;
     /// Offers a clone of `tuple`, which must be of the stream's type.
     fn offer_copy(&mut self, tuple: TupleRef<'_>) -> Result<(), SendError>;
     /// Offers a punctuation.
@@ -140,6 +144,36 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
                 Err(refused.error)
             }
         }
+    }
+
+    fn offer_batch(&mut self, batch: &mut dyn Any) -> Result<(), SendError> {
+        let batch = batch
+            .downcast_mut::<Vec<T>>()
+            .ok_or(SendError::TypeMismatch {
+                expected: std::any::type_name::<T>(),
+            })?;
+        while !batch.is_empty() {
+            let room = self.inner.room().min(batch.len());
+            if room == 0 {
+                // Unknown room: one at a time, keeping a refused tuple at the front.
+                let tuple = batch.remove(0);
+                if let Err(refused) = self.inner.offer(Message::Data(tuple)) {
+                    if let Message::Data(tuple) = refused.message {
+                        batch.insert(0, tuple);
+                    }
+                    return Err(refused.error);
+                }
+                continue;
+            }
+            for tuple in batch.drain(..room) {
+                // `room` promised these fit; a refusal now means the receiver closed, and the
+                // tuples of a closed edge have nowhere to go.
+                self.inner
+                    .offer(Message::Data(tuple))
+                    .map_err(|refused| refused.error)?;
+            }
+        }
+        Ok(())
     }
 
     fn offer_copy(&mut self, tuple: TupleRef<'_>) -> Result<(), SendError> {

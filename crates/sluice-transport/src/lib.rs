@@ -70,6 +70,12 @@ pub trait TupleSender<T>: Send {
 
     /// Makes every offered message visible to the receiver.
     fn flush(&mut self);
+
+    /// How many messages [`TupleSender::offer`] is sure to accept now (0 if unknown): a
+    /// promise, not a guess, so a batch of that many can be moved without refusal.
+    fn room(&mut self) -> usize {
+        0
+    }
 }
 
 /// The receiving end of one edge.

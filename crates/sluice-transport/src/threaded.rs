@@ -75,6 +75,16 @@ impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
         self.queue.publish();
         self.unpublished = 0;
     }
+
+    #[inline]
+    fn room(&mut self) -> usize {
+        // Only this producer fills the queue, so free slots can only grow until it writes.
+        if self.queue.is_closed() {
+            0
+        } else {
+            self.queue.free()
+        }
+    }
 }
 
 impl<T: Send> TupleReceiver<T> for ThreadedPortReceiver<T> {

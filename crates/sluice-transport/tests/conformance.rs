@@ -162,3 +162,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_erased_batch_offer_moves_what_fits_and_keeps_the_rest_in_order() {
+    use sluice_transport::{Delivery, StreamType};
+    for spec in transports() {
+        let (mut tx, mut rx) = StreamType::of::<u64>().connect(&spec).unwrap();
+        let mut batch: Vec<u64> = (0..20).collect();
+        assert_eq!(tx.offer_batch(&mut batch), Err(SendError::Full), "{spec}");
+        assert!(!batch.is_empty() && batch.len() < 20, "{spec}");
+        let mut received = Vec::new();
+        let mut drain = |rx: &mut Box<dyn sluice_transport::ErasedReceiver>| {
+            while let Ok(1..) = rx.poll(64, &mut |d| {
+                if let Delivery::Batch(b) = d {
+                    received.extend(b.iter_as::<u64>().copied());
+                }
+                std::ops::ControlFlow::Continue(())
+            }) {}
+        };
+        while !batch.is_empty() {
+            tx.flush();
+            drain(&mut rx);
+            let _ = tx.offer_batch(&mut batch);
+        }
+        tx.flush();
+        drain(&mut rx);
+        assert_eq!(received, (0..20).collect::<Vec<_>>(), "{spec}");
+        let mut wrong: Vec<u32> = vec![1];
+        assert!(matches!(
+            tx.offer_batch(&mut wrong),
+            Err(SendError::TypeMismatch { .. })
+        ));
+    }
+}
