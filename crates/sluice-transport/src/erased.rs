@@ -6,14 +6,14 @@
 //! [`ErasedSender`] / [`ErasedReceiver`] trait objects. The sender takes tuples as
 //! `&mut Option<T>` behind `&mut dyn Any`, so a tuple is moved into the transport without an
 //! allocation and stays with the caller when the transport is full. The receiver hands out
-//! runs of tuples as [`BatchRef`]s.
+//! runs of tuples as [`BatchRef`]s over a vector, so an operator can read them as a slice.
 
 use std::any::Any;
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use sluice_types::{BatchRef, DataRun, Message, Tuple, TupleRef, TupleSchema};
+use sluice_types::{BatchRef, Message, Tuple, TupleRef, TupleSchema};
 
 use crate::{RecvError, SendError, TransportError, TransportSpec, TupleReceiver, TupleSender};
 
@@ -108,7 +108,8 @@ impl<T: Tuple> EndpointFactory for TypedFactory<T> {
             Box::new(ErasedTx { inner: sender }),
             Box::new(ErasedRx {
                 inner: receiver,
-                buffer: Vec::new(),
+                messages: Vec::new(),
+                tuples: Vec::new(),
             }),
         ))
     }
@@ -199,7 +200,23 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
 
 struct ErasedRx<T> {
     inner: Box<dyn TupleReceiver<T>>,
-    buffer: Vec<Message<T>>,
+    messages: Vec<Message<T>>,
+    /// The current run of tuples, moved out of their messages so the batch is a slice.
+    tuples: Vec<T>,
+}
+
+impl<T: Tuple> ErasedRx<T> {
+    fn deliver_tuples(
+        &mut self,
+        deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        if self.tuples.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let flow = deliver(Delivery::Batch(BatchRef::from_vec(&self.tuples)));
+        self.tuples.clear();
+        flow
+    }
 }
 
 impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
@@ -208,31 +225,33 @@ impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
         max: usize,
         deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
     ) -> Result<usize, RecvError> {
-        self.buffer.clear();
-        let n = self.inner.poll(max, &mut self.buffer)?;
-        let mut rest = &self.buffer[..];
-        while !rest.is_empty() {
-            let data = rest
-                .iter()
-                .take_while(|m| matches!(m, Message::Data(_)))
-                .count();
-            let flow = if data > 0 {
-                let run = DataRun(&rest[..data]);
-                rest = &rest[data..];
-                deliver(Delivery::Batch(BatchRef::new(&run)))
-            } else {
-                let control = match rest[0] {
-                    Message::Punctuation => Delivery::Punctuation,
-                    _ => Delivery::EndOfStream,
-                };
-                rest = &rest[1..];
-                deliver(control)
+        let mut messages = std::mem::take(&mut self.messages);
+        messages.clear();
+        let n = self.inner.poll(max, &mut messages)?;
+        let mut flow = ControlFlow::Continue(());
+        for message in messages.drain(..) {
+            let control = match message {
+                Message::Data(tuple) => {
+                    self.tuples.push(tuple);
+                    continue;
+                }
+                Message::Punctuation => Delivery::Punctuation,
+                Message::EndOfStream => Delivery::EndOfStream,
             };
+            flow = self.deliver_tuples(deliver);
+            if flow.is_break() {
+                break;
+            }
+            flow = deliver(control);
             if flow.is_break() {
                 break;
             }
         }
-        self.buffer.clear();
+        if flow.is_continue() {
+            let _ = self.deliver_tuples(deliver);
+        }
+        self.tuples.clear();
+        self.messages = messages;
         Ok(n)
     }
 }

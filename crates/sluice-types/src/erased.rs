@@ -7,7 +7,7 @@
 
 use std::any::Any;
 
-use crate::{Message, Tuple};
+use crate::Tuple;
 
 /// One tuple, borrowed.
 #[derive(Clone, Copy)]
@@ -28,8 +28,8 @@ impl<'a> TupleRef<'a> {
     }
 }
 
-/// Something that holds tuples of one type in order; implemented for slices of tuples and for
-/// runs of data messages.
+/// Something that holds tuples of one type in order; implemented for slices and vectors of
+/// tuples.
 pub trait ErasedItems {
     /// How many tuples.
     fn len(&self) -> usize;
@@ -59,21 +59,6 @@ impl<T: Tuple> ErasedItems for Vec<T> {
     }
     fn item(&self, index: usize) -> Option<TupleRef<'_>> {
         self.get(index).map(TupleRef::new)
-    }
-}
-
-/// A run of messages that are all `Message::Data`, as an [`ErasedItems`].
-pub struct DataRun<'a, T>(pub &'a [Message<T>]);
-
-impl<T: Tuple> ErasedItems for DataRun<'_, T> {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn item(&self, index: usize) -> Option<TupleRef<'_>> {
-        match self.0.get(index)? {
-            Message::Data(t) => Some(TupleRef::new(t)),
-            _ => None,
-        }
     }
 }
 
@@ -150,10 +135,7 @@ mod tests {
         let b = BatchRef::new(&slice);
         assert_eq!(b.len(), 3);
         assert_eq!(b.iter_as::<u32>().copied().collect::<Vec<_>>(), v);
-        let msgs = vec![Message::Data(7u32), Message::Data(8)];
-        let run = DataRun(&msgs);
-        let b = BatchRef::new(&run);
-        assert_eq!(b.iter().filter_map(|t| t.get::<u32>()).sum::<u32>(), 15);
+        assert_eq!(b.iter().filter_map(|t| t.get::<u32>()).sum::<u32>(), 6);
         assert!(b.as_slice::<u32>().is_none());
         let b = BatchRef::from_vec(&v);
         assert_eq!(b.as_slice::<u32>(), Some(&v[..]));

@@ -23,7 +23,7 @@ pub mod tuple_codec {
 }
 
 pub use clock::{monotonic_ns, Stopwatch};
-pub use erased::{BatchRef, DataRun, ErasedItems, TupleRef, TupleSlice};
+pub use erased::{BatchRef, ErasedItems, TupleRef, TupleSlice};
 pub use tuple::{
     BytesTuple, DecodeError, EncodeError, Encoding, FacadeTuple, FixedBytes, Tuple, TupleSchema,
 };
