@@ -26,6 +26,9 @@ pub enum BenchCommand {
     /// One-way latency percentiles at a fixed rate, from CLOCK_MONOTONIC send timestamps
     /// carried in the tuples.
     Latency(LatencyArgs),
+    /// The hardware's own limits: cache-line ping-pong between two cores and one core's
+    /// memcpy bandwidth.
+    Baseline(crate::hardware::BaselineArgs),
 }
 
 /// Options of `sluice bench throughput`.
@@ -161,6 +164,7 @@ impl Settings {
         let (common, bench) = match &args.command {
             BenchCommand::Throughput(t) => (&t.common, Bench::Throughput),
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }),
+            BenchCommand::Baseline(_) => bail!("`sluice bench baseline` has no transport"),
         };
         let size = common.size;
         if size == 0 {

@@ -14,6 +14,9 @@
 //! fused, a `crossbeam_channel::bounded(4096)` between two pinned threads for threaded. Each
 //! run warms up first (discarded), `--repeat` runs give medians plus every run's figures.
 //!
+//! - `sluice bench baseline`: the hardware's limits (cache-line one-way time between two cores,
+//!   one core's memcpy bandwidth), module `hardware`.
+//!
 //! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
 //! without printing.
 #![forbid(unsafe_code)]
@@ -21,6 +24,7 @@
 mod args;
 mod baseline;
 mod engine;
+mod hardware;
 mod load;
 mod machine;
 mod payload;
@@ -32,6 +36,7 @@ pub use args::{
     BenchArgs, BenchCommand, CommonArgs, LatencyArgs, ThroughputArgs, Transport, TupleEncoding,
     MAX_NORMAL_SIZE,
 };
+pub use hardware::{BaselineArgs, HardwareResult, MemcpyFigure};
 pub use payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
 pub use record::RunFigures;
 pub use report::{render_json, render_table, BaselineResult, BenchResult};
@@ -45,6 +50,9 @@ use record::{Counting, Recorder, Timing};
 /// Runs the benchmark `args` asks for and prints its result: a table, or one line of JSON with
 /// `--json`.
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
+    if let BenchCommand::Baseline(baseline) = &args.command {
+        return hardware::main(baseline);
+    }
     let settings = Settings::from_args(&args)?;
     let result = measure(&settings)?;
     if settings.json {

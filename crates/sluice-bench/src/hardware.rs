@@ -1,0 +1,200 @@
+//! `sluice bench baseline`: what the hardware itself can do, the yardstick every transport
+//! figure is compared with.
+//!
+//! - **Cache-line ping-pong**: two threads pinned to cores 0 and 1 take turns incrementing one
+//!   counter on its own cache line; each turn moves the line from one core to the other, so
+//!   the one-way time is the round trip over two. Nothing between two cores can be faster.
+//! - **memcpy bandwidth of one core**: `copy_from_slice` between two buffers, in cache (16 KiB,
+//!   the largest tuple the papers use) and from memory (64 MiB).
+//!
+//! Each figure is the median of `--repeat` runs, after a warm-up run.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use clap::Args;
+use serde::Serialize;
+use sluice_sync::CachePadded;
+
+use crate::machine::{commit, cores, cpu};
+use crate::stats::median;
+
+/// Options of `sluice bench baseline`.
+#[derive(Debug, Clone, Args)]
+pub struct BaselineArgs {
+    /// Runs of each measurement; the result is the median.
+    #[arg(long, value_name = "R", default_value_t = 5)]
+    pub repeat: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The hardware's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct HardwareResult {
+    /// Always `baseline`.
+    pub bench: &'static str,
+    /// One-way cache-line transfer between cores 0 and 1 in ns (median), or `None` on a
+    /// single-core machine.
+    pub cacheline_oneway_ns: Option<f64>,
+    /// Whether the ping-pong threads were pinned to two distinct cores.
+    pub pinned: bool,
+    /// memcpy bandwidth of one core.
+    pub memcpy: Vec<MemcpyFigure>,
+    /// The commit built.
+    pub commit: &'static str,
+    /// The CPU model.
+    pub cpu: String,
+    /// Cores available.
+    pub cores: usize,
+}
+
+/// memcpy bandwidth for one buffer size.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemcpyFigure {
+    /// Bytes per copy.
+    pub bytes: usize,
+    /// Median Gbit/s over the runs.
+    pub gbit_per_sec: f64,
+}
+
+const ROUND_TRIPS: u64 = 200_000;
+const MEMCPY_SIZES: [usize; 2] = [16 << 10, 64 << 20];
+/// Bytes each memcpy measurement moves in total.
+const MEMCPY_VOLUME: usize = 2 << 30;
+
+/// Measures and prints the hardware baseline.
+pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
+    if args.repeat == 0 {
+        anyhow::bail!("--repeat must be at least 1");
+    }
+    let result = measure(args.repeat, ROUND_TRIPS, MEMCPY_VOLUME);
+    if args.json {
+        println!("{}", serde_json::to_string(&result)?);
+    } else {
+        match result.cacheline_oneway_ns {
+            Some(ns) => println!(
+                "cache-line one-way, cores 0 -> 1{}: {ns:.1} ns",
+                if result.pinned { "" } else { " (unpinned)" }
+            ),
+            None => println!("cache-line one-way: needs two cores"),
+        }
+        for m in &result.memcpy {
+            println!(
+                "memcpy, one core, {} KiB: {:.1} Gbit/s",
+                m.bytes >> 10,
+                m.gbit_per_sec
+            );
+        }
+        println!(
+            "commit {}, {}, {} core(s)",
+            result.commit, result.cpu, result.cores
+        );
+    }
+    Ok(())
+}
+
+/// Measures everything `repeat` times (plus a warm-up) with the given amounts of work.
+pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> HardwareResult {
+    let pinned = cores() >= 2;
+    let cacheline_oneway_ns = pinned.then(|| {
+        ping_pong(round_trips / 10);
+        median(
+            &(0..repeat)
+                .map(|_| ping_pong(round_trips))
+                .collect::<Vec<_>>(),
+        )
+    });
+    let memcpy = MEMCPY_SIZES
+        .iter()
+        .map(|&bytes| {
+            memcpy_gbit(bytes, memcpy_volume / 10);
+            MemcpyFigure {
+                bytes,
+                gbit_per_sec: median(
+                    &(0..repeat)
+                        .map(|_| memcpy_gbit(bytes, memcpy_volume))
+                        .collect::<Vec<_>>(),
+                ),
+            }
+        })
+        .collect();
+    HardwareResult {
+        bench: "baseline",
+        cacheline_oneway_ns,
+        pinned,
+        memcpy,
+        commit: commit(),
+        cpu: cpu(),
+        cores: cores(),
+    }
+}
+
+/// One-way ns of a cache line bounced `round_trips` times between cores 0 and 1.
+fn ping_pong(round_trips: u64) -> f64 {
+    let line = CachePadded::new(AtomicU64::new(0));
+    let pin = |core| core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(1);
+            for i in 0..round_trips {
+                // SYNC: Acquire/Release with the other thread's store: each turn hands the line
+                // over; the ordering is what a real hand-off of a tuple would need.
+                while line.load(Ordering::Acquire) != 2 * i + 1 {
+                    std::hint::spin_loop();
+                }
+                line.store(2 * i + 2, Ordering::Release);
+            }
+        });
+        pin(0);
+        let start = Instant::now();
+        for i in 0..round_trips {
+            // SYNC: pairs with the other thread's Release store of the even value.
+            line.store(2 * i + 1, Ordering::Release);
+            while line.load(Ordering::Acquire) != 2 * i + 2 {
+                std::hint::spin_loop();
+            }
+        }
+        start.elapsed().as_nanos() as f64 / (2 * round_trips) as f64
+    })
+}
+
+/// Gbit/s of copying `bytes`-sized buffers until `volume` bytes moved.
+fn memcpy_gbit(bytes: usize, volume: usize) -> f64 {
+    let from = vec![0x5au8; bytes];
+    let mut to = vec![0u8; bytes];
+    let copies = (volume / bytes).max(1);
+    let start = Instant::now();
+    for _ in 0..copies {
+        to.copy_from_slice(std::hint::black_box(&from));
+        std::hint::black_box(&mut to);
+    }
+    (copies * bytes * 8) as f64 / start.elapsed().as_secs_f64() / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_measurement_gives_every_figure() {
+        let r = measure(1, 1_000, 1 << 20);
+        assert_eq!(r.memcpy.len(), 2);
+        assert!(r.memcpy.iter().all(|m| m.gbit_per_sec > 0.0));
+        if cores() >= 2 {
+            assert!(r.cacheline_oneway_ns.is_some_and(|ns| ns > 0.0));
+        }
+        let json = serde_json::to_value(&r).unwrap();
+        for key in [
+            "bench",
+            "cacheline_oneway_ns",
+            "memcpy",
+            "commit",
+            "cpu",
+            "cores",
+        ] {
+            assert!(json.get(key).is_some(), "{key}");
+        }
+    }
+}
