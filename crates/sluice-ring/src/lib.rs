@@ -3,6 +3,9 @@
 //!
 //! - [`memory`]: where a ring's bytes live (heap or a shared segment), the [`memory::RingMemory`]
 //!   trait every byte ring is generic over.
+//! - [`osr`]: the OSR ring, many producers (threads or processes) and one consumer on one
+//!   byte ring, with TurboStream's sliding window so a producer dying mid-write costs only
+//!   its own record.
 //! - [`spsc`]: a bounded single-producer single-consumer queue of Rust values, the in-process
 //!   *threaded port* between two threads.
 //!
@@ -10,4 +13,5 @@
 //! cargo test -p sluice-ring --test loom`), `proptest` against a `VecDeque` model, and Miri.
 
 pub mod memory;
+pub mod osr;
 pub mod spsc;
