@@ -8,6 +8,9 @@
 //!   its own record.
 //! - [`spsc`]: a bounded single-producer single-consumer queue of Rust values, the in-process
 //!   *threaded port* between two threads.
+//! - [`vega`]: the Vega ring, a single-producer single-consumer queue of fixed-size byte slots
+//!   laid out entirely in a [`memory::RingMemory`], for the shared-memory transport between
+//!   processes.
 //!
 //! Every structure here is checked three ways: `loom` models (`RUSTFLAGS="--cfg loom"
 //! cargo test -p sluice-ring --test loom`), `proptest` against a `VecDeque` model, and Miri.
@@ -15,3 +18,4 @@
 pub mod memory;
 pub mod osr;
 pub mod spsc;
+pub mod vega;

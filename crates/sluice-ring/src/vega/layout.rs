@@ -1,0 +1,283 @@
+//! The Vega ring's bytes: every offset as a named constant, the header as a `#[repr(C)]` struct
+//! of atomics whose field offsets are checked against those constants at compile time, and
+//! [`VegaLayout`], the two sizes a ring is configured with and the byte count they need.
+//!
+//! The diagram is in the parent module's doc ([`crate::vega`]); this file is its source of
+//! truth.
+
+use sluice_sync::atomic::AtomicU64;
+
+use crate::memory::CACHE_LINE;
+
+use super::error::VegaLayoutError;
+
+/// The first word of an initialised ring: `"SLCVEGA1"` read as a little-endian `u64`.
+pub const VEGA_MAGIC: u64 = u64::from_le_bytes(*b"SLCVEGA1");
+/// The layout version written at offset [`VERSION_OFFSET`]; bumped on any layout change.
+pub const VEGA_VERSION: u64 = 1;
+
+/// Start of the layout line (written once by `VegaRing::create`, read-only afterwards).
+pub const LAYOUT_LINE: usize = 0;
+/// `magic: u64`, [`VEGA_MAGIC`] once the ring is initialised, 0 before.
+pub const MAGIC_OFFSET: usize = LAYOUT_LINE;
+/// `version: u64`, [`VEGA_VERSION`].
+pub const VERSION_OFFSET: usize = LAYOUT_LINE + 8;
+/// `slot_bytes: u64`, the largest tuple a slot holds.
+pub const SLOT_BYTES_OFFSET: usize = LAYOUT_LINE + 16;
+/// `slots: u64`, the number of slots.
+pub const SLOT_COUNT_OFFSET: usize = LAYOUT_LINE + 24;
+
+/// Start of the producer's line: written only by the producer.
+pub const PRODUCER_LINE: usize = CACHE_LINE;
+/// `head: u64`, the published position: slots of positions `tail..head` hold tuples.
+pub const HEAD_OFFSET: usize = PRODUCER_LINE;
+
+/// Start of the consumer's line: written only by the consumer.
+pub const CONSUMER_LINE: usize = 2 * CACHE_LINE;
+/// `tail: u64`, the released position: slots of positions before it are free.
+pub const TAIL_OFFSET: usize = CONSUMER_LINE;
+
+/// Start of the flags line: written rarely (attach, close, poison).
+pub const FLAGS_LINE: usize = 3 * CACHE_LINE;
+/// `producer_state: u64`, one of [`ROLE_VACANT`], [`ROLE_ATTACHED`], [`ROLE_GONE`].
+pub const PRODUCER_STATE_OFFSET: usize = FLAGS_LINE;
+/// `consumer_state: u64`, one of [`ROLE_VACANT`], [`ROLE_ATTACHED`], [`ROLE_GONE`].
+pub const CONSUMER_STATE_OFFSET: usize = FLAGS_LINE + 8;
+/// `poison: u64`, 0 while the ring is healthy, else a [`super::PoisonReason`] code.
+pub const POISON_OFFSET: usize = FLAGS_LINE + 16;
+/// `producer_pid: u64`, the producer's process id once attached (for a liveness check).
+pub const PRODUCER_PID_OFFSET: usize = FLAGS_LINE + 24;
+/// `consumer_pid: u64`, the consumer's process id once attached.
+pub const CONSUMER_PID_OFFSET: usize = FLAGS_LINE + 32;
+
+/// Bytes before the first slot: four cache lines.
+pub const HEADER_BYTES: usize = 4 * CACHE_LINE;
+/// Offset of slot 0; slot `i` starts at `SLOTS_OFFSET + i * slot_stride`.
+pub const SLOTS_OFFSET: usize = HEADER_BYTES;
+
+/// Within a slot: `len: u64`, the tuple's size in bytes (the paper's "size").
+pub const SLOT_LEN_OFFSET: usize = 0;
+/// Within a slot: the first payload byte. Payloads are [`SLOT_ALIGN`]-aligned.
+pub const SLOT_PAYLOAD_OFFSET: usize = 8;
+/// Slots start on multiples of this, so `len` is an aligned `u64` and payloads are 8-aligned.
+pub const SLOT_ALIGN: usize = 8;
+
+/// A role word before anyone took the role.
+pub const ROLE_VACANT: u64 = 0;
+/// A role word while its holder is live.
+pub const ROLE_ATTACHED: u64 = 1;
+/// A role word after its holder dropped its end; never goes back.
+pub const ROLE_GONE: u64 = 2;
+
+/// The layout line.
+#[repr(C, align(64))]
+pub(crate) struct LayoutLine {
+    pub(crate) magic: AtomicU64,
+    pub(crate) version: AtomicU64,
+    pub(crate) slot_bytes: AtomicU64,
+    pub(crate) slots: AtomicU64,
+}
+
+/// The producer's line.
+#[repr(C, align(64))]
+pub(crate) struct ProducerLine {
+    pub(crate) head: AtomicU64,
+}
+
+/// The consumer's line.
+#[repr(C, align(64))]
+pub(crate) struct ConsumerLine {
+    pub(crate) tail: AtomicU64,
+}
+
+/// The flags line.
+#[repr(C, align(64))]
+pub(crate) struct FlagsLine {
+    pub(crate) producer_state: AtomicU64,
+    pub(crate) consumer_state: AtomicU64,
+    pub(crate) poison: AtomicU64,
+    pub(crate) producer_pid: AtomicU64,
+    pub(crate) consumer_pid: AtomicU64,
+}
+
+/// The four header lines at offset 0 of the ring's memory.
+///
+/// In normal builds this is a view of the memory itself (`std`'s atomics have the size and
+/// alignment of `u64`, and every bit pattern is a valid value). Under `cfg(loom)` it is a
+/// separate heap object of `loom`'s atomics, which cannot be cast from raw bytes.
+#[repr(C)]
+pub(crate) struct VegaHeader {
+    pub(crate) layout: LayoutLine,
+    pub(crate) producer: ProducerLine,
+    pub(crate) consumer: ConsumerLine,
+    pub(crate) flags: FlagsLine,
+}
+
+#[cfg(loom)]
+impl VegaHeader {
+    /// An all-zero header, as fresh memory would hold.
+    pub(crate) fn zeroed() -> Self {
+        let z = || AtomicU64::new(0);
+        Self {
+            layout: LayoutLine {
+                magic: z(),
+                version: z(),
+                slot_bytes: z(),
+                slots: z(),
+            },
+            producer: ProducerLine { head: z() },
+            consumer: ConsumerLine { tail: z() },
+            flags: FlagsLine {
+                producer_state: z(),
+                consumer_state: z(),
+                poison: z(),
+                producer_pid: z(),
+                consumer_pid: z(),
+            },
+        }
+    }
+}
+
+// The struct above is the diagram: check every field lands on its named offset.
+#[cfg(not(loom))]
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<AtomicU64>() == 8 && align_of::<AtomicU64>() == 8);
+    assert!(size_of::<VegaHeader>() == HEADER_BYTES);
+    assert!(align_of::<VegaHeader>() == CACHE_LINE);
+    assert!(offset_of!(VegaHeader, layout) + offset_of!(LayoutLine, magic) == MAGIC_OFFSET);
+    assert!(offset_of!(VegaHeader, layout) + offset_of!(LayoutLine, version) == VERSION_OFFSET);
+    assert!(
+        offset_of!(VegaHeader, layout) + offset_of!(LayoutLine, slot_bytes) == SLOT_BYTES_OFFSET
+    );
+    assert!(offset_of!(VegaHeader, layout) + offset_of!(LayoutLine, slots) == SLOT_COUNT_OFFSET);
+    assert!(offset_of!(VegaHeader, producer) + offset_of!(ProducerLine, head) == HEAD_OFFSET);
+    assert!(offset_of!(VegaHeader, consumer) + offset_of!(ConsumerLine, tail) == TAIL_OFFSET);
+    assert!(
+        offset_of!(VegaHeader, flags) + offset_of!(FlagsLine, producer_state)
+            == PRODUCER_STATE_OFFSET
+    );
+    assert!(
+        offset_of!(VegaHeader, flags) + offset_of!(FlagsLine, consumer_state)
+            == CONSUMER_STATE_OFFSET
+    );
+    assert!(offset_of!(VegaHeader, flags) + offset_of!(FlagsLine, poison) == POISON_OFFSET);
+    assert!(
+        offset_of!(VegaHeader, flags) + offset_of!(FlagsLine, producer_pid) == PRODUCER_PID_OFFSET
+    );
+    assert!(
+        offset_of!(VegaHeader, flags) + offset_of!(FlagsLine, consumer_pid) == CONSUMER_PID_OFFSET
+    );
+};
+
+// Lines are whole cache lines and the slot area starts on one.
+const _: () =
+    assert!(PRODUCER_LINE.is_multiple_of(CACHE_LINE) && CONSUMER_LINE.is_multiple_of(CACHE_LINE));
+const _: () =
+    assert!(FLAGS_LINE.is_multiple_of(CACHE_LINE) && SLOTS_OFFSET.is_multiple_of(CACHE_LINE));
+const _: () = assert!(CONSUMER_PID_OFFSET + 8 <= FLAGS_LINE + CACHE_LINE);
+const _: () = assert!(SLOT_LEN_OFFSET + 8 <= SLOT_PAYLOAD_OFFSET);
+const _: () = assert!(
+    SLOT_PAYLOAD_OFFSET.is_multiple_of(SLOT_ALIGN) && SLOTS_OFFSET.is_multiple_of(SLOT_ALIGN)
+);
+
+/// The two sizes a Vega ring is configured with, validated: `slots` slots of `slot_bytes`
+/// payload bytes each, allocated up front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VegaLayout {
+    slot_bytes: usize,
+    slots: usize,
+}
+
+impl VegaLayout {
+    /// The largest `slot_bytes` accepted (4 GiB - 1): a slot is a unit of transfer, not a
+    /// segment.
+    pub const MAX_SLOT_BYTES: usize = u32::MAX as usize;
+
+    /// A layout of `slots` slots holding tuples of up to `slot_bytes` bytes. Both must be at
+    /// least 1, and the whole ring must fit in `isize::MAX` bytes.
+    pub const fn new(slot_bytes: usize, slots: usize) -> Result<Self, VegaLayoutError> {
+        if slot_bytes == 0 {
+            return Err(VegaLayoutError::ZeroSlotBytes);
+        }
+        if slots == 0 {
+            return Err(VegaLayoutError::ZeroSlots);
+        }
+        if slot_bytes > Self::MAX_SLOT_BYTES {
+            return Err(VegaLayoutError::SlotTooLarge {
+                slot_bytes,
+                max: Self::MAX_SLOT_BYTES,
+            });
+        }
+        let stride = stride_of(slot_bytes);
+        let overflow = Err(VegaLayoutError::Overflow { slot_bytes, slots });
+        let Some(data) = stride.checked_mul(slots) else {
+            return overflow;
+        };
+        let Some(total) = data.checked_add(SLOTS_OFFSET) else {
+            return overflow;
+        };
+        if total > isize::MAX as usize {
+            return overflow;
+        }
+        Ok(Self { slot_bytes, slots })
+    }
+
+    /// The largest tuple a slot holds, in bytes.
+    pub const fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// The number of slots.
+    pub const fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The distance between two slots: the length word plus `slot_bytes`, rounded up to
+    /// [`SLOT_ALIGN`].
+    pub const fn slot_stride(&self) -> usize {
+        stride_of(self.slot_bytes)
+    }
+
+    /// The bytes a memory block needs to hold this ring (header and slots); a shared segment
+    /// of at least this size can hold it.
+    pub const fn bytes_needed(&self) -> usize {
+        // Cannot overflow: checked in `new`.
+        SLOTS_OFFSET + self.slots * self.slot_stride()
+    }
+}
+
+/// `SLOT_PAYLOAD_OFFSET + slot_bytes` rounded up to `SLOT_ALIGN`; no overflow for
+/// `slot_bytes <= MAX_SLOT_BYTES`.
+const fn stride_of(slot_bytes: usize) -> usize {
+    (SLOT_PAYLOAD_OFFSET + slot_bytes).div_ceil(SLOT_ALIGN) * SLOT_ALIGN
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stride_and_size_follow_the_diagram() {
+        let l = VegaLayout::new(32, 4).unwrap();
+        assert_eq!(l.slot_stride(), 40);
+        assert_eq!(l.bytes_needed(), 256 + 4 * 40);
+        let l = VegaLayout::new(61, 1).unwrap();
+        assert_eq!(l.slot_stride(), 72);
+        assert_eq!(l.bytes_needed(), 256 + 72);
+    }
+
+    #[test]
+    fn degenerate_and_oversized_layouts_are_refused() {
+        assert_eq!(VegaLayout::new(0, 4), Err(VegaLayoutError::ZeroSlotBytes));
+        assert_eq!(VegaLayout::new(8, 0), Err(VegaLayoutError::ZeroSlots));
+        assert!(matches!(
+            VegaLayout::new(usize::MAX, 1),
+            Err(VegaLayoutError::SlotTooLarge { .. })
+        ));
+        assert!(matches!(
+            VegaLayout::new(1 << 20, usize::MAX / 4),
+            Err(VegaLayoutError::Overflow { .. })
+        ));
+    }
+}
