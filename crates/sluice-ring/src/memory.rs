@@ -75,6 +75,21 @@ unsafe impl RingMemory for HeapMemory {
     }
 }
 
+// SAFETY: a `Segment`'s data area starts 64 bytes into a page-aligned mapping (so it is
+// aligned to `CACHE_LINE`), spans `len()` bytes, is zero-filled when the segment is created,
+// and stays mapped at the same address until the `Segment` is dropped; `Segment` is
+// `Send + Sync` and hands out only raw pointers, so every access goes through the rings'
+// protocols, the same as for another process mapping the file.
+unsafe impl RingMemory for sluice_shm::Segment {
+    fn base(&self) -> NonNull<u8> {
+        sluice_shm::Segment::base(self)
+    }
+
+    fn len(&self) -> usize {
+        sluice_shm::Segment::len(self)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -7,11 +7,13 @@
 //! only (the Vega paper's point: a transport is a sender and a receiver operator, nothing more).
 //!
 //! Transports so far: the *threaded port* ([`threaded`]), a bounded in-process queue between
-//! two threads. The fused "transport" is a direct call and lives in the runtime.
+//! two threads, and `shm-vega` ([`shm_vega`]), a Vega ring in a shared segment, between
+//! processes or threads. The fused "transport" is a direct call and lives in the runtime.
 #![forbid(unsafe_code)]
 
 mod erased;
 mod registry;
+pub mod shm_vega;
 pub mod threaded;
 
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
@@ -37,6 +39,12 @@ pub enum SendError {
         /// The transport's slot size in bytes.
         slot: usize,
     },
+    /// The tuple's codec could not encode it (a normal tuple serde cannot express).
+    #[error("a tuple of {type_name} cannot be encoded")]
+    Unencodable {
+        /// The tuple type.
+        type_name: &'static str,
+    },
     /// The runtime offered a tuple of another type than the stream carries (a bug in an
     /// erased caller, never in user input: ports are type-checked when the graph is built).
     #[error("the stream carries {expected}, a tuple of another type was offered")]
@@ -52,6 +60,9 @@ pub enum RecvError {
     /// The sender vanished without sending end-of-stream: it crashed or was torn down.
     #[error("the sending end went away without ending its stream")]
     Disconnected,
+    /// What arrived is not a message this transport sends: the peer is broken or hostile.
+    #[error("a malformed message arrived; the edge is poisoned")]
+    Malformed,
 }
 
 /// A message that was not sent, handed back with the reason.

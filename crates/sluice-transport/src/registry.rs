@@ -28,6 +28,13 @@ pub enum TransportSpec {
         /// Messages the queue holds (rounded up to a power of two).
         capacity: usize,
     },
+    /// A Vega ring in a shared segment: between processes of one host (or threads).
+    ShmVega {
+        /// The largest encoded tuple a slot holds.
+        slot_bytes: usize,
+        /// Slots in the ring.
+        slots: usize,
+    },
 }
 
 /// Why a transport could not be built.
@@ -36,6 +43,9 @@ pub enum TransportError {
     /// The fused transport is a function call and has no endpoints.
     #[error("the fused transport is a direct call and has no sender or receiver")]
     NoEndpoints,
+    /// The shared segment or ring could not be set up.
+    #[error("{0}")]
+    Setup(String),
     /// A parameter is out of range.
     #[error("transport {transport}: {parameter} {reason}")]
     InvalidParameter {
@@ -61,6 +71,7 @@ impl TransportSpec {
         match self {
             Self::Fused => "fused",
             Self::Threaded { .. } => "threaded",
+            Self::ShmVega { .. } => "shm-vega",
         }
     }
 
@@ -77,6 +88,10 @@ impl TransportSpec {
                     })?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
+            Self::ShmVega { slot_bytes, slots } => {
+                let (tx, rx) = crate::shm_vega::connect::<T>(slot_bytes, slots)?;
+                Ok((Box::new(tx), Box::new(rx)))
+            }
         }
     }
 }
@@ -86,6 +101,9 @@ impl std::fmt::Display for TransportSpec {
         match self {
             Self::Fused => f.write_str("fused"),
             Self::Threaded { capacity } => write!(f, "threaded(capacity={capacity})"),
+            Self::ShmVega { slot_bytes, slots } => {
+                write!(f, "shm-vega(slot_bytes={slot_bytes}, slots={slots})")
+            }
         }
     }
 }

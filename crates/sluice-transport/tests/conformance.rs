@@ -8,7 +8,13 @@ use sluice_types::Message;
 
 /// Every transport with endpoints, built with a small capacity so tests reach "full".
 fn transports() -> Vec<TransportSpec> {
-    vec![TransportSpec::Threaded { capacity: 8 }]
+    vec![
+        TransportSpec::Threaded { capacity: 8 },
+        TransportSpec::ShmVega {
+            slot_bytes: 16,
+            slots: 8,
+        },
+    ]
 }
 
 type Pair = (Box<dyn TupleSender<u64>>, Box<dyn TupleReceiver<u64>>);
@@ -194,4 +200,33 @@ fn an_erased_batch_offer_moves_what_fits_and_keeps_the_rest_in_order() {
             Err(SendError::TypeMismatch { .. })
         ));
     }
+}
+
+#[test]
+fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
+    use sluice_types::BytesTuple;
+    let spec = TransportSpec::ShmVega {
+        slot_bytes: 32,
+        slots: 4,
+    };
+    let (mut tx, mut rx) = spec.connect_typed::<BytesTuple>().unwrap();
+    tx.offer(Message::Data(BytesTuple(vec![7; 32]))).unwrap();
+    let refused = tx
+        .offer(Message::Data(BytesTuple(vec![7; 33])))
+        .unwrap_err();
+    assert_eq!(
+        refused.error,
+        SendError::TooLarge {
+            tuple: 33,
+            slot: 32
+        }
+    );
+    assert_eq!(
+        refused.error.to_string(),
+        "a tuple of 33 bytes does not fit a slot of 32 bytes"
+    );
+    tx.flush();
+    let mut out = Vec::new();
+    assert_eq!(rx.poll(8, &mut out).unwrap(), 1);
+    assert_eq!(out, vec![Message::Data(BytesTuple(vec![7; 32]))]);
 }

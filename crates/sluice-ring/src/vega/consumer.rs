@@ -70,6 +70,11 @@ impl<M: RingMemory> VegaConsumer<M> {
         unsafe { self.header.as_ref() }
     }
 
+    /// The process id of the attached producer, if one has attached (for a liveness check).
+    pub fn producer_pid(&self) -> Option<u32> {
+        self.shared.pid(super::VegaRole::Producer)
+    }
+
     /// The largest tuple a slot holds.
     pub fn slot_bytes(&self) -> usize {
         self.slot_bytes

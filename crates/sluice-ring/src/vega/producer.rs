@@ -147,6 +147,18 @@ impl<M: RingMemory> VegaProducer<M> {
         Ok(self.head.wrapping_sub(self.cached_tail) < self.slots)
     }
 
+    /// How many slots can be written now without refusal (rereads the consumer's position
+    /// when the cached one shows any slot in use); 0 on a closed or poisoned ring.
+    pub fn free(&mut self) -> usize {
+        if self.check_open().is_err() {
+            return 0;
+        }
+        if self.head.wrapping_sub(self.cached_tail) > 0 && self.refresh_tail().is_err() {
+            return 0;
+        }
+        (self.slots - self.head.wrapping_sub(self.cached_tail)) as usize
+    }
+
     /// Whether a slot is free now (the paper's `ready_to_send`); rereads the consumer's
     /// position only when the cached one says full. False on a poisoned ring.
     #[inline]

@@ -1,0 +1,268 @@
+//! The `shm-vega` transport: an edge between two processes (or two threads) of one host over
+//! a Vega ring in a shared segment.
+//!
+//! Each message takes one slot: the tuple's encoded bytes (facade: its bytes; normal: its
+//! `postcard` encoding), then one trailing tag byte (data, punctuation or end of stream). The
+//! tag trails so the payload starts at the slot's 8-byte aligned start. A transport of
+//! `slot_bytes` therefore lays its ring out with `slot_bytes + 1`-byte slots and refuses a
+//! tuple whose encoding is longer than `slot_bytes`.
+//!
+//! The sender stages messages and publishes them on `flush` (one store per batch), or by itself
+//! once a quarter of the ring is staged. The receiver reads a batch in place, decodes it and
+//! frees its slots with one store. A receiver whose sender process has died (its pid is gone)
+//! or closed without an end of stream reports [`RecvError::Disconnected`].
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use sluice_ring::vega::{
+    VegaConsumer, VegaLayout, VegaProducer, VegaRecvError, VegaRing, VegaSendError,
+};
+use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
+use sluice_types::{Message, Tuple};
+
+use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
+
+const TAG_DATA: u8 = 0;
+const TAG_PUNCTUATION: u8 = 1;
+const TAG_END: u8 = 2;
+
+/// The segment kind of a Vega ring.
+const KIND: SegmentKind = SegmentKind::new(*b"VEGA\0\0\0\0");
+/// Bumped whenever the ring's layout or the framing above changes.
+const LAYOUT_VERSION: u32 = 1;
+/// How often an idle receiver checks that its sender's process is alive.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+
+/// The ring layout and segment spec of a transport with these parameters.
+fn layout(slot_bytes: usize, slots: usize) -> Result<(VegaLayout, SegmentSpec), TransportError> {
+    let invalid = |reason: String| TransportError::InvalidParameter {
+        transport: "shm-vega",
+        parameter: "slot_bytes/slots",
+        reason,
+    };
+    let ring_slot = slot_bytes
+        .checked_add(1)
+        .ok_or_else(|| invalid(format!("slot_bytes {slot_bytes} is too large")))?;
+    let layout = VegaLayout::new(ring_slot, slots).map_err(|e| invalid(e.to_string()))?;
+    let spec = SegmentSpec {
+        kind: KIND,
+        layout_version: LAYOUT_VERSION,
+        capacities: [slot_bytes as u64, slots as u64],
+        data_len: layout.bytes_needed(),
+    };
+    Ok((layout, spec))
+}
+
+/// The sending end of a `shm-vega` edge.
+pub struct ShmVegaSender<T> {
+    producer: VegaProducer<Segment>,
+    slot_bytes: usize,
+    frame: Vec<u8>,
+    publish_every: usize,
+    _tuples: PhantomData<fn(T)>,
+}
+
+/// The receiving end of a `shm-vega` edge.
+pub struct ShmVegaReceiver<T> {
+    consumer: VegaConsumer<Segment>,
+    ended: bool,
+    last_liveness_check: Instant,
+    _tuples: PhantomData<fn() -> T>,
+}
+
+/// Creates the segment `name` holding a fresh ring and returns its sending end.
+pub fn create_sender<T: Tuple>(
+    name: &SegmentName,
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<ShmVegaSender<T>, TransportError> {
+    let (layout, spec) = layout(slot_bytes, slots)?;
+    let segment = Segment::create(name, &spec).map_err(|e| TransportError::Setup(e.to_string()))?;
+    let ring =
+        VegaRing::create(segment, layout).map_err(|e| TransportError::Setup(e.to_string()))?;
+    let producer = ring
+        .producer()
+        .map_err(|e| TransportError::Setup(e.to_string()))?;
+    Ok(ShmVegaSender::new(producer, slot_bytes))
+}
+
+/// Opens the segment `name`, made by [`create_sender`] with the same parameters, and returns
+/// its receiving end.
+pub fn open_receiver<T: Tuple>(
+    name: &SegmentName,
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<ShmVegaReceiver<T>, TransportError> {
+    let (_, spec) = layout(slot_bytes, slots)?;
+    let segment = Segment::open(name, &spec).map_err(|e| TransportError::Setup(e.to_string()))?;
+    let ring = VegaRing::open(segment).map_err(|e| TransportError::Setup(e.to_string()))?;
+    let consumer = ring
+        .consumer()
+        .map_err(|e| TransportError::Setup(e.to_string()))?;
+    Ok(ShmVegaReceiver::new(consumer))
+}
+
+/// Both ends of a fresh ring in a segment unique to this process, for an edge between two
+/// threads; the segment is removed when both ends are gone.
+pub fn connect<T: Tuple>(
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<(ShmVegaSender<T>, ShmVegaReceiver<T>), TransportError> {
+    static EDGES: AtomicUsize = AtomicUsize::new(0);
+    let edge = format!("vega{}", EDGES.fetch_add(1, Ordering::Relaxed));
+    let name = SegmentName::new(&format!("p{}", std::process::id()), &edge)
+        .map_err(|e| TransportError::Setup(e.to_string()))?;
+    let (layout, spec) = layout(slot_bytes, slots)?;
+    let segment =
+        Segment::create(&name, &spec).map_err(|e| TransportError::Setup(e.to_string()))?;
+    let ring =
+        VegaRing::create(segment, layout).map_err(|e| TransportError::Setup(e.to_string()))?;
+    let producer = ring
+        .producer()
+        .map_err(|e| TransportError::Setup(e.to_string()))?;
+    let consumer = ring
+        .consumer()
+        .map_err(|e| TransportError::Setup(e.to_string()))?;
+    Ok((
+        ShmVegaSender::new(producer, slot_bytes),
+        ShmVegaReceiver::new(consumer),
+    ))
+}
+
+impl<T> ShmVegaSender<T> {
+    fn new(producer: VegaProducer<Segment>, slot_bytes: usize) -> Self {
+        let publish_every = (producer.slots() / 4).max(1);
+        Self {
+            producer,
+            slot_bytes,
+            frame: Vec::with_capacity(slot_bytes + 1),
+            publish_every,
+            _tuples: PhantomData,
+        }
+    }
+}
+
+impl<T> ShmVegaReceiver<T> {
+    fn new(consumer: VegaConsumer<Segment>) -> Self {
+        Self {
+            consumer,
+            ended: false,
+            last_liveness_check: Instant::now(),
+            _tuples: PhantomData,
+        }
+    }
+}
+
+impl<T: Tuple> TupleSender<T> for ShmVegaSender<T> {
+    fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
+        self.frame.clear();
+        let tag = match &message {
+            Message::Data(tuple) => {
+                if tuple.encode(&mut self.frame).is_err() {
+                    return Err(Refused {
+                        error: SendError::Unencodable {
+                            type_name: std::any::type_name::<T>(),
+                        },
+                        message,
+                    });
+                }
+                if self.frame.len() > self.slot_bytes {
+                    return Err(Refused {
+                        error: SendError::TooLarge {
+                            tuple: self.frame.len(),
+                            slot: self.slot_bytes,
+                        },
+                        message,
+                    });
+                }
+                TAG_DATA
+            }
+            Message::Punctuation => TAG_PUNCTUATION,
+            Message::EndOfStream => TAG_END,
+        };
+        self.frame.push(tag);
+        match self.producer.write(&self.frame) {
+            Ok(()) => {
+                if self.producer.staged() >= self.publish_every {
+                    self.producer.publish();
+                }
+                Ok(())
+            }
+            Err(VegaSendError::Full) => {
+                // The receiver may be waiting for what is staged.
+                self.producer.publish();
+                Err(Refused {
+                    error: SendError::Full,
+                    message,
+                })
+            }
+            Err(_) => Err(Refused {
+                error: SendError::Closed,
+                message,
+            }),
+        }
+    }
+
+    fn flush(&mut self) {
+        self.producer.publish();
+    }
+
+    fn room(&mut self) -> usize {
+        self.producer.free()
+    }
+}
+
+impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
+    fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
+        let batch = match self.consumer.get_batch(max) {
+            Ok(batch) => batch,
+            Err(VegaRecvError::Closed) if self.ended => return Ok(0),
+            Err(_) => return Err(RecvError::Disconnected),
+        };
+        let mut received = 0;
+        let mut failure = None;
+        for frame in batch {
+            let Some((&tag, payload)) = frame.split_last() else {
+                failure = Some(RecvError::Malformed);
+                break;
+            };
+            let message = match tag {
+                TAG_DATA => match T::decode(payload) {
+                    Ok(tuple) => Message::Data(tuple),
+                    Err(_) => {
+                        failure = Some(RecvError::Malformed);
+                        break;
+                    }
+                },
+                TAG_PUNCTUATION => Message::Punctuation,
+                TAG_END => {
+                    self.ended = true;
+                    Message::EndOfStream
+                }
+                _ => {
+                    failure = Some(RecvError::Malformed);
+                    break;
+                }
+            };
+            out.push(message);
+            received += 1;
+        }
+        self.consumer.release();
+        if let Some(error) = failure {
+            self.consumer.poison();
+            return Err(error);
+        }
+        if received == 0 && !self.ended && self.last_liveness_check.elapsed() >= LIVENESS_PERIOD {
+            self.last_liveness_check = Instant::now();
+            if let Some(pid) = self.consumer.producer_pid() {
+                if !process_is_running(pid) {
+                    self.consumer.poison();
+                    return Err(RecvError::Disconnected);
+                }
+            }
+        }
+        Ok(received)
+    }
+}
