@@ -29,6 +29,9 @@ pub enum BenchCommand {
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::hardware::BaselineArgs),
+    /// The receiving process of a cross-process benchmark (started by the benchmark itself).
+    #[command(hide = true)]
+    Peer(crate::processes::PeerArgs),
 }
 
 /// Options of `sluice bench throughput`.
@@ -102,6 +105,11 @@ pub enum Transport {
     Fused,
     /// Sender and receiver in two threads joined by a threaded port.
     Threaded,
+    /// Sender and receiver in two processes pinned to cores 0 and 1, joined by a Vega ring in
+    /// a shared segment.
+    #[value(name = "shm-vega")]
+    #[serde(rename = "shm-vega")]
+    ShmVega,
 }
 
 /// How benchmark tuples are encoded.
@@ -164,7 +172,9 @@ impl Settings {
         let (common, bench) = match &args.command {
             BenchCommand::Throughput(t) => (&t.common, Bench::Throughput),
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }),
-            BenchCommand::Baseline(_) => bail!("`sluice bench baseline` has no transport"),
+            BenchCommand::Baseline(_) | BenchCommand::Peer(_) => {
+                bail!("this benchmark has no transport settings")
+            }
         };
         let size = common.size;
         if size == 0 {

@@ -132,7 +132,7 @@ pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> Hardwar
 }
 
 /// One-way ns of a cache line bounced `round_trips` times between cores 0 and 1.
-fn ping_pong(round_trips: u64) -> f64 {
+pub(crate) fn ping_pong(round_trips: u64) -> f64 {
     let line = CachePadded::new(AtomicU64::new(0));
     let pin = |core| core_affinity::set_for_current(core_affinity::CoreId { id: core });
     std::thread::scope(|s| {
@@ -170,7 +170,7 @@ fn ping_pong(round_trips: u64) -> f64 {
 const DESTINATION_SKEW: usize = 64;
 
 /// Gbit/s of copying `bytes`-sized buffers until `volume` bytes moved.
-fn memcpy_gbit(bytes: usize, volume: usize) -> f64 {
+pub(crate) fn memcpy_gbit(bytes: usize, volume: usize) -> f64 {
     let from = vec![0x5au8; bytes];
     let mut to = vec![0u8; bytes + DESTINATION_SKEW];
     let to = &mut to[DESTINATION_SKEW..];

@@ -28,6 +28,7 @@ mod hardware;
 mod load;
 mod machine;
 mod payload;
+mod processes;
 mod record;
 mod report;
 mod stats;
@@ -50,8 +51,10 @@ use record::{Counting, Recorder, Timing};
 /// Runs the benchmark `args` asks for and prints its result: a table, or one line of JSON with
 /// `--json`.
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
-    if let BenchCommand::Baseline(baseline) = &args.command {
-        return hardware::main(baseline);
+    match &args.command {
+        BenchCommand::Baseline(baseline) => return hardware::main(baseline),
+        BenchCommand::Peer(peer) => return processes::peer(peer),
+        _ => {}
     }
     let settings = Settings::from_args(&args)?;
     let result = measure(&settings)?;
@@ -111,6 +114,9 @@ fn repeat<P: Payload, R: Recorder>(
         pinned: false,
         baseline_pinned: false,
     };
+    if s.transport == Transport::ShmVega {
+        return processes::repeat::<P>(s, template, load);
+    }
     for i in 1..=s.repeat {
         let engine = engine::run_engine::<P, R>(
             threaded,
@@ -172,6 +178,10 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
             "direct-call",
             "one thread, a plain loop passing each tuple by reference to an #[inline(never)] sink"
                 .to_string(),
+        ),
+        Transport::ShmVega => (
+            "hardware",
+            "one-way cache-line transfer between cores 0 and 1 (latency); one core's memcpy of the tuple size, offset off the source's page position (throughput)".to_string(),
         ),
         Transport::Threaded => (
             "crossbeam-channel",

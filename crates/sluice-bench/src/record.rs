@@ -7,7 +7,7 @@
 //! fused hop), so its window runs from the first sampled tuple after the warm-up to the last
 //! sampled one; over a run of seconds the tuples left outside are negligible.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
 use sluice_types::monotonic_ns;
 
@@ -151,7 +151,7 @@ impl Recorder for Timing {
 }
 
 /// The figures of one run of one side (sluice or baseline).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunFigures {
     /// Tuples in the measured window.
     pub tuples: u64,

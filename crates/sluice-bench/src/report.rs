@@ -124,6 +124,7 @@ pub fn render_table(result: &BenchResult) -> String {
     let transport = match result.transport {
         Transport::Fused => "fused",
         Transport::Threaded => "threaded",
+        Transport::ShmVega => "shm-vega",
     };
     let _ = write!(
         out,

@@ -1,7 +1,7 @@
 //! The arithmetic of a benchmark, as pure functions: rates from receiver timestamps, bandwidth,
 //! medians over repeats and latency percentiles.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice_graph::LatencyHistogram;
 
 const NS_PER_SEC: f64 = 1e9;
@@ -34,7 +34,7 @@ pub fn median(values: &[f64]) -> f64 {
 }
 
 /// One-way latency percentiles in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
     /// Median.
     pub p50: f64,

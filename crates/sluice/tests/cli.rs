@@ -183,3 +183,53 @@ fn ctrl_c_drains_and_exits_zero_with_the_summary() {
         .sum();
     assert_eq!(counted, words);
 }
+
+#[test]
+fn shm_vega_benchmarks_run_across_two_processes_and_leave_no_segment() {
+    for bench in [
+        vec!["bench", "throughput"],
+        vec!["bench", "latency", "--rate", "20000"],
+    ] {
+        let mut args = bench.clone();
+        args.extend([
+            "--transport",
+            "shm-vega",
+            "--size",
+            "64",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--json",
+        ]);
+        let o = sluice(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let line = stdout(&o);
+        for field in [
+            "\"bench\"",
+            "\"transport\":\"shm-vega\"",
+            "\"tuple_size\":64",
+            "\"tuples_per_sec\"",
+            "\"gbit_per_sec\"",
+            "\"latency_ns\"",
+            "\"duration_s\"",
+            "\"commit\"",
+            "\"cpu\"",
+            "\"baseline\"",
+        ] {
+            assert!(line.contains(field), "{field} missing from {line}");
+        }
+        let json: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
+        assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
+    }
+    let own = format!("sluice-bench{}r", std::process::id());
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left.iter().any(|n| n.to_string_lossy().starts_with(&own)),
+        "{left:?}"
+    );
+}
