@@ -58,6 +58,9 @@ pub struct PeerArgs {
     /// Nanoseconds of warm-up not measured.
     #[arg(long)]
     pub warmup_ns: u64,
+    /// How the receiver waits when idle.
+    #[arg(long, value_parser = ["busy-spin", "yield", "backoff"], default_value = "yield")]
+    pub idle: String,
 }
 
 fn segment(job: &str) -> anyhow::Result<SegmentName> {
@@ -104,7 +107,9 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
         }
     };
     let mut recorder = R::new(monotonic_ns().saturating_add(args.warmup_ns));
-    let mut idle = IdleStrategy::Yield.waiter();
+    let mut idle = IdleStrategy::parse(&args.idle)
+        .unwrap_or(IdleStrategy::Yield)
+        .waiter();
     let mut messages = Vec::with_capacity(256);
     'run: loop {
         messages.clear();
@@ -205,6 +210,7 @@ fn run_once<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result
         .args(["--slot-bytes", &slot_bytes.to_string()])
         .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
         .args(["--encoding", encoding_name(s.encoding)])
+        .args(["--idle", idle_name(s.idle.unwrap_or(IdleStrategy::Yield))])
         .stdout(Stdio::piped());
     if latency {
         command.arg("--latency");
@@ -227,6 +233,14 @@ fn run_once<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result
         bail!("the receiving process failed ({status})");
     }
     serde_json::from_str(output.trim()).context("read the receiver's figures")
+}
+
+fn idle_name(idle: IdleStrategy) -> &'static str {
+    match idle {
+        IdleStrategy::BusySpin => "busy-spin",
+        IdleStrategy::Yield => "yield",
+        IdleStrategy::Backoff => "backoff",
+    }
 }
 
 fn encoding_name(encoding: TupleEncoding) -> &'static str {
