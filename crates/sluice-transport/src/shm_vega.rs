@@ -72,20 +72,33 @@ pub struct ShmVegaReceiver<T> {
     _tuples: PhantomData<fn() -> T>,
 }
 
+/// Turns a setup failure of the segment or the ring into the transport's error.
+fn setup(error: impl std::fmt::Display) -> TransportError {
+    TransportError::Setup(error.to_string())
+}
+
+/// Creates the segment `name` holding a fresh ring.
+fn create_ring(
+    name: &SegmentName,
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<VegaRing<Segment>, TransportError> {
+    let (layout, spec) = layout(slot_bytes, slots)?;
+    let segment = Segment::create(name, &spec).map_err(setup)?;
+    VegaRing::create(segment, layout).map_err(setup)
+}
+
 /// Creates the segment `name` holding a fresh ring and returns its sending end.
 pub fn create_sender<T: Tuple>(
     name: &SegmentName,
     slot_bytes: usize,
     slots: usize,
 ) -> Result<ShmVegaSender<T>, TransportError> {
-    let (layout, spec) = layout(slot_bytes, slots)?;
-    let segment = Segment::create(name, &spec).map_err(|e| TransportError::Setup(e.to_string()))?;
-    let ring =
-        VegaRing::create(segment, layout).map_err(|e| TransportError::Setup(e.to_string()))?;
-    let producer = ring
-        .producer()
-        .map_err(|e| TransportError::Setup(e.to_string()))?;
-    Ok(ShmVegaSender::new(producer, slot_bytes))
+    let ring = create_ring(name, slot_bytes, slots)?;
+    Ok(ShmVegaSender::new(
+        ring.producer().map_err(setup)?,
+        slot_bytes,
+    ))
 }
 
 /// Opens the segment `name`, made by [`create_sender`] with the same parameters, and returns
@@ -96,12 +109,9 @@ pub fn open_receiver<T: Tuple>(
     slots: usize,
 ) -> Result<ShmVegaReceiver<T>, TransportError> {
     let (_, spec) = layout(slot_bytes, slots)?;
-    let segment = Segment::open(name, &spec).map_err(|e| TransportError::Setup(e.to_string()))?;
-    let ring = VegaRing::open(segment).map_err(|e| TransportError::Setup(e.to_string()))?;
-    let consumer = ring
-        .consumer()
-        .map_err(|e| TransportError::Setup(e.to_string()))?;
-    Ok(ShmVegaReceiver::new(consumer))
+    let segment = Segment::open(name, &spec).map_err(setup)?;
+    let ring = VegaRing::open(segment).map_err(setup)?;
+    Ok(ShmVegaReceiver::new(ring.consumer().map_err(setup)?))
 }
 
 /// Both ends of a fresh ring in a segment unique to this process, for an edge between two
@@ -112,22 +122,11 @@ pub fn connect<T: Tuple>(
 ) -> Result<(ShmVegaSender<T>, ShmVegaReceiver<T>), TransportError> {
     static EDGES: AtomicUsize = AtomicUsize::new(0);
     let edge = format!("vega{}", EDGES.fetch_add(1, Ordering::Relaxed));
-    let name = SegmentName::new(&format!("p{}", std::process::id()), &edge)
-        .map_err(|e| TransportError::Setup(e.to_string()))?;
-    let (layout, spec) = layout(slot_bytes, slots)?;
-    let segment =
-        Segment::create(&name, &spec).map_err(|e| TransportError::Setup(e.to_string()))?;
-    let ring =
-        VegaRing::create(segment, layout).map_err(|e| TransportError::Setup(e.to_string()))?;
-    let producer = ring
-        .producer()
-        .map_err(|e| TransportError::Setup(e.to_string()))?;
-    let consumer = ring
-        .consumer()
-        .map_err(|e| TransportError::Setup(e.to_string()))?;
+    let name = SegmentName::new(&format!("p{}", std::process::id()), &edge).map_err(setup)?;
+    let ring = create_ring(&name, slot_bytes, slots)?;
     Ok((
-        ShmVegaSender::new(producer, slot_bytes),
-        ShmVegaReceiver::new(consumer),
+        ShmVegaSender::new(ring.producer().map_err(setup)?, slot_bytes),
+        ShmVegaReceiver::new(ring.consumer().map_err(setup)?),
     ))
 }
 
