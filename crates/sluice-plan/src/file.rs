@@ -1,19 +1,28 @@
-//! Plan files: a user's own assignment of operators to threads, in TOML.
+//! Plan files: a user's own assignment of operators to threads and of threads to processing
+//! elements (PEs, OS processes), with transports pinned per edge, in TOML.
 //!
 //! ```toml
 //! queue_capacity = 8192          # optional: messages per threaded port
 //!
 //! [[thread]]
 //! name = "ingest"
+//! pe = "left"                    # optional: the PE running it; "main" when absent
 //! operators = ["source", "split"]
 //! core = 0                       # optional: pin the thread
 //!
 //! [[thread]]
 //! name = "count"
+//! pe = "right"
 //! operators = ["sum[0]", "sum[1]", "sink"]   # `op` places every instance, `op[i]` one
+//!
+//! [[edge]]                       # optional: pin the transport of an edge between PEs
+//! from = "split"
+//! to = "sum"
+//! transport = { kind = "shm-vega", slot_bytes = 256, slots = 4096 }
 //! ```
 
 use serde::{Deserialize, Serialize};
+use sluice_transport::TransportSpec;
 
 /// A parsed plan file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +34,21 @@ pub struct PlanFile {
     /// The threads, each with its operators.
     #[serde(rename = "thread", default)]
     pub threads: Vec<ThreadSpec>,
+    /// Transports pinned per logical edge.
+    #[serde(rename = "edge", default)]
+    pub edges: Vec<EdgeSpec>,
+}
+
+/// A transport the user pins for every physical edge of one logical edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeSpec {
+    /// The upstream operator's name.
+    pub from: String,
+    /// The downstream operator's name.
+    pub to: String,
+    /// The transport and its parameters.
+    pub transport: TransportSpec,
 }
 
 /// One thread of a plan file.
@@ -38,6 +62,9 @@ pub struct ThreadSpec {
     /// The core to pin it to.
     #[serde(default)]
     pub core: Option<usize>,
+    /// The PE (process) it runs in; threads naming no PE share the PE `main`.
+    #[serde(default)]
+    pub pe: Option<String>,
 }
 
 impl PlanFile {

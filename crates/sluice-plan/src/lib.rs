@@ -6,16 +6,21 @@
 //! builds its own part. Planning is a pure function of the graph and the request: the same
 //! inputs always give the same plan.
 //!
-//! Today every plan has one PE on `localhost`; edges inside a thread are `fused` (direct calls)
-//! and edges between threads are `threaded` ports. Later the planner inserts sender/receiver
-//! operators where edges cross PEs.
+//! Edges inside a thread are `fused` (direct calls), edges between threads of one PE are
+//! `threaded` ports, and where an edge crosses PEs the planner inserts a transport: a sender
+//! operator fused into the upstream thread and a receiver operator polled by the downstream
+//! thread ([`ChannelPlan`]), `shm-vega` between two PEs of one host unless the user pins
+//! another. Every PE runs on `localhost` today.
 #![forbid(unsafe_code)]
 
 mod file;
 mod plan;
 mod planner;
 mod render;
+mod transports;
 
-pub use file::{PlanFile, ThreadSpec};
-pub use plan::{EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan};
+pub use file::{EdgeSpec, PlanFile, ThreadSpec};
+pub use plan::{
+    ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
+};
 pub use planner::{plan, PlanError, PlanOptions, PlanRequest};

@@ -20,6 +20,8 @@ pub struct PhysicalPlan {
     pub instances: Vec<InstancePlan>,
     /// Every physical edge: one per pair of connected instances.
     pub edges: Vec<EdgePlan>,
+    /// Every transport instance: the edges between threads, grouped by the receiver they share.
+    pub channels: Vec<ChannelPlan>,
 }
 
 /// One processing element: an OS process on a host.
@@ -68,7 +70,7 @@ pub struct InstancePlan {
 }
 
 /// A port of an instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PortRef {
     /// The instance.
     pub instance: InstanceId,
@@ -89,6 +91,32 @@ pub struct EdgePlan {
     pub partitioning: String,
     /// How tuples cross it.
     pub transport: TransportSpec,
+    /// The channel carrying it, in [`PhysicalPlan::channels`]; `None` for a fused edge.
+    pub channel: Option<usize>,
+}
+
+/// One transport instance: a receiver feeding one input port, and the senders feeding it.
+///
+/// Where a channel crosses PEs, it is the pair of operators the planner inserts (the Vega
+/// paper's transport operators): a sender fused into the thread of each upstream instance and a
+/// receiver polled by the thread of the downstream instance. Inside a PE it is a threaded port.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelPlan {
+    /// Its index; also names its shared segment.
+    pub id: usize,
+    /// The transport and its parameters.
+    pub transport: TransportSpec,
+    /// The input port it feeds.
+    pub to: PortRef,
+    /// The upstream instances, each with a sender of its own, in instance order.
+    pub senders: Vec<InstanceId>,
+}
+
+impl ChannelPlan {
+    /// The channel's name, unique in its job: `c<id>`.
+    pub fn name(&self) -> String {
+        format!("c{}", self.id)
+    }
 }
 
 impl PhysicalPlan {
@@ -100,6 +128,17 @@ impl PhysicalPlan {
     /// All threads of all PEs.
     pub fn threads(&self) -> impl Iterator<Item = &ThreadPlan> {
         self.pes.iter().flat_map(|pe| pe.threads.iter())
+    }
+
+    /// Whether `channel` joins two PEs, so it has inserted sender and receiver operators.
+    pub fn crosses_pes(&self, channel: &ChannelPlan) -> bool {
+        let pe = self.instance(channel.to.instance).pe;
+        channel.senders.iter().any(|s| self.instance(*s).pe != pe)
+    }
+
+    /// The instances of PE `pe`, by their threads' order.
+    pub fn pe_instances(&self, pe: usize) -> impl Iterator<Item = &InstancePlan> {
+        self.instances.iter().filter(move |i| i.pe == pe)
     }
 
     /// How many physical edges feed input `port` of `instance`.

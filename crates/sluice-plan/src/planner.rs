@@ -1,14 +1,12 @@
-//! The planner for one process: instances, threads, and the transport of each physical edge.
+//! The planner: instances, their threads and PEs, and the transport of each physical edge.
 
 use std::collections::BTreeMap;
 
-use sluice_graph::{Graph, Partitioning};
+use sluice_graph::Graph;
 use sluice_transport::TransportSpec;
 use thiserror::Error;
 
-use crate::{
-    EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile, PortRef, ThreadPlan,
-};
+use crate::{EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile, ThreadPlan};
 
 /// Which plan the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +15,8 @@ pub enum PlanRequest {
     Fused,
     /// One thread per instance.
     Threaded,
+    /// One PE (process) per instance, each with one thread.
+    Processes,
     /// The threads of a plan file; the string names the file in messages.
     File(String, PlanFile),
 }
@@ -105,6 +105,30 @@ pub enum PlanError {
     /// A zero queue capacity.
     #[error("queue_capacity must be at least 1")]
     ZeroCapacity,
+    /// A plan file pins a transport on an edge the graph lacks.
+    #[error("{file}: [[edge]] {from} -> {to} is not an edge of {job}")]
+    UnknownEdge {
+        /// The plan file.
+        file: String,
+        /// The upstream operator named.
+        from: String,
+        /// The downstream operator named.
+        to: String,
+        /// The job.
+        job: String,
+    },
+    /// A pinned transport that cannot carry the edge where its ends are placed.
+    #[error("edge {from} -> {to} is pinned to {transport}, but {reason}")]
+    PinnedTransport {
+        /// The upstream instance.
+        from: String,
+        /// The downstream instance.
+        to: String,
+        /// The transport pinned.
+        transport: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// Threads that feed each other could deadlock under backpressure.
     #[error("threads {} feed each other in a cycle; with bounded queues that can deadlock, so place those operators so that threads form a pipeline", .0.join(" -> "))]
     ThreadCycle(Vec<String>),
@@ -139,17 +163,33 @@ pub fn plan(
         }
     }
 
-    let (strategy, mut threads, capacity) = match request {
+    let (strategy, placed, capacity) = match request {
         PlanRequest::Fused => (
             "fused".to_string(),
-            vec![thread(0, "main", None, (0..instances.len()).collect())],
+            vec![(
+                MAIN_PE.to_string(),
+                thread(0, "main", None, (0..instances.len()).collect()),
+            )],
             options.queue_capacity,
         ),
         PlanRequest::Threaded => (
             "threaded".to_string(),
             instances
                 .iter()
-                .map(|i| thread(i.id.0, &i.name, None, vec![i.id.0]))
+                .map(|i| {
+                    (
+                        MAIN_PE.to_string(),
+                        thread(i.id.0, &i.name, None, vec![i.id.0]),
+                    )
+                })
+                .collect(),
+            options.queue_capacity,
+        ),
+        PlanRequest::Processes => (
+            "processes".to_string(),
+            instances
+                .iter()
+                .map(|i| (i.name.clone(), thread(i.id.0, &i.name, None, vec![i.id.0])))
                 .collect(),
             options.queue_capacity,
         ),
@@ -162,60 +202,84 @@ pub fn plan(
     if capacity == 0 {
         return Err(PlanError::ZeroCapacity);
     }
-    assign_cores(&mut threads, options.cores)?;
-    for t in &threads {
-        for i in &t.instances {
-            instances[i.0].thread = t.id;
-        }
-    }
-
-    let mut edges = Vec::new();
-    for edge in graph.edges() {
-        let up = graph.operator(edge.from.operator);
-        let down = graph.operator(edge.to.operator);
-        for i in 0..up.parallelism {
-            let from = InstanceId(first_instance[up.id.0] + i);
-            let targets: Vec<usize> = match edge.partitioning {
-                Partitioning::Forward => vec![i % down.parallelism],
-                _ => (0..down.parallelism).collect(),
-            };
-            for j in targets {
-                let to = InstanceId(first_instance[down.id.0] + j);
-                let transport = if instances[from.0].thread == instances[to.0].thread {
-                    TransportSpec::Fused
-                } else {
-                    TransportSpec::Threaded { capacity }
-                };
-                edges.push(EdgePlan {
-                    logical: edge.id.0,
-                    from: PortRef {
-                        instance: from,
-                        port: edge.from.port,
-                    },
-                    to: PortRef {
-                        instance: to,
-                        port: edge.to.port,
-                    },
-                    partitioning: edge.partitioning.name().to_string(),
-                    transport,
-                });
+    let mut pes = group_into_pes(placed);
+    assign_cores(&mut pes, options.cores)?;
+    for pe in &pes {
+        for t in &pe.threads {
+            for i in &t.instances {
+                instances[i.0].thread = t.id;
+                instances[i.0].pe = pe.id;
             }
         }
     }
+    let pinned = match request {
+        PlanRequest::File(path, file) => pinned_transports(graph, path, file)?,
+        _ => BTreeMap::new(),
+    };
+    let (edges, channels) =
+        crate::transports::choose(graph, &instances, &first_instance, &pinned, capacity)?;
+    let threads: Vec<ThreadPlan> = pes.iter().flat_map(|p| p.threads.clone()).collect();
     check_thread_cycles(&threads, &instances, &edges)?;
 
     Ok(PhysicalPlan {
         job: graph.name().to_string(),
         strategy,
-        pes: vec![PePlan {
-            id: 0,
-            name: "pe0".into(),
-            host: "localhost".into(),
-            threads,
-        }],
+        pes,
         instances,
         edges,
+        channels,
     })
+}
+
+/// The PE of threads that name none.
+const MAIN_PE: &str = "main";
+
+/// Groups threads into PEs by name, in order of first appearance; numbers the threads in that
+/// order, so thread ids index [`PhysicalPlan::threads`].
+fn group_into_pes(placed: Vec<(String, ThreadPlan)>) -> Vec<PePlan> {
+    let mut pes: Vec<PePlan> = Vec::new();
+    for (pe_name, t) in placed {
+        match pes.iter_mut().find(|p| p.name == pe_name) {
+            Some(pe) => pe.threads.push(t),
+            None => pes.push(PePlan {
+                id: pes.len(),
+                name: pe_name,
+                host: "localhost".into(),
+                threads: vec![t],
+            }),
+        }
+    }
+    let mut next = 0;
+    for t in pes.iter_mut().flat_map(|p| p.threads.iter_mut()) {
+        t.id = next;
+        next += 1;
+    }
+    pes
+}
+
+/// The transports a plan file pins, by logical edge.
+fn pinned_transports(
+    graph: &Graph,
+    path: &str,
+    file: &PlanFile,
+) -> Result<BTreeMap<usize, TransportSpec>, PlanError> {
+    let mut pinned = BTreeMap::new();
+    for spec in &file.edges {
+        let edge = graph.edges().iter().find(|e| {
+            graph.operator(e.from.operator).name == spec.from
+                && graph.operator(e.to.operator).name == spec.to
+        });
+        let Some(edge) = edge else {
+            return Err(PlanError::UnknownEdge {
+                file: path.to_string(),
+                from: spec.from.clone(),
+                to: spec.to.clone(),
+                job: graph.name().to_string(),
+            });
+        };
+        pinned.insert(edge.id.0, spec.transport.clone());
+    }
+    Ok(pinned)
 }
 
 fn thread(id: usize, name: &str, core: Option<usize>, instances: Vec<usize>) -> ThreadPlan {
@@ -233,7 +297,7 @@ fn threads_from_file(
     file: &PlanFile,
     instances: &[InstancePlan],
     first_instance: &[usize],
-) -> Result<Vec<ThreadPlan>, PlanError> {
+) -> Result<Vec<(String, ThreadPlan)>, PlanError> {
     let mut placed: BTreeMap<usize, String> = BTreeMap::new();
     let mut threads = Vec::new();
     for (id, spec) in file.threads.iter().enumerate() {
@@ -281,7 +345,8 @@ fn threads_from_file(
         }
         // Upstream before downstream inside a thread, whatever order the file lists.
         members.sort_unstable();
-        threads.push(thread(id, &spec.name, spec.core, members));
+        let pe = spec.pe.clone().unwrap_or_else(|| MAIN_PE.to_string());
+        threads.push((pe, thread(id, &spec.name, spec.core, members)));
     }
     if let Some(missing) = instances.iter().find(|i| !placed.contains_key(&i.id.0)) {
         return Err(PlanError::NotPlaced {
@@ -289,10 +354,7 @@ fn threads_from_file(
             instance: missing.name.clone(),
         });
     }
-    threads.retain(|t| !t.instances.is_empty());
-    for (id, t) in threads.iter_mut().enumerate() {
-        t.id = id;
-    }
+    threads.retain(|(_, t)| !t.instances.is_empty());
     Ok(threads)
 }
 
@@ -309,7 +371,9 @@ fn split_instance(name: &str) -> (&str, Option<usize>) {
 }
 
 /// Pins threads one per core when they fit and the user pinned none; checks user pins.
-fn assign_cores(threads: &mut [ThreadPlan], cores: usize) -> Result<(), PlanError> {
+fn assign_cores(pes: &mut [PePlan], cores: usize) -> Result<(), PlanError> {
+    let mut threads: Vec<&mut ThreadPlan> =
+        pes.iter_mut().flat_map(|p| p.threads.iter_mut()).collect();
     for t in threads.iter() {
         if let Some(core) = t.core {
             if core >= cores {

@@ -1,8 +1,62 @@
-//! Showing a plan to a person: plain text and Graphviz DOT.
+//! Showing a plan to a person: plain text and Graphviz DOT, with the sender and receiver
+//! operators the planner inserted where edges cross PEs.
 
 use std::fmt::{self, Write};
 
-use crate::PhysicalPlan;
+use crate::{ChannelPlan, PhysicalPlan, ThreadPlan};
+
+/// An operator the planner inserted into a thread for a channel between PEs.
+enum Inserted<'a> {
+    /// The sender fused into the thread of upstream instance `from`.
+    Sender {
+        channel: &'a ChannelPlan,
+        from: usize,
+    },
+    /// The receiver polled by the thread of the channel's downstream instance.
+    Receiver { channel: &'a ChannelPlan },
+}
+
+impl PhysicalPlan {
+    /// The operators inserted into `thread`, senders first.
+    fn inserted(&self, thread: &ThreadPlan) -> Vec<Inserted<'_>> {
+        let cut = || self.channels.iter().filter(|c| self.crosses_pes(c));
+        let senders = cut().flat_map(|c| {
+            c.senders
+                .iter()
+                .filter(|s| self.instance(**s).thread == thread.id)
+                .map(move |s| Inserted::Sender {
+                    channel: c,
+                    from: s.0,
+                })
+        });
+        let receivers = cut()
+            .filter(|c| self.instance(c.to.instance).thread == thread.id)
+            .map(|c| Inserted::Receiver { channel: c });
+        senders.chain(receivers).collect()
+    }
+
+    fn inserted_label(&self, op: &Inserted<'_>) -> String {
+        match op {
+            Inserted::Sender { channel, .. } => format!(
+                "send {} ({}) to {}",
+                channel.name(),
+                channel.transport.name(),
+                self.instance(channel.to.instance).name
+            ),
+            Inserted::Receiver { channel } => format!(
+                "receive {} ({}) from {}",
+                channel.name(),
+                channel.transport.name(),
+                channel
+                    .senders
+                    .iter()
+                    .map(|s| self.instance(*s).name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
 
 impl fmt::Display for PhysicalPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -35,19 +89,23 @@ impl fmt::Display for PhysicalPlan {
                     t.name,
                     members.join(", ")
                 )?;
+                for op in self.inserted(t) {
+                    writeln!(f, "    + {}", self.inserted_label(&op))?;
+                }
             }
         }
         writeln!(f, "edges:")?;
         for e in &self.edges {
             writeln!(
                 f,
-                "  {}.out[{}] -> {}.in[{}]  {}  via {}",
+                "  {}.out[{}] -> {}.in[{}]  {}  via {}{}",
                 self.instance(e.from.instance).name,
                 e.from.port,
                 self.instance(e.to.instance).name,
                 e.to.port,
                 e.partitioning,
-                e.transport
+                e.transport,
+                e.channel.map_or(String::new(), |c| format!(" [c{c}]"))
             )?;
         }
         Ok(())
@@ -56,7 +114,8 @@ impl fmt::Display for PhysicalPlan {
 
 impl PhysicalPlan {
     /// The plan in Graphviz DOT: a cluster per PE and per thread, an edge per physical edge
-    /// labelled with its partitioning and transport.
+    /// labelled with its partitioning and transport; an edge between PEs runs through the
+    /// inserted sender and receiver operators.
     pub fn to_dot(&self) -> String {
         let mut dot = format!("digraph \"{}\" {{\n  rankdir=LR;\n", self.job);
         for pe in &self.pes {
@@ -80,11 +139,33 @@ impl PhysicalPlan {
                         self.instance(*i).name
                     );
                 }
+                for op in self.inserted(t) {
+                    let id = match op {
+                        Inserted::Sender { channel, from } => format!("s{}_{from}", channel.id),
+                        Inserted::Receiver { channel } => format!("r{}", channel.id),
+                    };
+                    let _ = writeln!(
+                        dot,
+                        "      {id} [shape=cds, style=filled, fillcolor=lightgrey, label=\"{}\"];",
+                        self.inserted_label(&op)
+                    );
+                }
                 dot.push_str("    }\n");
             }
             dot.push_str("  }\n");
         }
         for e in &self.edges {
+            if let Some(c) = e.channel.filter(|&c| self.crosses_pes(&self.channels[c])) {
+                let _ = writeln!(
+                    dot,
+                    "  i{from} -> s{c}_{from} [label=\"{}\"];\n  s{c}_{from} -> r{c} [style=dashed, label=\"{}\"];\n  r{c} -> i{};",
+                    e.partitioning,
+                    e.transport.name(),
+                    e.to.instance.0,
+                    from = e.from.instance.0,
+                );
+                continue;
+            }
             let _ = writeln!(
                 dot,
                 "  i{} -> i{} [label=\"{} / {}\"];",

@@ -166,3 +166,125 @@ fn plan_file_syntax_errors_carry_a_line() {
     let e = PlanFile::parse("[[thread]]\nname='a'\noperators=[]\ncolour='red'\n").unwrap_err();
     assert!(e.to_string().contains("colour"), "{e}");
 }
+
+#[test]
+fn processes_plan_inserts_a_sender_and_a_receiver_on_every_edge() {
+    let p = plan(&graph(), &PlanRequest::Processes, &options()).unwrap();
+    assert_eq!(p.pes.len(), 5, "one PE per instance");
+    assert!(p.pes.iter().all(|pe| pe.threads.len() == 1));
+    assert_eq!(p.channels.len(), 5);
+    for e in &p.edges {
+        let c = &p.channels[e.channel.expect("every edge has a channel")];
+        assert!(p.crosses_pes(c));
+        assert_eq!(e.transport.name(), "shm-vega");
+        assert_eq!(c.to, e.to);
+        assert_eq!(c.senders, vec![e.from.instance]);
+    }
+    // Strings are normal tuples: the default slot for serialized tuples.
+    assert_eq!(
+        p.edges[0].transport,
+        TransportSpec::ShmVega {
+            slot_bytes: 1024,
+            slots: 1024
+        }
+    );
+    let text = p.to_string();
+    assert!(text.contains("PE 1 'split' on localhost"), "{text}");
+    assert!(
+        text.contains("+ send c1 (shm-vega) to sum[0]")
+            && text.contains("+ receive c1 (shm-vega) from split"),
+        "{text}"
+    );
+    let dot = p.to_dot();
+    assert!(dot.contains("subgraph \"cluster_pe4\""), "{dot}");
+    assert!(
+        dot.contains("s1_1 -> r1 [style=dashed, label=\"shm-vega\"]"),
+        "{dot}"
+    );
+    let back: PhysicalPlan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+    assert_eq!(back, p);
+}
+
+#[test]
+fn plan_file_places_threads_in_pes_and_pins_transports() {
+    let p = plan(
+        &graph(),
+        &file(
+            r#"
+            [[thread]]
+            name = "ingest"
+            pe = "left"
+            operators = ["source", "split"]
+            [[thread]]
+            name = "count0"
+            pe = "right"
+            operators = ["sum[0]"]
+            [[thread]]
+            name = "count1"
+            pe = "right"
+            operators = ["sum[1]", "sink"]
+            [[edge]]
+            from = "split"
+            to = "sum"
+            transport = { kind = "shm-vega", slot_bytes = 64, slots = 16 }
+            "#,
+        ),
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(
+        p.pes.iter().map(|pe| pe.name.as_str()).collect::<Vec<_>>(),
+        vec!["left", "right"]
+    );
+    let transports: Vec<String> = p.edges.iter().map(|e| e.transport.to_string()).collect();
+    assert_eq!(
+        transports,
+        vec![
+            "fused",
+            "shm-vega(slot_bytes=64, slots=16)",
+            "shm-vega(slot_bytes=64, slots=16)",
+            "threaded(capacity=64)",
+            "fused"
+        ]
+    );
+    let crossing = p.channels.iter().filter(|c| p.crosses_pes(c)).count();
+    assert_eq!(crossing, 2);
+}
+
+#[test]
+fn pinned_transports_that_cannot_work_are_refused() {
+    let e = plan(
+        &graph(),
+        &file(
+            "[[thread]]\nname='a'\noperators=['source','split','sum','sink']\n\
+             [[edge]]\nfrom='split'\nto='sum'\ntransport={kind='threaded', capacity=8}\n",
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("both ends run in one thread"), "{e}");
+    let e = plan(
+        &graph(),
+        &file(
+            "[[thread]]\nname='a'\npe='x'\noperators=['source','split']\n\
+             [[thread]]\nname='b'\npe='y'\noperators=['sum','sink']\n\
+             [[edge]]\nfrom='split'\nto='sum'\ntransport={kind='threaded', capacity=8}\n",
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("different PEs"), "{e}");
+    let e = plan(
+        &graph(),
+        &file(
+            "[[thread]]\nname='a'\noperators=['source','split','sum','sink']\n\
+             [[edge]]\nfrom='sum'\nto='split'\ntransport={kind='fused'}\n",
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "test.toml: [[edge]] sum -> split is not an edge of wc"
+    );
+}

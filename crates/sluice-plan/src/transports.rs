@@ -1,0 +1,148 @@
+//! The physical edges of a plan and the transport of each: fused inside a thread, a threaded
+//! port between threads of one PE, and between PEs the sender/receiver pair of a shared-memory
+//! transport, grouped into [`ChannelPlan`]s.
+//!
+//! Between PEs of one host the default is `shm-vega` (one producer, one consumer, the cheapest
+//! ring). Where several upstream instances in other PEs feed one input port over a transport
+//! that takes many producers (`shm-osr`), they share one channel, so the downstream thread polls
+//! one receiver for all of them (the Vega paper, section III).
+
+use std::collections::BTreeMap;
+
+use sluice_graph::{Graph, Partitioning};
+use sluice_transport::TransportSpec;
+use sluice_types::Encoding;
+
+use crate::{ChannelPlan, EdgePlan, InstanceId, InstancePlan, PlanError, PortRef};
+
+/// Slots in a shared-memory ring unless the user pins another size.
+pub const DEFAULT_SHM_SLOTS: usize = 1024;
+/// The slot size for serialized (normal) tuples unless the user pins another.
+pub const DEFAULT_NORMAL_SLOT_BYTES: usize = 1024;
+
+/// The physical edges of `graph` between `instances`, with their transports and channels.
+pub(crate) fn choose(
+    graph: &Graph,
+    instances: &[InstancePlan],
+    first_instance: &[usize],
+    pinned: &BTreeMap<usize, TransportSpec>,
+    capacity: usize,
+) -> Result<(Vec<EdgePlan>, Vec<ChannelPlan>), PlanError> {
+    let mut edges = Vec::new();
+    for edge in graph.edges() {
+        let up = graph.operator(edge.from.operator);
+        let down = graph.operator(edge.to.operator);
+        let encoding = up.outputs[edge.from.port].schema().encoding;
+        for i in 0..up.parallelism {
+            let from = InstanceId(first_instance[up.id.0] + i);
+            let targets: Vec<usize> = match edge.partitioning {
+                Partitioning::Forward => vec![i % down.parallelism],
+                _ => (0..down.parallelism).collect(),
+            };
+            for j in targets {
+                let to = InstanceId(first_instance[down.id.0] + j);
+                let (a, b) = (&instances[from.0], &instances[to.0]);
+                let transport = transport_for(a, b, pinned.get(&edge.id.0), encoding, capacity)?;
+                edges.push(EdgePlan {
+                    logical: edge.id.0,
+                    from: PortRef {
+                        instance: from,
+                        port: edge.from.port,
+                    },
+                    to: PortRef {
+                        instance: to,
+                        port: edge.to.port,
+                    },
+                    partitioning: edge.partitioning.name().to_string(),
+                    transport,
+                    channel: None,
+                });
+            }
+        }
+    }
+    let channels = group_into_channels(&mut edges);
+    Ok((edges, channels))
+}
+
+/// The transport of one physical edge from `a` to `b`.
+fn transport_for(
+    a: &InstancePlan,
+    b: &InstancePlan,
+    pinned: Option<&TransportSpec>,
+    encoding: Encoding,
+    capacity: usize,
+) -> Result<TransportSpec, PlanError> {
+    let refuse = |spec: &TransportSpec, reason: &str| PlanError::PinnedTransport {
+        from: a.name.clone(),
+        to: b.name.clone(),
+        transport: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    match pinned {
+        Some(spec) if a.thread == b.thread && *spec != TransportSpec::Fused => Err(refuse(
+            spec,
+            "both ends run in one thread, where an edge is a direct call",
+        )),
+        Some(spec @ TransportSpec::Fused) if a.thread != b.thread => Err(refuse(
+            spec,
+            "its ends run in different threads; only edges inside a thread can be fused",
+        )),
+        Some(spec @ TransportSpec::Threaded { .. }) if a.pe != b.pe => Err(refuse(
+            spec,
+            "its ends run in different PEs (processes); a threaded port stays in one process",
+        )),
+        Some(spec) => Ok(spec.clone()),
+        None if a.thread == b.thread => Ok(TransportSpec::Fused),
+        None if a.pe == b.pe => Ok(TransportSpec::Threaded { capacity }),
+        None => Ok(TransportSpec::ShmVega {
+            slot_bytes: match encoding {
+                Encoding::Facade { size } => size.max(1),
+                Encoding::Normal => DEFAULT_NORMAL_SLOT_BYTES,
+            },
+            slots: DEFAULT_SHM_SLOTS,
+        }),
+    }
+}
+
+/// Whether one receiver of `spec` takes several senders.
+fn takes_many_senders(spec: &TransportSpec) -> bool {
+    spec.name() == "shm-osr"
+}
+
+/// Gives every edge that is not fused a channel: edges of one logical edge into one input port
+/// share a channel when its transport takes many senders; every other edge has its own.
+fn group_into_channels(edges: &mut [EdgePlan]) -> Vec<ChannelPlan> {
+    let mut channels: Vec<ChannelPlan> = Vec::new();
+    let mut shared: BTreeMap<(usize, PortRef), usize> = BTreeMap::new();
+    for edge in edges.iter_mut() {
+        if edge.transport == TransportSpec::Fused {
+            continue;
+        }
+        let reuse = takes_many_senders(&edge.transport)
+            .then(|| shared.get(&(edge.logical, edge.to)).copied())
+            .flatten()
+            .filter(|&c| channels[c].transport == edge.transport);
+        let id = match reuse {
+            Some(id) => {
+                let senders = &mut channels[id].senders;
+                if !senders.contains(&edge.from.instance) {
+                    senders.push(edge.from.instance);
+                }
+                id
+            }
+            None => {
+                let id = channels.len();
+                channels.push(ChannelPlan {
+                    id,
+                    transport: edge.transport.clone(),
+                    to: edge.to,
+                    senders: vec![edge.from.instance],
+                });
+                shared.insert((edge.logical, edge.to), id);
+                id
+            }
+        };
+        edge.channel = Some(id);
+    }
+    channels
+}
