@@ -1,38 +1,147 @@
-//! Turns a graph and its plan into running threads: creates every instance with its factory,
-//! builds the transport of every physical edge between threads, wires the fans, pins and
-//! starts the threads.
+//! Turns a graph and its plan into running threads: creates every instance of the PEs this
+//! process runs with its factory, builds the transport of every channel (binding receivers
+//! first, so senders in other processes can open them), wires the fans, pins and starts the
+//! threads.
 
 use std::cell::RefCell;
+use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::thread::JoinHandle;
 
 use sluice_graph::{Graph, OperatorContext, OperatorKind, Partitioning};
-use sluice_plan::{InstanceId, PhysicalPlan};
+use sluice_plan::{ChannelPlan, InstanceId, PhysicalPlan};
+use sluice_shm::SegmentName;
 use sluice_sync::IdleStrategy;
-use sluice_transport::TransportSpec;
+use sluice_transport::{ChannelSite, ErasedReceiver};
 
 use crate::control::JobControl;
 use crate::exec::{Body, Env, Fan, Inbound, Node, Picker, Target, ThreadExec};
-use crate::{RunError, RunOptions, RunningJob};
+use crate::{InstanceReport, RunError, RunOptions};
 
+/// Which PEs of a plan this process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Every PE, as threads of this process.
+    All,
+    /// One PE; the others are other processes.
+    Pe(usize),
+}
+
+impl Scope {
+    fn runs(self, pe: usize) -> bool {
+        match self {
+            Self::All => true,
+            Self::Pe(own) => own == pe,
+        }
+    }
+}
+
+/// Where the channels of a job meet: their shared segments are named after the job's id.
+#[derive(Debug, Clone)]
+pub(crate) struct Sites {
+    /// The directory of the job's segments.
+    pub(crate) dir: PathBuf,
+    /// The job's id, unique among the jobs running on the host.
+    pub(crate) job: String,
+}
+
+impl Sites {
+    fn site(&self, channel: &ChannelPlan) -> Result<ChannelSite, RunError> {
+        let segment = SegmentName::in_dir(&self.dir, &self.job, &channel.name())
+            .map_err(|e| RunError::PlanMismatch(format!("channel {}: {e}", channel.name())))?;
+        Ok(ChannelSite { segment })
+    }
+}
+
+/// The receivers this process bound for channels whose senders open them by name.
+pub(crate) struct Bound {
+    receivers: Vec<(usize, Box<dyn ErasedReceiver>)>,
+}
+
+/// Whether `channel` is joined by one in-process pair (its only sender and its receiver both
+/// run here) rather than by a receiver bound at a site and senders opening it.
+fn joined_in_process(plan: &PhysicalPlan, channel: &ChannelPlan, scope: Scope) -> bool {
+    matches!(channel.senders.as_slice(), [s] if scope.runs(plan.instance(*s).pe))
+        && scope.runs(plan.instance(channel.to.instance).pe)
+}
+
+/// The label of a channel in messages: `up -> down`, or `up1, up2 -> down`.
+fn channel_label(plan: &PhysicalPlan, channel: &ChannelPlan) -> String {
+    let senders: Vec<&str> = channel
+        .senders
+        .iter()
+        .map(|s| plan.instance(*s).name.as_str())
+        .collect();
+    format!(
+        "{} -> {}",
+        senders.join(", "),
+        plan.instance(channel.to.instance).name
+    )
+}
+
+/// Binds the receivers of this process's channels that senders open by name, before any
+/// sender (in this process or another) opens them.
+pub(crate) fn bind(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    scope: Scope,
+    sites: &Sites,
+) -> Result<Bound, RunError> {
+    check_plan(graph, plan)?;
+    let mut receivers = Vec::new();
+    for channel in &plan.channels {
+        let to = plan.instance(channel.to.instance);
+        if !scope.runs(to.pe) || joined_in_process(plan, channel, scope) {
+            continue;
+        }
+        let stream = &graph.operators()[to.operator].inputs[channel.to.port];
+        let receiver = stream
+            .bind_receiver(
+                &channel.transport,
+                &sites.site(channel)?,
+                channel.senders.len(),
+            )
+            .map_err(|error| RunError::Transport {
+                edge: channel_label(plan, channel),
+                error,
+            })?;
+        receivers.push((channel.id, receiver));
+    }
+    Ok(Bound { receivers })
+}
+
+/// Builds this process's threads (opening the senders of channels bound elsewhere) and starts
+/// them; their sources wait for `control` to say go.
 pub(crate) fn start(
     graph: &Graph,
     plan: &PhysicalPlan,
+    scope: Scope,
+    sites: &Sites,
+    bound: Bound,
     options: &RunOptions,
-) -> Result<RunningJob, RunError> {
-    check_plan(graph, plan)?;
-    let threads: Vec<_> = plan.threads().collect();
-    // Where each instance lives: (thread position, node position in that thread).
-    let mut location = vec![(usize::MAX, 0usize); plan.instances.len()];
+    control: &Arc<JobControl>,
+) -> Result<Vec<JoinHandle<Vec<InstanceReport>>>, RunError> {
+    let threads: Vec<_> = plan
+        .pes
+        .iter()
+        .filter(|pe| scope.runs(pe.id))
+        .flat_map(|pe| pe.threads.iter())
+        .collect();
+    // Where each local instance lives: (thread position, node position in that thread).
+    let mut location = vec![None; plan.instances.len()];
     for (t, thread) in threads.iter().enumerate() {
         for (k, id) in thread.instances.iter().enumerate() {
-            location[id.0] = (t, k);
+            location[id.0] = Some((t, k));
         }
     }
-    if let Some(lost) = location.iter().position(|&(t, _)| t == usize::MAX) {
+    if let Some(lost) = plan
+        .instances
+        .iter()
+        .find(|i| scope.runs(i.pe) && location[i.id.0].is_none())
+    {
         return Err(RunError::PlanMismatch(format!(
-            "instance '{}' is in no thread",
-            plan.instances[lost].name
+            "instance '{}' is in no thread of its PE",
+            lost.name
         )));
     }
 
@@ -50,6 +159,20 @@ pub(crate) fn start(
         })
         .collect();
 
+    for (channel, receiver) in bound.receivers {
+        let c = &plan.channels[channel];
+        let Some((to_thread, to_node)) = location[c.to.instance.0] else {
+            continue;
+        };
+        execs[to_thread].inbound.push(Inbound {
+            receiver,
+            node: to_node,
+            port: c.to.port,
+            edge: channel_label(plan, c),
+            open: c.senders.len(),
+        });
+    }
+
     for edge in graph.edges() {
         let up = graph.operator(edge.from.operator);
         for from in plan
@@ -58,6 +181,9 @@ pub(crate) fn start(
             .filter(|i| i.operator == up.id.0)
             .map(|i| i.id)
         {
+            let Some((from_thread, from_node)) = location[from.0] else {
+                continue;
+            };
             let mut physical: Vec<_> = plan
                 .edges
                 .iter()
@@ -67,48 +193,60 @@ pub(crate) fn start(
             if physical.is_empty() {
                 continue;
             }
-            let (from_thread, from_node) = location[from.0];
             let mut targets = Vec::with_capacity(physical.len());
             for pe in physical {
-                let (to_thread, to_node) = location[pe.to.instance.0];
                 let label = format!(
                     "{} -> {}",
                     plan.instance(from).name,
                     plan.instance(pe.to.instance).name
                 );
-                match (&pe.transport, to_thread == from_thread) {
-                    (TransportSpec::Fused, true) => targets.push(Target::Fused {
+                let transport_error = |error| RunError::Transport {
+                    edge: label.clone(),
+                    error,
+                };
+                let local_to = location[pe.to.instance.0];
+                let Some(channel) = pe.channel.map(|c| &plan.channels[c]) else {
+                    match local_to {
+                        Some((to_thread, to_node)) if to_thread == from_thread => {
+                            targets.push(Target::Fused {
+                                node: to_node,
+                                port: pe.to.port,
+                            });
+                            continue;
+                        }
+                        _ => {
+                            return Err(RunError::PlanMismatch(format!(
+                                "edge {label} is fused but crosses threads"
+                            )))
+                        }
+                    }
+                };
+                if local_to.is_some_and(|(t, _)| t == from_thread) {
+                    return Err(RunError::PlanMismatch(format!(
+                        "edge {label} uses {} inside one thread",
+                        pe.transport
+                    )));
+                }
+                let stream = &up.outputs[edge.from.port];
+                if joined_in_process(plan, channel, scope) {
+                    let (sender, receiver) =
+                        stream.connect(&channel.transport).map_err(transport_error)?;
+                    let (to_thread, to_node) = local_to.ok_or_else(|| {
+                        RunError::PlanMismatch(format!("edge {label} leads nowhere"))
+                    })?;
+                    targets.push(Target::Remote(sender));
+                    execs[to_thread].inbound.push(Inbound {
+                        receiver,
                         node: to_node,
                         port: pe.to.port,
-                    }),
-                    (TransportSpec::Fused, false) => {
-                        return Err(RunError::PlanMismatch(format!(
-                            "edge {label} is fused but crosses threads"
-                        )))
-                    }
-                    (_, true) => {
-                        return Err(RunError::PlanMismatch(format!(
-                            "edge {label} uses {} inside one thread",
-                            pe.transport
-                        )))
-                    }
-                    (spec, false) => {
-                        let (sender, receiver) =
-                            up.outputs[edge.from.port].connect(spec).map_err(|error| {
-                                RunError::Transport {
-                                    edge: label.clone(),
-                                    error,
-                                }
-                            })?;
-                        targets.push(Target::Remote(sender));
-                        execs[to_thread].inbound.push(Inbound {
-                            receiver,
-                            node: to_node,
-                            port: pe.to.port,
-                            edge: label,
-                            ended: false,
-                        });
-                    }
+                        edge: label,
+                        open: 1,
+                    });
+                } else {
+                    let sender = stream
+                        .open_sender(&channel.transport, &sites.site(channel)?)
+                        .map_err(transport_error)?;
+                    targets.push(Target::Remote(sender));
                 }
             }
             let picker = match &edge.partitioning {
@@ -125,11 +263,9 @@ pub(crate) fn start(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let idle = options
         .idle
-        .unwrap_or_else(|| IdleStrategy::default_for(execs.len(), cores));
-    let control = Arc::new(JobControl::default());
+        .unwrap_or_else(|| IdleStrategy::default_for(plan.threads().count(), cores));
     let ready = Arc::new(Barrier::new(execs.len()));
     let poll_batch = options.poll_batch.max(1);
-    let started = Instant::now();
     let mut handles = Vec::with_capacity(execs.len());
     for exec in execs {
         let (control_t, ready_t) = (control.clone(), ready.clone());
@@ -157,12 +293,7 @@ pub(crate) fn start(
             }
         }
     }
-    Ok(RunningJob {
-        control,
-        threads: handles,
-        started,
-        duration: options.duration,
-    })
+    Ok(handles)
 }
 
 fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {

@@ -1,5 +1,5 @@
-//! The flags every thread of a job watches: stop (drain and end) and abort (leave now), and
-//! the first error.
+//! The flags every thread of a job watches: go (sources may start), stop (drain and end) and
+//! abort (leave now), and the first error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,14 +9,36 @@ use sluice_graph::OperatorError;
 use crate::RunError;
 
 /// Job-wide control shared by all threads.
-#[derive(Default)]
 pub(crate) struct JobControl {
+    go: AtomicBool,
     stop: AtomicBool,
     abort: AtomicBool,
     first_error: Mutex<Option<RunError>>,
 }
 
 impl JobControl {
+    /// A job whose sources start as soon as every thread is ready (`go`), or only once
+    /// [`JobControl::go`] is called (a PE waiting for the rest of its job).
+    pub(crate) fn new(go: bool) -> Self {
+        Self {
+            go: AtomicBool::new(go),
+            stop: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
+            first_error: Mutex::new(None),
+        }
+    }
+
+    /// Lets the threads start their work loops.
+    pub(crate) fn go(&self) {
+        // SYNC: Release pairs with the Acquire load in `may_go`; nothing else is published
+        // through it, the queues order the data.
+        self.go.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn may_go(&self) -> bool {
+        self.go.load(Ordering::Acquire)
+    }
+
     pub(crate) fn request_stop(&self) {
         // SYNC: Relaxed suffices: sources only need to see the flag eventually, and what they
         // do after seeing it (finish, send end-of-stream) is ordered by the queues themselves.
@@ -40,6 +62,11 @@ impl JobControl {
             let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
             first.get_or_insert(RunError::Operator { instance, error });
         }
+        self.abort.store(true, Ordering::Relaxed);
+    }
+
+    /// Leaves at once without recording a cause (the launcher reports why).
+    pub(crate) fn abort(&self) {
         self.abort.store(true, Ordering::Relaxed);
     }
 

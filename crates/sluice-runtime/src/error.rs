@@ -40,6 +40,27 @@ pub enum RunError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The launcher could not start or reach the job's PEs.
+    #[error("launching the job: {0}")]
+    Launch(String),
+    /// A PE reported a failure.
+    #[error("PE '{pe}': {error}")]
+    PeFailed {
+        /// The PE's name.
+        pe: String,
+        /// Its error.
+        error: String,
+    },
+    /// A PE process ended without reporting: it crashed or was killed.
+    #[error("PE '{pe}' (operators: {operators}) {how}; the job was stopped")]
+    PeDied {
+        /// The PE's name.
+        pe: String,
+        /// The instances it ran.
+        operators: String,
+        /// How it ended, e.g. `was killed by signal 9`.
+        how: String,
+    },
     /// The job aborted without a recorded cause.
     #[error("the job aborted")]
     Aborted,

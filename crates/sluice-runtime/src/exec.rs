@@ -90,7 +90,8 @@ pub(crate) struct Inbound {
     pub(crate) node: usize,
     pub(crate) port: usize,
     pub(crate) edge: String,
-    pub(crate) ended: bool,
+    /// Senders that have not ended their stream yet.
+    pub(crate) open: usize,
 }
 
 /// Everything one thread runs.
@@ -377,6 +378,9 @@ impl ThreadExec {
             });
         }
         ready.wait();
+        while !env.control.may_go() && !env.control.aborting() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         work_loop(&nodes, &mut inbound, env);
         if env.control.aborting() {
             return Vec::new();
@@ -446,7 +450,7 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
                 Err(_) => return,
             }
         }
-        for input in inbound.iter_mut().filter(|i| !i.ended) {
+        for input in inbound.iter_mut().filter(|i| i.open > 0) {
             match poll_input(nodes, input, env) {
                 Ok(n) => work += n,
                 Err(()) => return,
@@ -465,7 +469,7 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
 fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Result<usize, ()> {
     let (node, port) = (input.node, input.port);
     let mut failed = false;
-    let mut ended = false;
+    let mut ended = 0;
     let polled = input.receiver.poll(env.poll_batch, &mut |delivery| {
         let result = match delivery {
             Delivery::Batch(batch) => process_batch(nodes, node, port, batch, env),
@@ -473,7 +477,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
                 with_operator(nodes, node, env, |op, out| op.punctuation(port, out))
             }
             Delivery::EndOfStream => {
-                ended = true;
+                ended += 1;
                 end_input(nodes, node, port, env)
             }
         };
@@ -483,7 +487,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
         }
         ControlFlow::Continue(())
     });
-    input.ended |= ended;
+    input.open = input.open.saturating_sub(ended);
     match polled {
         Ok(_) if failed => Err(()),
         Ok(n) => Ok(n),

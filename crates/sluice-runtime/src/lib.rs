@@ -22,17 +22,37 @@ mod assemble;
 mod control;
 mod error;
 mod exec;
+mod launch;
+mod pe;
 mod report;
+mod wire;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use control::StopHandle;
 pub use error::RunError;
+pub use pe::is_pe_process;
 pub use report::{InstanceReport, JobReport};
 
 use sluice_graph::Graph;
 use sluice_plan::PhysicalPlan;
+use sluice_shm::JobSegments;
 use sluice_sync::IdleStrategy;
+
+use crate::assemble::{Scope, Sites};
+use crate::control::JobControl;
+
+/// Where the PEs of a plan run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Launcher {
+    /// One OS process per PE on this host, children of this one (the program re-executes
+    /// itself as each PE); a plan of one PE runs in this process.
+    #[default]
+    Local,
+    /// Every PE as threads of this process; edges between PEs still use their transports.
+    InProcess,
+}
 
 /// How to run a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +63,8 @@ pub struct RunOptions {
     pub duration: Option<Duration>,
     /// The most messages a receiver hands over per poll.
     pub poll_batch: usize,
+    /// Where the PEs run.
+    pub launcher: Launcher,
 }
 
 impl Default for RunOptions {
@@ -51,25 +73,46 @@ impl Default for RunOptions {
             idle: None,
             duration: None,
             poll_batch: 256,
+            launcher: Launcher::Local,
         }
     }
 }
 
-/// A job whose threads are running.
+/// A job whose threads (or processes) are running.
 pub struct RunningJob {
-    control: std::sync::Arc<control::JobControl>,
-    threads: Vec<std::thread::JoinHandle<Vec<InstanceReport>>>,
+    control: Arc<JobControl>,
+    running: Running,
     started: Instant,
     duration: Option<Duration>,
 }
 
-/// Starts `plan` for `graph` in this process.
+enum Running {
+    /// Threads of this process, and the job's shared segments while they run.
+    Threads {
+        threads: Vec<std::thread::JoinHandle<Vec<InstanceReport>>>,
+        segments: Option<JobSegments>,
+    },
+    /// Child processes, one per PE.
+    Processes(launch::Children),
+}
+
+/// Starts `plan` for `graph`: in this process, or as one process per PE (see [`Launcher`]).
+///
+/// In a process that the local launcher started as a PE of a job, this runs that PE instead,
+/// reports to the launcher and exits the process: a program that builds its graph and calls
+/// `start` (or [`run`]) works unchanged as every PE of its own job.
 pub fn start(
     graph: &Graph,
     plan: &PhysicalPlan,
     options: &RunOptions,
 ) -> Result<RunningJob, RunError> {
-    assemble::start(graph, plan, options)
+    if let Some(role) = pe::PeRole::from_env() {
+        pe::serve(graph, role, options)
+    }
+    match options.launcher {
+        Launcher::Local if plan.pes.len() > 1 => launch::start(plan, options),
+        _ => start_threads(graph, plan, options),
+    }
 }
 
 /// Runs `plan` for `graph` to the end and returns the report.
@@ -81,6 +124,31 @@ pub fn run(
     start(graph, plan, options)?.wait()
 }
 
+/// Runs every PE of `plan` as threads of this process.
+fn start_threads(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+) -> Result<RunningJob, RunError> {
+    let segments = launch::job_segments(plan)?;
+    let sites = Sites {
+        dir: segments.dir().to_path_buf(),
+        job: segments.job().to_string(),
+    };
+    let bound = assemble::bind(graph, plan, Scope::All, &sites)?;
+    let control = Arc::new(JobControl::new(true));
+    let threads = assemble::start(graph, plan, Scope::All, &sites, bound, options, &control)?;
+    Ok(RunningJob {
+        control,
+        running: Running::Threads {
+            threads,
+            segments: Some(segments),
+        },
+        started: Instant::now(),
+        duration: options.duration,
+    })
+}
+
 impl RunningJob {
     /// A handle that asks the job to stop and drain, e.g. from a Ctrl-C handler.
     pub fn stop_handle(&self) -> StopHandle {
@@ -90,29 +158,44 @@ impl RunningJob {
     /// Waits for the job to end (stopping it after the run's duration, if one was set) and
     /// returns its report or its first error.
     pub fn wait(self) -> Result<JobReport, RunError> {
-        let poll = Duration::from_millis(5);
-        while self.threads.iter().any(|t| !t.is_finished()) {
-            if let Some(limit) = self.duration {
-                if self.started.elapsed() >= limit {
-                    self.control.request_stop();
+        let Self {
+            control,
+            running,
+            started,
+            duration,
+        } = self;
+        let stop_when_due = || {
+            if duration.is_some_and(|limit| started.elapsed() >= limit) {
+                control.request_stop();
+            }
+        };
+        match running {
+            Running::Processes(children) => children.wait(&control, stop_when_due, started),
+            Running::Threads { threads, segments } => {
+                let poll = Duration::from_millis(5);
+                while threads.iter().any(|t| !t.is_finished()) {
+                    stop_when_due();
+                    std::thread::sleep(poll);
                 }
+                let elapsed = started.elapsed();
+                let mut instances = Vec::new();
+                for thread in threads {
+                    match thread.join() {
+                        Ok(reports) => instances.extend(reports),
+                        Err(_) => control.fail(
+                            "runtime".into(),
+                            sluice_graph::OperatorError::Panicked(
+                                "a runtime thread panicked".into(),
+                            ),
+                        ),
+                    }
+                }
+                drop(segments);
+                if let Some(error) = control.take_error() {
+                    return Err(error);
+                }
+                Ok(JobReport::new(elapsed, instances))
             }
-            std::thread::sleep(poll);
         }
-        let elapsed = self.started.elapsed();
-        let mut instances = Vec::new();
-        for thread in self.threads {
-            match thread.join() {
-                Ok(reports) => instances.extend(reports),
-                Err(_) => self.control.fail(
-                    "runtime".into(),
-                    sluice_graph::OperatorError::Panicked("a runtime thread panicked".into()),
-                ),
-            }
-        }
-        if let Some(error) = self.control.take_error() {
-            return Err(error);
-        }
-        Ok(JobReport::new(elapsed, instances))
     }
 }

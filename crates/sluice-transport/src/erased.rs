@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use sluice_types::{BatchRef, Message, Tuple, TupleRef, TupleSchema};
 
-use crate::{RecvError, SendError, TransportError, TransportSpec, TupleReceiver, TupleSender};
+use crate::{
+    ChannelSite, RecvError, SendError, TransportError, TransportSpec, TupleReceiver, TupleSender,
+};
 
 /// What a receiver hands to the runtime, in stream order.
 pub enum Delivery<'a> {
@@ -93,10 +95,41 @@ impl StreamType {
     pub fn connect(&self, spec: &TransportSpec) -> Result<ErasedPair, TransportError> {
         self.endpoints.connect(spec)
     }
+
+    /// Binds the receiving end of a channel between processes at `site`, for `senders`
+    /// senders; see [`TransportSpec::bind_receiver_typed`].
+    pub fn bind_receiver(
+        &self,
+        spec: &TransportSpec,
+        site: &ChannelSite,
+        senders: usize,
+    ) -> Result<Box<dyn ErasedReceiver>, TransportError> {
+        self.endpoints.bind_receiver(spec, site, senders)
+    }
+
+    /// Opens a sending end of the channel bound at `site`.
+    pub fn open_sender(
+        &self,
+        spec: &TransportSpec,
+        site: &ChannelSite,
+    ) -> Result<Box<dyn ErasedSender>, TransportError> {
+        self.endpoints.open_sender(spec, site)
+    }
 }
 
 trait EndpointFactory: Send + Sync {
     fn connect(&self, spec: &TransportSpec) -> Result<ErasedPair, TransportError>;
+    fn bind_receiver(
+        &self,
+        spec: &TransportSpec,
+        site: &ChannelSite,
+        senders: usize,
+    ) -> Result<Box<dyn ErasedReceiver>, TransportError>;
+    fn open_sender(
+        &self,
+        spec: &TransportSpec,
+        site: &ChannelSite,
+    ) -> Result<Box<dyn ErasedSender>, TransportError>;
 }
 
 struct TypedFactory<T>(PhantomData<fn() -> T>);
@@ -104,15 +137,37 @@ struct TypedFactory<T>(PhantomData<fn() -> T>);
 impl<T: Tuple> EndpointFactory for TypedFactory<T> {
     fn connect(&self, spec: &TransportSpec) -> Result<ErasedPair, TransportError> {
         let (sender, receiver) = spec.connect_typed::<T>()?;
-        Ok((
-            Box::new(ErasedTx { inner: sender }),
-            Box::new(ErasedRx {
-                inner: receiver,
-                messages: Vec::new(),
-                tuples: Vec::new(),
-            }),
-        ))
+        Ok((erase_sender(sender), erase_receiver(receiver)))
     }
+
+    fn bind_receiver(
+        &self,
+        spec: &TransportSpec,
+        site: &ChannelSite,
+        senders: usize,
+    ) -> Result<Box<dyn ErasedReceiver>, TransportError> {
+        Ok(erase_receiver(spec.bind_receiver_typed::<T>(site, senders)?))
+    }
+
+    fn open_sender(
+        &self,
+        spec: &TransportSpec,
+        site: &ChannelSite,
+    ) -> Result<Box<dyn ErasedSender>, TransportError> {
+        Ok(erase_sender(spec.open_sender_typed::<T>(site)?))
+    }
+}
+
+fn erase_sender<T: Tuple>(inner: Box<dyn TupleSender<T>>) -> Box<dyn ErasedSender> {
+    Box::new(ErasedTx { inner })
+}
+
+fn erase_receiver<T: Tuple>(inner: Box<dyn TupleReceiver<T>>) -> Box<dyn ErasedReceiver> {
+    Box::new(ErasedRx {
+        inner,
+        messages: Vec::new(),
+        tuples: Vec::new(),
+    })
 }
 
 struct ErasedTx<T> {

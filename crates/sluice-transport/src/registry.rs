@@ -5,6 +5,7 @@
 //! transport is adding a variant here and its endpoints in a module of this crate.
 
 use serde::{Deserialize, Serialize};
+use sluice_shm::SegmentName;
 use sluice_types::Tuple;
 use thiserror::Error;
 
@@ -46,6 +47,20 @@ pub enum TransportError {
     /// The shared segment or ring could not be set up.
     #[error("{0}")]
     Setup(String),
+    /// The transport joins threads of one process and cannot join processes.
+    #[error("the {transport} transport joins threads of one process, not processes")]
+    InProcessOnly {
+        /// The transport's name.
+        transport: &'static str,
+    },
+    /// The transport takes one sender per receiver.
+    #[error("the {transport} transport takes one sender per receiver, not {senders}")]
+    OneSenderOnly {
+        /// The transport's name.
+        transport: &'static str,
+        /// How many senders were asked for.
+        senders: usize,
+    },
     /// A parameter is out of range.
     #[error("transport {transport}: {parameter} {reason}")]
     InvalidParameter {
@@ -56,6 +71,14 @@ pub enum TransportError {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// Where the two ends of a channel between processes meet: the receiver binds it, the senders
+/// open it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelSite {
+    /// The shared segment of a shared-memory transport.
+    pub segment: SegmentName,
 }
 
 impl TransportSpec {
@@ -92,6 +115,47 @@ impl TransportSpec {
                 let (tx, rx) = crate::shm_vega::connect::<T>(slot_bytes, slots)?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
+        }
+    }
+}
+
+impl TransportSpec {
+    /// Binds the receiving end of a channel at `site` for `senders` senders (creating its
+    /// shared segment), before any sender opens it.
+    pub fn bind_receiver_typed<T: Tuple>(
+        &self,
+        site: &ChannelSite,
+        senders: usize,
+    ) -> Result<Box<dyn TupleReceiver<T>>, TransportError> {
+        match *self {
+            Self::Fused | Self::Threaded { .. } => Err(TransportError::InProcessOnly {
+                transport: self.name(),
+            }),
+            Self::ShmVega { slot_bytes, slots } => {
+                if senders != 1 {
+                    return Err(TransportError::OneSenderOnly {
+                        transport: self.name(),
+                        senders,
+                    });
+                }
+                let rx = crate::shm_vega::create_receiver::<T>(&site.segment, slot_bytes, slots)?;
+                Ok(Box::new(rx))
+            }
+        }
+    }
+
+    /// Opens a sending end of the channel whose receiver is bound at `site`.
+    pub fn open_sender_typed<T: Tuple>(
+        &self,
+        site: &ChannelSite,
+    ) -> Result<Box<dyn TupleSender<T>>, TransportError> {
+        match *self {
+            Self::Fused | Self::Threaded { .. } => Err(TransportError::InProcessOnly {
+                transport: self.name(),
+            }),
+            Self::ShmVega { slot_bytes, slots } => Ok(Box::new(
+                crate::shm_vega::open_sender::<T>(&site.segment, slot_bytes, slots)?,
+            )),
         }
     }
 }

@@ -108,10 +108,44 @@ pub fn open_receiver<T: Tuple>(
     slot_bytes: usize,
     slots: usize,
 ) -> Result<ShmVegaReceiver<T>, TransportError> {
+    let ring = open_ring(name, slot_bytes, slots)?;
+    Ok(ShmVegaReceiver::new(ring.consumer().map_err(setup)?))
+}
+
+/// Opens the ring in the segment `name`, checking it was made with these parameters.
+fn open_ring(
+    name: &SegmentName,
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<VegaRing<Segment>, TransportError> {
     let (_, spec) = layout(slot_bytes, slots)?;
     let segment = Segment::open(name, &spec).map_err(setup)?;
-    let ring = VegaRing::open(segment).map_err(setup)?;
+    VegaRing::open(segment).map_err(setup)
+}
+
+/// Creates the segment `name` holding a fresh ring and returns its receiving end: the way a PE
+/// binds the receiver of a channel before the PEs upstream open their senders.
+pub fn create_receiver<T: Tuple>(
+    name: &SegmentName,
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<ShmVegaReceiver<T>, TransportError> {
+    let ring = create_ring(name, slot_bytes, slots)?;
     Ok(ShmVegaReceiver::new(ring.consumer().map_err(setup)?))
+}
+
+/// Opens the segment `name`, made by [`create_receiver`] with the same parameters, and returns
+/// its sending end.
+pub fn open_sender<T: Tuple>(
+    name: &SegmentName,
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<ShmVegaSender<T>, TransportError> {
+    let ring = open_ring(name, slot_bytes, slots)?;
+    Ok(ShmVegaSender::new(
+        ring.producer().map_err(setup)?,
+        slot_bytes,
+    ))
 }
 
 /// Both ends of a fresh ring in a segment unique to this process, for an edge between two

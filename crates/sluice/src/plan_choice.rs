@@ -13,8 +13,9 @@ use sluice_plan::{PhysicalPlan, PlanFile, PlanOptions, PlanRequest};
 pub(crate) struct AppArgs {
     /// The application (see `sluice apps`).
     pub app: String,
-    /// `fused` (one thread), `threaded` (a thread per operator instance), or a plan file
-    /// (TOML) that assigns operators to threads.
+    /// `fused` (one thread), `threaded` (a thread per operator instance), `processes` (a
+    /// process per operator instance, joined by shared memory), or a plan file (TOML) that
+    /// places operators in threads and processes and pins transports.
     #[arg(long, default_value = "fused")]
     pub plan: String,
     /// Messages each threaded port holds.
@@ -31,11 +32,12 @@ impl AppArgs {
         match self.plan.as_str() {
             "fused" => Ok(PlanRequest::Fused),
             "threaded" => Ok(PlanRequest::Threaded),
+            "processes" => Ok(PlanRequest::Processes),
             path => {
                 let path = PathBuf::from(path);
                 if !path.exists() {
                     anyhow::bail!(
-                        "--plan {}: not 'fused', 'threaded' or an existing plan file",
+                        "--plan {}: not 'fused', 'threaded', 'processes' or an existing plan file",
                         path.display()
                     );
                 }

@@ -58,13 +58,16 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         duration,
         ..RunOptions::default()
     };
-    eprintln!(
-        "running {} ({}, {} thread(s)){}",
-        plan.job,
-        plan.strategy,
-        plan.threads().count(),
-        duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
-    );
+    if !sluice_runtime::is_pe_process() {
+        eprintln!(
+            "running {} ({}, {} process(es), {} thread(s)){}",
+            plan.job,
+            plan.strategy,
+            plan.pes.len(),
+            plan.threads().count(),
+            duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
+        );
+    }
     let job = sluice_runtime::start(&app.graph, &plan, &options)?;
     let stop = job.stop_handle();
     let interrupts = Arc::new(AtomicUsize::new(0));

@@ -1,0 +1,163 @@
+//! The control protocol between the launcher and its PEs: one JSON object per line over a
+//! Unix socket in the job's private directory (mode 0700, so only the job's user reaches it).
+//!
+//! ```text
+//!  PE                                launcher
+//!  Hello { pe }              ──▶
+//!  Bound                     ──▶     (every PE has bound its receivers)
+//!                            ◀──     Connect       PEs open their senders
+//!  Ready                     ──▶     (every PE is built and started)
+//!                            ◀──     Go            sources start
+//!                            ◀──     Stop          (Ctrl-C, duration): sources finish, drain
+//!  Done { report } | Failed { error }
+//! ```
+//! A PE that loses the socket aborts at once (its launcher is gone); the launcher treats a PE
+//! that exits without `Done` as dead.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+
+use serde::{Deserialize, Serialize};
+use sluice_graph::{latency_histogram, OperatorReport};
+
+use crate::{InstanceReport, JobReport};
+
+/// What a PE tells its launcher.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum FromPe {
+    Hello { pe: usize },
+    Bound,
+    Ready,
+    Done { report: WireReport },
+    Failed { error: String },
+}
+
+/// What the launcher tells a PE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum ToPe {
+    Connect,
+    Go,
+    Stop,
+}
+
+/// A PE's report in a form JSON carries: histograms as (value, count) pairs.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct WireReport {
+    instances: Vec<WireInstance>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct WireInstance {
+    operator: String,
+    instance: String,
+    tuples_in: u64,
+    tuples_out: u64,
+    counters: BTreeMap<String, u64>,
+    latency: Option<Vec<(u64, u64)>>,
+}
+
+impl WireReport {
+    pub(crate) fn from_report(report: &JobReport) -> Self {
+        Self {
+            instances: report
+                .instances
+                .iter()
+                .map(|i| WireInstance {
+                    operator: i.operator.clone(),
+                    instance: i.instance.clone(),
+                    tuples_in: i.tuples_in,
+                    tuples_out: i.tuples_out,
+                    counters: i.report.counters.clone(),
+                    latency: i.report.latency.as_ref().map(|h| {
+                        h.iter_recorded()
+                            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                            .collect()
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn into_instances(self) -> Vec<InstanceReport> {
+        self.instances
+            .into_iter()
+            .map(|i| InstanceReport {
+                operator: i.operator,
+                instance: i.instance,
+                tuples_in: i.tuples_in,
+                tuples_out: i.tuples_out,
+                report: OperatorReport {
+                    counters: i.counters,
+                    latency: i.latency.map(|pairs| {
+                        let mut h = latency_histogram();
+                        for (value, count) in pairs {
+                            h.saturating_record_n(value, count);
+                        }
+                        h
+                    }),
+                },
+            })
+            .collect()
+    }
+}
+
+/// Writes one message as a line.
+pub(crate) fn send<T: Serialize>(stream: &mut UnixStream, message: &T) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+/// The longest line a peer may send; a longer one is a broken peer.
+const MAX_LINE: u64 = 64 << 20;
+
+/// Reads one message; `Ok(None)` at the end of the stream.
+pub(crate) fn receive<T: for<'de> Deserialize<'de>>(
+    reader: &mut BufReader<UnixStream>,
+) -> std::io::Result<Option<T>> {
+    let mut line = String::new();
+    let read = Read::by_ref(reader).take(MAX_LINE).read_line(&mut line)?;
+    if read == 0 {
+        return Ok(None);
+    }
+    serde_json::from_str(&line)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn reports_survive_the_wire() {
+        let mut latency = latency_histogram();
+        latency.saturating_record_n(1500, 3);
+        latency.saturating_record(90_000);
+        let report = JobReport::new(
+            Duration::from_millis(1200),
+            vec![InstanceReport {
+                operator: "sink".into(),
+                instance: "sink".into(),
+                tuples_in: 7,
+                tuples_out: 0,
+                report: OperatorReport {
+                    counters: [("words".to_string(), 4)].into_iter().collect(),
+                    latency: Some(latency.clone()),
+                },
+            }],
+        );
+        let wire: WireReport =
+            serde_json::from_str(&serde_json::to_string(&WireReport::from_report(&report)).unwrap())
+                .unwrap();
+        let back = wire.into_instances();
+        assert_eq!(back[0].tuples_in, 7);
+        assert_eq!(back[0].report.counters["words"], 4);
+        let h = back[0].report.latency.as_ref().unwrap();
+        assert_eq!(h.len(), 4);
+        assert_eq!(h.value_at_quantile(0.5), latency.value_at_quantile(0.5));
+        assert_eq!(h.max(), latency.max());
+    }
+}
