@@ -1,8 +1,10 @@
 //! Differential property test of the runtime: random small graphs of map / filter / pass-through
 //! stages joined by forward, round-robin, key-by and broadcast edges (a chain, or a fan-out to
 //! two branches that merge into one input port of the sink) must give the same output when run
-//! fused (one thread), threaded (one thread per instance) and under a random plan file that
-//! spreads the instances over 2-3 threads, and that output must match a plain-Rust reference.
+//! fused (one thread), threaded (one thread per instance), one PE per instance (every edge a
+//! shared-memory transport; the PEs run as threads of the test process) and under a random
+//! plan file that spreads the instances over 2-3 threads in two PEs, and that output must
+//! match a plain-Rust reference.
 //!
 //! The engine promises order only along one physical edge, so outputs are compared as multisets
 //! unless a model of the graph shows that a sink instance's exact sequence (or its exact
@@ -16,7 +18,7 @@ use proptest::prelude::*;
 use sluice_graph::{Graph, GraphBuilder, Partitioning, Ports};
 use sluice_ops::{Collect, Collected, Filter, IterSource, Map};
 use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
-use sluice_runtime::{start, RunOptions};
+use sluice_runtime::{start, Launcher, RunOptions};
 
 /// The partitioning of an edge, as generated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,7 +405,8 @@ fn plan_file_text(case: &Case, nodes: &[Node]) -> String {
             .collect();
         if !members.is_empty() {
             text.push_str(&format!(
-                "[[thread]]\nname = 't{t}'\noperators = [{}]\n",
+                "[[thread]]\nname = 't{t}'\npe = 'pe{}'\noperators = [{}]\n",
+                t % 2,
                 members.join(", ")
             ));
         }
@@ -433,7 +436,11 @@ fn execute(nodes: &[Node], input: &[u64], request: &PlanRequest) -> Result<Outco
         queue_capacity: 8,
     };
     let physical = plan(&graph, request, &options).map_err(|e| format!("plan: {e}"))?;
-    let job = start(&graph, &physical, &RunOptions::default()).map_err(|e| e.to_string())?;
+    let run = RunOptions {
+        launcher: Launcher::InProcess,
+        ..RunOptions::default()
+    };
+    let job = start(&graph, &physical, &run).map_err(|e| e.to_string())?;
     let stop = job.stop_handle();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -672,7 +679,7 @@ proptest! {
     })]
 
     #[test]
-    fn fused_threaded_and_plan_file_runs_agree(case in case()) {
+    fn fused_threaded_processes_and_plan_file_runs_agree(case in case()) {
         let nodes = nodes_of(&case);
         let models = reference(&nodes, &case.input);
         let text = plan_file_text(&case, &nodes);
@@ -685,6 +692,10 @@ proptest! {
         let threaded = execute(&nodes, &case.input, &PlanRequest::Threaded).map_err(TestCaseError::fail)?;
         check_reference(&nodes, &models, &threaded, &what("threaded"))?;
         check_same(&nodes, &models, &fused, &threaded, &what("threaded"))?;
+
+        let processes = execute(&nodes, &case.input, &PlanRequest::Processes).map_err(TestCaseError::fail)?;
+        check_reference(&nodes, &models, &processes, &what("processes"))?;
+        check_same(&nodes, &models, &fused, &processes, &what("processes"))?;
 
         let request = PlanRequest::File("random.toml".into(), file);
         let filed = execute(&nodes, &case.input, &request)

@@ -249,10 +249,12 @@ fn group_into_pes(placed: Vec<(String, ThreadPlan)>) -> Vec<PePlan> {
             }),
         }
     }
-    let mut next = 0;
-    for t in pes.iter_mut().flat_map(|p| p.threads.iter_mut()) {
-        t.id = next;
-        next += 1;
+    for (id, t) in pes
+        .iter_mut()
+        .flat_map(|p| p.threads.iter_mut())
+        .enumerate()
+    {
+        t.id = id;
     }
     pes
 }

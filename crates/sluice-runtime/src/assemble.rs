@@ -229,8 +229,9 @@ pub(crate) fn start(
                 }
                 let stream = &up.outputs[edge.from.port];
                 if joined_in_process(plan, channel, scope) {
-                    let (sender, receiver) =
-                        stream.connect(&channel.transport).map_err(transport_error)?;
+                    let (sender, receiver) = stream
+                        .connect(&channel.transport)
+                        .map_err(transport_error)?;
                     let (to_thread, to_node) = local_to.ok_or_else(|| {
                         RunError::PlanMismatch(format!("edge {label} leads nowhere"))
                     })?;

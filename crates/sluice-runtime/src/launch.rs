@@ -106,7 +106,11 @@ pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<Running
         segments: Some(segments),
         _dir: dir,
     };
-    let job_id = children.segments.as_ref().map_or("", |s| s.job()).to_string();
+    let job_id = children
+        .segments
+        .as_ref()
+        .map_or("", |s| s.job())
+        .to_string();
     for pe in &plan.pes {
         let mut command = Command::new(&exe);
         command

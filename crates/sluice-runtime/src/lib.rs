@@ -1,9 +1,12 @@
-//! Executes a physical plan inside this process.
+//! Executes a physical plan: each PE as a process of its own (the local [`Launcher`], which
+//! re-executes the program once per PE and supervises the children), or every PE as threads of
+//! this process.
 //!
 //! Each thread of the plan runs its operator instances fused: a tuple emitted by one instance
 //! is passed by reference, depth first, to the downstream instances in the same thread by a
 //! direct call (System S fusion, the Vega paper's section II.B). Edges between threads go
-//! through the transport the plan names (a threaded port today). A thread's work loop polls
+//! through the transport of their channel: a threaded port inside a PE, and between PEs the
+//! sender and receiver the planner inserted (shared memory on one host). A thread's work loop polls
 //! its sources and its receivers; a poll reports the work it did and the thread idles by its
 //! [`IdleStrategy`](sluice_sync::IdleStrategy) when a round did none.
 //!

@@ -149,9 +149,10 @@ mod tests {
                 },
             }],
         );
-        let wire: WireReport =
-            serde_json::from_str(&serde_json::to_string(&WireReport::from_report(&report)).unwrap())
-                .unwrap();
+        let wire: WireReport = serde_json::from_str(
+            &serde_json::to_string(&WireReport::from_report(&report)).unwrap(),
+        )
+        .unwrap();
         let back = wire.into_instances();
         assert_eq!(back[0].tuples_in, 7);
         assert_eq!(back[0].report.counters["words"], 4);

@@ -146,7 +146,9 @@ impl<T: Tuple> EndpointFactory for TypedFactory<T> {
         site: &ChannelSite,
         senders: usize,
     ) -> Result<Box<dyn ErasedReceiver>, TransportError> {
-        Ok(erase_receiver(spec.bind_receiver_typed::<T>(site, senders)?))
+        Ok(erase_receiver(
+            spec.bind_receiver_typed::<T>(site, senders)?,
+        ))
     }
 
     fn open_sender(

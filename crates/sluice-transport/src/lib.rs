@@ -17,9 +17,7 @@ pub mod shm_vega;
 pub mod threaded;
 
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
-pub use registry::{
-    ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY,
-};
+pub use registry::{ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY};
 
 use sluice_types::Message;
 use thiserror::Error;

@@ -153,9 +153,11 @@ impl TransportSpec {
             Self::Fused | Self::Threaded { .. } => Err(TransportError::InProcessOnly {
                 transport: self.name(),
             }),
-            Self::ShmVega { slot_bytes, slots } => Ok(Box::new(
-                crate::shm_vega::open_sender::<T>(&site.segment, slot_bytes, slots)?,
-            )),
+            Self::ShmVega { slot_bytes, slots } => Ok(Box::new(crate::shm_vega::open_sender::<T>(
+                &site.segment,
+                slot_bytes,
+                slots,
+            )?)),
         }
     }
 }

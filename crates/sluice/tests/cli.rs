@@ -1,5 +1,6 @@
-//! The `sluice` command as a user meets it: listing, planning, running WordCount under both
-//! plans, Ctrl-C draining, and one-line errors (never a panic) for bad input.
+//! The `sluice` command as a user meets it: listing, planning, running WordCount under every
+//! kind of plan (one thread, threads, one process per operator, a mixed plan file), Ctrl-C
+//! draining, a killed PE, and one-line errors (never a panic) for bad input.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -41,15 +42,33 @@ fn help_is_everywhere() {
     }
 }
 
-#[test]
-fn wordcount_counts_match_under_fused_and_threaded() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.txt");
-    std::fs::write(&input, "a b, c!\nB a A\n\n...\n").unwrap();
+/// A plan file mixing threads and PEs, with a pinned shared-memory transport and the counting
+/// operator in three key-partitioned instances spread over two PEs.
+const MIXED_PLAN: &str = r#"
+[[thread]]
+name = "read"
+pe = "ingest"
+operators = ["sentences", "split"]
+[[thread]]
+name = "count-a"
+pe = "count"
+operators = ["sum[0]", "sum[1]"]
+[[thread]]
+name = "count-b"
+pe = "tail"
+operators = ["sum[2]", "counts"]
+[[edge]]
+from = "split"
+to = "sum"
+transport = { kind = "shm-vega", slot_bytes = 128, slots = 64 }
+"#;
+
+/// Runs WordCount on `input` under each plan and returns the output files' contents.
+fn wordcount_outputs(dir: &Path, input: &Path, plans: &[&str], extra: &[&str]) -> Vec<String> {
     let mut outputs = Vec::new();
-    for plan in ["fused", "threaded"] {
-        let output = dir.path().join(format!("{plan}.tsv"));
-        let o = sluice(&[
+    for (k, plan) in plans.iter().enumerate() {
+        let output = dir.join(format!("out{k}.tsv"));
+        let mut args = vec![
             "run",
             "wordcount",
             "--plan",
@@ -58,13 +77,125 @@ fn wordcount_counts_match_under_fused_and_threaded() {
             input.to_str().unwrap(),
             "--output",
             output.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        ];
+        args.extend(extra);
+        let o = sluice(&args);
+        assert!(o.status.success(), "{plan}: {}", stderr(&o));
         assert!(stdout(&o).contains("latency"), "{}", stdout(&o));
         outputs.push(std::fs::read_to_string(&output).unwrap());
     }
+    outputs
+}
+
+#[test]
+fn wordcount_counts_match_under_every_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "a b, c!\nB a A\n\n...\n").unwrap();
+    let outputs = wordcount_outputs(dir.path(), &input, &["fused", "threaded", "processes"], &[]);
     assert_eq!(outputs[0], "a\t3\nb\t2\nc\t1\n");
-    assert_eq!(outputs[0], outputs[1]);
+    assert!(outputs.iter().all(|o| *o == outputs[0]));
+}
+
+#[test]
+fn wordcount_counts_match_across_processes_and_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    let mut text = String::new();
+    for i in 0..3000u64 {
+        let words: Vec<String> = (0..(i % 13))
+            .map(|k| format!("w{}", (i * 7 + k * 31) % 257))
+            .collect();
+        text.push_str(&words.join(" "));
+        text.push('\n');
+    }
+    std::fs::write(&input, text).unwrap();
+    let plan_file = dir.path().join("mixed.toml");
+    std::fs::write(&plan_file, MIXED_PLAN).unwrap();
+    let outputs = wordcount_outputs(
+        dir.path(),
+        &input,
+        &["fused", "processes", plan_file.to_str().unwrap()],
+        &["--set", "parallelism=3"],
+    );
+    assert_eq!(outputs[0].lines().count(), 257);
+    assert!(outputs.iter().all(|o| *o == outputs[0]));
+}
+
+/// The shared segments of the job run by the launcher with pid `pid`.
+fn segments_of(pid: u32) -> Vec<String> {
+    let prefix = format!("sluice-wordcount_2d{pid}_2d");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pids of `parent`'s children.
+fn children_of(parent: u32) -> Vec<u32> {
+    let o = Command::new("pgrep")
+        .args(["-P", &parent.to_string()])
+        .output()
+        .unwrap();
+    stdout(&o)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_killed_pe_stops_the_job_naming_it_and_leaves_nothing_behind() {
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "wordcount", "--plan", "processes", "--rate", "20000"])
+        .args(["--duration", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let launcher = child.id();
+    // Wait (with a watchdog) until the four PEs run and have made their segments.
+    let started = Instant::now();
+    let pes = loop {
+        let pes = children_of(launcher);
+        if pes.len() == 4 && segments_of(launcher).len() == 3 {
+            break pes;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "PEs never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Kill the PE of `split` (the second PE started).
+    let mut by_pid = pes.clone();
+    by_pid.sort_unstable();
+    let victim = by_pid[1];
+    assert!(Command::new("kill")
+        .args(["-KILL", &victim.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let o = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(100), "no hang");
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("error: PE 'split' (operators: split) was killed by signal 9"),
+        "{err}"
+    );
+    for pid in pes {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z ")),
+            "PE process {pid} was left behind"
+        );
+    }
+    assert_eq!(segments_of(launcher), Vec::<String>::new());
 }
 
 #[test]
@@ -78,6 +209,14 @@ fn plan_shows_threads_edges_and_transports() {
     );
     let o = sluice(&["plan", "wordcount", "--dot"]);
     assert!(stdout(&o).starts_with("digraph \"wordcount\""));
+    let o = sluice(&["plan", "wordcount", "--plan", "processes", "--dot"]);
+    let dot = stdout(&o);
+    assert!(dot.contains("label=\"PE split (localhost)\""), "{dot}");
+    assert!(
+        dot.contains("label=\"send c1 (shm-vega) to sum\"")
+            && dot.contains("label=\"receive c1 (shm-vega) from split\""),
+        "{dot}"
+    );
     let o = sluice(&["plan", "wordcount", "--json"]);
     assert!(stdout(&o).contains("\"kind\": \"fused\""), "{}", stdout(&o));
 }
@@ -140,10 +279,19 @@ fn bad_input_gets_one_clear_line() {
 
 #[test]
 fn ctrl_c_drains_and_exits_zero_with_the_summary() {
+    ctrl_c_drains("threaded");
+}
+
+#[test]
+fn ctrl_c_drains_every_process_of_a_job() {
+    ctrl_c_drains("processes");
+}
+
+fn ctrl_c_drains(plan: &str) {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out.tsv");
     let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", "wordcount", "--plan", "threaded", "--rate", "20000"])
+        .args(["run", "wordcount", "--plan", plan, "--rate", "20000"])
         .args(["--duration", "120", "--output", output.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
