@@ -46,6 +46,8 @@ pub trait ErasedSender: Send {
     fn offer_end(&mut self) -> Result<(), SendError>;
     /// Makes everything offered visible to the receiver.
     fn flush(&mut self);
+    /// Whether the last flush left messages undelivered; see [`TupleSender::pending`].
+    fn pending(&self) -> bool;
 }
 
 /// A type-erased receiving end.
@@ -252,6 +254,10 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
     #[inline]
     fn flush(&mut self) {
         self.inner.flush()
+    }
+
+    fn pending(&self) -> bool {
+        self.inner.pending()
     }
 }
 

@@ -7,13 +7,15 @@
 //! only (the Vega paper's point: a transport is a sender and a receiver operator, nothing more).
 //!
 //! Transports so far: the *threaded port* ([`threaded`]), a bounded in-process queue between
-//! two threads, and `shm-vega` ([`shm_vega`]), a Vega ring in a shared segment, between
-//! processes or threads. The fused "transport" is a direct call and lives in the runtime.
+//! two threads; `shm-vega` ([`shm_vega`]), a Vega ring in a shared segment, between
+//! processes or threads; and `tcp` ([`tcp`]), batched frames over TCP, between processes or
+//! hosts. The fused "transport" is a direct call and lives in the runtime.
 #![forbid(unsafe_code)]
 
 mod erased;
 mod registry;
 pub mod shm_vega;
+pub mod tcp;
 pub mod threaded;
 
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
@@ -86,6 +88,14 @@ pub trait TupleSender<T>: Send {
     /// promise, not a guess, so a batch of that many can be moved without refusal.
     fn room(&mut self) -> usize {
         0
+    }
+
+    /// Whether the last [`TupleSender::flush`] left offered messages undelivered (a batching
+    /// transport holding a young batch back, or a receiver that is behind): the caller must
+    /// flush again later, even with nothing new to offer. Transports whose flush always
+    /// delivers everything keep the default, `false`.
+    fn pending(&self) -> bool {
+        false
     }
 }
 

@@ -9,6 +9,7 @@ use sluice_shm::SegmentName;
 use sluice_types::Tuple;
 use thiserror::Error;
 
+use crate::tcp::TcpParams;
 use crate::threaded::threaded_port;
 use crate::{TupleReceiver, TupleSender};
 
@@ -36,6 +37,8 @@ pub enum TransportSpec {
         /// Slots in the ring.
         slots: usize,
     },
+    /// Batched frames over TCP: between processes or hosts (or threads, over loopback).
+    Tcp(TcpParams),
 }
 
 /// Why a transport could not be built.
@@ -95,6 +98,7 @@ impl TransportSpec {
             Self::Fused => "fused",
             Self::Threaded { .. } => "threaded",
             Self::ShmVega { .. } => "shm-vega",
+            Self::Tcp(_) => "tcp",
         }
     }
 
@@ -113,6 +117,10 @@ impl TransportSpec {
             }
             Self::ShmVega { slot_bytes, slots } => {
                 let (tx, rx) = crate::shm_vega::connect::<T>(slot_bytes, slots)?;
+                Ok((Box::new(tx), Box::new(rx)))
+            }
+            Self::Tcp(params) => {
+                let (tx, rx) = crate::tcp::connect::<T>(&params)?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
         }
@@ -170,6 +178,7 @@ impl std::fmt::Display for TransportSpec {
             Self::ShmVega { slot_bytes, slots } => {
                 write!(f, "shm-vega(slot_bytes={slot_bytes}, slots={slots})")
             }
+            Self::Tcp(params) => write!(f, "tcp({params})"),
         }
     }
 }

@@ -1,0 +1,126 @@
+//! The `tcp` transport: framed, batched tuples over one TCP connection per sender, for edges
+//! between processes and (later) between hosts.
+//!
+//! The receiver binds a listener to exactly the address it is given and accepts a fixed number
+//! of senders (fan-in); each sender connects, proves it belongs to the job by presenting the
+//! job's secret, and then streams frames of messages. Nothing flows back except TCP's own
+//! acknowledgements and window updates: backpressure is TCP's flow control, seen by the sender
+//! as a socket that would block.
+//!
+//! # Wire format
+//!
+//! All integers are little-endian. A sender first writes one hello of [`HELLO_LEN`] bytes:
+//!
+//! ```text
+//!  0          8        10        12          16         20           24            28                60
+//!  +----------+--------+---------+-----------+----------+------------+-------------+-----------------+
+//!  | magic    | version| reserved| sender    | encoding | tuple size | frame limit | job secret      |
+//!  | SLUICETP | u16 = 1| u16 = 0 | index u32 | u32 0|1  | u32        | u32         | 32 bytes        |
+//!  +----------+--------+---------+-----------+----------+------------+-------------+-----------------+
+//! ```
+//!
+//! `encoding` is 0 for normal tuples (tuple size 0) and 1 for facade tuples of `tuple size`
+//! bytes; `frame limit` is the largest frame body the sender will write. The receiver drops
+//! the connection (and counts it as refused) unless the magic, version and reserved field are
+//! exact, the secret matches (compared in constant time), the index is below the number of
+//! senders and not taken, the encoding matches its own tuple type and the frame limit is no
+//! larger than its own. A refused sender finds its connection closed ([`SendError::Closed`]);
+//! a refusal never poisons the edge, so a stranger cannot break a job by connecting to it.
+//!
+//! Then frames, each a length and a body of whole records:
+//!
+//! ```text
+//!  frame:   +---------------+-----------------------------------------------+
+//!           | body len u32  | records (1 ..= frame limit bytes)             |
+//!           +---------------+-----------------------------------------------+
+//!  records: +------+---------------+---------+---------+-----+
+//!           | 0x01 | count u32 >= 1| tuple 1 | tuple 2 | ... |      a run of data tuples
+//!           +------+---------------+---------+---------+-----+
+//!           | 0x02 |                                               a punctuation
+//!           | 0x03 |                                               the end of the stream
+//!  tuple:   facade: its `tuple size` bytes
+//!           normal: +-------------------------+---------------+
+//!                   | len u32 <= max tuple    | len bytes     |
+//!                   +-------------------------+---------------+
+//! ```
+//!
+//! A record never spans two frames, and nothing follows the end of the stream. The receiver
+//! checks every length against its own limits before it reads or copies anything: a frame
+//! longer than its frame limit, a run of zero tuples or more tuples than the frame holds, a
+//! tuple longer than its maximum, an unknown tag, a tuple that does not decode, or a byte
+//! after the end of the stream poison the edge with [`RecvError::Malformed`]. Its buffers are
+//! sized from its own parameters once, so nothing a peer sends makes it allocate.
+//!
+//! # Batching
+//!
+//! Messages are appended to the current frame in the sender's buffer and written with one
+//! `write` per batch of frames (the socket has `TCP_NODELAY`: the batching is ours, so the
+//! kernel sends at once what it is given). When a frame is written depends on the
+//! [`BatchProfile`]:
+//!
+//! - **latency**: every message is written as soon as it is offered if the socket is idle
+//!   (nothing of ours waits in the buffer); while the socket pushes back, messages coalesce and
+//!   go out together at the next `flush` — plain TCP with `TCP_NODELAY`.
+//! - **throughput**: messages coalesce into one frame up to `batch_bytes`, and `flush` holds a
+//!   frame back until its first message is `max_batch_us` old, so several units of work share
+//!   one system call (IBM LLM's `MaxBatchingMicro`).
+//! - **adaptive** (the default): like throughput, but the hold moves between `min_batch_us`
+//!   and `max_batch_us`: it doubles whenever the socket pushes back (the receiver is behind,
+//!   so waiting costs nothing) and halves whenever a write goes through whole.
+//!
+//! A frame reaching `batch_bytes` is written at once, and an end of stream is written by the
+//! next `flush` whatever the profile. A sender holding messages back says so through
+//! [`TupleSender::pending`]: its caller must call `flush` again, even without new offers.
+//!
+//! # What "sent" means
+//!
+//! `offer` returning `Ok` means the sender holds the message; once `flush` leaves nothing
+//! [`pending`](TupleSender::pending), the kernel holds it. From there TCP delivers a prefix of
+//! the byte stream, in order and without duplicates. If the connection is lost, messages in
+//! flight may be lost, but never silently: the receiver reports [`RecvError::Disconnected`]
+//! instead of an end of stream (it delivers `EndOfStream` only when everything before it
+//! arrived), and the sender's next `offer` returns [`SendError::Closed`]. Dropping a sender
+//! writes what it still holds (waiting at most [`DROP_DRAIN`]) and closes the connection; a
+//! sender dropped without offering the end of stream is reported as disconnected.
+
+mod params;
+mod receiver;
+mod secret;
+mod sender;
+mod wire;
+
+pub use params::{BatchProfile, TcpParams};
+pub use receiver::{bind_receiver, TcpReceiver};
+pub use secret::{InvalidSecret, JobSecret, SECRET_LEN};
+pub use sender::{connect_sender, TcpSender, CONNECT_PATIENCE, DROP_DRAIN};
+pub use wire::{HELLO_LEN, MAGIC, VERSION};
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use sluice_types::Tuple;
+
+use crate::TransportError;
+#[cfg(doc)]
+use crate::{RecvError, SendError, TupleSender};
+
+/// How long the in-process [`connect`] waits for its receiver to accept its sender.
+const ACCEPT_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Both ends of one edge over loopback, for two threads of one process: a receiver on
+/// `127.0.0.1` at a port the system picks, a fresh random secret, and one sender already
+/// accepted.
+pub fn connect<T: Tuple>(
+    params: &TcpParams,
+) -> Result<(TcpSender<T>, TcpReceiver<T>), TransportError> {
+    let secret = JobSecret::random()?;
+    let (mut receiver, addr) = bind_receiver::<T>(
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        &secret,
+        1,
+        params,
+    )?;
+    let sender = connect_sender::<T>(addr, &secret, 0, params)?;
+    receiver.wait_for_senders(ACCEPT_PATIENCE)?;
+    Ok((sender, receiver))
+}

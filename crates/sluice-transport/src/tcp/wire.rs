@@ -1,0 +1,194 @@
+//! The byte layout of the `tcp` transport (drawn in [`crate::tcp`]): the hello's offsets, the
+//! record tags and the frame limits both ends derive from their parameters.
+
+use sluice_types::{Encoding, Tuple};
+
+use super::params::TcpParams;
+use super::secret::{JobSecret, SECRET_LEN};
+use crate::TransportError;
+
+/// The first bytes of every connection.
+pub const MAGIC: [u8; 8] = *b"SLUICETP";
+/// The wire format's version; bumped whenever anything drawn in [`crate::tcp`] changes.
+pub const VERSION: u16 = 1;
+/// Bytes in the hello.
+pub const HELLO_LEN: usize = SECRET_AT + SECRET_LEN;
+
+const MAGIC_AT: usize = 0;
+const VERSION_AT: usize = 8;
+const RESERVED_AT: usize = 10;
+const SENDER_AT: usize = 12;
+const ENCODING_AT: usize = 16;
+const TUPLE_SIZE_AT: usize = 20;
+const FRAME_LIMIT_AT: usize = 24;
+const SECRET_AT: usize = 28;
+const _: () = assert!(MAGIC_AT + MAGIC.len() == VERSION_AT);
+const _: () = assert!(HELLO_LEN == 60);
+
+/// The `encoding` field of the hello.
+const ENCODING_NORMAL: u32 = 0;
+const ENCODING_FACADE: u32 = 1;
+
+/// Bytes of a frame's length prefix.
+pub(crate) const FRAME_HEADER: usize = 4;
+/// Bytes of a data run's tag and tuple count.
+pub(crate) const RUN_HEADER: usize = 5;
+/// Bytes of a normal tuple's length prefix.
+pub(crate) const LEN_PREFIX: usize = 4;
+/// A run of data tuples.
+pub(crate) const TAG_DATA: u8 = 1;
+/// A punctuation.
+pub(crate) const TAG_PUNCTUATION: u8 = 2;
+/// The end of the stream.
+pub(crate) const TAG_END: u8 = 3;
+
+/// What both ends derive from the tuple type and the parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Framing {
+    /// The size of a facade tuple; `None` for normal tuples, which carry their length.
+    pub(crate) facade: Option<usize>,
+    /// The largest encoded tuple.
+    pub(crate) max_tuple: usize,
+    /// The largest frame body.
+    pub(crate) frame_limit: usize,
+}
+
+impl Framing {
+    /// The framing of tuples `T` under `params`, which are checked.
+    pub(crate) fn new<T: Tuple>(params: &TcpParams) -> Result<Self, TransportError> {
+        params.validate()?;
+        let facade = match T::ENCODING {
+            Encoding::Facade { size: 0 } => {
+                // A run of empty tuples would let a few bytes stand for any number of tuples.
+                return Err(TransportError::InvalidParameter {
+                    transport: "tcp",
+                    parameter: "tuple type",
+                    reason: format!("{} has no bytes to send", std::any::type_name::<T>()),
+                });
+            }
+            Encoding::Facade { size } => Some(size),
+            Encoding::Normal => None,
+        };
+        // Both are at most MAX_BYTES_PARAMETER (64 MiB), so the sum fits a u32 frame length.
+        let frame_limit = params
+            .batch_bytes
+            .max(RUN_HEADER + LEN_PREFIX + params.max_tuple_bytes);
+        Ok(Self {
+            facade,
+            max_tuple: params.max_tuple_bytes,
+            frame_limit,
+        })
+    }
+
+    /// The hello a sender with this framing writes.
+    pub(crate) fn hello(&self, secret: &JobSecret, sender: u32) -> [u8; HELLO_LEN] {
+        let mut hello = [0u8; HELLO_LEN];
+        hello[MAGIC_AT..VERSION_AT].copy_from_slice(&MAGIC);
+        hello[VERSION_AT..RESERVED_AT].copy_from_slice(&VERSION.to_le_bytes());
+        put_u32(&mut hello, SENDER_AT, sender);
+        let (encoding, size) = self.encoding_fields();
+        put_u32(&mut hello, ENCODING_AT, encoding);
+        put_u32(&mut hello, TUPLE_SIZE_AT, size);
+        put_u32(&mut hello, FRAME_LIMIT_AT, saturating_u32(self.frame_limit));
+        hello[SECRET_AT..].copy_from_slice(secret.bytes());
+        hello
+    }
+
+    /// The sender index a hello presents, if a receiver with this framing, `secret` and
+    /// `senders` senders may accept it (whether the index is already taken is the receiver's
+    /// to check).
+    pub(crate) fn accepts(
+        &self,
+        hello: &[u8; HELLO_LEN],
+        secret: &JobSecret,
+        senders: usize,
+    ) -> Option<usize> {
+        // The secret is checked whatever else is wrong, so the time taken tells nothing.
+        let secret_ok = secret.matches(&hello[SECRET_AT..]);
+        let framing_ok = hello[MAGIC_AT..VERSION_AT] == MAGIC
+            && hello[VERSION_AT..RESERVED_AT] == VERSION.to_le_bytes()
+            && hello[RESERVED_AT..SENDER_AT] == [0, 0]
+            && (get_u32(hello, ENCODING_AT), get_u32(hello, TUPLE_SIZE_AT))
+                == self.encoding_fields()
+            && get_u32(hello, FRAME_LIMIT_AT) <= saturating_u32(self.frame_limit);
+        let sender = usize::try_from(get_u32(hello, SENDER_AT)).ok()?;
+        (secret_ok && framing_ok && sender < senders).then_some(sender)
+    }
+
+    fn encoding_fields(&self) -> (u32, u32) {
+        match self.facade {
+            Some(size) => (ENCODING_FACADE, saturating_u32(size)),
+            None => (ENCODING_NORMAL, 0),
+        }
+    }
+}
+
+fn saturating_u32(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// Writes `value` little-endian at `at`.
+pub(crate) fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
+    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Reads the little-endian `u32` at `at` of a slice known to hold it.
+pub(crate) fn get_u32(bytes: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_types::BytesTuple;
+
+    fn framing<T: Tuple>() -> Framing {
+        Framing::new::<T>(&TcpParams::default()).unwrap()
+    }
+
+    #[test]
+    fn a_hello_is_accepted_only_with_everything_right() {
+        let secret = JobSecret::from_bytes([3; SECRET_LEN]);
+        let f = framing::<u64>();
+        let hello = f.hello(&secret, 2);
+        assert_eq!(&hello[..8], b"SLUICETP");
+        assert_eq!(f.accepts(&hello, &secret, 3), Some(2));
+        assert_eq!(f.accepts(&hello, &secret, 2), None, "index out of range");
+        let wrong = JobSecret::from_bytes([4; SECRET_LEN]);
+        assert_eq!(f.accepts(&hello, &wrong, 3), None, "wrong secret");
+        assert_eq!(
+            framing::<BytesTuple>().accepts(&hello, &secret, 3),
+            None,
+            "another encoding"
+        );
+        assert_eq!(
+            framing::<u32>().accepts(&hello, &secret, 3),
+            None,
+            "another tuple size"
+        );
+        for at in [0, VERSION_AT, RESERVED_AT, FRAME_LIMIT_AT + 3] {
+            let mut bad = hello;
+            bad[at] ^= 0x40;
+            assert_eq!(f.accepts(&bad, &secret, 3), None, "byte {at} changed");
+        }
+    }
+
+    #[test]
+    fn the_frame_limit_holds_a_batch_and_the_largest_tuple() {
+        let params = TcpParams {
+            batch_bytes: 100,
+            max_tuple_bytes: 1000,
+            ..TcpParams::default()
+        };
+        let f = Framing::new::<u64>(&params).unwrap();
+        assert_eq!(f.frame_limit, 1000 + RUN_HEADER + LEN_PREFIX);
+        assert_eq!(f.facade, Some(8));
+        let bigger = TcpParams {
+            batch_bytes: 5000,
+            ..params
+        };
+        assert_eq!(Framing::new::<u64>(&bigger).unwrap().frame_limit, 5000);
+    }
+}
