@@ -412,6 +412,7 @@ impl<T: Tuple> TupleSender<T> for TcpSender<T> {
             return refuse(error, message);
         }
         let idle = self.unwritten() == 0;
+        let closed_before = self.closed_end();
         let appended = match &message {
             Message::Data(tuple) => self.append_data(tuple),
             Message::Punctuation => {
@@ -427,10 +428,12 @@ impl<T: Tuple> TupleSender<T> for TcpSender<T> {
         if let Err(error) = appended {
             return refuse(error, message);
         }
+        // A frame filled up (closed to make room, or at the byte budget) goes at once.
         let write_now = match self.profile {
             BatchProfile::Latency => idle,
             BatchProfile::Throughput | BatchProfile::Adaptive => false,
-        } || self.open_body() >= self.batch_bytes;
+        } || self.closed_end() > closed_before
+            || self.open_body() >= self.batch_bytes;
         if write_now {
             self.close_open();
             // The message is ours now: a lost connection is reported by the next call.
@@ -496,5 +499,78 @@ impl<T> Drop for TcpSender<T> {
             }
         }
         let _ = self.stream.shutdown(Shutdown::Write);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TupleReceiver;
+
+    #[test]
+    fn the_adaptive_hold_grows_under_pushback_and_shrinks_when_writes_go_through() {
+        let params = TcpParams {
+            profile: BatchProfile::Adaptive,
+            min_batch_us: 0,
+            max_batch_us: 500,
+            batch_bytes: 256,
+            max_tuple_bytes: 64,
+            socket_buffer_bytes: Some(4096),
+        };
+        let (mut tx, mut rx) = super::super::connect::<u64>(&params).unwrap();
+        assert_eq!(tx.hold, Duration::ZERO);
+        // Nobody reads: the socket fills and pushes back.
+        loop {
+            match tx.offer(Message::Data(1)) {
+                Ok(()) => tx.flush(),
+                Err(refused) => {
+                    assert_eq!(refused.error, SendError::Full);
+                    break;
+                }
+            }
+        }
+        assert!(tx.hold > Duration::ZERO, "{:?}", tx.hold);
+        assert!(tx.hold <= Duration::from_micros(500), "{:?}", tx.hold);
+        // The receiver catches up: whole writes bring the hold back to the minimum.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut out = Vec::new();
+        while tx.hold > Duration::ZERO {
+            assert!(
+                Instant::now() < deadline,
+                "the hold stayed at {:?}",
+                tx.hold
+            );
+            while rx.poll(4096, &mut out).unwrap() > 0 {
+                out.clear();
+            }
+            if !tx.pending() {
+                tx.offer(Message::Data(2)).unwrap();
+            }
+            tx.flush();
+        }
+    }
+
+    #[test]
+    fn room_is_a_promise() {
+        let params = TcpParams {
+            batch_bytes: 100,
+            max_tuple_bytes: 8,
+            socket_buffer_bytes: Some(4096),
+            ..TcpParams::with_profile(BatchProfile::Throughput)
+        };
+        let (mut tx, _rx) = super::super::connect::<u64>(&params).unwrap();
+        let mut offered = 0u64;
+        loop {
+            let room = tx.room();
+            if room == 0 {
+                break;
+            }
+            for _ in 0..room {
+                tx.offer(Message::Data(offered)).expect("room promised it");
+                offered += 1;
+            }
+            assert!(offered < 1_000_000, "room never ran out");
+        }
+        assert!(offered > 0);
     }
 }

@@ -1,0 +1,443 @@
+//! What the `tcp` transport does beyond the conformance suite: it admits only senders with the
+//! job's secret and a free index, survives hostile bytes (a proptest feeds random frames
+//! through a raw socket), reports a sender cut off mid-stream, merges several senders, waits
+//! for a receiver that is still starting, and batches as its profile says.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use sluice_transport::tcp::{
+    bind_receiver, connect_sender, BatchProfile, JobSecret, TcpParams, TcpReceiver, HELLO_LEN,
+    MAGIC, SECRET_LEN, VERSION,
+};
+use sluice_transport::{RecvError, SendError, TupleReceiver, TupleSender};
+use sluice_types::{BytesTuple, Message, Tuple};
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+const SECRET: [u8; SECRET_LEN] = [0x5a; SECRET_LEN];
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+fn secret() -> JobSecret {
+    JobSecret::from_bytes(SECRET)
+}
+
+fn receiver<T: Tuple>(senders: usize, params: &TcpParams) -> (TcpReceiver<T>, SocketAddr) {
+    bind_receiver::<T>(loopback(), &secret(), senders, params).expect("bind")
+}
+
+/// A hello laid out by hand from the module's diagram.
+fn hello(secret: &[u8; SECRET_LEN], index: u32, facade: Option<u32>, frame_limit: u32) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend_from_slice(&MAGIC);
+    h.extend_from_slice(&VERSION.to_le_bytes());
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&index.to_le_bytes());
+    let (encoding, size) = facade.map_or((0u32, 0u32), |size| (1, size));
+    h.extend_from_slice(&encoding.to_le_bytes());
+    h.extend_from_slice(&size.to_le_bytes());
+    h.extend_from_slice(&frame_limit.to_le_bytes());
+    h.extend_from_slice(secret);
+    assert_eq!(h.len(), HELLO_LEN);
+    h
+}
+
+/// The frame limit of default parameters: the largest tuple with its run and length headers.
+const DEFAULT_FRAME_LIMIT: u32 = (64 << 10) + 9;
+
+/// Polls until `n` messages or an end of stream arrived, the receiver fails, or the watchdog
+/// fires.
+fn receive<T: Tuple + PartialEq>(
+    rx: &mut TcpReceiver<T>,
+    n: usize,
+) -> (Vec<Message<T>>, Option<RecvError>) {
+    let deadline = Instant::now() + WATCHDOG;
+    let mut out = Vec::new();
+    while out.len() < n && out.last() != Some(&Message::EndOfStream) {
+        assert!(Instant::now() < deadline, "stalled after {}", out.len());
+        match rx.poll(64, &mut out) {
+            Ok(0) => std::thread::yield_now(),
+            Ok(_) => {}
+            Err(e) => return (out, Some(e)),
+        }
+    }
+    (out, None)
+}
+
+/// Connects a raw socket to a fresh `u64` receiver, presents a good hello, writes `bytes` and
+/// closes; returns what the receiver made of it.
+fn hostile_u64(bytes: &[u8]) -> (Vec<Message<u64>>, Option<RecvError>) {
+    let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    let mut raw = TcpStream::connect(addr).unwrap();
+    raw.write_all(&hello(&SECRET, 0, Some(8), DEFAULT_FRAME_LIMIT))
+        .unwrap();
+    raw.write_all(bytes).unwrap();
+    drop(raw);
+    let (mut out, error) = receive(&mut rx, usize::MAX);
+    if error.is_some() {
+        return (out, error);
+    }
+    // Whatever followed the end of stream was written before it was read: a few more polls
+    // see it.
+    for _ in 0..100 {
+        if let Err(e) = rx.poll(64, &mut out) {
+            return (out, Some(e));
+        }
+        std::thread::yield_now();
+    }
+    (out, None)
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as u32).to_le_bytes().to_vec();
+    f.extend_from_slice(body);
+    f
+}
+
+fn run_of_u64(values: &[u64]) -> Vec<u8> {
+    let mut body = vec![1];
+    body.extend_from_slice(&(values.len() as u32).to_le_bytes());
+    for v in values {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    body
+}
+
+#[test]
+fn the_receiver_binds_only_to_the_address_given() {
+    let (rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    assert!(addr.ip().is_loopback(), "{addr}");
+    assert_ne!(addr.port(), 0);
+    assert_eq!(rx.local_addr(), addr);
+}
+
+#[test]
+fn a_hand_made_hello_and_frames_are_understood() {
+    let mut bytes = frame(&run_of_u64(&[1, 2, 3]));
+    bytes.extend(frame(&[2]));
+    bytes.extend(frame(&[3]));
+    let (out, error) = hostile_u64(&bytes);
+    assert_eq!(error, None);
+    assert_eq!(
+        out,
+        vec![
+            Message::Data(1),
+            Message::Data(2),
+            Message::Data(3),
+            Message::Punctuation,
+            Message::EndOfStream
+        ]
+    );
+}
+
+#[test]
+fn a_sender_without_the_secret_is_refused_and_the_edge_lives_on() {
+    let params = TcpParams::with_profile(BatchProfile::Latency);
+    let (mut rx, addr) = receiver::<u64>(1, &params);
+    let wrong = JobSecret::from_bytes([0x5b; SECRET_LEN]);
+    let mut intruder = connect_sender::<u64>(addr, &wrong, 0, &params).unwrap();
+    let deadline = Instant::now() + WATCHDOG;
+    while rx.refused() == 0 {
+        assert!(Instant::now() < deadline, "the intruder was never refused");
+        assert_eq!(rx.poll(8, &mut Vec::new()), Ok(0));
+        std::thread::yield_now();
+    }
+    // The intruder finds its connection closed.
+    let refused = loop {
+        assert!(Instant::now() < deadline, "the intruder could send forever");
+        match intruder.offer(Message::Data(13)) {
+            Ok(()) => intruder.flush(),
+            Err(r) => break r.error,
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(refused, SendError::Closed);
+
+    let mut good = connect_sender::<u64>(addr, &secret(), 0, &params).unwrap();
+    good.offer(Message::Data(42)).unwrap();
+    good.offer(Message::EndOfStream).unwrap();
+    good.flush();
+    let (out, error) = receive(&mut rx, 2);
+    assert_eq!(error, None);
+    assert_eq!(out, vec![Message::Data(42), Message::EndOfStream]);
+    assert_eq!(rx.refused(), 1);
+}
+
+#[test]
+fn bad_hellos_and_taken_indices_are_refused() {
+    let (mut rx, addr) = receiver::<u64>(2, &TcpParams::default());
+    let good = hello(&SECRET, 1, Some(8), DEFAULT_FRAME_LIMIT);
+    let mut bad_magic = good.clone();
+    bad_magic[0] = b'X';
+    let cases = [
+        bad_magic,
+        hello(&SECRET, 2, Some(8), DEFAULT_FRAME_LIMIT), // index out of range
+        hello(&SECRET, 1, Some(4), DEFAULT_FRAME_LIMIT), // another tuple size
+        hello(&SECRET, 1, None, DEFAULT_FRAME_LIMIT),    // another encoding
+        hello(&SECRET, 1, Some(8), DEFAULT_FRAME_LIMIT + 1), // frames we would refuse
+        good[..HELLO_LEN - 1].to_vec(),                  // cut short
+        good.clone(),                                    // admitted
+        good,                                            // index 1 again
+    ];
+    let mut sockets = Vec::new();
+    for bytes in &cases {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(bytes).unwrap();
+        if bytes.len() < HELLO_LEN {
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        sockets.push(s);
+    }
+    let deadline = Instant::now() + WATCHDOG;
+    while rx.refused() < 7 {
+        assert!(Instant::now() < deadline, "refused {}", rx.refused());
+        assert_eq!(rx.poll(8, &mut Vec::new()), Ok(0));
+        std::thread::yield_now();
+    }
+    assert_eq!(rx.connected(), 1);
+    assert_eq!(rx.refused(), 7);
+}
+
+#[test]
+fn hostile_frames_poison_the_edge_as_malformed() {
+    let huge = u32::MAX.to_le_bytes().to_vec();
+    let too_long = (DEFAULT_FRAME_LIMIT + 1).to_le_bytes().to_vec();
+    let mut run_longer_than_frame = frame(&run_of_u64(&[1, 2]));
+    run_longer_than_frame[5] = 3; // the run claims 3 tuples, the frame holds 2
+    let mut after_end = frame(&[3]);
+    after_end.extend(frame(&[2]));
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("a frame length of 4 GiB", huge),
+        ("a frame longer than the limit", too_long),
+        ("an empty frame", frame(&[])),
+        ("an unknown tag", frame(&[9])),
+        ("a run of no tuples", frame(&[1, 0, 0, 0, 0])),
+        ("a run of 2^32-1 tuples", frame(&[1, 255, 255, 255, 255])),
+        ("a run longer than its frame", run_longer_than_frame),
+        ("a tuple cut by its frame", frame(&[1, 1, 0, 0, 0, 1, 2, 3])),
+        ("a run header cut by its frame", frame(&[1, 1])),
+        ("the end of stream before more records", frame(&[3, 2])),
+        ("a frame after the end of stream", after_end),
+    ];
+    for (what, bytes) in cases {
+        let (_, error) = hostile_u64(&bytes);
+        assert_eq!(error, Some(RecvError::Malformed), "{what}");
+    }
+}
+
+#[test]
+fn a_normal_tuple_longer_than_the_limit_is_malformed() {
+    let params = TcpParams {
+        max_tuple_bytes: 16,
+        batch_bytes: 64,
+        ..TcpParams::default()
+    };
+    let (mut rx, addr) = receiver::<BytesTuple>(1, &params);
+    let mut raw = TcpStream::connect(addr).unwrap();
+    raw.write_all(&hello(&SECRET, 0, None, 64)).unwrap();
+    let mut body = vec![1, 1, 0, 0, 0];
+    body.extend_from_slice(&17u32.to_le_bytes());
+    body.extend_from_slice(&[0; 17]);
+    raw.write_all(&frame(&body)).unwrap();
+    let (out, error) = receive(&mut rx, usize::MAX);
+    assert!(out.is_empty());
+    assert_eq!(error, Some(RecvError::Malformed));
+    assert_eq!(
+        rx.poll(1, &mut Vec::new()),
+        Err(RecvError::Malformed),
+        "stays poisoned"
+    );
+}
+
+#[test]
+fn a_sender_cut_off_mid_frame_is_disconnected_not_malformed() {
+    let mut bytes = frame(&run_of_u64(&[7, 8]));
+    bytes.extend_from_slice(&frame(&run_of_u64(&[9, 10]))[..10]);
+    let (out, error) = hostile_u64(&bytes);
+    assert_eq!(out, vec![Message::Data(7), Message::Data(8)]);
+    assert_eq!(error, Some(RecvError::Disconnected));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any bytes after a good hello: no panic, and never more messages than bytes.
+    #[test]
+    fn random_bytes_never_panic_or_multiply(
+        bytes in prop::collection::vec(any::<u8>(), 0..2048),
+        framed in any::<bool>(),
+    ) {
+        // Half the cases wrap the bytes in a frame of the right length, to reach the records.
+        let bytes = if framed && !bytes.is_empty() { frame(&bytes) } else { bytes };
+        let (out, error) = hostile_u64(&bytes);
+        prop_assert!(out.len() <= bytes.len());
+        let ended = out.last() == Some(&Message::EndOfStream);
+        prop_assert!(ended || error.is_some(), "a stream cut without its end is reported");
+    }
+}
+
+#[test]
+fn three_senders_fan_in_each_in_order_with_its_own_end() {
+    const SENDERS: u64 = 3;
+    const EACH: u64 = 20_000;
+    let params = TcpParams {
+        socket_buffer_bytes: Some(8192),
+        ..TcpParams::default()
+    };
+    let (mut rx, addr) = receiver::<u64>(SENDERS as usize, &params);
+    let threads: Vec<_> = (0..SENDERS)
+        .map(|id| {
+            std::thread::spawn(move || {
+                let mut tx = connect_sender::<u64>(addr, &secret(), id as u32, &params).unwrap();
+                for i in 0..EACH {
+                    let mut m = Message::Data(id << 32 | i);
+                    while let Err(r) = tx.offer(m) {
+                        assert_eq!(r.error, SendError::Full);
+                        m = r.message;
+                        tx.flush();
+                        std::thread::yield_now();
+                    }
+                }
+                tx.offer(Message::EndOfStream).unwrap();
+                tx.flush();
+            })
+        })
+        .collect();
+    let mut next = [0u64; SENDERS as usize];
+    let mut ends = 0;
+    let deadline = Instant::now() + WATCHDOG;
+    let mut out = Vec::new();
+    while ends < SENDERS {
+        assert!(Instant::now() < deadline, "stalled at {next:?}");
+        out.clear();
+        rx.poll(256, &mut out).unwrap();
+        for m in &out {
+            match *m {
+                Message::Data(v) => {
+                    let (id, i) = ((v >> 32) as usize, v & 0xffff_ffff);
+                    assert_eq!(i, next[id], "sender {id}");
+                    next[id] += 1;
+                }
+                Message::EndOfStream => ends += 1,
+                Message::Punctuation => panic!("no punctuation was sent"),
+            }
+        }
+    }
+    assert_eq!(next, [EACH; SENDERS as usize]);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        rx.poll(8, &mut Vec::new()),
+        Ok(0),
+        "finished after all ends"
+    );
+}
+
+#[test]
+fn a_sender_waits_for_a_receiver_that_is_still_starting() {
+    // A port that was free a moment ago; the receiver binds it only after the sender started
+    // trying.
+    let port = std::net::TcpListener::bind(loopback())
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let params = TcpParams::default();
+    let sender = std::thread::spawn(move || {
+        let mut tx = connect_sender::<u64>(addr, &secret(), 0, &params).unwrap();
+        tx.offer(Message::Data(1)).unwrap();
+        tx.offer(Message::EndOfStream).unwrap();
+        tx.flush();
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let mut rx = bind_receiver::<u64>(addr, &secret(), 1, &params).unwrap().0;
+    let (out, error) = receive(&mut rx, 2);
+    assert_eq!(error, None);
+    assert_eq!(out, vec![Message::Data(1), Message::EndOfStream]);
+    sender.join().unwrap();
+}
+
+#[test]
+fn the_throughput_profile_holds_a_young_batch_until_the_end_or_the_budget() {
+    let params = TcpParams {
+        profile: BatchProfile::Throughput,
+        min_batch_us: 0,
+        max_batch_us: 1_000_000,
+        batch_bytes: 64,
+        max_tuple_bytes: 16,
+        socket_buffer_bytes: None,
+    };
+    let (mut tx, mut rx) = sluice_transport::tcp::connect::<u64>(&params).unwrap();
+    let started = Instant::now();
+    for v in 0..3 {
+        tx.offer(Message::Data(v)).unwrap();
+    }
+    tx.flush();
+    let mut out = Vec::new();
+    if started.elapsed() < Duration::from_millis(900) {
+        // Still younger than its hold: nothing was written.
+        assert!(tx.pending());
+        assert_eq!(rx.poll(8, &mut out), Ok(0));
+    }
+    tx.offer(Message::EndOfStream).unwrap();
+    tx.flush();
+    assert!(!tx.pending(), "an end of stream goes at the next flush");
+    let (got, error) = receive(&mut rx, 4);
+    assert_eq!(error, None);
+    assert_eq!(
+        got,
+        vec![
+            Message::Data(0),
+            Message::Data(1),
+            Message::Data(2),
+            Message::EndOfStream
+        ]
+    );
+
+    // A frame reaching the byte budget is written without a flush.
+    let (mut tx, mut rx) = sluice_transport::tcp::connect::<u64>(&params).unwrap();
+    for v in 0..20 {
+        tx.offer(Message::Data(v)).unwrap();
+    }
+    let (got, error) = receive(&mut rx, 5);
+    assert_eq!(error, None);
+    assert_eq!(got[..5], (0..5).map(Message::Data).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_registry_names_and_serializes_tcp() {
+    use sluice_transport::TransportSpec;
+    let spec = TransportSpec::Tcp(TcpParams::default());
+    assert_eq!(spec.name(), "tcp");
+    assert_eq!(
+        spec.to_string(),
+        "tcp(profile=adaptive, min_batch_us=0, max_batch_us=200, batch_bytes=65536, \
+         max_tuple_bytes=65536)"
+    );
+    let json = serde_json::to_string(&spec).unwrap();
+    assert_eq!(
+        json,
+        r#"{"kind":"tcp","profile":"adaptive","min_batch_us":0,"max_batch_us":200,"batch_bytes":65536,"max_tuple_bytes":65536,"socket_buffer_bytes":null}"#
+    );
+    assert_eq!(serde_json::from_str::<TransportSpec>(&json).unwrap(), spec);
+    let bad = TransportSpec::Tcp(TcpParams {
+        min_batch_us: 5,
+        max_batch_us: 1,
+        ..TcpParams::default()
+    });
+    let error = bad
+        .connect_typed::<u64>()
+        .err()
+        .expect("refused")
+        .to_string();
+    assert_eq!(
+        error,
+        "transport tcp: min_batch_us must be at most max_batch_us (1), got 5"
+    );
+}
