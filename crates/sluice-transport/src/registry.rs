@@ -149,6 +149,7 @@ impl TransportSpec {
                 let rx = crate::shm_vega::create_receiver::<T>(&site.segment, slot_bytes, slots)?;
                 Ok(Box::new(rx))
             }
+            Self::Tcp(_) => Err(Self::no_rendezvous()),
         }
     }
 
@@ -166,7 +167,18 @@ impl TransportSpec {
                 slot_bytes,
                 slots,
             )?)),
+            Self::Tcp(_) => Err(Self::no_rendezvous()),
         }
+    }
+
+    /// A `tcp` channel between PEs needs the receiver's bound address and the job's secret
+    /// handed to its senders, which no launcher provides yet; `crate::tcp` has the endpoints.
+    fn no_rendezvous() -> TransportError {
+        TransportError::Setup(
+            "the tcp transport cannot join PEs yet: no launcher hands the receiver's address \
+             and the job's secret to its senders"
+                .into(),
+        )
     }
 }
 
