@@ -14,13 +14,15 @@
 //! offset  line                          fields (u64 each)                  written by
 //!    0    RESERVE_LINE_OFFSET           write_pos                          every producer (CAS)
 //!   64    SHARED_LINE_OFFSET            magic, version, capacity, window,  creator; flags and
-//!                                       flags, hole_mask                   hole_mask rarely
+//!                                       flags, hole_mask, consumer_pid     hole_mask rarely
 //!  128    CONSUMER_LINE_OFFSET          read_pos, skipped_records,         the consumer
 //!                                       skipped_spans, corrupt_records
 //!  192    PRODUCERS_LINE_OFFSET         producers, lost_commits,           producers, rarely
-//!                                       late_claims
+//!                                       late_claims, joined
 //!  256    HOLES_LINE_OFFSET             8 hole slots: start | len << 32    the consumer
-//!  320    DATA_OFFSET                   the byte ring: `capacity` bytes (a power of two)
+//!  320    PRODUCER_TABLE_OFFSET         16 producer slots (two lines):     each joined producer,
+//!                                       pid | joined << 32 | left << 33    at join and at leave
+//!  448    DATA_OFFSET                   the byte ring: `capacity` bytes (a power of two)
 //! ```
 //! `write_pos` and `read_pos` are byte *positions* that grow forever (a `u64` does not wrap in
 //! practice); a position's ring offset is `position & (capacity - 1)` and its *lap* is
@@ -111,6 +113,15 @@
 //! how large one fits now). With all [`HOLE_SLOTS`] slots in use the consumer cannot skip any
 //! more and poisons the ring ([`OsrError::TooManyHoles`]).
 //!
+//! **The caller may decide instead.** A `window` of `u64::MAX` polls never expires; then
+//! [`OsrConsumer::stall`] says what holds the left edge after a poll (a record still
+//! `Writing`, with its target, or an unclaimed reservation) and [`OsrConsumer::skip_stall`]
+//! skips it now, exactly as an expired window would. A caller that knows which producers are
+//! alive (the producer table, below) skips only a dead producer's record, so a live producer
+//! never loses one however long it is descheduled. Skipping an *unclaimed* reservation never
+//! loses data even when its producer is alive: its claim then fails before it wrote anything,
+//! and it reserves again.
+//!
 //! So a producer dying at any instruction costs at most its own record (or records), stalls
 //! the left edge for `window` polls and never the right side; and a producer that was only
 //! slow never corrupts anything: it learns that its record was lost.
@@ -129,6 +140,29 @@
 //! No CAS can succeed on a recycled word (no ABA): `write_pos` only grows, so a producer with
 //! a stale view fails its reservation CAS; a status word is CASed only by the owner of a live
 //! reservation, whose bytes cannot be recycled before it acknowledges, and by the consumer.
+//!
+//! # Open batches
+//! A producer can keep one batch record open across calls ([`OsrProducer::try_open_batch`]):
+//! reserved and claimed at a generous size, filled tuple by tuple
+//! ([`OsrProducer::append_to_batch`]), and committed later ([`OsrProducer::commit_batch`])
+//! *shrunk* to what was written. Shrinking writes a `Flush` status word covering the unused
+//! tail inside the record (atomically, before the commit) and then commits the status word with
+//! the smaller extent: the consumer, which reads the record only after the Release commit,
+//! delivers the short record and passes the pad. If the consumer skipped the record first, the
+//! commit CAS fails as for any record and the producer acknowledges the whole reservation (the
+//! pad word lies inside the quarantined hole, which nobody reads). An empty batch is aborted.
+//! A producer holds at most one open batch and reserves nothing else while it is open, so the
+//! ordering argument of the right side ("commits before it reserves its next one") holds.
+//!
+//! # The producer table
+//! A producer made by [`OsrRing::join`] takes the next of [`PRODUCER_SLOTS`] slots (a
+//! `fetch_add` on `joined`) and stores its process id there (Release); when its handle drops it
+//! sets the slot's `left` bit (Release, after all its commits). The consumer reads the table
+//! ([`OsrConsumer::producer`]) to tell a producer that died (its pid is gone) or left from one
+//! that is merely slow; records name their producer by whatever the caller puts in `target`
+//! (the `shm-osr` transport puts the slot index there). The consumer stores its own pid in the
+//! shared line when it attaches, so producers can tell a dead consumer
+//! ([`OsrProducer::consumer_pid`]).
 //!
 //! # Failure model
 //! A producer may stop forever at any instruction (its process killed) or be delayed for any
@@ -173,11 +207,13 @@ use sluice_sync::atomic::Ordering;
 use sluice_sync::sync::Arc;
 
 pub use consumer::{OsrConsumer, OsrRecord, OsrTuples};
+pub use consumer::{OsrProducerEntry, OsrStall};
 pub use control::{
     CONSUMER_LINE_OFFSET, CONTROL_BYTES, DATA_OFFSET, HOLES_LINE_OFFSET, HOLE_SLOTS,
-    LAYOUT_VERSION, MAGIC, PRODUCERS_LINE_OFFSET, RESERVE_LINE_OFFSET, SHARED_LINE_OFFSET,
+    LAYOUT_VERSION, MAGIC, PRODUCERS_LINE_OFFSET, PRODUCER_SLOTS, PRODUCER_TABLE_OFFSET,
+    RESERVE_LINE_OFFSET, SHARED_LINE_OFFSET,
 };
-pub use producer::{OsrProducer, OsrReservation};
+pub use producer::{batch_item_bytes, OsrProducer, OsrReservation};
 
 use crate::memory::{HeapMemory, RingMemory, CACHE_LINE};
 use control::Control;
@@ -189,7 +225,8 @@ pub struct OsrLayout {
     /// Bytes in the ring: a power of two from [`OsrLayout::MIN_CAPACITY`] to
     /// [`OsrLayout::MAX_CAPACITY`].
     pub capacity_bytes: usize,
-    /// How many polls the consumer waits on an unready record before skipping it (≥ 1; see the
+    /// How many polls the consumer waits on an unready record before skipping it (≥ 1;
+    /// `u64::MAX`: never by itself, the caller skips with [`OsrConsumer::skip_stall`]; see the
     /// module doc, "The window").
     pub window: u64,
 }
@@ -274,6 +311,8 @@ pub enum OsrError {
     },
     /// A record must be skipped but every hole slot is held by a producer that never came back.
     TooManyHoles,
+    /// Every slot of the producer table is taken.
+    ProducerTableFull,
 }
 
 impl fmt::Display for OsrError {
@@ -299,6 +338,10 @@ impl fmt::Display for OsrError {
             Self::TooManyHoles => write!(
                 f,
                 "OSR ring: {HOLE_SLOTS} producers died mid-write; no hole slot left to skip another"
+            ),
+            Self::ProducerTableFull => write!(
+                f,
+                "OSR ring: all {PRODUCER_SLOTS} producer slots are taken; no more producers can join"
             ),
         }
     }
@@ -596,9 +639,16 @@ impl<M: RingMemory> OsrRing<M> {
         }
     }
 
-    /// A new producer handle (any number, in any process).
+    /// A new producer handle (any number, in any process), not in the producer table.
     pub fn producer(&self) -> OsrProducer<M> {
         OsrProducer::attach(self.shared.clone())
+    }
+
+    /// A new producer handle that takes the next slot of the producer table, recording this
+    /// process's id there; [`OsrProducer::id`] is the slot. When the handle drops, its slot is
+    /// marked as left (see the module doc, "The producer table").
+    pub fn join(&self) -> Result<OsrProducer<M>, OsrError> {
+        OsrProducer::join(self.shared.clone())
     }
 
     /// The ring's one consumer.

@@ -12,7 +12,11 @@
 //! - a producer dying after its claim and one dying between reserve and claim: the consumer
 //!   skips each after the window and still delivers the other producer's record;
 //! - a live producer racing a window of one poll: it is either delivered or told it was lost
-//!   (never both, never neither), and the hole its skip leaves is reclaimed.
+//!   (never both, never neither), and the hole its skip leaves is reclaimed;
+//! - an open batch committed shrunk (a pad word written inside it) racing the consumer's
+//!   caller-driven skip (`skip_stall`): delivered and the record after its pad too, or lost;
+//! - a joined producer that leaves: once the consumer sees it left, every record it committed
+//!   lies below the write position it reads next, and is delivered.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p
 //! sluice-ring --test osr_loom`.
@@ -20,7 +24,9 @@
 
 use loom::thread;
 use sluice_ring::memory::HeapMemory;
-use sluice_ring::osr::{OsrConsumer, OsrLayout, OsrProducer, OsrRing, PushError};
+use sluice_ring::osr::{
+    CommitError, OsrConsumer, OsrLayout, OsrProducer, OsrRing, OsrStall, PushError,
+};
 
 type Producer = OsrProducer<HeapMemory>;
 type Consumer = OsrConsumer<HeapMemory>;
@@ -248,5 +254,87 @@ fn a_live_producer_racing_a_one_poll_window_is_delivered_or_told_it_was_lost() {
         while poll(&mut c, &mut got) > 0 {}
         assert_eq!(c.stats().holes, 0);
         assert!(again.try_reserve(2, 24).is_ok());
+    });
+}
+
+#[test]
+fn an_open_batch_committed_shrunk_racing_a_caller_skip_is_delivered_or_lost() {
+    model(3, || {
+        let (mut p, mut c, _ring) = ring(u64::MAX);
+        let mut other = p.clone();
+        let producer = thread::spawn(move || {
+            // 24 payload bytes reserved (a 32-byte record), one 1-byte tuple written (16
+            // bytes): the commit shrinks the record to 24 bytes and pads the last 8.
+            p.try_open_batch(1, 24).unwrap();
+            assert!(p.append_to_batch(&[7]));
+            p.commit_batch()
+        });
+        let mut got: Vec<(u32, Vec<Vec<u8>>)> = Vec::new();
+        let poll_tuples = |c: &mut Consumer, got: &mut Vec<(u32, Vec<Vec<u8>>)>| {
+            c.poll(usize::MAX, |r| {
+                got.push((r.target(), r.tuples().map(<[u8]>::to_vec).collect()))
+            })
+            .unwrap()
+        };
+        // The consumer skips the record the first time it sees it still `Writing`.
+        let mut skipped = false;
+        while got.is_empty() && !skipped {
+            poll_tuples(&mut c, &mut got);
+            if c.stall() == Some(OsrStall::Writing { target: 1 }) {
+                skipped = c.skip_stall().unwrap();
+            }
+            thread::yield_now();
+        }
+        let outcome = producer.join().unwrap();
+        match outcome {
+            Ok(1) => assert!(!skipped),
+            Err(CommitError::Lost) => assert!(skipped && got.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        // The next record lies after the pad (or after the hole).
+        loop {
+            match other.try_push(2, &[2; 8]) {
+                Ok(()) => break,
+                Err(PushError::Full | PushError::TooLarge { .. }) => {
+                    poll_tuples(&mut c, &mut got);
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        while !got.iter().any(|(t, _)| *t == 2) {
+            poll_tuples(&mut c, &mut got);
+        }
+        let mut want = if skipped {
+            vec![]
+        } else {
+            vec![(1, vec![vec![7]])]
+        };
+        want.push((2, vec![vec![2; 8]]));
+        assert_eq!(got, want);
+    });
+}
+
+#[test]
+fn a_joined_producer_that_left_has_all_its_records_below_the_write_position() {
+    model(3, || {
+        let layout = OsrLayout::new(64, u64::MAX).unwrap();
+        let ring = OsrRing::create(HeapMemory::zeroed(layout.bytes_needed()), layout).unwrap();
+        let mut c = ring.consumer().unwrap();
+        let mut p = ring.join().unwrap();
+        let producer = thread::spawn(move || {
+            push(&mut p, 0, &[5; 8]).unwrap();
+            drop(p);
+        });
+        let mut got = Vec::new();
+        while !c.producer(0).is_some_and(|e| e.left) {
+            poll(&mut c, &mut got);
+            thread::yield_now();
+        }
+        let end = c.write_position();
+        while c.read_position() < end {
+            poll(&mut c, &mut got);
+        }
+        assert_eq!(got, vec![(0, vec![5; 8])]);
+        producer.join().unwrap();
     });
 }

@@ -6,7 +6,7 @@ use sluice_sync::sync::Arc;
 
 use super::control::{
     decode_hole, encode_hole, FLAG_CONSUMER_ATTACHED, FLAG_CONSUMER_GONE, FLAG_POISONED,
-    FLAG_PRODUCERS_SEEN, HOLE_SLOTS,
+    FLAG_PRODUCERS_SEEN, HOLE_SLOTS, PRODUCER_SLOTS, SLOT_JOINED, SLOT_LEFT,
 };
 use super::word::{Status, StatusWord};
 use super::{OsrError, OsrStats, Shared};
@@ -108,6 +108,28 @@ fn batch_is_well_formed(mut bytes: &[u8]) -> bool {
     true
 }
 
+/// What held the consumer's left edge when its last poll ended (see the module doc of
+/// [`super`], "The window").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OsrStall {
+    /// A record claimed for `target` and not committed yet.
+    Writing {
+        /// The target its producer named.
+        target: u32,
+    },
+    /// A reservation not claimed yet (its producer is between its two CASes, or died there).
+    Unclaimed,
+}
+
+/// One slot of the producer table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OsrProducerEntry {
+    /// The process id the producer recorded when it joined.
+    pub pid: u32,
+    /// Whether its handle is gone (after all its commits).
+    pub left: bool,
+}
+
 /// The one reading handle on an OSR ring.
 pub struct OsrConsumer<M: RingMemory> {
     shared: Arc<Shared<M>>,
@@ -128,6 +150,9 @@ pub struct OsrConsumer<M: RingMemory> {
     holes: [(u64, u64); HOLE_SLOTS],
     /// Mirror of `hole_mask`.
     hole_mask: u64,
+    /// What held the left edge when the last poll ended: `Some(Some(w))` a `Writing` record
+    /// with status word `w`, `Some(None)` an unclaimed reservation.
+    stall: Option<Option<StatusWord>>,
 }
 
 impl<M: RingMemory> OsrConsumer<M> {
@@ -151,6 +176,10 @@ impl<M: RingMemory> OsrConsumer<M> {
                 hole_mask |= 1 << i;
             }
         }
+        // SYNC: Release pairs with the Acquire load in `OsrProducer::consumer_pid`.
+        c.shared
+            .consumer_pid
+            .store(u64::from(std::process::id()), Release);
         Ok(Self {
             shared,
             left,
@@ -162,7 +191,79 @@ impl<M: RingMemory> OsrConsumer<M> {
             cached_wp: left,
             holes,
             hole_mask,
+            stall: None,
         })
+    }
+
+    /// The producer-table slot `id`: `None` while nobody has joined it (or `id` is out of
+    /// range).
+    pub fn producer(&self, id: u32) -> Option<OsrProducerEntry> {
+        let slot = self
+            .shared
+            .control()
+            .producer_table
+            .slots
+            .get(usize::try_from(id).ok()?)?;
+        // SYNC: Acquire pairs with the Release store in `OsrProducer::join` and the Release
+        // `fetch_or` in `OsrProducer::drop`: once `left` is seen, every record the producer
+        // committed is visible and lies below the current `write_pos`.
+        let value = slot.load(Acquire);
+        (value & SLOT_JOINED != 0).then_some(OsrProducerEntry {
+            pid: value as u32,
+            left: value & SLOT_LEFT != 0,
+        })
+    }
+
+    /// How many producers have joined the producer table (at most [`PRODUCER_SLOTS`]).
+    pub fn joined(&self) -> usize {
+        // SYNC: Relaxed: a count for reporting; the slots themselves are read with Acquire.
+        let joined = self.shared.control().producers.joined.load(Relaxed);
+        usize::try_from(joined).map_or(PRODUCER_SLOTS, |j| j.min(PRODUCER_SLOTS))
+    }
+
+    /// The left edge of the window: every record below this position is delivered or skipped.
+    pub fn read_position(&self) -> u64 {
+        self.left
+    }
+
+    /// The position where the next reservation will start (rereads `write_pos`): every record
+    /// reserved so far lies below it.
+    pub fn write_position(&mut self) -> u64 {
+        // SYNC: Acquire, so that a caller who acquired a producer's departure (see
+        // `producer`) and then reads this sees a position past all of that producer's records.
+        self.cached_wp = self.shared.control().reserve.write_pos.load(Acquire);
+        self.cached_wp
+    }
+
+    /// What held the left edge when the last [`OsrConsumer::poll`] ended, if it ended waiting
+    /// on an unready record (rather than on free space or on reaching its limit).
+    pub fn stall(&self) -> Option<OsrStall> {
+        self.stall.map(|stuck| match stuck {
+            Some(w) => OsrStall::Writing { target: w.target() },
+            None => OsrStall::Unclaimed,
+        })
+    }
+
+    /// Skips what [`OsrConsumer::stall`] reports, now, as an expired window would: a `Writing`
+    /// record is lost (its producer learns so if it ever commits), an unclaimed reservation
+    /// costs its producer only a retry. Returns whether anything was skipped (false when there
+    /// was no stall or the record was committed meanwhile).
+    pub fn skip_stall(&mut self) -> Result<bool, OsrError> {
+        let Some(stuck) = self.stall.take() else {
+            return Ok(false);
+        };
+        let before = self.left;
+        if let Err(e) = self.skip_left(stuck) {
+            self.shared.poison();
+            return Err(e);
+        }
+        Ok(self.left != before)
+    }
+
+    /// Poisons the ring: the consumer stops delivering and producers are refused. For a caller
+    /// that found a record's contents malformed.
+    pub fn poison(&self) {
+        self.shared.poison();
     }
 
     /// Whether every producer handle that ever attached is gone. Records they committed may
@@ -202,6 +303,7 @@ impl<M: RingMemory> OsrConsumer<M> {
             return Err(OsrError::Poisoned);
         }
         let mut delivered = 0;
+        self.stall = None;
         let outcome = self.walk(max_records, &mut deliver, &mut delivered);
         self.release();
         if outcome.is_err() {
@@ -258,6 +360,7 @@ impl<M: RingMemory> OsrConsumer<M> {
             }
             self.stuck_polls += 1;
             if self.stuck_polls < self.shared.window {
+                self.stall = Some(stuck);
                 return Ok(());
             }
             self.skip_left(stuck)?;

@@ -13,23 +13,28 @@ pub const RESERVE_LINE_OFFSET: usize = 0;
 pub const SHARED_LINE_OFFSET: usize = 64;
 /// The consumer's line: its released read position and its counters.
 pub const CONSUMER_LINE_OFFSET: usize = 128;
-/// The producers' bookkeeping line: how many producer handles exist, lost commits.
+/// The producers' bookkeeping line: how many producer handles exist, lost commits, joins.
 pub const PRODUCERS_LINE_OFFSET: usize = 192;
 /// The hole table: the slots of regions quarantined after a skip.
 pub const HOLES_LINE_OFFSET: usize = 256;
+/// The producer table: one slot per joined producer (its pid, whether it left), two lines.
+pub const PRODUCER_TABLE_OFFSET: usize = 320;
 /// Where the byte ring starts.
-pub const DATA_OFFSET: usize = 320;
+pub const DATA_OFFSET: usize = 448;
 /// The size of the control block.
 pub const CONTROL_BYTES: usize = DATA_OFFSET;
 
 /// How many holes (quarantined regions) the ring can carry at once.
 pub const HOLE_SLOTS: usize = 8;
 
+/// How many producers can join the ring's producer table ([`super::OsrRing::join`]).
+pub const PRODUCER_SLOTS: usize = 16;
+
 /// `"SLOSR\0\0\x01"` read as a little-endian `u64`: marks a ring that [`super::OsrRing::create`]
 /// finished initialising.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SLOSR\0\0\x01");
 /// The layout version; bumped whenever a byte in this file or in a record changes meaning.
-pub const LAYOUT_VERSION: u64 = 1;
+pub const LAYOUT_VERSION: u64 = 2;
 
 /// `flags`: the consumer handle has been taken.
 pub const FLAG_CONSUMER_ATTACHED: u64 = 1 << 0;
@@ -39,6 +44,11 @@ pub const FLAG_CONSUMER_GONE: u64 = 1 << 1;
 pub const FLAG_PRODUCERS_SEEN: u64 = 1 << 2;
 /// `flags`: the ring found corrupt bytes or ran out of hole slots; nobody may use it.
 pub const FLAG_POISONED: u64 = 1 << 3;
+
+/// A producer slot's bit: a producer joined and its pid is in the low 32 bits.
+pub(crate) const SLOT_JOINED: u64 = 1 << 32;
+/// A producer slot's bit: that producer's handle is gone (dropped), after all its commits.
+pub(crate) const SLOT_LEFT: u64 = 1 << 33;
 
 /// Line 0: written by every producer's reservation CAS.
 #[repr(C, align(64))]
@@ -62,6 +72,8 @@ pub(crate) struct SharedLine {
     pub(crate) flags: AtomicU64,
     /// Bit `i` set: hole slot `i` is in use.
     pub(crate) hole_mask: AtomicU64,
+    /// The consumer's process id once one attached (0 before).
+    pub(crate) consumer_pid: AtomicU64,
 }
 
 /// Line 2: written by the consumer.
@@ -77,7 +89,8 @@ pub(crate) struct ConsumerLine {
     pub(crate) corrupt_records: AtomicU64,
 }
 
-/// Line 3: written when producer handles come and go, and when one learns it was skipped.
+/// Line 3: written when producer handles come and go (and join), and when one learns it was
+/// skipped.
 #[repr(C, align(64))]
 pub(crate) struct ProducersLine {
     /// Live producer handles (all processes).
@@ -86,6 +99,9 @@ pub(crate) struct ProducersLine {
     pub(crate) lost_commits: AtomicU64,
     /// Claims that found their reservation skipped before they wrote anything (then retried).
     pub(crate) late_claims: AtomicU64,
+    /// Producer-table slots handed out so far (may count past [`PRODUCER_SLOTS`]: those joins
+    /// failed).
+    pub(crate) joined: AtomicU64,
 }
 
 /// Line 4: the hole slots, written only by the consumer.
@@ -93,6 +109,14 @@ pub(crate) struct ProducersLine {
 pub(crate) struct HolesLine {
     /// `start offset | length << 32` in bytes; 0 is an empty slot.
     pub(crate) slots: [AtomicU64; HOLE_SLOTS],
+}
+
+/// Lines 5 and 6: the producer table, each slot written by its producer when it joins and
+/// when it leaves.
+#[repr(C, align(64))]
+pub(crate) struct ProducerTable {
+    /// `pid | SLOT_JOINED`, plus `SLOT_LEFT` once the producer is gone; 0 is an unused slot.
+    pub(crate) slots: [AtomicU64; PRODUCER_SLOTS],
 }
 
 /// The whole control block.
@@ -103,6 +127,7 @@ pub(crate) struct Control {
     pub(crate) consumer: ConsumerLine,
     pub(crate) producers: ProducersLine,
     pub(crate) holes: HolesLine,
+    pub(crate) producer_table: ProducerTable,
 }
 
 #[cfg(not(loom))]
@@ -116,6 +141,10 @@ mod layout_checks {
     const _: () = assert!(offset_of!(Control, consumer) == CONSUMER_LINE_OFFSET);
     const _: () = assert!(offset_of!(Control, producers) == PRODUCERS_LINE_OFFSET);
     const _: () = assert!(offset_of!(Control, holes) == HOLES_LINE_OFFSET);
+    const _: () = assert!(offset_of!(Control, producer_table) == PRODUCER_TABLE_OFFSET);
+    const _: () = assert!(size_of::<ProducerTable>() == 2 * crate::memory::CACHE_LINE);
+    const _: () = assert!(size_of::<SharedLine>() == crate::memory::CACHE_LINE);
+    const _: () = assert!(size_of::<ProducersLine>() == crate::memory::CACHE_LINE);
     const _: () = assert!(size_of::<Control>() == CONTROL_BYTES);
     const _: () = assert!(align_of::<Control>() == crate::memory::CACHE_LINE);
     const _: () = assert!(CONTROL_BYTES & (crate::memory::CACHE_LINE - 1) == 0);
@@ -137,6 +166,7 @@ impl Control {
                 window: z(),
                 flags: z(),
                 hole_mask: z(),
+                consumer_pid: z(),
             },
             consumer: ConsumerLine {
                 read_pos: z(),
@@ -148,8 +178,12 @@ impl Control {
                 producers: z(),
                 lost_commits: z(),
                 late_claims: z(),
+                joined: z(),
             },
             holes: HolesLine {
+                slots: std::array::from_fn(|_| z()),
+            },
+            producer_table: ProducerTable {
                 slots: std::array::from_fn(|_| z()),
             },
         }

@@ -6,9 +6,10 @@ use sluice_sync::sync::Arc;
 
 use super::control::{
     decode_hole, FLAG_CONSUMER_GONE, FLAG_POISONED, FLAG_PRODUCERS_SEEN, HOLE_SLOTS,
+    PRODUCER_SLOTS, SLOT_JOINED, SLOT_LEFT,
 };
-use super::word::{batch_item_extent, record_extent, Status, StatusWord};
-use super::{CommitError, PushError, ReserveError, Shared};
+use super::word::{batch_item_extent, record_extent, Status, StatusWord, HEADER_BYTES};
+use super::{CommitError, OsrError, PushError, ReserveError, Shared};
 use crate::memory::RingMemory;
 
 /// One step of placing a record at the current write position.
@@ -34,6 +35,25 @@ pub struct OsrProducer<M: RingMemory> {
     /// whenever no other producer reserved in between, which spares a load of the contended
     /// line.
     next_pos: u64,
+    /// The producer-table slot, for a producer that joined.
+    id: Option<u32>,
+    /// The batch record kept open across calls, if any.
+    open: Option<OpenBatch>,
+}
+
+/// A claimed batch record being filled across calls (see the module doc, "Open batches").
+#[derive(Clone, Copy, Debug)]
+struct OpenBatch {
+    /// The record's position.
+    pos: u64,
+    /// The status word it was claimed with (`Writing`, its full extent).
+    header: StatusWord,
+    /// Payload bytes reserved.
+    capacity: usize,
+    /// Payload bytes written so far.
+    used: usize,
+    /// Tuples written so far.
+    tuples: usize,
 }
 
 impl<M: RingMemory> OsrProducer<M> {
@@ -57,6 +77,40 @@ impl<M: RingMemory> OsrProducer<M> {
             shared,
             cached_read,
             next_pos,
+            id: None,
+            open: None,
+        }
+    }
+
+    /// Attaches and takes the next producer-table slot.
+    pub(crate) fn join(shared: Arc<Shared<M>>) -> Result<Self, OsrError> {
+        let c = shared.control();
+        // SYNC: Relaxed: only hands out distinct slot indices; the slot's Release store below
+        // publishes the entry.
+        let slot = c.producers.joined.fetch_add(1, Relaxed);
+        let slot = usize::try_from(slot)
+            .ok()
+            .filter(|&s| s < PRODUCER_SLOTS)
+            .ok_or(OsrError::ProducerTableFull)?;
+        let mut producer = Self::attach(shared);
+        // SYNC: Release pairs with the Acquire load in `OsrConsumer::producer`.
+        producer.shared.control().producer_table.slots[slot]
+            .store(u64::from(std::process::id()) | SLOT_JOINED, Release);
+        producer.id = Some(slot as u32);
+        Ok(producer)
+    }
+
+    /// The producer-table slot of a producer made by [`super::OsrRing::join`].
+    pub fn id(&self) -> Option<u32> {
+        self.id
+    }
+
+    /// The consumer's process id, once a consumer attached.
+    pub fn consumer_pid(&self) -> Option<u32> {
+        // SYNC: Acquire pairs with the Release store in `OsrConsumer::attach`.
+        match self.shared.control().shared.consumer_pid.load(Acquire) {
+            0 => None,
+            pid => u32::try_from(pid).ok(),
         }
     }
 
@@ -90,6 +144,27 @@ impl<M: RingMemory> OsrProducer<M> {
         len: usize,
         batch: bool,
     ) -> Result<OsrReservation<'_, M>, ReserveError> {
+        let (pos, header) = self.reserve_claimed(target, len, batch)?;
+        Ok(OsrReservation {
+            producer: self,
+            pos,
+            header,
+            len,
+            done: false,
+        })
+    }
+
+    /// Reserves and claims a record of `len` payload bytes; returns its position and header.
+    #[inline]
+    fn reserve_claimed(
+        &mut self,
+        target: u32,
+        len: usize,
+        batch: bool,
+    ) -> Result<(u64, StatusWord), ReserveError> {
+        // A second record while a batch is open would break the per-producer order the right
+        // side of the window relies on (module doc, "Open batches").
+        assert!(self.open.is_none(), "an OSR batch is open: commit it first");
         let max = self.max_payload();
         if len > max {
             return Err(ReserveError::TooLarge { len, max });
@@ -98,13 +173,109 @@ impl<M: RingMemory> OsrProducer<M> {
         let pos = self
             .claim(header.extent(), Some(header))
             .map_err(|e| with_len(e, len))?;
-        Ok(OsrReservation {
-            producer: self,
+        Ok((pos, header))
+    }
+
+    /// Opens a batch record of `capacity` payload bytes for `target`, to fill with
+    /// [`OsrProducer::append_to_batch`] across calls and publish with
+    /// [`OsrProducer::commit_batch`]. Until then the consumer's left edge waits on it (the
+    /// right side delivers other producers' records behind it), so commit it soon.
+    ///
+    /// # Panics
+    /// If a batch is already open.
+    pub fn try_open_batch(&mut self, target: u32, capacity: usize) -> Result<(), ReserveError> {
+        let (pos, header) = self.reserve_claimed(target, capacity, true)?;
+        self.open = Some(OpenBatch {
             pos,
             header,
-            len,
-            done: false,
-        })
+            capacity,
+            used: 0,
+            tuples: 0,
+        });
+        Ok(())
+    }
+
+    /// The payload bytes left in the open batch, or `None` when none is open. A tuple of `n`
+    /// bytes takes [`batch_item_bytes`]`(n)` of them.
+    #[inline]
+    pub fn batch_room(&self) -> Option<usize> {
+        self.open.map(|b| b.capacity - b.used)
+    }
+
+    /// Appends `tuple` to the open batch; false (and nothing written) when no batch is open or
+    /// the tuple does not fit what is left of it.
+    #[inline]
+    pub fn append_to_batch(&mut self, tuple: &[u8]) -> bool {
+        let Some(batch) = self.open.as_mut() else {
+            return false;
+        };
+        let item = batch_item_bytes(tuple.len());
+        if item > batch.capacity - batch.used {
+            return false;
+        }
+        let at = (batch.pos & self.shared.mask) + HEADER_BYTES + batch.used as u64;
+        let data = self.shared.data();
+        // The inner header: the length as a u32, then four zero bytes. The padding after the
+        // tuple is already zero: the record was free space, and free space is zero.
+        let mut inner = [0u8; 8];
+        inner[..4].copy_from_slice(&(tuple.len() as u32).to_le_bytes());
+        // SAFETY: the item lies inside the batch record we claimed (`used + item <= capacity`,
+        // the payload the record was reserved for), which is ours alone until we commit it: the
+        // consumer reads it only after `Ready`, and if it skips it the bytes become a hole
+        // nobody touches until we acknowledge.
+        unsafe {
+            data.write(at, &inner);
+            data.write(at + 8, tuple);
+        }
+        batch.used += item;
+        batch.tuples += 1;
+        true
+    }
+
+    /// Publishes the open batch, shrunk to the tuples appended; returns how many. An empty
+    /// batch is aborted instead, and with none open this does nothing (`Ok(0)`).
+    /// [`CommitError::Lost`] means the consumer skipped the record: none of its tuples will be
+    /// delivered.
+    pub fn commit_batch(&mut self) -> Result<usize, CommitError> {
+        let Some(batch) = self.open.take() else {
+            return Ok(0);
+        };
+        if batch.tuples == 0 {
+            self.finish(
+                batch.pos,
+                batch.header,
+                batch.header.with_status(Status::Flush),
+            )?;
+            return Ok(0);
+        }
+        let done = StatusWord::writing(batch.used, batch.header.target(), true);
+        let (full, short) = (batch.header.extent(), done.extent());
+        if short < full {
+            let pad_off = (batch.pos & self.shared.mask) + short;
+            // SYNC: Relaxed: published by the Release commit CAS in `finish`, which the
+            // consumer acquires before it walks past the short record onto this word; if the
+            // consumer skipped the record instead, the word lies inside the quarantined hole,
+            // which it neither reads nor zeroes before our Release acknowledgement.
+            self.shared
+                .data()
+                .word(pad_off)
+                .store(StatusWord::flush((full - short) / 8).0, Relaxed);
+        }
+        self.finish(batch.pos, batch.header, done.with_status(Status::Ready))?;
+        Ok(batch.tuples)
+    }
+
+    /// Aborts the open batch, if any: the consumer passes over it and none of its tuples is
+    /// delivered.
+    pub fn abort_batch(&mut self) {
+        if let Some(batch) = self.open.take() {
+            // Lost or poisoned makes no difference to an abort.
+            let _ = self.finish(
+                batch.pos,
+                batch.header,
+                batch.header.with_status(Status::Flush),
+            );
+        }
     }
 
     /// Reserves, writes and commits one record.
@@ -374,21 +545,21 @@ impl<M: RingMemory> OsrProducer<M> {
         }
     }
 
-    /// Ends the record at `pos` (claimed with `header`) with `status` (`Ready` to commit,
-    /// `Flush` to abort).
+    /// Ends the record at `pos` (claimed with `header`) by replacing its status word with `end`
+    /// (`Ready` to commit, possibly with a shorter extent; `Flush` to abort).
     #[inline]
-    fn finish(&self, pos: u64, header: StatusWord, status: Status) -> Result<(), CommitError> {
+    fn finish(&self, pos: u64, header: StatusWord, end: StatusWord) -> Result<(), CommitError> {
         let off = pos & self.shared.mask;
         // SYNC: Release pairs with the consumer's Acquire load of the status word in
         // `OsrConsumer::examine`: the payload written before happens before the consumer reads
         // it (and, for an abort, before it zeroes it). Also pairs with the consumer's skip CAS
         // (Writing → Skipped) in `skip_left`: exactly one of the two wins.
-        match self.shared.data().word(off).compare_exchange(
-            header.0,
-            header.with_status(status).0,
-            Release,
-            Relaxed,
-        ) {
+        match self
+            .shared
+            .data()
+            .word(off)
+            .compare_exchange(header.0, end.0, Release, Relaxed)
+        {
             Ok(_) => Ok(()),
             Err(actual) if actual == StatusWord::SKIP_MARK.0 => {
                 self.acknowledge(off, header.words());
@@ -424,6 +595,12 @@ impl<M: RingMemory> Clone for OsrProducer<M> {
 
 impl<M: RingMemory> Drop for OsrProducer<M> {
     fn drop(&mut self) {
+        self.abort_batch();
+        if let Some(slot) = self.id {
+            // SYNC: Release pairs with the Acquire load in `OsrConsumer::producer`: every commit
+            // of this handle happens before a consumer that sees it left reads the ring.
+            self.shared.control().producer_table.slots[slot as usize].fetch_or(SLOT_LEFT, Release);
+        }
         // SYNC: Release pairs with the Acquire load in `OsrConsumer::is_closed`: every commit of
         // this handle happens before a consumer that sees the count fall reads the ring.
         self.shared
@@ -490,7 +667,8 @@ impl<M: RingMemory> OsrReservation<'_, M> {
     #[inline]
     pub fn commit(mut self) -> Result<(), CommitError> {
         self.done = true;
-        self.producer.finish(self.pos, self.header, Status::Ready)
+        let ready = self.header.with_status(Status::Ready);
+        self.producer.finish(self.pos, self.header, ready)
     }
 }
 
@@ -498,7 +676,15 @@ impl<M: RingMemory> Drop for OsrReservation<'_, M> {
     fn drop(&mut self) {
         if !self.done {
             // An abort: the consumer passes over it. Lost or poisoned makes no difference here.
-            let _ = self.producer.finish(self.pos, self.header, Status::Flush);
+            let flush = self.header.with_status(Status::Flush);
+            let _ = self.producer.finish(self.pos, self.header, flush);
         }
     }
+}
+
+/// The payload bytes one tuple of `len` bytes takes in a batch record: an 8-byte inner header
+/// and the tuple rounded up to whole 8-byte words.
+#[inline]
+pub fn batch_item_bytes(len: usize) -> usize {
+    usize::try_from(batch_item_extent(len)).unwrap_or(usize::MAX)
 }

@@ -483,3 +483,181 @@ fn two_threads_push_while_one_consumes() {
     }
     assert_eq!(next, [PER_PRODUCER, PER_PRODUCER]);
 }
+
+#[test]
+fn joined_producers_are_in_the_table_with_their_pid_until_they_leave() {
+    let ring = OsrRing::create(
+        HeapMemory::zeroed(layout(256, 1).bytes_needed()),
+        layout(256, 1),
+    )
+    .unwrap();
+    let anonymous = ring.producer();
+    assert_eq!(anonymous.id(), None);
+    assert_eq!(anonymous.consumer_pid(), None);
+    let c = ring.consumer().unwrap();
+    assert_eq!(anonymous.consumer_pid(), Some(std::process::id()));
+    assert_eq!(c.producer(0), None);
+    let first = ring.join().unwrap();
+    let second = ring.join().unwrap();
+    assert_eq!((first.id(), second.id()), (Some(0), Some(1)));
+    assert_eq!(c.joined(), 2);
+    let me = std::process::id();
+    assert_eq!(
+        c.producer(1),
+        Some(OsrProducerEntry {
+            pid: me,
+            left: false
+        })
+    );
+    drop(second);
+    assert_eq!(
+        c.producer(1),
+        Some(OsrProducerEntry {
+            pid: me,
+            left: true
+        })
+    );
+    assert_eq!(c.producer(0).map(|e| e.left), Some(false));
+    assert_eq!(c.producer(PRODUCER_SLOTS as u32), None);
+    assert_eq!(c.producer(u32::MAX), None);
+    let more: Vec<_> = (2..PRODUCER_SLOTS).map(|_| ring.join().unwrap()).collect();
+    assert_eq!(
+        more.last().and_then(|p| p.id()),
+        Some(PRODUCER_SLOTS as u32 - 1)
+    );
+    assert_eq!(ring.join().err(), Some(OsrError::ProducerTableFull));
+    assert_eq!(c.joined(), PRODUCER_SLOTS);
+    // A producer that could not join did not count as attached.
+    assert_eq!(ring.stats().producers, PRODUCER_SLOTS as u64);
+}
+
+#[test]
+fn an_open_batch_is_filled_across_calls_and_committed_shrunk() {
+    let (mut p, mut c) = channel(layout(512, u64::MAX)).unwrap();
+    p.try_open_batch(5, 200).unwrap();
+    assert_eq!(p.batch_room(), Some(200));
+    assert!(p.append_to_batch(b"first"));
+    assert!(p.append_to_batch(b""));
+    assert_eq!(p.batch_room(), Some(200 - 16 - 8));
+    // Nothing is visible before the commit.
+    assert_eq!(drain(&mut c), vec![]);
+    assert_eq!(c.stall(), Some(OsrStall::Writing { target: 5 }));
+    assert!(p.append_to_batch(&[9; 100]));
+    assert!(
+        !p.append_to_batch(&[9; 60]),
+        "68 bytes do not fit the 52 left"
+    );
+    assert_eq!(p.commit_batch(), Ok(3));
+    assert_eq!(p.batch_room(), None);
+    // The record after the shrunk one starts right after its pad.
+    p.try_push(6, b"next").unwrap();
+    assert_eq!(
+        drain(&mut c),
+        vec![
+            (5, vec![b"first".to_vec(), vec![], vec![9; 100]]),
+            single(6, b"next"),
+        ]
+    );
+    // An empty batch is aborted; committing with none open does nothing.
+    p.try_open_batch(5, 64).unwrap();
+    assert_eq!(p.commit_batch(), Ok(0));
+    assert_eq!(p.commit_batch(), Ok(0));
+    assert!(!p.append_to_batch(b"no batch open"));
+    // Dropping a producer aborts its open batch.
+    let mut q = p.clone();
+    q.try_open_batch(7, 64).unwrap();
+    assert!(q.append_to_batch(b"dropped"));
+    drop(q);
+    p.try_push(6, b"after").unwrap();
+    assert_eq!(drain(&mut c), vec![single(6, b"after")]);
+    // Many laps of shrunk batches, wrapping with flushes.
+    let mut sent = Vec::new();
+    let mut got = Vec::new();
+    for i in 0..300u32 {
+        let tuples: Vec<Vec<u8>> = (0..1 + i % 4)
+            .map(|k| vec![k as u8; (i % 13) as usize])
+            .collect();
+        loop {
+            match p.try_open_batch(1, 120) {
+                Ok(()) => break,
+                Err(ReserveError::Full) => got.extend(drain(&mut c)),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        for t in &tuples {
+            assert!(p.append_to_batch(t));
+        }
+        assert_eq!(p.commit_batch(), Ok(tuples.len()));
+        sent.push((1, tuples));
+    }
+    got.extend(drain(&mut c));
+    assert_eq!(got, sent);
+}
+
+#[test]
+#[should_panic(expected = "batch is open")]
+fn nothing_else_is_reserved_while_a_batch_is_open() {
+    let (mut p, _c) = channel(layout(256, 1)).unwrap();
+    p.try_open_batch(1, 16).unwrap();
+    let _ = p.try_push(1, b"x");
+}
+
+#[test]
+fn the_caller_skips_a_stall_only_when_it_says_so() {
+    let (mut slow, mut c) = channel(layout(512, u64::MAX)).unwrap();
+    let mut live = slow.clone();
+    slow.try_open_batch(3, 64).unwrap();
+    assert!(slow.append_to_batch(b"late"));
+    live.try_push(4, b"behind").unwrap();
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        c.poll_into(10, &mut got).unwrap();
+        assert_eq!(c.stall(), Some(OsrStall::Writing { target: 3 }));
+    }
+    assert_eq!(got, vec![single(4, b"behind")]);
+    assert_eq!(
+        c.stats().skipped_records,
+        0,
+        "a window of u64::MAX never expires"
+    );
+    let before = c.read_position();
+    assert!(before < c.write_position());
+    assert_eq!(c.skip_stall(), Ok(true));
+    assert_eq!(c.skip_stall(), Ok(false), "one skip per reported stall");
+    assert!(c.read_position() > before);
+    assert_eq!(c.stats().skipped_records, 1);
+    assert_eq!(slow.commit_batch(), Err(CommitError::Lost));
+    c.poll_into(10, &mut got).unwrap();
+    assert_eq!(c.stall(), None);
+    assert_eq!(c.read_position(), c.write_position());
+
+    // An unclaimed reservation: skipping it costs its producer nothing.
+    live.simulate_death_after_reserve(16).unwrap();
+    live.try_push(4, b"after the span").unwrap();
+    got.clear();
+    c.poll_into(10, &mut got).unwrap();
+    assert_eq!(
+        got,
+        vec![],
+        "the right side cannot see past a record with no header"
+    );
+    assert_eq!(c.stall(), Some(OsrStall::Unclaimed));
+    assert_eq!(c.skip_stall(), Ok(true));
+    assert_eq!(c.stats().skipped_spans, 1);
+    assert_eq!(drain(&mut c), vec![single(4, b"after the span")]);
+    // A stall that resolved before the skip is left alone.
+    let r = slow.try_reserve(8, 8).unwrap();
+    c.poll_into(10, &mut got).unwrap();
+    assert_eq!(c.stall(), Some(OsrStall::Writing { target: 8 }));
+    r.commit().unwrap();
+    assert_eq!(c.skip_stall(), Ok(false));
+    assert_eq!(drain(&mut c), vec![single(8, &[0; 8])]);
+}
+
+#[test]
+fn the_consumer_can_poison_the_ring() {
+    let (mut p, mut c) = channel(layout(256, 1)).unwrap();
+    c.poison();
+    assert_eq!(p.try_push(1, b"x"), Err(PushError::Poisoned));
+    assert_eq!(c.poll(1, |_| {}), Err(OsrError::Poisoned));
+}
