@@ -8,12 +8,15 @@
 //!
 //! Transports so far: the *threaded port* ([`threaded`]), a bounded in-process queue between
 //! two threads; `shm-vega` ([`shm_vega`]), a Vega ring in a shared segment, between
-//! processes or threads; and `tcp` ([`tcp`]), batched frames over TCP, between processes or
-//! hosts. The fused "transport" is a direct call and lives in the runtime.
+//! processes or threads; `shm-osr` ([`shm_osr`]), an OSR ring in a shared segment, from many
+//! senders (processes or threads) into one receiver; and `tcp` ([`tcp`]), batched frames over
+//! TCP, between processes or hosts. The fused "transport" is a direct call and lives in the
+//! runtime.
 #![forbid(unsafe_code)]
 
 mod erased;
 mod registry;
+pub mod shm_osr;
 pub mod shm_vega;
 pub mod tcp;
 pub mod threaded;

@@ -39,6 +39,25 @@ pub enum TransportSpec {
     },
     /// Batched frames over TCP: between processes or hosts (or threads, over loopback).
     Tcp(TcpParams),
+    /// An OSR ring in a shared segment: many senders (processes of one host, or threads) into
+    /// one receiver, tuples in batch records.
+    ShmOsr {
+        /// Bytes in the ring, a power of two from 64 bytes to 64 MiB (default 1 MiB). The
+        /// largest tuple is a little under half of it ([`crate::shm_osr::slot_bytes`]).
+        #[serde(default = "default_osr_capacity")]
+        capacity_bytes: usize,
+        /// Payload a sender reserves per batch record when its stream is busy (default 16 KiB).
+        #[serde(default = "default_osr_batch")]
+        batch_bytes: usize,
+    },
+}
+
+fn default_osr_capacity() -> usize {
+    crate::shm_osr::DEFAULT_CAPACITY_BYTES
+}
+
+fn default_osr_batch() -> usize {
+    crate::shm_osr::DEFAULT_BATCH_BYTES
 }
 
 /// Why a transport could not be built.
@@ -92,6 +111,14 @@ impl TransportSpec {
         }
     }
 
+    /// An OSR ring with the default capacity and batch size.
+    pub fn shm_osr() -> Self {
+        Self::ShmOsr {
+            capacity_bytes: default_osr_capacity(),
+            batch_bytes: default_osr_batch(),
+        }
+    }
+
     /// The transport's name, as used on the command line and in plans.
     pub fn name(&self) -> &'static str {
         match self {
@@ -99,6 +126,7 @@ impl TransportSpec {
             Self::Threaded { .. } => "threaded",
             Self::ShmVega { .. } => "shm-vega",
             Self::Tcp(_) => "tcp",
+            Self::ShmOsr { .. } => "shm-osr",
         }
     }
 
@@ -121,6 +149,15 @@ impl TransportSpec {
             }
             Self::Tcp(params) => {
                 let (tx, rx) = crate::tcp::connect::<T>(&params)?;
+                Ok((Box::new(tx), Box::new(rx)))
+            }
+            Self::ShmOsr {
+                capacity_bytes,
+                batch_bytes,
+            } => {
+                let (mut senders, rx) =
+                    crate::shm_osr::connect::<T>(capacity_bytes, batch_bytes, 1)?;
+                let tx = senders.pop().ok_or(TransportError::NoEndpoints)?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
         }
@@ -150,6 +187,13 @@ impl TransportSpec {
                 Ok(Box::new(rx))
             }
             Self::Tcp(_) => Err(Self::no_rendezvous()),
+            Self::ShmOsr { capacity_bytes, .. } => {
+                Ok(Box::new(crate::shm_osr::create_receiver::<T>(
+                    &site.segment,
+                    capacity_bytes,
+                    senders,
+                )?))
+            }
         }
     }
 
@@ -168,6 +212,14 @@ impl TransportSpec {
                 slots,
             )?)),
             Self::Tcp(_) => Err(Self::no_rendezvous()),
+            Self::ShmOsr {
+                capacity_bytes,
+                batch_bytes,
+            } => Ok(Box::new(crate::shm_osr::open_sender::<T>(
+                &site.segment,
+                capacity_bytes,
+                batch_bytes,
+            )?)),
         }
     }
 
@@ -191,6 +243,13 @@ impl std::fmt::Display for TransportSpec {
                 write!(f, "shm-vega(slot_bytes={slot_bytes}, slots={slots})")
             }
             Self::Tcp(params) => write!(f, "tcp({params})"),
+            Self::ShmOsr {
+                capacity_bytes,
+                batch_bytes,
+            } => write!(
+                f,
+                "shm-osr(capacity_bytes={capacity_bytes}, batch_bytes={batch_bytes})"
+            ),
         }
     }
 }

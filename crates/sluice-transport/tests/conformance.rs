@@ -37,6 +37,11 @@ fn transports() -> Vec<TransportSpec> {
         },
         small_tcp(BatchProfile::Latency, 16),
         small_tcp(BatchProfile::Throughput, 16),
+        // Six two-tuple batch records fill the ring.
+        TransportSpec::ShmOsr {
+            capacity_bytes: 256,
+            batch_bytes: 32,
+        },
     ]
 }
 
@@ -248,30 +253,49 @@ fn an_erased_batch_offer_moves_what_fits_and_keeps_the_rest_in_order() {
 #[test]
 fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
     use sluice_types::BytesTuple;
-    for spec in [
-        TransportSpec::ShmVega {
-            slot_bytes: 32,
-            slots: 4,
-        },
-        small_tcp(BatchProfile::Latency, 32),
-        small_tcp(BatchProfile::Throughput, 32),
+    let osr_capacity = 256;
+    let osr_slot = sluice_transport::shm_osr::slot_bytes(osr_capacity).unwrap();
+    assert_eq!(
+        osr_slot, 112,
+        "half of 256, less the record and tuple headers"
+    );
+    for (spec, slot) in [
+        (
+            TransportSpec::ShmVega {
+                slot_bytes: 32,
+                slots: 4,
+            },
+            32,
+        ),
+        (small_tcp(BatchProfile::Latency, 32), 32),
+        (small_tcp(BatchProfile::Throughput, 32), 32),
+        (
+            TransportSpec::ShmOsr {
+                capacity_bytes: osr_capacity,
+                batch_bytes: 16,
+            },
+            osr_slot,
+        ),
     ] {
         let (mut tx, mut rx) = spec.connect_typed::<BytesTuple>().unwrap();
-        tx.offer(Message::Data(BytesTuple(vec![7; 32]))).unwrap();
+        tx.offer(Message::Data(BytesTuple(vec![7; slot]))).unwrap();
         let refused = tx
-            .offer(Message::Data(BytesTuple(vec![7; 33])))
+            .offer(Message::Data(BytesTuple(vec![7; slot + 1])))
             .unwrap_err();
         assert_eq!(
             refused.error,
             SendError::TooLarge {
-                tuple: 33,
-                slot: 32
+                tuple: slot + 1,
+                slot
             },
             "{spec}"
         );
         assert_eq!(
             refused.error.to_string(),
-            "a tuple of 33 bytes does not fit a slot of 32 bytes"
+            format!(
+                "a tuple of {} bytes does not fit a slot of {slot} bytes",
+                slot + 1
+            )
         );
         tx.flush();
         let deadline = Instant::now() + WATCHDOG;
@@ -280,6 +304,10 @@ fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
             assert!(Instant::now() < deadline, "{spec}: nothing arrived");
             rx.poll(8, &mut out).unwrap();
         }
-        assert_eq!(out, vec![Message::Data(BytesTuple(vec![7; 32]))], "{spec}");
+        assert_eq!(
+            out,
+            vec![Message::Data(BytesTuple(vec![7; slot]))],
+            "{spec}"
+        );
     }
 }
