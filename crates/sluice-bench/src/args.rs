@@ -6,6 +6,7 @@ use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 use sluice_sync::IdleStrategy;
+use sluice_transport::tcp::BatchProfile;
 
 use crate::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
 
@@ -56,8 +57,11 @@ pub struct LatencyArgs {
 /// Options every benchmark has.
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
-    /// How tuples go from sender to receiver: `fused` (one thread, a direct call) or
-    /// `threaded` (two threads pinned to cores 0 and 1, a threaded port).
+    /// How tuples go from sender to receiver: `fused` (one thread, a direct call),
+    /// `threaded` (two threads pinned to cores 0 and 1, a threaded port), or between two
+    /// processes pinned to cores 0 and 1: `shm-vega` (a Vega ring in shared memory), `tcp`,
+    /// `tcp-batched` or `tcp-adaptive` (the tcp transport over loopback, latency, throughput
+    /// or adaptive profile).
     #[arg(long, value_enum)]
     pub transport: Transport,
     /// Tuple size in bytes. Facade tuples come in 4, 8, 16, 22, 32, 64, 108, 128, 256, 512,
@@ -110,6 +114,42 @@ pub enum Transport {
     #[value(name = "shm-vega")]
     #[serde(rename = "shm-vega")]
     ShmVega,
+    /// Two pinned processes joined by the `tcp` transport over loopback, latency profile
+    /// (plain TCP: each offer written at once while the socket keeps up).
+    Tcp,
+    /// Two pinned processes joined by the `tcp` transport, throughput profile (frames of up
+    /// to 64 KiB, held up to 200 us).
+    #[value(name = "tcp-batched")]
+    #[serde(rename = "tcp-batched")]
+    TcpBatched,
+    /// Two pinned processes joined by the `tcp` transport, adaptive profile (the default).
+    #[value(name = "tcp-adaptive")]
+    #[serde(rename = "tcp-adaptive")]
+    TcpAdaptive,
+}
+
+impl Transport {
+    /// The name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fused => "fused",
+            Self::Threaded => "threaded",
+            Self::ShmVega => "shm-vega",
+            Self::Tcp => "tcp",
+            Self::TcpBatched => "tcp-batched",
+            Self::TcpAdaptive => "tcp-adaptive",
+        }
+    }
+
+    /// The batching profile of a `tcp` benchmark; `None` for the other transports.
+    pub(crate) fn tcp_profile(self) -> Option<BatchProfile> {
+        match self {
+            Self::Tcp => Some(BatchProfile::Latency),
+            Self::TcpBatched => Some(BatchProfile::Throughput),
+            Self::TcpAdaptive => Some(BatchProfile::Adaptive),
+            Self::Fused | Self::Threaded | Self::ShmVega => None,
+        }
+    }
 }
 
 /// How benchmark tuples are encoded.

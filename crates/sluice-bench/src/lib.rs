@@ -14,6 +14,11 @@
 //! fused, a `crossbeam_channel::bounded(4096)` between two pinned threads for threaded. Each
 //! run warms up first (discarded), `--repeat` runs give medians plus every run's figures.
 //!
+//! - `--transport shm-vega|tcp|tcp-batched|tcp-adaptive`: sender and receiver in two pinned
+//!   processes (module `processes`); shm-vega against the hardware (cache-line transfer,
+//!   memcpy), the tcp profiles against raw TCP on loopback measured in the same run (module
+//!   `network`).
+//!
 //! - `sluice bench baseline`: the hardware's limits (cache-line one-way time between two cores,
 //!   one core's memcpy bandwidth), module `hardware`.
 //!
@@ -27,6 +32,7 @@ mod engine;
 mod hardware;
 mod load;
 mod machine;
+mod network;
 mod payload;
 mod processes;
 mod record;
@@ -114,7 +120,7 @@ fn repeat<P: Payload, R: Recorder>(
         pinned: false,
         baseline_pinned: false,
     };
-    if s.transport == Transport::ShmVega {
+    if s.transport == Transport::ShmVega || s.transport.tcp_profile().is_some() {
         return processes::repeat::<P>(s, template, load);
     }
     for i in 1..=s.repeat {
@@ -182,6 +188,10 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         Transport::ShmVega => (
             "hardware",
             "one-way cache-line transfer between cores 0 and 1 (latency); one core's memcpy of the tuple size, offset off the source's page position (throughput)".to_string(),
+        ),
+        Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive => (
+            "raw-tcp",
+            "two processes on cores 0 and 1 over loopback: one blocking write() per tuple on a TCP_NODELAY socket, a reader cutting non-blocking reads into tuples of the fixed size".to_string(),
         ),
         Transport::Threaded => (
             "crossbeam-channel",

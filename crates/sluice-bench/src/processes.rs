@@ -1,17 +1,23 @@
-//! Benchmarks across two processes: `--transport shm-vega`.
+//! Benchmarks across two processes: `--transport shm-vega`, `tcp`, `tcp-batched` and
+//! `tcp-adaptive`.
 //!
 //! The benchmark process is the sender, on core 0; it re-executes its own binary as
-//! `sluice bench peer ...` for the receiver, on core 1, which opens the segment the sender
-//! created, records arrivals like the in-process sink does and prints its figures as one line
-//! of JSON when the end of the stream arrives. The same `sluice` binary must therefore be the
-//! one running (it is, under `sluice bench`).
+//! `sluice bench peer ...` for the receiver, on core 1, which records arrivals like the
+//! in-process sink does and prints its figures as one line of JSON when the end of the stream
+//! arrives. The same `sluice` binary must therefore be the one running (it is, under
+//! `sluice bench`). For shm-vega the sender creates the segment and the receiver opens it;
+//! for tcp the receiver binds a port on loopback and announces it on its first line of output
+//! (module `network`), and the sender connects with the job's secret, which it hands over in
+//! the environment.
 //!
-//! The baseline for a transport between cores is the hardware itself, measured in the same
-//! run: a cache-line transfer between cores 0 and 1 for latency, and one core's memcpy of
-//! tuples of the same size for throughput.
+//! The baseline for shm-vega is the hardware itself, measured in the same run: a cache-line
+//! transfer between cores 0 and 1 for latency, and one core's memcpy of tuples of the same
+//! size for throughput. For tcp it is raw TCP on loopback between the same two cores
+//! (module `network`).
 
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -20,12 +26,14 @@ use clap::Args;
 use sluice_shm::SegmentName;
 use sluice_sync::IdleStrategy;
 use sluice_transport::shm_vega::{create_sender, open_receiver};
+use sluice_transport::tcp::JobSecret;
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
-use crate::args::{Bench, Settings, TupleEncoding};
+use crate::args::{Bench, Settings, Transport, TupleEncoding};
 use crate::hardware::{memcpy_gbit, ping_pong};
 use crate::load::{Generator, Load};
+use crate::network;
 use crate::payload::{dispatch, Payload, PayloadVisitor};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
 use crate::stats::{gbit_per_sec, LatencySummary};
@@ -35,13 +43,21 @@ use crate::Measured;
 const SLOTS: usize = 4096;
 /// How long the receiver waits for the sender's segment, and the sender for the receiver's
 /// figures after the end of the run.
-const PATIENCE: Duration = Duration::from_secs(20);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
+/// The environment variable carrying the job's secret to a tcp receiving process.
+pub(crate) const SECRET_ENV: &str = "SLUICE_BENCH_SECRET";
 
 /// Options of the hidden `sluice bench peer` (the receiving process).
 #[derive(Debug, Clone, Args)]
 pub struct PeerArgs {
-    /// The job name of the segment to open.
+    /// The transport to receive from.
+    #[arg(long, value_enum)]
+    pub transport: Transport,
+    /// Receive the transport's baseline instead (raw TCP, for the tcp transports).
     #[arg(long)]
+    pub baseline: bool,
+    /// The job name of the shm-vega segment to open.
+    #[arg(long, default_value = "")]
     pub job: String,
     /// Tuple size in bytes.
     #[arg(long)]
@@ -49,7 +65,7 @@ pub struct PeerArgs {
     /// Tuple encoding.
     #[arg(long, value_enum)]
     pub encoding: TupleEncoding,
-    /// Slot size of the ring.
+    /// The encoded tuple size: the ring's slot, the tcp edge's largest tuple.
     #[arg(long)]
     pub slot_bytes: usize,
     /// Record latency instead of counting.
@@ -67,7 +83,7 @@ fn segment(job: &str) -> anyhow::Result<SegmentName> {
     Ok(SegmentName::new(job, "tuples")?)
 }
 
-fn pin(core: usize) {
+pub(crate) fn pin(core: usize) {
     if crate::machine::cores() > core {
         core_affinity::set_for_current(core_affinity::CoreId { id: core });
     }
@@ -97,46 +113,128 @@ impl PayloadVisitor for Receive<'_> {
 
 fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Result<RunFigures> {
     pin(1);
-    let name = segment(&args.job)?;
-    let waited = Instant::now();
-    let mut rx = loop {
-        match open_receiver::<P>(&name, args.slot_bytes, SLOTS) {
-            Ok(rx) => break rx,
-            Err(_) if waited.elapsed() < PATIENCE => std::thread::sleep(Duration::from_millis(1)),
-            Err(e) => return Err(e).context("open the benchmark's ring"),
-        }
-    };
+    let idle = IdleStrategy::parse(&args.idle).unwrap_or(IdleStrategy::Yield);
     let mut recorder = R::new(monotonic_ns().saturating_add(args.warmup_ns));
-    let mut idle = IdleStrategy::parse(&args.idle)
-        .unwrap_or(IdleStrategy::Yield)
-        .waiter();
+    if let Some(profile) = args.transport.tcp_profile() {
+        if args.baseline {
+            network::raw_receive::<P, R>(&mut recorder, args.slot_bytes, idle)?;
+        } else {
+            let mut rx = network::bind::<P>(profile, args.slot_bytes)?;
+            record(&mut rx, &mut recorder, idle)?;
+        }
+    } else {
+        let name = segment(&args.job)?;
+        let waited = Instant::now();
+        let mut rx = loop {
+            match open_receiver::<P>(&name, args.slot_bytes, SLOTS) {
+                Ok(rx) => break rx,
+                Err(_) if waited.elapsed() < PATIENCE => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => return Err(e).context("open the benchmark's ring"),
+            }
+        };
+        record(&mut rx, &mut recorder, idle)?;
+    }
+    RunFigures::from_report(&recorder.report(), size)
+}
+
+/// Receives until the end of the stream, recording every tuple.
+fn record<P: Payload, R: Recorder>(
+    rx: &mut impl TupleReceiver<P>,
+    recorder: &mut R,
+    idle: IdleStrategy,
+) -> anyhow::Result<()> {
+    let mut idle = idle.waiter();
     let mut messages = Vec::with_capacity(256);
-    'run: loop {
+    loop {
         messages.clear();
         let n = rx.poll(256, &mut messages).context("receive")?;
         for message in &messages {
             match message {
                 Message::Data(tuple) => recorder.record(tuple),
-                Message::EndOfStream => break 'run,
+                Message::EndOfStream => return Ok(()),
                 Message::Punctuation => {}
             }
         }
         idle.after(n);
     }
-    RunFigures::from_report(&recorder.report(), size)
 }
 
-/// Kills the receiving process if the run ends early.
-struct PeerProcess(Child);
+/// The receiving process; killed if the run ends early.
+pub(crate) struct PeerProcess {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
 
 impl Drop for PeerProcess {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
-/// Runs `repeat` cross-process runs, each followed by the hardware baseline.
+impl PeerProcess {
+    /// Starts `sluice bench peer` for the receiving side of `s`; `secret` goes in its
+    /// environment.
+    pub(crate) fn spawn(
+        s: &Settings,
+        baseline: bool,
+        job: &str,
+        slot_bytes: usize,
+        secret: Option<&JobSecret>,
+    ) -> anyhow::Result<Self> {
+        let mut command = Command::new(std::env::current_exe().context("find the sluice binary")?);
+        command
+            .args(["bench", "peer", "--transport", s.transport.name()])
+            .args(["--job", job])
+            .args(["--size", &s.size.to_string()])
+            .args(["--slot-bytes", &slot_bytes.to_string()])
+            .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
+            .args(["--encoding", encoding_name(s.encoding)])
+            .args(["--idle", idle_name(s.idle.unwrap_or(IdleStrategy::Yield))])
+            .stdout(Stdio::piped());
+        if matches!(s.bench, Bench::Latency { .. }) {
+            command.arg("--latency");
+        }
+        if baseline {
+            command.arg("--baseline");
+        }
+        if let Some(secret) = secret {
+            command.env(SECRET_ENV, secret.to_hex());
+        }
+        let mut child = command.spawn().context("start the receiving process")?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("the receiving process has no output")?;
+        Ok(Self {
+            child,
+            stdout: BufReader::new(stdout),
+        })
+    }
+
+    /// The address a tcp receiving process announced on its first line.
+    pub(crate) fn listening(&mut self) -> anyhow::Result<SocketAddr> {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line)?;
+        network::announced(&line)
+            .with_context(|| format!("the receiving process announced no address: {line:?}"))
+    }
+
+    /// Waits for the receiving process and reads its figures.
+    pub(crate) fn figures(mut self) -> anyhow::Result<RunFigures> {
+        let mut output = String::new();
+        self.stdout.read_to_string(&mut output)?;
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("the receiving process failed ({status})");
+        }
+        serde_json::from_str(output.trim()).context("read the receiver's figures")
+    }
+}
+
+/// Runs `repeat` cross-process runs, each followed by its baseline.
 pub(crate) fn repeat<P: Payload>(
     s: &Settings,
     template: P,
@@ -149,11 +247,23 @@ pub(crate) fn repeat<P: Payload>(
         baseline_pinned: crate::machine::cores() >= 2,
     };
     for i in 1..=s.repeat {
-        measured.sluice.push(
-            run_once(s, template.clone(), load.clone())
-                .with_context(|| format!("shm-vega run {i}"))?,
-        );
-        measured.baseline.push(hardware_run(s));
+        let (run, baseline) = match s.transport.tcp_profile() {
+            Some(profile) => (
+                network::run_tcp(s, template.clone(), load.clone(), profile),
+                network::run_raw(s, template.clone(), load.clone()),
+            ),
+            None => (
+                run_vega(s, template.clone(), load.clone()),
+                Ok(hardware_run(s)),
+            ),
+        };
+        let name = s.transport.name();
+        measured
+            .sluice
+            .push(run.with_context(|| format!("{name} run {i}"))?);
+        measured
+            .baseline
+            .push(baseline.with_context(|| format!("{name} baseline run {i}"))?);
     }
     Ok(measured)
 }
@@ -191,48 +301,42 @@ fn hardware_run(s: &Settings) -> RunFigures {
     }
 }
 
-fn run_once<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result<RunFigures> {
+/// The encoded size of the benchmark's tuples.
+pub(crate) fn encoded_size<P: Payload>(template: &P) -> anyhow::Result<usize> {
+    let mut encoded = Vec::new();
+    template.encode(&mut encoded)?;
+    Ok(encoded.len().max(1))
+}
+
+fn run_vega<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result<RunFigures> {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     let job = format!(
         "bench{}r{}",
         std::process::id(),
         RUNS.fetch_add(1, Ordering::Relaxed)
     );
-    let mut encoded = Vec::new();
-    template.encode(&mut encoded)?;
-    let slot_bytes = encoded.len().max(1);
+    let slot_bytes = encoded_size(&template)?;
     let mut tx = create_sender::<P>(&segment(&job)?, slot_bytes, SLOTS)?;
-    let latency = matches!(s.bench, Bench::Latency { .. });
-    let mut command = Command::new(std::env::current_exe().context("find the sluice binary")?);
-    command
-        .args(["bench", "peer", "--job", &job])
-        .args(["--size", &s.size.to_string()])
-        .args(["--slot-bytes", &slot_bytes.to_string()])
-        .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
-        .args(["--encoding", encoding_name(s.encoding)])
-        .args(["--idle", idle_name(s.idle.unwrap_or(IdleStrategy::Yield))])
-        .stdout(Stdio::piped());
-    if latency {
-        command.arg("--latency");
-    }
-    let mut peer = PeerProcess(command.spawn().context("start the receiving process")?);
+    let peer = PeerProcess::spawn(s, false, &job, slot_bytes, None)?;
+    send_pinned(s, |idle| {
+        send(&mut tx, template, load, s.warmup + s.duration, idle)
+    })?;
+    peer.figures()
+}
 
+/// Runs `send` on a thread of its own (so the caller's affinity is untouched) with the
+/// settings' idle strategy.
+pub(crate) fn send_pinned(
+    s: &Settings,
+    send: impl FnOnce(IdleStrategy) -> anyhow::Result<()> + Send,
+) -> anyhow::Result<()> {
     let idle = s.idle.unwrap_or(IdleStrategy::Yield);
     std::thread::scope(|scope| {
         scope
-            .spawn(|| send(&mut tx, template, load, s.warmup + s.duration, idle))
+            .spawn(|| send(idle))
             .join()
             .unwrap_or_else(|_| bail!("the sending thread panicked"))
-    })?;
-    let mut output = String::new();
-    if let Some(stdout) = peer.0.stdout.as_mut() {
-        stdout.read_to_string(&mut output)?;
-    }
-    let status = peer.0.wait()?;
-    if !status.success() {
-        bail!("the receiving process failed ({status})");
-    }
-    serde_json::from_str(output.trim()).context("read the receiver's figures")
+    })
 }
 
 fn idle_name(idle: IdleStrategy) -> &'static str {
@@ -250,8 +354,9 @@ fn encoding_name(encoding: TupleEncoding) -> &'static str {
     }
 }
 
-/// Sends for `length`, then the end of the stream.
-fn send<P: Payload, S: TupleSender<P>>(
+/// Sends for `length` on core 0, then the end of the stream, and flushes until the
+/// transport holds nothing.
+pub(crate) fn send<P: Payload, S: TupleSender<P>>(
     tx: &mut S,
     template: P,
     load: Load,
@@ -262,13 +367,14 @@ fn send<P: Payload, S: TupleSender<P>>(
     let started = Instant::now();
     let mut generator = Generator::new(template, load);
     let mut waiter = idle.waiter();
+    let stalled = || started.elapsed() > length + PATIENCE;
     let offer = |tx: &mut S, mut message: Message<P>| -> anyhow::Result<()> {
         let mut wait = idle.waiter();
         loop {
             match tx.offer(message) {
                 Ok(()) => return Ok(()),
                 Err(refused) if refused.error == SendError::Full => {
-                    if started.elapsed() > length + PATIENCE {
+                    if stalled() {
                         bail!("the receiver stopped taking tuples");
                     }
                     message = refused.message;
@@ -285,5 +391,13 @@ fn send<P: Payload, S: TupleSender<P>>(
     }
     offer(tx, Message::EndOfStream)?;
     tx.flush();
+    let mut wait = idle.waiter();
+    while tx.pending() {
+        if stalled() {
+            bail!("the receiver stopped taking tuples");
+        }
+        wait.wait();
+        tx.flush();
+    }
     Ok(())
 }

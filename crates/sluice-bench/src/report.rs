@@ -121,11 +121,7 @@ pub fn render_table(result: &BenchResult) -> String {
         TupleEncoding::Facade => "facade",
         TupleEncoding::Normal => "normal",
     };
-    let transport = match result.transport {
-        Transport::Fused => "fused",
-        Transport::Threaded => "threaded",
-        Transport::ShmVega => "shm-vega",
-    };
+    let transport = result.transport.name();
     let _ = write!(
         out,
         "sluice bench {}: {transport} transport, {}-byte {encoding} tuples",

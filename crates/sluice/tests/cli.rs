@@ -381,3 +381,48 @@ fn shm_vega_benchmarks_run_across_two_processes_and_leave_no_segment() {
         "{left:?}"
     );
 }
+
+#[test]
+fn tcp_benchmarks_run_across_two_processes_beside_raw_tcp() {
+    for (bench, transport) in [
+        (vec!["bench", "throughput"], "tcp"),
+        (vec!["bench", "throughput"], "tcp-batched"),
+        (vec!["bench", "latency", "--rate", "5000"], "tcp"),
+    ] {
+        let mut args = bench.clone();
+        args.extend([
+            "--transport",
+            transport,
+            "--size",
+            "22",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--json",
+        ]);
+        let o = sluice(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let line = stdout(&o);
+        let json: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
+        assert_eq!(json["transport"], transport, "{line}");
+        assert_eq!(json["tuple_size"], 22, "{line}");
+        assert_eq!(json["baseline"]["name"], "raw-tcp", "{line}");
+        assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(
+            json["baseline"]["tuples_per_sec"].as_f64().unwrap() > 0.0,
+            "{line}"
+        );
+        if bench[1] == "latency" {
+            assert!(json["latency_ns"]["p50"].as_f64().unwrap() > 0.0, "{line}");
+            assert!(
+                json["baseline"]["latency_ns"]["p50"].as_f64().unwrap() > 0.0,
+                "{line}"
+            );
+        } else {
+            assert!(json["ratio_to_baseline"].as_f64().unwrap() > 0.0, "{line}");
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The `tcp` benchmarks' two sides, and their baseline: raw TCP on loopback.
+//!
+//! Sluice: the receiving process binds a `tcp` receiver to `127.0.0.1:0`, prints
+//! `listening ADDR` as its first line, and polls like any receiver; the benchmark process
+//! connects a `tcp` sender with the secret it gave the receiver and floods or paces it. Both
+//! use the profile `--transport` names, with the tuple's encoded size as the largest tuple.
+//!
+//! Raw TCP, measured in the same run between the same two cores: the writer sends each tuple's
+//! bytes with one blocking `write` on a `TCP_NODELAY` socket (no framing: every message has
+//! the benchmark's fixed size), and the reader reads whatever has arrived into a 256 KiB
+//! buffer with non-blocking reads, idling with the same strategy as Sluice's receiver, and
+//! cuts it into tuples of that size. That is what a hand-written sender and receiver without
+//! batching do, as in the IBM report's "tcp" column.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::Instant;
+
+use anyhow::Context;
+use sluice_sync::IdleStrategy;
+use sluice_transport::tcp::{
+    bind_receiver, connect_sender, BatchProfile, JobSecret, TcpParams, TcpReceiver,
+};
+
+use crate::args::Settings;
+use crate::load::{Generator, Load};
+use crate::payload::Payload;
+use crate::processes::{encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV};
+use crate::record::{Recorder, RunFigures};
+
+/// How a receiving process's first line starts.
+const LISTENING: &str = "listening ";
+/// Bytes the raw reader reads into.
+const RAW_BUFFER: usize = 256 << 10;
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+/// Prints the address a receiving process listens on, for the benchmark process.
+fn announce(addr: SocketAddr) {
+    println!("{LISTENING}{addr}");
+}
+
+/// The address in a receiving process's first line.
+pub(crate) fn announced(line: &str) -> Option<SocketAddr> {
+    line.trim().strip_prefix(LISTENING)?.parse().ok()
+}
+
+/// The benchmark edge's parameters: the profile's defaults, with the tuple as the largest.
+fn params(profile: BatchProfile, tuple_bytes: usize) -> TcpParams {
+    TcpParams {
+        max_tuple_bytes: tuple_bytes,
+        ..TcpParams::with_profile(profile)
+    }
+}
+
+/// The receiving process's end: binds on loopback with the secret from the environment and
+/// announces its address.
+pub(crate) fn bind<P: Payload>(
+    profile: BatchProfile,
+    tuple_bytes: usize,
+) -> anyhow::Result<TcpReceiver<P>> {
+    let secret = std::env::var(SECRET_ENV).context("no job secret in the environment")?;
+    let secret = JobSecret::from_hex(&secret)?;
+    let (rx, addr) = bind_receiver::<P>(loopback(), &secret, 1, &params(profile, tuple_bytes))?;
+    announce(addr);
+    Ok(rx)
+}
+
+/// One Sluice run: a receiving process, and a `tcp` sender on core 0.
+pub(crate) fn run_tcp<P: Payload>(
+    s: &Settings,
+    template: P,
+    load: Load,
+    profile: BatchProfile,
+) -> anyhow::Result<RunFigures> {
+    let tuple_bytes = encoded_size(&template)?;
+    let secret = JobSecret::random()?;
+    let mut peer = PeerProcess::spawn(s, false, "", tuple_bytes, Some(&secret))?;
+    let addr = peer.listening()?;
+    let mut tx = connect_sender::<P>(addr, &secret, 0, &params(profile, tuple_bytes))?;
+    send_pinned(s, |idle| {
+        send(&mut tx, template, load, s.warmup + s.duration, idle)
+    })?;
+    drop(tx);
+    peer.figures()
+}
+
+/// One baseline run: a raw reading process, and a raw writer on core 0.
+pub(crate) fn run_raw<P: Payload>(
+    s: &Settings,
+    template: P,
+    load: Load,
+) -> anyhow::Result<RunFigures> {
+    let tuple_bytes = encoded_size(&template)?;
+    let mut peer = PeerProcess::spawn(s, true, "", tuple_bytes, None)?;
+    let addr = peer.listening()?;
+    let mut stream = TcpStream::connect(addr).context("connect to the raw reader")?;
+    stream.set_nodelay(true)?;
+    send_pinned(s, |_| {
+        pin(0);
+        let started = Instant::now();
+        let length = s.warmup + s.duration;
+        let mut generator = Generator::new(template, load);
+        let mut idle = s.idle.unwrap_or(IdleStrategy::Yield).waiter();
+        let mut bytes = Vec::with_capacity(tuple_bytes);
+        while started.elapsed() < length {
+            let sent = generator.fill(|tuple| -> anyhow::Result<()> {
+                bytes.clear();
+                tuple.encode(&mut bytes)?;
+                stream.write_all(&bytes)?;
+                Ok(())
+            })?;
+            idle.after(sent);
+        }
+        stream.shutdown(Shutdown::Write)?;
+        Ok(())
+    })?;
+    peer.figures()
+}
+
+/// The raw reader: accepts one connection on loopback (announcing its address), reads until
+/// the writer closes, and records each `tuple_bytes` bytes as a tuple.
+pub(crate) fn raw_receive<P: Payload, R: Recorder>(
+    recorder: &mut R,
+    tuple_bytes: usize,
+    idle: IdleStrategy,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(loopback())?;
+    announce(listener.local_addr()?);
+    let (mut stream, _) = listener.accept()?;
+    stream.set_nodelay(true)?;
+    stream.set_nonblocking(true)?;
+    let mut buffer = vec![0u8; RAW_BUFFER.max(2 * tuple_bytes)];
+    let mut filled = 0;
+    let mut idle = idle.waiter();
+    loop {
+        let got = match stream.read(&mut buffer[filled..]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => 0,
+            Err(e) => return Err(e).context("raw read"),
+        };
+        filled += got;
+        let whole = filled - filled % tuple_bytes;
+        for bytes in buffer[..whole].chunks_exact(tuple_bytes) {
+            recorder.record(&P::decode(bytes)?);
+        }
+        buffer.copy_within(whole..filled, 0);
+        filled -= whole;
+        idle.after(got);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announced_address_reads_back() {
+        let addr: SocketAddr = "127.0.0.1:4567".parse().unwrap();
+        assert_eq!(announced(&format!("{LISTENING}{addr}\n")), Some(addr));
+        assert_eq!(announced("garbage"), None);
+        assert_eq!(announced(""), None);
+    }
+}
