@@ -86,6 +86,7 @@ fn run_wordcount(input: &Path, output: &Path, request: PlanRequest, parallelism:
         &PlanOptions {
             cores: 2,
             queue_capacity: 32,
+            ..PlanOptions::default()
         },
     )
     .unwrap();

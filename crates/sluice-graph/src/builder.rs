@@ -36,7 +36,7 @@ use sluice_transport::StreamType;
 use sluice_types::Tuple;
 
 use crate::operator::{Operator, OperatorContext, Source};
-use crate::{GraphError, Partitioning};
+use crate::{GraphError, Partitioning, Placement};
 
 /// Index of an operator in its graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,6 +97,8 @@ pub struct OperatorDef {
     pub outputs: Vec<StreamType>,
     /// How many parallel instances it runs as.
     pub parallelism: usize,
+    /// Where its instances may run.
+    pub placement: Vec<Placement>,
     /// What it is, with its factory.
     pub kind: OperatorKind,
 }
@@ -278,6 +280,7 @@ impl GraphBuilder {
             inputs: ports.inputs,
             outputs: ports.outputs,
             parallelism: 1,
+            placement: Vec::new(),
             kind,
         });
         OperatorHandle(id)
@@ -329,6 +332,20 @@ impl GraphBuilder {
             return Err(GraphError::ParallelSource(def.name.clone()));
         }
         self.graph.operators[operator.0 .0].parallelism = parallelism;
+        Ok(())
+    }
+
+    /// Constrains where the instances of `operator` run; the planner honours every constraint
+    /// or refuses the plan naming the one it cannot meet.
+    pub fn place(
+        &mut self,
+        operator: OperatorHandle,
+        placement: Placement,
+    ) -> Result<(), GraphError> {
+        self.def(operator.0)?;
+        self.graph.operators[operator.0 .0]
+            .placement
+            .push(placement);
         Ok(())
     }
 
@@ -421,6 +438,18 @@ impl GraphBuilder {
                         operator: op.name.clone(),
                         port,
                     });
+                }
+            }
+        }
+        for op in &graph.operators {
+            for p in &op.placement {
+                if let Some(other) = p.other_operator() {
+                    if !graph.operators.iter().any(|o| o.name == other) || other == op.name {
+                        return Err(GraphError::BadPlacement {
+                            operator: op.name.clone(),
+                            placement: p.to_string(),
+                        });
+                    }
                 }
             }
         }

@@ -5,6 +5,16 @@ use thiserror::Error;
 /// A graph that cannot run, and why.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum GraphError {
+    /// A placement constraint names no other operator of the graph, or the operator itself.
+    #[error(
+        "operator '{operator}' is placed {placement}, which is not another operator of the graph"
+    )]
+    BadPlacement {
+        /// The constrained operator.
+        operator: String,
+        /// The constraint.
+        placement: String,
+    },
     /// Two operators share a name.
     #[error("two operators are named '{0}'; operator names must be unique")]
     DuplicateName(String),

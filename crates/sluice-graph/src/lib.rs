@@ -12,6 +12,7 @@ mod dot;
 mod error;
 mod operator;
 mod partitioning;
+mod placement;
 
 pub use builder::{
     EdgeDef, EdgeId, Graph, GraphBuilder, InPort, OperatorDef, OperatorHandle, OperatorId,
@@ -23,3 +24,4 @@ pub use operator::{
     OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source,
 };
 pub use partitioning::{KeyFn, Partitioning};
+pub use placement::Placement;

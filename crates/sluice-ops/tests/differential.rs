@@ -434,6 +434,7 @@ fn execute(nodes: &[Node], input: &[u64], request: &PlanRequest) -> Result<Outco
     let options = PlanOptions {
         cores: 2,
         queue_capacity: 8,
+        ..PlanOptions::default()
     };
     let physical = plan(&graph, request, &options).map_err(|e| format!("plan: {e}"))?;
     let run = RunOptions {

@@ -23,6 +23,7 @@ fn run_graph(graph: &Graph, request: &PlanRequest) -> Result<sluice_runtime::Job
         &PlanOptions {
             cores: 2,
             queue_capacity: 16,
+            ..PlanOptions::default()
         },
     )
     .unwrap();
@@ -265,6 +266,7 @@ fn a_stop_drains_every_emitted_tuple() {
             &PlanOptions {
                 cores: 2,
                 queue_capacity: 1024,
+                ..PlanOptions::default()
             },
         )
         .unwrap();

@@ -14,12 +14,15 @@
 #![forbid(unsafe_code)]
 
 mod file;
+mod hosts;
+mod placement;
 mod plan;
 mod planner;
 mod render;
 mod transports;
 
 pub use file::{EdgeSpec, PlanFile, ThreadSpec};
+pub use hosts::{HostSpec, HostsFile};
 pub use plan::{
     ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
 };

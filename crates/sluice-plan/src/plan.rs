@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use sluice_transport::TransportSpec;
 
+use crate::HostSpec;
+
 /// Index of an operator instance in [`PhysicalPlan::instances`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct InstanceId(pub usize);
@@ -22,6 +24,8 @@ pub struct PhysicalPlan {
     pub edges: Vec<EdgePlan>,
     /// Every transport instance: the edges between threads, grouped by the receiver they share.
     pub channels: Vec<ChannelPlan>,
+    /// The hosts the PEs run on (every host the job may use).
+    pub hosts: Vec<HostSpec>,
 }
 
 /// One processing element: an OS process on a host.
@@ -139,6 +143,11 @@ impl PhysicalPlan {
     /// The instances of PE `pe`, by their threads' order.
     pub fn pe_instances(&self, pe: usize) -> impl Iterator<Item = &InstancePlan> {
         self.instances.iter().filter(move |i| i.pe == pe)
+    }
+
+    /// The host a PE runs on.
+    pub fn host_of(&self, pe: &PePlan) -> Option<&HostSpec> {
+        self.hosts.iter().find(|h| h.name == pe.host)
     }
 
     /// How many physical edges feed input `port` of `instance`.

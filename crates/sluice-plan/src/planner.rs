@@ -6,7 +6,9 @@ use sluice_graph::Graph;
 use sluice_transport::TransportSpec;
 use thiserror::Error;
 
-use crate::{EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile, ThreadPlan};
+use crate::{
+    EdgePlan, HostsFile, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile, ThreadPlan,
+};
 
 /// Which plan the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,12 +24,15 @@ pub enum PlanRequest {
 }
 
 /// Machine facts and defaults the planner needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanOptions {
-    /// Cores available to the job; threads are pinned only when they fit.
+    /// Cores of this machine, when the job runs on it alone; threads are pinned only when
+    /// they fit.
     pub cores: usize,
     /// Messages per threaded port unless the request says otherwise.
     pub queue_capacity: usize,
+    /// The hosts the job may use; this machine alone when `None`.
+    pub hosts: Option<HostsFile>,
 }
 
 impl Default for PlanOptions {
@@ -35,6 +40,7 @@ impl Default for PlanOptions {
         Self {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             queue_capacity: sluice_transport::DEFAULT_QUEUE_CAPACITY,
+            hosts: None,
         }
     }
 }
@@ -92,8 +98,30 @@ pub enum PlanError {
         /// The instance.
         instance: String,
     },
-    /// A thread pinned to a core the machine lacks.
-    #[error("thread '{thread}' is pinned to core {core}, but this machine has cores 0..{cores}")]
+    /// A placement constraint the planner cannot meet.
+    #[error("operator '{operator}' must run {constraint}, but {reason}")]
+    Placement {
+        /// The constrained operator.
+        operator: String,
+        /// The constraint.
+        constraint: String,
+        /// Why it cannot be met.
+        reason: String,
+    },
+    /// An edge between hosts, with no network transport to carry it.
+    #[error("edge {from} -> {to} crosses from host '{from_host}' to host '{to_host}', but no network transport is available")]
+    NoNetworkTransport {
+        /// The upstream instance.
+        from: String,
+        /// The downstream instance.
+        to: String,
+        /// The upstream host.
+        from_host: String,
+        /// The downstream host.
+        to_host: String,
+    },
+    /// A thread pinned to a core its host lacks.
+    #[error("thread '{thread}' is pinned to core {core}, but its host has cores 0..{cores}")]
     NoSuchCore {
         /// The thread.
         thread: String,
@@ -203,7 +231,6 @@ pub fn plan(
         return Err(PlanError::ZeroCapacity);
     }
     let mut pes = group_into_pes(placed);
-    assign_cores(&mut pes, options.cores)?;
     for pe in &pes {
         for t in &pe.threads {
             for i in &t.instances {
@@ -212,12 +239,39 @@ pub fn plan(
             }
         }
     }
+    let hosts = options
+        .hosts
+        .clone()
+        .unwrap_or_else(|| HostsFile::localhost(options.cores))
+        .hosts;
+    let pe_of: Vec<usize> = instances.iter().map(|i| i.pe).collect();
+    let host_of_pe = crate::placement::place(graph, &pes, &instances, &pe_of, &hosts)?;
+    for (pe, &h) in pes.iter_mut().zip(&host_of_pe) {
+        pe.host = hosts[h].name.clone();
+    }
+    for (h, host) in hosts.iter().enumerate() {
+        let mut on_host: Vec<&mut ThreadPlan> = pes
+            .iter_mut()
+            .zip(&host_of_pe)
+            .filter(|(_, &ph)| ph == h)
+            .flat_map(|(pe, _)| pe.threads.iter_mut())
+            .collect();
+        assign_cores(&mut on_host, host.cores)?;
+    }
+    let host_of: Vec<usize> = instances.iter().map(|i| host_of_pe[i.pe]).collect();
     let pinned = match request {
         PlanRequest::File(path, file) => pinned_transports(graph, path, file)?,
         _ => BTreeMap::new(),
     };
-    let (edges, channels) =
-        crate::transports::choose(graph, &instances, &first_instance, &pinned, capacity)?;
+    let (edges, channels) = crate::transports::choose(
+        graph,
+        &instances,
+        &first_instance,
+        &pinned,
+        capacity,
+        &host_of,
+        &hosts,
+    )?;
     let threads: Vec<ThreadPlan> = pes.iter().flat_map(|p| p.threads.clone()).collect();
     check_thread_cycles(&threads, &instances, &edges)?;
 
@@ -228,6 +282,7 @@ pub fn plan(
         instances,
         edges,
         channels,
+        hosts,
     })
 }
 
@@ -372,10 +427,9 @@ fn split_instance(name: &str) -> (&str, Option<usize>) {
     (name, None)
 }
 
-/// Pins threads one per core when they fit and the user pinned none; checks user pins.
-fn assign_cores(pes: &mut [PePlan], cores: usize) -> Result<(), PlanError> {
-    let mut threads: Vec<&mut ThreadPlan> =
-        pes.iter_mut().flat_map(|p| p.threads.iter_mut()).collect();
+/// Pins the threads of one host one per core when they fit and the user pinned none; checks
+/// user pins.
+fn assign_cores(threads: &mut [&mut ThreadPlan], cores: usize) -> Result<(), PlanError> {
     for t in threads.iter() {
         if let Some(core) = t.core {
             if core >= cores {

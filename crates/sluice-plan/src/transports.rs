@@ -13,7 +13,7 @@ use sluice_graph::{Graph, Partitioning};
 use sluice_transport::TransportSpec;
 use sluice_types::Encoding;
 
-use crate::{ChannelPlan, EdgePlan, InstanceId, InstancePlan, PlanError, PortRef};
+use crate::{ChannelPlan, EdgePlan, HostSpec, InstanceId, InstancePlan, PlanError, PortRef};
 
 /// Slots in a shared-memory ring unless the user pins another size.
 pub const DEFAULT_SHM_SLOTS: usize = 1024;
@@ -27,6 +27,8 @@ pub(crate) fn choose(
     first_instance: &[usize],
     pinned: &BTreeMap<usize, TransportSpec>,
     capacity: usize,
+    host_of: &[usize],
+    hosts: &[HostSpec],
 ) -> Result<(Vec<EdgePlan>, Vec<ChannelPlan>), PlanError> {
     let mut edges = Vec::new();
     for edge in graph.edges() {
@@ -42,6 +44,15 @@ pub(crate) fn choose(
             for j in targets {
                 let to = InstanceId(first_instance[down.id.0] + j);
                 let (a, b) = (&instances[from.0], &instances[to.0]);
+                let (ha, hb) = (host_of[from.0], host_of[to.0]);
+                if ha != hb {
+                    return Err(PlanError::NoNetworkTransport {
+                        from: a.name.clone(),
+                        to: b.name.clone(),
+                        from_host: hosts[ha].name.clone(),
+                        to_host: hosts[hb].name.clone(),
+                    });
+                }
                 let transport = transport_for(a, b, pinned.get(&edge.id.0), encoding, capacity)?;
                 edges.push(EdgePlan {
                     logical: edge.id.0,

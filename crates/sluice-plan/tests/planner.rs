@@ -1,7 +1,8 @@
 //! Planner tests on a small WordCount-shaped graph: source -> split -> sum (x2, key-by) -> sink.
 
 use sluice_graph::{
-    Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Ports, Produced, Source,
+    Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Placement, Ports, Produced,
+    Source,
 };
 use sluice_plan::{plan, PhysicalPlan, PlanError, PlanFile, PlanOptions, PlanRequest};
 use sluice_transport::TransportSpec;
@@ -55,6 +56,7 @@ fn options() -> PlanOptions {
     PlanOptions {
         cores: 2,
         queue_capacity: 64,
+        ..PlanOptions::default()
     }
 }
 
@@ -286,5 +288,138 @@ fn pinned_transports_that_cannot_work_are_refused() {
     assert_eq!(
         e.to_string(),
         "test.toml: [[edge]] sum -> split is not an edge of wc"
+    );
+}
+
+const HOSTS: &str = r#"
+[[host]]
+name = "a"
+address = "10.0.0.1"
+cores = 2
+groups = ["left"]
+[[host]]
+name = "b"
+address = "10.0.0.2"
+cores = 2
+groups = ["right"]
+"#;
+
+fn with_hosts() -> PlanOptions {
+    PlanOptions {
+        hosts: Some(sluice_plan::HostsFile::parse(HOSTS).unwrap()),
+        ..options()
+    }
+}
+
+/// The WordCount-shaped graph with placement constraints on two operators.
+fn placed(constraints: &[(&str, Placement)]) -> Graph {
+    let mut g = GraphBuilder::new("wc");
+    let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
+    let split = g.operator(
+        "split",
+        Ports::new().input::<String>().output::<String>(),
+        |_| Pass,
+    );
+    let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
+    g.connect(src.out(0), split.input(0)).unwrap();
+    g.connect(split.out(0), sink.input(0)).unwrap();
+    for (name, p) in constraints {
+        let handle = match *name {
+            "source" => src,
+            "split" => split,
+            _ => sink,
+        };
+        g.place(handle, p.clone()).unwrap();
+    }
+    g.build().unwrap()
+}
+
+#[test]
+fn hosts_files_are_checked() {
+    use sluice_plan::HostsFile;
+    assert!(HostsFile::parse(HOSTS).is_ok());
+    let e = HostsFile::parse("[[host]]\nname='a'\naddress='x'\n").unwrap_err();
+    assert!(e.contains("line 3"), "{e}");
+    let e = HostsFile::parse(
+        "[[host]]\nname='a'\naddress='1.2.3.4'\n[[host]]\nname='a'\naddress='1.2.3.5'\n",
+    )
+    .unwrap_err();
+    assert_eq!(e, "host 'a' is listed twice");
+    assert!(HostsFile::parse("").is_err());
+}
+
+#[test]
+fn colocated_operators_share_a_host_and_pins_follow_it() {
+    let g = placed(&[
+        ("source", Placement::Host("b".into())),
+        ("split", Placement::ColocateWith("source".into())),
+        ("sink", Placement::ColocateWith("split".into())),
+    ]);
+    let p = plan(&g, &PlanRequest::Processes, &with_hosts()).unwrap();
+    assert!(p.pes.iter().all(|pe| pe.host == "b"), "{p}");
+    assert_eq!(
+        p.host_of(&p.pes[0]).unwrap().address.to_string(),
+        "10.0.0.2"
+    );
+    // Three threads on a 2-core host stay unpinned.
+    assert!(p.threads().all(|t| t.core.is_none()));
+}
+
+#[test]
+fn placement_constraints_that_cannot_be_met_are_named() {
+    let err = |constraints: &[(&str, Placement)], request: &PlanRequest| {
+        plan(&placed(constraints), request, &with_hosts())
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        err(
+            &[("split", Placement::Host("c".into()))],
+            &PlanRequest::Processes
+        ),
+        "operator 'split' must run on host 'c', but no host meets it together with its other \
+         constraints (hosts: a (groups left); b (groups right))"
+    );
+    let e = err(
+        &[
+            ("split", Placement::Group("left".into())),
+            ("sink", Placement::Group("left".into())),
+            ("sink", Placement::ExlocateFrom("split".into())),
+        ],
+        &PlanRequest::Processes,
+    );
+    assert!(
+        e.contains("never on the same host as 'split'") && e.contains("cannot keep"),
+        "{e}"
+    );
+    let e = err(
+        &[
+            ("sink", Placement::ColocateWith("split".into())),
+            ("sink", Placement::ExlocateFrom("split".into())),
+        ],
+        &PlanRequest::Processes,
+    );
+    assert!(e.contains("must share its host"), "{e}");
+    let e = err(&[("split", Placement::Isolated)], &PlanRequest::Fused);
+    assert!(
+        e.starts_with("operator 'split' must run alone in its own PE, but its PE 'main' also runs"),
+        "{e}"
+    );
+    // Isolation holds under one PE per instance; exlocation without a second host does not.
+    assert!(plan(
+        &placed(&[("split", Placement::Isolated)]),
+        &PlanRequest::Processes,
+        &options()
+    )
+    .is_ok());
+    let e = plan(
+        &placed(&[("sink", Placement::ExlocateFrom("source".into()))]),
+        &PlanRequest::Processes,
+        &options(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("never on the same host as 'source'"),
+        "{e}"
     );
 }

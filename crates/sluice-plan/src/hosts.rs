@@ -1,0 +1,88 @@
+//! Hosts files: the machines a job may use, in TOML.
+//!
+//! ```toml
+//! [[host]]
+//! name = "a"
+//! address = "10.0.0.1"            # receivers of network transports bind here
+//! cores = 8
+//! groups = ["rack1"]              # optional: named groups, for placement constraints
+//! launch = ["ssh", "a"]           # optional: command prefix that runs a program there
+//!
+//! [[host]]
+//! name = "b"
+//! address = "10.0.0.2"
+//! cores = 8
+//! launch = ["ip", "netns", "exec", "b"]
+//! ```
+//!
+//! Without a hosts file a job has one host, `localhost` (127.0.0.1, this machine's cores).
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use serde::{Deserialize, Serialize};
+
+/// A parsed hosts file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostsFile {
+    /// The hosts, in the order PEs are spread over them.
+    #[serde(rename = "host")]
+    pub hosts: Vec<HostSpec>,
+}
+
+/// One host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Its name, used in plans and placement constraints.
+    pub name: String,
+    /// The address its PEs' network receivers bind to and senders connect to.
+    pub address: IpAddr,
+    /// Cores PEs may use there.
+    #[serde(default = "one")]
+    pub cores: usize,
+    /// The groups it belongs to.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// A command prefix that runs a program on the host (`ssh NAME`, `ip netns exec NAME`);
+    /// empty for this machine.
+    #[serde(default)]
+    pub launch: Vec<String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl HostsFile {
+    /// Parses a hosts file; errors carry the line and column. Names must be unique and every
+    /// host must have a core.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: Self = toml::from_str(text).map_err(|e| e.to_string())?;
+        if file.hosts.is_empty() {
+            return Err("the hosts file lists no [[host]]".into());
+        }
+        for (i, h) in file.hosts.iter().enumerate() {
+            if file.hosts[..i].iter().any(|o| o.name == h.name) {
+                return Err(format!("host '{}' is listed twice", h.name));
+            }
+            if h.cores == 0 {
+                return Err(format!("host '{}' has cores = 0", h.name));
+            }
+        }
+        Ok(file)
+    }
+
+    /// The single host of a job without a hosts file: this machine.
+    pub fn localhost(cores: usize) -> Self {
+        Self {
+            hosts: vec![HostSpec {
+                name: "localhost".into(),
+                address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                cores: cores.max(1),
+                groups: Vec::new(),
+                launch: Vec::new(),
+            }],
+        }
+    }
+}
