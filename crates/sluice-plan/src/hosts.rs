@@ -20,6 +20,18 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why a hosts file was refused.
+#[derive(Debug, Error)]
+pub enum HostsError {
+    /// It is not valid TOML for a hosts file; the error carries the position.
+    #[error(transparent)]
+    Syntax(#[from] toml::de::Error),
+    /// It parses but makes no sense.
+    #[error("{0}")]
+    Invalid(String),
+}
 
 /// A parsed hosts file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,17 +69,18 @@ fn one() -> usize {
 impl HostsFile {
     /// Parses a hosts file; errors carry the line and column. Names must be unique and every
     /// host must have a core.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let file: Self = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Self, HostsError> {
+        let file: Self = toml::from_str(text)?;
+        let invalid = |m: String| Err(HostsError::Invalid(m));
         if file.hosts.is_empty() {
-            return Err("the hosts file lists no [[host]]".into());
+            return invalid("the hosts file lists no [[host]]".into());
         }
         for (i, h) in file.hosts.iter().enumerate() {
             if file.hosts[..i].iter().any(|o| o.name == h.name) {
-                return Err(format!("host '{}' is listed twice", h.name));
+                return invalid(format!("host '{}' is listed twice", h.name));
             }
             if h.cores == 0 {
-                return Err(format!("host '{}' has cores = 0", h.name));
+                return invalid(format!("host '{}' has cores = 0", h.name));
             }
         }
         Ok(file)

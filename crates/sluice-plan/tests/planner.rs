@@ -339,12 +339,12 @@ fn hosts_files_are_checked() {
     use sluice_plan::HostsFile;
     assert!(HostsFile::parse(HOSTS).is_ok());
     let e = HostsFile::parse("[[host]]\nname='a'\naddress='x'\n").unwrap_err();
-    assert!(e.contains("line 3"), "{e}");
+    assert!(e.to_string().contains("line 3"), "{e}");
     let e = HostsFile::parse(
         "[[host]]\nname='a'\naddress='1.2.3.4'\n[[host]]\nname='a'\naddress='1.2.3.5'\n",
     )
     .unwrap_err();
-    assert_eq!(e, "host 'a' is listed twice");
+    assert_eq!(e.to_string(), "host 'a' is listed twice");
     assert!(HostsFile::parse("").is_err());
 }
 
