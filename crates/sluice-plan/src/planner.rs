@@ -108,18 +108,6 @@ pub enum PlanError {
         /// Why it cannot be met.
         reason: String,
     },
-    /// An edge between hosts, with no network transport to carry it.
-    #[error("edge {from} -> {to} crosses from host '{from_host}' to host '{to_host}', but no network transport is available")]
-    NoNetworkTransport {
-        /// The upstream instance.
-        from: String,
-        /// The downstream instance.
-        to: String,
-        /// The upstream host.
-        from_host: String,
-        /// The downstream host.
-        to_host: String,
-    },
     /// A thread pinned to a core its host lacks.
     #[error("thread '{thread}' is pinned to core {core}, but its host has cores 0..{cores}")]
     NoSuchCore {

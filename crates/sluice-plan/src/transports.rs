@@ -3,13 +3,14 @@
 //! transport, grouped into [`ChannelPlan`]s.
 //!
 //! Between PEs of one host the default is `shm-vega` (one producer, one consumer, the cheapest
-//! ring). Where several upstream instances in other PEs feed one input port over a transport
+//! ring); between hosts it is `tcp` with adaptive batching. Where several upstream instances in other PEs feed one input port over a transport
 //! that takes many producers (`shm-osr`), they share one channel, so the downstream thread polls
 //! one receiver for all of them (the Vega paper, section III).
 
 use std::collections::BTreeMap;
 
 use sluice_graph::{Graph, Partitioning};
+use sluice_transport::tcp::TcpParams;
 use sluice_transport::TransportSpec;
 use sluice_types::Encoding;
 
@@ -44,16 +45,9 @@ pub(crate) fn choose(
             for j in targets {
                 let to = InstanceId(first_instance[down.id.0] + j);
                 let (a, b) = (&instances[from.0], &instances[to.0]);
-                let (ha, hb) = (host_of[from.0], host_of[to.0]);
-                if ha != hb {
-                    return Err(PlanError::NoNetworkTransport {
-                        from: a.name.clone(),
-                        to: b.name.clone(),
-                        from_host: hosts[ha].name.clone(),
-                        to_host: hosts[hb].name.clone(),
-                    });
-                }
-                let transport = transport_for(a, b, pinned.get(&edge.id.0), encoding, capacity)?;
+                let hosts = (&hosts[host_of[from.0]], &hosts[host_of[to.0]]);
+                let transport =
+                    transport_for(a, b, hosts, pinned.get(&edge.id.0), encoding, capacity)?;
                 edges.push(EdgePlan {
                     logical: edge.id.0,
                     from: PortRef {
@@ -79,6 +73,7 @@ pub(crate) fn choose(
 fn transport_for(
     a: &InstancePlan,
     b: &InstancePlan,
+    (host_a, host_b): (&HostSpec, &HostSpec),
     pinned: Option<&TransportSpec>,
     encoding: Encoding,
     capacity: usize,
@@ -102,9 +97,17 @@ fn transport_for(
             spec,
             "its ends run in different PEs (processes); a threaded port stays in one process",
         )),
+        Some(spec @ TransportSpec::ShmVega { .. }) if host_a.name != host_b.name => Err(refuse(
+            spec,
+            &format!(
+                "its ends run on hosts '{}' and '{}'; shared memory stays on one host",
+                host_a.name, host_b.name
+            ),
+        )),
         Some(spec) => Ok(spec.clone()),
         None if a.thread == b.thread => Ok(TransportSpec::Fused),
         None if a.pe == b.pe => Ok(TransportSpec::Threaded { capacity }),
+        None if host_a.name != host_b.name => Ok(TransportSpec::Tcp(TcpParams::default())),
         None => Ok(TransportSpec::ShmVega {
             slot_bytes: match encoding {
                 Encoding::Facade { size } => size.max(1),
@@ -117,7 +120,7 @@ fn transport_for(
 
 /// Whether one receiver of `spec` takes several senders.
 fn takes_many_senders(spec: &TransportSpec) -> bool {
-    spec.name() == "shm-osr"
+    matches!(spec.name(), "shm-osr" | "tcp")
 }
 
 /// Gives every edge that is not fused a channel: edges of one logical edge into one input port

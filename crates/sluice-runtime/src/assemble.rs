@@ -4,6 +4,8 @@
 //! threads.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
@@ -12,6 +14,7 @@ use sluice_graph::{Graph, OperatorContext, OperatorKind, Partitioning};
 use sluice_plan::{ChannelPlan, InstanceId, PhysicalPlan};
 use sluice_shm::SegmentName;
 use sluice_sync::IdleStrategy;
+use sluice_transport::tcp::JobSecret;
 use sluice_transport::{ChannelSite, ErasedReceiver};
 
 use crate::control::JobControl;
@@ -36,26 +39,55 @@ impl Scope {
     }
 }
 
-/// Where the channels of a job meet: their shared segments are named after the job's id.
+/// Where the channels of a job meet: their shared segments are named after the job's id, and
+/// their network receivers are bound on their hosts' addresses, which the launcher hands to
+/// the senders (`endpoints`).
 #[derive(Debug, Clone)]
 pub(crate) struct Sites {
     /// The directory of the job's segments.
     pub(crate) dir: PathBuf,
     /// The job's id, unique among the jobs running on the host.
     pub(crate) job: String,
+    /// The job's secret, which network receivers require of senders.
+    pub(crate) secret: JobSecret,
+    /// The bound address of every network receiver, by channel.
+    pub(crate) endpoints: BTreeMap<usize, SocketAddr>,
 }
 
 impl Sites {
-    fn site(&self, channel: &ChannelPlan) -> Result<ChannelSite, RunError> {
+    fn site(
+        &self,
+        plan: &PhysicalPlan,
+        channel: &ChannelPlan,
+        sender: Option<InstanceId>,
+    ) -> Result<ChannelSite, RunError> {
+        let mismatch =
+            |e: String| RunError::PlanMismatch(format!("channel {}: {e}", channel.name()));
         let segment = SegmentName::in_dir(&self.dir, &self.job, &channel.name())
-            .map_err(|e| RunError::PlanMismatch(format!("channel {}: {e}", channel.name())))?;
-        Ok(ChannelSite { segment })
+            .map_err(|e| mismatch(e.to_string()))?;
+        let receiver_pe = &plan.pes[plan.instance(channel.to.instance).pe];
+        let bind = plan
+            .host_of(receiver_pe)
+            .map(|h| h.address)
+            .ok_or_else(|| mismatch(format!("host '{}' is not in the plan", receiver_pe.host)))?;
+        let sender_index = sender
+            .and_then(|s| channel.senders.iter().position(|&x| x == s))
+            .unwrap_or(0);
+        Ok(ChannelSite {
+            segment,
+            bind,
+            peer: self.endpoints.get(&channel.id).copied(),
+            secret: self.secret.clone(),
+            sender_index: sender_index as u32,
+        })
     }
 }
 
-/// The receivers this process bound for channels whose senders open them by name.
+/// The receivers this process bound for channels whose senders open them by name or address.
 pub(crate) struct Bound {
     receivers: Vec<(usize, Box<dyn ErasedReceiver>)>,
+    /// The bound address of each network receiver, by channel, for the senders.
+    pub(crate) endpoints: Vec<(usize, SocketAddr)>,
 }
 
 /// Whether `channel` is joined by one in-process pair (its only sender and its receiver both
@@ -89,16 +121,17 @@ pub(crate) fn bind(
 ) -> Result<Bound, RunError> {
     check_plan(graph, plan)?;
     let mut receivers = Vec::new();
+    let mut endpoints = Vec::new();
     for channel in &plan.channels {
         let to = plan.instance(channel.to.instance);
         if !scope.runs(to.pe) || joined_in_process(plan, channel, scope) {
             continue;
         }
         let stream = &graph.operators()[to.operator].inputs[channel.to.port];
-        let receiver = stream
+        let (receiver, address) = stream
             .bind_receiver(
                 &channel.transport,
-                &sites.site(channel)?,
+                &sites.site(plan, channel, None)?,
                 channel.senders.len(),
             )
             .map_err(|error| RunError::Transport {
@@ -106,8 +139,12 @@ pub(crate) fn bind(
                 error,
             })?;
         receivers.push((channel.id, receiver));
+        endpoints.extend(address.map(|a| (channel.id, a)));
     }
-    Ok(Bound { receivers })
+    Ok(Bound {
+        receivers,
+        endpoints,
+    })
 }
 
 /// Builds this process's threads (opening the senders of channels bound elsewhere) and starts
@@ -245,7 +282,7 @@ pub(crate) fn start(
                     });
                 } else {
                     let sender = stream
-                        .open_sender(&channel.transport, &sites.site(channel)?)
+                        .open_sender(&channel.transport, &sites.site(plan, channel, Some(from))?)
                         .map_err(transport_error)?;
                     targets.push(Target::Remote(sender));
                 }

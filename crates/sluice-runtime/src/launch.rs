@@ -13,7 +13,9 @@
 //! sources finish so every tuple in flight drains. Children are in their own process group, so
 //! a terminal's Ctrl-C reaches only the launcher, and die with it if it dies.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -24,9 +26,10 @@ use std::time::{Duration, Instant};
 
 use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
+use sluice_transport::tcp::JobSecret;
 
 use crate::control::JobControl;
-use crate::pe::{ENV_JOB_DIR, ENV_JOB_ID, ENV_PARENT, ENV_PE};
+use crate::pe::{ENV_JOB_DIR, ENV_JOB_ID, ENV_PARENT, ENV_PE, SECRET_FILE};
 use crate::wire::{self, FromPe, ToPe};
 use crate::{InstanceReport, JobReport, RunError, RunOptions, Running, RunningJob};
 
@@ -47,6 +50,11 @@ pub(crate) fn job_segments(plan: &PhysicalPlan) -> Result<JobSegments, RunError>
         RUNS.fetch_add(1, Ordering::Relaxed)
     );
     JobSegments::begin(&id).map_err(|e| RunError::Launch(format!("shared segments: {e}")))
+}
+
+/// A fresh secret for a job, which network receivers require of its senders.
+pub(crate) fn job_secret() -> Result<JobSecret, RunError> {
+    JobSecret::random().map_err(|e| RunError::Launch(format!("no job secret: {e}")))
 }
 
 /// One child process running a PE.
@@ -91,6 +99,15 @@ pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<Running
         .tempdir()
         .map_err(|e| launch(e, "cannot make the job's directory"))?;
     let plan_json = serde_json::to_vec(plan).map_err(|e| RunError::Launch(e.to_string()))?;
+    // The directory is the launcher's alone (mode 0700), so the secret file is too.
+    let secret = job_secret()?.to_hex();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.path().join(SECRET_FILE))
+        .and_then(|mut f| f.write_all(secret.as_bytes()))
+        .map_err(|e| launch(e, "cannot write the job's secret"))?;
     std::fs::write(dir.path().join("plan.json"), plan_json)
         .map_err(|e| launch(e, "cannot write the plan"))?;
     let listener = UnixListener::bind(dir.path().join("control.sock"))
@@ -112,13 +129,37 @@ pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<Running
         .map_or("", |s| s.job())
         .to_string();
     for pe in &plan.pes {
-        let mut command = Command::new(&exe);
+        let mut env: Vec<(&str, OsString)> = vec![
+            (ENV_PE, pe.id.to_string().into()),
+            (ENV_JOB_DIR, children._dir.path().into()),
+            (ENV_JOB_ID, job_id.clone().into()),
+        ];
+        let prefix = plan.host_of(pe).map_or(&[][..], |h| h.launch.as_slice());
+        let mut command = match prefix.split_first() {
+            // This machine: a direct child, which checks it is ours and dies with us.
+            None => {
+                env.push((ENV_PARENT, std::process::id().to_string().into()));
+                let mut command = Command::new(&exe);
+                command.envs(env);
+                command
+            }
+            // Another host (`ssh h`, `ip netns exec h`): the environment goes on the command
+            // line through `env`, which every such prefix passes along.
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg("env");
+                for (key, value) in env {
+                    let mut pair = OsString::from(key);
+                    pair.push("=");
+                    pair.push(value);
+                    command.arg(pair);
+                }
+                command.arg(&exe);
+                command
+            }
+        };
         command
             .args(std::env::args_os().skip(1))
-            .env(ENV_PE, pe.id.to_string())
-            .env(ENV_JOB_DIR, children._dir.path())
-            .env(ENV_JOB_ID, &job_id)
-            .env(ENV_PARENT, std::process::id().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -147,10 +188,20 @@ pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<Running
         });
     }
     let result = children.connect_all(&listener).and_then(|()| {
-        children.await_all(|m| matches!(m, FromPe::Bound), "bind its receivers")?;
-        children.tell_all(ToPe::Connect);
+        let mut endpoints = Vec::new();
+        children.await_all(
+            |m| match m {
+                FromPe::Bound { endpoints: e } => {
+                    endpoints.extend(e.iter().copied());
+                    true
+                }
+                _ => false,
+            },
+            "bind its receivers",
+        )?;
+        children.tell_all(&ToPe::Connect { endpoints });
         children.await_all(|m| matches!(m, FromPe::Ready), "start")?;
-        children.tell_all(ToPe::Go);
+        children.tell_all(&ToPe::Go);
         Ok(())
     });
     if let Err(error) = result {
@@ -230,7 +281,11 @@ impl Children {
     }
 
     /// Waits until every PE has sent a message `expected` accepts.
-    fn await_all(&mut self, expected: fn(&FromPe) -> bool, step: &str) -> Result<(), RunError> {
+    fn await_all(
+        &mut self,
+        mut expected: impl FnMut(&FromPe) -> bool,
+        step: &str,
+    ) -> Result<(), RunError> {
         let deadline = Instant::now() + START_TIMEOUT;
         let mut waiting = self.pes.len();
         while waiting > 0 {
@@ -325,11 +380,11 @@ impl Children {
         Ok(())
     }
 
-    fn tell_all(&mut self, message: ToPe) {
+    fn tell_all(&mut self, message: &ToPe) {
         for pe in &mut self.pes {
             if let Some(stream) = &mut pe.control {
                 // A PE that cannot be told has died; supervision reports it.
-                let _ = wire::send(stream, &message);
+                let _ = wire::send(stream, message);
             }
         }
     }
@@ -363,7 +418,7 @@ impl Children {
             stop_when_due();
             if control.stop_requested() && !stop_sent {
                 stop_sent = true;
-                self.tell_all(ToPe::Stop);
+                self.tell_all(&ToPe::Stop);
             }
             match self.events.recv_timeout(SUPERVISION_PERIOD) {
                 Ok((pe, message)) => {

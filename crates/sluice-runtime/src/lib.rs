@@ -134,11 +134,14 @@ fn start_threads(
     options: &RunOptions,
 ) -> Result<RunningJob, RunError> {
     let segments = launch::job_segments(plan)?;
-    let sites = Sites {
+    let mut sites = Sites {
         dir: segments.dir().to_path_buf(),
         job: segments.job().to_string(),
+        secret: launch::job_secret()?,
+        endpoints: Default::default(),
     };
     let bound = assemble::bind(graph, plan, Scope::All, &sites)?;
+    sites.endpoints.extend(bound.endpoints.iter().copied());
     let control = Arc::new(JobControl::new(true));
     let threads = assemble::start(graph, plan, Scope::All, &sites, bound, options, &control)?;
     Ok(RunningJob {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use sluice_graph::Graph;
 use sluice_plan::PhysicalPlan;
+use sluice_transport::tcp::JobSecret;
 
 use crate::assemble::{self, Scope, Sites};
 use crate::control::JobControl;
@@ -21,6 +22,8 @@ pub(crate) const ENV_PE: &str = "SLUICE_PE";
 pub(crate) const ENV_JOB_DIR: &str = "SLUICE_JOB_DIR";
 /// The job's id, which names its shared segments.
 pub(crate) const ENV_JOB_ID: &str = "SLUICE_JOB_ID";
+/// The file in the job's directory holding its secret, in hex.
+pub(crate) const SECRET_FILE: &str = "secret";
 /// The launcher's pid: a PE whose launcher is gone leaves at once.
 pub(crate) const ENV_PARENT: &str = "SLUICE_LAUNCHER_PID";
 
@@ -35,7 +38,8 @@ pub(crate) struct PeRole {
     pe: usize,
     dir: PathBuf,
     job: String,
-    launcher: u32,
+    /// The launcher's pid, when it started this PE directly.
+    launcher: Option<u32>,
 }
 
 impl PeRole {
@@ -45,16 +49,21 @@ impl PeRole {
             pe: var(ENV_PE)?.parse().ok()?,
             dir: PathBuf::from(var(ENV_JOB_DIR)?),
             job: var(ENV_JOB_ID)?,
-            launcher: var(ENV_PARENT)?.parse().ok()?,
+            launcher: var(ENV_PARENT).and_then(|p| p.parse().ok()),
         })
     }
 }
 
 /// Runs this process's PE of the job and exits: 0 after a clean end, 1 after a failure.
 pub(crate) fn serve(graph: &Graph, role: PeRole, options: &RunOptions) -> ! {
-    // Die with the launcher, even if it is killed outright; if it is already gone, leave.
+    // Die with whatever started this process (the launcher, or the command that runs it on
+    // its host), even if it is killed outright; if the launcher is already gone, leave.
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::Kill));
-    if rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(role.launcher) {
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
+    if role
+        .launcher
+        .is_some_and(|launcher| parent != Some(launcher))
+    {
         std::process::exit(1);
     }
     let Ok(mut stream) = UnixStream::connect(role.dir.join("control.sock")) else {
@@ -86,20 +95,27 @@ fn run(
         .map_err(|e| RunError::Launch(format!("cannot read the plan: {e}")))?;
     let plan: PhysicalPlan = serde_json::from_slice(&plan_json)
         .map_err(|e| RunError::Launch(format!("the plan does not parse: {e}")))?;
+    let secret = std::fs::read_to_string(role.dir.join(SECRET_FILE))
+        .ok()
+        .and_then(|hex| JobSecret::from_hex(hex.trim()).ok())
+        .ok_or_else(|| RunError::Launch("cannot read the job's secret".into()))?;
     let scope = Scope::Pe(role.pe);
-    let sites = Sites {
+    let mut sites = Sites {
         dir: sluice_shm::DEFAULT_DIR.into(),
         job: role.job.clone(),
+        secret,
+        endpoints: Default::default(),
     };
     let mut reader = BufReader::new(stream.try_clone().map_err(lost)?);
-    let mut expect = |wanted: ToPe| match wire::receive::<ToPe>(&mut reader) {
-        Ok(Some(got)) if got == wanted => Ok(()),
-        _ => Err(RunError::Launch("the launcher is gone".into())),
-    };
+    let gone = || RunError::Launch("the launcher is gone".into());
 
     let bound = assemble::bind(graph, &plan, scope, &sites)?;
-    wire::send(stream, &FromPe::Bound).map_err(lost)?;
-    expect(ToPe::Connect)?;
+    let endpoints = bound.endpoints.clone();
+    wire::send(stream, &FromPe::Bound { endpoints }).map_err(lost)?;
+    match wire::receive::<ToPe>(&mut reader) {
+        Ok(Some(ToPe::Connect { endpoints })) => sites.endpoints.extend(endpoints),
+        _ => return Err(gone()),
+    }
     let control = Arc::new(JobControl::new(false));
     // The launcher keeps the time; this PE runs until its sources end or it is told to stop.
     let own = RunOptions {
@@ -108,7 +124,9 @@ fn run(
     };
     let threads = assemble::start(graph, &plan, scope, &sites, bound, &own, &control)?;
     wire::send(stream, &FromPe::Ready).map_err(lost)?;
-    expect(ToPe::Go)?;
+    if !matches!(wire::receive::<ToPe>(&mut reader), Ok(Some(ToPe::Go))) {
+        return Err(gone());
+    }
     control.go();
     let listener = control.clone();
     std::thread::spawn(move || loop {

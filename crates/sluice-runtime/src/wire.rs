@@ -4,8 +4,8 @@
 //! ```text
 //!  PE                                launcher
 //!  Hello { pe }              ──▶
-//!  Bound                     ──▶     (every PE has bound its receivers)
-//!                            ◀──     Connect       PEs open their senders
+//!  Bound { endpoints }       ──▶     (every PE has bound its receivers)
+//!                            ◀──     Connect { endpoints }   PEs open their senders
 //!  Ready                     ──▶     (every PE is built and started)
 //!                            ◀──     Go            sources start
 //!                            ◀──     Stop          (Ctrl-C, duration): sources finish, drain
@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 
 use serde::{Deserialize, Serialize};
@@ -26,17 +27,29 @@ use crate::{InstanceReport, JobReport};
 /// What a PE tells its launcher.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum FromPe {
-    Hello { pe: usize },
-    Bound,
+    Hello {
+        pe: usize,
+    },
+    /// Receivers are bound; the addresses of its network receivers, by channel.
+    Bound {
+        endpoints: Vec<(usize, SocketAddr)>,
+    },
     Ready,
-    Done { report: WireReport },
-    Failed { error: String },
+    Done {
+        report: WireReport,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 /// What the launcher tells a PE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum ToPe {
-    Connect,
+    /// Open the senders; the addresses of every network receiver of the job, by channel.
+    Connect {
+        endpoints: Vec<(usize, SocketAddr)>,
+    },
     Go,
     Stop,
 }

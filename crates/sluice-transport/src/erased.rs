@@ -10,6 +10,7 @@
 
 use std::any::Any;
 use std::marker::PhantomData;
+use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -105,7 +106,7 @@ impl StreamType {
         spec: &TransportSpec,
         site: &ChannelSite,
         senders: usize,
-    ) -> Result<Box<dyn ErasedReceiver>, TransportError> {
+    ) -> Result<(Box<dyn ErasedReceiver>, Option<SocketAddr>), TransportError> {
         self.endpoints.bind_receiver(spec, site, senders)
     }
 
@@ -126,7 +127,7 @@ trait EndpointFactory: Send + Sync {
         spec: &TransportSpec,
         site: &ChannelSite,
         senders: usize,
-    ) -> Result<Box<dyn ErasedReceiver>, TransportError>;
+    ) -> Result<(Box<dyn ErasedReceiver>, Option<SocketAddr>), TransportError>;
     fn open_sender(
         &self,
         spec: &TransportSpec,
@@ -147,10 +148,9 @@ impl<T: Tuple> EndpointFactory for TypedFactory<T> {
         spec: &TransportSpec,
         site: &ChannelSite,
         senders: usize,
-    ) -> Result<Box<dyn ErasedReceiver>, TransportError> {
-        Ok(erase_receiver(
-            spec.bind_receiver_typed::<T>(site, senders)?,
-        ))
+    ) -> Result<(Box<dyn ErasedReceiver>, Option<SocketAddr>), TransportError> {
+        let (receiver, address) = spec.bind_receiver_typed::<T>(site, senders)?;
+        Ok((erase_receiver(receiver), address))
     }
 
     fn open_sender(

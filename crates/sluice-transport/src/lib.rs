@@ -22,7 +22,9 @@ pub mod tcp;
 pub mod threaded;
 
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
-pub use registry::{ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY};
+pub use registry::{
+    BoundReceiver, ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY,
+};
 
 use sluice_types::Message;
 use thiserror::Error;

@@ -9,7 +9,9 @@ use sluice_shm::SegmentName;
 use sluice_types::Tuple;
 use thiserror::Error;
 
-use crate::tcp::TcpParams;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::tcp::{JobSecret, TcpParams};
 use crate::threaded::threaded_port;
 use crate::{TupleReceiver, TupleSender};
 
@@ -101,7 +103,19 @@ pub enum TransportError {
 pub struct ChannelSite {
     /// The shared segment of a shared-memory transport.
     pub segment: SegmentName,
+    /// The address of the receiver's host: a network receiver binds there (any free port).
+    pub bind: IpAddr,
+    /// The address a network receiver was bound to, handed to its senders by the launcher.
+    pub peer: Option<SocketAddr>,
+    /// The job's secret, which a network receiver requires of every sender.
+    pub secret: JobSecret,
+    /// The sender's index among the channel's senders.
+    pub sender_index: u32,
 }
+
+/// A receiver bound at a channel site, and the address its senders must be given (for a
+/// network transport).
+pub type BoundReceiver<T> = (Box<dyn TupleReceiver<T>>, Option<SocketAddr>);
 
 impl TransportSpec {
     /// A threaded port with the default capacity.
@@ -166,12 +180,12 @@ impl TransportSpec {
 
 impl TransportSpec {
     /// Binds the receiving end of a channel at `site` for `senders` senders (creating its
-    /// shared segment), before any sender opens it.
+    /// shared segment or its listening socket), before any sender opens it.
     pub fn bind_receiver_typed<T: Tuple>(
         &self,
         site: &ChannelSite,
         senders: usize,
-    ) -> Result<Box<dyn TupleReceiver<T>>, TransportError> {
+    ) -> Result<BoundReceiver<T>, TransportError> {
         match *self {
             Self::Fused | Self::Threaded { .. } => Err(TransportError::InProcessOnly {
                 transport: self.name(),
@@ -184,16 +198,25 @@ impl TransportSpec {
                     });
                 }
                 let rx = crate::shm_vega::create_receiver::<T>(&site.segment, slot_bytes, slots)?;
-                Ok(Box::new(rx))
+                Ok((Box::new(rx), None))
             }
-            Self::Tcp(_) => Err(Self::no_rendezvous()),
-            Self::ShmOsr { capacity_bytes, .. } => {
-                Ok(Box::new(crate::shm_osr::create_receiver::<T>(
+            Self::Tcp(params) => {
+                let (rx, bound) = crate::tcp::bind_receiver::<T>(
+                    SocketAddr::new(site.bind, 0),
+                    &site.secret,
+                    senders,
+                    &params,
+                )?;
+                Ok((Box::new(rx), Some(bound)))
+            }
+            Self::ShmOsr { capacity_bytes, .. } => Ok((
+                Box::new(crate::shm_osr::create_receiver::<T>(
                     &site.segment,
                     capacity_bytes,
                     senders,
-                )?))
-            }
+                )?),
+                None,
+            )),
         }
     }
 
@@ -211,7 +234,6 @@ impl TransportSpec {
                 slot_bytes,
                 slots,
             )?)),
-            Self::Tcp(_) => Err(Self::no_rendezvous()),
             Self::ShmOsr {
                 capacity_bytes,
                 batch_bytes,
@@ -220,17 +242,18 @@ impl TransportSpec {
                 capacity_bytes,
                 batch_bytes,
             )?)),
+            Self::Tcp(params) => {
+                let peer = site.peer.ok_or_else(|| {
+                    TransportError::Setup("no address for the tcp receiver was handed over".into())
+                })?;
+                Ok(Box::new(crate::tcp::connect_sender::<T>(
+                    peer,
+                    &site.secret,
+                    site.sender_index,
+                    &params,
+                )?))
+            }
         }
-    }
-
-    /// A `tcp` channel between PEs needs the receiver's bound address and the job's secret
-    /// handed to its senders, which no launcher provides yet; `crate::tcp` has the endpoints.
-    fn no_rendezvous() -> TransportError {
-        TransportError::Setup(
-            "the tcp transport cannot join PEs yet: no launcher hands the receiver's address \
-             and the job's secret to its senders"
-                .into(),
-        )
     }
 }
 
