@@ -154,16 +154,19 @@ impl PhysicalPlan {
             }
             dot.push_str("  }\n");
         }
+        let mut received = std::collections::BTreeSet::new();
         for e in &self.edges {
             if let Some(c) = e.channel.filter(|&c| self.crosses_pes(&self.channels[c])) {
                 let _ = writeln!(
                     dot,
-                    "  i{from} -> s{c}_{from} [label=\"{}\"];\n  s{c}_{from} -> r{c} [style=dashed, label=\"{}\"];\n  r{c} -> i{};",
+                    "  i{from} -> s{c}_{from} [label=\"{}\"];\n  s{c}_{from} -> r{c} [style=dashed, label=\"{}\"];",
                     e.partitioning,
                     e.transport.name(),
-                    e.to.instance.0,
                     from = e.from.instance.0,
                 );
+                if received.insert(c) {
+                    let _ = writeln!(dot, "  r{c} -> i{};", e.to.instance.0);
+                }
                 continue;
             }
             let _ = writeln!(

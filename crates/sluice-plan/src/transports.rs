@@ -3,7 +3,8 @@
 //! transport, grouped into [`ChannelPlan`]s.
 //!
 //! Between PEs of one host the default is `shm-vega` (one producer, one consumer, the cheapest
-//! ring); between hosts it is `tcp` with adaptive batching. Where several upstream instances in other PEs feed one input port over a transport
+//! ring), or `shm-osr` where several PEs feed one input port; between hosts it is `tcp` with
+//! adaptive batching. Where several upstream instances in other PEs feed one input port over a transport
 //! that takes many producers (`shm-osr`), they share one channel, so the downstream thread polls
 //! one receiver for all of them (the Vega paper, section III).
 
@@ -32,6 +33,8 @@ pub(crate) fn choose(
     hosts: &[HostSpec],
 ) -> Result<(Vec<EdgePlan>, Vec<ChannelPlan>), PlanError> {
     let mut edges = Vec::new();
+    // Per edge: whether its transport is the planner's choice (not pinned by the user).
+    let mut chosen = Vec::new();
     for edge in graph.edges() {
         let up = graph.operator(edge.from.operator);
         let down = graph.operator(edge.to.operator);
@@ -62,9 +65,11 @@ pub(crate) fn choose(
                     transport,
                     channel: None,
                 });
+                chosen.push(!pinned.contains_key(&edge.id.0));
             }
         }
     }
+    share_receivers(&mut edges, &chosen);
     let channels = group_into_channels(&mut edges);
     Ok((edges, channels))
 }
@@ -115,6 +120,24 @@ fn transport_for(
             },
             slots: DEFAULT_SHM_SLOTS,
         }),
+    }
+}
+
+/// Where the planner chose `shm-vega` for several edges of one logical edge into one input
+/// port, it chooses `shm-osr` instead, so that one receiver (and one polling thread) serves all
+/// of those senders.
+fn share_receivers(edges: &mut [EdgePlan], chosen: &[bool]) {
+    let is_vega = |e: &EdgePlan| matches!(e.transport, TransportSpec::ShmVega { .. });
+    let mut feeding: BTreeMap<(usize, PortRef), usize> = BTreeMap::new();
+    for (e, &c) in edges.iter().zip(chosen) {
+        if c && is_vega(e) {
+            *feeding.entry((e.logical, e.to)).or_default() += 1;
+        }
+    }
+    for (e, &c) in edges.iter_mut().zip(chosen) {
+        if c && is_vega(e) && feeding[&(e.logical, e.to)] > 1 {
+            e.transport = TransportSpec::shm_osr();
+        }
     }
 }
 

@@ -174,13 +174,20 @@ fn processes_plan_inserts_a_sender_and_a_receiver_on_every_edge() {
     let p = plan(&graph(), &PlanRequest::Processes, &options()).unwrap();
     assert_eq!(p.pes.len(), 5, "one PE per instance");
     assert!(p.pes.iter().all(|pe| pe.threads.len() == 1));
-    assert_eq!(p.channels.len(), 5);
+    // source -> split, split -> sum[0], split -> sum[1]: one Vega ring each; sum[0] and sum[1]
+    // -> sink share one OSR ring, so one receiver polls both.
+    assert_eq!(p.channels.len(), 4);
     for e in &p.edges {
         let c = &p.channels[e.channel.expect("every edge has a channel")];
         assert!(p.crosses_pes(c));
-        assert_eq!(e.transport.name(), "shm-vega");
         assert_eq!(c.to, e.to);
-        assert_eq!(c.senders, vec![e.from.instance]);
+        if p.instance(e.to.instance).name == "sink" {
+            assert_eq!(e.transport, TransportSpec::shm_osr());
+            assert_eq!(c.senders.len(), 2);
+        } else {
+            assert_eq!(e.transport.name(), "shm-vega");
+            assert_eq!(c.senders, vec![e.from.instance]);
+        }
     }
     // Strings are normal tuples: the default slot for serialized tuples.
     assert_eq!(
@@ -194,7 +201,8 @@ fn processes_plan_inserts_a_sender_and_a_receiver_on_every_edge() {
     assert!(text.contains("PE 1 'split' on localhost"), "{text}");
     assert!(
         text.contains("+ send c1 (shm-vega) to sum[0]")
-            && text.contains("+ receive c1 (shm-vega) from split"),
+            && text.contains("+ receive c1 (shm-vega) from split")
+            && text.contains("+ receive c3 (shm-osr) from sum[0], sum[1]"),
         "{text}"
     );
     let dot = p.to_dot();
