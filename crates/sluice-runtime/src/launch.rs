@@ -37,6 +37,9 @@ use crate::{InstanceReport, JobReport, RunError, RunOptions, Running, RunningJob
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long PEs may take to exit once they reported.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a PE's failure waits for a neighbour's death to show, which is then reported as
+/// the cause.
+const ROOT_CAUSE_GRACE: Duration = Duration::from_millis(300);
 /// How often the launcher looks at its children while it waits.
 const SUPERVISION_PERIOD: Duration = Duration::from_millis(20);
 
@@ -311,7 +314,24 @@ impl Children {
     /// A message out of turn: a failure is the job's error; a lost socket is a dead PE.
     fn unexpected(&mut self, pe: usize, message: Option<FromPe>) -> Result<(), RunError> {
         match message {
-            Some(FromPe::Failed { error }) => Err(self.failed(pe, error)),
+            Some(FromPe::Failed { error }) => {
+                // A PE often fails because a neighbour died (its edge broke); the death is the
+                // cause to report, so look for one before blaming this PE.
+                let deadline = Instant::now() + ROOT_CAUSE_GRACE;
+                while Instant::now() < deadline {
+                    for other in 0..self.pes.len() {
+                        let p = &mut self.pes[other];
+                        if other != pe && p.status.is_none() && p.report.is_none() {
+                            if let Ok(Some(status)) = p.child.try_wait() {
+                                p.status = Some(status);
+                                return Err(self.died(other));
+                            }
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(self.failed(pe, error))
+            }
             Some(FromPe::Done { report }) => {
                 self.pes[pe].report = Some(report);
                 Ok(())
