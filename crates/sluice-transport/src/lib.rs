@@ -9,17 +9,21 @@
 //! Transports so far: the *threaded port* ([`threaded`]), a bounded in-process queue between
 //! two threads; `shm-vega` ([`shm_vega`]), a Vega ring in a shared segment, between
 //! processes or threads; `shm-osr` ([`shm_osr`]), an OSR ring in a shared segment, from many
-//! senders (processes or threads) into one receiver; and `tcp` ([`tcp`]), batched frames over
-//! TCP, between processes or hosts. The fused "transport" is a direct call and lives in the
+//! senders (processes or threads) into one receiver; `tcp` ([`tcp`]), batched frames over
+//! TCP, between processes or hosts; and `udp-mq` ([`udp_mq`]), datagrams over several UDP
+//! sockets standing in for a NIC's queues, sent and received in batches ([`datagram`]), at
+//! most once with every loss counted. The fused "transport" is a direct call and lives in the
 //! runtime.
 #![forbid(unsafe_code)]
 
+pub mod datagram;
 mod erased;
 mod registry;
 pub mod shm_osr;
 pub mod shm_vega;
 pub mod tcp;
 pub mod threaded;
+pub mod udp_mq;
 
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
 pub use registry::{

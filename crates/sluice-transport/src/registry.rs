@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::tcp::{JobSecret, TcpParams};
 use crate::threaded::threaded_port;
+use crate::udp_mq::UdpMqParams;
 use crate::{TupleReceiver, TupleSender};
 
 /// The default number of messages a threaded port holds.
@@ -52,6 +53,9 @@ pub enum TransportSpec {
         #[serde(default = "default_osr_batch")]
         batch_bytes: usize,
     },
+    /// Datagrams over several UDP sockets (queues), sent and received in batches; at most
+    /// once, every loss counted: between processes or hosts (or threads, over loopback).
+    UdpMq(UdpMqParams),
 }
 
 fn default_osr_capacity() -> usize {
@@ -141,6 +145,7 @@ impl TransportSpec {
             Self::ShmVega { .. } => "shm-vega",
             Self::Tcp(_) => "tcp",
             Self::ShmOsr { .. } => "shm-osr",
+            Self::UdpMq(_) => "udp-mq",
         }
     }
 
@@ -172,6 +177,10 @@ impl TransportSpec {
                 let (mut senders, rx) =
                     crate::shm_osr::connect::<T>(capacity_bytes, batch_bytes, 1)?;
                 let tx = senders.pop().ok_or(TransportError::NoEndpoints)?;
+                Ok((Box::new(tx), Box::new(rx)))
+            }
+            Self::UdpMq(params) => {
+                let (tx, rx) = crate::udp_mq::connect::<T>(&params)?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
         }
@@ -217,6 +226,15 @@ impl TransportSpec {
                 )?),
                 None,
             )),
+            Self::UdpMq(params) => {
+                let (rx, bound) = crate::udp_mq::bind_receiver::<T>(
+                    SocketAddr::new(site.bind, 0),
+                    &site.secret,
+                    senders,
+                    &params,
+                )?;
+                Ok((Box::new(rx), Some(bound)))
+            }
         }
     }
 
@@ -253,6 +271,19 @@ impl TransportSpec {
                     &params,
                 )?))
             }
+            Self::UdpMq(params) => {
+                let peer = site.peer.ok_or_else(|| {
+                    TransportError::Setup(
+                        "no address for the udp-mq receiver was handed over".into(),
+                    )
+                })?;
+                Ok(Box::new(crate::udp_mq::connect_sender::<T>(
+                    peer,
+                    &site.secret,
+                    site.sender_index,
+                    &params,
+                )?))
+            }
         }
     }
 }
@@ -273,6 +304,7 @@ impl std::fmt::Display for TransportSpec {
                 f,
                 "shm-osr(capacity_bytes={capacity_bytes}, batch_bytes={batch_bytes})"
             ),
+            Self::UdpMq(params) => write!(f, "udp-mq({params})"),
         }
     }
 }
