@@ -65,8 +65,11 @@
 //! A punctuation or an end of stream is sent on every queue of its sender. The receiver
 //! delivers a punctuation once every queue of the sender has passed it (a later punctuation
 //! or the end on a queue shows that queue passed the ones before, even if their datagrams were
-//! lost), so it follows everything its sender offered before it. It delivers one
-//! `EndOfStream` per sender, once every queue of that sender has brought its end.
+//! lost), so it follows everything its sender offered before it. With more than one queue,
+//! tuples offered after it may overtake it (their queue passed it while another had not yet):
+//! where a punctuation must also precede what follows it, use one queue. The receiver
+//! delivers one `EndOfStream` per sender, once every queue of that sender has brought its
+//! end.
 //!
 //! A dropped sender sends each queue's last datagram [`END_REPEATS`] more times, spaced out
 //! (UDP may lose any one copy; the receiver ignores the repeats). A sender dropped without

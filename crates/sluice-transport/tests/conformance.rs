@@ -5,11 +5,17 @@
 //! A transport whose flush cannot always hand everything over at once (TCP, bounded by the
 //! kernel's buffers) says so with `pending`; the suite then flushes again after reading, as a
 //! caller must.
+//!
+//! `udp-mq` is at most once and has no backpressure from its receiver, so it takes the tests
+//! whose load fits the socket buffers (order, nothing lost, the end of the stream, a vanished
+//! sender, the largest tuple), with one queue where they ask for one order over the whole
+//! stream; its own test here paces a sender across threads and checks each flow's order.
 
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use sluice_transport::tcp::{BatchProfile, TcpParams};
+use sluice_transport::udp_mq::{QueueChoice, UdpMqParams, HEADER_LEN, RECORD_HEADER};
 use sluice_transport::{RecvError, SendError, TransportSpec, TupleReceiver, TupleSender};
 use sluice_types::Message;
 
@@ -43,6 +49,25 @@ fn transports() -> Vec<TransportSpec> {
             batch_bytes: 32,
         },
     ]
+}
+
+/// `udp-mq` on loopback with `queues` queues and tuples of at most `max_tuple_bytes`, with
+/// socket buffers that hold the suite's bursts.
+fn udp_mq(queues: usize, max_tuple_bytes: usize) -> TransportSpec {
+    TransportSpec::UdpMq(UdpMqParams {
+        queues,
+        batch: 8,
+        datagram_bytes: HEADER_LEN + RECORD_HEADER + max_tuple_bytes,
+        socket_buffer_bytes: Some(1 << 20),
+        ..UdpMqParams::default()
+    })
+}
+
+/// Every transport with endpoints, whether or not it pushes back.
+fn all_transports() -> Vec<TransportSpec> {
+    let mut all = transports();
+    all.push(udp_mq(1, 1024));
+    all
 }
 
 type Pair = (Box<dyn TupleSender<u64>>, Box<dyn TupleReceiver<u64>>);
@@ -146,13 +171,18 @@ fn refuses_when_full_and_accepts_after_a_read() {
 }
 
 #[test]
-fn a_closed_receiver_refuses_and_a_vanished_sender_is_reported() {
+fn a_closed_receiver_refuses() {
     for spec in transports() {
         let (mut tx, rx) = pair(&spec);
         drop(rx);
         let r = tx.offer(Message::Data(1)).unwrap_err();
         assert_eq!(r.error, SendError::Closed, "{spec}");
+    }
+}
 
+#[test]
+fn a_vanished_sender_is_reported() {
+    for spec in all_transports().into_iter().chain([udp_mq(4, 64)]) {
         let (mut tx, mut rx) = pair(&spec);
         tx.offer(Message::Data(5)).unwrap();
         drop(tx);
@@ -167,7 +197,7 @@ fn a_closed_receiver_refuses_and_a_vanished_sender_is_reported() {
 
 #[test]
 fn a_clean_end_is_not_a_disconnect() {
-    for spec in transports() {
+    for spec in all_transports().into_iter().chain([udp_mq(4, 64)]) {
         let (mut tx, mut rx) = pair(&spec);
         tx.offer(Message::Punctuation).unwrap();
         tx.offer(Message::EndOfStream).unwrap();
@@ -187,7 +217,7 @@ proptest! {
         values in prop::collection::vec(any::<u64>(), 0..64),
         flush_every in 1usize..9,
     ) {
-        for spec in transports() {
+        for spec in all_transports() {
             let (mut tx, mut rx) = pair(&spec);
             let mut received = Vec::new();
             for (i, v) in values.iter().enumerate() {
@@ -276,6 +306,8 @@ fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
             },
             osr_slot,
         ),
+        (udp_mq(1, 32), 32),
+        (udp_mq(4, 32), 32),
     ] {
         let (mut tx, mut rx) = spec.connect_typed::<BytesTuple>().unwrap();
         tx.offer(Message::Data(BytesTuple(vec![7; slot]))).unwrap();
@@ -310,4 +342,86 @@ fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
             "{spec}"
         );
     }
+}
+
+/// Sends `n` tuples from another thread, never more than `window` ahead of what the receiver
+/// has taken (UDP has no backpressure: the test paces the sender so the socket buffers never
+/// overflow); returns what arrived, in order, up to and including the end of the stream.
+fn paced_udp(params: UdpMqParams, n: u64, value: fn(u64) -> u64) -> Vec<Message<u64>> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let (mut tx, mut rx) = TransportSpec::UdpMq(params).connect_typed::<u64>().unwrap();
+    let taken = Arc::new(AtomicU64::new(0));
+    let seen = taken.clone();
+    const WINDOW: u64 = 1024;
+    let sender = std::thread::spawn(move || {
+        let deadline = Instant::now() + WATCHDOG;
+        for i in 0..n {
+            // SYNC: pairs with the receiver's Release store of what it has taken.
+            while i >= seen.load(Ordering::Acquire) + WINDOW {
+                tx.flush();
+                assert!(Instant::now() < deadline, "the receiver stopped taking");
+                std::thread::yield_now();
+            }
+            tx.offer(Message::Data(value(i))).unwrap();
+        }
+        tx.offer(Message::EndOfStream).unwrap();
+        tx.flush();
+    });
+    let deadline = Instant::now() + WATCHDOG;
+    let mut out = Vec::new();
+    while out.last() != Some(&Message::EndOfStream) {
+        assert!(Instant::now() < deadline, "stalled after {}", out.len());
+        if rx.poll(256, &mut out).unwrap() == 0 {
+            std::thread::yield_now();
+        }
+        // SYNC: pairs with the sender's Acquire load of the window.
+        taken.store(out.len() as u64, Ordering::Release);
+    }
+    sender.join().unwrap();
+    out
+}
+
+#[test]
+fn udp_mq_keeps_each_flows_order_and_loses_nothing_when_paced() {
+    const N: u64 = 100_000;
+    const FLOWS: u64 = 16;
+    // A tuple's first four bytes (little-endian) are its flow, the next four its number in it.
+    let value = |i: u64| (i / FLOWS) << 32 | (i % FLOWS);
+    let params = UdpMqParams {
+        queues: 4,
+        flow_key_bytes: 4,
+        socket_buffer_bytes: Some(1 << 20),
+        ..UdpMqParams::default()
+    };
+    let out = paced_udp(params, N, value);
+    let mut next = [0u64; FLOWS as usize];
+    for m in &out[..out.len() - 1] {
+        let Message::Data(v) = m else {
+            panic!("{m:?} before the end");
+        };
+        let flow = (v & 0xffff_ffff) as usize;
+        assert_eq!(v >> 32, next[flow], "flow {flow} out of order");
+        next[flow] += 1;
+    }
+    assert_eq!(next, [N / FLOWS; FLOWS as usize]);
+
+    let random = UdpMqParams {
+        queue_choice: QueueChoice::Random,
+        ..params
+    };
+    let out = paced_udp(random, N, |i| i);
+    let mut values: Vec<u64> = out
+        .iter()
+        .filter_map(|m| match m {
+            Message::Data(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    values.sort_unstable();
+    assert_eq!(
+        values,
+        (0..N).collect::<Vec<_>>(),
+        "random queues lose nothing"
+    );
 }
