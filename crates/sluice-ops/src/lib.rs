@@ -1,14 +1,17 @@
 //! The standard operators every application reaches for, typed with closures:
 //! [`IterSource`] (a source over an iterator), [`Map`], [`Filter`], [`FlatMap`], and the
-//! [`Collect`] sink that hands what it received back to the caller.
+//! [`Collect`] sink that hands what it received back to the caller, and [`MulticastSource`],
+//! which receives a UDP multicast feed in batches.
 //!
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
 
+mod multicast;
 mod sinks;
 mod sources;
 mod transforms;
 
+pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use sinks::{Collect, Collected};
 pub use sources::IterSource;
 pub use transforms::{Filter, FlatMap, Map};
