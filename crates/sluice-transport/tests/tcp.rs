@@ -441,3 +441,54 @@ fn the_registry_names_and_serializes_tcp() {
         "transport tcp: min_batch_us must be at most max_batch_us (1), got 5"
     );
 }
+
+/// A facade tuple whose encoding fails for every seventh value.
+#[derive(Debug, Clone, PartialEq)]
+struct Picky(u64);
+
+impl Tuple for Picky {
+    const ENCODING: sluice_types::Encoding = sluice_types::Encoding::Facade { size: 8 };
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), sluice_types::EncodeError> {
+        if self.0 % 7 == 6 {
+            return Err(sluice_types::EncodeError {
+                type_name: "Picky",
+                reason: "every seventh".into(),
+            });
+        }
+        out.extend_from_slice(&self.0.to_le_bytes());
+        Ok(())
+    }
+    fn decode(bytes: &[u8]) -> Result<Self, sluice_types::DecodeError> {
+        sluice_types::tuple_codec::decode_facade::<u64>(bytes).map(Picky)
+    }
+}
+
+#[test]
+fn an_unencodable_tuple_is_refused_and_leaves_no_trace_in_its_frame() {
+    for profile in [BatchProfile::Latency, BatchProfile::Throughput] {
+        let params = TcpParams {
+            profile,
+            max_batch_us: 0,
+            batch_bytes: 40,
+            max_tuple_bytes: 8,
+            ..TcpParams::default()
+        };
+        let (mut tx, mut rx) = sluice_transport::tcp::connect::<Picky>(&params).unwrap();
+        let mut expected = Vec::new();
+        for v in 0..200 {
+            match tx.offer(Message::Data(Picky(v))) {
+                Ok(()) => expected.push(Message::Data(Picky(v))),
+                Err(r) => {
+                    assert_eq!(v % 7, 6);
+                    assert!(matches!(r.error, SendError::Unencodable { .. }));
+                }
+            }
+        }
+        tx.offer(Message::EndOfStream).unwrap();
+        expected.push(Message::EndOfStream);
+        tx.flush();
+        let (got, error) = receive(&mut rx, usize::MAX);
+        assert_eq!(error, None, "{profile:?}");
+        assert_eq!(got, expected, "{profile:?}");
+    }
+}

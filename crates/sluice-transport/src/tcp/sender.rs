@@ -44,7 +44,7 @@ const LIVENESS_EVERY: u32 = 64;
 const HOLD_STEP: Duration = Duration::from_micros(10);
 
 /// The frame being filled.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 struct OpenFrame {
     /// Offset of its length prefix in the buffer.
     start: usize,
@@ -372,13 +372,25 @@ impl<T: Tuple> TcpSender<T> {
                 if size > self.framing.max_tuple {
                     return Err(too_large(size, self.framing.max_tuple));
                 }
+                let (len_before, open_before) = (self.buffer.len(), self.open);
                 let mut failed = false;
                 self.append_tuple(size, |out| {
                     let before = out.len();
                     failed = tuple.encode(out).is_err() || out.len() != before + size;
-                    out.resize(before + size, 0);
                 });
                 if failed {
+                    // Take the record back out; a frame closed to make room for it stays a
+                    // valid frame.
+                    match (open_before, self.open) {
+                        (Some(old), Some(new)) if old.start == new.start => {
+                            self.buffer.truncate(len_before);
+                            self.open = open_before;
+                        }
+                        (_, new) => {
+                            self.buffer.truncate(new.map_or(len_before, |n| n.start));
+                            self.open = None;
+                        }
+                    }
                     return Err(unencodable);
                 }
             }
