@@ -120,6 +120,9 @@ fn listen(addr: SocketAddr, params: &TcpParams) -> std::io::Result<TcpListener> 
         socket.set_recv_buffer_size(bytes)?;
         socket.set_send_buffer_size(bytes)?;
     }
+    // A sender retrying this port before it was bound may have left a closed connection to
+    // itself in TIME_WAIT on it; that must not keep the receiver from binding.
+    socket.set_reuse_address(true)?;
     socket.bind(&SockAddr::from(addr))?;
     socket.listen(BACKLOG)?;
     socket.set_nonblocking(true)?;

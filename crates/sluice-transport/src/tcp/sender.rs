@@ -166,7 +166,13 @@ fn open_socket(
     }
     socket.set_tcp_nodelay(true)?;
     socket.connect_timeout(&SockAddr::from(addr), timeout.max(Duration::from_millis(1)))?;
-    Ok(socket.into())
+    let stream = TcpStream::from(socket);
+    if stream.local_addr()? == addr {
+        // Retrying a local port nobody listens on can pick that very port as the source and
+        // connect the socket to itself (TCP simultaneous open); that is nobody listening.
+        return Err(ErrorKind::ConnectionRefused.into());
+    }
+    Ok(stream)
 }
 
 impl<T> TcpSender<T> {
