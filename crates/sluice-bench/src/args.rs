@@ -33,6 +33,9 @@ pub enum BenchCommand {
     /// The receiving process of a cross-process benchmark (started by the benchmark itself).
     #[command(hide = true)]
     Peer(crate::processes::PeerArgs),
+    /// A sending process of a `shm-osr` benchmark (started by the benchmark itself).
+    #[command(hide = true)]
+    OsrSender(crate::shm_osr::OsrSenderArgs),
 }
 
 /// Options of `sluice bench throughput`.
@@ -61,7 +64,8 @@ pub struct CommonArgs {
     /// `threaded` (two threads pinned to cores 0 and 1, a threaded port), or between two
     /// processes pinned to cores 0 and 1: `shm-vega` (a Vega ring in shared memory), `tcp`,
     /// `tcp-batched` or `tcp-adaptive` (the tcp transport over loopback, latency, throughput
-    /// or adaptive profile).
+    /// or adaptive profile); or `shm-osr` (an OSR ring in shared memory, from `--producers`
+    /// sending processes into one receiving process on core 1).
     #[arg(long, value_enum)]
     pub transport: Transport,
     /// Tuple size in bytes. Facade tuples come in 4, 8, 16, 22, 32, 64, 108, 128, 256, 512,
@@ -99,6 +103,11 @@ pub struct CommonArgs {
     /// backoff (default: chosen from the thread and core counts, as `sluice run` does).
     #[arg(long, value_parser = ["busy-spin", "yield", "backoff"])]
     pub idle: Option<String>,
+    /// Sending processes into the one receiver (`shm-osr` only; 1 to 16). They share the
+    /// cores other than the receiver's (core 0 on a two-core machine); a latency benchmark
+    /// splits `--rate` among them.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub producers: usize,
 }
 
 /// How tuples go from sender to receiver.
@@ -126,6 +135,11 @@ pub enum Transport {
     #[value(name = "tcp-adaptive")]
     #[serde(rename = "tcp-adaptive")]
     TcpAdaptive,
+    /// `--producers` sending processes and a receiving process, pinned, joined by an OSR ring
+    /// in a shared segment.
+    #[value(name = "shm-osr")]
+    #[serde(rename = "shm-osr")]
+    ShmOsr,
 }
 
 impl Transport {
@@ -138,7 +152,13 @@ impl Transport {
             Self::Tcp => "tcp",
             Self::TcpBatched => "tcp-batched",
             Self::TcpAdaptive => "tcp-adaptive",
+            Self::ShmOsr => "shm-osr",
         }
+    }
+
+    /// Whether the sender and the receiver run in separate processes.
+    pub(crate) fn crosses_processes(self) -> bool {
+        !matches!(self, Self::Fused | Self::Threaded)
     }
 
     /// The batching profile of a `tcp` benchmark; `None` for the other transports.
@@ -147,7 +167,7 @@ impl Transport {
             Self::Tcp => Some(BatchProfile::Latency),
             Self::TcpBatched => Some(BatchProfile::Throughput),
             Self::TcpAdaptive => Some(BatchProfile::Adaptive),
-            Self::Fused | Self::Threaded | Self::ShmVega => None,
+            Self::Fused | Self::Threaded | Self::ShmVega | Self::ShmOsr => None,
         }
     }
 }
@@ -181,10 +201,14 @@ pub(crate) struct Settings {
     pub(crate) repeat: usize,
     pub(crate) json: bool,
     pub(crate) idle: Option<IdleStrategy>,
+    pub(crate) producers: usize,
 }
 
 /// The largest normal tuple, so a typo cannot ask for gigabytes per tuple.
 pub const MAX_NORMAL_SIZE: usize = 64 << 20;
+
+/// The most sending processes of a `shm-osr` benchmark.
+const MAX_PRODUCERS: usize = sluice_transport::shm_osr::MAX_SENDERS;
 
 /// The longest duration or warm-up accepted, in seconds (a day).
 const MAX_SECONDS: f64 = 86_400.0;
@@ -212,7 +236,7 @@ impl Settings {
         let (common, bench) = match &args.command {
             BenchCommand::Throughput(t) => (&t.common, Bench::Throughput),
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }),
-            BenchCommand::Baseline(_) | BenchCommand::Peer(_) => {
+            BenchCommand::Baseline(_) | BenchCommand::Peer(_) | BenchCommand::OsrSender(_) => {
                 bail!("this benchmark has no transport settings")
             }
         };
@@ -242,6 +266,18 @@ impl Settings {
         if common.repeat == 0 {
             bail!("--repeat must be at least 1");
         }
+        if !(1..=MAX_PRODUCERS).contains(&common.producers) {
+            bail!(
+                "--producers must be between 1 and {MAX_PRODUCERS}, got {}",
+                common.producers
+            );
+        }
+        if common.producers > 1 && common.transport != Transport::ShmOsr {
+            bail!(
+                "--producers {} needs --transport shm-osr (the only transport with several senders per receiver)",
+                common.producers
+            );
+        }
         Ok(Self {
             bench,
             transport: common.transport,
@@ -252,6 +288,7 @@ impl Settings {
             repeat: common.repeat,
             json: common.json,
             idle: common.idle.as_deref().and_then(IdleStrategy::parse),
+            producers: common.producers,
         })
     }
 }

@@ -37,6 +37,7 @@ mod payload;
 mod processes;
 mod record;
 mod report;
+mod shm_osr;
 mod stats;
 
 pub use args::{
@@ -60,6 +61,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     match &args.command {
         BenchCommand::Baseline(baseline) => return hardware::main(baseline),
         BenchCommand::Peer(peer) => return processes::peer(peer),
+        BenchCommand::OsrSender(sender) => return shm_osr::sender(sender),
         _ => {}
     }
     let settings = Settings::from_args(&args)?;
@@ -120,7 +122,7 @@ fn repeat<P: Payload, R: Recorder>(
         pinned: false,
         baseline_pinned: false,
     };
-    if s.transport == Transport::ShmVega || s.transport.tcp_profile().is_some() {
+    if s.transport.crosses_processes() {
         return processes::repeat::<P>(s, template, load);
     }
     for i in 1..=s.repeat {
@@ -185,7 +187,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
             "one thread, a plain loop passing each tuple by reference to an #[inline(never)] sink"
                 .to_string(),
         ),
-        Transport::ShmVega => (
+        Transport::ShmVega | Transport::ShmOsr => (
             "hardware",
             "one-way cache-line transfer between cores 0 and 1 (latency); one core's memcpy of the tuple size, offset off the source's page position (throughput)".to_string(),
         ),
@@ -218,6 +220,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         transport: s.transport,
         encoding: s.encoding,
         tuple_size: s.size,
+        producers: s.producers,
         target_rate,
         tuples_per_sec: tps,
         gbit_per_sec: gbit,

@@ -81,7 +81,7 @@ pub(crate) fn run_tcp<P: Payload>(
     let addr = peer.listening()?;
     let mut tx = connect_sender::<P>(addr, &secret, 0, &params(profile, tuple_bytes))?;
     send_pinned(s, |idle| {
-        send(&mut tx, template, load, s.warmup + s.duration, idle)
+        send(&mut tx, template, load, s.warmup + s.duration, idle, 0)
     })?;
     drop(tx);
     peer.figures()

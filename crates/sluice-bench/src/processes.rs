@@ -14,6 +14,9 @@
 //! transfer between cores 0 and 1 for latency, and one core's memcpy of tuples of the same
 //! size for throughput. For tcp it is raw TCP on loopback between the same two cores
 //! (module `network`).
+//!
+//! `shm-osr` (module `shm_osr`) turns this around, many senders to one receiver, and shares
+//! the sending and recording loops here and the hardware baseline.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -79,7 +82,8 @@ pub struct PeerArgs {
     pub idle: String,
 }
 
-fn segment(job: &str) -> anyhow::Result<SegmentName> {
+/// The segment of the benchmark run `job`.
+pub(crate) fn segment(job: &str) -> anyhow::Result<SegmentName> {
     Ok(SegmentName::new(job, "tuples")?)
 }
 
@@ -120,7 +124,7 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
             network::raw_receive::<P, R>(&mut recorder, args.slot_bytes, idle)?;
         } else {
             let mut rx = network::bind::<P>(profile, args.slot_bytes)?;
-            record(&mut rx, &mut recorder, idle)?;
+            record(&mut rx, &mut recorder, idle, 1, None)?;
         }
     } else {
         let name = segment(&args.job)?;
@@ -134,31 +138,39 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
                 Err(e) => return Err(e).context("open the benchmark's ring"),
             }
         };
-        record(&mut rx, &mut recorder, idle)?;
+        record(&mut rx, &mut recorder, idle, 1, None)?;
     }
     RunFigures::from_report(&recorder.report(), size)
 }
 
-/// Receives until the end of the stream, recording every tuple.
-fn record<P: Payload, R: Recorder>(
+/// Receives until `ends` ends of stream have arrived, recording every tuple; gives up at
+/// `deadline` (checked when idle).
+pub(crate) fn record<P: Payload, R: Recorder>(
     rx: &mut impl TupleReceiver<P>,
     recorder: &mut R,
     idle: IdleStrategy,
+    ends: usize,
+    deadline: Option<Instant>,
 ) -> anyhow::Result<()> {
     let mut idle = idle.waiter();
     let mut messages = Vec::with_capacity(256);
-    loop {
+    let mut ended = 0;
+    while ended < ends {
         messages.clear();
         let n = rx.poll(256, &mut messages).context("receive")?;
         for message in &messages {
             match message {
                 Message::Data(tuple) => recorder.record(tuple),
-                Message::EndOfStream => return Ok(()),
+                Message::EndOfStream => ended += 1,
                 Message::Punctuation => {}
             }
         }
+        if n == 0 && deadline.is_some_and(|d| Instant::now() > d) {
+            bail!("the senders stopped before ending their streams ({ended} of {ends} ended)");
+        }
         idle.after(n);
     }
+    Ok(())
 }
 
 /// The receiving process; killed if the run ends early.
@@ -252,6 +264,9 @@ pub(crate) fn repeat<P: Payload>(
                 network::run_tcp(s, template.clone(), load.clone(), profile),
                 network::run_raw(s, template.clone(), load.clone()),
             ),
+            None if s.transport == Transport::ShmOsr => {
+                (crate::shm_osr::run_once::<P>(s), Ok(hardware_run(s)))
+            }
             None => (
                 run_vega(s, template.clone(), load.clone()),
                 Ok(hardware_run(s)),
@@ -319,7 +334,7 @@ fn run_vega<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result
     let mut tx = create_sender::<P>(&segment(&job)?, slot_bytes, SLOTS)?;
     let peer = PeerProcess::spawn(s, false, &job, slot_bytes, None)?;
     send_pinned(s, |idle| {
-        send(&mut tx, template, load, s.warmup + s.duration, idle)
+        send(&mut tx, template, load, s.warmup + s.duration, idle, 0)
     })?;
     peer.figures()
 }
@@ -339,7 +354,8 @@ pub(crate) fn send_pinned(
     })
 }
 
-fn idle_name(idle: IdleStrategy) -> &'static str {
+/// The `--idle` value naming `idle`.
+pub(crate) fn idle_name(idle: IdleStrategy) -> &'static str {
     match idle {
         IdleStrategy::BusySpin => "busy-spin",
         IdleStrategy::Yield => "yield",
@@ -347,14 +363,15 @@ fn idle_name(idle: IdleStrategy) -> &'static str {
     }
 }
 
-fn encoding_name(encoding: TupleEncoding) -> &'static str {
+/// The `--encoding` value naming `encoding`.
+pub(crate) fn encoding_name(encoding: TupleEncoding) -> &'static str {
     match encoding {
         TupleEncoding::Facade => "facade",
         TupleEncoding::Normal => "normal",
     }
 }
 
-/// Sends for `length` on core 0, then the end of the stream, and flushes until the
+/// Sends for `length` on `core`, then the end of the stream, and flushes until the
 /// transport holds nothing.
 pub(crate) fn send<P: Payload, S: TupleSender<P>>(
     tx: &mut S,
@@ -362,8 +379,9 @@ pub(crate) fn send<P: Payload, S: TupleSender<P>>(
     load: Load,
     length: Duration,
     idle: IdleStrategy,
+    core: usize,
 ) -> anyhow::Result<()> {
-    pin(0);
+    pin(core);
     let started = Instant::now();
     let mut generator = Generator::new(template, load);
     let mut waiter = idle.waiter();

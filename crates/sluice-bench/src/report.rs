@@ -20,6 +20,8 @@ pub struct BenchResult {
     pub encoding: TupleEncoding,
     /// Bytes per tuple.
     pub tuple_size: usize,
+    /// Sending processes into the one receiver (more than 1 only for `shm-osr`).
+    pub producers: usize,
     /// The rate the sender was asked for (latency only), tuples per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<u64>,
@@ -127,6 +129,9 @@ pub fn render_table(result: &BenchResult) -> String {
         "sluice bench {}: {transport} transport, {}-byte {encoding} tuples",
         result.bench, result.tuple_size
     );
+    if result.producers > 1 {
+        let _ = write!(out, " from {} producers", result.producers);
+    }
     if let Some(rate) = result.target_rate {
         let _ = write!(out, " at {rate} tuples/s");
     }

@@ -197,6 +197,18 @@ fn bad_input_is_one_clear_line() {
             "throughput --transport fused --size 999999999 --encoding normal",
             "--size of a normal tuple must be at most",
         ),
+        (
+            "throughput --transport shm-osr --size 8 --producers 0",
+            "--producers must be between 1 and 16, got 0",
+        ),
+        (
+            "throughput --transport shm-osr --size 8 --producers 17",
+            "--producers must be between 1 and 16, got 17",
+        ),
+        (
+            "throughput --transport shm-vega --size 8 --producers 2",
+            "--producers 2 needs --transport shm-osr",
+        ),
     ];
     for (line, expected) in cases {
         let err = run(&parse(&format!("bench {line}"))).unwrap_err();

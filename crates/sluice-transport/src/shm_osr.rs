@@ -70,6 +70,8 @@ pub const TAG_PUNCTUATION: u8 = 1;
 /// The tag byte of an end-of-stream record.
 pub const TAG_END: u8 = 2;
 
+/// The most senders one receiver takes: the OSR ring's producer table.
+pub const MAX_SENDERS: usize = PRODUCER_SLOTS;
 /// The default ring size: 1 MiB, room for 64 full batch records.
 pub const DEFAULT_CAPACITY_BYTES: usize = 1 << 20;
 /// The default payload a sender reserves for a batch record when its stream is busy: 16 KiB,
@@ -182,11 +184,11 @@ fn create_ring<T: Tuple>(
     capacity_bytes: usize,
     senders: usize,
 ) -> Result<(OsrRing<Segment>, ShmOsrReceiver<T>), TransportError> {
-    if !(1..=PRODUCER_SLOTS).contains(&senders) {
+    if !(1..=MAX_SENDERS).contains(&senders) {
         return Err(TransportError::InvalidParameter {
             transport: "shm-osr",
             parameter: "senders",
-            reason: format!("must be between 1 and {PRODUCER_SLOTS}, got {senders}"),
+            reason: format!("must be between 1 and {MAX_SENDERS}, got {senders}"),
         });
     }
     let (layout, spec) = layout(capacity_bytes)?;
@@ -687,7 +689,7 @@ mod tests {
         assert!(error(connect(1000, 64, 1)).contains("capacity_bytes"));
         assert!(error(connect(1024, 0, 1)).contains("batch_bytes"));
         assert!(error(connect(1024, 64, 0)).contains("senders"));
-        assert!(error(connect(1024, 64, PRODUCER_SLOTS + 1)).contains("between 1 and 16"));
+        assert!(error(connect(1024, 64, MAX_SENDERS + 1)).contains("between 1 and 16"));
         assert!(slot_bytes(100).is_err());
         assert_eq!(slot_bytes(64).unwrap(), 16);
     }

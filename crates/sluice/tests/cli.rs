@@ -63,6 +63,31 @@ to = "sum"
 transport = { kind = "shm-vega", slot_bytes = 128, slots = 64 }
 "#;
 
+/// The three counting instances in two PEs sending into one `shm-osr` receiver in a third:
+/// three senders, one ring.
+const FAN_IN_PLAN: &str = r#"
+[[thread]]
+name = "read"
+pe = "ingest"
+operators = ["sentences", "split"]
+[[thread]]
+name = "count-a"
+pe = "count"
+operators = ["sum[0]", "sum[1]"]
+[[thread]]
+name = "count-b"
+pe = "tail"
+operators = ["sum[2]"]
+[[thread]]
+name = "out"
+pe = "out"
+operators = ["counts"]
+[[edge]]
+from = "sum"
+to = "counts"
+transport = { kind = "shm-osr", capacity_bytes = 65536 }
+"#;
+
 /// Runs WordCount on `input` under each plan and returns the output files' contents.
 fn wordcount_outputs(dir: &Path, input: &Path, plans: &[&str], extra: &[&str]) -> Vec<String> {
     let mut outputs = Vec::new();
@@ -112,10 +137,17 @@ fn wordcount_counts_match_across_processes_and_partitions() {
     std::fs::write(&input, text).unwrap();
     let plan_file = dir.path().join("mixed.toml");
     std::fs::write(&plan_file, MIXED_PLAN).unwrap();
+    let fan_in_file = dir.path().join("fan-in.toml");
+    std::fs::write(&fan_in_file, FAN_IN_PLAN).unwrap();
     let outputs = wordcount_outputs(
         dir.path(),
         &input,
-        &["fused", "processes", plan_file.to_str().unwrap()],
+        &[
+            "fused",
+            "processes",
+            plan_file.to_str().unwrap(),
+            fan_in_file.to_str().unwrap(),
+        ],
         &["--set", "parallelism=3"],
     );
     assert_eq!(outputs[0].lines().count(), 257);
@@ -333,44 +365,54 @@ fn ctrl_c_drains(plan: &str) {
 }
 
 #[test]
-fn shm_vega_benchmarks_run_across_two_processes_and_leave_no_segment() {
-    for bench in [
-        vec!["bench", "throughput"],
-        vec!["bench", "latency", "--rate", "20000"],
-    ] {
-        let mut args = bench.clone();
-        args.extend([
-            "--transport",
-            "shm-vega",
-            "--size",
-            "64",
-            "--duration",
-            "0.3",
-            "--warmup",
-            "0",
-            "--repeat",
-            "1",
-            "--json",
-        ]);
-        let o = sluice(&args);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        let line = stdout(&o);
-        for field in [
-            "\"bench\"",
-            "\"transport\":\"shm-vega\"",
-            "\"tuple_size\":64",
-            "\"tuples_per_sec\"",
-            "\"gbit_per_sec\"",
-            "\"latency_ns\"",
-            "\"duration_s\"",
-            "\"commit\"",
-            "\"cpu\"",
-            "\"baseline\"",
+fn shared_memory_benchmarks_run_across_processes_and_leave_no_segment() {
+    for (transport, producers) in [("shm-vega", "1"), ("shm-osr", "2")] {
+        for bench in [
+            vec!["bench", "throughput"],
+            vec!["bench", "latency", "--rate", "20000"],
         ] {
-            assert!(line.contains(field), "{field} missing from {line}");
+            let mut args = bench.clone();
+            args.extend([
+                "--transport",
+                transport,
+                "--producers",
+                producers,
+                "--size",
+                "64",
+                "--duration",
+                "0.3",
+                "--warmup",
+                "0",
+                "--repeat",
+                "1",
+                "--json",
+            ]);
+            let o = sluice(&args);
+            assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+            let line = stdout(&o);
+            for field in [
+                "\"bench\"",
+                &format!("\"transport\":\"{transport}\""),
+                &format!("\"producers\":{producers}"),
+                "\"tuple_size\":64",
+                "\"tuples_per_sec\"",
+                "\"gbit_per_sec\"",
+                "\"latency_ns\"",
+                "\"duration_s\"",
+                "\"commit\"",
+                "\"cpu\"",
+                "\"baseline\"",
+                "\"ratio_to_baseline\"",
+            ] {
+                if field.contains("ratio") && bench[1] == "latency" {
+                    continue;
+                }
+                assert!(line.contains(field), "{field} missing from {line}");
+            }
+            let json: serde_json::Value =
+                serde_json::from_str(line.trim()).expect("one JSON object");
+            assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
         }
-        let json: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
-        assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
     }
     let own = format!("sluice-bench{}r", std::process::id());
     let left: Vec<_> = std::fs::read_dir("/dev/shm")
