@@ -153,7 +153,8 @@ enum SenderState {
     Open,
     /// Its end of stream arrived.
     Ended,
-    /// Its handle or process is gone without an end of stream.
+    /// Its handle or process is gone, and its end of stream has not arrived (yet: it may be
+    /// in the ring still).
     Gone,
 }
 
@@ -504,7 +505,12 @@ impl<T: Tuple> ShmOsrReceiver<T> {
                 .map_err(|_| self.fail(RecvError::Malformed))?;
         }
         if self.consumer.read_position() >= gone_at {
-            return Err(self.fail(RecvError::Disconnected));
+            // Everything the gone senders wrote has been read: those whose end of stream was
+            // among it merely left early.
+            if self.senders.contains(&SenderState::Gone) {
+                return Err(self.fail(RecvError::Disconnected));
+            }
+            self.gone_at = None;
         }
         Ok(())
     }

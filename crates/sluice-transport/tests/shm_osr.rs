@@ -145,3 +145,39 @@ fn a_sender_dropped_without_its_end_is_reported_after_its_tuples() {
         SendError::Closed
     );
 }
+
+#[test]
+fn a_sender_that_left_after_its_end_is_not_a_disconnect_even_if_the_end_is_read_later() {
+    let (mut senders, mut rx) = connect::<u64>(4096, 64, 3).unwrap();
+    let mut c = senders.pop().unwrap();
+    let mut b = senders.pop().unwrap();
+    let mut a = senders.pop().unwrap();
+    // b's and c's open records come first, so nothing of a's can be read yet.
+    b.offer(Message::Data(20)).unwrap();
+    c.offer(Message::Data(30)).unwrap();
+    a.offer(Message::Data(10)).unwrap();
+    a.offer(Message::EndOfStream).unwrap();
+    drop(a); // gone before the receiver has read its end
+    let mut out = Vec::new();
+    for _ in 0..10 {
+        assert_eq!(rx.poll(8, &mut out), Ok(0));
+    }
+    b.flush();
+    c.flush();
+    while rx.poll(8, &mut out).unwrap() > 0 {}
+    assert_eq!(
+        out,
+        vec![
+            Message::Data(20),
+            Message::Data(30),
+            Message::Data(10),
+            Message::EndOfStream
+        ]
+    );
+    b.offer(Message::EndOfStream).unwrap();
+    c.offer(Message::EndOfStream).unwrap();
+    out.clear();
+    while rx.poll(8, &mut out).unwrap() > 0 {}
+    assert_eq!(out, vec![Message::EndOfStream, Message::EndOfStream]);
+    assert_eq!(rx.poll(8, &mut out), Ok(0));
+}
