@@ -60,11 +60,21 @@ pub(crate) fn job_secret() -> Result<JobSecret, RunError> {
     JobSecret::random().map_err(|e| RunError::Launch(format!("no job secret: {e}")))
 }
 
-/// One child process running a PE.
+/// How the PEs' processes are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spawner {
+    /// Each PE a child of this process (through its host's launch prefix, if it has one).
+    Direct,
+    /// All PEs as the ranks of one `mpirun`, rank i being PE i.
+    Mpi,
+}
+
+/// One PE of the job.
 struct Pe {
     name: String,
     operators: String,
-    child: Child,
+    /// Its process, when this launcher started it directly.
+    process: Option<Child>,
     control: Option<UnixStream>,
     report: Option<wire::WireReport>,
     status: Option<ExitStatus>,
@@ -75,26 +85,37 @@ struct Pe {
 impl Pe {
     /// Waits until the process has exited or `deadline` has passed.
     fn reap(&mut self, deadline: Instant) {
-        while self.status.is_none() {
-            self.status = self.child.try_wait().ok().flatten();
+        while self.status.is_none() && self.process.is_some() {
+            self.status = self.exited();
             if Instant::now() >= deadline {
                 return;
             }
             std::thread::sleep(Duration::from_millis(2));
         }
     }
+
+    /// Its exit status, if its process (started by this launcher) has exited.
+    fn exited(&mut self) -> Option<ExitStatus> {
+        self.process.as_mut()?.try_wait().ok().flatten()
+    }
 }
 
 /// The running PEs of a job.
 pub(crate) struct Children {
     pes: Vec<Pe>,
+    /// The `mpirun` running the PEs as its ranks.
+    mpirun: Option<Child>,
     events: Receiver<(usize, Option<FromPe>)>,
     segments: Option<JobSegments>,
     _dir: tempfile::TempDir,
 }
 
 /// Spawns one process per PE of `plan` and brings them to the point where sources start.
-pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<RunningJob, RunError> {
+pub(crate) fn start(
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+    spawner: Spawner,
+) -> Result<RunningJob, RunError> {
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
     let dir = tempfile::Builder::new()
@@ -121,7 +142,8 @@ pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<Running
 
     let exe = std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?;
     let mut children = Children {
-        pes: Vec::with_capacity(plan.pes.len()),
+        pes: Vec::new(),
+        mpirun: None,
         events: mpsc::channel().1,
         segments: Some(segments),
         _dir: dir,
@@ -131,64 +153,35 @@ pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<Running
         .as_ref()
         .map_or("", |s| s.job())
         .to_string();
-    for pe in &plan.pes {
-        let mut env: Vec<(&str, OsString)> = vec![
-            (ENV_PE, pe.id.to_string().into()),
-            (ENV_JOB_DIR, children._dir.path().into()),
-            (ENV_JOB_ID, job_id.clone().into()),
-        ];
-        let prefix = plan.host_of(pe).map_or(&[][..], |h| h.launch.as_slice());
-        let mut command = match prefix.split_first() {
-            // This machine: a direct child, which checks it is ours and dies with us.
-            None => {
-                env.push((ENV_PARENT, std::process::id().to_string().into()));
-                let mut command = Command::new(&exe);
-                command.envs(env);
-                command
-            }
-            // Another host (`ssh h`, `ip netns exec h`): the environment goes on the command
-            // line through `env`, which every such prefix passes along.
-            Some((program, rest)) => {
-                let mut command = Command::new(program);
-                command.args(rest).arg("env");
-                for (key, value) in env {
-                    let mut pair = OsString::from(key);
-                    pair.push("=");
-                    pair.push(value);
-                    command.arg(pair);
-                }
-                command.arg(&exe);
-                command
-            }
-        };
-        command
-            .args(std::env::args_os().skip(1))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let mut child = command
-            .spawn()
-            .map_err(|e| launch(e, &format!("cannot start PE '{}'", pe.name)))?;
-        if let Some(out) = child.stdout.take() {
-            prefix_lines(out, pe.name.clone(), false);
-        }
-        if let Some(err) = child.stderr.take() {
-            prefix_lines(err, pe.name.clone(), true);
-        }
-        children.pes.push(Pe {
+    children.pes = plan
+        .pes
+        .iter()
+        .map(|pe| Pe {
             name: pe.name.clone(),
             operators: plan
                 .pe_instances(pe.id)
                 .map(|i| i.name.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
-            child,
+            process: None,
             control: None,
             report: None,
             status: None,
             hung_up: false,
-        });
+        })
+        .collect();
+    let env: Vec<(&str, OsString)> = vec![
+        (ENV_JOB_DIR, children._dir.path().into()),
+        (ENV_JOB_ID, job_id.into()),
+    ];
+    let spawned = match spawner {
+        Spawner::Direct => spawn_each(plan, &exe, &env, &mut children),
+        Spawner::Mpi => crate::mpi::spawn_mpirun(plan, &exe, &env, children._dir.path())
+            .map(|mpirun| children.mpirun = Some(mpirun)),
+    };
+    if let Err(error) = spawned {
+        children.kill_all();
+        return Err(error);
     }
     let result = children.connect_all(&listener).and_then(|()| {
         let mut endpoints = Vec::new();
@@ -217,6 +210,65 @@ pub(crate) fn start(plan: &PhysicalPlan, options: &RunOptions) -> Result<Running
         started: Instant::now(),
         duration: options.duration,
     })
+}
+
+/// Starts each PE of `plan` as a child of this process, through its host's launch prefix.
+fn spawn_each(
+    plan: &PhysicalPlan,
+    exe: &std::path::Path,
+    common: &[(&str, OsString)],
+    children: &mut Children,
+) -> Result<(), RunError> {
+    for pe in &plan.pes {
+        let mut env = common.to_vec();
+        env.push((ENV_PE, pe.id.to_string().into()));
+        let prefix = plan.host_of(pe).map_or(&[][..], |h| h.launch.as_slice());
+        let mut command = match prefix.split_first() {
+            // This machine: a direct child, which checks it is ours and dies with us.
+            None => {
+                env.push((ENV_PARENT, std::process::id().to_string().into()));
+                let mut command = Command::new(exe);
+                command.envs(env);
+                command
+            }
+            // Another host (`ssh h`, `ip netns exec h`): the environment goes on the command
+            // line through `env`, which every such prefix passes along.
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg("env");
+                for (key, value) in env {
+                    let mut pair = OsString::from(key);
+                    pair.push("=");
+                    pair.push(value);
+                    command.arg(pair);
+                }
+                command.arg(exe);
+                command
+            }
+        };
+        command.args(std::env::args_os().skip(1));
+        let child = spawn_logged(command, &pe.name)?;
+        children.pes[pe.id].process = Some(child);
+    }
+    Ok(())
+}
+
+/// Spawns `command` in a process group of its own, its output lines prefixed with `name`.
+pub(crate) fn spawn_logged(mut command: Command, name: &str) -> Result<Child, RunError> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| RunError::Launch(format!("cannot start {name}: {e}")))?;
+    if let Some(out) = child.stdout.take() {
+        prefix_lines(out, name.to_string(), false);
+    }
+    if let Some(err) = child.stderr.take() {
+        prefix_lines(err, name.to_string(), true);
+    }
+    Ok(child)
 }
 
 /// Copies a child's output to ours, each line prefixed with `[pe] `.
@@ -322,7 +374,7 @@ impl Children {
                     for other in 0..self.pes.len() {
                         let p = &mut self.pes[other];
                         if other != pe && p.status.is_none() && p.report.is_none() {
-                            if let Ok(Some(status)) = p.child.try_wait() {
+                            if let Some(status) = p.exited() {
                                 p.status = Some(status);
                                 return Err(self.died(other));
                             }
@@ -365,7 +417,7 @@ impl Children {
                 (_, Some(signal)) => format!("was killed by signal {signal}"),
                 _ => "ended".to_string(),
             },
-            None => "closed its connection to the launcher".to_string(),
+            None => "ended without reporting".to_string(),
         };
         RunError::PeDied {
             pe: p.name.clone(),
@@ -380,7 +432,7 @@ impl Children {
             if self.pes[pe].status.is_some() {
                 continue;
             }
-            if let Ok(Some(status)) = self.pes[pe].child.try_wait() {
+            if let Some(status) = self.pes[pe].exited() {
                 self.pes[pe].status = Some(status);
                 // Its last words may still be on their way: read until its socket closes,
                 // which its reader reports after everything the PE sent.
@@ -395,6 +447,28 @@ impl Children {
                 if self.pes[pe].report.is_none() {
                     return Err(self.died(pe));
                 }
+            }
+        }
+        if let Some(status) = self
+            .mpirun
+            .as_mut()
+            .and_then(|m| m.try_wait().ok().flatten())
+        {
+            self.mpirun = None;
+            // Its ranks' last words may still be on their way.
+            let deadline = Instant::now() + EXIT_TIMEOUT;
+            while self.pes.iter().any(|p| p.report.is_none() && !p.hung_up) {
+                match self.events.recv_timeout(SUPERVISION_PERIOD) {
+                    Ok((from, message)) => self.unexpected(from, message)?,
+                    Err(_) if Instant::now() > deadline => break,
+                    Err(_) => {}
+                }
+            }
+            if let Some(pe) = self.pes.iter().find(|p| p.report.is_none()) {
+                return Err(RunError::Launch(format!(
+                    "mpirun ended ({status}) before PE '{}' reported",
+                    pe.name
+                )));
             }
         }
         Ok(())
@@ -412,10 +486,13 @@ impl Children {
     /// Kills every PE still running, reaps them, and removes the job's segments.
     fn kill_all(&mut self) {
         for pe in &mut self.pes {
-            if pe.status.is_none() {
-                let _ = pe.child.kill();
-                pe.status = pe.child.wait().ok();
+            if let (None, Some(process)) = (pe.status, pe.process.as_mut()) {
+                let _ = process.kill();
+                pe.status = process.wait().ok();
             }
+        }
+        if let Some(mpirun) = self.mpirun.take() {
+            crate::mpi::stop_mpirun(mpirun);
         }
         if let Some(segments) = self.segments.take() {
             let _ = segments.end();
@@ -463,6 +540,12 @@ impl Children {
         let deadline = Instant::now() + EXIT_TIMEOUT;
         for pe in &mut self.pes {
             pe.reap(deadline);
+        }
+        if let Some(mpirun) = &mut self.mpirun {
+            // Its ranks have reported and are leaving; it ends once they have.
+            while !matches!(mpirun.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
         }
         self.kill_all();
         let instances: Vec<InstanceReport> = self

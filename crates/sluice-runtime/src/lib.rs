@@ -26,6 +26,7 @@ mod control;
 mod error;
 mod exec;
 mod launch;
+mod mpi;
 mod pe;
 mod report;
 mod wire;
@@ -55,6 +56,8 @@ pub enum Launcher {
     Local,
     /// Every PE as threads of this process; edges between PEs still use their transports.
     InProcess,
+    /// Every PE as a rank of Open MPI's `mpirun`, on the hosts the plan placed it on.
+    Mpi,
 }
 
 /// How to run a job.
@@ -113,7 +116,10 @@ pub fn start(
         pe::serve(graph, role, options)
     }
     match options.launcher {
-        Launcher::Local if plan.pes.len() > 1 => launch::start(plan, options),
+        Launcher::Local if plan.pes.len() > 1 => {
+            launch::start(plan, options, launch::Spawner::Direct)
+        }
+        Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi),
         _ => start_threads(graph, plan, options),
     }
 }

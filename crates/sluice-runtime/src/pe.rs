@@ -18,6 +18,8 @@ use crate::{RunError, RunOptions};
 
 /// The PE this process runs.
 pub(crate) const ENV_PE: &str = "SLUICE_PE";
+/// The rank Open MPI gives each process it starts.
+const ENV_MPI_RANK: &str = "OMPI_COMM_WORLD_RANK";
 /// The job's private directory: the plan and the control socket.
 pub(crate) const ENV_JOB_DIR: &str = "SLUICE_JOB_DIR";
 /// The job's id, which names its shared segments.
@@ -30,7 +32,7 @@ pub(crate) const ENV_PARENT: &str = "SLUICE_LAUNCHER_PID";
 /// Whether this process was started by a launcher as a PE of a job. A program can use it to
 /// skip what only the launching process should do (a banner, a summary).
 pub fn is_pe_process() -> bool {
-    std::env::var_os(ENV_PE).is_some()
+    std::env::var_os(ENV_JOB_DIR).is_some()
 }
 
 /// What the environment says this PE is.
@@ -46,7 +48,8 @@ impl PeRole {
     pub(crate) fn from_env() -> Option<Self> {
         let var = |name| std::env::var(name).ok();
         Some(Self {
-            pe: var(ENV_PE)?.parse().ok()?,
+            // Under mpirun, a PE is the rank Open MPI gives it.
+            pe: var(ENV_PE).or_else(|| var(ENV_MPI_RANK))?.parse().ok()?,
             dir: PathBuf::from(var(ENV_JOB_DIR)?),
             job: var(ENV_JOB_ID)?,
             launcher: var(ENV_PARENT).and_then(|p| p.parse().ok()),

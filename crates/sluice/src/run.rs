@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use sluice_apps::AppConfig;
-use sluice_runtime::RunOptions;
+use sluice_runtime::{Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
 use crate::plan_choice::{parse_seconds, AppArgs};
@@ -30,6 +30,10 @@ pub(crate) struct RunArgs {
     /// Stop (and drain) after this many seconds; generating sources default to 5.
     #[arg(long, value_parser = parse_seconds)]
     duration: Option<Duration>,
+    /// Where the PEs run: `local` (a child process per PE), `mpi` (the ranks of Open MPI's
+    /// mpirun) or `in-process` (threads of this process).
+    #[arg(long, default_value = "local", value_parser = ["local", "mpi", "in-process"])]
+    launcher: String,
     /// How idle threads wait: busy-spin, yield or backoff (default: chosen from cores).
     #[arg(long, value_parser = ["busy-spin", "yield", "backoff"])]
     idle: Option<String>,
@@ -56,6 +60,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let options = RunOptions {
         idle: args.idle.as_deref().and_then(IdleStrategy::parse),
         duration,
+        launcher: match args.launcher.as_str() {
+            "mpi" => Launcher::Mpi,
+            "in-process" => Launcher::InProcess,
+            _ => Launcher::Local,
+        },
         ..RunOptions::default()
     };
     if !sluice_runtime::is_pe_process() {

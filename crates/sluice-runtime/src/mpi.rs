@@ -1,0 +1,92 @@
+//! The MPI launcher: the PEs of a job run as the ranks of one Open MPI `mpirun`, rank i being
+//! PE i, each on the host the plan placed it on. Sluice does not use MPI to move tuples here;
+//! `mpirun` is the cluster launcher, and the PEs reach the launcher's control socket to bind,
+//! connect and report as under the local launcher.
+//!
+//! The command is one app context per PE, joined MPMD-style with `:`, so each rank gets the
+//! program's own arguments verbatim (an app context file cannot quote them): `mpirun
+//! --oversubscribe [--hostfile F] -np 1 [-host H] -x SLUICE_JOB_DIR=.. -x SLUICE_JOB_ID=.. EXE
+//! ARGS : -np 1 ...`. With hosts, the hostfile lists each host with its cores as slots.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use sluice_plan::PhysicalPlan;
+
+use crate::launch::spawn_logged;
+use crate::RunError;
+
+/// How long `mpirun` gets to take its ranks down after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Starts `mpirun` with one rank per PE of `plan`, each running `exe` with this process's
+/// arguments and `env`.
+pub(crate) fn spawn_mpirun(
+    plan: &PhysicalPlan,
+    exe: &Path,
+    env: &[(&str, OsString)],
+    dir: &Path,
+) -> Result<Child, RunError> {
+    let mut command = Command::new("mpirun");
+    command.arg("--oversubscribe");
+    if rustix::process::geteuid().is_root() {
+        // Open MPI refuses root unless told twice; PEs in containers and CI often are root.
+        command
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    let remote = plan.pes.iter().any(|pe| pe.host != "localhost");
+    if remote {
+        let hostfile = dir.join("hostfile");
+        let lines: String = plan
+            .hosts
+            .iter()
+            .map(|h| format!("{} slots={}\n", h.name, h.cores))
+            .collect();
+        std::fs::write(&hostfile, lines)
+            .map_err(|e| RunError::Launch(format!("cannot write the MPI hostfile: {e}")))?;
+        command.arg("--hostfile").arg(&hostfile);
+    }
+    for (rank, pe) in plan.pes.iter().enumerate() {
+        if rank > 0 {
+            command.arg(":");
+        }
+        command.args(["-np", "1"]);
+        if remote {
+            command.args(["-host", &pe.host]);
+        }
+        for (key, value) in env {
+            let mut pair = OsString::from(*key);
+            pair.push("=");
+            pair.push(value);
+            command.arg("-x").arg(pair);
+        }
+        command.arg(exe).args(std::env::args_os().skip(1));
+    }
+    spawn_logged(command, "mpirun").map_err(|e| match e {
+        RunError::Launch(m) => RunError::Launch(format!(
+            "{m} (is Open MPI installed? Debian: apt-get install openmpi-bin)"
+        )),
+        other => other,
+    })
+}
+
+/// Stops `mpirun`: SIGTERM so it takes its ranks down, SIGKILL if it does not end in time.
+pub(crate) fn stop_mpirun(mut mpirun: Child) {
+    if let Ok(None) = mpirun.try_wait() {
+        if let Some(pid) = rustix::process::Pid::from_raw(mpirun.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::Term);
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = mpirun.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = mpirun.kill();
+    }
+    let _ = mpirun.wait();
+}
