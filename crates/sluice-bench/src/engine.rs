@@ -1,7 +1,8 @@
 //! The system under test: a two-operator Sluice graph, `source -> sink`, planned fused (one
 //! thread, the hop is a direct call) or threaded (two threads joined by a threaded port, which
 //! the planner pins to cores 0 and 1 when the machine has two cores or more), and run by the
-//! real runtime for the warm-up plus the measured duration; the runtime's stop drains.
+//! real runtime for the warm-up plus the measured duration, timed from the first tuple, after
+//! which the source ends its stream and the runtime drains.
 //! The source emits each `produce` call's tuples as one batch (`Output::emit_batch`), so the
 //! fused hop is one call per batch and the sink reads the batch as a slice.
 
@@ -9,8 +10,8 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use sluice_graph::{
-    expect_tuple, GraphBuilder, Operator, OperatorContext, OperatorError, OperatorReport, Output,
-    Ports, Produced, Source,
+    expect_tuple, GraphBuilder, Operator, OperatorError, OperatorReport, Output, Ports, Produced,
+    Source,
 };
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, RunOptions};
@@ -21,15 +22,26 @@ use crate::load::{Generator, Load};
 use crate::payload::Payload;
 use crate::record::Recorder;
 
-/// Emits tuples as its [`Load`] says.
+/// Emits tuples as its [`Load`] says, for `span_ns` from its first call (so a slow start of
+/// the threads on a busy machine does not eat into the run).
 struct BenchSource<P> {
     generator: Generator<P>,
     /// The tuples of one `produce` call, emitted as one batch.
     batch: Vec<P>,
+    span_ns: u64,
+    /// When it stops emitting; set by the first call.
+    until_ns: Option<u64>,
 }
 
 impl<P: Payload> Source for BenchSource<P> {
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
+        let now = monotonic_ns();
+        let until = *self
+            .until_ns
+            .get_or_insert_with(|| now.saturating_add(self.span_ns));
+        if now >= until {
+            return Ok(Produced::Exhausted);
+        }
         let batch = &mut self.batch;
         let n = self.generator.fill(|tuple| -> Result<(), OperatorError> {
             batch.push(tuple);
@@ -43,19 +55,27 @@ impl<P: Payload> Source for BenchSource<P> {
     }
 }
 
-/// Records what arrives; its report carries the figures.
+/// Records what arrives, measuring from the warm-up's end counted from the first arrival; its
+/// report carries the figures.
 struct BenchSink<P, R> {
     recorder: R,
     warmup_ns: u64,
+    started: bool,
     _tuples: PhantomData<fn(&P)>,
 }
 
-impl<P: Payload, R: Recorder> Operator for BenchSink<P, R> {
-    fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
-        self.recorder = R::new(monotonic_ns().saturating_add(self.warmup_ns));
-        Ok(())
+impl<P: Payload, R: Recorder> BenchSink<P, R> {
+    /// Starts the warm-up at the first arrival.
+    #[inline]
+    fn arrived(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.recorder = R::new(monotonic_ns().saturating_add(self.warmup_ns));
+        }
     }
+}
 
+impl<P: Payload, R: Recorder> Operator for BenchSink<P, R> {
     #[inline]
     fn process(
         &mut self,
@@ -63,6 +83,7 @@ impl<P: Payload, R: Recorder> Operator for BenchSink<P, R> {
         tuple: TupleRef<'_>,
         _out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
+        self.arrived();
         self.recorder.record(expect_tuple::<P>(port, tuple)?);
         Ok(())
     }
@@ -74,6 +95,7 @@ impl<P: Payload, R: Recorder> Operator for BenchSink<P, R> {
         batch: BatchRef<'_>,
         _out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
+        self.arrived();
         // A fused upstream hands over a contiguous batch; a threaded port's runs are read
         // through the erased view.
         if let Some(tuples) = batch.as_slice::<P>() {
@@ -99,8 +121,8 @@ pub(crate) struct EngineRun {
     pub(crate) pinned: bool,
 }
 
-/// Runs `source -> sink` with tuples like `template` for `warmup + duration`, fused or
-/// threaded; the sink measures from the end of the warm-up.
+/// Runs `source -> sink` with tuples like `template` for `warmup + duration` from the first
+/// tuple, fused or threaded; the sink measures from the end of the warm-up.
 pub(crate) fn run_engine<P: Payload, R: Recorder>(
     threaded: bool,
     template: P,
@@ -110,9 +132,12 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     idle: Option<IdleStrategy>,
 ) -> anyhow::Result<EngineRun> {
     let mut g = GraphBuilder::new("bench");
+    let span_ns = u64::try_from((warmup + duration).as_nanos()).unwrap_or(u64::MAX);
     let source = g.source("source", Ports::new().output::<P>(), move |_| BenchSource {
         generator: Generator::new(template.clone(), load.clone()),
         batch: Vec::with_capacity(crate::load::BATCH),
+        span_ns,
+        until_ns: None,
     });
     let warmup_ns = u64::try_from(warmup.as_nanos()).unwrap_or(u64::MAX);
     let sink = g.operator("sink", Ports::new().input::<P>(), move |_| BenchSink::<
@@ -121,6 +146,7 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     > {
         recorder: R::new(u64::MAX),
         warmup_ns,
+        started: false,
         _tuples: PhantomData,
     });
     g.connect(source.out(0), sink.input(0))?;
@@ -133,7 +159,6 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     let plan = plan(&graph, &request, &PlanOptions::default())?;
     let pinned = plan.threads().any(|t| t.core.is_some());
     let options = RunOptions {
-        duration: Some(warmup + duration),
         idle,
         ..RunOptions::default()
     };
