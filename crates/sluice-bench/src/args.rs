@@ -108,6 +108,9 @@ pub struct CommonArgs {
     /// splits `--rate` among them.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub producers: usize,
+    /// Sockets on each side of a `udp-mq` benchmark (its hardware queues).
+    #[arg(long, value_name = "Q", default_value_t = sluice_transport::udp_mq::DEFAULT_QUEUES)]
+    pub queues: usize,
 }
 
 /// How tuples go from sender to receiver.
@@ -140,6 +143,12 @@ pub enum Transport {
     #[value(name = "shm-osr")]
     #[serde(rename = "shm-osr")]
     ShmOsr,
+    /// Two pinned processes joined by the `udp-mq` transport over loopback: `--queues`
+    /// sockets a side, datagrams sent and received in batches, a random queue per datagram.
+    /// Nothing holds the sender back: what the receiver cannot take is lost, and counted.
+    #[value(name = "udp-mq")]
+    #[serde(rename = "udp-mq")]
+    UdpMq,
 }
 
 impl Transport {
@@ -153,6 +162,7 @@ impl Transport {
             Self::TcpBatched => "tcp-batched",
             Self::TcpAdaptive => "tcp-adaptive",
             Self::ShmOsr => "shm-osr",
+            Self::UdpMq => "udp-mq",
         }
     }
 
@@ -167,7 +177,7 @@ impl Transport {
             Self::Tcp => Some(BatchProfile::Latency),
             Self::TcpBatched => Some(BatchProfile::Throughput),
             Self::TcpAdaptive => Some(BatchProfile::Adaptive),
-            Self::Fused | Self::Threaded | Self::ShmVega | Self::ShmOsr => None,
+            Self::Fused | Self::Threaded | Self::ShmVega | Self::ShmOsr | Self::UdpMq => None,
         }
     }
 }
@@ -202,6 +212,7 @@ pub(crate) struct Settings {
     pub(crate) json: bool,
     pub(crate) idle: Option<IdleStrategy>,
     pub(crate) producers: usize,
+    pub(crate) queues: usize,
 }
 
 /// The largest normal tuple, so a typo cannot ask for gigabytes per tuple.
@@ -278,6 +289,13 @@ impl Settings {
                 common.producers
             );
         }
+        let most = sluice_transport::udp_mq::MAX_QUEUES;
+        if !(1..=most).contains(&common.queues) {
+            bail!(
+                "--queues must be between 1 and {most}, got {}",
+                common.queues
+            );
+        }
         Ok(Self {
             bench,
             transport: common.transport,
@@ -289,6 +307,7 @@ impl Settings {
             json: common.json,
             idle: common.idle.as_deref().and_then(IdleStrategy::parse),
             producers: common.producers,
+            queues: common.queues,
         })
     }
 }

@@ -18,6 +18,9 @@
 //!   processes (module `processes`); shm-vega against the hardware (cache-line transfer,
 //!   memcpy), the tcp profiles against raw TCP on loopback measured in the same run (module
 //!   `network`).
+//! - `--transport udp-mq [--queues Q]`: the same across UDP, against raw UDP with one system
+//!   call per datagram (module `udp`); nothing holds a UDP sender back, so the share of tuples
+//!   lost is reported beside the rate.
 //!
 //! - `sluice bench baseline`: the hardware's limits (cache-line one-way time between two cores,
 //!   one core's memcpy bandwidth), module `hardware`.
@@ -39,6 +42,7 @@ mod record;
 mod report;
 mod shm_osr;
 mod stats;
+mod udp;
 
 pub use args::{
     BenchArgs, BenchCommand, CommonArgs, LatencyArgs, ThroughputArgs, Transport, TupleEncoding,
@@ -46,7 +50,7 @@ pub use args::{
 };
 pub use hardware::{BaselineArgs, HardwareResult, MemcpyFigure};
 pub use payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
-pub use record::RunFigures;
+pub use record::{Loss, RunFigures};
 pub use report::{render_json, render_table, BaselineResult, BenchResult};
 pub use stats::{gbit_per_sec, median, tuples_per_sec, LatencySummary};
 
@@ -168,6 +172,15 @@ fn repeat<P: Payload, R: Recorder>(
     Ok(measured)
 }
 
+/// The median share of tuples lost over the runs that could lose any.
+fn median_loss(runs: &[RunFigures]) -> Option<f64> {
+    let fractions: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.loss.map(|l| l.fraction()))
+        .collect();
+    (!fractions.is_empty()).then(|| median(&fractions))
+}
+
 fn medians(runs: &[RunFigures]) -> (f64, f64, Option<LatencySummary>) {
     let of = |f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
     let latencies: Vec<LatencySummary> = runs.iter().filter_map(|r| r.latency_ns).collect();
@@ -194,6 +207,10 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive => (
             "raw-tcp",
             "two processes on cores 0 and 1 over loopback: one blocking write() per tuple on a TCP_NODELAY socket, a reader cutting non-blocking reads into tuples of the fixed size".to_string(),
+        ),
+        Transport::UdpMq => (
+            "raw-udp",
+            "two processes on cores 0 and 1 over loopback: one send() per tuple on a connected UDP socket, a reader taking one datagram per non-blocking recv(), 4 MiB socket buffers; loss counted from the writer's total".to_string(),
         ),
         Transport::Threaded => (
             "crossbeam-channel",
@@ -225,6 +242,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         tuples_per_sec: tps,
         gbit_per_sec: gbit,
         latency_ns: latency,
+        loss: median_loss(&m.sluice),
         duration_s: s.duration.as_secs_f64(),
         warmup_s: s.warmup.as_secs_f64(),
         pinned: m.pinned,
@@ -238,6 +256,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
             tuples_per_sec: base_tps,
             gbit_per_sec: base_gbit,
             latency_ns: base_latency,
+            loss: median_loss(&m.baseline),
             runs: m.baseline,
         },
         ratio_to_baseline,

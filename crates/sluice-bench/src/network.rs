@@ -38,7 +38,7 @@ fn loopback() -> SocketAddr {
 }
 
 /// Prints the address a receiving process listens on, for the benchmark process.
-fn announce(addr: SocketAddr) {
+pub(crate) fn announce(addr: SocketAddr) {
     println!("{LISTENING}{addr}");
 }
 

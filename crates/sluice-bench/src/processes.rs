@@ -1,19 +1,19 @@
-//! Benchmarks across two processes: `--transport shm-vega`, `tcp`, `tcp-batched` and
-//! `tcp-adaptive`.
+//! Benchmarks across two processes: `--transport shm-vega`, `tcp`, `tcp-batched`,
+//! `tcp-adaptive` and `udp-mq`.
 //!
 //! The benchmark process is the sender, on core 0; it re-executes its own binary as
 //! `sluice bench peer ...` for the receiver, on core 1, which records arrivals like the
 //! in-process sink does and prints its figures as one line of JSON when the end of the stream
 //! arrives. The same `sluice` binary must therefore be the one running (it is, under
 //! `sluice bench`). For shm-vega the sender creates the segment and the receiver opens it;
-//! for tcp the receiver binds a port on loopback and announces it on its first line of output
-//! (module `network`), and the sender connects with the job's secret, which it hands over in
-//! the environment.
+//! for tcp and udp-mq the receiver binds a port on loopback and announces it on its first
+//! line of output (modules `network` and `udp`), and the sender connects with the job's
+//! secret, which it hands over in the environment.
 //!
 //! The baseline for shm-vega is the hardware itself, measured in the same run: a cache-line
 //! transfer between cores 0 and 1 for latency, and one core's memcpy of tuples of the same
 //! size for throughput. For tcp it is raw TCP on loopback between the same two cores
-//! (module `network`).
+//! (module `network`), for udp-mq raw UDP, one system call per datagram (module `udp`).
 //!
 //! `shm-osr` (module `shm_osr`) turns this around, many senders to one receiver, and shares
 //! the sending and recording loops here and the hardware baseline.
@@ -40,6 +40,7 @@ use crate::network;
 use crate::payload::{dispatch, Payload, PayloadVisitor};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
 use crate::stats::{gbit_per_sec, LatencySummary};
+use crate::udp;
 use crate::Measured;
 
 /// Slots in the benchmark's ring.
@@ -80,6 +81,9 @@ pub struct PeerArgs {
     /// How the receiver waits when idle.
     #[arg(long, value_parser = ["busy-spin", "yield", "backoff"], default_value = "yield")]
     pub idle: String,
+    /// Sockets of a `udp-mq` receiver.
+    #[arg(long, default_value_t = sluice_transport::udp_mq::DEFAULT_QUEUES)]
+    pub queues: usize,
 }
 
 /// The segment of the benchmark run `job`.
@@ -119,7 +123,20 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
     pin(1);
     let idle = IdleStrategy::parse(&args.idle).unwrap_or(IdleStrategy::Yield);
     let mut recorder = R::new(monotonic_ns().saturating_add(args.warmup_ns));
-    if let Some(profile) = args.transport.tcp_profile() {
+    let mut loss = None;
+    if args.transport == Transport::UdpMq {
+        if args.baseline {
+            loss = Some(udp::raw_receive::<P, R>(
+                &mut recorder,
+                args.slot_bytes,
+                idle,
+            )?);
+        } else {
+            let mut rx = udp::bind::<P>(args.queues, args.slot_bytes)?;
+            record(&mut rx, &mut recorder, idle, 1, None)?;
+            loss = Some(udp::loss(&rx));
+        }
+    } else if let Some(profile) = args.transport.tcp_profile() {
         if args.baseline {
             network::raw_receive::<P, R>(&mut recorder, args.slot_bytes, idle)?;
         } else {
@@ -140,7 +157,10 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
         };
         record(&mut rx, &mut recorder, idle, 1, None)?;
     }
-    RunFigures::from_report(&recorder.report(), size)
+    Ok(RunFigures {
+        loss,
+        ..RunFigures::from_report(&recorder.report(), size)?
+    })
 }
 
 /// Receives until `ends` ends of stream have arrived, recording every tuple; gives up at
@@ -205,6 +225,7 @@ impl PeerProcess {
             .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
             .args(["--encoding", encoding_name(s.encoding)])
             .args(["--idle", idle_name(s.idle.unwrap_or(IdleStrategy::Yield))])
+            .args(["--queues", &s.queues.to_string()])
             .stdout(Stdio::piped());
         if matches!(s.bench, Bench::Latency { .. }) {
             command.arg("--latency");
@@ -260,6 +281,10 @@ pub(crate) fn repeat<P: Payload>(
     };
     for i in 1..=s.repeat {
         let (run, baseline) = match s.transport.tcp_profile() {
+            None if s.transport == Transport::UdpMq => (
+                udp::run_udp_mq(s, template.clone(), load.clone()),
+                udp::run_raw(s, template.clone(), load.clone()),
+            ),
             Some(profile) => (
                 network::run_tcp(s, template.clone(), load.clone(), profile),
                 network::run_raw(s, template.clone(), load.clone()),
@@ -300,6 +325,7 @@ fn hardware_run(s: &Settings) -> RunFigures {
                     max: ns,
                     samples: 200_000,
                 }),
+                loss: None,
             }
         }
         Bench::Throughput => {
@@ -311,6 +337,7 @@ fn hardware_run(s: &Settings) -> RunFigures {
                 tuples_per_sec: rate,
                 gbit_per_sec: gbit_per_sec(rate, s.size),
                 latency_ns: None,
+                loss: None,
             }
         }
     }

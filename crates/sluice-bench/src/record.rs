@@ -163,6 +163,31 @@ pub struct RunFigures {
     pub gbit_per_sec: f64,
     /// One-way latency, for a latency benchmark.
     pub latency_ns: Option<LatencySummary>,
+    /// What a lossy transport lost over the whole run (warm-up included); `None` where
+    /// nothing can be lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<Loss>,
+}
+
+/// Tuples a lossy transport delivered and lost in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Loss {
+    /// Tuples that arrived.
+    pub delivered: u64,
+    /// Tuples sent that never arrived.
+    pub lost: u64,
+}
+
+impl Loss {
+    /// The share of the tuples sent that were lost, from 0 to 1.
+    pub fn fraction(&self) -> f64 {
+        let sent = self.delivered + self.lost;
+        if sent == 0 {
+            0.0
+        } else {
+            self.lost as f64 / sent as f64
+        }
+    }
 }
 
 impl RunFigures {
@@ -186,6 +211,7 @@ impl RunFigures {
                 .latency
                 .as_ref()
                 .and_then(LatencySummary::from_histogram),
+            loss: None,
         })
     }
 }

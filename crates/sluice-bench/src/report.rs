@@ -31,6 +31,10 @@ pub struct BenchResult {
     pub gbit_per_sec: f64,
     /// Median over runs of each latency figure (latency only; null for throughput).
     pub latency_ns: Option<LatencySummary>,
+    /// Median over runs of the share of tuples sent that were lost, from 0 to 1 (lossy
+    /// transports only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
     /// Seconds measured per run.
     pub duration_s: f64,
     /// Seconds of warm-up discarded per run.
@@ -73,6 +77,9 @@ pub struct BaselineResult {
     pub gbit_per_sec: f64,
     /// Median latency figures (latency only; null for throughput).
     pub latency_ns: Option<LatencySummary>,
+    /// Median share of tuples lost (lossy baselines only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
     /// Every baseline run.
     pub runs: Vec<RunFigures>,
 }
@@ -97,15 +104,25 @@ fn si(value: f64) -> String {
     format!("{scaled:.2}{unit}")
 }
 
-fn row(
-    out: &mut String,
-    who: &str,
-    run: &str,
+/// The figures of one line of the table.
+struct Line<'a> {
     tps: f64,
     gbit: f64,
-    latency: Option<&LatencySummary>,
-) {
+    latency: Option<&'a LatencySummary>,
+    loss: Option<f64>,
+}
+
+fn row(out: &mut String, who: &str, run: &str, line: Line<'_>) {
+    let Line {
+        tps,
+        gbit,
+        latency,
+        loss,
+    } = line;
     let _ = write!(out, "{who:<10} {run:>6} {:>12} {gbit:>9.3}", si(tps));
+    if let Some(loss) = loss {
+        let _ = write!(out, " {:>7.2}", loss * 100.0);
+    }
     if let Some(l) = latency {
         let _ = write!(
             out,
@@ -160,6 +177,9 @@ pub fn render_table(result: &BenchResult) -> String {
         "{:<10} {:>6} {:>12} {:>9}",
         "", "run", "tuples/s", "Gbit/s"
     );
+    if result.loss.is_some() {
+        let _ = write!(out, " {:>7}", "lost %");
+    }
     if result.latency_ns.is_some() {
         let _ = write!(
             out,
@@ -168,13 +188,14 @@ pub fn render_table(result: &BenchResult) -> String {
         );
     }
     out.push('\n');
-    for (who, runs, tps, gbit, latency) in [
+    for (who, runs, tps, gbit, latency, loss) in [
         (
             "sluice",
             &result.runs,
             result.tuples_per_sec,
             result.gbit_per_sec,
             result.latency_ns.as_ref(),
+            result.loss,
         ),
         (
             "baseline",
@@ -182,20 +203,28 @@ pub fn render_table(result: &BenchResult) -> String {
             result.baseline.tuples_per_sec,
             result.baseline.gbit_per_sec,
             result.baseline.latency_ns.as_ref(),
+            result.baseline.loss,
         ),
     ] {
+        // A lossy transport's baseline is lossy too: both sides have the column or neither.
+        let column = |loss: Option<f64>| result.loss.map(|_| loss.unwrap_or(0.0));
         for (i, run) in runs.iter().enumerate() {
             let n = (i + 1).to_string();
-            row(
-                &mut out,
-                who,
-                &n,
-                run.tuples_per_sec,
-                run.gbit_per_sec,
-                run.latency_ns.as_ref(),
-            );
+            let line = Line {
+                tps: run.tuples_per_sec,
+                gbit: run.gbit_per_sec,
+                latency: run.latency_ns.as_ref(),
+                loss: column(run.loss.map(|l| l.fraction())),
+            };
+            row(&mut out, who, &n, line);
         }
-        row(&mut out, who, "median", tps, gbit, latency);
+        let line = Line {
+            tps,
+            gbit,
+            latency,
+            loss: column(loss),
+        };
+        row(&mut out, who, "median", line);
     }
     out.push('\n');
     if let Some(r) = result.ratio_to_baseline {

@@ -468,3 +468,58 @@ fn tcp_benchmarks_run_across_two_processes_beside_raw_tcp() {
         }
     }
 }
+
+#[test]
+fn udp_mq_benchmarks_run_across_two_processes_beside_raw_udp_and_report_loss() {
+    for (bench, queues) in [
+        (vec!["bench", "throughput"], "2"),
+        (vec!["bench", "latency", "--rate", "5000"], "1"),
+    ] {
+        let mut args = bench.clone();
+        args.extend([
+            "--transport",
+            "udp-mq",
+            "--queues",
+            queues,
+            "--size",
+            "64",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--json",
+        ]);
+        let o = sluice(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let line = stdout(&o);
+        let json: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
+        assert_eq!(json["transport"], "udp-mq", "{line}");
+        assert_eq!(json["baseline"]["name"], "raw-udp", "{line}");
+        assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
+        for side in [&json, &json["baseline"]] {
+            let loss = side["loss"].as_f64().expect("a loss figure");
+            assert!((0.0..=1.0).contains(&loss), "{line}");
+            let run = &side["runs"][0]["loss"];
+            assert!(run["delivered"].as_u64().unwrap() > 0, "{line}");
+            assert!(run["lost"].as_u64().is_some(), "{line}");
+        }
+    }
+    let o = sluice(&[
+        "bench",
+        "throughput",
+        "--transport",
+        "udp-mq",
+        "--size",
+        "64",
+        "--queues",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--queues must be between 1 and 64, got 0"),
+        "{}",
+        stderr(&o)
+    );
+}
