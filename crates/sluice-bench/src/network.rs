@@ -27,6 +27,7 @@ use crate::load::{Generator, Load};
 use crate::payload::Payload;
 use crate::processes::{encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV};
 use crate::record::{Recorder, RunFigures};
+use sluice_transport::{TransportError, TupleSender};
 
 /// How a receiving process's first line starts.
 const LISTENING: &str = "listening ";
@@ -55,14 +56,19 @@ fn params(profile: BatchProfile, tuple_bytes: usize) -> TcpParams {
     }
 }
 
+/// The job's secret the benchmark process handed a receiving process in its environment.
+pub(crate) fn secret_from_env() -> anyhow::Result<JobSecret> {
+    let secret = std::env::var(SECRET_ENV).context("no job secret in the environment")?;
+    Ok(JobSecret::from_hex(&secret)?)
+}
+
 /// The receiving process's end: binds on loopback with the secret from the environment and
 /// announces its address.
 pub(crate) fn bind<P: Payload>(
     profile: BatchProfile,
     tuple_bytes: usize,
 ) -> anyhow::Result<TcpReceiver<P>> {
-    let secret = std::env::var(SECRET_ENV).context("no job secret in the environment")?;
-    let secret = JobSecret::from_hex(&secret)?;
+    let secret = secret_from_env()?;
     let (rx, addr) = bind_receiver::<P>(loopback(), &secret, 1, &params(profile, tuple_bytes))?;
     announce(addr);
     Ok(rx)
@@ -75,16 +81,51 @@ pub(crate) fn run_tcp<P: Payload>(
     load: Load,
     profile: BatchProfile,
 ) -> anyhow::Result<RunFigures> {
+    run_sluice(s, template, load, |addr, secret, tuple_bytes| {
+        connect_sender::<P>(addr, secret, 0, &params(profile, tuple_bytes))
+    })
+}
+
+/// One Sluice run of a network transport: a receiving process announcing its address, and
+/// the sender `connect` opens to it with the secret the receiver was handed (and the encoded
+/// tuple size), driven on core 0; dropped before the receiver's figures are read.
+pub(crate) fn run_sluice<P: Payload, S: TupleSender<P>>(
+    s: &Settings,
+    template: P,
+    load: Load,
+    connect: impl FnOnce(SocketAddr, &JobSecret, usize) -> Result<S, TransportError>,
+) -> anyhow::Result<RunFigures> {
     let tuple_bytes = encoded_size(&template)?;
     let secret = JobSecret::random()?;
     let mut peer = PeerProcess::spawn(s, false, "", tuple_bytes, Some(&secret))?;
     let addr = peer.listening()?;
-    let mut tx = connect_sender::<P>(addr, &secret, 0, &params(profile, tuple_bytes))?;
+    let mut tx = connect(addr, &secret, tuple_bytes)?;
     send_pinned(s, |idle| {
         send(&mut tx, template, load, s.warmup + s.duration, idle, 0)
     })?;
     drop(tx);
     peer.figures()
+}
+
+/// A baseline's hand-written sender.
+pub(crate) trait RawWriter: Send {
+    /// Sends one tuple's bytes.
+    fn write(&mut self, tuple: &[u8]) -> anyhow::Result<()>;
+    /// Tells the reader the run is over.
+    fn finish(&mut self) -> anyhow::Result<()>;
+}
+
+/// One blocking `write` per tuple on a `TCP_NODELAY` socket; the end is the stream's end.
+struct TcpWriter(TcpStream);
+
+impl RawWriter for TcpWriter {
+    fn write(&mut self, tuple: &[u8]) -> anyhow::Result<()> {
+        Ok(self.0.write_all(tuple)?)
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        Ok(self.0.shutdown(Shutdown::Write)?)
+    }
 }
 
 /// One baseline run: a raw reading process, and a raw writer on core 0.
@@ -93,11 +134,24 @@ pub(crate) fn run_raw<P: Payload>(
     template: P,
     load: Load,
 ) -> anyhow::Result<RunFigures> {
+    run_baseline(s, template, load, |addr| {
+        let stream = TcpStream::connect(addr).context("connect to the raw reader")?;
+        stream.set_nodelay(true)?;
+        Ok(TcpWriter(stream))
+    })
+}
+
+/// One baseline run: a raw reading process announcing its address, and the writer `open`
+/// makes for it, fed every tuple's encoding on core 0.
+pub(crate) fn run_baseline<P: Payload, W: RawWriter>(
+    s: &Settings,
+    template: P,
+    load: Load,
+    open: impl FnOnce(SocketAddr) -> anyhow::Result<W>,
+) -> anyhow::Result<RunFigures> {
     let tuple_bytes = encoded_size(&template)?;
     let mut peer = PeerProcess::spawn(s, true, "", tuple_bytes, None)?;
-    let addr = peer.listening()?;
-    let mut stream = TcpStream::connect(addr).context("connect to the raw reader")?;
-    stream.set_nodelay(true)?;
+    let mut writer = open(peer.listening()?)?;
     send_pinned(s, |_| {
         pin(0);
         let started = Instant::now();
@@ -109,13 +163,11 @@ pub(crate) fn run_raw<P: Payload>(
             let sent = generator.fill(|tuple| -> anyhow::Result<()> {
                 bytes.clear();
                 tuple.encode(&mut bytes)?;
-                stream.write_all(&bytes)?;
-                Ok(())
+                writer.write(&bytes)
             })?;
             idle.after(sent);
         }
-        stream.shutdown(Shutdown::Write)?;
-        Ok(())
+        writer.finish()
     })?;
     peer.figures()
 }

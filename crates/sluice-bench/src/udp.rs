@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use sluice_sync::IdleStrategy;
-use sluice_transport::tcp::JobSecret;
 use sluice_transport::udp_mq::{
     bind_receiver, connect_sender, QueueChoice, UdpMqParams, UdpMqReceiver, DEFAULT_DATAGRAM_BYTES,
     END_REPEATS, FIRST_REPEAT_GAP, HEADER_LEN, RECORD_HEADER,
@@ -29,10 +28,10 @@ use sluice_transport::udp_mq::{
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::args::Settings;
-use crate::load::{Generator, Load};
-use crate::network::announce;
+use crate::load::Load;
+use crate::network::{announce, run_baseline, run_sluice, secret_from_env, RawWriter};
 use crate::payload::Payload;
-use crate::processes::{encoded_size, pin, send, send_pinned, PeerProcess, PATIENCE, SECRET_ENV};
+use crate::processes::{encoded_size, PATIENCE};
 use crate::record::{Loss, Recorder, RunFigures};
 
 /// Each socket's kernel buffer, both sides.
@@ -62,8 +61,7 @@ pub(crate) fn bind<P: Payload>(
     queues: usize,
     tuple_bytes: usize,
 ) -> anyhow::Result<UdpMqReceiver<P>> {
-    let secret = std::env::var(SECRET_ENV).context("no job secret in the environment")?;
-    let secret = JobSecret::from_hex(&secret)?;
+    let secret = secret_from_env()?;
     let (rx, addr) = bind_receiver::<P>(loopback(), &secret, 1, &params(queues, tuple_bytes))?;
     announce(addr);
     Ok(rx)
@@ -78,23 +76,46 @@ pub(crate) fn loss<P>(rx: &UdpMqReceiver<P>) -> Loss {
     }
 }
 
-/// One Sluice run: a receiving process, and a `udp-mq` sender on core 0.
+/// One Sluice run: a receiving process, and a `udp-mq` sender on core 0 (dropping it repeats
+/// its end of stream).
 pub(crate) fn run_udp_mq<P: Payload>(
     s: &Settings,
     template: P,
     load: Load,
 ) -> anyhow::Result<RunFigures> {
-    let tuple_bytes = encoded_size(&template)?;
-    let secret = JobSecret::random()?;
-    let mut peer = PeerProcess::spawn(s, false, "", tuple_bytes, Some(&secret))?;
-    let addr = peer.listening()?;
-    let mut tx = connect_sender::<P>(addr, &secret, 0, &params(s.queues, tuple_bytes))?;
-    send_pinned(s, |idle| {
-        send(&mut tx, template, load, s.warmup + s.duration, idle, 0)
-    })?;
-    // Dropping the sender repeats its end of stream.
-    drop(tx);
-    peer.figures()
+    run_sluice(s, template, load, |addr, secret, tuple_bytes| {
+        connect_sender::<P>(addr, secret, 0, &params(s.queues, tuple_bytes))
+    })
+}
+
+/// One `send` per tuple on a connected socket; the end is a datagram 8 bytes longer than a
+/// tuple holding how many were sent, repeated as `udp-mq` repeats its end.
+struct UdpWriter {
+    socket: UdpSocket,
+    sent: u64,
+    tuple_bytes: usize,
+}
+
+impl RawWriter for UdpWriter {
+    fn write(&mut self, tuple: &[u8]) -> anyhow::Result<()> {
+        // A datagram the kernel could not queue is as lost as one the reader's buffer had no
+        // room for.
+        let _ = self.socket.send(tuple);
+        self.sent += 1;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        let mut end = self.sent.to_le_bytes().to_vec();
+        end.resize(self.tuple_bytes + 8, 0);
+        let mut gap = FIRST_REPEAT_GAP;
+        for _ in 0..=END_REPEATS {
+            let _ = self.socket.send(&end);
+            std::thread::sleep(gap);
+            gap *= 2;
+        }
+        Ok(())
+    }
 }
 
 /// One baseline run: a raw reading process, and a raw writer on core 0.
@@ -104,42 +125,15 @@ pub(crate) fn run_raw<P: Payload>(
     load: Load,
 ) -> anyhow::Result<RunFigures> {
     let tuple_bytes = encoded_size(&template)?;
-    let mut peer = PeerProcess::spawn(s, true, "", tuple_bytes, None)?;
-    let addr = peer.listening()?;
-    let socket = raw_socket(loopback())?;
-    socket.connect(addr)?;
-    send_pinned(s, |_| {
-        pin(0);
-        let started = Instant::now();
-        let length = s.warmup + s.duration;
-        let mut generator = Generator::new(template, load);
-        let mut idle = s.idle.unwrap_or(IdleStrategy::Yield).waiter();
-        let mut bytes = Vec::with_capacity(tuple_bytes + 8);
-        let mut sent = 0u64;
-        while started.elapsed() < length {
-            let n = generator.fill(|tuple| -> anyhow::Result<()> {
-                bytes.clear();
-                tuple.encode(&mut bytes)?;
-                // A datagram the kernel could not queue is as lost as one the reader's
-                // buffer had no room for.
-                let _ = socket.send(&bytes);
-                sent += 1;
-                Ok(())
-            })?;
-            idle.after(n);
-        }
-        bytes.clear();
-        bytes.extend_from_slice(&sent.to_le_bytes());
-        bytes.resize(tuple_bytes + 8, 0);
-        let mut gap = FIRST_REPEAT_GAP;
-        for _ in 0..=END_REPEATS {
-            let _ = socket.send(&bytes);
-            std::thread::sleep(gap);
-            gap *= 2;
-        }
-        Ok(())
-    })?;
-    peer.figures()
+    run_baseline(s, template, load, |addr| {
+        let socket = raw_socket(loopback())?;
+        socket.connect(addr)?;
+        Ok(UdpWriter {
+            socket,
+            sent: 0,
+            tuple_bytes,
+        })
+    })
 }
 
 /// A UDP socket bound to `addr` with the benchmark's buffers.

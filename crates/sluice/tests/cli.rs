@@ -424,6 +424,30 @@ fn shared_memory_benchmarks_run_across_processes_and_leave_no_segment() {
     );
 }
 
+/// Runs a short benchmark across two processes (`bench` then `extra` arguments, one run of
+/// 0.3 s, no warm-up) and returns its JSON line.
+fn short_bench(bench: &[&str], transport: &str, size: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = bench.to_vec();
+    args.extend(["--transport", transport, "--size", size]);
+    args.extend([
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    args.extend(extra);
+    let o = sluice(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!(json["transport"], transport, "{json}");
+    assert_eq!(json["tuple_size"].to_string(), size, "{json}");
+    assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{json}");
+    json
+}
+
 #[test]
 fn tcp_benchmarks_run_across_two_processes_beside_raw_tcp() {
     for (bench, transport) in [
@@ -431,28 +455,9 @@ fn tcp_benchmarks_run_across_two_processes_beside_raw_tcp() {
         (vec!["bench", "throughput"], "tcp-batched"),
         (vec!["bench", "latency", "--rate", "5000"], "tcp"),
     ] {
-        let mut args = bench.clone();
-        args.extend([
-            "--transport",
-            transport,
-            "--size",
-            "22",
-            "--duration",
-            "0.3",
-            "--warmup",
-            "0",
-            "--repeat",
-            "1",
-            "--json",
-        ]);
-        let o = sluice(&args);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        let line = stdout(&o);
-        let json: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
-        assert_eq!(json["transport"], transport, "{line}");
-        assert_eq!(json["tuple_size"], 22, "{line}");
+        let json = short_bench(&bench, transport, "22", &[]);
+        let line = json.to_string();
         assert_eq!(json["baseline"]["name"], "raw-tcp", "{line}");
-        assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
         assert!(
             json["baseline"]["tuples_per_sec"].as_f64().unwrap() > 0.0,
             "{line}"
@@ -475,29 +480,9 @@ fn udp_mq_benchmarks_run_across_two_processes_beside_raw_udp_and_report_loss() {
         (vec!["bench", "throughput"], "2"),
         (vec!["bench", "latency", "--rate", "5000"], "1"),
     ] {
-        let mut args = bench.clone();
-        args.extend([
-            "--transport",
-            "udp-mq",
-            "--queues",
-            queues,
-            "--size",
-            "64",
-            "--duration",
-            "0.3",
-            "--warmup",
-            "0",
-            "--repeat",
-            "1",
-            "--json",
-        ]);
-        let o = sluice(&args);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        let line = stdout(&o);
-        let json: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
-        assert_eq!(json["transport"], "udp-mq", "{line}");
+        let json = short_bench(&bench, "udp-mq", "64", &["--queues", queues]);
+        let line = json.to_string();
         assert_eq!(json["baseline"]["name"], "raw-udp", "{line}");
-        assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
         for side in [&json, &json["baseline"]] {
             let loss = side["loss"].as_f64().expect("a loss figure");
             assert!((0.0..=1.0).contains(&loss), "{line}");
