@@ -355,20 +355,27 @@ impl<T: Tuple> ShmOsrSender<T> {
             })
     }
 
-    /// Appends the tuple in `scratch` to the open batch record, opening one if needed.
+    /// Appends the tuple in `scratch` to the open batch record, opening one if needed; commits
+    /// the record at once when another tuple of this size would not fit, so a full record
+    /// never waits for the next offer (or holds the receiver's window while this sender is
+    /// descheduled).
     fn append_scratch(&mut self) -> Result<(), SendError> {
-        if self.producer.append_to_batch(&self.scratch) {
-            return Ok(());
+        if !self.producer.append_to_batch(&self.scratch) {
+            self.commit(true)?;
+            self.open(self.scratch.len())?;
+            if !self.producer.append_to_batch(&self.scratch) {
+                // `open` reserved room for this item, so this is unreachable; refuse rather
+                // than lose the tuple.
+                return Err(SendError::Full);
+            }
         }
-        self.commit(true)?;
-        self.open(self.scratch.len())?;
-        if self.producer.append_to_batch(&self.scratch) {
-            Ok(())
-        } else {
-            // `open` reserved room for this item, so this is unreachable; refuse rather than
-            // lose the tuple.
-            Err(SendError::Full)
+        let item = batch_item_bytes(self.scratch.len());
+        if self.producer.batch_room().is_some_and(|room| room < item) {
+            // Committed or not, the tuple is in: a lost record means the edge is closed,
+            // which the next offer reports.
+            let _ = self.commit(true);
         }
+        Ok(())
     }
 }
 
