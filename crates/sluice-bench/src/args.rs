@@ -99,10 +99,10 @@ pub struct CommonArgs {
     /// Print one JSON object per result, one per line, instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// How idle receivers wait, for Sluice and the baseline alike: busy-spin, yield or
-    /// backoff (default: chosen from the thread and core counts, as `sluice run` does).
-    #[arg(long, value_parser = ["busy-spin", "yield", "backoff"])]
-    pub idle: Option<String>,
+    /// How idle receivers wait, for Sluice and the baseline alike: busy-spin, yield, backoff
+    /// or park (default: chosen from the thread and core counts, as `sluice run` does).
+    #[arg(long, value_parser = IdleStrategy::parse)]
+    pub idle: Option<IdleStrategy>,
     /// Sending processes into the one receiver (`shm-osr` only; 1 to 16). They share the
     /// cores other than the receiver's (core 0 on a two-core machine); a latency benchmark
     /// splits `--rate` among them.
@@ -305,7 +305,7 @@ impl Settings {
             warmup: seconds("--warmup", common.warmup, true)?,
             repeat: common.repeat,
             json: common.json,
-            idle: common.idle.as_deref().and_then(IdleStrategy::parse),
+            idle: common.idle,
             producers: common.producers,
             queues: common.queues,
         })

@@ -248,7 +248,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         pinned: m.pinned,
         idle: s
             .idle
-            .map_or_else(|| "default".to_string(), |i| format!("{i:?}")),
+            .map_or_else(|| "default".to_string(), |i| i.name().to_string()),
         runs: m.sluice,
         baseline: BaselineResult {
             name,

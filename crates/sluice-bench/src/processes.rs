@@ -79,8 +79,8 @@ pub struct PeerArgs {
     #[arg(long)]
     pub warmup_ns: u64,
     /// How the receiver waits when idle.
-    #[arg(long, value_parser = ["busy-spin", "yield", "backoff"], default_value = "yield")]
-    pub idle: String,
+    #[arg(long, value_parser = IdleStrategy::parse, default_value = "yield")]
+    pub idle: IdleStrategy,
     /// Sockets of a `udp-mq` receiver.
     #[arg(long, default_value_t = sluice_transport::udp_mq::DEFAULT_QUEUES)]
     pub queues: usize,
@@ -121,7 +121,7 @@ impl PayloadVisitor for Receive<'_> {
 
 fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Result<RunFigures> {
     pin(1);
-    let idle = IdleStrategy::parse(&args.idle).unwrap_or(IdleStrategy::Yield);
+    let idle = args.idle;
     let mut recorder = R::new(monotonic_ns().saturating_add(args.warmup_ns));
     let mut loss = None;
     if args.transport == Transport::UdpMq {
@@ -224,7 +224,7 @@ impl PeerProcess {
             .args(["--slot-bytes", &slot_bytes.to_string()])
             .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
             .args(["--encoding", encoding_name(s.encoding)])
-            .args(["--idle", idle_name(s.idle.unwrap_or(IdleStrategy::Yield))])
+            .args(["--idle", s.idle.unwrap_or(IdleStrategy::Yield).name()])
             .args(["--queues", &s.queues.to_string()])
             .stdout(Stdio::piped());
         if matches!(s.bench, Bench::Latency { .. }) {
@@ -379,15 +379,6 @@ pub(crate) fn send_pinned(
             .join()
             .unwrap_or_else(|_| bail!("the sending thread panicked"))
     })
-}
-
-/// The `--idle` value naming `idle`.
-pub(crate) fn idle_name(idle: IdleStrategy) -> &'static str {
-    match idle {
-        IdleStrategy::BusySpin => "busy-spin",
-        IdleStrategy::Yield => "yield",
-        IdleStrategy::Backoff => "backoff",
-    }
 }
 
 /// The `--encoding` value naming `encoding`.

@@ -21,7 +21,7 @@ use sluice_types::monotonic_ns;
 use crate::args::{Bench, Settings, TupleEncoding};
 use crate::load::{Load, Pacer};
 use crate::payload::{dispatch, Payload, PayloadVisitor};
-use crate::processes::{encoding_name, idle_name, pin, record, segment, send, PATIENCE};
+use crate::processes::{encoding_name, pin, record, segment, send, PATIENCE};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
 
 /// Options of the hidden `sluice bench osr-sender` (one sending process).
@@ -46,8 +46,8 @@ pub struct OsrSenderArgs {
     #[arg(long)]
     pub core: usize,
     /// How the sender waits when the ring is full.
-    #[arg(long, value_parser = ["busy-spin", "yield", "backoff"], default_value = "yield")]
-    pub idle: String,
+    #[arg(long, value_parser = IdleStrategy::parse, default_value = "yield")]
+    pub idle: IdleStrategy,
 }
 
 /// A sending process: opens the ring and sends until its time is up, then ends its stream.
@@ -77,7 +77,7 @@ impl PayloadVisitor for Send<'_> {
         let load = args
             .rate
             .map_or(Load::Flood, |rate| Load::Paced(Pacer::new(rate)));
-        let idle = IdleStrategy::parse(&args.idle).unwrap_or(IdleStrategy::Yield);
+        let idle = args.idle;
         let length = Duration::from_nanos(args.length_ns);
         send(&mut tx, P::template(size), load, length, idle, args.core)
     }
@@ -123,7 +123,7 @@ pub(crate) fn run_once<P: Payload>(s: &Settings) -> anyhow::Result<RunFigures> {
                 "--core",
                 &producer_core(i, crate::machine::cores()).to_string(),
             ])
-            .args(["--idle", idle_name(idle)])
+            .args(["--idle", idle.name()])
             .stdout(Stdio::null());
         if let Bench::Latency { rate } = s.bench {
             let share = (rate / s.producers as u64).max(1);

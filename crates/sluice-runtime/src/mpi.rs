@@ -77,7 +77,7 @@ pub(crate) fn spawn_mpirun(
 pub(crate) fn stop_mpirun(mut mpirun: Child) {
     if let Ok(None) = mpirun.try_wait() {
         if let Some(pid) = rustix::process::Pid::from_raw(mpirun.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::Term);
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
         let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline {

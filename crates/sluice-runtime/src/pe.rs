@@ -61,7 +61,7 @@ impl PeRole {
 pub(crate) fn serve(graph: &Graph, role: PeRole, options: &RunOptions) -> ! {
     // Die with whatever started this process (the launcher, or the command that runs it on
     // its host), even if it is killed outright; if the launcher is already gone, leave.
-    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::Kill));
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
     if role
         .launcher

@@ -20,7 +20,32 @@ pub enum IdleStrategy {
     /// Spin, then yield, then sleep with a growing period up to a cap: the choice when threads
     /// outnumber cores or the stream is idle for long stretches.
     Backoff,
+    /// Spin, then yield, as `Backoff`; then sleep on the doorbell of what the loop waits for
+    /// (a receiver's queue, a full sender's queue), woken by the peer's publish or release, or
+    /// after [`PARK_TIMEOUT`] to poll again. A loop with nothing to park on sleeps as `Backoff`.
+    Park,
 }
+
+/// The longest a `Park` waiter sleeps on a doorbell before it polls again, so that a thread
+/// polling several receivers, or a source, or its stop flag, comes back to them.
+pub const PARK_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// A name `--idle` does not know; its message lists the names it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownIdleStrategy(pub String);
+
+impl std::fmt::Display for UnknownIdleStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown idle strategy `{}`: expected one of {}",
+            self.0,
+            IdleStrategy::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownIdleStrategy {}
 
 impl IdleStrategy {
     /// The default for `threads` polling threads on a machine with `cores` cores.
@@ -32,13 +57,27 @@ impl IdleStrategy {
         }
     }
 
-    /// Parses `busy-spin`, `yield` or `backoff`.
-    pub fn parse(text: &str) -> Option<Self> {
+    /// Every strategy's name, as [`IdleStrategy::parse`] takes them.
+    pub const NAMES: [&'static str; 4] = ["busy-spin", "yield", "backoff", "park"];
+
+    /// Parses one of [`IdleStrategy::NAMES`] (or `spin` for `busy-spin`).
+    pub fn parse(text: &str) -> Result<Self, UnknownIdleStrategy> {
         match text {
-            "busy-spin" | "spin" => Some(Self::BusySpin),
-            "yield" => Some(Self::Yield),
-            "backoff" => Some(Self::Backoff),
-            _ => None,
+            "busy-spin" | "spin" => Ok(Self::BusySpin),
+            "yield" => Ok(Self::Yield),
+            "backoff" => Ok(Self::Backoff),
+            "park" => Ok(Self::Park),
+            _ => Err(UnknownIdleStrategy(text.to_string())),
+        }
+    }
+
+    /// The strategy's name, as [`IdleStrategy::parse`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BusySpin => "busy-spin",
+            Self::Yield => "yield",
+            Self::Backoff => "backoff",
+            Self::Park => "park",
         }
     }
 
@@ -63,7 +102,8 @@ pub struct Idle {
 /// yielding (12.7 M tuples/s at 32 bytes); 1024 rounds gave 49 M/s, and the threaded port at
 /// 64 bytes went from 25 to 52 M/s.
 const SPIN_ROUNDS: u32 = 1024;
-/// `Backoff` runs where threads outnumber cores, so it spins briefly before yielding.
+/// `Backoff` and `Park` run where threads outnumber cores, so they spin briefly before
+/// yielding.
 const BACKOFF_SPIN_ROUNDS: u32 = 64;
 const YIELD_ROUNDS: u32 = BACKOFF_SPIN_ROUNDS + 64;
 const MIN_SLEEP: Duration = Duration::from_micros(20);
@@ -80,8 +120,26 @@ impl Idle {
         }
     }
 
+    /// As [`Idle::after`], with a doorbell to park on (see [`Idle::wait_or_park`]).
+    #[inline]
+    pub fn after_or_park(&mut self, work: usize, park: impl FnOnce(Duration) -> bool) {
+        if work > 0 {
+            self.idle_rounds = 0;
+        } else {
+            self.wait_or_park(park);
+        }
+    }
+
     /// Waits once, longer the longer the loop has been idle.
     pub fn wait(&mut self) {
+        self.wait_or_park(|_| false);
+    }
+
+    /// Waits once, longer the longer the loop has been idle. Where `Park` would sleep it calls
+    /// `park(timeout)` instead, which should block until the awaited peer rings a doorbell or
+    /// `timeout` passes, and return false if there is nothing to park on (then it sleeps as
+    /// `Backoff`). Other strategies never call `park`.
+    pub fn wait_or_park(&mut self, park: impl FnOnce(Duration) -> bool) {
         self.idle_rounds = self.idle_rounds.saturating_add(1);
         match self.strategy {
             IdleStrategy::BusySpin => crate::spin_hint(),
@@ -92,12 +150,12 @@ impl Idle {
                     std::thread::yield_now()
                 }
             }
-            IdleStrategy::Backoff => {
+            IdleStrategy::Backoff | IdleStrategy::Park => {
                 if self.idle_rounds < BACKOFF_SPIN_ROUNDS {
                     crate::spin_hint()
                 } else if self.idle_rounds < YIELD_ROUNDS {
                     std::thread::yield_now()
-                } else {
+                } else if self.strategy == IdleStrategy::Backoff || !park(PARK_TIMEOUT) {
                     let doublings = (self.idle_rounds - YIELD_ROUNDS).min(6);
                     std::thread::sleep((MIN_SLEEP * (1 << doublings)).min(MAX_SLEEP));
                 }
@@ -118,9 +176,45 @@ mod tests {
 
     #[test]
     fn parses_names() {
-        assert_eq!(IdleStrategy::parse("spin"), Some(IdleStrategy::BusySpin));
-        assert_eq!(IdleStrategy::parse("backoff"), Some(IdleStrategy::Backoff));
-        assert_eq!(IdleStrategy::parse("nap"), None);
+        for name in IdleStrategy::NAMES {
+            assert_eq!(IdleStrategy::parse(name).map(IdleStrategy::name), Ok(name));
+        }
+        assert_eq!(IdleStrategy::parse("spin"), Ok(IdleStrategy::BusySpin));
+        let error = IdleStrategy::parse("nap").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "unknown idle strategy `nap`: expected one of busy-spin, yield, backoff, park"
+        );
+    }
+
+    #[test]
+    fn park_parks_only_after_spinning_and_yielding() {
+        let mut idle = IdleStrategy::Park.waiter();
+        let mut parked = 0;
+        for _ in 0..YIELD_ROUNDS + 2 {
+            idle.wait_or_park(|timeout| {
+                assert_eq!(timeout, PARK_TIMEOUT);
+                parked += 1;
+                true
+            });
+        }
+        assert_eq!(parked, 3);
+        idle.after_or_park(1, |_| unreachable!("work resets without parking"));
+        assert_eq!(idle.idle_rounds, 0);
+    }
+
+    #[test]
+    fn other_strategies_never_park() {
+        for strategy in [
+            IdleStrategy::BusySpin,
+            IdleStrategy::Yield,
+            IdleStrategy::Backoff,
+        ] {
+            let mut idle = strategy.waiter();
+            for _ in 0..YIELD_ROUNDS + 2 {
+                idle.wait_or_park(|_| unreachable!("{strategy:?} parked"));
+            }
+        }
     }
 
     #[test]

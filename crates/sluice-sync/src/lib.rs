@@ -4,19 +4,23 @@
 //!   same queue code is both the production code and the model `loom` checks.
 //! - [`CachePadded`] keeps a producer's and a consumer's fields on different cache lines.
 //! - [`IdleStrategy`] is what every polling loop does when a poll found no work.
+//! - [`Doorbell`] lets a reader that found no work sleep until its writer publishes (a futex,
+//!   private between threads or shared between processes), for [`IdleStrategy::Park`].
 #![forbid(unsafe_code)]
 
+mod doorbell;
 mod idle;
 
 pub use crossbeam_utils::CachePadded;
-pub use idle::{Idle, IdleStrategy};
+pub use doorbell::{Doorbell, Sharing, Wakeup};
+pub use idle::{Idle, IdleStrategy, UnknownIdleStrategy, PARK_TIMEOUT};
 
-/// Atomics: `std::sync::atomic` normally, `loom::sync::atomic` under `--cfg loom`.
+/// Atomics and fences: `std::sync::atomic` normally, `loom::sync::atomic` under `--cfg loom`.
 pub mod atomic {
     #[cfg(loom)]
-    pub use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     #[cfg(not(loom))]
-    pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
 /// Shared ownership: `std::sync::Arc` normally, `loom::sync::Arc` under `--cfg loom`.

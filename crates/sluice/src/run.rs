@@ -34,9 +34,10 @@ pub(crate) struct RunArgs {
     /// mpirun) or `in-process` (threads of this process).
     #[arg(long, default_value = "local", value_parser = ["local", "mpi", "in-process"])]
     launcher: String,
-    /// How idle threads wait: busy-spin, yield or backoff (default: chosen from cores).
-    #[arg(long, value_parser = ["busy-spin", "yield", "backoff"])]
-    idle: Option<String>,
+    /// How idle threads wait: busy-spin, yield, backoff or park (default: chosen from the
+    /// thread and core counts).
+    #[arg(long, value_parser = IdleStrategy::parse)]
+    idle: Option<IdleStrategy>,
 }
 
 /// Generated input runs this long unless `--duration` says otherwise.
@@ -58,7 +59,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         .or(generated.then_some(DEFAULT_GENERATED_DURATION));
     let (app, plan) = args.app.build(config)?;
     let options = RunOptions {
-        idle: args.idle.as_deref().and_then(IdleStrategy::parse),
+        idle: args.idle,
         duration,
         launcher: match args.launcher.as_str() {
             "mpi" => Launcher::Mpi,
