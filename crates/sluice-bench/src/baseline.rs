@@ -9,7 +9,8 @@
 //!   to cores 0 and 1 (when there are two cores); for latency the sender paces at the same rate
 //!   and one-way latency is measured exactly as for the engine. The receiver polls with
 //!   `try_recv` and waits with the idle strategy the runtime would use, so both sides wait the
-//!   same way.
+//!   same way; where `park` would sleep on a doorbell, it blocks in crossbeam's own
+//!   `recv_timeout` (crossbeam parks the thread and the sender unparks it).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -122,7 +123,12 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
                         recorder.record(&tuple);
                         idle.after(1);
                     }
-                    Err(TryRecvError::Empty) => idle.wait(),
+                    Err(TryRecvError::Empty) => idle.wait_or_park(|timeout| {
+                        if let Ok(tuple) = rx.recv_timeout(timeout) {
+                            recorder.record(&tuple);
+                        }
+                        true
+                    }),
                     Err(TryRecvError::Disconnected) => break,
                 }
             }

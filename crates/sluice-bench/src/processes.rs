@@ -188,7 +188,7 @@ pub(crate) fn record<P: Payload, R: Recorder>(
         if n == 0 && deadline.is_some_and(|d| Instant::now() > d) {
             bail!("the senders stopped before ending their streams ({ended} of {ends} ended)");
         }
-        idle.after(n);
+        idle.after_or_park(n, |timeout| rx.park(timeout));
     }
     Ok(())
 }
@@ -414,7 +414,7 @@ pub(crate) fn send<P: Payload, S: TupleSender<P>>(
                         bail!("the receiver stopped taking tuples");
                     }
                     message = refused.message;
-                    wait.wait();
+                    wait.wait_or_park(|timeout| tx.park(timeout));
                 }
                 Err(refused) => bail!("send: {}", refused.error),
             }

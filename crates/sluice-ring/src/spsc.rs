@@ -19,13 +19,21 @@
 //!   written slots visible with one release store. [`Consumer::pop_batch`] reads many slots and
 //!   frees them with one release store.
 //! - Dropping either end marks the queue closed, so the other end never waits forever.
+//! - Either end may park (sleep in the kernel) until the other makes progress:
+//!   [`Consumer::park`] until something is published, [`Producer::park`] until a slot is
+//!   freed. Each side has a [`Doorbell`] on its own line; the producer rings the consumer's
+//!   after every publish and the consumer rings the producer's after every release, which
+//!   costs a fence and a load of a line that stays cached while nobody parks (the doorbell's
+//!   module doc argues why no wake-up is lost). Both are private futexes: the queue never
+//!   leaves its process.
 
 use std::mem::MaybeUninit;
+use std::time::Duration;
 
 use sluice_sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use sluice_sync::cell::UnsafeCell;
 use sluice_sync::sync::Arc;
-use sluice_sync::CachePadded;
+use sluice_sync::{CachePadded, Doorbell, Sharing, Wakeup};
 
 /// Why a value could not be pushed; the value is handed back.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,6 +51,10 @@ struct Shared<T> {
     tail: CachePadded<AtomicUsize>,
     producer_gone: CachePadded<AtomicBool>,
     consumer_gone: AtomicBool,
+    /// Where the consumer parks; rung by the producer after a publish and when it leaves.
+    consumer_bell: CachePadded<Doorbell>,
+    /// Where the producer parks; rung by the consumer after a release and when it leaves.
+    producer_bell: CachePadded<Doorbell>,
     mask: usize,
     slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
 }
@@ -85,6 +97,8 @@ pub fn channel<T: Send>(capacity: usize) -> Option<(Producer<T>, Consumer<T>)> {
         tail: CachePadded::new(AtomicUsize::new(0)),
         producer_gone: CachePadded::new(AtomicBool::new(false)),
         consumer_gone: AtomicBool::new(false),
+        consumer_bell: CachePadded::new(Doorbell::new()),
+        producer_bell: CachePadded::new(Doorbell::new()),
         mask: capacity - 1,
         slots,
     });
@@ -169,15 +183,31 @@ impl<T: Send> Producer<T> {
         Ok(())
     }
 
-    /// Makes every slot written so far visible to the consumer (one release store).
+    /// Makes every slot written so far visible to the consumer (one release store), and wakes
+    /// the consumer if it is parked.
     #[inline]
     pub fn publish(&mut self) {
         if self.published != self.head {
             // SYNC: pairs with the Acquire load of `head` in `Consumer::available`, so the slot
-            // writes above happen before the consumer reads them.
+            // writes above happen before the consumer reads them; and, through the doorbell's
+            // fences, with the load in `Consumer::park`'s readiness check.
             self.shared.head.store(self.head, Ordering::Release);
             self.published = self.head;
+            self.shared.consumer_bell.ring(Sharing::Private);
         }
+    }
+
+    /// Publishes, then sleeps until the consumer frees a slot or leaves, or `timeout` passes
+    /// (or spuriously earlier): what a producer refused with `Full` does instead of spinning.
+    pub fn park(&mut self, timeout: Duration) -> Wakeup {
+        self.publish();
+        let (shared, head) = (&self.shared, self.head);
+        shared.producer_bell.wait(Sharing::Private, timeout, || {
+            // SYNC: pairs with the Release stores of `tail` in `Consumer::release_to` and of
+            // `consumer_gone` in `Consumer::drop`, which ring this doorbell after them.
+            head.wrapping_sub(shared.tail.load(Ordering::Acquire)) <= shared.mask
+                || shared.consumer_gone.load(Ordering::Acquire)
+        })
     }
 
     /// Writes and publishes one value.
@@ -199,6 +229,7 @@ impl<T> Drop for Producer<T> {
         // before it, so a consumer that sees the flag and then finds the queue empty has read
         // everything.
         self.shared.producer_gone.store(true, Ordering::Release);
+        self.shared.consumer_bell.ring(Sharing::Private);
     }
 }
 
@@ -250,8 +281,21 @@ impl<T: Send> Consumer<T> {
     fn release_to(&mut self, tail: usize) {
         self.tail = tail;
         // SYNC: pairs with the Acquire load of `tail` in `Producer::has_room`; our reads of the
-        // slots happen before the producer reuses them.
+        // slots happen before the producer reuses them. Also read by `Producer::park`.
         self.shared.tail.store(tail, Ordering::Release);
+        self.shared.producer_bell.ring(Sharing::Private);
+    }
+
+    /// Sleeps until the producer publishes or leaves, or `timeout` passes (or spuriously
+    /// earlier): what an idle consumer does instead of spinning.
+    pub fn park(&mut self, timeout: Duration) -> Wakeup {
+        let (shared, tail) = (&self.shared, self.tail);
+        shared.consumer_bell.wait(Sharing::Private, timeout, || {
+            // SYNC: pairs with the Release stores of `head` in `Producer::publish` and of
+            // `producer_gone` in `Producer::drop`, which ring this doorbell after them.
+            shared.head.load(Ordering::Acquire) != tail
+                || shared.producer_gone.load(Ordering::Acquire)
+        })
     }
 
     /// Takes the oldest value, if any.
@@ -293,6 +337,7 @@ impl<T> Drop for Consumer<T> {
     fn drop(&mut self) {
         // SYNC: pairs with the Acquire load in `Producer::is_closed`.
         self.shared.consumer_gone.store(true, Ordering::Release);
+        self.shared.producer_bell.ring(Sharing::Private);
     }
 }
 
@@ -364,6 +409,84 @@ mod tests {
         drop(p);
         drop(c);
         assert_eq!(std::sync::Arc::strong_count(&marker), 1);
+    }
+
+    /// Far longer than the watchdog: a wait ends in time only if something wakes it.
+    const LONG: std::time::Duration = std::time::Duration::from_secs(3600);
+    const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(30);
+
+    #[test]
+    fn a_park_that_nothing_wakes_times_out() {
+        let (mut p, mut c) = channel::<u32>(2).unwrap();
+        let short = std::time::Duration::from_millis(1);
+        assert_eq!(c.park(short), Wakeup::TimedOut);
+        p.try_push(1).unwrap();
+        p.try_push(2).unwrap();
+        assert_eq!(p.park(short), Wakeup::TimedOut);
+        // With its condition true, neither sleeps.
+        assert_eq!(c.park(LONG), Wakeup::Ready);
+        assert_eq!(c.try_pop(), Some(1));
+        assert_eq!(p.park(LONG), Wakeup::Ready);
+    }
+
+    #[test]
+    fn a_parked_consumer_is_woken_by_a_publish_and_by_the_producer_leaving() {
+        let (mut p, mut c) = channel::<u32>(4).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            while !(c.is_closed() && c.available() == 0) {
+                match c.try_pop() {
+                    Some(v) => got.push(v),
+                    None => {
+                        c.park(LONG);
+                    }
+                }
+            }
+            let _ = done.send(got);
+        });
+        for v in 0..3 {
+            // Give the consumer time to park between values; correctness does not depend on it.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            p.try_push(v).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        drop(p);
+        let got = finished
+            .recv_timeout(WATCHDOG)
+            .expect("watchdog: the consumer stayed parked");
+        assert_eq!(got, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_parked_producer_is_woken_by_a_release_and_by_the_consumer_leaving() {
+        let (mut p, mut c) = channel::<u32>(2).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = 0;
+            let closed = loop {
+                match p.try_push(sent) {
+                    Ok(()) => sent += 1,
+                    Err(PushError::Full(_)) => {
+                        p.park(LONG);
+                    }
+                    Err(PushError::Closed(_)) => break sent,
+                }
+            };
+            let _ = done.send(closed);
+        });
+        for expected in 0..4 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            while c.available() == 0 {
+                std::thread::yield_now();
+            }
+            assert_eq!(c.try_pop(), Some(expected));
+        }
+        drop(c);
+        let sent = finished
+            .recv_timeout(WATCHDOG)
+            .expect("watchdog: the producer stayed parked");
+        assert!(sent >= 4);
     }
 
     #[test]

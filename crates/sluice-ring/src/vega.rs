@@ -73,9 +73,13 @@
 //!     208              poison          0 ok / PoisonReason     anyone (first reason wins)
 //!     216              producer_pid                            producer (attach)
 //!     224              consumer_pid                            consumer (attach)
-//!     256  slots       slot 0, slot 1, ... slot (slots-1), each slot_stride bytes:
+//!     256  cons. bell  consumer_bell: u32 (a sluice_sync       consumer (parks), producer
+//!                      Doorbell: sleeping bit, epoch)          (rings, wakes)
+//!     320  prod. bell  producer_bell: u32 (a Doorbell)         producer (parks), consumer
+//!                                                              (rings, wakes)
+//!     384  slots       slot 0, slot 1, ... slot (slots-1), each slot_stride bytes:
 //!
-//!          slot i at 256 + i * slot_stride, slot_stride = round_up(8 + slot_bytes, 8)
+//!          slot i at 384 + i * slot_stride, slot_stride = round_up(8 + slot_bytes, 8)
 //!          +0  len: u64        the tuple's size, <= slot_bytes (checked on every read)
 //!          +8  payload         len bytes, 8-aligned, read in place by get / get_batch
 //! ```
@@ -91,6 +95,18 @@
 //! breaks `tail <= head <= tail + slots` poisons the ring ([`PoisonReason::BadIndex`]), and a
 //! slot length above `slot_bytes` poisons it ([`PoisonReason::BadLength`]). Nothing the other
 //! side writes can make this side read or write out of bounds.
+//!
+//! # Parking
+//! An end with nothing to do may sleep in the kernel instead of polling:
+//! [`VegaConsumer::park`] until something is published, [`VegaProducer::park`] until a slot is
+//! freed, both bounded by a timeout. Each end has a [`sluice_sync::Doorbell`] on a line of its
+//! own (a shared futex, so it works across processes); the producer rings the consumer's
+//! after every publish and the consumer rings the producer's after every release, and each
+//! end rings the other's when it leaves, as does a poison. A ring costs a fence and a load of
+//! a line that stays in the ringer's cache while nobody parks; the doorbell's module doc
+//! argues why no wake-up is lost, and the loom models check it over this ring. The doorbell
+//! words are untrusted like the rest: a peer that scribbles on them can only cause spurious or
+//! missed wake-ups, and a missed one costs the sleeper its timeout.
 //!
 //! # Close and poison
 //! Each end sets its role word to *gone* when dropped (the producer publishes its staged slots
@@ -131,6 +147,10 @@ pub use layout::VegaLayout;
 pub use producer::{VegaClaim, VegaProducer};
 
 use layout::{VegaHeader, ROLE_ATTACHED, ROLE_GONE, ROLE_VACANT, SLOTS_OFFSET};
+
+/// The ring's doorbells are shared futexes: its memory may be a segment other processes map.
+/// (A shared futex on private memory works too, keyed by the address space.)
+pub(crate) const BELL_SHARING: sluice_sync::Sharing = sluice_sync::Sharing::Shared;
 
 /// The magic word while `create` is writing the layout line (never seen by a successful
 /// `open`).
@@ -230,12 +250,13 @@ impl<M: RingMemory> Shared<M> {
         let _ = slot;
     }
 
-    /// Marks the ring poisoned with `reason` unless it already is; returns the reason that
-    /// stands.
+    /// Marks the ring poisoned with `reason` unless it already is, and wakes a parked end;
+    /// returns the reason that stands.
     pub(crate) fn poison(&self, reason: PoisonReason) -> PoisonReason {
+        let header = self.header();
         // SYNC: AcqRel pairs with the Acquire loads of `poison` in `poisoned` on both sides
         // (and with itself in a competing poison): the first reason wins.
-        match self.header().flags.poison.compare_exchange(
+        let stands = match header.flags.poison.compare_exchange(
             0,
             reason.code(),
             Ordering::AcqRel,
@@ -243,7 +264,23 @@ impl<M: RingMemory> Shared<M> {
         ) {
             Ok(_) => reason,
             Err(code) => PoisonReason::from_code(code).unwrap_or(reason),
-        }
+        };
+        header.consumer_bell.bell.ring(BELL_SHARING);
+        header.producer_bell.bell.ring(BELL_SHARING);
+        stands
+    }
+
+    /// Whether the ring is poisoned or the end in `role` has left: what a parked end of the
+    /// other role wakes up for besides progress.
+    pub(crate) fn poisoned_or_gone(&self, role: VegaRole) -> bool {
+        let flags = &self.header().flags;
+        let state = match role {
+            VegaRole::Producer => &flags.producer_state,
+            VegaRole::Consumer => &flags.consumer_state,
+        };
+        // SYNC: pairs with the Release stores of the role words in the ends' `drop` and the
+        // compare-exchange in `poison`, each followed by a ring of the other end's doorbell.
+        state.load(Ordering::Acquire) == ROLE_GONE || flags.poison.load(Ordering::Acquire) != 0
     }
 
     /// Whether, and why, the ring is poisoned.

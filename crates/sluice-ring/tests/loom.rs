@@ -1,7 +1,11 @@
 //! `loom` models of the SPSC queue: every interleaving of one producer and one consumer over a
-//! two-slot queue, covering publish/consume, wrap-around, full and close.
+//! two-slot queue, covering publish/consume, wrap-around, full and close, and both ends
+//! parking on their doorbells (with a bounded number of preemptions, see
+//! `sluice_sync::check_model`).
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p sluice-ring --test loom --release`.
 #![cfg(loom)]
+
+use std::time::Duration;
 
 use loom::thread;
 use sluice_ring::spsc::{channel, PushError};
@@ -83,5 +87,59 @@ fn a_consumer_that_leaves_closes_the_queue_for_the_producer() {
         consumer.join().unwrap();
         // Once the consumer is gone and joined, a push must be refused as closed.
         assert!(refused || matches!(p.try_push(9), Err(PushError::Closed(9))));
+    });
+}
+
+/// A park timeout the models never reach: under `loom` a park sleeps until it is woken, so a
+/// lost wake-up is a deadlock `loom` reports.
+const FOREVER: Duration = Duration::from_secs(3600);
+
+#[test]
+fn both_ends_park_and_neither_sleeps_forever() {
+    // Three values through two slots: the producer parks when full, the consumer when empty,
+    // and each wakes the other by publishing, releasing or leaving.
+    sluice_sync::check_model(|| {
+        let (mut p, mut c) = channel::<u32>(2).unwrap();
+        let producer = thread::spawn(move || {
+            for v in 1..=3 {
+                let mut v = v;
+                loop {
+                    match p.try_push(v) {
+                        Ok(()) => break,
+                        Err(PushError::Full(back)) => {
+                            v = back;
+                            p.park(FOREVER);
+                        }
+                        Err(PushError::Closed(_)) => panic!("the consumer left early"),
+                    }
+                }
+            }
+        });
+        let mut got = Vec::new();
+        loop {
+            if c.pop_batch(2, &mut got) > 0 {
+                continue;
+            }
+            if c.is_closed() && c.available() == 0 {
+                break;
+            }
+            c.park(FOREVER);
+        }
+        producer.join().unwrap();
+        assert_eq!(got, vec![1, 2, 3]);
+    });
+}
+
+#[test]
+fn a_producer_parked_on_a_full_queue_wakes_when_the_consumer_leaves() {
+    sluice_sync::check_model(|| {
+        let (mut p, c) = channel::<u32>(2).unwrap();
+        p.try_push(1).unwrap();
+        p.try_push(2).unwrap();
+        let consumer = thread::spawn(move || drop(c));
+        while !p.is_closed() {
+            p.park(FOREVER);
+        }
+        consumer.join().unwrap();
     });
 }

@@ -1,11 +1,14 @@
 //! `loom` models of the Vega ring: every interleaving of one producer and one consumer over a
 //! one- or two-slot ring, covering publish/consume, wrap-around, full, batches, zero-copy
-//! claims, close from either side and poison. Besides the header atomics, `loom` tracks each
+//! claims, close from either side and poison, and both ends parking on their doorbells (with a
+//! bounded number of preemptions, see `sluice_sync::check_model`). Besides the header atomics, `loom` tracks each
 //! slot's accesses (see the module doc of `sluice_ring::vega`), so a slot read that the index
 //! protocol does not order after its write, or a rewrite not ordered after its release, fails
 //! the model.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p sluice-ring --test vega_loom --release`.
 #![cfg(loom)]
+
+use std::time::Duration;
 
 use loom::thread;
 use sluice_ring::memory::HeapMemory;
@@ -163,6 +166,67 @@ fn poison_reaches_a_waiting_consumer() {
         loop {
             match c.get() {
                 Ok(None) => thread::yield_now(),
+                Err(VegaRecvError::Poisoned(PoisonReason::Requested)) => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        drop(producer.join().unwrap());
+    });
+}
+
+/// A park timeout the models never reach: under `loom` a park sleeps until it is woken, so a
+/// lost wake-up is a deadlock `loom` reports.
+const FOREVER: Duration = Duration::from_secs(3600);
+
+#[test]
+fn both_ends_park_and_neither_sleeps_forever() {
+    // Three tuples through a two-slot ring, published one by one and received in batches: the
+    // producer parks when full, the consumer when empty, and each wakes the other by
+    // publishing, releasing or leaving.
+    sluice_sync::check_model(|| {
+        let (mut p, mut c) = ring(1, 2);
+        let producer = thread::spawn(move || {
+            for t in [b"a", b"b", b"c"] {
+                loop {
+                    match p.put(t) {
+                        Ok(()) => break,
+                        Err(VegaSendError::Full) => {
+                            p.park(FOREVER);
+                        }
+                        Err(e) => panic!("unexpected {e:?}"),
+                    }
+                }
+            }
+        });
+        let mut got = Vec::new();
+        loop {
+            match c.get_batch(2) {
+                Ok(batch) if batch.len() > 0 => got.extend(batch.map(<[u8]>::to_vec)),
+                Ok(_) => {
+                    c.park(FOREVER);
+                }
+                Err(VegaRecvError::Closed) => break,
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+    });
+}
+
+#[test]
+fn poison_wakes_a_parked_consumer() {
+    sluice_sync::check_model(|| {
+        let (p, mut c) = ring(1, 1);
+        let producer = thread::spawn(move || {
+            p.poison();
+            p
+        });
+        loop {
+            match c.get() {
+                Ok(None) => {
+                    c.park(FOREVER);
+                }
                 Err(VegaRecvError::Poisoned(PoisonReason::Requested)) => break,
                 other => panic!("unexpected {other:?}"),
             }

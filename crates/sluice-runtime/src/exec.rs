@@ -8,6 +8,7 @@
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
 
 use sluice_graph::{
     KeyFn, Operator, OperatorContext, OperatorError, OperatorReport, Output, OutputSink,
@@ -162,7 +163,7 @@ impl OutputSink for Router<'_> {
                         return Ok(());
                     }
                     [Target::Remote(sender)] => {
-                        return send(self.env, || sender.offer_batch(batch.slot()));
+                        return send(self.env, sender, |s| s.offer_batch(batch.slot()));
                     }
                     _ => {}
                 }
@@ -183,7 +184,7 @@ impl OutputSink for Router<'_> {
                         op.punctuation(port, out)
                     })?
                 }
-                Target::Remote(sender) => send(self.env, || sender.offer_punctuation())?,
+                Target::Remote(sender) => send(self.env, sender, |s| s.offer_punctuation())?,
             }
         }
         Ok(())
@@ -206,23 +207,27 @@ fn deliver(
                 Body::Source(_) => Ok(()),
             })
         }
-        Target::Remote(sender) if movable => send(env, || sender.offer_tuple(tuple.slot())),
-        Target::Remote(sender) => send(env, || sender.offer_copy(tuple.tuple())),
+        Target::Remote(sender) if movable => send(env, sender, |s| s.offer_tuple(tuple.slot())),
+        Target::Remote(sender) => send(env, sender, |s| s.offer_copy(tuple.tuple())),
     }
 }
 
-/// Offers until the transport accepts, idling while it is full (backpressure); gives up if the
-/// job aborts or the receiver is gone.
+/// Offers to `sender` until it accepts, idling while it is full (backpressure; `park` sleeps
+/// on the transport's doorbell until the receiver frees room); gives up if the job aborts or
+/// the receiver is gone.
 #[inline]
 fn send(
     env: &Env<'_>,
-    mut offer: impl FnMut() -> Result<(), SendError>,
+    sender: &mut Box<dyn ErasedSender>,
+    mut offer: impl FnMut(&mut dyn ErasedSender) -> Result<(), SendError>,
 ) -> Result<(), OperatorError> {
     let mut idle = env.idle.waiter();
     loop {
-        match offer() {
+        match offer(sender.as_mut()) {
             Ok(()) => return Ok(()),
-            Err(SendError::Full) if !env.control.aborting() => idle.wait(),
+            Err(SendError::Full) if !env.control.aborting() => {
+                idle.wait_or_park(|timeout| sender.park(timeout))
+            }
             Err(SendError::Full) => return Err(OperatorError::Aborted),
             Err(SendError::Closed) => {
                 return Err(OperatorError::Failed(
@@ -338,7 +343,7 @@ fn finish_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(
         match target {
             Target::Fused { node, port } => end_input(nodes, *node, *port, env)?,
             Target::Remote(sender) => {
-                send(env, || sender.offer_end())?;
+                send(env, sender, |s| s.offer_end())?;
                 sender.flush();
             }
         }
@@ -423,6 +428,8 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
         .filter(|&i| matches!(nodes[i].borrow().body, Body::Source(_)))
         .collect();
     let mut idle = env.idle.waiter();
+    // The receiver a `park` wait sleeps on next, when the thread has several.
+    let mut park_next = 0;
     loop {
         if env.control.aborting() {
             return;
@@ -462,8 +469,24 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
         if nodes.iter().all(|n| n.borrow().finished) {
             return;
         }
-        idle.after(work);
+        idle.after_or_park(work, |timeout| park(inbound, &mut park_next, timeout));
     }
+}
+
+/// Sleeps on the doorbell of one open receiver until its sender publishes, at most `timeout`
+/// (`IdleStrategy::Park`); false if there is none to park on. A thread with several receivers
+/// parks on each in turn: data arriving on another waits at most one timeout, and every
+/// receiver is polled after each wait anyway.
+fn park(inbound: &mut [Inbound], next: &mut usize, timeout: Duration) -> bool {
+    let count = inbound.len();
+    for k in 0..count {
+        let at = (*next + k) % count;
+        if inbound[at].open > 0 {
+            *next = at + 1;
+            return inbound[at].receiver.park(timeout);
+        }
+    }
+    false
 }
 
 fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Result<usize, ()> {

@@ -63,6 +63,17 @@ pub mod cell {
     }
 }
 
+/// Runs the `loom` model `f` exploring every interleaving with at most three preemptions
+/// (`LOOM_MAX_PREEMPTIONS` overrides it): the bound for models with a doorbell, whose futex
+/// stand-in (a mutex and a condition variable) makes the unbounded search take hours. Three
+/// preemptions still catch the doorbell's known failure modes (see its module doc).
+#[cfg(loom)]
+pub fn check_model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound.get_or_insert(3);
+    builder.check(f);
+}
+
 /// `std::hint::spin_loop`, or a `loom` yield so models make progress.
 #[inline(always)]
 pub fn spin_hint() {

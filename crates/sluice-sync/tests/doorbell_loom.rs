@@ -3,10 +3,11 @@
 //! `loom` has no timeout, so a lost wake-up leaves the waiter asleep forever, which `loom`
 //! reports as a deadlock.
 //!
-//! The models explore every interleaving with up to three preemptions (`LOOM_MAX_PREEMPTIONS`
-//! overrides it); the unbounded search of the three-thread model takes hours. The bound still
-//! catches the protocol's known failure modes: with the ringer's fence removed, or with the
-//! waiter reading the epoch separately from its announcement, these models deadlock.
+//! The models explore every interleaving with up to three preemptions
+//! ([`sluice_sync::check_model`]); the unbounded search of the three-thread model takes hours.
+//! The bound still catches the protocol's known failure modes: with the ringer's fence
+//! removed, or with the waiter reading the epoch separately from its announcement, these
+//! models deadlock.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p sluice-sync --test doorbell_loom --release`.
 #![cfg(loom)]
 
@@ -15,14 +16,7 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use sluice_sync::{Doorbell, Sharing};
-
-/// Runs `f` under `loom` with at most three preemptions unless `LOOM_MAX_PREEMPTIONS` says.
-fn check(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound.get_or_insert(3);
-    builder.check(f);
-}
+use sluice_sync::{check_model as check, Doorbell, Sharing};
 
 /// Never reached under `loom`: the model's wait ignores it.
 const FOREVER: Duration = Duration::from_secs(3600);

@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_types::{BatchRef, Message, Tuple, TupleRef, TupleSchema};
 
@@ -49,6 +50,12 @@ pub trait ErasedSender: Send {
     fn flush(&mut self);
     /// Whether the last flush left messages undelivered; see [`TupleSender::pending`].
     fn pending(&self) -> bool;
+    /// Flushes and sleeps until the receiver makes room, at most `timeout`; false if the
+    /// transport cannot park (see [`TupleSender::park`]).
+    fn park(&mut self, timeout: Duration) -> bool {
+        let _ = timeout;
+        false
+    }
 }
 
 /// A type-erased receiving end.
@@ -60,6 +67,12 @@ pub trait ErasedReceiver: Send {
         max: usize,
         deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
     ) -> Result<usize, RecvError>;
+    /// Sleeps until the sender publishes, at most `timeout`; false if the transport cannot
+    /// park (see [`TupleReceiver::park`]).
+    fn park(&mut self, timeout: Duration) -> bool {
+        let _ = timeout;
+        false
+    }
 }
 
 /// A connected pair of type-erased endpoints.
@@ -259,6 +272,10 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
     fn pending(&self) -> bool {
         self.inner.pending()
     }
+
+    fn park(&mut self, timeout: Duration) -> bool {
+        self.inner.park(timeout)
+    }
 }
 
 struct ErasedRx<T> {
@@ -316,5 +333,9 @@ impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
         self.tuples.clear();
         self.messages = messages;
         Ok(n)
+    }
+
+    fn park(&mut self, timeout: Duration) -> bool {
+        self.inner.park(timeout)
     }
 }

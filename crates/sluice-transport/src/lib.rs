@@ -14,6 +14,11 @@
 //! sockets standing in for a NIC's queues, sent and received in batches ([`datagram`]), at
 //! most once with every loss counted. The fused "transport" is a direct call and lives in the
 //! runtime.
+//!
+//! The threaded port and `shm-vega` can park: an idle receiver sleeps on its queue's doorbell
+//! until the sender publishes, and a sender refused with `Full` until the receiver frees room
+//! ([`TupleReceiver::park`], [`TupleSender::park`]); the others keep the default, which
+//! declines, and their callers sleep instead.
 #![forbid(unsafe_code)]
 
 pub mod datagram;
@@ -29,6 +34,8 @@ pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType}
 pub use registry::{
     BoundReceiver, ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY,
 };
+
+use std::time::Duration;
 
 use sluice_types::Message;
 use thiserror::Error;
@@ -106,6 +113,15 @@ pub trait TupleSender<T>: Send {
     fn pending(&self) -> bool {
         false
     }
+
+    /// Flushes, then sleeps until the receiver makes room or leaves, or `timeout` passes (or
+    /// spuriously earlier): what a sender refused with `Full` does under the `park` idle
+    /// strategy. Returns false at once if this transport has no doorbell to park on (the
+    /// caller then sleeps instead).
+    fn park(&mut self, timeout: Duration) -> bool {
+        let _ = timeout;
+        false
+    }
 }
 
 /// The receiving end of one edge.
@@ -113,4 +129,12 @@ pub trait TupleReceiver<T>: Send {
     /// Moves up to `max` messages, in order, into `out`; returns how many. `Ok(0)` means none
     /// now. After `EndOfStream` nothing more arrives.
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError>;
+
+    /// Sleeps until the sender publishes or leaves, or `timeout` passes (or spuriously
+    /// earlier): what an idle receiver does under the `park` idle strategy. Returns false at
+    /// once if this transport has no doorbell to park on (the caller then sleeps instead).
+    fn park(&mut self, timeout: Duration) -> bool {
+        let _ = timeout;
+        false
+    }
 }

@@ -11,6 +11,9 @@
 //! once a quarter of the ring is staged. The receiver reads a batch in place, decodes it and
 //! frees its slots with one store. A receiver whose sender process has died (its pid is gone)
 //! or closed without an end of stream reports [`RecvError::Disconnected`].
+//!
+//! Either end may park on the ring's doorbells (shared futexes in the segment): the receiver
+//! until something is published, the sender until room is freed.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,7 +34,7 @@ const TAG_END: u8 = 2;
 /// The segment kind of a Vega ring.
 const KIND: SegmentKind = SegmentKind::new(*b"VEGA\0\0\0\0");
 /// Bumped whenever the ring's layout or the framing above changes.
-const LAYOUT_VERSION: u32 = 1;
+const LAYOUT_VERSION: u32 = 2;
 /// How often an idle receiver checks that its sender's process is alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 
@@ -245,6 +248,12 @@ impl<T: Tuple> TupleSender<T> for ShmVegaSender<T> {
     fn room(&mut self) -> usize {
         self.producer.free()
     }
+
+    fn park(&mut self, timeout: Duration) -> bool {
+        // Publishes what is staged first, so the receiver is not left waiting for it.
+        self.producer.park(timeout);
+        true
+    }
 }
 
 impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
@@ -297,5 +306,12 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
             }
         }
         Ok(received)
+    }
+
+    fn park(&mut self, timeout: Duration) -> bool {
+        // A sender that dies without ringing costs one timeout; the next poll's liveness
+        // check reports it.
+        self.consumer.park(timeout);
+        true
     }
 }

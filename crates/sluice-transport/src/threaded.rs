@@ -6,6 +6,8 @@
 //! runtime flushes after each unit of work, so a batch costs one index store), and by itself
 //! once a quarter of the queue is unpublished, so a long burst is never held back.
 
+use std::time::Duration;
+
 use sluice_ring::spsc::{self, Consumer, Producer, PushError};
 use sluice_types::Message;
 
@@ -85,6 +87,13 @@ impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
             self.queue.free()
         }
     }
+
+    fn park(&mut self, timeout: Duration) -> bool {
+        self.unpublished = 0;
+        // Publishes first, so the receiver is not left waiting for what we hold.
+        self.queue.park(timeout);
+        true
+    }
 }
 
 impl<T: Send> TupleReceiver<T> for ThreadedPortReceiver<T> {
@@ -104,5 +113,10 @@ impl<T: Send> TupleReceiver<T> for ThreadedPortReceiver<T> {
             return Err(RecvError::Disconnected);
         }
         Ok(0)
+    }
+
+    fn park(&mut self, timeout: Duration) -> bool {
+        self.queue.park(timeout);
+        true
     }
 }

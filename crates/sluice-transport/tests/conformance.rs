@@ -1,6 +1,6 @@
 //! The transport conformance suite, written once and run against every transport that has
 //! endpoints: order kept, nothing lost or duplicated, backpressure when full, clean close,
-//! and a vanished sender reported instead of waited for.
+//! a vanished sender reported instead of waited for, and ends that park woken by each other.
 //!
 //! A transport whose flush cannot always hand everything over at once (TCP, bounded by the
 //! kernel's buffers) says so with `pending`; the suite then flushes again after reading, as a
@@ -100,42 +100,44 @@ fn deliver(tx: &mut dyn TupleSender<u64>, rx: &mut dyn TupleReceiver<u64>) -> Ve
     }
 }
 
-#[test]
-fn keeps_order_and_loses_nothing_across_threads() {
-    for spec in transports() {
-        let (mut tx, mut rx) = pair(&spec);
-        const N: u64 = 100_000;
-        let sender = std::thread::spawn(move || {
-            for i in 0..N {
-                let mut msg = Message::Data(i);
-                loop {
-                    match tx.offer(msg) {
-                        Ok(()) => break,
-                        Err(refused) => {
-                            assert_eq!(refused.error, SendError::Full);
-                            msg = refused.message;
-                            std::thread::yield_now();
-                        }
+/// A park timeout far beyond the watchdog: a park ends in time only if it is woken.
+const LONG: Duration = Duration::from_secs(3600);
+
+/// Streams `0..n` and the end of the stream from one thread to another and checks what
+/// arrives. When a send is refused or a poll finds nothing, each end yields or, with `park`,
+/// parks on its doorbell until the other wakes it (yielding if the transport cannot park).
+fn stream_across_threads(spec: &TransportSpec, n: u64, park: bool) {
+    let (mut tx, mut rx) = pair(spec);
+    let sender = std::thread::spawn(move || {
+        let mut offer = |mut msg: Message<u64>| loop {
+            match tx.offer(msg) {
+                Ok(()) => break,
+                Err(refused) => {
+                    assert_eq!(refused.error, SendError::Full);
+                    msg = refused.message;
+                    if !(park && tx.park(LONG)) {
+                        std::thread::yield_now();
                     }
                 }
             }
-            while let Err(r) = tx.offer(Message::EndOfStream) {
-                assert_eq!(r.error, SendError::Full);
-                std::thread::yield_now();
-            }
-            tx.flush();
-        });
+        };
+        (0..n).for_each(|i| offer(Message::Data(i)));
+        offer(Message::EndOfStream);
+        tx.flush();
+    });
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut expected = 0;
         let mut buf = Vec::new();
         'outer: loop {
             buf.clear();
-            if rx.poll(64, &mut buf).unwrap() == 0 {
+            if rx.poll(64, &mut buf).unwrap() == 0 && !(park && rx.park(LONG)) {
                 std::thread::yield_now();
             }
             for m in buf.drain(..) {
                 match m {
                     Message::Data(v) => {
-                        assert_eq!(v, expected, "{spec}");
+                        assert_eq!(v, expected);
                         expected += 1;
                     }
                     Message::EndOfStream => break 'outer,
@@ -143,8 +145,28 @@ fn keeps_order_and_loses_nothing_across_threads() {
                 }
             }
         }
-        sender.join().unwrap();
-        assert_eq!(expected, N, "{spec}");
+        let _ = done.send(expected);
+    });
+    let received = finished
+        .recv_timeout(2 * WATCHDOG)
+        .unwrap_or_else(|_| panic!("{spec}: the stream hung or the receiver failed"));
+    sender.join().unwrap();
+    assert_eq!(received, n, "{spec}");
+}
+
+#[test]
+fn keeps_order_and_loses_nothing_across_threads() {
+    for spec in transports() {
+        stream_across_threads(&spec, 100_000, false);
+    }
+}
+
+#[test]
+fn parked_ends_wake_each_other_and_lose_nothing() {
+    // A stress test of the doorbells (threaded, shm-vega): with 8 slots both ends park over
+    // and over. Transports without a doorbell yield instead.
+    for spec in transports() {
+        stream_across_threads(&spec, 100_000, true);
     }
 }
 

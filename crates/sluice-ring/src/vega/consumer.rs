@@ -2,19 +2,23 @@
 //!
 //! Hot path of a `get`: a compare against the cached `head` (one Acquire load of the shared
 //! `head` only when the cache says empty), a bounds check of the slot's length word, a slice of
-//! the slot. `release` is one Release store of `tail` however many slots it frees.
+//! the slot. `release` is one Release store of `tail` however many slots it frees, then the
+//! producer's doorbell rung (a fence and a load of a line that stays cached while the producer
+//! is awake).
 
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::time::Duration;
 
 use sluice_sync::atomic::Ordering;
 use sluice_sync::sync::Arc;
+use sluice_sync::Wakeup;
 
 use crate::memory::RingMemory;
 
-use super::error::{PoisonReason, VegaRecvError};
+use super::error::{PoisonReason, VegaRecvError, VegaRole};
 use super::layout::{VegaHeader, ROLE_GONE, SLOT_LEN_OFFSET, SLOT_PAYLOAD_OFFSET};
-use super::Shared;
+use super::{Shared, BELL_SHARING};
 
 /// The receiving end of a Vega ring (the paper's *receiver*).
 pub struct VegaConsumer<M: RingMemory> {
@@ -318,12 +322,28 @@ impl<M: RingMemory> VegaConsumer<M> {
             }
         }
         // SYNC: pairs with the Acquire load of `tail` in `VegaProducer::refresh_tail`: our
-        // reads of the released slots happen before the producer overwrites them.
+        // reads of the released slots happen before the producer overwrites them; and,
+        // through the doorbell's fences, with the load in `VegaProducer::park`.
         self.header()
             .consumer
             .tail
             .store(self.read, Ordering::Release);
         self.released = self.read;
+        self.header().producer_bell.bell.ring(BELL_SHARING);
+    }
+
+    /// Releases what was got, then sleeps until the producer publishes, leaves or the ring is
+    /// poisoned, or `timeout` passes (or spuriously earlier): what an idle consumer does
+    /// instead of spinning.
+    pub fn park(&mut self, timeout: Duration) -> Wakeup {
+        self.release();
+        let (header, shared, read) = (self.header(), &self.shared, self.read);
+        header.consumer_bell.bell.wait(BELL_SHARING, timeout, || {
+            // SYNC: pairs with the Release store of `head` in `VegaProducer::publish`, which
+            // rings this doorbell after it.
+            header.producer.head.load(Ordering::Acquire) != read
+                || shared.poisoned_or_gone(VegaRole::Producer)
+        })
     }
 }
 
@@ -334,6 +354,7 @@ impl<M: RingMemory> Drop for VegaConsumer<M> {
             .flags
             .consumer_state
             .store(ROLE_GONE, Ordering::Release);
+        self.header().producer_bell.bell.ring(BELL_SHARING);
     }
 }
 

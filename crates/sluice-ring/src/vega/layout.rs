@@ -6,6 +6,7 @@
 //! truth.
 
 use sluice_sync::atomic::AtomicU64;
+use sluice_sync::Doorbell;
 
 use crate::memory::CACHE_LINE;
 
@@ -14,7 +15,7 @@ use super::error::VegaLayoutError;
 /// The first word of an initialised ring: `"SLCVEGA1"` read as a little-endian `u64`.
 pub const VEGA_MAGIC: u64 = u64::from_le_bytes(*b"SLCVEGA1");
 /// The layout version written at offset [`VERSION_OFFSET`]; bumped on any layout change.
-pub const VEGA_VERSION: u64 = 1;
+pub const VEGA_VERSION: u64 = 2;
 
 /// Start of the layout line (written once by `VegaRing::create`, read-only afterwards).
 pub const LAYOUT_LINE: usize = 0;
@@ -50,8 +51,18 @@ pub const PRODUCER_PID_OFFSET: usize = FLAGS_LINE + 24;
 /// `consumer_pid: u64`, the consumer's process id once attached.
 pub const CONSUMER_PID_OFFSET: usize = FLAGS_LINE + 32;
 
-/// Bytes before the first slot: four cache lines.
-pub const HEADER_BYTES: usize = 4 * CACHE_LINE;
+/// Start of the consumer's doorbell line: the consumer parks here, the producer rings.
+pub const CONSUMER_BELL_LINE: usize = 4 * CACHE_LINE;
+/// `consumer_bell: u32`, a [`Doorbell`] word: the consumer's announcement and the epoch.
+pub const CONSUMER_BELL_OFFSET: usize = CONSUMER_BELL_LINE;
+
+/// Start of the producer's doorbell line: the producer parks here, the consumer rings.
+pub const PRODUCER_BELL_LINE: usize = 5 * CACHE_LINE;
+/// `producer_bell: u32`, a [`Doorbell`] word.
+pub const PRODUCER_BELL_OFFSET: usize = PRODUCER_BELL_LINE;
+
+/// Bytes before the first slot: six cache lines.
+pub const HEADER_BYTES: usize = 6 * CACHE_LINE;
 /// Offset of slot 0; slot `i` starts at `SLOTS_OFFSET + i * slot_stride`.
 pub const SLOTS_OFFSET: usize = HEADER_BYTES;
 
@@ -100,7 +111,13 @@ pub(crate) struct FlagsLine {
     pub(crate) consumer_pid: AtomicU64,
 }
 
-/// The four header lines at offset 0 of the ring's memory.
+/// A doorbell on a line of its own.
+#[repr(C, align(64))]
+pub(crate) struct BellLine {
+    pub(crate) bell: Doorbell,
+}
+
+/// The six header lines at offset 0 of the ring's memory.
 ///
 /// In normal builds this is a view of the memory itself (`std`'s atomics have the size and
 /// alignment of `u64`, and every bit pattern is a valid value). Under `cfg(loom)` it is a
@@ -111,6 +128,8 @@ pub(crate) struct VegaHeader {
     pub(crate) producer: ProducerLine,
     pub(crate) consumer: ConsumerLine,
     pub(crate) flags: FlagsLine,
+    pub(crate) consumer_bell: BellLine,
+    pub(crate) producer_bell: BellLine,
 }
 
 #[cfg(loom)]
@@ -133,6 +152,12 @@ impl VegaHeader {
                 poison: z(),
                 producer_pid: z(),
                 consumer_pid: z(),
+            },
+            consumer_bell: BellLine {
+                bell: Doorbell::new(),
+            },
+            producer_bell: BellLine {
+                bell: Doorbell::new(),
             },
         }
     }
@@ -168,6 +193,13 @@ const _: () = {
     assert!(
         offset_of!(VegaHeader, flags) + offset_of!(FlagsLine, consumer_pid) == CONSUMER_PID_OFFSET
     );
+    assert!(
+        offset_of!(VegaHeader, consumer_bell) + offset_of!(BellLine, bell) == CONSUMER_BELL_OFFSET
+    );
+    assert!(
+        offset_of!(VegaHeader, producer_bell) + offset_of!(BellLine, bell) == PRODUCER_BELL_OFFSET
+    );
+    assert!(size_of::<Doorbell>() == 4 && align_of::<Doorbell>() == 4);
 };
 
 // Lines are whole cache lines and the slot area starts on one.
@@ -175,6 +207,9 @@ const _: () =
     assert!(PRODUCER_LINE.is_multiple_of(CACHE_LINE) && CONSUMER_LINE.is_multiple_of(CACHE_LINE));
 const _: () =
     assert!(FLAGS_LINE.is_multiple_of(CACHE_LINE) && SLOTS_OFFSET.is_multiple_of(CACHE_LINE));
+const _: () = assert!(
+    CONSUMER_BELL_LINE.is_multiple_of(CACHE_LINE) && PRODUCER_BELL_LINE.is_multiple_of(CACHE_LINE)
+);
 const _: () = assert!(CONSUMER_PID_OFFSET + 8 <= FLAGS_LINE + CACHE_LINE);
 const _: () = assert!(SLOT_LEN_OFFSET + 8 <= SLOT_PAYLOAD_OFFSET);
 const _: () = assert!(
@@ -261,10 +296,10 @@ mod tests {
     fn stride_and_size_follow_the_diagram() {
         let l = VegaLayout::new(32, 4).unwrap();
         assert_eq!(l.slot_stride(), 40);
-        assert_eq!(l.bytes_needed(), 256 + 4 * 40);
+        assert_eq!(l.bytes_needed(), 384 + 4 * 40);
         let l = VegaLayout::new(61, 1).unwrap();
         assert_eq!(l.slot_stride(), 72);
-        assert_eq!(l.bytes_needed(), 256 + 72);
+        assert_eq!(l.bytes_needed(), 384 + 72);
     }
 
     #[test]

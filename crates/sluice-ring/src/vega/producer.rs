@@ -2,19 +2,22 @@
 //!
 //! Hot path of a `put`: two loads of the read-mostly flags line (closed, poisoned), a compare
 //! against the cached `tail`, the length word and the payload copied into the slot, one
-//! Release store of `head`. A batch pays the store once.
+//! Release store of `head`, then the consumer's doorbell rung (a fence and a load of a line
+//! that stays cached while the consumer is awake). A batch pays the store and the ring once.
 
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::time::Duration;
 
 use sluice_sync::atomic::Ordering;
 use sluice_sync::sync::Arc;
+use sluice_sync::Wakeup;
 
 use crate::memory::RingMemory;
 
-use super::error::{PoisonReason, VegaSendError};
+use super::error::{PoisonReason, VegaRole, VegaSendError};
 use super::layout::{VegaHeader, ROLE_GONE, SLOT_LEN_OFFSET, SLOT_PAYLOAD_OFFSET};
-use super::Shared;
+use super::{Shared, BELL_SHARING};
 
 /// The sending end of a Vega ring (the paper's *sender*).
 pub struct VegaProducer<M: RingMemory> {
@@ -226,19 +229,37 @@ impl<M: RingMemory> VegaProducer<M> {
         Ok(())
     }
 
-    /// Makes every staged slot visible to the consumer with one store.
+    /// Makes every staged slot visible to the consumer with one store, and wakes the consumer
+    /// if it is parked.
     #[inline]
     pub fn publish(&mut self) {
         if self.published != self.head {
             // SYNC: pairs with the Acquire load of `head` in `VegaConsumer::refresh`: the
             // length words and payloads written before this store happen before the consumer
-            // reads them.
+            // reads them; and, through the doorbell's fences, with the load in
+            // `VegaConsumer::park`'s readiness check.
             self.header()
                 .producer
                 .head
                 .store(self.head, Ordering::Release);
             self.published = self.head;
+            self.header().consumer_bell.bell.ring(BELL_SHARING);
         }
+    }
+
+    /// Publishes what is staged, then sleeps until the consumer frees a slot, leaves or the
+    /// ring is poisoned, or `timeout` passes (or spuriously earlier): what a producer refused
+    /// with `Full` does instead of spinning.
+    pub fn park(&mut self, timeout: Duration) -> Wakeup {
+        self.publish();
+        let (header, shared, head, slots) = (self.header(), &self.shared, self.head, self.slots);
+        header.producer_bell.bell.wait(BELL_SHARING, timeout, || {
+            // SYNC: pairs with the Release store of `tail` in `VegaConsumer::release`, which
+            // rings this doorbell after it. (An impossible `tail` reads as room: the next
+            // call reports the poison.)
+            let tail = header.consumer.tail.load(Ordering::Acquire);
+            head.wrapping_sub(tail) < slots || shared.poisoned_or_gone(VegaRole::Consumer)
+        })
     }
 
     /// Copies `tuple` into the next slot and publishes it (the paper's `put`).
@@ -283,6 +304,7 @@ impl<M: RingMemory> Drop for VegaProducer<M> {
             .flags
             .producer_state
             .store(ROLE_GONE, Ordering::Release);
+        self.header().consumer_bell.bell.ring(BELL_SHARING);
     }
 }
 

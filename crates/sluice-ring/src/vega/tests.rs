@@ -1,9 +1,10 @@
-//! Unit tests of the Vega ring: sizes at the edge, batches, claims, close, roles, and opening
-//! from (and surviving) untrusted memory.
+//! Unit tests of the Vega ring: sizes at the edge, batches, claims, close, roles, opening
+//! from (and surviving) untrusted memory, and parking.
 
 use std::ptr::NonNull;
 
 use sluice_sync::atomic::AtomicU64;
+use sluice_sync::Wakeup;
 
 use super::layout::*;
 use super::*;
@@ -525,4 +526,64 @@ fn errors_display() {
     assert!(VegaOpenError::BadMagic { found: 1 }
         .to_string()
         .contains("not a Vega ring"));
+}
+
+/// Far longer than the watchdog: a park ends in time only if something wakes it.
+const LONG: std::time::Duration = std::time::Duration::from_secs(3600);
+const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[test]
+fn a_park_that_nothing_wakes_times_out_and_one_with_work_waiting_does_not_sleep() {
+    let (mut p, mut c) = channel(layout(8, 1)).unwrap();
+    let short = std::time::Duration::from_millis(1);
+    assert_eq!(c.park(short), Wakeup::TimedOut);
+    p.put(b"x").unwrap();
+    assert_eq!(p.park(short), Wakeup::TimedOut);
+    assert_eq!(c.park(LONG), Wakeup::Ready);
+    assert_eq!(c.get().unwrap(), Some(&b"x"[..]));
+    // Parking releases what was got, which is the room the producer waits for.
+    assert_eq!(c.park(short), Wakeup::TimedOut);
+    assert_eq!(p.park(LONG), Wakeup::Ready);
+    p.poison();
+    assert_eq!(c.park(LONG), Wakeup::Ready);
+}
+
+#[test]
+fn parked_ends_are_woken_by_publish_release_and_leaving() {
+    let (mut p, mut c) = channel(layout(8, 2)).unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        loop {
+            match c.get() {
+                Ok(Some(t)) => {
+                    got.push(t.to_vec());
+                    c.release();
+                    // Slow down so the producer fills the ring and parks.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Ok(None) => {
+                    c.park(LONG);
+                }
+                Err(VegaRecvError::Closed) => break,
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        }
+        let _ = done.send(got);
+    });
+    let tuples: Vec<[u8; 1]> = (0..8u8).map(|i| [i]).collect();
+    for (i, t) in tuples.iter().enumerate() {
+        if i == 4 {
+            // Let the consumer drain and park.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        while p.put(t) == Err(VegaSendError::Full) {
+            p.park(LONG);
+        }
+    }
+    drop(p);
+    let got = finished
+        .recv_timeout(WATCHDOG)
+        .expect("watchdog: an end stayed parked");
+    assert_eq!(got, tuples.iter().map(|t| t.to_vec()).collect::<Vec<_>>());
 }
