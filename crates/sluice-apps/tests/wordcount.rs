@@ -7,6 +7,7 @@ use std::path::Path;
 use sluice_apps::{AppConfig, Settings};
 use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
 use sluice_runtime::{run, RunOptions};
+use sluice_sync::IdleStrategy;
 
 /// A text with punctuation, case, blank lines, tabs and non-ASCII words.
 fn corpus() -> String {
@@ -72,7 +73,13 @@ fn read_counts(path: &Path) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn run_wordcount(input: &Path, output: &Path, request: PlanRequest, parallelism: usize) {
+fn run_wordcount(
+    input: &Path,
+    output: &Path,
+    request: PlanRequest,
+    parallelism: usize,
+    idle: Option<IdleStrategy>,
+) {
     let config = AppConfig {
         input: Some(input.to_path_buf()),
         output: Some(output.to_path_buf()),
@@ -90,7 +97,11 @@ fn run_wordcount(input: &Path, output: &Path, request: PlanRequest, parallelism:
         },
     )
     .unwrap();
-    let report = run(&app.graph, &p, &RunOptions::default()).unwrap();
+    let options = RunOptions {
+        idle,
+        ..RunOptions::default()
+    };
+    let report = run(&app.graph, &p, &options).unwrap();
     assert_eq!(report.tuples_out("sentences"), 400);
     let summary = (app.summarize)(&report);
     assert!(summary.contains("p99.9"), "{summary}");
@@ -113,16 +124,21 @@ fn counts_equal_the_reference_under_every_plan() {
          [[thread]]\nname='count1'\noperators=['sum[2]','counts']\n",
     )
     .unwrap();
+    // Threads parking on their receivers' doorbells (one receiver each when threaded; several
+    // in the mixed plan's count threads) and on full queues (capacities of 8 and 32).
+    let park = Some(IdleStrategy::Park);
     let cases = [
-        ("fused", PlanRequest::Fused, 1),
-        ("threaded", PlanRequest::Threaded, 1),
-        ("fused-x3", PlanRequest::Fused, 3),
-        ("threaded-x3", PlanRequest::Threaded, 3),
-        ("mixed-x3", PlanRequest::File("mixed".into(), mixed), 3),
+        ("fused", PlanRequest::Fused, 1, None),
+        ("threaded", PlanRequest::Threaded, 1, None),
+        ("fused-x3", PlanRequest::Fused, 3, None),
+        ("threaded-x3", PlanRequest::Threaded, 3, None),
+        ("mixed-x3", PlanRequest::File("mixed".into(), mixed.clone()), 3, None),
+        ("threaded-x3-park", PlanRequest::Threaded, 3, park),
+        ("mixed-x3-park", PlanRequest::File("mixed".into(), mixed), 3, park),
     ];
-    for (name, request, parallelism) in cases {
+    for (name, request, parallelism, idle) in cases {
         let output = dir.path().join(format!("{name}.tsv"));
-        run_wordcount(&input, &output, request, parallelism);
+        run_wordcount(&input, &output, request, parallelism, idle);
         assert_eq!(read_counts(&output), expected, "plan {name}");
     }
 }
