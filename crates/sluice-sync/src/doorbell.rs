@@ -62,8 +62,12 @@
 //! `loom` has no futex. Under `cfg(loom)` the futex is a mutex (the kernel's hash-bucket lock)
 //! and a condition variable: `futex_wait` compares the word under the mutex and waits on the
 //! condition variable, `futex_wake` notifies under the mutex. The model's wait has no timeout,
-//! so a lost wake-up is a thread that never wakes, which `loom` reports as a deadlock; the
-//! models (in `sluice-ring`'s loom tests, over the real queues) run every interleaving.
+//! so a lost wake-up is a thread that never wakes, which `loom` reports as a deadlock. The
+//! models (this crate's `doorbell_loom` test, and `sluice-ring`'s over the real queues) run
+//! every interleaving up to a bound of preemptions ([`crate::check_model`]).
+//!
+//! Miri runs the same emulation with `std`'s mutex and condition variable (and the timeout):
+//! it rejects the variadic `syscall` rustix makes under Miri.
 
 use std::time::Duration;
 
@@ -100,7 +104,7 @@ pub struct Doorbell {
     /// The futex word: `epoch << 1 | sleeping`.
     word: AtomicU32,
     #[cfg(loom)]
-    futex: model::Futex,
+    futex: emulated::Futex,
 }
 
 #[cfg(not(loom))]
@@ -131,7 +135,7 @@ impl Doorbell {
         Self {
             word: AtomicU32::new(0),
             #[cfg(loom)]
-            futex: model::Futex::new(),
+            futex: emulated::Futex::new(),
         }
     }
 
@@ -207,7 +211,7 @@ impl Doorbell {
 }
 
 /// Sleeps while the word holds `expected`, at most `timeout`.
-#[cfg(not(loom))]
+#[cfg(not(any(loom, miri)))]
 fn futex_wait(bell: &Doorbell, sharing: Sharing, expected: u32, timeout: Duration) -> Wakeup {
     use rustix::io::Errno;
     use rustix::thread::futex;
@@ -225,13 +229,13 @@ fn futex_wait(bell: &Doorbell, sharing: Sharing, expected: u32, timeout: Duratio
 }
 
 /// Wakes every thread sleeping on the word.
-#[cfg(not(loom))]
+#[cfg(not(any(loom, miri)))]
 fn futex_wake(bell: &Doorbell, sharing: Sharing) {
     // The only possible errors are for a bad address, which a reference cannot be.
     let _ = rustix::thread::futex::wake(&bell.word, flags(sharing), u32::MAX);
 }
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, miri)))]
 fn flags(sharing: Sharing) -> rustix::thread::futex::Flags {
     match sharing {
         Sharing::Private => rustix::thread::futex::Flags::PRIVATE,
@@ -240,9 +244,8 @@ fn flags(sharing: Sharing) -> rustix::thread::futex::Flags {
 }
 
 #[cfg(loom)]
-fn futex_wait(bell: &Doorbell, _sharing: Sharing, expected: u32, _timeout: Duration) -> Wakeup {
-    bell.futex.wait(&bell.word, expected);
-    Wakeup::Woken
+fn futex_wait(bell: &Doorbell, _sharing: Sharing, expected: u32, timeout: Duration) -> Wakeup {
+    bell.futex.wait(&bell.word, expected, timeout)
 }
 
 #[cfg(loom)]
@@ -250,20 +253,43 @@ fn futex_wake(bell: &Doorbell, _sharing: Sharing) {
     bell.futex.wake();
 }
 
-/// The futex stand-in `loom` can check.
-#[cfg(loom)]
-mod model {
-    use loom::sync::{Condvar, Mutex};
+/// Under Miri, one emulated futex for every doorbell (all words hash to one bucket): Miri
+/// rejects the variadic `syscall` rustix makes under it. Threads of one process only, which is
+/// all Miri runs.
+#[cfg(all(miri, not(loom)))]
+static FUTEX: emulated::Futex = emulated::Futex::new();
 
+#[cfg(all(miri, not(loom)))]
+fn futex_wait(bell: &Doorbell, _sharing: Sharing, expected: u32, timeout: Duration) -> Wakeup {
+    FUTEX.wait(&bell.word, expected, timeout)
+}
+
+#[cfg(all(miri, not(loom)))]
+fn futex_wake(_bell: &Doorbell, _sharing: Sharing) {
+    FUTEX.wake();
+}
+
+/// A futex made of a mutex (the kernel's hash-bucket lock) and a condition variable (its queue
+/// of sleepers): `loom`'s under `loom`, which it can check, and `std`'s under Miri.
+#[cfg(any(loom, miri))]
+mod emulated {
+    use std::time::Duration;
+
+    #[cfg(loom)]
+    use loom::sync::{Condvar, Mutex};
+    #[cfg(not(loom))]
+    use std::sync::{Condvar, Mutex};
+
+    use super::Wakeup;
     use crate::atomic::{AtomicU32, Ordering};
 
-    /// The kernel's futex hash bucket: a lock, and the queue of sleepers on it.
     pub(super) struct Futex {
         bucket: Mutex<()>,
         sleepers: Condvar,
     }
 
     impl Futex {
+        #[cfg(loom)]
         pub(super) fn new() -> Self {
             Self {
                 bucket: Mutex::new(()),
@@ -271,16 +297,39 @@ mod model {
             }
         }
 
-        /// `FUTEX_WAIT` without a timeout: compares the word and queues the caller under the
-        /// bucket lock, so a wake after the comparison finds the caller queued.
-        pub(super) fn wait(&self, word: &AtomicU32, expected: u32) {
+        #[cfg(not(loom))]
+        pub(super) const fn new() -> Self {
+            Self {
+                bucket: Mutex::new(()),
+                sleepers: Condvar::new(),
+            }
+        }
+
+        /// `FUTEX_WAIT`: compares the word and queues the caller under the bucket lock, so a
+        /// wake after the comparison finds the caller queued. Under `loom` the timeout is
+        /// ignored, so a lost wake-up is a thread that never wakes: a deadlock `loom` reports.
+        pub(super) fn wait(&self, word: &AtomicU32, expected: u32, timeout: Duration) -> Wakeup {
             let queued = self.bucket.lock().unwrap();
             // SYNC: the kernel reads the word under the bucket lock; the lock orders this
-            // load after the bump of a waker that took the lock first.
+            // load after the change of a waker that took the lock first.
             if word.load(Ordering::Acquire) != expected {
-                return;
+                return Wakeup::Woken;
             }
-            drop(self.sleepers.wait(queued).unwrap());
+            #[cfg(loom)]
+            {
+                let _ = timeout;
+                drop(self.sleepers.wait(queued).unwrap());
+                Wakeup::Woken
+            }
+            #[cfg(not(loom))]
+            {
+                let (_bucket, waited) = self.sleepers.wait_timeout(queued, timeout).unwrap();
+                if waited.timed_out() {
+                    Wakeup::TimedOut
+                } else {
+                    Wakeup::Woken
+                }
+            }
         }
 
         /// `FUTEX_WAKE` of every sleeper, under the bucket lock.
