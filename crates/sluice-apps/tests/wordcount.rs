@@ -132,9 +132,19 @@ fn counts_equal_the_reference_under_every_plan() {
         ("threaded", PlanRequest::Threaded, 1, None),
         ("fused-x3", PlanRequest::Fused, 3, None),
         ("threaded-x3", PlanRequest::Threaded, 3, None),
-        ("mixed-x3", PlanRequest::File("mixed".into(), mixed.clone()), 3, None),
+        (
+            "mixed-x3",
+            PlanRequest::File("mixed".into(), mixed.clone()),
+            3,
+            None,
+        ),
         ("threaded-x3-park", PlanRequest::Threaded, 3, park),
-        ("mixed-x3-park", PlanRequest::File("mixed".into(), mixed), 3, park),
+        (
+            "mixed-x3-park",
+            PlanRequest::File("mixed".into(), mixed),
+            3,
+            park,
+        ),
     ];
     for (name, request, parallelism, idle) in cases {
         let output = dir.path().join(format!("{name}.tsv"));
