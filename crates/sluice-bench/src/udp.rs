@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use sluice_sync::IdleStrategy;
 use sluice_transport::udp_mq::{
-    bind_receiver, connect_sender, QueueChoice, UdpMqParams, UdpMqReceiver, DEFAULT_DATAGRAM_BYTES,
-    END_REPEATS, FIRST_REPEAT_GAP, HEADER_LEN, RECORD_HEADER,
+    bind_receiver, connect_sender, QueueChoice, UdpMqParams, UdpMqReceiver, BUSY_END_REPEATS,
+    DEFAULT_DATAGRAM_BYTES, FIRST_REPEAT_GAP, HEADER_LEN, RECORD_HEADER,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -89,7 +89,7 @@ pub(crate) fn run_udp_mq<P: Payload>(
 }
 
 /// One `send` per tuple on a connected socket; the end is a datagram 8 bytes longer than a
-/// tuple holding how many were sent, repeated as `udp-mq` repeats its end.
+/// tuple holding how many were sent, repeated as a busy `udp-mq` sender repeats its end.
 struct UdpWriter {
     socket: UdpSocket,
     sent: u64,
@@ -109,7 +109,7 @@ impl RawWriter for UdpWriter {
         let mut end = self.sent.to_le_bytes().to_vec();
         end.resize(self.tuple_bytes + 8, 0);
         let mut gap = FIRST_REPEAT_GAP;
-        for _ in 0..=END_REPEATS {
+        for _ in 0..=BUSY_END_REPEATS {
             let _ = self.socket.send(&end);
             std::thread::sleep(gap);
             gap *= 2;

@@ -72,7 +72,9 @@
 //! end.
 //!
 //! A dropped sender sends each queue's last datagram [`END_REPEATS`] more times, spaced out
-//! (UDP may lose any one copy; the receiver ignores the repeats). A sender dropped without
+//! (UDP may lose any one copy; the receiver ignores the repeats); a busy one,
+//! [`BUSY_END_REPEATS`] times over a quarter of a second, so a receiver it flooded can drain
+//! its buffers first. A sender dropped without
 //! ending its stream sends a gone record instead, and the receiver reports
 //! [`RecvError::Disconnected`] once every queue of that sender has brought it. A sender that
 //! dies without a word is reported as disconnected after the idle limit
@@ -91,7 +93,10 @@ pub use params::{
     MAX_IDLE_LIMIT_MS, MAX_QUEUES, MAX_SOCKET_BUFFER, MIN_DATAGRAM_BYTES, MIN_SOCKET_BUFFER,
 };
 pub use receiver::{bind_receiver, UdpMqReceiver, UdpMqStats, MAX_PUNCTUATION_STEP, MAX_SENDERS};
-pub use sender::{connect_sender, FlowKey, UdpMqSender, DROP_DRAIN, END_REPEATS, FIRST_REPEAT_GAP};
+pub use sender::{
+    connect_sender, FlowKey, UdpMqSender, BUSY_DATAGRAMS, BUSY_END_REPEATS, BUSY_WINDOW,
+    DROP_DRAIN, END_REPEATS, FIRST_REPEAT_GAP,
+};
 pub use wire::{job_tag, HEADER_LEN, MAGIC, RECORD_HEADER, VERSION};
 
 use std::net::{Ipv4Addr, SocketAddr};

@@ -28,8 +28,17 @@ use crate::{Refused, SendError, TransportError, TupleSender};
 /// How many more times a dropped sender sends each queue's last datagram (its end of stream,
 /// or the news that it is gone), since UDP may drop any one copy.
 pub const END_REPEATS: usize = 3;
+/// How many more times a busy sender (one that sent more than [`BUSY_DATAGRAMS`] in
+/// [`BUSY_WINDOW`] lately) sends them: the receiver may be far behind, its socket buffers
+/// full, and need a quarter of a second to drain them before a copy can get in.
+pub const BUSY_END_REPEATS: usize = 8;
+/// A sender is busy if it sent more than this many datagrams in one [`BUSY_WINDOW`] (about
+/// what a default socket buffer holds), in the last two windows before it is dropped.
+pub const BUSY_DATAGRAMS: u64 = 128;
+/// The window over which a sender's traffic is counted.
+pub const BUSY_WINDOW: Duration = Duration::from_millis(100);
 /// The pause before the first repeat; it doubles before each next one, so a receiver whose
-/// socket buffer overflowed has time to drain it.
+/// socket buffer overflowed has time to drain it (1 + 2 + ... + 128 ms for a busy sender).
 pub const FIRST_REPEAT_GAP: Duration = Duration::from_millis(1);
 /// How long a dropped sender keeps trying to hand datagrams to a socket that would block.
 pub const DROP_DRAIN: Duration = Duration::from_secs(1);
@@ -51,7 +60,57 @@ pub struct UdpMqSender<T> {
     /// How long the sender may stay quiet before `flush` sends a heartbeat.
     heartbeat: Option<Duration>,
     last_sent: Instant,
+    traffic: Traffic,
     _tuples: PhantomData<fn(T)>,
+}
+
+/// How many datagrams a sender sent lately, counted at each flush.
+#[derive(Debug, Clone, Copy)]
+struct Traffic {
+    /// The start of the current window, and the datagrams sent before it.
+    since: Instant,
+    sent_before: u64,
+    /// Datagrams sent in the window before the current one.
+    previous: u64,
+    /// Datagrams sent as of the last flush.
+    seen: u64,
+}
+
+impl Traffic {
+    fn new(now: Instant) -> Self {
+        Self {
+            since: now,
+            sent_before: 0,
+            previous: 0,
+            seen: 0,
+        }
+    }
+
+    /// Counts `sent` datagrams in all as of `now`; returns whether any went since the last
+    /// call.
+    fn note(&mut self, sent: u64, now: Instant) -> bool {
+        let elapsed = now.duration_since(self.since);
+        if elapsed >= BUSY_WINDOW {
+            // A window with no flush in it counts as quiet.
+            self.previous = if elapsed < 2 * BUSY_WINDOW {
+                sent - self.sent_before
+            } else {
+                0
+            };
+            self.since = now;
+            self.sent_before = sent;
+        }
+        let moved = sent != self.seen;
+        self.seen = sent;
+        moved
+    }
+
+    /// Whether the sender sent more than [`BUSY_DATAGRAMS`] in a window lately, as of `now`
+    /// with `sent` datagrams in all.
+    fn busy(&self, sent: u64, now: Instant) -> bool {
+        let fresh = now.duration_since(self.since) < 2 * BUSY_WINDOW;
+        fresh && self.previous.max(sent - self.sent_before) > BUSY_DATAGRAMS
+    }
 }
 
 /// What every datagram of a sender says about it.
@@ -151,6 +210,7 @@ pub fn connect_sender<T: Tuple>(
         state: State::Open,
         heartbeat: params.idle_limit().map(|limit| limit / 4),
         last_sent: Instant::now(),
+        traffic: Traffic::new(Instant::now()),
         _tuples: PhantomData,
     })
 }
@@ -458,20 +518,21 @@ impl<T: Tuple> TupleSender<T> for UdpMqSender<T> {
         if self.state == State::Closed {
             return;
         }
-        let before = self.heartbeat.map(|_| self.datagrams_sent());
         let sent = self.send_all();
         if self.check(sent).is_err() {
             return;
         }
-        let (Some(period), Some(before)) = (self.heartbeat, before) else {
+        let now = Instant::now();
+        let moved = self.traffic.note(self.datagrams_sent(), now);
+        let Some(period) = self.heartbeat else {
             return;
         };
-        if self.datagrams_sent() != before {
-            self.last_sent = Instant::now();
-        } else if self.state == State::Open && self.last_sent.elapsed() >= period {
+        if moved {
+            self.last_sent = now;
+        } else if self.state == State::Open && now.duration_since(self.last_sent) >= period {
             let beat = self.heartbeat();
             if self.check(beat).is_ok() {
-                self.last_sent = Instant::now();
+                self.last_sent = now;
             }
         }
     }
@@ -497,7 +558,8 @@ impl<T: Tuple> TupleSender<T> for UdpMqSender<T> {
 
 impl<T> Drop for UdpMqSender<T> {
     /// Sends what the sender holds, then each queue's last datagram [`END_REPEATS`] more
-    /// times: the end of the stream, or the gone record for a sender dropped without one.
+    /// times ([`BUSY_END_REPEATS`] for a busy sender): the end of the stream, or the gone
+    /// record for a sender dropped without one.
     fn drop(&mut self) {
         if self.state == State::Closed {
             return;
@@ -520,8 +582,13 @@ impl<T> Drop for UdpMqSender<T> {
             }
             std::thread::sleep(FIRST_REPEAT_GAP / 10);
         }
+        let repeats = if self.traffic.busy(self.datagrams_sent(), Instant::now()) {
+            BUSY_END_REPEATS
+        } else {
+            END_REPEATS
+        };
         let mut gap = FIRST_REPEAT_GAP;
-        for _ in 0..END_REPEATS {
+        for _ in 0..repeats {
             std::thread::sleep(gap);
             gap *= 2;
             for queue in &self.queues {
@@ -537,6 +604,23 @@ impl<T> Drop for UdpMqSender<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sender_is_busy_only_while_it_sends_much() {
+        let start = Instant::now();
+        let mut traffic = Traffic::new(start);
+        assert!(traffic.note(10, start));
+        assert!(!traffic.note(10, start), "nothing went since");
+        assert!(!traffic.busy(10, start));
+        assert!(traffic.busy(BUSY_DATAGRAMS + 1, start), "many in this window");
+        let later = start + BUSY_WINDOW;
+        traffic.note(500, later);
+        assert!(traffic.busy(500, later), "many in the window before");
+        assert!(!traffic.busy(500, later + 2 * BUSY_WINDOW), "quiet since");
+        let much_later = later + 3 * BUSY_WINDOW;
+        traffic.note(501, much_later);
+        assert!(!traffic.busy(501, much_later), "a window without flushes is quiet");
+    }
 
     #[test]
     fn a_flow_always_takes_the_same_queue_and_keys_spread() {
