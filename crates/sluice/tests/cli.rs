@@ -508,3 +508,29 @@ fn udp_mq_benchmarks_run_across_two_processes_beside_raw_udp_and_report_loss() {
         stderr(&o)
     );
 }
+
+#[test]
+fn wordcount_over_udp_mq_between_pes_matches_fused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    let text: String = (0..2000u64)
+        .map(|i| format!("w{} w{} w{}\n", i % 41, (i * 7) % 41, (i * 13) % 41))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    // Buffers far larger than the job's traffic: at-most-once loses nothing here.
+    let udp_plan = MIXED_PLAN.replace(
+        r#"{ kind = "shm-vega", slot_bytes = 128, slots = 64 }"#,
+        r#"{ kind = "udp-mq", queues = 2, idle_limit_ms = 20000, socket_buffer_bytes = 4194304 }"#,
+    );
+    assert!(udp_plan.contains("udp-mq"));
+    let plan_file = dir.path().join("udp.toml");
+    std::fs::write(&plan_file, udp_plan).unwrap();
+    let outputs = wordcount_outputs(
+        dir.path(),
+        &input,
+        &["fused", plan_file.to_str().unwrap()],
+        &["--set", "parallelism=3"],
+    );
+    assert_eq!(outputs[0].lines().count(), 41);
+    assert_eq!(outputs[1], outputs[0]);
+}

@@ -230,6 +230,27 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_names_only_what_it_changes() {
+        use crate::TransportSpec;
+        let spec: TransportSpec =
+            serde_json::from_str(r#"{"kind": "udp-mq", "queues": 2, "queue_choice": "random"}"#)
+                .unwrap();
+        let expected = TransportSpec::UdpMq(UdpMqParams {
+            queues: 2,
+            queue_choice: QueueChoice::Random,
+            ..UdpMqParams::default()
+        });
+        assert_eq!(spec, expected);
+        assert_eq!(spec.name(), "udp-mq");
+        let text = serde_json::to_string(&spec).unwrap();
+        assert_eq!(serde_json::from_str::<TransportSpec>(&text).unwrap(), spec);
+        assert_eq!(
+            spec.to_string(),
+            "udp-mq(queues=2, batch=32, datagram_bytes=1472, queue_choice=random)"
+        );
+    }
+
+    #[test]
     fn the_largest_tuple_fills_a_datagram_and_display_names_what_is_set() {
         let p = UdpMqParams::default();
         assert_eq!(p.max_tuple_bytes(), 1472 - HEADER_LEN - RECORD_HEADER);

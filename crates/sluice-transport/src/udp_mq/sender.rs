@@ -612,14 +612,20 @@ mod tests {
         assert!(traffic.note(10, start));
         assert!(!traffic.note(10, start), "nothing went since");
         assert!(!traffic.busy(10, start));
-        assert!(traffic.busy(BUSY_DATAGRAMS + 1, start), "many in this window");
+        assert!(
+            traffic.busy(BUSY_DATAGRAMS + 1, start),
+            "many in this window"
+        );
         let later = start + BUSY_WINDOW;
         traffic.note(500, later);
         assert!(traffic.busy(500, later), "many in the window before");
         assert!(!traffic.busy(500, later + 2 * BUSY_WINDOW), "quiet since");
         let much_later = later + 3 * BUSY_WINDOW;
         traffic.note(501, much_later);
-        assert!(!traffic.busy(501, much_later), "a window without flushes is quiet");
+        assert!(
+            !traffic.busy(501, much_later),
+            "a window without flushes is quiet"
+        );
     }
 
     #[test]
