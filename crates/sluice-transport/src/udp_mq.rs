@@ -73,8 +73,8 @@
 //!
 //! A dropped sender sends each queue's last datagram [`END_REPEATS`] more times, spaced out
 //! (UDP may lose any one copy; the receiver ignores the repeats); a busy one,
-//! [`BUSY_END_REPEATS`] times over a quarter of a second, so a receiver it flooded can drain
-//! its buffers first. A sender dropped without
+//! [`BUSY_END_REPEATS`] times over a second, so a receiver it flooded can drain its buffers
+//! first. A sender dropped without
 //! ending its stream sends a gone record instead, and the receiver reports
 //! [`RecvError::Disconnected`] once every queue of that sender has brought it. A sender that
 //! dies without a word is reported as disconnected after the idle limit

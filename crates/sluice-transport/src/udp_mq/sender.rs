@@ -30,15 +30,15 @@ use crate::{Refused, SendError, TransportError, TupleSender};
 pub const END_REPEATS: usize = 3;
 /// How many more times a busy sender (one that sent more than [`BUSY_DATAGRAMS`] in
 /// [`BUSY_WINDOW`] lately) sends them: the receiver may be far behind, its socket buffers
-/// full, and need a quarter of a second to drain them before a copy can get in.
-pub const BUSY_END_REPEATS: usize = 8;
+/// full, and need up to a second (on a loaded machine) to drain them before a copy can get in.
+pub const BUSY_END_REPEATS: usize = 10;
 /// A sender is busy if it sent more than this many datagrams in one [`BUSY_WINDOW`] (about
 /// what a default socket buffer holds), in the last two windows before it is dropped.
 pub const BUSY_DATAGRAMS: u64 = 128;
 /// The window over which a sender's traffic is counted.
 pub const BUSY_WINDOW: Duration = Duration::from_millis(100);
 /// The pause before the first repeat; it doubles before each next one, so a receiver whose
-/// socket buffer overflowed has time to drain it (1 + 2 + ... + 128 ms for a busy sender).
+/// socket buffer overflowed has time to drain it (1 + 2 + ... + 512 ms for a busy sender).
 pub const FIRST_REPEAT_GAP: Duration = Duration::from_millis(1);
 /// How long a dropped sender keeps trying to hand datagrams to a socket that would block.
 pub const DROP_DRAIN: Duration = Duration::from_secs(1);
