@@ -146,9 +146,9 @@ fn a_sequenced_feed_arrives_in_order_with_its_gaps_counted() {
         if skipped.contains(&sequence) {
             continue;
         }
-        // Never more than a thousand ahead of the source: the socket buffer holds them.
-        if sent % 1000 == 0 {
-            wait_for(&decoded, sent - 500);
+        // Never more than 256 ahead of the source: any socket buffer holds them.
+        if sent % 128 == 0 {
+            wait_for(&decoded, sent - 128);
         }
         sender.send(&numbered(sequence)).unwrap();
         sent += 1;

@@ -140,20 +140,30 @@ fn every_loss_is_counted_when_a_tiny_buffer_overflows() {
 
 #[test]
 fn three_senders_merge_with_one_end_each_and_each_flow_in_order() {
-    let params = UdpMqParams {
-        queues: 3,
-        ..params(3)
-    };
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let params = params(3);
     let (mut rx, addr) = receiver::<u64>(3, &params);
     const EACH: u64 = 20_000;
+    // Each sender stays within this many tuples of what the receiver has taken in all.
+    const WINDOW: u64 = 2048;
+    let taken = Arc::new(AtomicU64::new(0));
     let senders: Vec<_> = (0..3u64)
         .map(|s| {
+            let taken = taken.clone();
             std::thread::spawn(move || {
                 // Flow key: the sender and the tuple's number modulo 5.
                 let mut tx = connect_sender::<u64>(addr, &secret(), s as u32, &params)
                     .unwrap()
                     .with_flow_key(|v: &u64| ((v >> 32) << 8) | ((v & 0xffff_ffff) % 5));
+                let deadline = Instant::now() + WATCHDOG;
                 for i in 0..EACH {
+                    // SYNC: pairs with the receiver's Release store of what it has taken.
+                    while i >= taken.load(Ordering::Acquire) / 3 + WINDOW {
+                        tx.flush();
+                        assert!(Instant::now() < deadline, "the receiver stopped taking");
+                        std::thread::yield_now();
+                    }
                     tx.offer(Message::Data(s << 32 | i)).unwrap();
                     if i % 64 == 0 {
                         tx.flush();
@@ -164,13 +174,26 @@ fn three_senders_merge_with_one_end_each_and_each_flow_in_order() {
             })
         })
         .collect();
-    let (out, error) = receive(&mut rx, 3);
+    let deadline = Instant::now() + WATCHDOG;
+    let mut out = Vec::new();
+    let mut ends = 0;
+    while ends < 3 {
+        assert!(Instant::now() < deadline, "stalled after {}", out.len());
+        let before = out.len();
+        if rx.poll(256, &mut out).unwrap() == 0 {
+            std::thread::yield_now();
+        }
+        ends += out[before..]
+            .iter()
+            .filter(|m| matches!(m, Message::EndOfStream))
+            .count();
+        // SYNC: pairs with the senders' Acquire loads of the window.
+        taken.store(out.len() as u64, Ordering::Release);
+    }
     for sender in senders {
         sender.join().unwrap();
     }
-    assert_eq!(error, None);
     let mut next = [[0u64; 5]; 3];
-    let mut ends = 0;
     for m in out {
         match m {
             Message::Data(v) => {
@@ -179,11 +202,10 @@ fn three_senders_merge_with_one_end_each_and_each_flow_in_order() {
                 assert_eq!(i, next[s][flow] * 5 + flow as u64, "sender {s} flow {flow}");
                 next[s][flow] += 1;
             }
-            Message::EndOfStream => ends += 1,
+            Message::EndOfStream => {}
             Message::Punctuation => panic!("no punctuation was sent"),
         }
     }
-    assert_eq!(ends, 3);
     assert_eq!(next.iter().flatten().sum::<u64>(), 3 * EACH);
     assert_eq!(rx.stats().lost_tuples, 0);
     assert_eq!(drain(&mut rx), vec![], "the ends' repeats are ignored");
@@ -291,8 +313,9 @@ fn foreign_and_malformed_datagrams_are_counted_and_the_edge_goes_on() {
 
 #[test]
 fn a_vanished_sender_is_reported_after_the_idle_limit_but_a_quiet_one_is_not() {
+    // Heartbeats every 750 ms keep the sender alive unless the test stalls for over 2 s.
     let params = UdpMqParams {
-        idle_limit_ms: Some(1000),
+        idle_limit_ms: Some(3000),
         ..params(2)
     };
     let (mut rx, addr) = receiver::<u64>(1, &params);
@@ -302,7 +325,7 @@ fn a_vanished_sender_is_reported_after_the_idle_limit_but_a_quiet_one_is_not() {
     // Quiet for over twice the limit, but flushed often: heartbeats keep it alive.
     let quiet = Instant::now();
     let mut out = Vec::new();
-    while quiet.elapsed() < Duration::from_millis(2500) {
+    while quiet.elapsed() < Duration::from_millis(7000) {
         tx.flush();
         rx.poll(16, &mut out).expect("a quiet sender is not gone");
         std::thread::sleep(Duration::from_millis(20));
