@@ -30,9 +30,15 @@ pub enum BenchCommand {
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::hardware::BaselineArgs),
+    /// Every experiment of the papers, beside the hardware and the peer libraries, in one run:
+    /// results.jsonl, report.md, report.html and plots in a directory.
+    Suite(crate::suite::SuiteArgs),
     /// The receiving process of a cross-process benchmark (started by the benchmark itself).
     #[command(hide = true)]
     Peer(crate::processes::PeerArgs),
+    /// The receiving process of a peer library's benchmark (started by the suite itself).
+    #[command(hide = true)]
+    PeerLib(crate::suite::PeerReceiverArgs),
     /// A sending process of a `shm-osr` benchmark (started by the benchmark itself).
     #[command(hide = true)]
     OsrSender(crate::shm_osr::OsrSenderArgs),
@@ -111,6 +117,16 @@ pub struct CommonArgs {
     /// Sockets on each side of a `udp-mq` benchmark (its hardware queues).
     #[arg(long, value_name = "Q", default_value_t = sluice_transport::udp_mq::DEFAULT_QUEUES)]
     pub queues: usize,
+    /// Receivers the one sender sends every tuple to (fan-out, 1 to 16): `threaded` (a
+    /// broadcast edge to that many sink threads), `shm-vega` (a ring and a receiving process
+    /// each) or `tcp`, `tcp-batched`, `tcp-adaptive` (a connection and a receiving process
+    /// each). The rate is the receivers' sum, with each receiver's figures listed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub receivers: usize,
+    /// Bytes of the OSR ring of a `shm-osr` benchmark (a power of two, 4 KiB to 64 MiB); a
+    /// tuple may take up to about half of it.
+    #[arg(long, value_name = "BYTES", default_value_t = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES)]
+    pub ring_bytes: usize,
 }
 
 /// How tuples go from sender to receiver.
@@ -171,6 +187,14 @@ impl Transport {
         !matches!(self, Self::Fused | Self::Threaded)
     }
 
+    /// Whether a benchmark can send from one sender to several receivers.
+    pub(crate) fn fans_out(self) -> bool {
+        matches!(
+            self,
+            Self::Threaded | Self::ShmVega | Self::Tcp | Self::TcpBatched | Self::TcpAdaptive
+        )
+    }
+
     /// The batching profile of a `tcp` benchmark; `None` for the other transports.
     pub(crate) fn tcp_profile(self) -> Option<BatchProfile> {
         match self {
@@ -213,13 +237,23 @@ pub(crate) struct Settings {
     pub(crate) idle: Option<IdleStrategy>,
     pub(crate) producers: usize,
     pub(crate) queues: usize,
+    pub(crate) receivers: usize,
+    pub(crate) ring_bytes: usize,
 }
 
 /// The largest normal tuple, so a typo cannot ask for gigabytes per tuple.
 pub const MAX_NORMAL_SIZE: usize = 64 << 20;
 
+/// The most receivers of a fan-out benchmark.
+pub(crate) const MAX_RECEIVERS: usize = 16;
+
 /// The most sending processes of a `shm-osr` benchmark.
 const MAX_PRODUCERS: usize = sluice_transport::shm_osr::MAX_SENDERS;
+
+/// The smallest OSR ring a benchmark takes.
+const MIN_RING_BYTES: usize = 4 << 10;
+/// The largest OSR ring a benchmark takes (the transport's own limit).
+const MAX_RING_BYTES: usize = 64 << 20;
 
 /// The longest duration or warm-up accepted, in seconds (a day).
 const MAX_SECONDS: f64 = 86_400.0;
@@ -247,7 +281,11 @@ impl Settings {
         let (common, bench) = match &args.command {
             BenchCommand::Throughput(t) => (&t.common, Bench::Throughput),
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }),
-            BenchCommand::Baseline(_) | BenchCommand::Peer(_) | BenchCommand::OsrSender(_) => {
+            BenchCommand::Baseline(_)
+            | BenchCommand::Suite(_)
+            | BenchCommand::PeerLib(_)
+            | BenchCommand::Peer(_)
+            | BenchCommand::OsrSender(_) => {
                 bail!("this benchmark has no transport settings")
             }
         };
@@ -296,6 +334,27 @@ impl Settings {
                 common.queues
             );
         }
+        if !(1..=MAX_RECEIVERS).contains(&common.receivers) {
+            bail!(
+                "--receivers must be between 1 and {MAX_RECEIVERS}, got {}",
+                common.receivers
+            );
+        }
+        if common.receivers > 1 && !common.transport.fans_out() {
+            bail!(
+                "--receivers {} needs --transport threaded, shm-vega, tcp, tcp-batched or tcp-adaptive (the transports with a fan-out benchmark)",
+                common.receivers
+            );
+        }
+        let ring = common.ring_bytes;
+        if !(ring.is_power_of_two() && (MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring)) {
+            bail!("--ring-bytes must be a power of two from {MIN_RING_BYTES} to {MAX_RING_BYTES}, got {ring}");
+        }
+        if ring != sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES
+            && common.transport != Transport::ShmOsr
+        {
+            bail!("--ring-bytes needs --transport shm-osr (the other transports size their buffers themselves)");
+        }
         Ok(Self {
             bench,
             transport: common.transport,
@@ -308,6 +367,35 @@ impl Settings {
             idle: common.idle,
             producers: common.producers,
             queues: common.queues,
+            receivers: common.receivers,
+            ring_bytes: ring,
         })
+    }
+
+    /// The settings of one measurement of the suite: one `repeat`ed run of `duration` after
+    /// `warmup`, every other option at its default.
+    pub(crate) fn measurement(
+        bench: Bench,
+        transport: Transport,
+        encoding: TupleEncoding,
+        size: usize,
+        timing: (Duration, Duration, usize),
+    ) -> Self {
+        let (duration, warmup, repeat) = timing;
+        Self {
+            bench,
+            transport,
+            encoding,
+            size,
+            duration,
+            warmup,
+            repeat,
+            json: true,
+            idle: None,
+            producers: 1,
+            queues: sluice_transport::udp_mq::DEFAULT_QUEUES,
+            receivers: 1,
+            ring_bytes: sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES,
+        }
     }
 }

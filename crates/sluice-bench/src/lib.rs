@@ -42,6 +42,7 @@ mod record;
 mod report;
 mod shm_osr;
 mod stats;
+mod suite;
 mod udp;
 
 pub use args::{
@@ -53,6 +54,7 @@ pub use payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
 pub use record::{Loss, RunFigures};
 pub use report::{render_json, render_table, BaselineResult, BenchResult};
 pub use stats::{gbit_per_sec, median, tuples_per_sec, LatencySummary};
+pub use suite::{Experiment, PeerReceiverArgs, SuiteArgs};
 
 use args::{Bench, Settings};
 use load::{Load, Pacer};
@@ -66,6 +68,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Baseline(baseline) => return hardware::main(baseline),
         BenchCommand::Peer(peer) => return processes::peer(peer),
         BenchCommand::OsrSender(sender) => return shm_osr::sender(sender),
+        BenchCommand::Suite(suite) => return suite::main(suite),
+        BenchCommand::PeerLib(receiver) => return suite::peer_receiver(receiver),
         _ => {}
     }
     let settings = Settings::from_args(&args)?;
@@ -181,7 +185,7 @@ fn median_loss(runs: &[RunFigures]) -> Option<f64> {
     (!fractions.is_empty()).then(|| median(&fractions))
 }
 
-fn medians(runs: &[RunFigures]) -> (f64, f64, Option<LatencySummary>) {
+pub(crate) fn medians(runs: &[RunFigures]) -> (f64, f64, Option<LatencySummary>) {
     let of = |f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
     let latencies: Vec<LatencySummary> = runs.iter().filter_map(|r| r.latency_ns).collect();
     (
@@ -238,6 +242,9 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         encoding: s.encoding,
         tuple_size: s.size,
         producers: s.producers,
+        receivers: s.receivers,
+        per_receiver_tuples_per_sec: (s.receivers > 1).then(|| tps / s.receivers as f64),
+        ring_bytes: (s.transport == Transport::ShmOsr).then_some(s.ring_bytes),
         target_rate,
         tuples_per_sec: tps,
         gbit_per_sec: gbit,

@@ -14,7 +14,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sluice_sync::IdleStrategy;
@@ -107,8 +107,8 @@ pub(crate) fn run_sluice<P: Payload, S: TupleSender<P>>(
     peer.figures()
 }
 
-/// A baseline's hand-written sender.
-pub(crate) trait RawWriter: Send {
+/// A baseline's (or a peer library's) hand-written sender.
+pub(crate) trait RawWriter {
     /// Sends one tuple's bytes.
     fn write(&mut self, tuple: &[u8]) -> anyhow::Result<()>;
     /// Tells the reader the run is over.
@@ -143,7 +143,7 @@ pub(crate) fn run_raw<P: Payload>(
 
 /// One baseline run: a raw reading process announcing its address, and the writer `open`
 /// makes for it, fed every tuple's encoding on core 0.
-pub(crate) fn run_baseline<P: Payload, W: RawWriter>(
+pub(crate) fn run_baseline<P: Payload, W: RawWriter + Send>(
     s: &Settings,
     template: P,
     load: Load,
@@ -152,24 +152,36 @@ pub(crate) fn run_baseline<P: Payload, W: RawWriter>(
     let tuple_bytes = encoded_size(&template)?;
     let mut peer = PeerProcess::spawn(s, true, "", tuple_bytes, None)?;
     let mut writer = open(peer.listening()?)?;
+    let idle = s.idle.unwrap_or(IdleStrategy::Yield);
     send_pinned(s, |_| {
-        pin(0);
-        let started = Instant::now();
-        let length = s.warmup + s.duration;
-        let mut generator = Generator::new(template, load);
-        let mut idle = s.idle.unwrap_or(IdleStrategy::Yield).waiter();
-        let mut bytes = Vec::with_capacity(tuple_bytes);
-        while started.elapsed() < length {
-            let sent = generator.fill(|tuple| -> anyhow::Result<()> {
-                bytes.clear();
-                tuple.encode(&mut bytes)?;
-                writer.write(&bytes)
-            })?;
-            idle.after(sent);
-        }
-        writer.finish()
+        write_all(&mut writer, template, load, s.warmup + s.duration, idle)
     })?;
     peer.figures()
+}
+
+/// Feeds `writer` every tuple's encoding for `length` on core 0 (the caller's thread), then
+/// finishes it; idles with `idle` when nothing is due.
+pub(crate) fn write_all<P: Payload, W: RawWriter + ?Sized>(
+    writer: &mut W,
+    template: P,
+    load: Load,
+    length: Duration,
+    idle: IdleStrategy,
+) -> anyhow::Result<()> {
+    pin(0);
+    let started = Instant::now();
+    let mut generator = Generator::new(template, load);
+    let mut idle = idle.waiter();
+    let mut bytes = Vec::new();
+    while started.elapsed() < length {
+        let sent = generator.fill(|tuple| -> anyhow::Result<()> {
+            bytes.clear();
+            tuple.encode(&mut bytes)?;
+            writer.write(&bytes)
+        })?;
+        idle.after(sent);
+    }
+    writer.finish()
 }
 
 /// The raw reader: accepts one connection on loopback (announcing its address), reads until

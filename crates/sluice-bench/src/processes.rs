@@ -225,8 +225,7 @@ impl PeerProcess {
             .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
             .args(["--encoding", encoding_name(s.encoding)])
             .args(["--idle", s.idle.unwrap_or(IdleStrategy::Yield).name()])
-            .args(["--queues", &s.queues.to_string()])
-            .stdout(Stdio::piped());
+            .args(["--queues", &s.queues.to_string()]);
         if matches!(s.bench, Bench::Latency { .. }) {
             command.arg("--latency");
         }
@@ -236,7 +235,15 @@ impl PeerProcess {
         if let Some(secret) = secret {
             command.env(SECRET_ENV, secret.to_hex());
         }
-        let mut child = command.spawn().context("start the receiving process")?;
+        Self::start(command)
+    }
+
+    /// Starts `command` (a re-execution of this binary) with its output piped to us.
+    pub(crate) fn start(mut command: Command) -> anyhow::Result<Self> {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("start the receiving process")?;
         let stdout = child
             .stdout
             .take()
@@ -247,10 +254,16 @@ impl PeerProcess {
         })
     }
 
-    /// The address a tcp receiving process announced on its first line.
-    pub(crate) fn listening(&mut self) -> anyhow::Result<SocketAddr> {
+    /// The first line the receiving process printed.
+    pub(crate) fn first_line(&mut self) -> anyhow::Result<String> {
         let mut line = String::new();
         self.stdout.read_line(&mut line)?;
+        Ok(line)
+    }
+
+    /// The address a tcp receiving process announced on its first line.
+    pub(crate) fn listening(&mut self) -> anyhow::Result<SocketAddr> {
+        let line = self.first_line()?;
         network::announced(&line)
             .with_context(|| format!("the receiving process announced no address: {line:?}"))
     }

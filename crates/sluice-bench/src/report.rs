@@ -22,6 +22,15 @@ pub struct BenchResult {
     pub tuple_size: usize,
     /// Sending processes into the one receiver (more than 1 only for `shm-osr`).
     pub producers: usize,
+    /// Receivers the one sender sent every tuple to (more than 1 for a fan-out); the rates
+    /// are their sum.
+    pub receivers: usize,
+    /// Median over runs of the mean tuples per second of one receiver (a fan-out only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_receiver_tuples_per_sec: Option<f64>,
+    /// Bytes of the OSR ring (`shm-osr` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring_bytes: Option<usize>,
     /// The rate the sender was asked for (latency only), tuples per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<u64>,
@@ -91,7 +100,7 @@ pub fn render_json(result: &BenchResult) -> String {
 }
 
 /// A rate with an SI suffix: `12.35 M`, `980.0 k`.
-fn si(value: f64) -> String {
+pub(crate) fn si(value: f64) -> String {
     let (scaled, unit) = if value >= 1e9 {
         (value / 1e9, " G")
     } else if value >= 1e6 {

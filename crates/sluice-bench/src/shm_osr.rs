@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use sluice_sync::IdleStrategy;
-use sluice_transport::shm_osr::{
-    create_receiver, open_sender, DEFAULT_BATCH_BYTES, DEFAULT_CAPACITY_BYTES,
-};
+use sluice_transport::shm_osr::{create_receiver, open_sender, DEFAULT_BATCH_BYTES};
 use sluice_types::monotonic_ns;
 
 use crate::args::{Bench, Settings, TupleEncoding};
@@ -42,6 +40,9 @@ pub struct OsrSenderArgs {
     /// Tuples per second to send, stamped (latency); flood when absent.
     #[arg(long)]
     pub rate: Option<u64>,
+    /// Bytes of the OSR ring the receiver created.
+    #[arg(long)]
+    pub ring_bytes: usize,
     /// The core to pin to.
     #[arg(long)]
     pub core: usize,
@@ -66,7 +67,7 @@ impl PayloadVisitor for Send<'_> {
         let name = segment(&args.job)?;
         let waited = Instant::now();
         let mut tx = loop {
-            match open_sender::<P>(&name, DEFAULT_CAPACITY_BYTES, DEFAULT_BATCH_BYTES) {
+            match open_sender::<P>(&name, args.ring_bytes, DEFAULT_BATCH_BYTES) {
                 Ok(tx) => break tx,
                 Err(_) if waited.elapsed() < PATIENCE => {
                     std::thread::sleep(Duration::from_millis(1))
@@ -107,7 +108,7 @@ pub(crate) fn run_once<P: Payload>(s: &Settings) -> anyhow::Result<RunFigures> {
         std::process::id(),
         RUNS.fetch_add(1, Ordering::Relaxed)
     );
-    let mut rx = create_receiver::<P>(&segment(&job)?, DEFAULT_CAPACITY_BYTES, s.producers)?;
+    let mut rx = create_receiver::<P>(&segment(&job)?, s.ring_bytes, s.producers)?;
     let idle = s.idle.unwrap_or(IdleStrategy::Yield);
     let length = s.warmup + s.duration;
     let exe = std::env::current_exe().context("find the sluice binary")?;
@@ -119,6 +120,7 @@ pub(crate) fn run_once<P: Payload>(s: &Settings) -> anyhow::Result<RunFigures> {
             .args(["--size", &s.size.to_string()])
             .args(["--encoding", encoding_name(s.encoding)])
             .args(["--length-ns", &length.as_nanos().to_string()])
+            .args(["--ring-bytes", &s.ring_bytes.to_string()])
             .args([
                 "--core",
                 &producer_core(i, crate::machine::cores()).to_string(),

@@ -1,0 +1,438 @@
+//! What the suite measures: the papers' experiments as a list of jobs, at three levels of
+//! thoroughness (a full run, `--quick`, `--smoke`).
+//!
+//! | experiment | the papers' | jobs |
+//! |---|---|---|
+//! | `hardware` | the yardstick | cache-line ping-pong, memcpy (`sluice bench baseline`) |
+//! | `throughput` | IBM Tables 1 and 5, Vega Fig. 7b | sender -> receiver flood, every size, every transport |
+//! | `latency` | Vega Fig. 7a, IBM's latency test | one-way at 1,000 and 5,000 tuples/s |
+//! | `encoding` | IBM Table 3 | the throughput jobs again with normal tuples |
+//! | `fanout` | IBM Table 6 | one sender to 1..6 receivers at 22, 108 and 1,004 bytes |
+//! | `large` | TurboStream Fig. 8 | 10 KB..320 KB messages at 100..3,000/s, shm-osr and tcp, and the ring size |
+//! | `peers` | what a user would pick instead | ZeroMQ (ipc, tcp), iceoryx2; crossbeam comes with `threaded` |
+
+use std::time::Duration;
+
+use clap::ValueEnum;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::output;
+use super::peers::{self, Peer, PeerJob};
+use crate::args::{Bench, Settings, Transport, TupleEncoding};
+
+/// One experiment of the suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Experiment {
+    /// The hardware's limits: cache-line ping-pong and memcpy.
+    Hardware,
+    /// Sender -> receiver throughput for every tuple size and transport.
+    Throughput,
+    /// One-way latency percentiles at 1,000 and 5,000 tuples per second.
+    Latency,
+    /// Normal (serialized) tuples against facade tuples.
+    Encoding,
+    /// One sender to 1..6 receivers.
+    Fanout,
+    /// 10 KB to 320 KB messages over shm-osr and tcp, and the ring size they need.
+    Large,
+    /// The peer libraries: ZeroMQ and iceoryx2 (crossbeam comes with `threaded`).
+    Peers,
+}
+
+impl Experiment {
+    /// The name in results and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hardware => "hardware",
+            Self::Throughput => "throughput",
+            Self::Latency => "latency",
+            Self::Encoding => "encoding",
+            Self::Fanout => "fanout",
+            Self::Large => "large",
+            Self::Peers => "peers",
+        }
+    }
+}
+
+/// How thorough a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// Every size, three repeats: under 30 minutes on two cores.
+    Full,
+    /// A handful of sizes, short runs, one repeat: about a minute.
+    Quick,
+    /// One size per experiment, the shortest runs: seconds (for tests).
+    Smoke,
+}
+
+/// Duration, warm-up and repeats of one kind of measurement.
+type Timing = (Duration, Duration, usize);
+
+fn timing(duration_s: f64, warmup_s: f64, repeat: usize) -> Timing {
+    (
+        Duration::from_secs_f64(duration_s),
+        Duration::from_secs_f64(warmup_s),
+        repeat,
+    )
+}
+
+/// The transports of the throughput, latency and encoding experiments.
+pub(crate) const TRANSPORTS: [Transport; 6] = [
+    Transport::Fused,
+    Transport::Threaded,
+    Transport::ShmVega,
+    Transport::ShmOsr,
+    Transport::Tcp,
+    Transport::TcpBatched,
+];
+/// The transports with a fan-out benchmark, as IBM's Table 6 compares them.
+pub(crate) const FANOUT_TRANSPORTS: [Transport; 3] =
+    [Transport::Threaded, Transport::ShmVega, Transport::Tcp];
+/// The transports of the large-message experiment (TurboStream's OSRBuffer against sockets).
+pub(crate) const LARGE_TRANSPORTS: [Transport; 2] = [Transport::ShmOsr, Transport::Tcp];
+/// The OSR ring of the large-message experiment: TurboStream's 2 MB.
+pub(crate) const LARGE_RING_BYTES: usize = 2 << 20;
+/// The message of the ring-size sweep (TurboStream Fig. 8c), at its 3,000 messages/s.
+pub(crate) const RING_SWEEP_SIZE: usize = 40 << 10;
+/// The rate of the ring-size sweep.
+pub(crate) const RING_SWEEP_RATE: u64 = 3_000;
+
+/// Everything a level measures.
+struct Plan {
+    hardware: (usize, u64, usize),
+    throughput_sizes: Vec<usize>,
+    throughput: Timing,
+    latency_sizes: Vec<usize>,
+    latency_rates: Vec<u64>,
+    latency: Timing,
+    encoding_sizes: Vec<usize>,
+    fanout_sizes: Vec<usize>,
+    fanout_receivers: Vec<usize>,
+    fanout: Timing,
+    large_sizes: Vec<usize>,
+    large_rates: Vec<u64>,
+    ring_sweep: Vec<usize>,
+    large: Timing,
+}
+
+impl Level {
+    /// The level's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Quick => "quick",
+            Self::Smoke => "smoke",
+        }
+    }
+
+    fn plan(self) -> Plan {
+        let kb = |k: usize| k << 10;
+        match self {
+            Self::Full => Plan {
+                hardware: (5, 200_000, 2 << 30),
+                throughput_sizes: (2..=14).map(|p| 1usize << p).collect(),
+                throughput: timing(0.5, 0.2, 3),
+                latency_sizes: vec![8, 128, 512],
+                latency_rates: vec![1_000, 5_000],
+                latency: timing(0.8, 0.1, 3),
+                encoding_sizes: vec![4, 16, 64, 256, 1024, 4096, 16384],
+                fanout_sizes: vec![22, 108, 1004],
+                fanout_receivers: (1..=6).collect(),
+                fanout: timing(0.4, 0.1, 2),
+                large_sizes: [10, 20, 40, 80, 160, 320].map(kb).to_vec(),
+                large_rates: vec![100, 1_000, 3_000],
+                ring_sweep: [128, 256, 512, 1024, 2048, 4096].map(kb).to_vec(),
+                large: timing(1.0, 0.1, 2),
+            },
+            Self::Quick => Plan {
+                hardware: (1, 50_000, 256 << 20),
+                throughput_sizes: vec![4, 64, 1024, 16384],
+                throughput: timing(0.2, 0.05, 1),
+                latency_sizes: vec![64],
+                latency_rates: vec![1_000, 5_000],
+                latency: timing(0.3, 0.05, 1),
+                encoding_sizes: vec![64, 16384],
+                fanout_sizes: vec![108],
+                fanout_receivers: vec![1, 2, 4],
+                fanout: timing(0.2, 0.05, 1),
+                large_sizes: [10, 320].map(kb).to_vec(),
+                large_rates: vec![1_000],
+                ring_sweep: [128, 2048].map(kb).to_vec(),
+                large: timing(0.3, 0.05, 1),
+            },
+            Self::Smoke => Plan {
+                hardware: (1, 5_000, 16 << 20),
+                throughput_sizes: vec![64],
+                throughput: timing(0.05, 0.0, 1),
+                latency_sizes: vec![64],
+                latency_rates: vec![5_000],
+                latency: timing(0.1, 0.0, 1),
+                encoding_sizes: vec![64],
+                fanout_sizes: vec![108],
+                fanout_receivers: vec![2],
+                fanout: timing(0.05, 0.0, 1),
+                large_sizes: vec![kb(10)],
+                large_rates: vec![1_000],
+                ring_sweep: vec![],
+                large: timing(0.1, 0.0, 1),
+            },
+        }
+    }
+}
+
+/// What one job measures.
+#[derive(Debug, Clone)]
+enum What {
+    /// `sluice bench baseline`: repeats, ping-pong round trips, memcpy bytes.
+    Hardware(usize, u64, usize),
+    /// One `sluice bench throughput` or `latency`.
+    Sluice(Settings),
+    /// One peer library.
+    Peer(PeerJob),
+}
+
+/// One measurement of the suite.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    /// The experiment it belongs to.
+    pub(crate) experiment: Experiment,
+    what: What,
+}
+
+/// Seconds a cross-process run costs beyond its duration: starting the processes.
+const PROCESS_START_S: f64 = 0.1;
+
+impl Job {
+    /// How long it should take.
+    pub(crate) fn estimate(&self) -> Duration {
+        let seconds = match &self.what {
+            What::Hardware(repeat, trips, bytes) => {
+                // About 100 ns a round trip and 10 GB/s of memcpy, plus a warm-up tenth.
+                1.1 * (*repeat as f64) * (*trips as f64 * 1e-7 + 2.0 * *bytes as f64 / 1e10)
+            }
+            What::Sluice(s) => {
+                let run = (s.warmup + s.duration).as_secs_f64();
+                let start = if s.transport.crosses_processes() {
+                    PROCESS_START_S * s.receivers as f64
+                } else {
+                    0.0
+                };
+                s.repeat as f64 * 2.0 * (run + start)
+            }
+            What::Peer(job) => job.estimate().as_secs_f64(),
+        };
+        Duration::from_secs_f64(seconds)
+    }
+
+    /// A short description for the progress bar.
+    pub(crate) fn label(&self) -> String {
+        let experiment = self.experiment.name();
+        match &self.what {
+            What::Hardware(..) => format!("{experiment}: ping-pong and memcpy"),
+            What::Sluice(s) => {
+                let mut label = format!("{experiment}: {} {} B", s.transport.name(), s.size);
+                if let Bench::Latency { rate } = s.bench {
+                    label.push_str(&format!(" at {rate}/s"));
+                }
+                if s.receivers > 1 {
+                    label.push_str(&format!(" to {} receivers", s.receivers));
+                }
+                label
+            }
+            What::Peer(job) => format!("{experiment}: {}", job.label()),
+        }
+    }
+
+    /// Measures, and returns the records: one, or two when a measurement's baseline is also a
+    /// peer (crossbeam, the baseline of `threaded`).
+    pub(crate) fn run(&self) -> Vec<Value> {
+        match &self.what {
+            What::Hardware(repeat, trips, bytes) => {
+                let result = crate::hardware::measure(*repeat, *trips, *bytes);
+                vec![output::to_value(&result)]
+            }
+            What::Sluice(s) => match crate::measure(s) {
+                Ok(result) => {
+                    let mut records = vec![output::to_value(&result)];
+                    records.extend(peers::from_baseline(&result));
+                    records
+                }
+                Err(e) => vec![output::skipped_sluice(s, &format!("{e:#}"))],
+            },
+            What::Peer(job) => vec![job.run()],
+        }
+    }
+}
+
+fn sluice(experiment: Experiment, settings: Settings) -> Job {
+    Job {
+        experiment,
+        what: What::Sluice(settings),
+    }
+}
+
+/// The jobs of `level`, of the `only` experiments (every one when empty), in the order they
+/// run: the hardware first, the peers last.
+pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
+    let plan = level.plan();
+    let wanted = |e: Experiment| only.is_empty() || only.contains(&e);
+    let mut jobs = Vec::new();
+    let facade = TupleEncoding::Facade;
+    if wanted(Experiment::Hardware) {
+        let (repeat, trips, bytes) = plan.hardware;
+        jobs.push(Job {
+            experiment: Experiment::Hardware,
+            what: What::Hardware(repeat, trips, bytes),
+        });
+    }
+    if wanted(Experiment::Throughput) {
+        for &size in &plan.throughput_sizes {
+            for transport in TRANSPORTS {
+                let s = Settings::measurement(
+                    Bench::Throughput,
+                    transport,
+                    facade,
+                    size,
+                    plan.throughput,
+                );
+                jobs.push(sluice(Experiment::Throughput, s));
+            }
+        }
+    }
+    if wanted(Experiment::Latency) {
+        for &rate in &plan.latency_rates {
+            for &size in &plan.latency_sizes {
+                for transport in TRANSPORTS {
+                    let bench = Bench::Latency { rate };
+                    let s = Settings::measurement(bench, transport, facade, size, plan.latency);
+                    jobs.push(sluice(Experiment::Latency, s));
+                }
+            }
+        }
+    }
+    if wanted(Experiment::Encoding) {
+        for &size in &plan.encoding_sizes {
+            for transport in TRANSPORTS {
+                let s = Settings::measurement(
+                    Bench::Throughput,
+                    transport,
+                    TupleEncoding::Normal,
+                    size,
+                    plan.throughput,
+                );
+                jobs.push(sluice(Experiment::Encoding, s));
+            }
+        }
+    }
+    if wanted(Experiment::Fanout) {
+        for &size in &plan.fanout_sizes {
+            for &receivers in &plan.fanout_receivers {
+                for transport in FANOUT_TRANSPORTS {
+                    let mut s = Settings::measurement(
+                        Bench::Throughput,
+                        transport,
+                        facade,
+                        size,
+                        plan.fanout,
+                    );
+                    s.receivers = receivers;
+                    jobs.push(sluice(Experiment::Fanout, s));
+                }
+            }
+        }
+    }
+    if wanted(Experiment::Large) {
+        let large = |transport, size, rate, ring| {
+            let bench = Bench::Latency { rate };
+            let normal = TupleEncoding::Normal;
+            let mut s = Settings::measurement(bench, transport, normal, size, plan.large);
+            if transport == Transport::ShmOsr {
+                s.ring_bytes = ring;
+            }
+            sluice(Experiment::Large, s)
+        };
+        for &rate in &plan.large_rates {
+            for &size in &plan.large_sizes {
+                for transport in LARGE_TRANSPORTS {
+                    jobs.push(large(transport, size, rate, LARGE_RING_BYTES));
+                }
+            }
+        }
+        for &ring in &plan.ring_sweep {
+            jobs.push(large(
+                Transport::ShmOsr,
+                RING_SWEEP_SIZE,
+                RING_SWEEP_RATE,
+                ring,
+            ));
+        }
+    }
+    if wanted(Experiment::Peers) {
+        for peer in Peer::OUT_OF_PROCESS {
+            for &size in &plan.throughput_sizes {
+                let job = PeerJob::new(peer, Bench::Throughput, size, plan.throughput);
+                jobs.push(Job {
+                    experiment: Experiment::Peers,
+                    what: What::Peer(job),
+                });
+            }
+            for &rate in &plan.latency_rates {
+                for &size in &plan.latency_sizes {
+                    let job = PeerJob::new(peer, Bench::Latency { rate }, size, plan.latency);
+                    jobs.push(Job {
+                        experiment: Experiment::Peers,
+                        what: What::Peer(job),
+                    });
+                }
+            }
+        }
+    }
+    jobs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_full_matrix_covers_the_papers_experiments() {
+        let jobs = jobs(Level::Full, &[]);
+        let count = |e| jobs.iter().filter(|j| j.experiment == e).count();
+        assert_eq!(count(Experiment::Hardware), 1);
+        assert_eq!(
+            count(Experiment::Throughput),
+            13 * 6,
+            "4..16384 bytes, 6 transports"
+        );
+        assert_eq!(count(Experiment::Latency), 2 * 3 * 6);
+        assert_eq!(count(Experiment::Fanout), 3 * 6 * 3, "IBM Table 6");
+        assert_eq!(count(Experiment::Large), 3 * 6 * 2 + 6);
+        let minutes = jobs
+            .iter()
+            .map(Job::estimate)
+            .sum::<Duration>()
+            .as_secs_f64()
+            / 60.0;
+        assert!(
+            minutes < 30.0,
+            "the full run is estimated at {minutes:.1} min"
+        );
+    }
+
+    #[test]
+    fn quick_and_smoke_are_short_and_only_selects() {
+        for (level, most_s) in [(Level::Quick, 75.0), (Level::Smoke, 15.0)] {
+            let seconds: f64 = jobs(level, &[])
+                .iter()
+                .map(|j| j.estimate().as_secs_f64())
+                .sum();
+            assert!(seconds < most_s, "{level:?}: {seconds:.1} s");
+        }
+        let only = jobs(Level::Quick, &[Experiment::Fanout]);
+        assert!(only.iter().all(|j| j.experiment == Experiment::Fanout));
+        assert!(!only.is_empty());
+        assert!(only.iter().all(|j| !j.label().is_empty()));
+    }
+}

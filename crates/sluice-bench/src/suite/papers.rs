@@ -1,0 +1,321 @@
+//! `docs/benchmarks.md`: the latest run's figures beside the ones the papers published (Vega,
+//! IBM InfoSphere Streams 2.0, TurboStream), the machine described, then every table of the
+//! report. The papers' figures are typed in here from their text and tables; where a paper
+//! gives only a plot, the page quotes what its text says.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::report::{self, Row, Table};
+use crate::report::si;
+
+/// The tuple sizes of the IBM report's tables.
+const IBM_SIZES: [usize; 13] = [
+    4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+];
+/// IBM Table 1: Streams' TCP transport, intranode, Gbit/s.
+const IBM_TCP: [f64; 13] = [
+    0.03, 0.06, 0.12, 0.24, 0.71, 1.58, 2.51, 4.29, 7.06, 11.52, 12.32, 12.49, 13.07,
+];
+/// IBM Table 1: LLM over TCP (batching), intranode, Gbit/s.
+const IBM_LLM_TCP: [f64; 13] = [
+    0.16, 0.33, 0.77, 1.55, 3.46, 9.33, 10.32, 10.18, 9.42, 8.59, 6.59, 5.80, 7.74,
+];
+/// IBM Table 5: fused operators, Gbit/s.
+const IBM_FUSED: [f64; 13] = [
+    0.66, 1.32, 2.47, 4.94, 9.91, 19.81, 42.08, 84.42, 169.49, 337.85, 677.63, 1355.20, 2711.61,
+];
+/// IBM Table 5: a threaded port, Gbit/s.
+const IBM_THREADED: [f64; 13] = [
+    0.09, 0.14, 0.36, 0.67, 1.33, 2.54, 5.47, 10.46, 21.19, 39.95, 71.21, 179.81, 349.17,
+];
+/// IBM Table 3: TCP with normal tuples, intranode, Gbit/s (facade: `IBM_TCP`).
+const IBM_TCP_NORMAL: [f64; 13] = [
+    0.03, 0.06, 0.12, 0.24, 0.59, 1.55, 2.39, 4.01, 6.59, 10.14, 11.30, 11.62, 11.63,
+];
+/// IBM Table 6: fan-out, Gbit/s, by receivers 1..6: TCP at 22, 108, 1004 bytes, then LLM-TCP.
+const IBM_FANOUT: [[f64; 6]; 6] = [
+    [0.14, 0.91, 2.89, 0.77, 2.44, 3.34],
+    [0.03, 0.15, 2.88, 0.78, 2.89, 3.54],
+    [0.02, 0.11, 2.94, 0.92, 2.84, 3.46],
+    [0.02, 0.11, 2.83, 0.92, 2.82, 3.67],
+    [0.02, 0.11, 2.78, 0.94, 2.98, 3.73],
+    [0.02, 0.11, 2.78, 0.93, 3.09, 3.83],
+];
+
+fn find<'a>(rows: &'a [Row], experiment: &str, transport: &str, size: usize) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.experiment == experiment
+            && !r.skipped
+            && r.peer.is_none()
+            && r.transport.as_deref() == Some(transport)
+            && r.tuple_size == Some(size)
+    })
+}
+
+fn gbit(row: Option<&Row>) -> String {
+    row.and_then(|r| r.gbit_per_sec)
+        .map_or("-".into(), |g| format!("{g:.2}"))
+}
+
+fn ibm_throughput(rows: &[Row]) -> Table {
+    let mut t = Table {
+        title: "Throughput beside IBM Streams 2.0 (Tables 1 and 5), Gbit/s".into(),
+        note: "IBM: HS-22 blades, 2 x 4-core Xeon X5570 at 2.98 GHz, RHEL 5.5, source and sink on one host. Sluice: this machine, facade tuples.".into(),
+        header: [
+            "tuple bytes",
+            "IBM fused",
+            "Sluice fused",
+            "IBM threaded port",
+            "Sluice threaded",
+            "IBM TCP",
+            "Sluice tcp",
+            "IBM LLM-TCP (batched)",
+            "Sluice tcp-batched",
+            "Sluice shm-vega",
+            "Sluice shm-osr",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for (i, size) in IBM_SIZES.iter().copied().enumerate() {
+        let ours = |tr| gbit(find(rows, "throughput", tr, size));
+        t.rows.push(vec![
+            size.to_string(),
+            format!("{:.2}", IBM_FUSED[i]),
+            ours("fused"),
+            format!("{:.2}", IBM_THREADED[i]),
+            ours("threaded"),
+            format!("{:.2}", IBM_TCP[i]),
+            ours("tcp"),
+            format!("{:.2}", IBM_LLM_TCP[i]),
+            ours("tcp-batched"),
+            ours("shm-vega"),
+            ours("shm-osr"),
+        ]);
+    }
+    t
+}
+
+fn ibm_encoding(rows: &[Row]) -> Table {
+    let mut t = Table {
+        title: "Facade against normal tuples beside IBM Table 3 (TCP, intranode), Gbit/s".into(),
+        note: String::new(),
+        header: [
+            "tuple bytes",
+            "IBM TCP facade",
+            "IBM TCP normal",
+            "Sluice tcp facade",
+            "Sluice tcp normal",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for (i, size) in IBM_SIZES.iter().copied().enumerate() {
+        let normal = rows.iter().find(|r| {
+            r.experiment == "encoding"
+                && !r.skipped
+                && r.transport.as_deref() == Some("tcp")
+                && r.tuple_size == Some(size)
+        });
+        t.rows.push(vec![
+            size.to_string(),
+            format!("{:.2}", IBM_TCP[i]),
+            format!("{:.2}", IBM_TCP_NORMAL[i]),
+            gbit(find(rows, "throughput", "tcp", size)),
+            gbit(normal),
+        ]);
+    }
+    t
+}
+
+fn ibm_fanout(rows: &[Row]) -> Table {
+    let sizes = [22, 108, 1004];
+    let mut header = vec!["receivers".to_string()];
+    for s in sizes {
+        header.push(format!("IBM TCP {s} B"));
+        header.push(format!("Sluice tcp {s} B"));
+    }
+    for s in sizes {
+        header.push(format!("IBM LLM-TCP {s} B"));
+    }
+    for s in sizes {
+        header.push(format!("Sluice shm-vega {s} B"));
+    }
+    let mut t = Table {
+        title: "Fan-out beside IBM Table 6, aggregate Gbit/s".into(),
+        note: "IBM's plain TCP fell tenfold from one receiver to two at 22 and 108 bytes; its batching LLM-TCP did not.".into(),
+        header,
+        rows: Vec::new(),
+    };
+    for (i, ibm) in IBM_FANOUT.iter().enumerate() {
+        let n = i + 1;
+        let ours = |tr: &str, size| {
+            gbit(rows.iter().find(|r| {
+                r.experiment == "fanout"
+                    && !r.skipped
+                    && r.transport.as_deref() == Some(tr)
+                    && r.tuple_size == Some(size)
+                    && r.receivers == Some(n)
+            }))
+        };
+        let mut row = vec![n.to_string()];
+        for (j, s) in sizes.iter().enumerate() {
+            row.push(format!("{:.2}", ibm[j]));
+            row.push(ours("tcp", *s));
+        }
+        for j in 0..3 {
+            row.push(format!("{:.2}", ibm[3 + j]));
+        }
+        for s in sizes {
+            row.push(ours("shm-vega", s));
+        }
+        t.rows.push(row);
+    }
+    t
+}
+
+fn vega(rows: &[Row]) -> Table {
+    let mut t = Table {
+        title: "Shared memory beside Vega (Figure 7), tuples/s and one-way latency".into(),
+        note: "Vega: IBM x3950 X5, 4 x 8-core Xeon X7560 at 2.26 GHz, DVFS off; Fused 25.3-27.8 M tuples/s at every size and about 0.1 us; Vega 10.1 M tuples/s at 32 B down to 0.8 M/s at 16 KB, 0.5-0.7 us one way for 8-512 B. Sluice: this machine; latency at the lowest rate measured.".into(),
+        header: [
+            "tuple bytes",
+            "Vega paper",
+            "Sluice shm-vega tuples/s",
+            "Sluice shm-osr tuples/s",
+            "Sluice fused tuples/s",
+            "Sluice shm-vega p50 us",
+            "Sluice fused p50 us",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    let rate = rows
+        .iter()
+        .filter(|r| r.experiment == "latency")
+        .filter_map(|r| r.target_rate)
+        .min();
+    let latency = |tr: &str, size| {
+        rows.iter()
+            .find(|r| {
+                r.experiment == "latency"
+                    && !r.skipped
+                    && r.peer.is_none()
+                    && r.transport.as_deref() == Some(tr)
+                    && r.tuple_size == Some(size)
+                    && r.target_rate == rate
+            })
+            .and_then(|r| r.latency_ns)
+            .map_or("-".into(), |l| report::us(l.p50))
+    };
+    for size in IBM_SIZES.iter().copied().filter(|&s| s >= 8) {
+        let paper = match size {
+            8..=512 => "0.5-0.7 us".to_string(),
+            _ => String::new(),
+        } + match size {
+            32 => "; 10.1 M/s",
+            16384 => "0.8 M/s",
+            _ => "",
+        };
+        let tps = |tr| {
+            find(rows, "throughput", tr, size)
+                .and_then(|r| r.tuples_per_sec)
+                .map_or("-".into(), si)
+        };
+        t.rows.push(vec![
+            size.to_string(),
+            paper,
+            tps("shm-vega"),
+            tps("shm-osr"),
+            tps("fused"),
+            latency("shm-vega", size),
+            latency("fused", size),
+        ]);
+    }
+    t
+}
+
+const TURBOSTREAM: &str = "TurboStream (Figure 8; 8 nodes of 16 x 1.2 GHz cores, JVM) gives its results as plots; its text says: with a 2 MB OSRBuffer at 100 messages/s, Netty's mean latency stays about twice the OSRBuffer's from 10 KB to 320 KB (8a); at 3,000 messages/s Netty's latency climbs (Figure 2c: 11.43 ms for 10 KB and 192.36 ms for 40 KB messages) while the OSRBuffer stays low (8b), in all a 45.64% to 99.30% lower latency; the best ring is 50 to 100 times the message (8c). Sluice's shm-osr plays the OSRBuffer, tcp plays Netty.";
+
+const IBM_LATENCY: &str = "IBM Streams 2.0's latency test (source -> relay -> sink, round trip, at 1,000 and 5,000 tuples/s) found 15 to 30 us round trip within a node for 128 to 512-byte tuples over any transport, and 57 us for 256-byte normal tuples over TCP on 1 GbE between nodes. Sluice's figures below are one way (sender and receiver share one clock), so compare twice them with IBM's round trips.";
+
+/// Writes the page to `path`.
+pub(crate) fn write_docs(path: &Path, records: &[Value]) -> anyhow::Result<()> {
+    let rows = report::rows(records);
+    let mut out = String::new();
+    out.push_str("# Benchmarks\n\n");
+    out.push_str("Generated by `sluice bench suite` from its latest full run; do not edit by hand. To measure again and regenerate this page (about 25 minutes on two cores):\n\n");
+    out.push_str("```\ncargo build --release -p sluice --features peers\ntarget/release/sluice bench suite --docs docs/benchmarks.md\n```\n\n");
+    out.push_str("To rebuild it from an earlier run without measuring: `sluice bench suite --from bench-results/DIR/results.jsonl --docs docs/benchmarks.md`. That directory also holds `report.html` and the plots.\n\n");
+    out.push_str("**Caveat.** The machine below is a shared virtual machine with two cores, with other people compiling on it during the run: every figure is the median of a few short runs and can move by tens of percent from one run to the next. Ratios to the baselines measured in the same run (next to each figure) are steadier than the absolute figures. The papers used dedicated machines with many cores, daemons off and threads pinned; compare shapes (how a figure changes with size, receivers or rate) more than absolute values.\n\n");
+    let sections = report::sections(&rows);
+    if let Some(machine) = sections.first() {
+        for t in &machine.tables {
+            out.push_str(&t.markdown());
+        }
+    }
+    out.push_str("## Beside the papers\n\n");
+    out.push_str(&vega(&rows).markdown());
+    out.push_str(&ibm_throughput(&rows).markdown());
+    out.push_str(&ibm_encoding(&rows).markdown());
+    out.push_str(&ibm_fanout(&rows).markdown());
+    let _ = writeln!(out, "### Latency beside IBM Streams 2.0\n\n{IBM_LATENCY}\n");
+    let _ = writeln!(
+        out,
+        "### Large messages beside TurboStream\n\n{TURBOSTREAM} The tables are under \"Large messages\" below.\n"
+    );
+    out.push_str("## Every table of the run\n\n");
+    for s in sections.iter().skip(1) {
+        if s.tables.iter().all(|t| t.rows.is_empty()) {
+            continue;
+        }
+        let _ = writeln!(out, "### {}\n", s.title);
+        for t in s.tables.iter().filter(|t| !t.rows.is_empty()) {
+            out.push_str(&t.markdown().replacen("### ", "#### ", 1));
+        }
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    std::fs::write(path, out).with_context(|| format!("write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_papers_tables_are_whole() {
+        assert_eq!(IBM_SIZES.len(), IBM_TCP.len());
+        assert!(IBM_FUSED.windows(2).all(|w| w[0] < w[1]));
+        let t = ibm_throughput(&[]);
+        assert_eq!(t.rows.len(), 13);
+        assert_eq!(t.rows[12][1], "2711.61");
+        assert_eq!(t.rows[0][2], "-");
+        assert_eq!(ibm_fanout(&[]).rows[1][1], "0.03");
+    }
+
+    #[test]
+    fn the_page_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("docs/benchmarks.md");
+        let records = vec![serde_json::json!({
+            "experiment": "throughput", "bench": "throughput", "transport": "tcp",
+            "tuple_size": 64, "tuples_per_sec": 1e6, "gbit_per_sec": 0.512, "skipped": false
+        })];
+        write_docs(&path, &records).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("| 64 | 9.91 | - | 1.33 | - | 0.71 | 0.51 |"),
+            "{text}"
+        );
+        assert!(text.contains("TurboStream"));
+    }
+}

@@ -1,0 +1,85 @@
+//! ZeroMQ as a peer: a PUSH socket on the sender's side, a PULL socket bound by the receiving
+//! process, over `ipc://` or `tcp://127.0.0.1`; one ZeroMQ message per tuple, which ZeroMQ
+//! batches on its I/O thread as it sees fit. The PUSH socket blocks at its high-water mark, so
+//! nothing is lost. The end is an empty message.
+
+use anyhow::{bail, Context};
+use sluice_sync::IdleStrategy;
+
+use crate::network::RawWriter;
+
+/// How long the sender's socket may hold unsent messages when it closes, in ms.
+const LINGER_MS: i32 = 10_000;
+
+/// The sender: a connected PUSH socket.
+pub(super) struct ZmqWriter {
+    socket: zmq::Socket,
+    // Dropped after the socket.
+    _context: zmq::Context,
+}
+
+impl ZmqWriter {
+    /// A PUSH socket connected to `endpoint`.
+    pub(super) fn connect(endpoint: &str) -> anyhow::Result<Self> {
+        let context = zmq::Context::new();
+        let socket = context.socket(zmq::PUSH)?;
+        socket.set_linger(LINGER_MS)?;
+        socket
+            .connect(endpoint)
+            .with_context(|| format!("connect to {endpoint}"))?;
+        Ok(Self {
+            socket,
+            _context: context,
+        })
+    }
+}
+
+impl RawWriter for ZmqWriter {
+    fn write(&mut self, tuple: &[u8]) -> anyhow::Result<()> {
+        Ok(self.socket.send(tuple, 0)?)
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        Ok(self.socket.send(&[][..], 0)?)
+    }
+}
+
+/// The receiving process's loop: binds a PULL socket to `endpoint`, announces the endpoint it
+/// got, and hands every message of `size` bytes to `record` until an empty one arrives.
+pub(super) fn receive(
+    endpoint: &str,
+    size: usize,
+    idle: IdleStrategy,
+    announce: impl Fn(&str),
+    record: &mut impl FnMut(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let context = zmq::Context::new();
+    let socket = context.socket(zmq::PULL)?;
+    socket
+        .bind(endpoint)
+        .with_context(|| format!("bind {endpoint}"))?;
+    let bound = socket
+        .get_last_endpoint()?
+        .map_err(|raw| anyhow::anyhow!("a bound endpoint that is not UTF-8: {raw:?}"))?;
+    announce(&bound);
+    let mut buffer = vec![0u8; size + 1];
+    let mut idle = idle.waiter();
+    loop {
+        match socket.recv_into(&mut buffer, zmq::DONTWAIT) {
+            Ok(0) => break,
+            Ok(n) if n == size => {
+                record(&buffer[..n])?;
+                idle.after(1);
+            }
+            Ok(n) => {
+                bail!("a ZeroMQ message of {n} bytes is neither a tuple of {size} nor the end")
+            }
+            Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => idle.after(0),
+            Err(e) => return Err(e).context("ZeroMQ receive"),
+        }
+    }
+    if let Some(path) = bound.strip_prefix("ipc://") {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}

@@ -1,0 +1,862 @@
+//! The suite's report: tables built from the records (the same tables in `report.md` and in
+//! the self-contained `report.html`, which also inlines the plots as SVG).
+//!
+//! Every Sluice figure stands beside its baseline (measured in the same run) and the peers
+//! compared with its transport, each with the ratio Sluice / other: above 1 is faster for a
+//! rate, slower for a latency.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::plots;
+use crate::report::si;
+use crate::stats::LatencySummary;
+
+/// The fields of a record the report reads (every one optional but `experiment`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Row {
+    pub(crate) experiment: String,
+    pub(crate) bench: Option<String>,
+    pub(crate) transport: Option<String>,
+    pub(crate) peer: Option<String>,
+    pub(crate) compared_with: Vec<String>,
+    pub(crate) encoding: Option<String>,
+    pub(crate) tuple_size: Option<usize>,
+    pub(crate) target_rate: Option<u64>,
+    pub(crate) receivers: Option<usize>,
+    pub(crate) ring_bytes: Option<usize>,
+    pub(crate) skipped: bool,
+    pub(crate) reason: Option<String>,
+    pub(crate) tuples_per_sec: Option<f64>,
+    pub(crate) gbit_per_sec: Option<f64>,
+    pub(crate) per_receiver_tuples_per_sec: Option<f64>,
+    pub(crate) latency_ns: Option<LatencySummary>,
+    pub(crate) baseline: Option<BaselineRow>,
+    pub(crate) cacheline_oneway_ns: Option<f64>,
+    pub(crate) memcpy: Vec<MemcpyRow>,
+    pub(crate) machine: Option<MachineRow>,
+    pub(crate) commit: Option<String>,
+    pub(crate) duration_s: Option<f64>,
+    pub(crate) runs: Vec<Value>,
+}
+
+/// A record's baseline.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct BaselineRow {
+    pub(crate) name: String,
+    pub(crate) tuples_per_sec: f64,
+    pub(crate) gbit_per_sec: f64,
+    pub(crate) latency_ns: Option<LatencySummary>,
+}
+
+/// One memcpy figure of the hardware record.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct MemcpyRow {
+    pub(crate) bytes: usize,
+    pub(crate) gbit_per_sec: f64,
+}
+
+/// The machine of a record.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct MachineRow {
+    pub(crate) cpu: String,
+    pub(crate) cores: usize,
+    pub(crate) kernel: String,
+    pub(crate) memory_gib: f64,
+}
+
+impl Row {
+    fn is(&self, experiment: &str) -> bool {
+        self.experiment == experiment && !self.skipped
+    }
+
+    fn transport(&self) -> &str {
+        self.transport.as_deref().unwrap_or("")
+    }
+
+    fn size(&self) -> usize {
+        self.tuple_size.unwrap_or(0)
+    }
+
+    fn latency(&self) -> bool {
+        self.bench.as_deref() == Some("latency")
+    }
+
+    fn normal(&self) -> bool {
+        self.encoding.as_deref() == Some("normal")
+    }
+
+    fn tps(&self) -> f64 {
+        self.tuples_per_sec.unwrap_or(0.0)
+    }
+}
+
+/// The records as rows (records that do not parse are left out).
+pub(crate) fn rows(records: &[Value]) -> Vec<Row> {
+    records
+        .iter()
+        .filter_map(|r| serde_json::from_value(r.clone()).ok())
+        .collect()
+}
+
+/// A table of the report.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Table {
+    pub(crate) title: String,
+    pub(crate) note: String,
+    pub(crate) header: Vec<String>,
+    pub(crate) rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(title: impl Into<String>, note: impl Into<String>, header: &[&str]) -> Self {
+        Self {
+            title: title.into(),
+            note: note.into(),
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// As markdown: a `###` title, the note, a pipe table.
+    pub(crate) fn markdown(&self) -> String {
+        let mut out = format!("### {}\n\n", self.title);
+        if !self.note.is_empty() {
+            let _ = writeln!(out, "{}\n", self.note);
+        }
+        let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+        out.push_str(&line(&self.header));
+        out.push_str(&line(&vec!["---".to_string(); self.header.len()]));
+        for row in &self.rows {
+            out.push_str(&line(row));
+        }
+        out.push('\n');
+        out
+    }
+
+    fn html(&self) -> String {
+        let mut out = format!("<h3>{}</h3>\n", escape(&self.title));
+        if !self.note.is_empty() {
+            let _ = writeln!(out, "<p>{}</p>", escape(&self.note));
+        }
+        out.push_str("<table>\n<tr>");
+        for h in &self.header {
+            let _ = write!(out, "<th>{}</th>", escape(h));
+        }
+        out.push_str("</tr>\n");
+        for row in &self.rows {
+            out.push_str("<tr>");
+            for cell in row {
+                let _ = write!(out, "<td>{}</td>", escape(cell));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</table>\n");
+        out
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A section of the report: tables, and the plots that go with them.
+pub(crate) struct Section {
+    pub(crate) title: &'static str,
+    pub(crate) tables: Vec<Table>,
+    pub(crate) plots: Vec<&'static str>,
+}
+
+/// Microseconds with two decimals.
+pub(crate) fn us(ns: f64) -> String {
+    format!("{:.2}", ns / 1e3)
+}
+
+/// A ratio with two decimals, or a dash.
+pub(crate) fn times(ratio: Option<f64>) -> String {
+    ratio.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"))
+}
+
+fn ratio(ours: f64, theirs: f64) -> Option<f64> {
+    crate::stats::ratio(ours, theirs)
+}
+
+/// The transports in the order the tables list them.
+pub(crate) const ORDER: [&str; 6] = [
+    "fused",
+    "threaded",
+    "shm-vega",
+    "shm-osr",
+    "tcp",
+    "tcp-batched",
+];
+
+fn sorted_unique<T: Ord + Clone>(values: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v: Vec<T> = values.collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The peers' figures for a Sluice row: `name value (xratio)` for every peer compared with
+/// its transport at the same bench, size and rate.
+fn peer_cells(rows: &[Row], ours: &Row) -> String {
+    let peers: Vec<String> = rows
+        .iter()
+        .filter(|p| {
+            p.peer.is_some()
+                && !p.skipped
+                && p.compared_with.iter().any(|t| t == ours.transport())
+                && p.bench == ours.bench
+                && p.size() == ours.size()
+                && p.target_rate == ours.target_rate
+        })
+        .map(|p| {
+            let name = p.peer.as_deref().unwrap_or("");
+            if ours.latency() {
+                let (a, b) = (ours.latency_ns, p.latency_ns);
+                let r = a.zip(b).and_then(|(a, b)| ratio(a.p50, b.p50));
+                format!(
+                    "{name} {} us (x{})",
+                    b.map_or("-".into(), |l| us(l.p50)),
+                    times(r)
+                )
+            } else {
+                format!(
+                    "{name} {} (x{})",
+                    si(p.tps()),
+                    times(ratio(ours.tps(), p.tps()))
+                )
+            }
+        })
+        .collect();
+    if peers.is_empty() {
+        "-".to_string()
+    } else {
+        peers.join("; ")
+    }
+}
+
+fn machine_section(rows: &[Row]) -> Section {
+    let mut t = Table::new("Where and what", "", &["", ""]);
+    if let Some(m) = rows.iter().find_map(|r| r.machine.clone()) {
+        t.rows.push(vec!["CPU".into(), m.cpu]);
+        t.rows.push(vec!["cores".into(), m.cores.to_string()]);
+        t.rows.push(vec!["kernel".into(), m.kernel]);
+        t.rows
+            .push(vec!["memory".into(), format!("{} GiB", m.memory_gib)]);
+    }
+    if let Some(c) = rows.iter().find_map(|r| r.commit.clone()) {
+        t.rows.push(vec!["commit".into(), c]);
+    }
+    let skipped = rows.iter().filter(|r| r.skipped).count();
+    t.rows.push(vec![
+        "measurements".into(),
+        format!("{} ({skipped} skipped)", rows.len()),
+    ]);
+    let mut skips = Table::new(
+        "Skipped",
+        "Measurements that could not be made here, and why.",
+        &["experiment", "what", "reason"],
+    );
+    for r in rows.iter().filter(|r| r.skipped) {
+        let what = format!(
+            "{} {} {} B{}",
+            r.bench.as_deref().unwrap_or(""),
+            r.peer.as_deref().unwrap_or(r.transport()),
+            r.size(),
+            r.target_rate
+                .map_or(String::new(), |n| format!(" at {n}/s"))
+        );
+        skips.rows.push(vec![
+            r.experiment.clone(),
+            what,
+            r.reason.clone().unwrap_or_default(),
+        ]);
+    }
+    let mut tables = vec![t];
+    if !skips.rows.is_empty() {
+        tables.push(skips);
+    }
+    Section {
+        title: "Machine",
+        tables,
+        plots: vec![],
+    }
+}
+
+fn hardware_section(rows: &[Row]) -> Section {
+    let mut tables = Vec::new();
+    if let Some(h) = rows.iter().find(|r| r.is("hardware")) {
+        let mut t = Table::new(
+            "The hardware",
+            "`sluice bench baseline`: what nothing between two cores can beat.",
+            &["measure", "figure"],
+        );
+        t.rows.push(vec![
+            "cache line one way, core 0 -> 1".into(),
+            h.cacheline_oneway_ns
+                .map_or("- (one core)".into(), |ns| format!("{ns:.1} ns")),
+        ]);
+        for m in &h.memcpy {
+            t.rows.push(vec![
+                format!("memcpy, one core, {} KiB", m.bytes >> 10),
+                format!("{:.1} Gbit/s", m.gbit_per_sec),
+            ]);
+        }
+        tables.push(t);
+    }
+    let mut raw = Table::new(
+        "Raw TCP on loopback",
+        "One blocking write() per tuple on a TCP_NODELAY socket, measured beside the tcp throughput runs (the IBM report's \"tcp\" column).",
+        &["tuple bytes", "tuples/s", "Gbit/s"],
+    );
+    for r in rows
+        .iter()
+        .filter(|r| r.is("throughput") && r.transport() == "tcp")
+    {
+        if let Some(b) = &r.baseline {
+            raw.rows.push(vec![
+                r.size().to_string(),
+                si(b.tuples_per_sec),
+                format!("{:.3}", b.gbit_per_sec),
+            ]);
+        }
+    }
+    if !raw.rows.is_empty() {
+        tables.push(raw);
+    }
+    Section {
+        title: "Baselines",
+        tables,
+        plots: vec![],
+    }
+}
+
+/// Gbit/s and tuples/s by size (rows) and transport (columns), the papers' layout.
+pub(crate) fn throughput_grid(rows: &[Row], experiment: &str, gbit: bool) -> Table {
+    let picked: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.is(experiment) && r.peer.is_none() && !r.normal())
+        .collect();
+    let transports: Vec<&str> = ORDER
+        .iter()
+        .copied()
+        .filter(|t| picked.iter().any(|r| r.transport() == *t))
+        .collect();
+    let (title, unit) = if gbit {
+        ("Throughput, Gbit/s (IBM Tables 1 and 5)", "Gbit/s")
+    } else {
+        ("Throughput, tuples/s (Vega Figure 7b)", "tuples/s")
+    };
+    let mut header = vec!["tuple bytes"];
+    header.extend(transports.iter().copied());
+    let mut t = Table::new(
+        title,
+        format!("Sender -> receiver, facade tuples, {unit} at the receiver (median of the runs)."),
+        &header,
+    );
+    for size in sorted_unique(picked.iter().map(|r| r.size())) {
+        let mut row = vec![size.to_string()];
+        for tr in &transports {
+            let cell = picked
+                .iter()
+                .find(|r| r.size() == size && r.transport() == *tr)
+                .map_or("-".to_string(), |r| {
+                    if gbit {
+                        format!("{:.3}", r.gbit_per_sec.unwrap_or(0.0))
+                    } else {
+                        si(r.tps())
+                    }
+                });
+            row.push(cell);
+        }
+        t.rows.push(row);
+    }
+    t
+}
+
+fn throughput_section(rows: &[Row]) -> Section {
+    let mut detail = Table::new(
+        "Throughput against the baselines and the peers",
+        "x = Sluice / other (above 1: Sluice is faster).",
+        &[
+            "transport",
+            "tuple bytes",
+            "tuples/s",
+            "Gbit/s",
+            "baseline",
+            "baseline tuples/s",
+            "x baseline",
+            "peers",
+        ],
+    );
+    for tr in ORDER {
+        for r in rows
+            .iter()
+            .filter(|r| r.is("throughput") && r.transport() == tr && r.peer.is_none())
+        {
+            let b = r.baseline.clone().unwrap_or_default();
+            detail.rows.push(vec![
+                tr.to_string(),
+                r.size().to_string(),
+                si(r.tps()),
+                format!("{:.3}", r.gbit_per_sec.unwrap_or(0.0)),
+                b.name.clone(),
+                si(b.tuples_per_sec),
+                times(ratio(r.tps(), b.tuples_per_sec)),
+                peer_cells(rows, r),
+            ]);
+        }
+    }
+    Section {
+        title: "Throughput",
+        tables: vec![
+            throughput_grid(rows, "throughput", false),
+            throughput_grid(rows, "throughput", true),
+            detail,
+        ],
+        plots: vec![plots::THROUGHPUT, plots::THROUGHPUT_GBIT],
+    }
+}
+
+fn latency_section(rows: &[Row]) -> Section {
+    let mut t = Table::new(
+        "Latency (Vega Figure 7a, IBM latency test)",
+        "One way, sender to receiver, from CLOCK_MONOTONIC timestamps carried in the tuples: both ends run on one host and read the same clock, so no reflector is needed (a round trip is about twice these). Microseconds; x = Sluice p50 / other p50 (below 1: Sluice is faster).",
+        &[
+            "transport",
+            "tuple bytes",
+            "tuples/s",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "max us",
+            "baseline p50 us",
+            "x baseline",
+            "peers p50",
+        ],
+    );
+    for rate in sorted_unique(
+        rows.iter()
+            .filter(|r| r.is("latency"))
+            .filter_map(|r| r.target_rate),
+    ) {
+        for tr in ORDER {
+            for r in rows.iter().filter(|r| {
+                r.is("latency")
+                    && r.peer.is_none()
+                    && r.transport() == tr
+                    && r.target_rate == Some(rate)
+            }) {
+                let l = r.latency_ns.unwrap_or(LatencySummary {
+                    p50: 0.0,
+                    p99: 0.0,
+                    p999: 0.0,
+                    mean: 0.0,
+                    max: 0.0,
+                    samples: 0,
+                });
+                let b = r.baseline.clone().unwrap_or_default();
+                let bl = b.latency_ns.map(|x| x.p50);
+                t.rows.push(vec![
+                    tr.to_string(),
+                    r.size().to_string(),
+                    rate.to_string(),
+                    us(l.p50),
+                    us(l.p99),
+                    us(l.p999),
+                    us(l.max),
+                    format!("{} {}", b.name, bl.map_or("-".into(), us)),
+                    times(bl.and_then(|b| ratio(l.p50, b))),
+                    peer_cells(rows, r),
+                ]);
+            }
+        }
+    }
+    Section {
+        title: "Latency",
+        tables: vec![t],
+        plots: vec![plots::LATENCY],
+    }
+}
+
+fn encoding_section(rows: &[Row]) -> Section {
+    let mut t = Table::new(
+        "Facade against normal tuples (IBM Table 3)",
+        "Throughput in Gbit/s of fixed-size facade tuples (read in place) and normal tuples (a serialized byte vector) of the same size.",
+        &["transport", "tuple bytes", "facade Gbit/s", "normal Gbit/s", "normal / facade"],
+    );
+    for tr in ORDER {
+        for n in rows
+            .iter()
+            .filter(|r| r.is("encoding") && r.transport() == tr && r.normal())
+        {
+            let facade = rows.iter().find(|f| {
+                f.is("throughput") && f.transport() == tr && f.size() == n.size() && !f.normal()
+            });
+            let f_gbit = facade.and_then(|f| f.gbit_per_sec);
+            let n_gbit = n.gbit_per_sec.unwrap_or(0.0);
+            t.rows.push(vec![
+                tr.to_string(),
+                n.size().to_string(),
+                f_gbit.map_or("-".into(), |g| format!("{g:.3}")),
+                format!("{n_gbit:.3}"),
+                times(f_gbit.and_then(|f| ratio(n_gbit, f))),
+            ]);
+        }
+    }
+    Section {
+        title: "Encoding",
+        tables: vec![t],
+        plots: vec![],
+    }
+}
+
+/// Aggregate Gbit/s by receivers (rows) and transport x size (columns), IBM Table 6's layout.
+pub(crate) fn fanout_grid(rows: &[Row]) -> Table {
+    let picked: Vec<&Row> = rows.iter().filter(|r| r.is("fanout")).collect();
+    let columns: Vec<(String, usize)> = sorted_unique(picked.iter().map(|r| r.size()))
+        .into_iter()
+        .flat_map(|size| {
+            ORDER
+                .iter()
+                .filter(|t| {
+                    picked
+                        .iter()
+                        .any(|r| r.transport() == **t && r.size() == size)
+                })
+                .map(move |t| (t.to_string(), size))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let header: Vec<String> = std::iter::once("receivers".to_string())
+        .chain(columns.iter().map(|(t, s)| format!("{t} {s} B")))
+        .collect();
+    let mut t = Table {
+        title: "Fan-out, aggregate Gbit/s (IBM Table 6)".into(),
+        note: "One sender sends every tuple to each receiver on the same host; the figure is the sum over the receivers (each receiver's mean rate is in the next table).".into(),
+        header,
+        rows: Vec::new(),
+    };
+    for n in sorted_unique(picked.iter().filter_map(|r| r.receivers)) {
+        let mut row = vec![n.to_string()];
+        for (tr, size) in &columns {
+            row.push(
+                picked
+                    .iter()
+                    .find(|r| r.transport() == tr && r.size() == *size && r.receivers == Some(n))
+                    .map_or("-".into(), |r| {
+                        format!("{:.3}", r.gbit_per_sec.unwrap_or(0.0))
+                    }),
+            );
+        }
+        t.rows.push(row);
+    }
+    t
+}
+
+fn fanout_section(rows: &[Row]) -> Section {
+    let mut per = Table::new(
+        "Fan-out, per receiver and against the baselines",
+        "Tuples/s each receiver gets (mean), the sum, the baseline's sum (same fan-out, hand-written) and x = Sluice / baseline.",
+        &[
+            "transport",
+            "tuple bytes",
+            "receivers",
+            "per receiver tuples/s",
+            "sum tuples/s",
+            "baseline",
+            "baseline sum tuples/s",
+            "x baseline",
+        ],
+    );
+    for tr in ORDER {
+        for r in rows
+            .iter()
+            .filter(|r| r.is("fanout") && r.transport() == tr)
+        {
+            let n = r.receivers.unwrap_or(1);
+            let b = r.baseline.clone().unwrap_or_default();
+            per.rows.push(vec![
+                tr.to_string(),
+                r.size().to_string(),
+                n.to_string(),
+                si(r.per_receiver_tuples_per_sec.unwrap_or(r.tps() / n as f64)),
+                si(r.tps()),
+                b.name.clone(),
+                si(b.tuples_per_sec),
+                times(ratio(r.tps(), b.tuples_per_sec)),
+            ]);
+        }
+    }
+    Section {
+        title: "Fan-out",
+        tables: vec![fanout_grid(rows), per],
+        plots: vec![plots::FANOUT],
+    }
+}
+
+fn large_section(rows: &[Row]) -> Section {
+    let sweep_ring = |r: &Row| {
+        r.transport() == "shm-osr" && r.ring_bytes != Some(super::matrix::LARGE_RING_BYTES)
+    };
+    let mut t = Table::new(
+        "Large messages (TurboStream Figure 8a, 8b)",
+        format!(
+            "Normal tuples of 10 KB to 320 KB at a fixed rate; shm-osr with a {} MiB ring (TurboStream's 2 MB OSRBuffer), tcp with the latency profile. Microseconds, one way.",
+            super::matrix::LARGE_RING_BYTES >> 20
+        ),
+        &[
+            "transport",
+            "message bytes",
+            "messages/s",
+            "mean us",
+            "p50 us",
+            "p99 us",
+            "max us",
+            "baseline",
+            "baseline mean us",
+        ],
+    );
+    for rate in sorted_unique(
+        rows.iter()
+            .filter(|r| r.is("large"))
+            .filter_map(|r| r.target_rate),
+    ) {
+        for r in rows
+            .iter()
+            .filter(|r| r.is("large") && r.target_rate == Some(rate) && !sweep_ring(r))
+        {
+            let l = r.latency_ns;
+            let b = r.baseline.clone().unwrap_or_default();
+            t.rows.push(vec![
+                r.transport().to_string(),
+                r.size().to_string(),
+                rate.to_string(),
+                l.map_or("-".into(), |l| us(l.mean)),
+                l.map_or("-".into(), |l| us(l.p50)),
+                l.map_or("-".into(), |l| us(l.p99)),
+                l.map_or("-".into(), |l| us(l.max)),
+                b.name.clone(),
+                b.latency_ns.map_or("-".into(), |l| us(l.mean)),
+            ]);
+        }
+    }
+    let mut ring = Table::new(
+        "The ring size large messages need (TurboStream Figure 8c)",
+        format!(
+            "shm-osr, {} KiB messages at {} messages/s, by ring size (TurboStream found 50 to 100 times the message best).",
+            super::matrix::RING_SWEEP_SIZE >> 10,
+            super::matrix::RING_SWEEP_RATE
+        ),
+        &["ring bytes", "ring / message", "mean us", "p99 us", "max us"],
+    );
+    for r in rows.iter().filter(|r| {
+        r.is("large")
+            && r.transport() == "shm-osr"
+            && r.size() == super::matrix::RING_SWEEP_SIZE
+            && r.target_rate == Some(super::matrix::RING_SWEEP_RATE)
+    }) {
+        let bytes = r.ring_bytes.unwrap_or(0);
+        let l = r.latency_ns;
+        ring.rows.push(vec![
+            bytes.to_string(),
+            format!("{:.1}", bytes as f64 / r.size().max(1) as f64),
+            l.map_or("-".into(), |l| us(l.mean)),
+            l.map_or("-".into(), |l| us(l.p99)),
+            l.map_or("-".into(), |l| us(l.max)),
+        ]);
+    }
+    ring.rows
+        .sort_by_key(|row| row[0].parse::<usize>().unwrap_or(0));
+    Section {
+        title: "Large messages",
+        tables: vec![t, ring],
+        plots: vec![plots::LARGE],
+    }
+}
+
+fn peers_section(rows: &[Row]) -> Section {
+    let mut t = Table::new(
+        "The peers",
+        "What a user would pick instead, measured in the same run by the same sender and receiver code. Latency one way.",
+        &["peer", "bench", "tuple bytes", "tuples/s", "Gbit/s", "p50 us", "p99 us", "compared with"],
+    );
+    for r in rows.iter().filter(|r| r.peer.is_some()) {
+        let (tps, gbit, p50, p99) = if r.skipped {
+            let reason = format!("skipped: {}", r.reason.clone().unwrap_or_default());
+            (reason, "-".into(), "-".into(), "-".into())
+        } else {
+            (
+                si(r.tps()),
+                format!("{:.3}", r.gbit_per_sec.unwrap_or(0.0)),
+                r.latency_ns.map_or("-".into(), |l| us(l.p50)),
+                r.latency_ns.map_or("-".into(), |l| us(l.p99)),
+            )
+        };
+        let bench = match r.target_rate {
+            Some(rate) => format!("latency at {rate}/s"),
+            None => r.bench.clone().unwrap_or_default(),
+        };
+        t.rows.push(vec![
+            r.peer.clone().unwrap_or_default(),
+            bench,
+            r.size().to_string(),
+            tps,
+            gbit,
+            p50,
+            p99,
+            r.compared_with.join(", "),
+        ]);
+    }
+    Section {
+        title: "Peers",
+        tables: vec![t],
+        plots: vec![],
+    }
+}
+
+/// Every section of the report.
+pub(crate) fn sections(rows: &[Row]) -> Vec<Section> {
+    vec![
+        machine_section(rows),
+        hardware_section(rows),
+        throughput_section(rows),
+        latency_section(rows),
+        encoding_section(rows),
+        fanout_section(rows),
+        large_section(rows),
+        peers_section(rows),
+    ]
+}
+
+/// The report as markdown, plots referenced as `NAME.svg` beside it.
+fn markdown(sections: &[Section], plotted: &[&str]) -> String {
+    let mut out = String::from("# sluice bench suite\n\n");
+    for s in sections {
+        if s.tables.iter().all(|t| t.rows.is_empty()) {
+            continue;
+        }
+        let _ = writeln!(out, "## {}\n", s.title);
+        for t in s.tables.iter().filter(|t| !t.rows.is_empty()) {
+            out.push_str(&t.markdown());
+        }
+        for p in s.plots.iter().filter(|p| plotted.contains(p)) {
+            let _ = writeln!(out, "![{p}]({p}.svg)\n");
+        }
+    }
+    out
+}
+
+/// The report as one HTML page with the SVG plots inlined.
+fn html(sections: &[Section], svgs: &[(&str, String)]) -> String {
+    let mut out = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sluice bench suite</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #bbb;padding:2px 6px;text-align:right}th{background:#eee}td:first-child{text-align:left}svg{max-width:100%;height:auto}</style>\n</head><body>\n<h1>sluice bench suite</h1>\n",
+    );
+    for s in sections {
+        if s.tables.iter().all(|t| t.rows.is_empty()) {
+            continue;
+        }
+        let _ = writeln!(out, "<h2>{}</h2>", escape(s.title));
+        for t in s.tables.iter().filter(|t| !t.rows.is_empty()) {
+            out.push_str(&t.html());
+        }
+        for (_, svg) in svgs.iter().filter(|(name, _)| s.plots.contains(name)) {
+            let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
+            let _ = writeln!(out, "<figure>{body}</figure>");
+        }
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// Writes `report.md`, `report.html` and the plots into `dir`; returns the paths written.
+pub(crate) fn write(dir: &Path, records: &[Value]) -> anyhow::Result<Vec<PathBuf>> {
+    let rows = rows(records);
+    let sections = sections(&rows);
+    let mut written = Vec::new();
+    let svgs = match plots::draw(dir, &rows) {
+        Ok((svgs, paths)) => {
+            written.extend(paths);
+            svgs
+        }
+        Err(e) => {
+            eprintln!("no plots: {e:#}");
+            Vec::new()
+        }
+    };
+    let plotted: Vec<&str> = svgs.iter().map(|(name, _)| *name).collect();
+    for (name, text) in [
+        ("report.md", markdown(&sections, &plotted)),
+        ("report.html", html(&sections, &svgs)),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(transport: &str, size: usize, tps: f64, peer: Option<&str>) -> Value {
+        let mut v = json!({
+            "experiment": if peer.is_some() { "peers" } else { "throughput" },
+            "bench": "throughput",
+            "transport": transport,
+            "encoding": "facade",
+            "tuple_size": size,
+            "tuples_per_sec": tps,
+            "gbit_per_sec": tps * size as f64 * 8e-9,
+            "baseline": {"name": "hardware", "tuples_per_sec": tps * 2.0, "gbit_per_sec": 1.0},
+            "skipped": false,
+        });
+        if let Some(p) = peer {
+            v["peer"] = json!(p);
+            v["compared_with"] = json!([transport]);
+        }
+        v
+    }
+
+    #[test]
+    fn a_sluice_figure_stands_beside_its_baseline_and_peer() {
+        let records = vec![
+            record("shm-vega", 64, 4e6, None),
+            record("shm-vega", 64, 1e6, Some("zmq-ipc")),
+            json!({"experiment": "peers", "peer": "iceoryx2", "skipped": true, "reason": "built without feature peer-iceoryx2", "tuple_size": 64, "bench": "throughput"}),
+        ];
+        let rows = rows(&records);
+        let s = sections(&rows);
+        let md = markdown(&s, &[]);
+        assert!(md.contains("| shm-vega | 64 | 4.00 M | 0.002 | hardware | 8.00 M | 0.50 | zmq-ipc 1.00 M (x4.00) |"), "{md}");
+        assert!(
+            md.contains("skipped: built without feature peer-iceoryx2"),
+            "{md}"
+        );
+        let page = html(&s, &[(plots::THROUGHPUT, "<?xml?><svg>x</svg>".into())]);
+        assert!(page.contains("<table>") && page.contains("<figure><svg>x</svg></figure>"));
+        assert!(!page.contains("<?xml"));
+    }
+
+    #[test]
+    fn html_cells_are_escaped() {
+        let mut t = Table::new("a<b", "", &["x&y"]);
+        t.rows.push(vec!["<script>".into()]);
+        let h = t.html();
+        assert!(h.contains("a&lt;b") && h.contains("x&amp;y") && h.contains("&lt;script&gt;"));
+    }
+}
