@@ -6,7 +6,7 @@
 //!   to an `#[inline(never)]` sink function; the cost of the least a fused hop can be.
 //! - **crossbeam channel** (against threaded, for throughput and latency alike): a
 //!   `crossbeam_channel::bounded(4096)` carrying the same tuple type between two threads pinned
-//!   to cores 0 and 1 (when there are two cores); for latency the sender paces at the same rate
+//!   to cores 0 and 1 (when there are two cores), or one channel per receiver for a fan-out; for latency the sender paces at the same rate
 //!   and one-way latency is measured exactly as for the engine. The receiver polls with
 //!   `try_recv` and waits with the idle strategy the runtime would use, so both sides wait the
 //!   same way; where `park` would sleep on a doorbell, it blocks in crossbeam's own
@@ -74,15 +74,18 @@ pub(crate) fn direct_call<P: Payload, R: Recorder>(
 
 /// What the channel baseline returns.
 pub(crate) struct ChannelRun {
-    /// The receiver's report.
-    pub(crate) receiver: OperatorReport,
-    /// Whether the threads were pinned to cores 0 and 1.
+    /// Each receiver's report.
+    pub(crate) receivers: Vec<OperatorReport>,
+    /// Whether the threads were pinned (sender on core 0, receivers on core 1).
     pub(crate) pinned: bool,
 }
 
-/// Sends from a thread on core 0 to a thread on core 1 through a bounded crossbeam channel for
-/// `warmup + duration`; the receiver drains the channel after the sender stops.
+/// Sends from a thread on core 0 to `receivers` threads on core 1 (every tuple to each)
+/// through bounded crossbeam channels for `warmup + duration`; the receivers drain their
+/// channels after the sender stops. The threads are pinned when there is a core for each, as
+/// the planner pins the engine's.
 pub(crate) fn channel<P: Payload, R: Recorder>(
+    receivers: usize,
     template: P,
     load: Load,
     warmup: Duration,
@@ -90,14 +93,16 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
     idle: Option<IdleStrategy>,
 ) -> anyhow::Result<ChannelRun> {
     let cores = cores();
-    let pinned = cores >= 2;
+    let pinned = cores > receivers;
     let pin = move |core: usize| {
         if pinned {
             core_affinity::set_for_current(core_affinity::CoreId { id: core });
         }
     };
-    let idle = idle.unwrap_or(IdleStrategy::default_for(2, cores));
-    let (tx, rx) = crossbeam_channel::bounded::<P>(CHANNEL_CAPACITY);
+    let idle = idle.unwrap_or(IdleStrategy::default_for(1 + receivers, cores));
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..receivers.max(1))
+        .map(|_| crossbeam_channel::bounded::<P>(CHANNEL_CAPACITY))
+        .unzip();
     let measure_from = monotonic_ns().saturating_add(nanos(warmup));
     let end = measure_from.saturating_add(nanos(duration));
     std::thread::scope(|s| {
@@ -105,39 +110,51 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
             pin(0);
             let mut generator = Generator::new(template, load);
             let mut idle = idle.waiter();
-            while let Ok(sent) = generator.fill(|tuple| tx.send(tuple)) {
+            let send_all = |tuple: P| {
+                let (last, others) = txs.split_last().expect("at least one channel");
+                others.iter().try_for_each(|tx| tx.send(tuple.clone()))?;
+                last.send(tuple)
+            };
+            while let Ok(sent) = generator.fill(send_all) {
                 if monotonic_ns() >= end {
                     break;
                 }
                 idle.after(sent);
             }
-            // Dropping `tx` here ends the receiver's loop once it has drained the channel.
+            // Dropping the senders here ends each receiver's loop once it has drained its
+            // channel.
         });
-        let receiver = s.spawn(move || {
-            pin(1);
-            let mut recorder = R::new(measure_from);
-            let mut idle = idle.waiter();
-            loop {
-                match rx.try_recv() {
-                    Ok(tuple) => {
-                        recorder.record(&tuple);
-                        idle.after(1);
-                    }
-                    Err(TryRecvError::Empty) => idle.wait_or_park(|timeout| {
-                        if let Ok(tuple) = rx.recv_timeout(timeout) {
-                            recorder.record(&tuple);
+        let receivers: Vec<_> = rxs
+            .into_iter()
+            .enumerate()
+            .map(|(i, rx)| {
+                s.spawn(move || {
+                    pin(1 + i);
+                    let mut recorder = R::new(measure_from);
+                    let mut idle = idle.waiter();
+                    loop {
+                        match rx.try_recv() {
+                            Ok(tuple) => {
+                                recorder.record(&tuple);
+                                idle.after(1);
+                            }
+                            Err(TryRecvError::Empty) => idle.wait_or_park(|timeout| {
+                                if let Ok(tuple) = rx.recv_timeout(timeout) {
+                                    recorder.record(&tuple);
+                                }
+                                true
+                            }),
+                            Err(TryRecvError::Disconnected) => break,
                         }
-                        true
-                    }),
-                    Err(TryRecvError::Disconnected) => break,
-                }
-            }
-            recorder.report()
-        });
+                    }
+                    recorder.report()
+                })
+            })
+            .collect();
         let sent = sender.join();
-        let received = receiver.join();
+        let received: Result<Vec<_>, _> = receivers.into_iter().map(|r| r.join()).collect();
         match (sent, received) {
-            (Ok(()), Ok(receiver)) => Ok(ChannelRun { receiver, pinned }),
+            (Ok(()), Ok(receivers)) => Ok(ChannelRun { receivers, pinned }),
             _ => Err(anyhow::anyhow!(
                 "a thread of the crossbeam baseline panicked"
             )),

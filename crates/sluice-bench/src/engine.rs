@@ -10,8 +10,8 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use sluice_graph::{
-    expect_tuple, GraphBuilder, Operator, OperatorError, OperatorReport, Output, Ports, Produced,
-    Source,
+    expect_tuple, GraphBuilder, Operator, OperatorError, OperatorReport, Output, Partitioning,
+    Ports, Produced, Source,
 };
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, RunOptions};
@@ -115,16 +115,18 @@ impl<P: Payload, R: Recorder> Operator for BenchSink<P, R> {
 
 /// What one engine run returns.
 pub(crate) struct EngineRun {
-    /// The sink's report.
-    pub(crate) sink: OperatorReport,
+    /// Each sink instance's report.
+    pub(crate) sinks: Vec<OperatorReport>,
     /// Whether the planner pinned the threads to cores.
     pub(crate) pinned: bool,
 }
 
 /// Runs `source -> sink` with tuples like `template` for `warmup + duration` from the first
-/// tuple, fused or threaded; the sink measures from the end of the warm-up.
+/// tuple, fused or threaded; the sink measures from the end of the warm-up. With `receivers`
+/// above 1 the sink runs as that many instances behind a broadcast edge (a fan-out).
 pub(crate) fn run_engine<P: Payload, R: Recorder>(
     threaded: bool,
+    receivers: usize,
     template: P,
     load: Load,
     warmup: Duration,
@@ -149,7 +151,12 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
         started: false,
         _tuples: PhantomData,
     });
-    g.connect(source.out(0), sink.input(0))?;
+    if receivers > 1 {
+        g.set_parallelism(sink, receivers)?;
+        g.connect_with(source.out(0), sink.input(0), Partitioning::Broadcast)?;
+    } else {
+        g.connect(source.out(0), sink.input(0))?;
+    }
     let graph = g.build()?;
     let request = if threaded {
         PlanRequest::Threaded
@@ -164,7 +171,12 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     };
     let report = run(&graph, &plan, &options)?;
     Ok(EngineRun {
-        sink: report.operator_report("sink"),
+        sinks: report
+            .instances
+            .iter()
+            .filter(|i| i.operator == "sink")
+            .map(|i| i.report.clone())
+            .collect(),
         pinned,
     })
 }

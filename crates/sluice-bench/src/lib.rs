@@ -60,6 +60,7 @@ use args::{Bench, Settings};
 use load::{Load, Pacer};
 use payload::{Payload, PayloadVisitor};
 use record::{Counting, Recorder, Timing};
+use sluice_graph::OperatorReport;
 
 /// Runs the benchmark `args` asks for and prints its result: a table, or one line of JSON with
 /// `--json`.
@@ -136,6 +137,7 @@ fn repeat<P: Payload, R: Recorder>(
     for i in 1..=s.repeat {
         let engine = engine::run_engine::<P, R>(
             threaded,
+            s.receivers,
             template.clone(),
             load.clone(),
             s.warmup,
@@ -145,12 +147,12 @@ fn repeat<P: Payload, R: Recorder>(
         .map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?;
         measured.pinned = engine.pinned;
         measured.sluice.push(
-            RunFigures::from_report(&engine.sink, s.size)
-                .map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?,
+            summed(&engine.sinks, s.size).map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?,
         );
 
-        let report = if threaded {
+        let reports = if threaded {
             let run = baseline::channel::<P, R>(
+                s.receivers,
                 template.clone(),
                 load.clone(),
                 s.warmup,
@@ -158,22 +160,30 @@ fn repeat<P: Payload, R: Recorder>(
                 s.idle,
             )?;
             measured.baseline_pinned = run.pinned;
-            run.receiver
+            run.receivers
         } else {
-            baseline::direct_call::<P, R>(
+            vec![baseline::direct_call::<P, R>(
                 template.clone(),
                 load.clone(),
                 s.warmup,
                 s.duration,
                 s.idle,
-            )
+            )]
         };
         measured.baseline.push(
-            RunFigures::from_report(&report, s.size)
-                .map_err(|e| anyhow::anyhow!("baseline run {i}: {e:#}"))?,
+            summed(&reports, s.size).map_err(|e| anyhow::anyhow!("baseline run {i}: {e:#}"))?,
         );
     }
     Ok(measured)
+}
+
+/// The figures of the receivers' reports, summed over them.
+fn summed(reports: &[OperatorReport], size: usize) -> anyhow::Result<RunFigures> {
+    let figures = reports
+        .iter()
+        .map(|r| RunFigures::from_report(r, size))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(RunFigures::sum(&figures, size))
 }
 
 /// The median share of tuples lost over the runs that could lose any.
@@ -219,9 +229,10 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         Transport::Threaded => (
             "crossbeam-channel",
             format!(
-                "crossbeam_channel::bounded({}) between two threads{}, same sender and receiver code",
+                "crossbeam_channel::bounded({}) from one thread to {} receiving thread(s){}, same sender and receiver code",
                 baseline::CHANNEL_CAPACITY,
-                if m.baseline_pinned { " pinned to cores 0 and 1" } else { " (not pinned: fewer than 2 cores)" }
+                s.receivers,
+                if m.baseline_pinned { ", pinned to cores 0, 1, ..." } else { " (not pinned: fewer cores than threads)" }
             ),
         ),
     };

@@ -25,7 +25,9 @@ use sluice_transport::tcp::{
 use crate::args::Settings;
 use crate::load::{Generator, Load};
 use crate::payload::Payload;
-use crate::processes::{encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV};
+use crate::processes::{
+    all_figures, encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV,
+};
 use crate::record::{Recorder, RunFigures};
 use sluice_transport::{TransportError, TupleSender};
 
@@ -86,25 +88,30 @@ pub(crate) fn run_tcp<P: Payload>(
     })
 }
 
-/// One Sluice run of a network transport: a receiving process announcing its address, and
-/// the sender `connect` opens to it with the secret the receiver was handed (and the encoded
-/// tuple size), driven on core 0; dropped before the receiver's figures are read.
+/// One Sluice run of a network transport: a receiving process per receiver announcing its
+/// address, and a sender `connect` opens to each with the secret the receivers were handed
+/// (and the encoded tuple size), driven on core 0; dropped before the receivers' figures are
+/// read.
 pub(crate) fn run_sluice<P: Payload, S: TupleSender<P>>(
     s: &Settings,
     template: P,
     load: Load,
-    connect: impl FnOnce(SocketAddr, &JobSecret, usize) -> Result<S, TransportError>,
+    connect: impl Fn(SocketAddr, &JobSecret, usize) -> Result<S, TransportError>,
 ) -> anyhow::Result<RunFigures> {
     let tuple_bytes = encoded_size(&template)?;
     let secret = JobSecret::random()?;
-    let mut peer = PeerProcess::spawn(s, false, "", tuple_bytes, Some(&secret))?;
-    let addr = peer.listening()?;
-    let mut tx = connect(addr, &secret, tuple_bytes)?;
+    let mut peers = (0..s.receivers)
+        .map(|_| PeerProcess::spawn(s, false, "", tuple_bytes, Some(&secret)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut txs = peers
+        .iter_mut()
+        .map(|peer| Ok(connect(peer.listening()?, &secret, tuple_bytes)?))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     send_pinned(s, |idle| {
-        send(&mut tx, template, load, s.warmup + s.duration, idle, 0)
+        send(&mut txs, template, load, s.warmup + s.duration, idle, 0)
     })?;
-    drop(tx);
-    peer.figures()
+    drop(txs);
+    all_figures(peers, s.size)
 }
 
 /// A baseline's (or a peer library's) hand-written sender.
@@ -141,22 +148,38 @@ pub(crate) fn run_raw<P: Payload>(
     })
 }
 
-/// One baseline run: a raw reading process announcing its address, and the writer `open`
-/// makes for it, fed every tuple's encoding on core 0.
+/// One baseline run: a raw reading process per receiver announcing its address, and the
+/// writer `open` makes for each, fed every tuple's encoding on core 0.
 pub(crate) fn run_baseline<P: Payload, W: RawWriter + Send>(
     s: &Settings,
     template: P,
     load: Load,
-    open: impl FnOnce(SocketAddr) -> anyhow::Result<W>,
+    open: impl Fn(SocketAddr) -> anyhow::Result<W>,
 ) -> anyhow::Result<RunFigures> {
     let tuple_bytes = encoded_size(&template)?;
-    let mut peer = PeerProcess::spawn(s, true, "", tuple_bytes, None)?;
-    let mut writer = open(peer.listening()?)?;
+    let mut peers = (0..s.receivers)
+        .map(|_| PeerProcess::spawn(s, true, "", tuple_bytes, None))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut writers = peers
+        .iter_mut()
+        .map(|peer| open(peer.listening()?))
+        .collect::<anyhow::Result<Vec<W>>>()?;
     let idle = s.idle.unwrap_or(IdleStrategy::Yield);
     send_pinned(s, |_| {
-        write_all(&mut writer, template, load, s.warmup + s.duration, idle)
+        write_all(&mut writers, template, load, s.warmup + s.duration, idle)
     })?;
-    peer.figures()
+    all_figures(peers, s.size)
+}
+
+/// A fan-out of hand-written senders: each tuple to each, in turn.
+impl<W: RawWriter> RawWriter for Vec<W> {
+    fn write(&mut self, tuple: &[u8]) -> anyhow::Result<()> {
+        self.iter_mut().try_for_each(|w| w.write(tuple))
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        self.iter_mut().try_for_each(RawWriter::finish)
+    }
 }
 
 /// Feeds `writer` every tuple's encoding for `length` on core 0 (the caller's thread), then

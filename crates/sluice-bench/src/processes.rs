@@ -365,18 +365,31 @@ pub(crate) fn encoded_size<P: Payload>(template: &P) -> anyhow::Result<usize> {
 
 fn run_vega<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result<RunFigures> {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let job = format!(
-        "bench{}r{}",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::Relaxed)
-    );
     let slot_bytes = encoded_size(&template)?;
-    let mut tx = create_sender::<P>(&segment(&job)?, slot_bytes, SLOTS)?;
-    let peer = PeerProcess::spawn(s, false, &job, slot_bytes, None)?;
+    let mut txs = Vec::with_capacity(s.receivers);
+    let mut peers = Vec::with_capacity(s.receivers);
+    for _ in 0..s.receivers {
+        let job = format!(
+            "bench{}r{}",
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        );
+        txs.push(create_sender::<P>(&segment(&job)?, slot_bytes, SLOTS)?);
+        peers.push(PeerProcess::spawn(s, false, &job, slot_bytes, None)?);
+    }
     send_pinned(s, |idle| {
-        send(&mut tx, template, load, s.warmup + s.duration, idle, 0)
+        send(&mut txs, template, load, s.warmup + s.duration, idle, 0)
     })?;
-    peer.figures()
+    all_figures(peers, s.size)
+}
+
+/// The figures of every receiving process, summed over them.
+pub(crate) fn all_figures(peers: Vec<PeerProcess>, size: usize) -> anyhow::Result<RunFigures> {
+    let figures = peers
+        .into_iter()
+        .map(PeerProcess::figures)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(RunFigures::sum(&figures, size))
 }
 
 /// Runs `send` on a thread of its own (so the caller's affinity is untouched) with the
@@ -402,10 +415,11 @@ pub(crate) fn encoding_name(encoding: TupleEncoding) -> &'static str {
     }
 }
 
-/// Sends for `length` on `core`, then the end of the stream, and flushes until the
-/// transport holds nothing.
+/// Sends for `length` on `core` to every sender of `txs` (each tuple to each: a broadcast,
+/// held back by the slowest), then the end of the stream, and flushes until the transports
+/// hold nothing.
 pub(crate) fn send<P: Payload, S: TupleSender<P>>(
-    tx: &mut S,
+    txs: &mut [S],
     template: P,
     load: Load,
     length: Duration,
@@ -433,20 +447,31 @@ pub(crate) fn send<P: Payload, S: TupleSender<P>>(
             }
         }
     };
+    let offer_all = |txs: &mut [S], message: Message<P>| -> anyhow::Result<()> {
+        if let Some((last, others)) = txs.split_last_mut() {
+            for tx in others {
+                offer(tx, message.clone())?;
+            }
+            offer(last, message)?;
+        }
+        Ok(())
+    };
     while started.elapsed() < length {
-        let sent = generator.fill(|tuple| offer(tx, Message::Data(tuple)))?;
-        tx.flush();
+        let sent = generator.fill(|tuple| offer_all(txs, Message::Data(tuple)))?;
+        txs.iter_mut().for_each(|tx| tx.flush());
         waiter.after(sent);
     }
-    offer(tx, Message::EndOfStream)?;
-    tx.flush();
+    offer_all(txs, Message::EndOfStream)?;
     let mut wait = idle.waiter();
-    while tx.pending() {
-        if stalled() {
-            bail!("the receiver stopped taking tuples");
-        }
-        wait.wait();
+    for tx in txs.iter_mut() {
         tx.flush();
+        while tx.pending() {
+            if stalled() {
+                bail!("the receiver stopped taking tuples");
+            }
+            wait.wait();
+            tx.flush();
+        }
     }
     Ok(())
 }

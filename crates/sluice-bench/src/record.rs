@@ -191,6 +191,23 @@ impl Loss {
 }
 
 impl RunFigures {
+    /// The figures of several receivers of one sender taken together: tuples and rates
+    /// summed, the longest window, latencies left out.
+    pub(crate) fn sum(parts: &[RunFigures], tuple_size: usize) -> Self {
+        if let [one] = parts {
+            return one.clone();
+        }
+        let rate = parts.iter().map(|p| p.tuples_per_sec).sum();
+        Self {
+            tuples: parts.iter().map(|p| p.tuples).sum(),
+            window_s: parts.iter().map(|p| p.window_s).fold(0.0, f64::max),
+            tuples_per_sec: rate,
+            gbit_per_sec: gbit_per_sec(rate, tuple_size),
+            latency_ns: None,
+            loss: None,
+        }
+    }
+
     /// The figures in a receiver's report, for tuples of `tuple_size` bytes.
     pub(crate) fn from_report(report: &OperatorReport, tuple_size: usize) -> anyhow::Result<Self> {
         let counter = |name: &str| report.counters.get(name).copied().unwrap_or(0);
@@ -277,6 +294,32 @@ mod tests {
         let summary = LatencySummary::from_histogram(report.latency.as_ref().unwrap()).unwrap();
         assert!(summary.p50 >= 40_000.0, "{summary:?}");
         assert!(summary.max >= 5_000_000.0, "{summary:?}");
+    }
+
+    #[test]
+    fn receivers_of_one_sender_add_up() {
+        // Two receivers of synthetic windows: 1001 tuples over 1 ms, and 501 over 1 ms.
+        let figures = |first: u64, tuples: u64| {
+            let mut report = OperatorReport::default();
+            for (name, value) in [
+                (FIRST_NS, first),
+                (LAST_NS, first + 1_000_000),
+                (TUPLES, tuples),
+                (RECEIVED, tuples),
+            ] {
+                report.counters.insert(name.to_string(), value);
+            }
+            RunFigures::from_report(&report, 125).unwrap()
+        };
+        let (a, b) = (figures(0, 1001), figures(500, 501));
+        assert_eq!(a.tuples_per_sec, 1e6);
+        assert_eq!(b.tuples_per_sec, 5e5);
+        let sum = RunFigures::sum(&[a.clone(), b], 125);
+        assert_eq!(sum.tuples, 1502);
+        assert_eq!(sum.tuples_per_sec, 1.5e6);
+        assert_eq!(sum.gbit_per_sec, 1.5);
+        assert_eq!(sum.window_s, 0.001);
+        assert_eq!(RunFigures::sum(&[a.clone()], 125).tuples, a.tuples);
     }
 
     #[test]

@@ -158,6 +158,9 @@ pub fn render_table(result: &BenchResult) -> String {
     if result.producers > 1 {
         let _ = write!(out, " from {} producers", result.producers);
     }
+    if result.receivers > 1 {
+        let _ = write!(out, " to {} receivers (rates summed)", result.receivers);
+    }
     if let Some(rate) = result.target_rate {
         let _ = write!(out, " at {rate} tuples/s");
     }

@@ -80,7 +80,14 @@ impl PayloadVisitor for Send<'_> {
             .map_or(Load::Flood, |rate| Load::Paced(Pacer::new(rate)));
         let idle = args.idle;
         let length = Duration::from_nanos(args.length_ns);
-        send(&mut tx, P::template(size), load, length, idle, args.core)
+        send(
+            std::slice::from_mut(&mut tx),
+            P::template(size),
+            load,
+            length,
+            idle,
+            args.core,
+        )
     }
 }
 

@@ -30,6 +30,9 @@ pub(crate) const LARGE: &str = "large";
 
 const SIZE: (u32, u32) = (960, 600);
 
+/// A chart's name and its SVG text.
+pub(crate) type Svg = (&'static str, String);
+
 /// Where fonts are looked for, in order.
 const FONTS: [&str; 4] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -330,7 +333,7 @@ fn large(rows: &[Row]) -> Chart {
 pub(crate) fn draw(
     dir: &Path,
     rows: &[Row],
-) -> anyhow::Result<(Vec<(&'static str, String)>, Vec<PathBuf>)> {
+) -> anyhow::Result<(Vec<Svg>, Vec<PathBuf>)> {
     font()?;
     let charts = [
         throughput(rows, false),

@@ -760,7 +760,7 @@ fn markdown(sections: &[Section], plotted: &[&str]) -> String {
 }
 
 /// The report as one HTML page with the SVG plots inlined.
-fn html(sections: &[Section], svgs: &[(&str, String)]) -> String {
+fn html(sections: &[Section], svgs: &[plots::Svg]) -> String {
     let mut out = String::from(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sluice bench suite</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #bbb;padding:2px 6px;text-align:right}th{background:#eee}td:first-child{text-align:left}svg{max-width:100%;height:auto}</style>\n</head><body>\n<h1>sluice bench suite</h1>\n",
     );
@@ -842,7 +842,7 @@ mod tests {
         let rows = rows(&records);
         let s = sections(&rows);
         let md = markdown(&s, &[]);
-        assert!(md.contains("| shm-vega | 64 | 4.00 M | 0.002 | hardware | 8.00 M | 0.50 | zmq-ipc 1.00 M (x4.00) |"), "{md}");
+        assert!(md.contains("| shm-vega | 64 | 4.00 M | 2.048 | hardware | 8.00 M | 0.50 | zmq-ipc 1.00 M (x4.00) |"), "{md}");
         assert!(
             md.contains("skipped: built without feature peer-iceoryx2"),
             "{md}"

@@ -1,0 +1,225 @@
+//! `sluice bench suite` end to end at its `--smoke` level: every measurement of every
+//! experiment is produced or skipped with a reason, each record has the schema's fields with
+//! their types, and the files are valid (JSONL parses, the HTML holds the tables and inline
+//! SVG, the PNG and SVG plots exist). Figures are never asserted.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Runs `sluice` with `args`, killed after `limit` (a watchdog: a hung child fails the test).
+fn sluice(args: &[&str], limit: Duration) -> (bool, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice starts");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            return (status.success(), err);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("sluice {args:?} ran over {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn number(v: &Value, field: &str) -> f64 {
+    v[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{field} is not a number in {v}"))
+}
+
+fn string<'a>(v: &'a Value, field: &str) -> &'a str {
+    v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} is not a string in {v}"))
+}
+
+fn latency(l: &Value) {
+    for f in ["p50", "p99", "p999", "mean", "max"] {
+        assert!(number(l, f) >= 0.0, "{f} in {l}");
+    }
+    assert!(l["samples"].as_u64().is_some(), "{l}");
+}
+
+/// The fields every record has, and those of its kind.
+fn check_schema(r: &Value) {
+    string(r, "experiment");
+    assert!(r["run_index"].as_u64().is_some(), "{r}");
+    assert!(!string(r, "commit").is_empty());
+    let m = &r["machine"];
+    string(m, "cpu");
+    string(m, "kernel");
+    assert!(m["cores"].as_u64().is_some_and(|c| c >= 1), "{r}");
+    let skipped = r["skipped"].as_bool().expect("skipped is a boolean");
+    if skipped {
+        assert!(!string(r, "reason").is_empty(), "{r}");
+        return;
+    }
+    if r["experiment"] == "hardware" {
+        assert!(r["memcpy"].as_array().is_some_and(|m| !m.is_empty()), "{r}");
+        return;
+    }
+    let bench = string(r, "bench");
+    assert!(bench == "throughput" || bench == "latency", "{r}");
+    assert!(r["tuple_size"].as_u64().is_some(), "{r}");
+    assert!(number(r, "tuples_per_sec") > 0.0, "{r}");
+    assert!(number(r, "gbit_per_sec") > 0.0, "{r}");
+    number(r, "duration_s");
+    assert!(r["runs"].as_array().is_some_and(|runs| !runs.is_empty()), "{r}");
+    if bench == "latency" {
+        latency(&r["latency_ns"]);
+    }
+    if r.get("peer").is_some() {
+        string(r, "peer");
+        assert!(r["compared_with"].as_array().is_some_and(|c| !c.is_empty()));
+        return;
+    }
+    string(r, "transport");
+    string(r, "encoding");
+    string(r, "cpu");
+    assert!(r["cores"].as_u64().is_some());
+    assert!(r["receivers"].as_u64().is_some_and(|n| n >= 1), "{r}");
+    let b = &r["baseline"];
+    assert!(!string(b, "name").is_empty());
+    number(b, "tuples_per_sec");
+    assert!(b["runs"].as_array().is_some(), "{r}");
+    if bench == "throughput" {
+        assert!(number(r, "ratio_to_baseline") > 0.0, "{r}");
+    } else {
+        assert!(r["latency_ns"].is_object(), "{r}");
+    }
+}
+
+fn read_records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("results.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn the_smoke_suite_produces_every_measurement_and_valid_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let docs = dir.path().join("docs/benchmarks.md");
+    let (ok, err) = sluice(
+        &[
+            "bench",
+            "suite",
+            "--smoke",
+            "--out",
+            out.to_str().unwrap(),
+            "--docs",
+            docs.to_str().unwrap(),
+        ],
+        Duration::from_secs(600),
+    );
+    assert!(ok, "{err}");
+    let records = read_records(&out.join("results.jsonl"));
+    for r in &records {
+        check_schema(r);
+    }
+    let indexes: Vec<u64> = records
+        .iter()
+        .map(|r| r["run_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indexes, (0..records.len() as u64).collect::<Vec<_>>());
+    for experiment in [
+        "hardware",
+        "throughput",
+        "latency",
+        "encoding",
+        "fanout",
+        "large",
+        "peers",
+    ] {
+        assert!(
+            records.iter().any(|r| r["experiment"] == experiment),
+            "no {experiment} record"
+        );
+    }
+    // Sluice's own measurements are all made; only a peer may be skipped (built without).
+    let failed: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["skipped"] == true && r.get("peer").is_none())
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    for transport in [
+        "fused",
+        "threaded",
+        "shm-vega",
+        "shm-osr",
+        "tcp",
+        "tcp-batched",
+    ] {
+        assert!(records.iter().any(|r| r["transport"] == transport));
+    }
+    for peer in ["crossbeam-channel", "iceoryx2", "zmq-ipc", "zmq-tcp"] {
+        assert!(records.iter().any(|r| r["peer"] == peer), "no {peer}");
+    }
+    assert!(records
+        .iter()
+        .any(|r| r["experiment"] == "fanout" && r["receivers"] == 2));
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| tuple bytes |") && md.contains("## Fan-out"), "{md}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<table>") && html.contains("<svg"), "tables and inline SVG");
+    for plot in ["throughput", "throughput-gbit", "latency", "fanout", "large"] {
+        let svg = std::fs::read_to_string(out.join(format!("{plot}.svg"))).unwrap();
+        assert!(svg.contains("<svg"), "{plot}.svg");
+        let png = std::fs::read(out.join(format!("{plot}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{plot}.png");
+    }
+    let page = std::fs::read_to_string(&docs).unwrap();
+    assert!(page.contains("IBM") && page.contains("Vega") && page.contains("TurboStream"));
+
+    // The report rebuilds from the records alone, measuring nothing.
+    let again = dir.path().join("again");
+    let results = out.join("results.jsonl");
+    let (ok, err) = sluice(
+        &[
+            "bench",
+            "suite",
+            "--from",
+            results.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(again.join("report.md")).unwrap(),
+        md
+    );
+}
+
+#[test]
+fn suite_options_are_checked() {
+    let (ok, err) = sluice(
+        &["bench", "suite", "--quick", "--smoke"],
+        Duration::from_secs(30),
+    );
+    assert!(!ok);
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (ok, err) = sluice(
+        &["bench", "suite", "--from", "/nonexistent/results.jsonl"],
+        Duration::from_secs(30),
+    );
+    assert!(!ok);
+    assert!(err.contains("open /nonexistent/results.jsonl"), "{err}");
+}
