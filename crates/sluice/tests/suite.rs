@@ -151,7 +151,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
             "no {experiment} record"
         );
     }
-    // Sluice's own measurements are all made; only a peer may be skipped (built without).
+    // Sluice's own measurements are all made; only a peer may be skipped (built without it).
     let failed: Vec<&Value> = records
         .iter()
         .filter(|r| r["skipped"] == true && r.get("peer").is_none())
@@ -168,7 +168,16 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         assert!(records.iter().any(|r| r["transport"] == transport));
     }
     for peer in ["crossbeam-channel", "iceoryx2", "zmq-ipc", "zmq-tcp"] {
-        assert!(records.iter().any(|r| r["peer"] == peer), "no {peer}");
+        let mine: Vec<&Value> = records.iter().filter(|r| r["peer"] == peer).collect();
+        assert!(!mine.is_empty(), "no {peer}");
+        // Built with the peers, each is measured; built without, each says which feature.
+        for r in mine {
+            if cfg!(feature = "peers") {
+                assert_eq!(r["skipped"], false, "{r}");
+            } else if peer != "crossbeam-channel" {
+                assert!(string(r, "reason").contains("built without feature"), "{r}");
+            }
+        }
     }
     assert!(records
         .iter()
