@@ -77,7 +77,10 @@ fn check_schema(r: &Value) {
     assert!(number(r, "tuples_per_sec") > 0.0, "{r}");
     assert!(number(r, "gbit_per_sec") > 0.0, "{r}");
     number(r, "duration_s");
-    assert!(r["runs"].as_array().is_some_and(|runs| !runs.is_empty()), "{r}");
+    assert!(
+        r["runs"].as_array().is_some_and(|runs| !runs.is_empty()),
+        "{r}"
+    );
     if bench == "latency" {
         latency(&r["latency_ns"]);
     }
@@ -184,10 +187,22 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         .any(|r| r["experiment"] == "fanout" && r["receivers"] == 2));
 
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(md.contains("| tuple bytes |") && md.contains("## Fan-out"), "{md}");
+    assert!(
+        md.contains("| tuple bytes |") && md.contains("## Fan-out"),
+        "{md}"
+    );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(html.contains("<table>") && html.contains("<svg"), "tables and inline SVG");
-    for plot in ["throughput", "throughput-gbit", "latency", "fanout", "large"] {
+    assert!(
+        html.contains("<table>") && html.contains("<svg"),
+        "tables and inline SVG"
+    );
+    for plot in [
+        "throughput",
+        "throughput-gbit",
+        "latency",
+        "fanout",
+        "large",
+    ] {
         let svg = std::fs::read_to_string(out.join(format!("{plot}.svg"))).unwrap();
         assert!(svg.contains("<svg"), "{plot}.svg");
         let png = std::fs::read(out.join(format!("{plot}.png"))).unwrap();

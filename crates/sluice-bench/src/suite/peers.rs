@@ -6,7 +6,8 @@
 //! figures as JSON when the sender's end (an empty message) arrives.
 //!
 //! - `zmq-ipc`, `zmq-tcp`: ZeroMQ PUSH -> PULL over `ipc://` and `tcp://127.0.0.1` (the `zmq`
-//!   crate on the system's libzmq), feature `peer-zmq`;
+//!   crate, whose `zmq-sys` builds libzmq 4.3.4 from its vendored source with the C++
+//!   compiler), feature `peer-zmq`;
 //! - `iceoryx2`: iceoryx2 publish-subscribe of byte slices in shared memory, the publisher
 //!   retrying until delivered (no loss, like Sluice's rings), feature `peer-iceoryx2`;
 //! - `crossbeam-channel`: in-process, the baseline of every `threaded` measurement, recorded a
@@ -35,7 +36,7 @@ use crate::args::{Bench, Transport};
 use crate::load::{Load, Pacer};
 use crate::network::{write_all, RawWriter};
 use crate::payload::{dispatch, Payload, PayloadVisitor};
-use crate::processes::{pin, PeerProcess};
+use crate::processes::{pin, PeerProcess, PATIENCE};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
 use crate::stats::LatencySummary;
 use crate::{medians, BenchResult};
@@ -100,7 +101,7 @@ impl Peer {
                 "built without feature peer-iceoryx2 (cargo build --release -p sluice --features peers)",
             ),
             Self::ZmqIpc | Self::ZmqTcp if !cfg!(feature = "peer-zmq") => Some(
-                "built without feature peer-zmq (needs libzmq: apt-get install libzmq3-dev; cargo build --release -p sluice --features peers)",
+                "built without feature peer-zmq (cargo build --release -p sluice --features peers)",
             ),
             _ => None,
         }
@@ -285,16 +286,24 @@ impl PeerJob {
         let length = self.warmup + self.duration;
         let idle = IdleStrategy::Yield;
         let (peer, size, load) = (self.peer, self.size, self.load());
+        // The sender stays connected until the receiver has printed its figures: ZeroMQ over
+        // ipc:// was seen to lose a whole connection's messages when the sender closed right
+        // after its last send.
+        let (received, until_received) = std::sync::mpsc::channel::<()>();
         std::thread::scope(|scope| {
-            scope
-                .spawn(move || -> anyhow::Result<()> {
-                    let mut writer = writer(peer, &endpoint, size)?;
-                    write_all(&mut *writer, P::template(size), load, length, idle)
-                })
+            let sender = scope.spawn(move || -> anyhow::Result<()> {
+                let mut writer = writer(peer, &endpoint, size)?;
+                write_all(&mut *writer, P::template(size), load, length, idle)?;
+                let _ = until_received.recv_timeout(PATIENCE);
+                Ok(())
+            });
+            let figures = receiver.figures();
+            let _ = received.send(());
+            let sent = sender
                 .join()
-                .unwrap_or_else(|_| anyhow::bail!("the sending thread panicked"))
-        })?;
-        receiver.figures()
+                .unwrap_or_else(|_| anyhow::bail!("the sending thread panicked"));
+            sent.and(figures)
+        })
     }
 }
 

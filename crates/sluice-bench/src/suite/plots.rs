@@ -330,10 +330,7 @@ fn large(rows: &[Row]) -> Chart {
 
 /// Draws every chart that has data into `dir` as `NAME.svg` and `NAME.png`; returns each
 /// chart's SVG text and the paths written.
-pub(crate) fn draw(
-    dir: &Path,
-    rows: &[Row],
-) -> anyhow::Result<(Vec<Svg>, Vec<PathBuf>)> {
+pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<PathBuf>)> {
     font()?;
     let charts = [
         throughput(rows, false),

@@ -4,6 +4,8 @@
 //! Each tuple is one loaned sample, written from the tuple's bytes and sent; the end is an
 //! empty sample.
 
+use std::time::Instant;
+
 use anyhow::{anyhow, bail};
 use iceoryx2::port::publisher::Publisher;
 use iceoryx2::prelude::*;
@@ -11,6 +13,7 @@ use iceoryx2::service::port_factory::publish_subscribe::PortFactory;
 use sluice_sync::IdleStrategy;
 
 use crate::network::RawWriter;
+use crate::processes::PATIENCE;
 
 /// Samples a subscriber may hold unread: enough to keep both sides busy.
 const BUFFER: usize = 256;
@@ -103,6 +106,7 @@ pub(super) fn receive(
         .map_err(|e| failed("create a subscriber")(&e))?;
     announce(name);
     let mut idle = idle.waiter();
+    let mut heard = Instant::now();
     loop {
         match subscriber.receive().map_err(|e| failed("receive")(&e))? {
             Some(sample) => {
@@ -117,7 +121,11 @@ pub(super) fn receive(
                     );
                 }
                 record(bytes)?;
+                heard = Instant::now();
                 idle.after(1);
+            }
+            None if heard.elapsed() > PATIENCE => {
+                bail!("nothing from the iceoryx2 publisher for {PATIENCE:?}")
             }
             None => idle.after(0),
         }

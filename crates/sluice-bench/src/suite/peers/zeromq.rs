@@ -3,13 +3,20 @@
 //! batches on its I/O thread as it sees fit. The PUSH socket blocks at its high-water mark, so
 //! nothing is lost. The end is an empty message.
 
+use std::time::Instant;
+
 use anyhow::{bail, Context};
 use sluice_sync::IdleStrategy;
 
 use crate::network::RawWriter;
+use crate::processes::PATIENCE;
 
 /// How long the sender's socket may hold unsent messages when it closes, in ms.
 const LINGER_MS: i32 = 10_000;
+/// How long one blocking receive waits, in ms.
+const BLOCK_MS: i32 = 100;
+/// Empty non-blocking polls before the receiver blocks.
+const POLLS_BEFORE_BLOCKING: u32 = 1_000;
 
 /// The sender: a connected PUSH socket.
 pub(super) struct ZmqWriter {
@@ -24,6 +31,11 @@ impl ZmqWriter {
         let context = zmq::Context::new();
         let socket = context.socket(zmq::PUSH)?;
         socket.set_linger(LINGER_MS)?;
+        // Queue only to a completed connection, so nothing sent can be left behind in the
+        // pipe of a connection that never completed; a send waits for the connection (at
+        // most the receiver's patience).
+        socket.set_immediate(true)?;
+        socket.set_sndtimeo(PATIENCE.as_millis() as i32)?;
         socket
             .connect(endpoint)
             .with_context(|| format!("connect to {endpoint}"))?;
@@ -62,19 +74,37 @@ pub(super) fn receive(
         .get_last_endpoint()?
         .map_err(|raw| anyhow::anyhow!("a bound endpoint that is not UTF-8: {raw:?}"))?;
     announce(&bound);
+    socket.set_rcvtimeo(BLOCK_MS)?;
     let mut buffer = vec![0u8; size + 1];
     let mut idle = idle.waiter();
+    let mut heard = Instant::now();
+    let mut empty_polls = 0u32;
     loop {
-        match socket.recv_into(&mut buffer, zmq::DONTWAIT) {
+        // Poll as the idle strategy says for a while, then block in ZeroMQ itself, so its I/O
+        // thread (on this core) gets the CPU.
+        let flags = if empty_polls < POLLS_BEFORE_BLOCKING {
+            zmq::DONTWAIT
+        } else {
+            0
+        };
+        match socket.recv_into(&mut buffer, flags) {
             Ok(0) => break,
             Ok(n) if n == size => {
                 record(&buffer[..n])?;
+                heard = Instant::now();
+                empty_polls = 0;
                 idle.after(1);
             }
             Ok(n) => {
                 bail!("a ZeroMQ message of {n} bytes is neither a tuple of {size} nor the end")
             }
-            Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => idle.after(0),
+            Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => {
+                if heard.elapsed() > PATIENCE {
+                    bail!("nothing from the ZeroMQ sender for {PATIENCE:?}");
+                }
+                empty_polls = empty_polls.saturating_add(1);
+                idle.after(0);
+            }
             Err(e) => return Err(e).context("ZeroMQ receive"),
         }
     }
