@@ -319,7 +319,10 @@ mod tests {
         assert_eq!(sum.tuples_per_sec, 1.5e6);
         assert_eq!(sum.gbit_per_sec, 1.5);
         assert_eq!(sum.window_s, 0.001);
-        assert_eq!(RunFigures::sum(std::slice::from_ref(&a), 125).tuples, a.tuples);
+        assert_eq!(
+            RunFigures::sum(std::slice::from_ref(&a), 125).tuples,
+            a.tuples
+        );
     }
 
     #[test]
