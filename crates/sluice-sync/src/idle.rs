@@ -2,8 +2,28 @@
 //!
 //! Handing a tuple to a spinning thread on another core costs a cache-line transfer (about
 //! 110 ns on the development machine); waking a blocked thread costs 50-100 us. Hot hand-offs
-//! therefore spin, but a machine with fewer cores than spinning threads must not be starved,
-//! so the default backs off from spinning to yielding to short sleeps, and resets on work.
+//! therefore spin, but a machine with fewer cores than spinning threads must not be starved:
+//! there the default is [`IdleStrategy::Park`], which spins briefly, yields briefly, then
+//! sleeps on the doorbell of the queue it waits for ([`crate::Doorbell`]) until the peer
+//! publishes (or frees room), at most [`PARK_TIMEOUT`].
+//!
+//! # Choosing the default (measured)
+//! On the 2-vCPU development machine, shared at the time with a benchmark suite pinned to both
+//! cores, `sluice run wordcount --plan threaded --idle X --duration 2` (4 threads on 2 cores,
+//! sentences generated at 100 000/s) gave, sentences/s and end-to-end p99 over 2-3 runs:
+//!
+//! | `--idle` | sentences/s | p99 |
+//! |---|---|---|
+//! | busy-spin | 4 957 | 1.74 s |
+//! | yield | 66 625, 83 872, 76 349 | 186, 98, 314 ms |
+//! | backoff | 62 419, 92 196, 99 753 | 234, 124, 77 ms |
+//! | park | 99 765, 99 759, 93 811 | 156, 53, 61 ms |
+//!
+//! and `sluice bench latency --transport threaded --size 64 --rate 100000 --repeat 3
+//! --duration 1` (medians): yield p50 567 us / p99 19.8 ms, backoff 241 us / 14.6 ms, park
+//! 54 us / 1.2 ms (busy-spin did not finish its runs). Park keeps up with the offered rate and
+//! has the lowest tail, so it is the default when threads outnumber cores. With a core per
+//! thread the default stays `Yield`, whose long spin keeps a hand-off at cache-line cost.
 
 use std::time::Duration;
 
@@ -17,8 +37,8 @@ pub enum IdleStrategy {
     BusySpin,
     /// Spin briefly, then `sched_yield` forever: good when threads do not outnumber cores.
     Yield,
-    /// Spin, then yield, then sleep with a growing period up to a cap: the choice when threads
-    /// outnumber cores or the stream is idle for long stretches.
+    /// Spin, then yield, then sleep with a growing period up to a cap: for loops with nothing
+    /// to park on that are idle for long stretches.
     Backoff,
     /// Spin, then yield, as `Backoff`; then sleep on the doorbell of what the loop waits for
     /// (a receiver's queue, a full sender's queue), woken by the peer's publish or release, or
@@ -53,7 +73,7 @@ impl IdleStrategy {
         if threads <= cores {
             Self::Yield
         } else {
-            Self::Backoff
+            Self::Park
         }
     }
 
@@ -171,7 +191,7 @@ mod tests {
     #[test]
     fn default_depends_on_oversubscription() {
         assert_eq!(IdleStrategy::default_for(2, 2), IdleStrategy::Yield);
-        assert_eq!(IdleStrategy::default_for(3, 2), IdleStrategy::Backoff);
+        assert_eq!(IdleStrategy::default_for(3, 2), IdleStrategy::Park);
     }
 
     #[test]
