@@ -8,6 +8,8 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod pace;
+pub mod relay;
 mod summary;
 pub mod wordcount;
 
@@ -39,7 +41,7 @@ pub struct AppSpec {
 
 /// Every built-in application.
 pub fn registry() -> &'static [AppSpec] {
-    &[wordcount::SPEC]
+    &[wordcount::SPEC, relay::SPEC]
 }
 
 /// The application called `name`, or an error listing the ones there are.

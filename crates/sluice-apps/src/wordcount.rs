@@ -27,6 +27,7 @@ use sluice_graph::{
 use sluice_ops::FlatMap;
 use sluice_types::{monotonic_ns, normal_tuple, TupleRef};
 
+use crate::pace::Pacer;
 use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec};
 
 /// The registry entry.
@@ -203,9 +204,7 @@ struct SentenceSource {
     input: Option<PathBuf>,
     reader: Option<BufReader<File>>,
     generator: Generator,
-    rate: Option<u64>,
-    started_ns: u64,
-    emitted: u64,
+    pacer: Pacer,
 }
 
 impl SentenceSource {
@@ -220,21 +219,7 @@ impl SentenceSource {
             input,
             reader: None,
             generator: Generator::new(words_per_sentence, vocabulary, seed),
-            rate,
-            started_ns: 0,
-            emitted: 0,
-        }
-    }
-
-    /// How many sentences the rate allows now (all of a batch when unlimited).
-    fn allowance(&self) -> usize {
-        match self.rate {
-            None => LINES_PER_CALL,
-            Some(rate) => {
-                let elapsed = monotonic_ns().saturating_sub(self.started_ns) as u128;
-                let due = (elapsed * rate as u128 / 1_000_000_000) as u64;
-                due.saturating_sub(self.emitted).min(LINES_PER_CALL as u64) as usize
-            }
+            pacer: Pacer::new(rate),
         }
     }
 }
@@ -246,12 +231,11 @@ impl Source for SentenceSource {
                 .map_err(|e| OperatorError::io(format!("open {}", path.display()), e))?;
             self.reader = Some(BufReader::new(file));
         }
-        self.started_ns = monotonic_ns();
         Ok(())
     }
 
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
-        let allowed = self.allowance();
+        let allowed = self.pacer.allowance(LINES_PER_CALL);
         if allowed == 0 {
             return Ok(Produced::Idle);
         }
@@ -277,7 +261,7 @@ impl Source for SentenceSource {
                     emitted_ns: monotonic_ns(),
                 },
             )?;
-            self.emitted += 1;
+            self.pacer.emitted(1);
         }
         Ok(Produced::Emitted(allowed))
     }

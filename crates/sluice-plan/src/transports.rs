@@ -70,7 +70,7 @@ pub(crate) fn choose(
         }
     }
     share_receivers(&mut edges, &chosen);
-    let channels = group_into_channels(&mut edges);
+    let channels = group_into_channels(&mut edges, instances);
     Ok((edges, channels))
 }
 
@@ -148,22 +148,34 @@ fn takes_many_senders(spec: &TransportSpec) -> bool {
 
 /// Gives every edge that is not fused a channel: edges of one logical edge into one input port
 /// share a channel when its transport takes many senders; every other edge has its own.
-fn group_into_channels(edges: &mut [EdgePlan]) -> Vec<ChannelPlan> {
+///
+/// A shared channel takes at most one sender per thread. Two senders of one thread into one
+/// OSR ring could deadlock: one waits for room while the other holds an uncommitted batch
+/// record that the receiver cannot pass, and only the waiting thread could commit it.
+fn group_into_channels(edges: &mut [EdgePlan], instances: &[InstancePlan]) -> Vec<ChannelPlan> {
     let mut channels: Vec<ChannelPlan> = Vec::new();
-    let mut shared: BTreeMap<(usize, PortRef), usize> = BTreeMap::new();
+    let mut shared: BTreeMap<(usize, PortRef), Vec<usize>> = BTreeMap::new();
+    let thread = |i: InstanceId| instances[i.0].thread;
     for edge in edges.iter_mut() {
         if edge.transport == TransportSpec::Fused {
             continue;
         }
-        let reuse = takes_many_senders(&edge.transport)
-            .then(|| shared.get(&(edge.logical, edge.to)).copied())
-            .flatten()
-            .filter(|&c| channels[c].transport == edge.transport);
+        let from = edge.from.instance;
+        let candidates = shared.entry((edge.logical, edge.to)).or_default();
+        let reuse = candidates.iter().copied().find(|&c| {
+            takes_many_senders(&edge.transport)
+                && channels[c].transport == edge.transport
+                && (channels[c].senders.contains(&from)
+                    || channels[c]
+                        .senders
+                        .iter()
+                        .all(|&s| thread(s) != thread(from)))
+        });
         let id = match reuse {
             Some(id) => {
                 let senders = &mut channels[id].senders;
-                if !senders.contains(&edge.from.instance) {
-                    senders.push(edge.from.instance);
+                if !senders.contains(&from) {
+                    senders.push(from);
                 }
                 id
             }
@@ -173,9 +185,9 @@ fn group_into_channels(edges: &mut [EdgePlan]) -> Vec<ChannelPlan> {
                     id,
                     transport: edge.transport.clone(),
                     to: edge.to,
-                    senders: vec![edge.from.instance],
+                    senders: vec![from],
                 });
-                shared.insert((edge.logical, edge.to), id);
+                candidates.push(id);
                 id
             }
         };

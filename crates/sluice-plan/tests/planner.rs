@@ -27,6 +27,10 @@ impl Operator for Pass {
 }
 
 fn graph() -> Graph {
+    graph_with_sum(2)
+}
+
+fn graph_with_sum(parallelism: usize) -> Graph {
     let mut g = GraphBuilder::new("wc");
     let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
     let split = g.operator(
@@ -40,7 +44,7 @@ fn graph() -> Graph {
         |_| Pass,
     );
     let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
-    g.set_parallelism(sum, 2).unwrap();
+    g.set_parallelism(sum, parallelism).unwrap();
     g.connect(src.out(0), split.input(0)).unwrap();
     g.connect_with(
         split.out(0),
@@ -430,4 +434,34 @@ fn placement_constraints_that_cannot_be_met_are_named() {
         e.to_string().contains("never on the same host as 'source'"),
         "{e}"
     );
+}
+
+#[test]
+fn a_shared_receiver_takes_one_sender_per_thread() {
+    // sum[0] and sum[1] share a thread, sum[2] has its own PE: an OSR ring may not take two
+    // senders of one thread (one could wait for room behind the other's open record).
+    let p = plan(
+        &graph_with_sum(3),
+        &file(
+            "[[thread]]\nname='a'\npe='x'\noperators=['source','split']\n\
+             [[thread]]\nname='b'\npe='y'\noperators=['sum[0]','sum[1]']\n\
+             [[thread]]\nname='c'\npe='z'\noperators=['sum[2]']\n\
+             [[thread]]\nname='d'\npe='w'\noperators=['sink']\n",
+        ),
+        &options(),
+    )
+    .unwrap();
+    let into_sink: Vec<&sluice_plan::ChannelPlan> = p
+        .channels
+        .iter()
+        .filter(|c| p.instance(c.to.instance).name == "sink")
+        .collect();
+    assert_eq!(into_sink.len(), 2, "{p}");
+    for c in into_sink {
+        assert_eq!(c.transport, TransportSpec::shm_osr());
+        let threads: Vec<usize> = c.senders.iter().map(|s| p.instance(*s).thread).collect();
+        let mut distinct = threads.clone();
+        distinct.dedup();
+        assert_eq!(threads, distinct, "{p}");
+    }
 }

@@ -463,9 +463,9 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
                 Err(()) => return,
             }
         }
-        if work > 0 {
-            flush(nodes);
-        }
+        // After work, publish what the senders staged; when idle, finish what an earlier
+        // flush left behind (a TCP frame held for batching, a socket that was full).
+        flush(nodes, work == 0);
         if nodes.iter().all(|n| n.borrow().finished) {
             return;
         }
@@ -545,8 +545,9 @@ fn process_batch(
     )
 }
 
-/// Publishes everything this thread's senders hold.
-fn flush(nodes: &[RefCell<Node>]) {
+/// Publishes everything this thread's senders hold (only those with something pending when
+/// `pending_only`).
+fn flush(nodes: &[RefCell<Node>], pending_only: bool) {
     for cell in nodes {
         let mut node = cell.borrow_mut();
         for target in node
@@ -556,7 +557,9 @@ fn flush(nodes: &[RefCell<Node>]) {
             .flat_map(|f| f.targets.iter_mut())
         {
             if let Target::Remote(sender) = target {
-                sender.flush();
+                if !pending_only || sender.pending() {
+                    sender.flush();
+                }
             }
         }
     }

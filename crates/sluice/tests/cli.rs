@@ -534,3 +534,34 @@ fn wordcount_over_udp_mq_between_pes_matches_fused() {
     assert_eq!(outputs[0].lines().count(), 41);
     assert_eq!(outputs[1], outputs[0]);
 }
+
+#[test]
+fn relay_measures_round_trips_in_one_thread_and_across_processes() {
+    for plan in ["fused", "processes"] {
+        let o = sluice(&[
+            "run",
+            "relay",
+            "--plan",
+            plan,
+            "--rate",
+            "2000",
+            "--duration",
+            "0.5",
+        ]);
+        assert!(o.status.success(), "{plan}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(text.contains("round trips: "), "{text}");
+        assert!(
+            text.contains("round trip, end-to-end latency (us): p50"),
+            "{text}"
+        );
+    }
+    // Apart from the pinger needs a second host.
+    let o = sluice(&["run", "relay", "--plan", "processes", "--set", "apart=true"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("operator 'relay' must run never on the same host as 'pinger'"),
+        "{}",
+        stderr(&o)
+    );
+}
