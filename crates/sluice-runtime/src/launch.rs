@@ -39,7 +39,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a PE's failure waits for a neighbour's death to show, which is then reported as
 /// the cause.
-const ROOT_CAUSE_GRACE: Duration = Duration::from_millis(300);
+const ROOT_CAUSE_GRACE: Duration = Duration::from_secs(1);
 /// How often the launcher looks at its children while it waits.
 const SUPERVISION_PERIOD: Duration = Duration::from_millis(20);
 
@@ -380,7 +380,14 @@ impl Children {
                             }
                         }
                     }
-                    std::thread::sleep(Duration::from_millis(5));
+                    // A PE whose connection closes without a report has died too.
+                    if let Ok((other, None)) = self.events.recv_timeout(Duration::from_millis(5)) {
+                        if other != pe && self.pes[other].report.is_none() {
+                            self.pes[other].hung_up = true;
+                            self.pes[other].reap(Instant::now() + SUPERVISION_PERIOD);
+                            return Err(self.died(other));
+                        }
+                    }
                 }
                 Err(self.failed(pe, error))
             }
