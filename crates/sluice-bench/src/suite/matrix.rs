@@ -256,7 +256,12 @@ impl Job {
             What::Sluice(s) => match crate::measure(s) {
                 Ok(result) => {
                     let mut records = vec![output::to_value(&result)];
-                    records.extend(peers::from_baseline(&result));
+                    if matches!(
+                        self.experiment,
+                        Experiment::Throughput | Experiment::Latency
+                    ) {
+                        records.extend(peers::from_baseline(&result));
+                    }
                     records
                 }
                 Err(e) => vec![output::skipped_sluice(s, &format!("{e:#}"))],
@@ -360,7 +365,15 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
                 }
             }
         }
-        for &ring in &plan.ring_sweep {
+        // The sweep's message at its rate in the experiment's own ring is measured above
+        // already when the experiment has that size and rate.
+        let measured = plan.large_sizes.contains(&RING_SWEEP_SIZE)
+            && plan.large_rates.contains(&RING_SWEEP_RATE);
+        for &ring in plan
+            .ring_sweep
+            .iter()
+            .filter(|&&r| !(measured && r == LARGE_RING_BYTES))
+        {
             jobs.push(large(
                 Transport::ShmOsr,
                 RING_SWEEP_SIZE,
@@ -408,7 +421,11 @@ mod tests {
         );
         assert_eq!(count(Experiment::Latency), 2 * 3 * 6);
         assert_eq!(count(Experiment::Fanout), 3 * 6 * 3, "IBM Table 6");
-        assert_eq!(count(Experiment::Large), 3 * 6 * 2 + 6);
+        assert_eq!(
+            count(Experiment::Large),
+            3 * 6 * 2 + 5,
+            "the sweep reuses 2 MiB"
+        );
         let minutes = jobs
             .iter()
             .map(Job::estimate)

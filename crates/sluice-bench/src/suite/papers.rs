@@ -58,7 +58,7 @@ fn find<'a>(rows: &'a [Row], experiment: &str, transport: &str, size: usize) -> 
 
 fn gbit(row: Option<&Row>) -> String {
     row.and_then(|r| r.gbit_per_sec)
-        .map_or("-".into(), |g| format!("{g:.2}"))
+        .map_or("-".into(), |g| format!("{g:.3}"))
 }
 
 fn ibm_throughput(rows: &[Row]) -> Table {
@@ -313,7 +313,7 @@ mod tests {
         write_docs(&path, &records).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
-            text.contains("| 64 | 9.91 | - | 1.33 | - | 0.71 | 0.51 |"),
+            text.contains("| 64 | 9.91 | - | 1.33 | - | 0.71 | 0.512 |"),
             "{text}"
         );
         assert!(text.contains("TurboStream"));

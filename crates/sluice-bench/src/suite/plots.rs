@@ -15,7 +15,6 @@ use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
 use super::report::{Row, ORDER};
-use crate::report::si;
 
 /// Throughput in tuples/s by size.
 pub(crate) const THROUGHPUT: &str = "throughput";
@@ -29,6 +28,22 @@ pub(crate) const FANOUT: &str = "fanout";
 pub(crate) const LARGE: &str = "large";
 
 const SIZE: (u32, u32) = (960, 600);
+
+/// Line colours, dark enough on white and told apart in order.
+const COLORS: [(u8, u8, u8); 12] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (80, 80, 80),
+    (188, 189, 34),
+    (23, 190, 207),
+    (0, 0, 128),
+    (128, 0, 0),
+];
 
 /// A chart's name and its SVG text.
 pub(crate) type Svg = (&'static str, String);
@@ -68,6 +83,10 @@ fn font() -> anyhow::Result<()> {
 struct Series {
     name: String,
     points: Vec<(f64, f64)>,
+    /// Index into [`COLORS`].
+    color: usize,
+    /// Stroke width in pixels.
+    width: u32,
 }
 
 /// One chart.
@@ -80,11 +99,27 @@ struct Chart {
     series: Vec<Series>,
 }
 
+/// A tick label: the value itself (10 to the tick on a log axis), two significant digits.
 fn axis_label(value: f64, log: bool) -> String {
-    if log {
-        si(10f64.powf(value)).replace(".00", "")
+    if !log {
+        // A count axis: only whole numbers get a label.
+        return if (value - value.round()).abs() < 1e-6 {
+            format!("{value:.0}")
+        } else {
+            String::new()
+        };
+    }
+    let v = 10f64.powf(value);
+    let (scaled, unit) = [(1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(scale, _)| v >= *scale)
+        .map_or((v, ""), |(scale, unit)| (v / scale, unit));
+    if scaled >= 10.0 {
+        format!("{scaled:.0}{unit}")
+    } else if scaled >= 0.1 {
+        format!("{scaled:.1}{unit}")
     } else {
-        format!("{value:.0}")
+        format!("{scaled:.2}{unit}")
     }
 }
 
@@ -132,12 +167,13 @@ fn render<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> anyho
         .y_label_formatter(&|v| axis_label(*v, true))
         .draw()
         .map_err(|e| fail(&e))?;
-    for (i, (s, pts)) in c.series.iter().zip(&points).enumerate() {
+    for (s, pts) in c.series.iter().zip(&points) {
         if pts.is_empty() {
             continue;
         }
-        let color = Palette99::pick(i).to_rgba();
-        let style = color.stroke_width(2);
+        let (r, g, b) = COLORS[s.color % COLORS.len()];
+        let color = RGBColor(r, g, b).to_rgba();
+        let style = color.stroke_width(s.width);
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), style))
             .map_err(|e| fail(&e))?
@@ -159,9 +195,15 @@ fn render<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart) -> anyho
     Ok(())
 }
 
-fn line(name: String, mut points: Vec<(f64, f64)>) -> Series {
+/// A line of `color` (an index into [`COLORS`]) through `points`, sorted by x.
+fn line(name: String, mut points: Vec<(f64, f64)>, color: usize) -> Series {
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    Series { name, points }
+    Series {
+        name,
+        points,
+        color,
+        width: 2,
+    }
 }
 
 fn throughput(rows: &[Row], gbit: bool) -> Chart {
@@ -174,7 +216,8 @@ fn throughput(rows: &[Row], gbit: bool) -> Chart {
     };
     let mut series: Vec<Series> = ORDER
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             let pts = rows
                 .iter()
                 .filter(|r| {
@@ -185,24 +228,25 @@ fn throughput(rows: &[Row], gbit: bool) -> Chart {
                 })
                 .map(|r| (r.tuple_size.unwrap_or(0) as f64, value(r)))
                 .collect();
-            line(t.to_string(), pts)
+            line(t.to_string(), pts, i)
         })
         .collect();
     let mut peers: Vec<&str> = rows
         .iter()
         .filter(|r| r.bench.as_deref() == Some("throughput") && !r.skipped)
+        .filter(|r| r.experiment != "fanout")
         .filter_map(|r| r.peer.as_deref())
         .collect();
     peers.sort();
     peers.dedup();
-    for p in peers {
+    for (i, p) in peers.into_iter().enumerate() {
         let pts = rows
             .iter()
             .filter(|r| r.peer.as_deref() == Some(p) && r.bench.as_deref() == Some("throughput"))
-            .filter(|r| !r.skipped)
+            .filter(|r| !r.skipped && r.experiment != "fanout")
             .map(|r| (r.tuple_size.unwrap_or(0) as f64, value(r)))
             .collect();
-        series.push(line(format!("peer {p}"), pts));
+        series.push(line(format!("peer {p}"), pts, ORDER.len() + i));
     }
     Chart {
         name: if gbit { THROUGHPUT_GBIT } else { THROUGHPUT },
@@ -228,18 +272,21 @@ fn latency(rows: &[Row]) -> Chart {
         .max()
         .unwrap_or(0);
     let mut series = Vec::new();
-    for t in ORDER {
-        for (which, pick) in [
-            ("p50", (|l| l.p50) as fn(&crate::LatencySummary) -> f64),
-            ("p99", |l| l.p99),
-            ("p99.9", |l| l.p999),
+    // One colour per transport: p50 thick, p99 thin.
+    for (i, t) in ORDER.iter().enumerate() {
+        for (which, width, pick) in [
+            ("p50", 3, (|l| l.p50) as fn(&crate::LatencySummary) -> f64),
+            ("p99", 1, |l| l.p99),
         ] {
             let pts = picked
                 .iter()
-                .filter(|r| r.transport.as_deref() == Some(t) && r.target_rate == Some(rate))
+                .filter(|r| r.transport.as_deref() == Some(*t) && r.target_rate == Some(rate))
                 .filter_map(|r| Some((r.tuple_size? as f64, pick(&r.latency_ns?) / 1e3)))
                 .collect();
-            series.push(line(format!("{t} {which}"), pts));
+            series.push(Series {
+                width,
+                ..line(format!("{t} {which}"), pts, i)
+            });
         }
     }
     Chart {
@@ -273,7 +320,8 @@ fn fanout(rows: &[Row]) -> Chart {
                     )
                 })
                 .collect();
-            series.push(line(format!("{t} {size} B"), pts));
+            let color = series.len();
+            series.push(line(format!("{t} {size} B"), pts, color));
         }
     }
     Chart {
@@ -309,13 +357,14 @@ fn large(rows: &[Row]) -> Chart {
     keys.dedup();
     let series = keys
         .into_iter()
-        .map(|(t, rate)| {
+        .enumerate()
+        .map(|(i, (t, rate))| {
             let pts = picked
                 .iter()
                 .filter(|r| r.transport.as_deref() == Some(&t) && r.target_rate == Some(rate))
                 .filter_map(|r| Some((r.tuple_size? as f64, r.latency_ns?.mean / 1e3)))
                 .collect();
-            line(format!("{t} at {rate}/s"), pts)
+            line(format!("{t} at {rate}/s"), pts, i)
         })
         .collect();
     Chart {
@@ -362,4 +411,19 @@ pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<Pa
         svgs.push((c.name, svg));
     }
     Ok((svgs, paths))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_labels_are_short() {
+        assert_eq!(axis_label(7.2, true), "16M");
+        assert_eq!(axis_label(2.0, true), "100");
+        assert_eq!(axis_label(0.0, true), "1.0");
+        assert_eq!(axis_label(-1.5, true), "0.03");
+        assert_eq!(axis_label(3.0, false), "3");
+        assert_eq!(axis_label(2.5, false), "");
+    }
 }

@@ -629,15 +629,20 @@ fn large_section(rows: &[Row]) -> Section {
             "baseline mean us",
         ],
     );
+    // A run may measure one configuration twice (the sweep's message in the experiment's own
+    // ring); the first one stands.
+    let mut seen = std::collections::HashSet::new();
     for rate in sorted_unique(
         rows.iter()
             .filter(|r| r.is("large"))
             .filter_map(|r| r.target_rate),
     ) {
-        for r in rows
-            .iter()
-            .filter(|r| r.is("large") && r.target_rate == Some(rate) && !sweep_ring(r))
-        {
+        for r in rows.iter().filter(|r| {
+            r.is("large")
+                && r.target_rate == Some(rate)
+                && !sweep_ring(r)
+                && seen.insert((r.transport().to_string(), r.size(), rate))
+        }) {
             let l = r.latency_ns;
             let b = r.baseline.clone().unwrap_or_default();
             t.rows.push(vec![
@@ -680,6 +685,7 @@ fn large_section(rows: &[Row]) -> Section {
     }
     ring.rows
         .sort_by_key(|row| row[0].parse::<usize>().unwrap_or(0));
+    ring.rows.dedup_by(|a, b| a[0] == b[0]);
     Section {
         title: "Large messages",
         tables: vec![t, ring],
