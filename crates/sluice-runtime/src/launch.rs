@@ -236,11 +236,8 @@ fn spawn_each(
             Some((program, rest)) => {
                 let mut command = Command::new(program);
                 command.args(rest).arg("env");
-                for (key, value) in env {
-                    let mut pair = OsString::from(key);
-                    pair.push("=");
-                    pair.push(value);
-                    command.arg(pair);
+                for (key, value) in &env {
+                    command.arg(assignment(key, value));
                 }
                 command.arg(exe);
                 command
@@ -251,6 +248,14 @@ fn spawn_each(
         children.pes[pe.id].process = Some(child);
     }
     Ok(())
+}
+
+/// `KEY=VALUE`, the way `env` and `mpirun -x` take a variable on the command line.
+pub(crate) fn assignment(key: &str, value: &OsString) -> OsString {
+    let mut pair = OsString::from(key);
+    pair.push("=");
+    pair.push(value);
+    pair
 }
 
 /// Spawns `command` in a process group of its own, its output lines prefixed with `name`.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use sluice_plan::PhysicalPlan;
 
-use crate::launch::spawn_logged;
+use crate::launch::{assignment, spawn_logged};
 use crate::RunError;
 
 /// How long `mpirun` gets to take its ranks down after SIGTERM.
@@ -58,10 +58,7 @@ pub(crate) fn spawn_mpirun(
             command.args(["-host", &pe.host]);
         }
         for (key, value) in env {
-            let mut pair = OsString::from(*key);
-            pair.push("=");
-            pair.push(value);
-            command.arg("-x").arg(pair);
+            command.arg("-x").arg(assignment(key, value));
         }
         command.arg(exe).args(std::env::args_os().skip(1));
     }

@@ -2,6 +2,8 @@
 //! kind of plan (one thread, threads, one process per operator, a mixed plan file), Ctrl-C
 //! draining, a killed PE, and one-line errors (never a panic) for bad input.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -206,14 +208,7 @@ fn a_killed_pe_stops_the_job_naming_it_and_leaves_nothing_behind() {
     let mut by_pid = pes.clone();
     by_pid.sort_unstable();
     let victim = by_pid[1];
-    assert!(Command::new("kill")
-        .args(["-KILL", &victim.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let o = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(100), "no hang");
-    assert!(!o.status.success());
+    let o = common::kill_pe_and_wait(child, victim, started);
     let err = stderr(&o);
     assert!(
         err.contains("error: PE 'split' (operators: split) was killed by signal 9"),

@@ -3,6 +3,8 @@
 //! between hosts carried by TCP. Skips, saying why, where namespaces cannot be made (not
 //! root, no `ip`); always removes what it made.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -200,14 +202,7 @@ fn a_killed_pe_on_one_host_stops_the_job_on_the_others() {
         std::thread::sleep(Duration::from_millis(50));
     };
     std::thread::sleep(Duration::from_millis(300));
-    assert!(Command::new("kill")
-        .args(["-KILL", &victim.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let o = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(100), "no hang");
-    assert!(!o.status.success());
+    let o = common::kill_pe_and_wait(child, victim, started);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("error: PE 'split' (operators: split) was killed by signal 9"),

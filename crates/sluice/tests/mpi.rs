@@ -1,6 +1,8 @@
 //! `--launcher mpi`: the PEs of a job run as the ranks of Open MPI's mpirun. Skips, saying so,
 //! where mpirun is not installed.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -112,14 +114,7 @@ fn a_killed_rank_stops_the_mpi_job() {
         std::thread::sleep(Duration::from_millis(50));
     };
     std::thread::sleep(Duration::from_millis(300));
-    assert!(Command::new("kill")
-        .args(["-KILL", &victim.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let o = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(100), "no hang");
-    assert!(!o.status.success());
+    let o = common::kill_pe_and_wait(child, victim, started);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("error: "), "{err}");
     assert!(
