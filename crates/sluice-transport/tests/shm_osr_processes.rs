@@ -5,15 +5,18 @@
 //! records behind it arrive; the other sender learns the edge is closed once the receiver is
 //! gone; and ending the job leaves no segment behind.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use sluice_shm::{JobSegments, SegmentName};
 use sluice_transport::shm_osr::{create_receiver, open_sender};
 use sluice_transport::{RecvError, SendError, TupleReceiver, TupleSender};
 use sluice_types::Message;
+use support::{check_order, poll_until_failure, receive_in_order, this_test, Peer};
 
 const ROLE: &str = "SLUICE_TEST_OSR_SENDER_DIR";
 /// Set (to anything) for a sender that holds one unfinished record until it is killed.
@@ -66,61 +69,17 @@ fn sender(dir: PathBuf) -> ! {
     }
 }
 
-/// A sending process, killed when dropped so a failing test leaves no process behind.
-struct SenderProcess(Child);
-
-impl Drop for SenderProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Re-executes this test binary as a sender for the segment in `dir`, running `test`.
-fn spawn_sender(dir: &Path, test: &str, hold: bool) -> SenderProcess {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command.args(["--exact", test]).env(ROLE, dir);
+fn spawn_sender(dir: &Path, test: &str, hold: bool) -> Peer {
+    let mut command = this_test(test);
+    command.env(ROLE, dir);
     if hold {
         command
             .arg("--nocapture")
             .env(HOLD, "1")
             .stdout(Stdio::piped());
     }
-    SenderProcess(command.spawn().expect("re-execute the test binary"))
-}
-
-/// Polls until the receiver fails, checking that each sender's tuples arrive in order.
-fn poll_until_failure(
-    rx: &mut impl TupleReceiver<u64>,
-    next: &mut [u64],
-    watchdog: Instant,
-) -> RecvError {
-    let mut out = Vec::new();
-    loop {
-        assert!(
-            Instant::now() < watchdog,
-            "the dead sender was never reported"
-        );
-        out.clear();
-        match rx.poll(256, &mut out) {
-            Err(error) => return error,
-            Ok(0) => std::thread::yield_now(),
-            Ok(_) => {}
-        }
-        check_order(&out, next);
-    }
-}
-
-/// Checks that `out` continues each sender's sequence from `next`.
-fn check_order(out: &[Message<u64>], next: &mut [u64]) {
-    for m in out {
-        let Message::Data(v) = *m else {
-            panic!("only data was sent: {m:?}")
-        };
-        let (id, seq) = ((v >> 32) as usize, v & 0xFFFF_FFFF);
-        assert_eq!(seq, next[id], "sender {id} out of order");
-        next[id] += 1;
-    }
+    Peer::spawn(&mut command)
 }
 
 #[test]
@@ -140,13 +99,7 @@ fn a_killed_sender_is_reported_and_the_job_leaves_no_segment() {
 
     // Read a stretch of both streams, each in order.
     let mut next = [0u64; SENDERS];
-    let mut out = Vec::new();
-    while next.iter().any(|&n| n < 20_000) {
-        assert!(Instant::now() < watchdog, "the streams stalled: {next:?}");
-        out.clear();
-        rx.poll(256, &mut out).expect("live senders");
-        check_order(&out, &mut next);
-    }
+    receive_in_order(&mut rx, &mut next, 20_000, watchdog);
 
     children[0].0.kill().unwrap();
     children[0].0.wait().unwrap();

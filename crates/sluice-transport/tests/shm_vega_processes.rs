@@ -3,14 +3,16 @@
 //! waited for forever), and the dead sender's segment must be removed by the stale sweep. A
 //! receiver parked on the ring's doorbell must be woken by the other process's sends.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use sluice_shm::{remove_stale, SegmentName};
 use sluice_transport::shm_vega::{create_sender, open_receiver};
 use sluice_transport::{RecvError, TupleReceiver, TupleSender};
 use sluice_types::Message;
+use support::{poll_until_failure, receive_in_order, this_test, Peer};
 
 const ROLE: &str = "SLUICE_TEST_VEGA_SENDER_DIR";
 const PACED_ROLE: &str = "SLUICE_TEST_VEGA_PACED_SENDER_DIR";
@@ -58,25 +60,9 @@ fn paced_sender(dir: PathBuf) -> ! {
     std::process::exit(0)
 }
 
-/// The sending process, killed when dropped so a failing test leaves no process behind.
-struct SenderProcess(Child);
-
-impl Drop for SenderProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Re-executes this binary to run only `test`, as the sender `role` names.
-fn spawn_sender(test: &str, role: &str, dir: &PathBuf) -> SenderProcess {
-    SenderProcess(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test])
-            .env(role, dir)
-            .spawn()
-            .expect("re-execute the test binary"),
-    )
+fn spawn_sender(test: &str, role: &str, dir: &PathBuf) -> Peer {
+    Peer::spawn(this_test(test).env(role, dir))
 }
 
 #[test]
@@ -101,31 +87,11 @@ fn a_killed_sender_is_reported_and_its_segment_removed() {
             Err(e) => panic!("the sender never created its segment: {e}"),
         }
     };
-    let mut expected = 0u64;
-    let mut out = Vec::new();
-    while expected < 10_000 {
-        assert!(Instant::now() < watchdog, "the stream stalled");
-        out.clear();
-        rx.poll(64, &mut out).expect("a live sender");
-        for m in &out {
-            assert_eq!(*m, Message::Data(expected));
-            expected += 1;
-        }
-    }
-
+    let mut next = [0u64];
+    receive_in_order(&mut rx, &mut next, 10_000, watchdog);
     child.0.kill().unwrap();
     child.0.wait().unwrap();
-    let reported = loop {
-        assert!(
-            Instant::now() < watchdog,
-            "the dead sender was never reported"
-        );
-        out.clear();
-        match rx.poll(64, &mut out) {
-            Err(error) => break error,
-            Ok(_) => std::thread::yield_now(),
-        }
-    };
+    let reported = poll_until_failure(&mut rx, &mut next, watchdog);
     assert_eq!(reported, RecvError::Disconnected);
     drop(rx);
 

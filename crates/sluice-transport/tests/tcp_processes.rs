@@ -3,13 +3,15 @@
 //! the sender with SIGKILL mid-stream must be reported by the receiver as a disconnect, not
 //! waited for.
 
+mod support;
+
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use sluice_transport::tcp::{bind_receiver, connect_sender, JobSecret, TcpParams};
 use sluice_transport::{RecvError, TupleReceiver, TupleSender};
 use sluice_types::Message;
+use support::{poll_until_failure, receive_in_order, this_test, Peer};
 
 const ADDR: &str = "SLUICE_TEST_TCP_RECEIVER";
 const SECRET: &str = "SLUICE_TEST_TCP_SECRET";
@@ -29,16 +31,6 @@ fn sender(addr: &str) -> ! {
     }
 }
 
-/// The sending process, killed when dropped so a failing test leaves no process behind.
-struct SenderProcess(Child);
-
-impl Drop for SenderProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_killed_sender_is_reported_as_disconnected() {
     if let Ok(addr) = std::env::var(ADDR) {
@@ -52,44 +44,18 @@ fn a_killed_sender_is_reported_as_disconnected() {
         &TcpParams::default(),
     )
     .unwrap();
-    let mut child = SenderProcess(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "a_killed_sender_is_reported_as_disconnected"])
+    let mut child = Peer::spawn(
+        this_test("a_killed_sender_is_reported_as_disconnected")
             .env(ADDR, addr.to_string())
-            .env(SECRET, secret.to_hex())
-            .spawn()
-            .expect("re-execute the test binary"),
+            .env(SECRET, secret.to_hex()),
     );
     let watchdog = Instant::now() + Duration::from_secs(30);
 
-    let mut expected = 0u64;
-    let mut out = Vec::new();
-    while expected < 10_000 {
-        assert!(
-            Instant::now() < watchdog,
-            "the stream stalled at {expected}"
-        );
-        out.clear();
-        rx.poll(64, &mut out).expect("a live sender");
-        for m in &out {
-            assert_eq!(*m, Message::Data(expected));
-            expected += 1;
-        }
-    }
-
+    let mut next = [0u64];
+    receive_in_order(&mut rx, &mut next, 10_000, watchdog);
     child.0.kill().unwrap();
     child.0.wait().unwrap();
-    let reported = loop {
-        assert!(
-            Instant::now() < watchdog,
-            "the dead sender was never reported"
-        );
-        out.clear();
-        match rx.poll(64, &mut out) {
-            Err(error) => break error,
-            Ok(_) => std::thread::yield_now(),
-        }
-    };
+    let reported = poll_until_failure(&mut rx, &mut next, watchdog);
     assert_eq!(reported, RecvError::Disconnected);
-    assert_eq!(rx.poll(1, &mut out), Err(RecvError::Disconnected));
+    assert_eq!(rx.poll(1, &mut Vec::new()), Err(RecvError::Disconnected));
 }
