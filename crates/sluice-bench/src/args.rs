@@ -8,6 +8,7 @@ use serde::Serialize;
 use sluice_sync::IdleStrategy;
 use sluice_transport::tcp::BatchProfile;
 
+use crate::load::Span;
 use crate::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
 
 /// Measure Sluice's transports, each against a hand-written baseline run alongside.
@@ -276,6 +277,14 @@ fn seconds(option: &str, value: f64, allow_zero: bool) -> anyhow::Result<Duratio
 }
 
 impl Settings {
+    /// How long the senders send.
+    pub(crate) fn span(&self) -> Span {
+        Span {
+            warmup: self.warmup,
+            duration: self.duration,
+        }
+    }
+
     /// Checks `args`; every problem is one line naming the option.
     pub(crate) fn from_args(args: &BenchArgs) -> anyhow::Result<Self> {
         let (common, bench) = match &args.command {

@@ -20,7 +20,7 @@ use sluice_graph::OperatorReport;
 use sluice_sync::IdleStrategy;
 use sluice_types::monotonic_ns;
 
-use crate::load::{Generator, Load};
+use crate::load::{Generator, Load, Span};
 use crate::payload::Payload;
 use crate::record::Recorder;
 
@@ -41,7 +41,8 @@ fn direct_sink<P: Payload, R: Recorder>(recorder: &mut R, tuple: &P) {
     recorder.record(tuple);
 }
 
-/// Sends and receives in this thread through [`direct_sink`] for `warmup + duration`.
+/// Sends and receives in this thread through [`direct_sink`] for `warmup + duration` (or
+/// longer, see [`Span`]).
 pub(crate) fn direct_call<P: Payload, R: Recorder>(
     template: P,
     load: Load,
@@ -49,10 +50,8 @@ pub(crate) fn direct_call<P: Payload, R: Recorder>(
     duration: Duration,
     idle: Option<IdleStrategy>,
 ) -> OperatorReport {
-    let measure_from = monotonic_ns().saturating_add(nanos(warmup));
-    let end = measure_from.saturating_add(nanos(duration));
-    let mut recorder = R::new(measure_from);
-    let mut generator = Generator::new(template, load);
+    let mut recorder = R::new(monotonic_ns().saturating_add(nanos(warmup)));
+    let mut generator = Generator::new(template, load, Span { warmup, duration });
     let mut idle = idle
         .unwrap_or(IdleStrategy::default_for(1, cores()))
         .waiter();
@@ -64,7 +63,7 @@ pub(crate) fn direct_call<P: Payload, R: Recorder>(
                 Ok::<(), std::convert::Infallible>(())
             })
             .unwrap_or_else(|never| match never {});
-        if monotonic_ns() >= end {
+        if generator.done() {
             break;
         }
         idle.after(sent);
@@ -104,11 +103,10 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
         .map(|_| crossbeam_channel::bounded::<P>(CHANNEL_CAPACITY))
         .unzip();
     let measure_from = monotonic_ns().saturating_add(nanos(warmup));
-    let end = measure_from.saturating_add(nanos(duration));
     std::thread::scope(|s| {
         let sender = s.spawn(move || {
             pin(0);
-            let mut generator = Generator::new(template, load);
+            let mut generator = Generator::new(template, load, Span { warmup, duration });
             let mut idle = idle.waiter();
             let send_all = |tuple: P| {
                 let (last, others) = txs.split_last().expect("at least one channel");
@@ -116,7 +114,7 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
                 last.send(tuple)
             };
             while let Ok(sent) = generator.fill(send_all) {
-                if monotonic_ns() >= end {
+                if generator.done() {
                     break;
                 }
                 idle.after(sent);

@@ -18,28 +18,21 @@ use sluice_runtime::{run, RunOptions};
 use sluice_sync::IdleStrategy;
 use sluice_types::{monotonic_ns, BatchRef, TupleRef};
 
-use crate::load::{Generator, Load};
+use crate::load::{Generator, Load, Span};
 use crate::payload::Payload;
 use crate::record::Recorder;
 
-/// Emits tuples as its [`Load`] says, for `span_ns` from its first call (so a slow start of
-/// the threads on a busy machine does not eat into the run).
+/// Emits tuples as its [`Load`] says, for its [`Span`] from its first call (so a slow start
+/// of the threads on a busy machine does not eat into the run).
 struct BenchSource<P> {
     generator: Generator<P>,
     /// The tuples of one `produce` call, emitted as one batch.
     batch: Vec<P>,
-    span_ns: u64,
-    /// When it stops emitting; set by the first call.
-    until_ns: Option<u64>,
 }
 
 impl<P: Payload> Source for BenchSource<P> {
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
-        let now = monotonic_ns();
-        let until = *self
-            .until_ns
-            .get_or_insert_with(|| now.saturating_add(self.span_ns));
-        if now >= until {
+        if self.generator.done() {
             return Ok(Produced::Exhausted);
         }
         let batch = &mut self.batch;
@@ -122,7 +115,7 @@ pub(crate) struct EngineRun {
 }
 
 /// Runs `source -> sink` with tuples like `template` for `warmup + duration` from the first
-/// tuple, fused or threaded; the sink measures from the end of the warm-up. With `receivers`
+/// tuple (longer if the window would hold too few tuples, see [`Span`]), fused or threaded; the sink measures from the end of the warm-up. With `receivers`
 /// above 1 the sink runs as that many instances behind a broadcast edge (a fan-out).
 pub(crate) fn run_engine<P: Payload, R: Recorder>(
     threaded: bool,
@@ -134,12 +127,10 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     idle: Option<IdleStrategy>,
 ) -> anyhow::Result<EngineRun> {
     let mut g = GraphBuilder::new("bench");
-    let span_ns = u64::try_from((warmup + duration).as_nanos()).unwrap_or(u64::MAX);
+    let span = Span { warmup, duration };
     let source = g.source("source", Ports::new().output::<P>(), move |_| BenchSource {
-        generator: Generator::new(template.clone(), load.clone()),
+        generator: Generator::new(template.clone(), load.clone(), span),
         batch: Vec::with_capacity(crate::load::BATCH),
-        span_ns,
-        until_ns: None,
     });
     let warmup_ns = u64::try_from(warmup.as_nanos()).unwrap_or(u64::MAX);
     let sink = g.operator("sink", Ports::new().input::<P>(), move |_| BenchSink::<

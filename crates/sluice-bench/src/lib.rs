@@ -97,9 +97,37 @@ fn measure(settings: &Settings) -> anyhow::Result<BenchResult> {
 /// Every run of both sides.
 struct Measured {
     sluice: Vec<RunFigures>,
+    /// The baseline's runs that could be measured.
     baseline: Vec<RunFigures>,
+    /// Why a baseline run could not be measured (the first such run).
+    baseline_failure: Option<String>,
     pinned: bool,
     baseline_pinned: bool,
+}
+
+impl Measured {
+    /// Nothing measured yet, room for `repeat` runs a side.
+    fn new(repeat: usize, pinned: bool) -> Self {
+        Self {
+            sluice: Vec::with_capacity(repeat),
+            baseline: Vec::with_capacity(repeat),
+            baseline_failure: None,
+            pinned,
+            baseline_pinned: pinned,
+        }
+    }
+
+    /// Keeps baseline run `i`, or why it failed: a baseline that cannot be measured leaves
+    /// Sluice's figures standing, without a ratio.
+    fn baseline_run(&mut self, i: usize, run: anyhow::Result<RunFigures>) {
+        match run {
+            Ok(figures) => self.baseline.push(figures),
+            Err(e) => {
+                self.baseline_failure
+                    .get_or_insert_with(|| format!("baseline run {i}: {e:#}"));
+            }
+        }
+    }
 }
 
 /// Runs a benchmark with the payload type the settings select.
@@ -125,15 +153,10 @@ fn repeat<P: Payload, R: Recorder>(
     load: Load,
 ) -> anyhow::Result<Measured> {
     let threaded = s.transport == Transport::Threaded;
-    let mut measured = Measured {
-        sluice: Vec::with_capacity(s.repeat),
-        baseline: Vec::with_capacity(s.repeat),
-        pinned: false,
-        baseline_pinned: false,
-    };
     if s.transport.crosses_processes() {
         return processes::repeat::<P>(s, template, load);
     }
+    let mut measured = Measured::new(s.repeat, false);
     for i in 1..=s.repeat {
         let engine = engine::run_engine::<P, R>(
             threaded,
@@ -170,9 +193,7 @@ fn repeat<P: Payload, R: Recorder>(
                 s.idle,
             )]
         };
-        measured.baseline.push(
-            summed(&reports, s.size).map_err(|e| anyhow::anyhow!("baseline run {i}: {e:#}"))?,
-        );
+        measured.baseline_run(i, summed(&reports, s.size));
     }
     Ok(measured)
 }
@@ -271,8 +292,10 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         baseline: BaselineResult {
             name,
             description,
-            tuples_per_sec: base_tps,
-            gbit_per_sec: base_gbit,
+            skipped: m.baseline.is_empty(),
+            reason: m.baseline_failure,
+            tuples_per_sec: (!m.baseline.is_empty()).then_some(base_tps),
+            gbit_per_sec: (!m.baseline.is_empty()).then_some(base_gbit),
             latency_ns: base_latency,
             loss: median_loss(&m.baseline),
             runs: m.baseline,

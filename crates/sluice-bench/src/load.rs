@@ -2,9 +2,12 @@
 //! rate paced by the monotonic clock. The engine's source and the baselines' senders share this
 //! code, so they differ only in how a tuple reaches the receiver.
 
+use std::time::Duration;
+
 use sluice_types::monotonic_ns;
 
 use crate::payload::Payload;
+use crate::record::SAMPLE_EVERY;
 
 /// The most tuples one call of [`Generator::fill`] sends.
 pub(crate) const BATCH: usize = 256;
@@ -55,22 +58,105 @@ pub(crate) enum Load {
     Paced(Pacer),
 }
 
-/// Makes the tuples of one sender.
+/// The fewest tuples a flooding sender sends after its warm-up: a receiver reading the clock
+/// every [`SAMPLE_EVERY`] tuples then sees several readings in its window, however short the
+/// duration asked for and however loaded the machine.
+pub(crate) const LEAST_FLOODED: u64 = 8 * SAMPLE_EVERY;
+/// The fewest tuples a paced sender sends after its warm-up.
+pub(crate) const LEAST_PACED: u64 = 20;
+/// How long past its duration a sender goes on to reach its least; a window still short of it
+/// then is reported as such by the receiver.
+pub(crate) const MOST_EXTRA: Duration = Duration::from_secs(5);
+
+/// How long a sender sends: a warm-up, then the measured duration, then on until it has sent
+/// its least since the warm-up (at most [`MOST_EXTRA`] more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// Sent but not measured.
+    pub(crate) warmup: Duration,
+    /// Measured.
+    pub(crate) duration: Duration,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Span {
+    /// The warm-up in nanoseconds.
+    pub(crate) fn warmup_ns(&self) -> u64 {
+        nanos(self.warmup)
+    }
+
+    /// Whether a sender `elapsed_ns` after its start, having sent `measured` tuples since its
+    /// warm-up and needing `least`, is done.
+    pub(crate) fn over(&self, elapsed_ns: u64, measured: u64, least: u64) -> bool {
+        let end = nanos(self.warmup + self.duration);
+        elapsed_ns >= end
+            && (measured >= least || elapsed_ns >= end.saturating_add(nanos(MOST_EXTRA)))
+    }
+
+    /// The longest a sender may send.
+    pub(crate) fn longest(&self) -> Duration {
+        self.warmup + self.duration + MOST_EXTRA
+    }
+}
+
+/// Makes the tuples of one sender, and says when it is done.
 pub(crate) struct Generator<P> {
     template: P,
     load: Load,
+    span: Span,
+    /// The first call's clock reading.
+    start_ns: Option<u64>,
+    /// Tuples sent since the warm-up.
+    measured: u64,
 }
 
 impl<P: Payload> Generator<P> {
-    /// Sends copies of `template` as `load` says.
-    pub(crate) fn new(template: P, load: Load) -> Self {
-        Self { template, load }
+    /// Sends copies of `template` as `load` says, for `span`.
+    pub(crate) fn new(template: P, load: Load, span: Span) -> Self {
+        Self {
+            template,
+            load,
+            span,
+            start_ns: None,
+            measured: 0,
+        }
+    }
+
+    /// Whether the span is over (never before the first [`fill`](Self::fill)).
+    pub(crate) fn done(&self) -> bool {
+        let least = match self.load {
+            Load::Flood => LEAST_FLOODED,
+            Load::Paced(_) => LEAST_PACED,
+        };
+        self.start_ns.is_some_and(|start| {
+            self.span
+                .over(monotonic_ns().saturating_sub(start), self.measured, least)
+        })
     }
 
     /// Hands the tuples due now (at most [`BATCH`]) to `send`; returns how many, 0 when none
     /// is due (the caller may idle).
     #[inline]
     pub(crate) fn fill<E>(&mut self, mut send: impl FnMut(P) -> Result<(), E>) -> Result<usize, E> {
+        let now = monotonic_ns();
+        let start = *self.start_ns.get_or_insert(now);
+        let measuring = now.saturating_sub(start) >= self.span.warmup_ns();
+        let sent = self.send_due(now, &mut send)?;
+        if measuring {
+            self.measured += sent as u64;
+        }
+        Ok(sent)
+    }
+
+    #[inline]
+    fn send_due<E>(
+        &mut self,
+        now: u64,
+        send: &mut impl FnMut(P) -> Result<(), E>,
+    ) -> Result<usize, E> {
         match &mut self.load {
             Load::Flood => {
                 for _ in 0..BATCH {
@@ -79,7 +165,7 @@ impl<P: Payload> Generator<P> {
                 Ok(BATCH)
             }
             Load::Paced(pacer) => {
-                let due = pacer.due(monotonic_ns()).min(BATCH as u64);
+                let due = pacer.due(now).min(BATCH as u64);
                 for _ in 0..due {
                     let mut tuple = self.template.clone();
                     tuple.stamp(monotonic_ns());
@@ -95,6 +181,45 @@ impl<P: Payload> Generator<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SPAN: Span = Span {
+        warmup: Duration::from_millis(10),
+        duration: Duration::from_millis(50),
+    };
+
+    #[test]
+    fn a_span_ends_after_its_duration_and_its_least() {
+        let ms = 1_000_000;
+        assert!(
+            !SPAN.over(59 * ms, 1_000_000, 100),
+            "not before warm-up + duration"
+        );
+        assert!(SPAN.over(60 * ms, 100, 100));
+        assert!(
+            !SPAN.over(60 * ms, 1, 100),
+            "a window holding one tuple goes on"
+        );
+        let most = 60 * ms + nanos(MOST_EXTRA);
+        assert!(!SPAN.over(most - 1, 1, 100));
+        assert!(SPAN.over(most, 1, 100), "but not for ever");
+        assert_eq!(SPAN.longest(), Duration::from_millis(60) + MOST_EXTRA);
+    }
+
+    #[test]
+    fn a_generator_counts_what_it_sends_after_the_warm_up() {
+        let span = Span {
+            warmup: Duration::ZERO,
+            duration: Duration::ZERO,
+        };
+        let mut flood = Generator::new([7u8; 16], Load::Flood, span);
+        assert!(!flood.done(), "not done before it starts");
+        let mut batches = 0;
+        while !flood.done() {
+            flood.fill(|_| Ok::<_, ()>(())).unwrap();
+            batches += 1;
+        }
+        assert_eq!(batches as u64 * BATCH as u64, LEAST_FLOODED);
+    }
 
     #[test]
     fn a_pacer_releases_tuples_on_schedule() {
@@ -126,7 +251,7 @@ mod tests {
 
     #[test]
     fn flooding_sends_a_full_batch_and_pacing_stamps() {
-        let mut flood = Generator::new([7u8; 16], Load::Flood);
+        let mut flood = Generator::new([7u8; 16], Load::Flood, SPAN);
         let mut n = 0;
         let count = |_| {
             n += 1;
@@ -135,7 +260,7 @@ mod tests {
         assert_eq!(flood.fill(count), Ok(BATCH));
         assert_eq!(n, BATCH);
 
-        let mut paced = Generator::new([0u8; 16], Load::Paced(Pacer::new(1)));
+        let mut paced = Generator::new([0u8; 16], Load::Paced(Pacer::new(1)), SPAN);
         let before = monotonic_ns();
         let mut stamps = Vec::new();
         let keep = |t: [u8; 16]| {

@@ -14,7 +14,6 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sluice_sync::IdleStrategy;
@@ -23,7 +22,7 @@ use sluice_transport::tcp::{
 };
 
 use crate::args::Settings;
-use crate::load::{Generator, Load};
+use crate::load::{Generator, Load, Span};
 use crate::payload::Payload;
 use crate::processes::{
     all_figures, encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV,
@@ -107,9 +106,7 @@ pub(crate) fn run_sluice<P: Payload, S: TupleSender<P>>(
         .iter_mut()
         .map(|peer| Ok(connect(peer.listening()?, &secret, tuple_bytes)?))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    send_pinned(s, |idle| {
-        send(&mut txs, template, load, s.warmup + s.duration, idle, 0)
-    })?;
+    send_pinned(s, |idle| send(&mut txs, template, load, s.span(), idle, 0))?;
     drop(txs);
     all_figures(peers, s.size)
 }
@@ -166,7 +163,7 @@ pub(crate) fn run_baseline<P: Payload, W: RawWriter + Send>(
         .collect::<anyhow::Result<Vec<W>>>()?;
     let idle = s.idle.unwrap_or(IdleStrategy::Yield);
     send_pinned(s, |_| {
-        write_all(&mut writers, template, load, s.warmup + s.duration, idle)
+        write_all(&mut writers, template, load, s.span(), idle)
     })?;
     all_figures(peers, s.size)
 }
@@ -182,21 +179,20 @@ impl<W: RawWriter> RawWriter for Vec<W> {
     }
 }
 
-/// Feeds `writer` every tuple's encoding for `length` on core 0 (the caller's thread), then
+/// Feeds `writer` every tuple's encoding for `span` on core 0 (the caller's thread), then
 /// finishes it; idles with `idle` when nothing is due.
 pub(crate) fn write_all<P: Payload, W: RawWriter + ?Sized>(
     writer: &mut W,
     template: P,
     load: Load,
-    length: Duration,
+    span: Span,
     idle: IdleStrategy,
 ) -> anyhow::Result<()> {
     pin(0);
-    let started = Instant::now();
-    let mut generator = Generator::new(template, load);
+    let mut generator = Generator::new(template, load, span);
     let mut idle = idle.waiter();
     let mut bytes = Vec::new();
-    while started.elapsed() < length {
+    while !generator.done() {
         let sent = generator.fill(|tuple| -> anyhow::Result<()> {
             bytes.clear();
             tuple.encode(&mut bytes)?;

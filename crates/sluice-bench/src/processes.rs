@@ -35,7 +35,7 @@ use sluice_types::{monotonic_ns, Message};
 
 use crate::args::{Bench, Settings, Transport, TupleEncoding};
 use crate::hardware::{memcpy_gbit, ping_pong};
-use crate::load::{Generator, Load};
+use crate::load::{Generator, Load, Span};
 use crate::network;
 use crate::payload::{dispatch, Payload, PayloadVisitor};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
@@ -286,12 +286,7 @@ pub(crate) fn repeat<P: Payload>(
     template: P,
     load: Load,
 ) -> anyhow::Result<Measured> {
-    let mut measured = Measured {
-        sluice: Vec::with_capacity(s.repeat),
-        baseline: Vec::with_capacity(s.repeat),
-        pinned: crate::machine::cores() >= 2,
-        baseline_pinned: crate::machine::cores() >= 2,
-    };
+    let mut measured = Measured::new(s.repeat, crate::machine::cores() >= 2);
     for i in 1..=s.repeat {
         let (run, baseline) = match s.transport.tcp_profile() {
             None if s.transport == Transport::UdpMq => (
@@ -314,9 +309,7 @@ pub(crate) fn repeat<P: Payload>(
         measured
             .sluice
             .push(run.with_context(|| format!("{name} run {i}"))?);
-        measured
-            .baseline
-            .push(baseline.with_context(|| format!("{name} baseline run {i}"))?);
+        measured.baseline_run(i, baseline);
     }
     Ok(measured)
 }
@@ -377,9 +370,7 @@ fn run_vega<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result
         txs.push(create_sender::<P>(&segment(&job)?, slot_bytes, SLOTS)?);
         peers.push(PeerProcess::spawn(s, false, &job, slot_bytes, None)?);
     }
-    send_pinned(s, |idle| {
-        send(&mut txs, template, load, s.warmup + s.duration, idle, 0)
-    })?;
+    send_pinned(s, |idle| send(&mut txs, template, load, s.span(), idle, 0))?;
     all_figures(peers, s.size)
 }
 
@@ -415,22 +406,22 @@ pub(crate) fn encoding_name(encoding: TupleEncoding) -> &'static str {
     }
 }
 
-/// Sends for `length` on `core` to every sender of `txs` (each tuple to each: a broadcast,
+/// Sends for `span` on `core` to every sender of `txs` (each tuple to each: a broadcast,
 /// held back by the slowest), then the end of the stream, and flushes until the transports
 /// hold nothing.
 pub(crate) fn send<P: Payload, S: TupleSender<P>>(
     txs: &mut [S],
     template: P,
     load: Load,
-    length: Duration,
+    span: Span,
     idle: IdleStrategy,
     core: usize,
 ) -> anyhow::Result<()> {
     pin(core);
     let started = Instant::now();
-    let mut generator = Generator::new(template, load);
+    let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
-    let stalled = || started.elapsed() > length + PATIENCE;
+    let stalled = || started.elapsed() > span.longest() + PATIENCE;
     let offer = |tx: &mut S, mut message: Message<P>| -> anyhow::Result<()> {
         let mut wait = idle.waiter();
         loop {
@@ -456,7 +447,7 @@ pub(crate) fn send<P: Payload, S: TupleSender<P>>(
         }
         Ok(())
     };
-    while started.elapsed() < length {
+    while !generator.done() {
         let sent = generator.fill(|tuple| offer_all(txs, Message::Data(tuple)))?;
         txs.iter_mut().for_each(|tx| tx.flush());
         waiter.after(sent);

@@ -218,10 +218,17 @@ impl RunFigures {
                 counter(RECEIVED)
             );
         }
+        let window_ns = last_ns.saturating_sub(first_ns);
+        if tuples < 2 || window_ns == 0 {
+            anyhow::bail!(
+                "the measured window holds {tuples} tuple(s) over {window_ns} ns ({} received in all): no rate can be computed from it",
+                counter(RECEIVED)
+            );
+        }
         let rate = tuples_per_sec(first_ns, last_ns, tuples);
         Ok(Self {
             tuples,
-            window_s: last_ns.saturating_sub(first_ns) as f64 / 1e9,
+            window_s: window_ns as f64 / 1e9,
             tuples_per_sec: rate,
             gbit_per_sec: gbit_per_sec(rate, tuple_size),
             latency_ns: report
@@ -322,6 +329,23 @@ mod tests {
         assert_eq!(
             RunFigures::sum(std::slice::from_ref(&a), 125).tuples,
             a.tuples
+        );
+    }
+
+    #[test]
+    fn a_window_of_one_reading_has_no_rate() {
+        let mut c = Counting::new(0);
+        for _ in 0..(SAMPLE_EVERY + 5) {
+            c.record(&[1u8; 4]);
+        }
+        let err = RunFigures::from_report(&c.report(), 4)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "the measured window holds 1 tuple(s) over 0 ns (1029 received in all)"
+            ),
+            "{err}"
         );
     }
 

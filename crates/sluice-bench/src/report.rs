@@ -80,10 +80,17 @@ pub struct BaselineResult {
     pub name: &'static str,
     /// What exactly was measured.
     pub description: String,
-    /// Median tuples per second at the receiver.
-    pub tuples_per_sec: f64,
-    /// Median payload Gbit/s at the receiver.
-    pub gbit_per_sec: f64,
+    /// Whether no run of the baseline could be measured; `reason` says why.
+    pub skipped: bool,
+    /// Why a baseline run failed (the first failure), when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Median tuples per second at the receiver (absent when skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuples_per_sec: Option<f64>,
+    /// Median payload Gbit/s at the receiver (absent when skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gbit_per_sec: Option<f64>,
     /// Median latency figures (latency only; null for throughput).
     pub latency_ns: Option<LatencySummary>,
     /// Median share of tuples lost (lossy baselines only).
@@ -212,8 +219,8 @@ pub fn render_table(result: &BenchResult) -> String {
         (
             "baseline",
             &result.baseline.runs,
-            result.baseline.tuples_per_sec,
-            result.baseline.gbit_per_sec,
+            result.baseline.tuples_per_sec.unwrap_or(0.0),
+            result.baseline.gbit_per_sec.unwrap_or(0.0),
             result.baseline.latency_ns.as_ref(),
             result.baseline.loss,
         ),
@@ -239,6 +246,9 @@ pub fn render_table(result: &BenchResult) -> String {
         row(&mut out, who, "median", line);
     }
     out.push('\n');
+    if let Some(reason) = &result.baseline.reason {
+        let _ = writeln!(out, "baseline not measured: {reason}");
+    }
     if let Some(r) = result.ratio_to_baseline {
         let _ = writeln!(out, "sluice / baseline throughput: {r:.3}");
     }

@@ -17,7 +17,7 @@ use sluice_transport::shm_osr::{create_receiver, open_sender, DEFAULT_BATCH_BYTE
 use sluice_types::monotonic_ns;
 
 use crate::args::{Bench, Settings, TupleEncoding};
-use crate::load::{Load, Pacer};
+use crate::load::{Load, Pacer, Span};
 use crate::payload::{dispatch, Payload, PayloadVisitor};
 use crate::processes::{encoding_name, pin, record, segment, send, PATIENCE};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
@@ -34,9 +34,12 @@ pub struct OsrSenderArgs {
     /// Tuple encoding.
     #[arg(long, value_enum)]
     pub encoding: TupleEncoding,
-    /// Nanoseconds to send for (warm-up plus measured duration).
+    /// Nanoseconds of warm-up to send for.
     #[arg(long)]
-    pub length_ns: u64,
+    pub warmup_ns: u64,
+    /// Nanoseconds to send for after the warm-up (longer if too few tuples went out).
+    #[arg(long)]
+    pub duration_ns: u64,
     /// Tuples per second to send, stamped (latency); flood when absent.
     #[arg(long)]
     pub rate: Option<u64>,
@@ -79,12 +82,15 @@ impl PayloadVisitor for Send<'_> {
             .rate
             .map_or(Load::Flood, |rate| Load::Paced(Pacer::new(rate)));
         let idle = args.idle;
-        let length = Duration::from_nanos(args.length_ns);
+        let span = Span {
+            warmup: Duration::from_nanos(args.warmup_ns),
+            duration: Duration::from_nanos(args.duration_ns),
+        };
         send(
             std::slice::from_mut(&mut tx),
             P::template(size),
             load,
-            length,
+            span,
             idle,
             args.core,
         )
@@ -117,7 +123,6 @@ pub(crate) fn run_once<P: Payload>(s: &Settings) -> anyhow::Result<RunFigures> {
     );
     let mut rx = create_receiver::<P>(&segment(&job)?, s.ring_bytes, s.producers)?;
     let idle = s.idle.unwrap_or(IdleStrategy::Yield);
-    let length = s.warmup + s.duration;
     let exe = std::env::current_exe().context("find the sluice binary")?;
     let mut producers = Vec::with_capacity(s.producers);
     for i in 0..s.producers {
@@ -126,7 +131,8 @@ pub(crate) fn run_once<P: Payload>(s: &Settings) -> anyhow::Result<RunFigures> {
             .args(["bench", "osr-sender", "--job", &job])
             .args(["--size", &s.size.to_string()])
             .args(["--encoding", encoding_name(s.encoding)])
-            .args(["--length-ns", &length.as_nanos().to_string()])
+            .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
+            .args(["--duration-ns", &s.duration.as_nanos().to_string()])
             .args(["--ring-bytes", &s.ring_bytes.to_string()])
             .args([
                 "--core",
@@ -169,7 +175,7 @@ fn receive<P: Payload, R: Recorder>(
     pin(1);
     let warmup_ns = u64::try_from(s.warmup.as_nanos()).unwrap_or(u64::MAX);
     let mut recorder = R::new(monotonic_ns().saturating_add(warmup_ns));
-    let deadline = Instant::now() + s.warmup + s.duration + PATIENCE;
+    let deadline = Instant::now() + s.span().longest() + PATIENCE;
     record(rx, &mut recorder, idle, s.producers, Some(deadline))?;
     RunFigures::from_report(&recorder.report(), s.size)
 }

@@ -33,7 +33,7 @@ use sluice_types::monotonic_ns;
 
 use super::output;
 use crate::args::{Bench, Transport};
-use crate::load::{Load, Pacer};
+use crate::load::{Load, Pacer, Span};
 use crate::network::{write_all, RawWriter};
 use crate::payload::{dispatch, Payload, PayloadVisitor};
 use crate::processes::{pin, PeerProcess, PATIENCE};
@@ -159,10 +159,10 @@ pub(crate) fn from_baseline(result: &BenchResult) -> Option<Value> {
         compared_with: peer.compared_with().to_vec(),
         tuple_size: result.tuple_size,
         target_rate: result.target_rate,
-        skipped: false,
-        reason: None,
-        tuples_per_sec: Some(baseline.tuples_per_sec),
-        gbit_per_sec: Some(baseline.gbit_per_sec),
+        skipped: baseline.skipped,
+        reason: baseline.reason.clone(),
+        tuples_per_sec: baseline.tuples_per_sec,
+        gbit_per_sec: baseline.gbit_per_sec,
         latency_ns: baseline.latency_ns,
         duration_s: result.duration_s,
         runs: baseline.runs.clone(),
@@ -283,7 +283,10 @@ impl PeerJob {
             .strip_prefix(READY)
             .with_context(|| format!("the {} receiver is not ready: {line:?}", self.peer.name()))?
             .to_string();
-        let length = self.warmup + self.duration;
+        let span = Span {
+            warmup: self.warmup,
+            duration: self.duration,
+        };
         let idle = IdleStrategy::Yield;
         let (peer, size, load) = (self.peer, self.size, self.load());
         // The sender stays connected until the receiver has printed its figures: ZeroMQ over
@@ -293,7 +296,7 @@ impl PeerJob {
         std::thread::scope(|scope| {
             let sender = scope.spawn(move || -> anyhow::Result<()> {
                 let mut writer = writer(peer, &endpoint, size)?;
-                write_all(&mut *writer, P::template(size), load, length, idle)?;
+                write_all(&mut *writer, P::template(size), load, span, idle)?;
                 let _ = until_received.recv_timeout(PATIENCE);
                 Ok(())
             });
