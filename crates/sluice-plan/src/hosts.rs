@@ -13,9 +13,14 @@
 //! address = "10.0.0.2"
 //! cores = 8
 //! launch = ["ip", "netns", "exec", "b"]
+//!
+//! [launcher]                      # optional
+//! address = "10.0.0.254"          # the launcher listens for its PEs here (TCP)
 //! ```
 //!
 //! Without a hosts file a job has one host, `localhost` (127.0.0.1, this machine's cores).
+//! With one, PEs reach their launcher over TCP at the `[launcher]` address; without that
+//! setting, at the address of this machine that its routes use toward the hosts.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -40,6 +45,19 @@ pub struct HostsFile {
     /// The hosts, in the order PEs are spread over them.
     #[serde(rename = "host")]
     pub hosts: Vec<HostSpec>,
+    /// Where the launcher meets its PEs.
+    #[serde(default)]
+    pub launcher: LauncherSpec,
+}
+
+/// The `[launcher]` table: how the PEs on the hosts reach the launcher.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LauncherSpec {
+    /// The address of the launcher's machine its control listener binds to (alone) and every
+    /// PE connects to; by default the one this machine's routes use toward the hosts.
+    #[serde(default)]
+    pub address: Option<IpAddr>,
 }
 
 /// One host.
@@ -96,6 +114,7 @@ impl HostsFile {
                 groups: Vec::new(),
                 launch: Vec::new(),
             }],
+            launcher: LauncherSpec::default(),
         }
     }
 }

@@ -22,7 +22,7 @@ mod render;
 mod transports;
 
 pub use file::{EdgeSpec, PlanFile, ThreadSpec};
-pub use hosts::{HostSpec, HostsError, HostsFile};
+pub use hosts::{HostSpec, HostsError, HostsFile, LauncherSpec};
 pub use plan::{
     ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
 };

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use sluice_transport::TransportSpec;
 
-use crate::HostSpec;
+use crate::{HostSpec, LauncherSpec};
 
 /// Index of an operator instance in [`PhysicalPlan::instances`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -26,6 +26,10 @@ pub struct PhysicalPlan {
     pub channels: Vec<ChannelPlan>,
     /// The hosts the PEs run on (every host the job may use).
     pub hosts: Vec<HostSpec>,
+    /// The hosts file's `[launcher]` settings; `None` without a hosts file, when every PE runs
+    /// on the launcher's machine.
+    #[serde(default)]
+    pub launcher: Option<LauncherSpec>,
 }
 
 /// One processing element: an OS process on a host.

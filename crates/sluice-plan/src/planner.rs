@@ -271,6 +271,7 @@ pub fn plan(
         edges,
         channels,
         hosts,
+        launcher: options.hosts.as_ref().map(|h| h.launcher.clone()),
     })
 }
 

@@ -358,6 +358,31 @@ fn hosts_files_are_checked() {
     .unwrap_err();
     assert_eq!(e.to_string(), "host 'a' is listed twice");
     assert!(HostsFile::parse("").is_err());
+    let e = HostsFile::parse(&format!("{HOSTS}[launcher]\nadress = '10.0.0.9'\n")).unwrap_err();
+    assert!(e.to_string().contains("unknown field `adress`"), "{e}");
+}
+
+#[test]
+fn the_launcher_address_reaches_the_plan_only_with_a_hosts_file() {
+    let g = placed(&[]);
+    let local = plan(&g, &PlanRequest::Processes, &options()).unwrap();
+    assert_eq!(local.launcher, None);
+    assert_eq!(
+        plan(&g, &PlanRequest::Processes, &with_hosts())
+            .unwrap()
+            .launcher,
+        Some(sluice_plan::LauncherSpec { address: None })
+    );
+    let file = format!("{HOSTS}[launcher]\naddress = '10.0.0.254'\n");
+    let options = PlanOptions {
+        hosts: Some(sluice_plan::HostsFile::parse(&file).unwrap()),
+        ..options()
+    };
+    let p = plan(&g, &PlanRequest::Processes, &options).unwrap();
+    assert_eq!(
+        p.launcher.and_then(|l| l.address).map(|a| a.to_string()),
+        Some("10.0.0.254".to_string())
+    );
 }
 
 #[test]

@@ -6,7 +6,6 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 
@@ -39,22 +38,30 @@ impl Scope {
     }
 }
 
-/// Where the channels of a job meet: their shared segments are named after the job's id, and
-/// their network receivers are bound on their hosts' addresses, which the launcher hands to
-/// the senders (`endpoints`).
+/// Where the channels of a job meet: their shared segments are named after the job's id (in
+/// [`sluice_shm::DEFAULT_DIR`], where [`sluice_shm::JobSegments`] sweeps them), and their
+/// network receivers are bound on their hosts' addresses, which the launcher hands to the
+/// senders (`endpoints`).
 #[derive(Debug, Clone)]
 pub(crate) struct Sites {
-    /// The directory of the job's segments.
-    pub(crate) dir: PathBuf,
     /// The job's id, unique among the jobs running on the host.
-    pub(crate) job: String,
+    job: String,
     /// The job's secret, which network receivers require of senders.
-    pub(crate) secret: JobSecret,
+    secret: JobSecret,
     /// The bound address of every network receiver, by channel.
     pub(crate) endpoints: BTreeMap<usize, SocketAddr>,
 }
 
 impl Sites {
+    /// The sites of job `job`, whose network receivers require `secret`; no endpoint known yet.
+    pub(crate) fn new(job: impl Into<String>, secret: JobSecret) -> Self {
+        Self {
+            job: job.into(),
+            secret,
+            endpoints: BTreeMap::new(),
+        }
+    }
+
     fn site(
         &self,
         plan: &PhysicalPlan,
@@ -63,8 +70,8 @@ impl Sites {
     ) -> Result<ChannelSite, RunError> {
         let mismatch =
             |e: String| RunError::PlanMismatch(format!("channel {}: {e}", channel.name()));
-        let segment = SegmentName::in_dir(&self.dir, &self.job, &channel.name())
-            .map_err(|e| mismatch(e.to_string()))?;
+        let segment =
+            SegmentName::new(&self.job, &channel.name()).map_err(|e| mismatch(e.to_string()))?;
         let receiver_pe = &plan.pes[plan.instance(channel.to.instance).pe];
         let bind = plan
             .host_of(receiver_pe)

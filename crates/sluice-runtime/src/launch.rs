@@ -2,25 +2,34 @@
 //! re-executed with the same arguments and told its PE by the environment (the way MPI ranks
 //! learn theirs), and supervises them.
 //!
+//! A PE reaches the launcher over [`crate::link`]: a Unix socket in the job's private directory
+//! when the job has no hosts file, else TCP on the launcher's address (the hosts file's
+//! `[launcher] address`, or the one this machine's routes use toward the hosts). It proves it
+//! belongs to the job with the job's secret and receives the plan over it, so a PE on another
+//! host needs nothing of this machine's filesystem. The secret never appears on a command line:
+//! a direct child has it in its environment, a PE started through a host's launch prefix
+//! (`ssh h`) reads it from its standard input, and `mpirun` passes its own environment's on to
+//! its ranks (`-x SLUICE_SECRET`).
+//!
 //! Start-up goes in steps so no PE waits on a name that does not exist yet: every PE binds the
 //! receivers of its channels (creating their shared segments), then, once all have, opens its
 //! senders, then builds and starts its threads; only when every PE is ready do the sources
 //! start. Each child's output lines come out of this process prefixed with the PE's name.
 //!
-//! Supervision: a PE that exits without reporting (a crash, SIGKILL) or reports a failure
-//! stops the job: the other PEs are killed, every segment of the job removed, and the error
+//! Supervision, the same over either stream: a PE that exits or whose stream closes without
+//! reporting (a crash, SIGKILL) or that reports a failure stops the job (a failure waits up to
+//! a second for a neighbour's death, which is then the cause reported): the other PEs are killed, every segment of the job removed, and the error
 //! names the PE and its operators. A stop (Ctrl-C, the duration) is passed to every PE, whose
 //! sources finish so every tuple in flight drains. Children are in their own process group, so
 //! a terminal's Ctrl-C reaches only the launcher, and die with it if it dies.
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,13 +38,15 @@ use sluice_shm::JobSegments;
 use sluice_transport::tcp::JobSecret;
 
 use crate::control::JobControl;
-use crate::pe::{ENV_JOB_DIR, ENV_JOB_ID, ENV_PARENT, ENV_PE, SECRET_FILE};
+use crate::link::{self, Admission, Link, LinkListener};
+use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::wire::{self, FromPe, ToPe};
 use crate::{InstanceReport, JobReport, RunError, RunOptions, Running, RunningJob};
 
 /// How long PEs may take to connect, bind, and build before the launcher gives up.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long PEs may take to exit once they reported.
+/// How long PEs may take to exit once they reported, and how long an ended PE's last words
+/// (or its exit status) are waited for.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a PE's failure waits for a neighbour's death to show, which is then reported as
 /// the cause.
@@ -69,17 +80,29 @@ pub(crate) enum Spawner {
     Mpi,
 }
 
+/// What every PE of a job is told when it starts.
+pub(crate) struct PeEnvironment {
+    /// Variables anyone may see: where the launcher is, the job's id.
+    pub(crate) public: Vec<(&'static str, OsString)>,
+    /// The job's secret, in hex, which goes through the environment or standard input only.
+    pub(crate) secret: String,
+}
+
 /// One PE of the job.
 struct Pe {
     name: String,
     operators: String,
     /// Its process, when this launcher started it directly.
     process: Option<Child>,
-    control: Option<UnixStream>,
+    control: Option<Link>,
     report: Option<wire::WireReport>,
+    /// The failure it reported.
+    failure: Option<String>,
     status: Option<ExitStatus>,
-    /// Its control socket has closed.
+    /// Its control stream has closed.
     hung_up: bool,
+    /// When its exit or the close of its stream was first seen.
+    ended_at: Option<Instant>,
 }
 
 impl Pe {
@@ -98,6 +121,28 @@ impl Pe {
     fn exited(&mut self) -> Option<ExitStatus> {
         self.process.as_mut()?.try_wait().ok().flatten()
     }
+
+    /// It reported its end: a report or a failure.
+    fn has_spoken(&self) -> bool {
+        self.report.is_some() || self.failure.is_some()
+    }
+
+    /// It ended without a word, and everything it might still say or tell of its end is in:
+    /// an exit waits for its stream to close (its last words come first), unless it never
+    /// connected; a closed stream waits for the exit status of a process this launcher
+    /// started (it says how the PE died); either waits at most [`EXIT_TIMEOUT`].
+    fn ended_silently(&self) -> bool {
+        let Some(since) = self.ended_at else {
+            return false;
+        };
+        let waited = since.elapsed() >= EXIT_TIMEOUT;
+        !self.has_spoken()
+            && match (self.status.is_some(), self.hung_up) {
+                (true, true) => true,
+                (true, false) => self.control.is_none() || waited,
+                (false, _) => self.process.is_none() || waited,
+            }
+    }
 }
 
 /// The running PEs of a job.
@@ -105,7 +150,13 @@ pub(crate) struct Children {
     pes: Vec<Pe>,
     /// The `mpirun` running the PEs as its ranks.
     mpirun: Option<Child>,
+    /// How and when `mpirun` was seen to end.
+    mpirun_ended: Option<(ExitStatus, Instant)>,
     events: Receiver<(usize, Option<FromPe>)>,
+    /// Protocol messages received and not yet awaited (`Bound`, `Ready`).
+    inbox: VecDeque<FromPe>,
+    /// The first PE that reported a failure, and when.
+    failing: Option<(usize, Instant)>,
     segments: Option<JobSegments>,
     _dir: tempfile::TempDir,
 }
@@ -118,88 +169,83 @@ pub(crate) fn start(
 ) -> Result<RunningJob, RunError> {
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
+    // The directory is the launcher's alone (mode 0700), and so its control socket.
     let dir = tempfile::Builder::new()
         .prefix("sluice-job-")
         .tempdir()
         .map_err(|e| launch(e, "cannot make the job's directory"))?;
-    let plan_json = serde_json::to_vec(plan).map_err(|e| RunError::Launch(e.to_string()))?;
-    // The directory is the launcher's alone (mode 0700), so the secret file is too.
-    let secret = job_secret()?.to_hex();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(dir.path().join(SECRET_FILE))
-        .and_then(|mut f| f.write_all(secret.as_bytes()))
-        .map_err(|e| launch(e, "cannot write the job's secret"))?;
-    std::fs::write(dir.path().join("plan.json"), plan_json)
-        .map_err(|e| launch(e, "cannot write the plan"))?;
-    let listener = UnixListener::bind(dir.path().join("control.sock"))
-        .map_err(|e| launch(e, "cannot listen for PEs"))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| launch(e, "control socket"))?;
-
+    let secret = job_secret()?;
+    let listener = match &plan.launcher {
+        None => LinkListener::unix(&dir.path().join("control.sock"))?,
+        Some(launcher) => LinkListener::tcp(link::launcher_ip(
+            launcher.address,
+            plan.pes.iter().filter_map(|pe| plan.host_of(pe)),
+        )?)?,
+    };
     let exe = std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?;
+    let environment = PeEnvironment {
+        public: vec![
+            (ENV_CONTROL, listener.address()?.to_env()),
+            (ENV_JOB_ID, segments.job().into()),
+        ],
+        secret: secret.to_hex(),
+    };
     let mut children = Children {
-        pes: Vec::new(),
+        pes: plan
+            .pes
+            .iter()
+            .map(|pe| Pe {
+                name: pe.name.clone(),
+                operators: plan
+                    .pe_instances(pe.id)
+                    .map(|i| i.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                process: None,
+                control: None,
+                report: None,
+                failure: None,
+                status: None,
+                hung_up: false,
+                ended_at: None,
+            })
+            .collect(),
         mpirun: None,
+        mpirun_ended: None,
         events: mpsc::channel().1,
+        inbox: VecDeque::new(),
+        failing: None,
         segments: Some(segments),
         _dir: dir,
     };
-    let job_id = children
-        .segments
-        .as_ref()
-        .map_or("", |s| s.job())
-        .to_string();
-    children.pes = plan
-        .pes
-        .iter()
-        .map(|pe| Pe {
-            name: pe.name.clone(),
-            operators: plan
-                .pe_instances(pe.id)
-                .map(|i| i.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            process: None,
-            control: None,
-            report: None,
-            status: None,
-            hung_up: false,
-        })
-        .collect();
-    let env: Vec<(&str, OsString)> = vec![
-        (ENV_JOB_DIR, children._dir.path().into()),
-        (ENV_JOB_ID, job_id.into()),
-    ];
     let spawned = match spawner {
-        Spawner::Direct => spawn_each(plan, &exe, &env, &mut children),
-        Spawner::Mpi => crate::mpi::spawn_mpirun(plan, &exe, &env, children._dir.path())
+        Spawner::Direct => spawn_each(plan, &exe, &environment, &mut children),
+        Spawner::Mpi => crate::mpi::spawn_mpirun(plan, &exe, &environment, children._dir.path())
             .map(|mpirun| children.mpirun = Some(mpirun)),
     };
     if let Err(error) = spawned {
         children.kill_all();
         return Err(error);
     }
-    let result = children.connect_all(&listener).and_then(|()| {
-        let mut endpoints = Vec::new();
-        children.await_all(
-            |m| match m {
-                FromPe::Bound { endpoints: e } => {
-                    endpoints.extend(e.iter().copied());
-                    true
-                }
-                _ => false,
-            },
-            "bind its receivers",
-        )?;
-        children.tell_all(&ToPe::Connect { endpoints });
-        children.await_all(|m| matches!(m, FromPe::Ready), "start")?;
-        children.tell_all(&ToPe::Go);
-        Ok(())
-    });
+    let result = children
+        .connect_all(listener, &secret, plan)
+        .and_then(|()| {
+            let mut endpoints = Vec::new();
+            children.await_all(
+                |m| match m {
+                    FromPe::Bound { endpoints: e } => {
+                        endpoints.extend(e.iter().copied());
+                        true
+                    }
+                    _ => false,
+                },
+                "bind its receivers",
+            )?;
+            children.tell_all(&ToPe::Connect { endpoints });
+            children.await_all(|m| matches!(m, FromPe::Ready), "start")?;
+            children.tell_all(&ToPe::Go);
+            Ok(())
+        });
     if let Err(error) = result {
         children.kill_all();
         return Err(error);
@@ -216,35 +262,37 @@ pub(crate) fn start(
 fn spawn_each(
     plan: &PhysicalPlan,
     exe: &std::path::Path,
-    common: &[(&str, OsString)],
+    environment: &PeEnvironment,
     children: &mut Children,
 ) -> Result<(), RunError> {
     for pe in &plan.pes {
-        let mut env = common.to_vec();
+        let mut env = environment.public.clone();
         env.push((ENV_PE, pe.id.to_string().into()));
         let prefix = plan.host_of(pe).map_or(&[][..], |h| h.launch.as_slice());
-        let mut command = match prefix.split_first() {
-            // This machine: a direct child, which checks it is ours and dies with us.
+        let (mut command, stdin) = match prefix.split_first() {
+            // This machine: a direct child, which checks it is ours and dies with us; its
+            // environment is readable by its user alone, so it carries the secret.
             None => {
                 env.push((ENV_PARENT, std::process::id().to_string().into()));
                 let mut command = Command::new(exe);
-                command.envs(env);
-                command
+                command.envs(env).env(ENV_SECRET, &environment.secret);
+                (command, None)
             }
             // Another host (`ssh h`, `ip netns exec h`): the environment goes on the command
-            // line through `env`, which every such prefix passes along.
+            // line through `env`, which every such prefix passes along; the secret, which
+            // must not be on a command line, goes as the first line of its standard input.
             Some((program, rest)) => {
                 let mut command = Command::new(program);
-                command.args(rest).arg("env");
+                command.env_remove(ENV_SECRET).args(rest).arg("env");
                 for (key, value) in &env {
                     command.arg(assignment(key, value));
                 }
                 command.arg(exe);
-                command
+                (command, Some(format!("{}\n", environment.secret)))
             }
         };
         command.args(std::env::args_os().skip(1));
-        let child = spawn_logged(command, &pe.name)?;
+        let child = spawn_logged(command, &pe.name, stdin.as_deref())?;
         children.pes[pe.id].process = Some(child);
     }
     Ok(())
@@ -258,15 +306,34 @@ pub(crate) fn assignment(key: &str, value: &OsString) -> OsString {
     pair
 }
 
-/// Spawns `command` in a process group of its own, its output lines prefixed with `name`.
-pub(crate) fn spawn_logged(mut command: Command, name: &str) -> Result<Child, RunError> {
+/// Spawns `command` in a process group of its own, its output lines prefixed with `name`;
+/// `stdin`, if given, is all it reads on its standard input (else it reads nothing).
+pub(crate) fn spawn_logged(
+    mut command: Command,
+    name: &str,
+    stdin: Option<&str>,
+) -> Result<Child, RunError> {
+    let cannot = |e: std::io::Error| RunError::Launch(format!("cannot start {name}: {e}"));
     let mut child = command
-        .stdin(Stdio::null())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| RunError::Launch(format!("cannot start {name}: {e}")))?;
+        .map_err(cannot)?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // A line fits the pipe's buffer: the write returns at once. Dropping the pipe closes
+        // it, so the child reads nothing more.
+        if let Err(e) = pipe.write_all(text.as_bytes()) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(cannot(e));
+        }
+    }
     if let Some(out) = child.stdout.take() {
         prefix_lines(out, name.to_string(), false);
     }
@@ -290,30 +357,48 @@ fn prefix_lines(from: impl Read + Send + 'static, pe: String, to_stderr: bool) {
     });
 }
 
+/// Reports a connection the launcher turned away: a stranger must not stop the job, but its
+/// user should know.
+fn refused(peer: &str, why: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "warning: refused a control connection from {peer}: {why}"
+    );
+}
+
 impl Children {
-    /// Accepts one connection per PE and starts a reader for each.
-    fn connect_all(&mut self, listener: &UnixListener) -> Result<(), RunError> {
+    /// Admits one connection per PE, sends each its plan and starts a reader for it; reports
+    /// (on standard error) every connection refused. Closes the listener once all are in.
+    fn connect_all(
+        &mut self,
+        listener: LinkListener,
+        secret: &JobSecret,
+        plan: &PhysicalPlan,
+    ) -> Result<(), RunError> {
         let (events, received) = mpsc::channel();
         self.events = received;
+        let (admit, admissions) = mpsc::channel();
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let plan = ToPe::Plan {
+            plan: Box::new(plan.clone()),
+        };
         let deadline = Instant::now() + START_TIMEOUT;
         let mut connected = 0;
         while connected < self.pes.len() {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nonblocking(false);
-                    let mut reader = BufReader::new(
-                        stream
-                            .try_clone()
-                            .map_err(|e| RunError::Launch(format!("control socket: {e}")))?,
-                    );
-                    let pe = match wire::receive::<FromPe>(&mut reader) {
-                        Ok(Some(FromPe::Hello { pe })) if pe < self.pes.len() => pe,
-                        _ => continue,
-                    };
-                    if self.pes[pe].control.is_some() {
+            listener.admit(secret, &handshakes, &admit)?;
+            match admissions.recv_timeout(Duration::from_millis(2)) {
+                Ok(Admission::Admitted {
+                    pe,
+                    mut link,
+                    mut reader,
+                }) => {
+                    if self.pes.get(pe).is_none_or(|p| p.control.is_some()) {
+                        refused("a peer", "it claimed a PE that is not free");
                         continue;
                     }
-                    self.pes[pe].control = Some(stream);
+                    // A PE that cannot be told has died; supervision reports it.
+                    let _ = wire::send(&mut link, &plan);
+                    self.pes[pe].control = Some(link);
                     connected += 1;
                     let events = events.clone();
                     std::thread::spawn(move || loop {
@@ -324,17 +409,15 @@ impl Children {
                         }
                     });
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.check_alive()?;
-                    if Instant::now() > deadline {
-                        return Err(RunError::Launch(format!(
-                            "PEs did not connect within {} s",
-                            START_TIMEOUT.as_secs()
-                        )));
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(e) => return Err(RunError::Launch(format!("control socket: {e}"))),
+                Ok(Admission::Refused { peer, why }) => refused(&peer, why),
+                Err(_) => {}
+            }
+            self.supervise(Duration::ZERO)?;
+            if Instant::now() > deadline {
+                return Err(RunError::Launch(format!(
+                    "PEs did not connect within {} s",
+                    START_TIMEOUT.as_secs()
+                )));
             }
         }
         Ok(())
@@ -349,15 +432,12 @@ impl Children {
         let deadline = Instant::now() + START_TIMEOUT;
         let mut waiting = self.pes.len();
         while waiting > 0 {
-            match self.events.recv_timeout(SUPERVISION_PERIOD) {
-                Ok((_, Some(message))) if expected(&message) => waiting -= 1,
-                Ok((pe, message)) => self.unexpected(pe, message)?,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(RunError::Launch("every PE hung up".into()))
+            self.supervise(SUPERVISION_PERIOD)?;
+            while let Some(message) = self.inbox.pop_front() {
+                if expected(&message) {
+                    waiting -= 1;
                 }
             }
-            self.check_alive()?;
             if Instant::now() > deadline {
                 return Err(RunError::Launch(format!(
                     "PEs did not {step} within {} s",
@@ -368,56 +448,84 @@ impl Children {
         Ok(())
     }
 
-    /// A message out of turn: a failure is the job's error; a lost socket is a dead PE.
-    fn unexpected(&mut self, pe: usize, message: Option<FromPe>) -> Result<(), RunError> {
-        match message {
-            Some(FromPe::Failed { error }) => {
-                // A PE often fails because a neighbour died (its edge broke); the death is the
-                // cause to report, so look for one before blaming this PE.
-                let deadline = Instant::now() + ROOT_CAUSE_GRACE;
-                while Instant::now() < deadline {
-                    for other in 0..self.pes.len() {
-                        let p = &mut self.pes[other];
-                        if other != pe && p.status.is_none() && p.report.is_none() {
-                            if let Some(status) = p.exited() {
-                                p.status = Some(status);
-                                return Err(self.died(other));
-                            }
-                        }
-                    }
-                    // A PE whose connection closes without a report has died too.
-                    if let Ok((other, None)) = self.events.recv_timeout(Duration::from_millis(5)) {
-                        if other != pe && self.pes[other].report.is_none() {
-                            self.pes[other].hung_up = true;
-                            self.pes[other].reap(Instant::now() + SUPERVISION_PERIOD);
-                            return Err(self.died(other));
-                        }
-                    }
+    /// One step of supervision: takes the PEs' messages (waiting up to `wait` for the first),
+    /// recording reports, failures and closed streams and keeping the rest for
+    /// [`Children::await_all`]; then looks at how the PEs (and `mpirun`) stand. Fails when a PE
+    /// ended without reporting, when `mpirun` ended before every PE reported, or when a PE's
+    /// failure has waited [`ROOT_CAUSE_GRACE`] without a neighbour's death to blame.
+    fn supervise(&mut self, wait: Duration) -> Result<(), RunError> {
+        let mut next = self.events.recv_timeout(wait).map_err(|e| match e {
+            RecvTimeoutError::Timeout => TryRecvError::Empty,
+            RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+        });
+        loop {
+            match next {
+                Ok((pe, message)) => self.record(pe, message),
+                Err(TryRecvError::Empty) => break,
+                // Every stream has closed: only exits are left to see.
+                Err(TryRecvError::Disconnected) => {
+                    std::thread::sleep(wait);
+                    break;
                 }
-                Err(self.failed(pe, error))
             }
-            Some(FromPe::Done { report }) => {
-                self.pes[pe].report = Some(report);
-                Ok(())
+            next = self.events.try_recv();
+        }
+        let now = Instant::now();
+        for p in &mut self.pes {
+            if p.status.is_none() {
+                p.status = p.exited();
+                if p.status.is_some() {
+                    p.ended_at.get_or_insert(now);
+                }
             }
-            Some(_) => Ok(()),
-            None if self.pes[pe].report.is_some() => {
-                self.pes[pe].hung_up = true;
-                Ok(())
+        }
+        if let Some(pe) = self.pes.iter().position(Pe::ended_silently) {
+            return Err(self.died(pe));
+        }
+        if let (None, Some(mpirun)) = (self.mpirun_ended, &mut self.mpirun) {
+            if let Ok(Some(status)) = mpirun.try_wait() {
+                self.mpirun_ended = Some((status, now));
             }
-            None => {
-                self.pes[pe].hung_up = true;
-                // The socket closed without a report: the PE is dying; wait for its status.
-                self.pes[pe].reap(Instant::now() + EXIT_TIMEOUT);
-                Err(self.died(pe))
+        }
+        if let (Some((status, since)), None) = (self.mpirun_ended, self.failing) {
+            // Its ranks' last words may still be on their way.
+            let settled = since.elapsed() >= EXIT_TIMEOUT
+                || self.pes.iter().all(|p| p.has_spoken() || p.hung_up);
+            if let Some(pe) = self
+                .pes
+                .iter()
+                .find(|p| !p.has_spoken())
+                .filter(|_| settled)
+            {
+                return Err(RunError::Launch(format!(
+                    "mpirun ended ({status}) before PE '{}' reported",
+                    pe.name
+                )));
             }
+        }
+        match self.failing {
+            Some((pe, since)) if since.elapsed() >= ROOT_CAUSE_GRACE => Err(RunError::PeFailed {
+                pe: self.pes[pe].name.clone(),
+                error: self.pes[pe].failure.clone().unwrap_or_default(),
+            }),
+            _ => Ok(()),
         }
     }
 
-    fn failed(&self, pe: usize, error: String) -> RunError {
-        RunError::PeFailed {
-            pe: self.pes[pe].name.clone(),
-            error,
+    /// Takes in one message of `pe`'s (`None`: its stream closed).
+    fn record(&mut self, pe: usize, message: Option<FromPe>) {
+        let p = &mut self.pes[pe];
+        match message {
+            Some(FromPe::Done { report }) => p.report = Some(report),
+            Some(FromPe::Failed { error }) => {
+                p.failure.get_or_insert(error);
+                self.failing.get_or_insert((pe, Instant::now()));
+            }
+            Some(message) => self.inbox.push_back(message),
+            None => {
+                p.hung_up = true;
+                p.ended_at.get_or_insert_with(Instant::now);
+            }
         }
     }
 
@@ -436,54 +544,6 @@ impl Children {
             operators: p.operators.clone(),
             how,
         }
-    }
-
-    /// Fails if a PE has exited without reporting.
-    fn check_alive(&mut self) -> Result<(), RunError> {
-        for pe in 0..self.pes.len() {
-            if self.pes[pe].status.is_some() {
-                continue;
-            }
-            if let Some(status) = self.pes[pe].exited() {
-                self.pes[pe].status = Some(status);
-                // Its last words may still be on their way: read until its socket closes,
-                // which its reader reports after everything the PE sent.
-                let deadline = Instant::now() + EXIT_TIMEOUT;
-                while self.pes[pe].report.is_none() && !self.pes[pe].hung_up {
-                    match self.events.recv_timeout(SUPERVISION_PERIOD) {
-                        Ok((from, message)) => self.unexpected(from, message)?,
-                        Err(_) if Instant::now() > deadline => break,
-                        Err(_) => {}
-                    }
-                }
-                if self.pes[pe].report.is_none() {
-                    return Err(self.died(pe));
-                }
-            }
-        }
-        if let Some(status) = self
-            .mpirun
-            .as_mut()
-            .and_then(|m| m.try_wait().ok().flatten())
-        {
-            self.mpirun = None;
-            // Its ranks' last words may still be on their way.
-            let deadline = Instant::now() + EXIT_TIMEOUT;
-            while self.pes.iter().any(|p| p.report.is_none() && !p.hung_up) {
-                match self.events.recv_timeout(SUPERVISION_PERIOD) {
-                    Ok((from, message)) => self.unexpected(from, message)?,
-                    Err(_) if Instant::now() > deadline => break,
-                    Err(_) => {}
-                }
-            }
-            if let Some(pe) = self.pes.iter().find(|p| p.report.is_none()) {
-                return Err(RunError::Launch(format!(
-                    "mpirun ended ({status}) before PE '{}' reported",
-                    pe.name
-                )));
-            }
-        }
-        Ok(())
     }
 
     fn tell_all(&mut self, message: &ToPe) {
@@ -529,20 +589,10 @@ impl Children {
                 stop_sent = true;
                 self.tell_all(&ToPe::Stop);
             }
-            match self.events.recv_timeout(SUPERVISION_PERIOD) {
-                Ok((pe, message)) => {
-                    if let Err(e) = self.unexpected(pe, message) {
-                        break Err(e);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    break Err(RunError::Launch("every PE hung up".into()))
-                }
-            }
-            if let Err(e) = self.check_alive() {
+            if let Err(e) = self.supervise(SUPERVISION_PERIOD) {
                 break Err(e);
             }
+            self.inbox.clear();
         };
         if let Err(error) = result {
             self.kill_all();

@@ -26,6 +26,7 @@ mod control;
 mod error;
 mod exec;
 mod launch;
+mod link;
 mod mpi;
 mod pe;
 mod report;
@@ -112,8 +113,8 @@ pub fn start(
     plan: &PhysicalPlan,
     options: &RunOptions,
 ) -> Result<RunningJob, RunError> {
-    if let Some(role) = pe::PeRole::from_env() {
-        pe::serve(graph, role, options)
+    if is_pe_process() {
+        pe::serve(graph, options)
     }
     match options.launcher {
         Launcher::Local if plan.pes.len() > 1 => {
@@ -140,12 +141,7 @@ fn start_threads(
     options: &RunOptions,
 ) -> Result<RunningJob, RunError> {
     let segments = launch::job_segments(plan)?;
-    let mut sites = Sites {
-        dir: segments.dir().to_path_buf(),
-        job: segments.job().to_string(),
-        secret: launch::job_secret()?,
-        endpoints: Default::default(),
-    };
+    let mut sites = Sites::new(segments.job(), launch::job_secret()?);
     let bound = assemble::bind(graph, plan, Scope::All, &sites)?;
     sites.endpoints.extend(bound.endpoints.iter().copied());
     let control = Arc::new(JobControl::new(true));

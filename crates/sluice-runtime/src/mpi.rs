@@ -1,36 +1,40 @@
 //! The MPI launcher: the PEs of a job run as the ranks of one Open MPI `mpirun`, rank i being
 //! PE i, each on the host the plan placed it on. Sluice does not use MPI to move tuples here;
-//! `mpirun` is the cluster launcher, and the PEs reach the launcher's control socket to bind,
+//! `mpirun` is the cluster launcher, and the PEs reach the launcher's control stream to bind,
 //! connect and report as under the local launcher.
 //!
 //! The command is one app context per PE, joined MPMD-style with `:`, so each rank gets the
 //! program's own arguments verbatim (an app context file cannot quote them): `mpirun
-//! --oversubscribe [--hostfile F] -np 1 [-host H] -x SLUICE_JOB_DIR=.. -x SLUICE_JOB_ID=.. EXE
-//! ARGS : -np 1 ...`. With hosts, the hostfile lists each host with its cores as slots.
+//! --oversubscribe [--hostfile F] -np 1 [-host H] -x SLUICE_CONTROL=.. -x SLUICE_JOB_ID=.. -x
+//! SLUICE_SECRET EXE ARGS : -np 1 ...`. The secret is in `mpirun`'s environment, which `-x`
+//! without a value passes on, so it is on no command line. With hosts, the hostfile lists each
+//! host with its cores as slots.
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use sluice_plan::PhysicalPlan;
 
-use crate::launch::{assignment, spawn_logged};
+use crate::launch::{assignment, spawn_logged, PeEnvironment};
+use crate::pe::ENV_SECRET;
 use crate::RunError;
 
 /// How long `mpirun` gets to take its ranks down after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// Starts `mpirun` with one rank per PE of `plan`, each running `exe` with this process's
-/// arguments and `env`.
+/// arguments and `environment`.
 pub(crate) fn spawn_mpirun(
     plan: &PhysicalPlan,
     exe: &Path,
-    env: &[(&str, OsString)],
+    environment: &PeEnvironment,
     dir: &Path,
 ) -> Result<Child, RunError> {
     let mut command = Command::new("mpirun");
-    command.arg("--oversubscribe");
+    command
+        .env(ENV_SECRET, &environment.secret)
+        .arg("--oversubscribe");
     if rustix::process::geteuid().is_root() {
         // Open MPI refuses root unless told twice; PEs in containers and CI often are root.
         command
@@ -57,12 +61,13 @@ pub(crate) fn spawn_mpirun(
         if remote {
             command.args(["-host", &pe.host]);
         }
-        for (key, value) in env {
+        for (key, value) in &environment.public {
             command.arg("-x").arg(assignment(key, value));
         }
+        command.args(["-x", ENV_SECRET]);
         command.arg(exe).args(std::env::args_os().skip(1));
     }
-    spawn_logged(command, "mpirun").map_err(|e| match e {
+    spawn_logged(command, "mpirun", None).map_err(|e| match e {
         RunError::Launch(m) => RunError::Launch(format!(
             "{m} (is Open MPI installed? Debian: apt-get install openmpi-bin)"
         )),

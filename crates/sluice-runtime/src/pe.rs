@@ -1,18 +1,16 @@
 //! The PE side of the local launcher: a process started as one PE of a job finds its role in
 //! the environment, builds its part of the plan, follows the launcher's steps over the control
-//! socket, runs, reports, and exits.
+//! stream ([`crate::link`]), which also brings it the plan, runs, reports, and exits.
 
-use std::io::BufReader;
-use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
 use sluice_graph::Graph;
-use sluice_plan::PhysicalPlan;
 use sluice_transport::tcp::JobSecret;
 
 use crate::assemble::{self, Scope, Sites};
 use crate::control::JobControl;
+use crate::link::{ControlAddress, Link};
 use crate::wire::{self, FromPe, ToPe, WireReport};
 use crate::{RunError, RunOptions};
 
@@ -20,48 +18,80 @@ use crate::{RunError, RunOptions};
 pub(crate) const ENV_PE: &str = "SLUICE_PE";
 /// The rank Open MPI gives each process it starts.
 const ENV_MPI_RANK: &str = "OMPI_COMM_WORLD_RANK";
-/// The job's private directory: the plan and the control socket.
-pub(crate) const ENV_JOB_DIR: &str = "SLUICE_JOB_DIR";
+/// Where the launcher listens: its control socket's path, or its TCP `address:port`.
+pub(crate) const ENV_CONTROL: &str = "SLUICE_CONTROL";
 /// The job's id, which names its shared segments.
 pub(crate) const ENV_JOB_ID: &str = "SLUICE_JOB_ID";
-/// The file in the job's directory holding its secret, in hex.
-pub(crate) const SECRET_FILE: &str = "secret";
+/// The job's secret, in hex; a PE started without it reads it as the first line of its
+/// standard input (a PE started through a host's launch prefix, whose command line others
+/// could read).
+pub(crate) const ENV_SECRET: &str = "SLUICE_SECRET";
 /// The launcher's pid: a PE whose launcher is gone leaves at once.
 pub(crate) const ENV_PARENT: &str = "SLUICE_LAUNCHER_PID";
 
 /// Whether this process was started by a launcher as a PE of a job. A program can use it to
 /// skip what only the launching process should do (a banner, a summary).
 pub fn is_pe_process() -> bool {
-    std::env::var_os(ENV_JOB_DIR).is_some()
+    std::env::var_os(ENV_CONTROL).is_some()
 }
 
-/// What the environment says this PE is.
-pub(crate) struct PeRole {
+/// What the environment (and, for the secret, perhaps standard input) says this PE is.
+struct PeRole {
     pe: usize,
-    dir: PathBuf,
+    control: ControlAddress,
     job: String,
+    secret: JobSecret,
     /// The launcher's pid, when it started this PE directly.
     launcher: Option<u32>,
 }
 
 impl PeRole {
-    pub(crate) fn from_env() -> Option<Self> {
+    fn from_env() -> Result<Self, String> {
         let var = |name| std::env::var(name).ok();
-        Some(Self {
-            // Under mpirun, a PE is the rank Open MPI gives it.
-            pe: var(ENV_PE).or_else(|| var(ENV_MPI_RANK))?.parse().ok()?,
-            dir: PathBuf::from(var(ENV_JOB_DIR)?),
-            job: var(ENV_JOB_ID)?,
+        let missing = |name: &str| format!("{name} is not set or not valid");
+        // Under mpirun, a PE is the rank Open MPI gives it.
+        let pe = var(ENV_PE)
+            .or_else(|| var(ENV_MPI_RANK))
+            .and_then(|pe| pe.parse().ok())
+            .ok_or_else(|| missing(ENV_PE))?;
+        let control = std::env::var_os(ENV_CONTROL)
+            .and_then(|c| ControlAddress::from_env(&c))
+            .ok_or_else(|| missing(ENV_CONTROL))?;
+        let job = var(ENV_JOB_ID).ok_or_else(|| missing(ENV_JOB_ID))?;
+        let hex = match var(ENV_SECRET) {
+            Some(hex) => hex,
+            None => {
+                let mut line = String::new();
+                std::io::stdin()
+                    .lock()
+                    .read_line(&mut line)
+                    .map_err(|e| format!("cannot read the job's secret: {e}"))?;
+                line
+            }
+        };
+        let secret = JobSecret::from_hex(&hex).map_err(|e| format!("no job secret given: {e}"))?;
+        Ok(Self {
+            pe,
+            control,
+            job,
+            secret,
             launcher: var(ENV_PARENT).and_then(|p| p.parse().ok()),
         })
     }
 }
 
 /// Runs this process's PE of the job and exits: 0 after a clean end, 1 after a failure.
-pub(crate) fn serve(graph: &Graph, role: PeRole, options: &RunOptions) -> ! {
+pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
     // Die with whatever started this process (the launcher, or the command that runs it on
     // its host), even if it is killed outright; if the launcher is already gone, leave.
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    let role = match PeRole::from_env() {
+        Ok(role) => role,
+        Err(error) => {
+            eprintln!("error: this PE cannot start: {error}");
+            std::process::exit(1);
+        }
+    };
     let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
     if role
         .launcher
@@ -69,11 +99,14 @@ pub(crate) fn serve(graph: &Graph, role: PeRole, options: &RunOptions) -> ! {
     {
         std::process::exit(1);
     }
-    let Ok(mut stream) = UnixStream::connect(role.dir.join("control.sock")) else {
-        eprintln!("cannot reach the launcher");
-        std::process::exit(1);
+    let mut link = match Link::open(&role.control, &role.secret, role.pe) {
+        Ok(link) => link,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::exit(1);
+        }
     };
-    let outcome = run(graph, &role, options, &mut stream);
+    let outcome = run(graph, role, options, &mut link);
     let message = match &outcome {
         Ok(report) => FromPe::Done {
             report: WireReport::from_report(report),
@@ -82,39 +115,29 @@ pub(crate) fn serve(graph: &Graph, role: PeRole, options: &RunOptions) -> ! {
             error: error.to_string(),
         },
     };
-    let _ = wire::send(&mut stream, &message);
+    let _ = wire::send(&mut link, &message);
     std::process::exit(if outcome.is_ok() { 0 } else { 1 })
 }
 
 fn run(
     graph: &Graph,
-    role: &PeRole,
+    role: PeRole,
     options: &RunOptions,
-    stream: &mut UnixStream,
+    link: &mut Link,
 ) -> Result<crate::JobReport, RunError> {
     let lost = |e: std::io::Error| RunError::Launch(format!("the launcher is gone: {e}"));
-    wire::send(stream, &FromPe::Hello { pe: role.pe }).map_err(lost)?;
-    let plan_json = std::fs::read(role.dir.join("plan.json"))
-        .map_err(|e| RunError::Launch(format!("cannot read the plan: {e}")))?;
-    let plan: PhysicalPlan = serde_json::from_slice(&plan_json)
-        .map_err(|e| RunError::Launch(format!("the plan does not parse: {e}")))?;
-    let secret = std::fs::read_to_string(role.dir.join(SECRET_FILE))
-        .ok()
-        .and_then(|hex| JobSecret::from_hex(hex.trim()).ok())
-        .ok_or_else(|| RunError::Launch("cannot read the job's secret".into()))?;
-    let scope = Scope::Pe(role.pe);
-    let mut sites = Sites {
-        dir: sluice_shm::DEFAULT_DIR.into(),
-        job: role.job.clone(),
-        secret,
-        endpoints: Default::default(),
-    };
-    let mut reader = BufReader::new(stream.try_clone().map_err(lost)?);
+    let mut reader = BufReader::new(link.try_clone().map_err(lost)?);
     let gone = || RunError::Launch("the launcher is gone".into());
+    let plan = match wire::receive::<ToPe>(&mut reader) {
+        Ok(Some(ToPe::Plan { plan })) => plan,
+        _ => return Err(gone()),
+    };
+    let scope = Scope::Pe(role.pe);
+    let mut sites = Sites::new(role.job, role.secret);
 
     let bound = assemble::bind(graph, &plan, scope, &sites)?;
     let endpoints = bound.endpoints.clone();
-    wire::send(stream, &FromPe::Bound { endpoints }).map_err(lost)?;
+    wire::send(link, &FromPe::Bound { endpoints }).map_err(lost)?;
     match wire::receive::<ToPe>(&mut reader) {
         Ok(Some(ToPe::Connect { endpoints })) => sites.endpoints.extend(endpoints),
         _ => return Err(gone()),
@@ -126,7 +149,7 @@ fn run(
         ..*options
     };
     let threads = assemble::start(graph, &plan, scope, &sites, bound, &own, &control)?;
-    wire::send(stream, &FromPe::Ready).map_err(lost)?;
+    wire::send(link, &FromPe::Ready).map_err(lost)?;
     if !matches!(wire::receive::<ToPe>(&mut reader), Ok(Some(ToPe::Go))) {
         return Err(gone());
     }

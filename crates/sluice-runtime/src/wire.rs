@@ -1,9 +1,11 @@
-//! The control protocol between the launcher and its PEs: one JSON object per line over a
-//! Unix socket in the job's private directory (mode 0700, so only the job's user reaches it).
+//! The control protocol between the launcher and its PEs: one JSON object per line over the
+//! [`crate::link`] stream (a Unix socket in the job's private directory, or TCP), after the
+//! hello with the job's secret that opens it.
 //!
 //! ```text
 //!  PE                                launcher
-//!  Hello { pe }              ──▶
+//!  Hello { pe }              ──▶     (after the hello with the secret)
+//!                            ◀──     Plan { plan }   the whole plan: a PE reads no file
 //!  Bound { endpoints }       ──▶     (every PE has bound its receivers)
 //!                            ◀──     Connect { endpoints }   PEs open their senders
 //!  Ready                     ──▶     (every PE is built and started)
@@ -15,12 +17,12 @@
 //! that exits without `Done` as dead.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::SocketAddr;
-use std::os::unix::net::UnixStream;
 
 use serde::{Deserialize, Serialize};
 use sluice_graph::{latency_histogram, OperatorReport};
+use sluice_plan::PhysicalPlan;
 
 use crate::{InstanceReport, JobReport};
 
@@ -44,8 +46,12 @@ pub(crate) enum FromPe {
 }
 
 /// What the launcher tells a PE.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum ToPe {
+    /// The job's plan, which the PE builds its part of.
+    Plan {
+        plan: Box<PhysicalPlan>,
+    },
     /// Open the senders; the addresses of every network receiver of the job, by channel.
     Connect {
         endpoints: Vec<(usize, SocketAddr)>,
@@ -116,7 +122,7 @@ impl WireReport {
 }
 
 /// Writes one message as a line.
-pub(crate) fn send<T: Serialize>(stream: &mut UnixStream, message: &T) -> std::io::Result<()> {
+pub(crate) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
     line.push(b'\n');
     stream.write_all(&line)
@@ -127,7 +133,7 @@ const MAX_LINE: u64 = 64 << 20;
 
 /// Reads one message; `Ok(None)` at the end of the stream.
 pub(crate) fn receive<T: for<'de> Deserialize<'de>>(
-    reader: &mut BufReader<UnixStream>,
+    reader: &mut impl BufRead,
 ) -> std::io::Result<Option<T>> {
     let mut line = String::new();
     let read = Read::by_ref(reader).take(MAX_LINE).read_line(&mut line)?;

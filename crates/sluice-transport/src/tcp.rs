@@ -107,6 +107,29 @@ use crate::{RecvError, SendError, TupleSender};
 /// How long the in-process [`connect`] waits for its receiver to accept its sender.
 const ACCEPT_PATIENCE: Duration = Duration::from_secs(10);
 
+/// The hello sender number `sender` of an edge of tuples `T` under `params` opens its
+/// connection with, for another connection of a job that must prove it belongs to the job
+/// the same way (the launcher's control channel).
+pub fn hello<T: Tuple>(
+    secret: &JobSecret,
+    sender: u32,
+    params: &TcpParams,
+) -> Result<[u8; HELLO_LEN], TransportError> {
+    Ok(wire::Framing::new::<T>(params)?.hello(secret, sender))
+}
+
+/// The sender index `hello` presents if a receiver of `senders` senders of tuples `T` under
+/// `params`, holding `secret`, accepts it: the check a [`TcpReceiver`] makes (the secret
+/// compared in constant time), for another listener of the job.
+pub fn accepted_sender<T: Tuple>(
+    hello: &[u8; HELLO_LEN],
+    secret: &JobSecret,
+    senders: usize,
+    params: &TcpParams,
+) -> Result<Option<usize>, TransportError> {
+    Ok(wire::Framing::new::<T>(params)?.accepts(hello, secret, senders))
+}
+
 /// Both ends of one edge over loopback, for two threads of one process: a receiver on
 /// `127.0.0.1` at a port the system picks, a fresh random secret, and one sender already
 /// accepted.

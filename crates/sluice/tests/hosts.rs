@@ -1,6 +1,7 @@
 //! Jobs across hosts: each host is a network namespace made by the test (joined through a
-//! bridge in a namespace of its own), its PEs started there with `ip netns exec`, the edges
-//! between hosts carried by TCP. Skips, saying why, where namespaces cannot be made (not
+//! bridge in a namespace of its own, which the launcher's namespace joins too), its PEs
+//! started there with `ip netns exec`, the edges between hosts carried by TCP and the PEs
+//! reaching the launcher over TCP. Skips, saying why, where namespaces cannot be made (not
 //! root, no `ip`); always removes what it made.
 
 mod common;
@@ -23,15 +24,19 @@ fn ip(args: &[&str]) -> bool {
 struct Hosts {
     switch: String,
     names: Vec<String>,
+    /// This namespace's end of its link to the bridge.
+    launcher_link: String,
 }
 
 impl Hosts {
-    /// Makes `n` hosts 10.<net>.0.1.. ; `None` (after saying why) where that is impossible.
+    /// Makes `n` hosts 10.<net>.0.1.. and gives this namespace (the launcher's machine)
+    /// 10.<net>.0.254 on their bridge; `None` (after saying why) where that is impossible.
     fn make(n: usize, net: u8) -> Option<Self> {
         let tag = format!("{}{}", std::process::id() % 100_000, net);
         let hosts = Hosts {
             switch: format!("sw{tag}"),
             names: (0..n).map(|i| format!("h{tag}x{i}")).collect(),
+            launcher_link: format!("v{tag}l"),
         };
         if !ip(&["netns", "add", &hosts.switch]) {
             eprintln!("skipped: cannot make network namespaces here (needs root and iproute2)");
@@ -42,8 +47,18 @@ impl Hosts {
             all.extend(args);
             ip(&all)
         };
-        let ok = sw(&["link", "add", "br0", "type", "bridge"]) && sw(&["link", "set", "br0", "up"]);
-        let mut ok = ok;
+        let (launcher, port) = (hosts.launcher_link.clone(), format!("v{tag}m"));
+        let launcher_address = format!("10.{net}.0.254/24");
+        let mut ok = sw(&["link", "add", "br0", "type", "bridge"])
+            && sw(&["link", "set", "br0", "up"])
+            && ip(&[
+                "link", "add", &launcher, "type", "veth", "peer", "name", &port,
+            ])
+            && ip(&["link", "set", &port, "netns", &hosts.switch])
+            && sw(&["link", "set", &port, "master", "br0"])
+            && sw(&["link", "set", &port, "up"])
+            && ip(&["addr", "add", &launcher_address, "dev", &launcher])
+            && ip(&["link", "set", &launcher, "up"]);
         for (i, name) in hosts.names.iter().enumerate() {
             let (inner, outer) = (format!("v{tag}i{i}"), format!("v{tag}o{i}"));
             let address = format!("10.{net}.0.{}/24", i + 1);
@@ -69,16 +84,27 @@ impl Hosts {
         Some(hosts)
     }
 
-    /// The hosts file naming them.
+    /// The hosts file naming them, each run with `ip netns exec`.
     fn file(&self, net: u8) -> String {
+        self.file_with(net, |name| {
+            vec!["ip", "netns", "exec", name]
+                .into_iter()
+                .map(String::from)
+                .collect()
+        })
+    }
+
+    /// The hosts file naming them, each run with the prefix `launch` gives for its name.
+    fn file_with(&self, net: u8, launch: impl Fn(&str) -> Vec<String>) -> String {
         self.names
             .iter()
             .enumerate()
             .map(|(i, name)| {
                 format!(
                     "[[host]]\nname = \"{name}\"\naddress = \"10.{net}.0.{}\"\ncores = 1\n\
-                     launch = [\"ip\", \"netns\", \"exec\", \"{name}\"]\n",
-                    i + 1
+                     launch = {:?}\n",
+                    i + 1,
+                    launch(name)
                 )
             })
             .collect()
@@ -87,11 +113,13 @@ impl Hosts {
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        // Deleting a namespace deletes the veth ends in it, and so their peers.
+        // Deleting a namespace deletes the veth ends in it, and so their peers (the
+        // launcher's end too, unless making it stopped before its peer moved).
         for name in &self.names {
             ip(&["netns", "del", name]);
         }
         ip(&["netns", "del", &self.switch]);
+        ip(&["link", "del", &self.launcher_link]);
     }
 }
 
@@ -114,6 +142,45 @@ fn write_input(path: &Path) {
     std::fs::write(path, text).unwrap();
 }
 
+/// Runs WordCount over `input` fused, then as processes on the hosts of `hosts_file` (the
+/// launcher with `env` set), and returns both outputs after checking the runs succeeded.
+fn wordcount_fused_and_on_hosts(
+    dir: &Path,
+    input: &Path,
+    hosts_file: &Path,
+    env: &[(&str, &Path)],
+) -> [String; 2] {
+    let run = |name: &str, extra: &[&str]| {
+        let output = dir.join(name);
+        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "wordcount", "--input", input.to_str().unwrap()])
+            .args([
+                "--output",
+                output.to_str().unwrap(),
+                "--set",
+                "parallelism=2",
+            ])
+            .args(extra)
+            .envs(env.iter().copied())
+            .output()
+            .expect("sluice runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&output).unwrap()
+    };
+    [
+        run("fused.tsv", &["--plan", "fused"]),
+        run(
+            "hosts.tsv",
+            &[
+                "--plan",
+                "processes",
+                "--hosts",
+                hosts_file.to_str().unwrap(),
+            ],
+        ),
+    ]
+}
+
 #[test]
 fn wordcount_across_three_hosts_matches_one_thread() {
     let Some(hosts) = Hosts::make(3, 71) else {
@@ -123,29 +190,7 @@ fn wordcount_across_three_hosts_matches_one_thread() {
     let (input, hosts_file) = (dir.path().join("in.txt"), dir.path().join("hosts.toml"));
     write_input(&input);
     std::fs::write(&hosts_file, hosts.file(71)).unwrap();
-    let mut outputs = Vec::new();
-    for extra in [
-        vec!["--plan", "fused"],
-        vec![
-            "--plan",
-            "processes",
-            "--hosts",
-            hosts_file.to_str().unwrap(),
-        ],
-    ] {
-        let output = dir.path().join(format!("out{}.tsv", outputs.len()));
-        let mut args = vec!["run", "wordcount", "--input", input.to_str().unwrap()];
-        args.extend([
-            "--output",
-            output.to_str().unwrap(),
-            "--set",
-            "parallelism=2",
-        ]);
-        args.extend(extra);
-        let o = sluice(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        outputs.push(std::fs::read_to_string(&output).unwrap());
-    }
+    let outputs = wordcount_fused_and_on_hosts(dir.path(), &input, &hosts_file, &[]);
     assert_eq!(outputs[0].lines().count(), 211);
     assert_eq!(outputs[0], outputs[1]);
     let plan = sluice(&[
@@ -220,4 +265,82 @@ fn a_killed_pe_on_one_host_stops_the_job_on_the_others() {
             "processes left in {name}: {left} (launcher {launcher})"
         );
     }
+}
+
+#[test]
+fn pes_that_cannot_see_the_launchers_files_get_everything_over_tcp() {
+    if !Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: cannot make mount namespaces here (needs root and unshare)");
+        return;
+    }
+    let Some(hosts) = Hosts::make(3, 73) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (input, hosts_file) = (dir.path().join("in.txt"), dir.path().join("hosts.toml"));
+    // The launcher makes its job directory in `jobs`; every PE runs in a mount namespace of
+    // its own where `jobs` is an empty tmpfs, so nothing the launcher wrote there is visible.
+    let jobs = dir.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    write_input(&input);
+    let hide = format!(
+        "mount -t tmpfs none '{0}' && test -z \"$(ls -A '{0}')\" && exec \"$@\"",
+        jobs.display()
+    );
+    let file = hosts.file_with(73, |name| {
+        [
+            "ip", "netns", "exec", name, "unshare", "-m", "sh", "-c", &hide, "sh",
+        ]
+        .map(String::from)
+        .to_vec()
+    });
+    std::fs::write(
+        &hosts_file,
+        format!("{file}[launcher]\naddress = \"10.73.0.254\"\n"),
+    )
+    .unwrap();
+    let outputs =
+        wordcount_fused_and_on_hosts(dir.path(), &input, &hosts_file, &[("TMPDIR", &jobs)]);
+    assert_eq!(outputs[0].lines().count(), 211);
+    assert_eq!(outputs[0], outputs[1]);
+}
+
+#[test]
+fn a_pe_without_the_jobs_secret_is_refused_and_reported() {
+    // One host, this machine, whose launch prefix hands the PE a wrong secret on its standard
+    // input (where a PE started through a prefix reads it): the launcher, listening on TCP,
+    // must turn it away, say so, and fail the job instead of running it.
+    let dir = tempfile::tempdir().unwrap();
+    let hosts_file = dir.path().join("hosts.toml");
+    let wrong = "5a".repeat(32);
+    let prefix = ["sh", "-c", &format!("echo {wrong} | \"$@\""), "sh"];
+    std::fs::write(
+        &hosts_file,
+        format!(
+            "[[host]]\nname = \"here\"\naddress = \"127.0.0.1\"\ncores = 4\nlaunch = {prefix:?}\n"
+        ),
+    )
+    .unwrap();
+    let o = sluice(&[
+        "run",
+        "wordcount",
+        "--plan",
+        "processes",
+        "--duration",
+        "1",
+        "--hosts",
+        hosts_file.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("refused a control connection from 127.0.0.1:")
+            && err.contains("it did not present the job's secret"),
+        "{err}"
+    );
+    assert!(err.contains("error: PE '"), "{err}");
 }

@@ -1,0 +1,447 @@
+//! The stream between the launcher and each of its PEs, which carries the control protocol
+//! ([`crate::wire`]): a Unix socket in the launcher's private job directory when every PE runs
+//! on the launcher's machine, TCP to the launcher's address when the job has a hosts file (a
+//! PE on another host cannot see that directory).
+//!
+//! Either way a PE opens the stream with the hello of the `tcp` transport carrying the job's
+//! secret ([`sluice_transport::tcp::hello`]), then `Hello { pe }`; the launcher checks the
+//! secret as a `tcp` receiver does (in constant time) and refuses, and reports, a peer without
+//! it. A peer gets [`HANDSHAKE_PATIENCE`] to say both, each checked on a thread of its own
+//! (at most [`MAX_HANDSHAKES`] at once), so a silent stranger cannot hold the start up. The
+//! TCP listener binds only to the address it is given, on a port the system picks, and is
+//! closed once every PE is in.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_plan::HostSpec;
+use sluice_transport::tcp::{self, JobSecret, TcpParams, HELLO_LEN};
+use sluice_types::BytesTuple;
+
+use crate::wire::{self, FromPe};
+use crate::RunError;
+
+/// How long a peer has to present the secret and say which PE it is.
+pub(crate) const HANDSHAKE_PATIENCE: Duration = Duration::from_secs(10);
+/// Handshakes checked at once; more waiting connections are refused.
+const MAX_HANDSHAKES: usize = 64;
+/// How long a PE tries to reach its launcher's TCP address.
+const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Where a PE reaches its launcher: the value of `SLUICE_CONTROL`, a socket's path or an
+/// `address:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ControlAddress {
+    /// A Unix socket on the launcher's machine (an absolute path).
+    Unix(PathBuf),
+    /// The launcher's TCP listener.
+    Tcp(SocketAddr),
+}
+
+impl ControlAddress {
+    /// The address as an environment variable's value.
+    pub(crate) fn to_env(&self) -> OsString {
+        match self {
+            Self::Unix(path) => path.clone().into(),
+            Self::Tcp(addr) => addr.to_string().into(),
+        }
+    }
+
+    /// Reads a value written by [`ControlAddress::to_env`].
+    pub(crate) fn from_env(value: &OsStr) -> Option<Self> {
+        let path = Path::new(value);
+        if path.is_absolute() {
+            return Some(Self::Unix(path.to_path_buf()));
+        }
+        value.to_str()?.parse().ok().map(Self::Tcp)
+    }
+}
+
+/// The hello that opens a control stream: the `tcp` transport's, as its only sender of bytes.
+fn control_hello(secret: &JobSecret) -> Result<[u8; HELLO_LEN], RunError> {
+    tcp::hello::<BytesTuple>(secret, 0, &TcpParams::default())
+        .map_err(|e| RunError::Launch(format!("control hello: {e}")))
+}
+
+/// Whether `hello` presents `secret` (and is a control hello).
+fn admits(hello: &[u8; HELLO_LEN], secret: &JobSecret) -> bool {
+    matches!(
+        tcp::accepted_sender::<BytesTuple>(hello, secret, 1, &TcpParams::default()),
+        Ok(Some(0))
+    )
+}
+
+/// One end of a control stream.
+#[derive(Debug)]
+pub(crate) enum Link {
+    /// Over a Unix socket.
+    Unix(UnixStream),
+    /// Over TCP.
+    Tcp(TcpStream),
+}
+
+impl Link {
+    /// Connects to the launcher at `address` and presents `secret` and `pe`.
+    pub(crate) fn open(
+        address: &ControlAddress,
+        secret: &JobSecret,
+        pe: usize,
+    ) -> Result<Self, RunError> {
+        let unreachable =
+            |e: std::io::Error| RunError::Launch(format!("cannot reach the launcher: {e}"));
+        let mut link = match address {
+            ControlAddress::Unix(path) => {
+                Self::Unix(UnixStream::connect(path).map_err(unreachable)?)
+            }
+            ControlAddress::Tcp(addr) => {
+                let stream =
+                    TcpStream::connect_timeout(addr, CONNECT_PATIENCE).map_err(unreachable)?;
+                // Control messages are small and each is waited for.
+                stream.set_nodelay(true).map_err(unreachable)?;
+                Self::Tcp(stream)
+            }
+        };
+        link.write_all(&control_hello(secret)?)
+            .and_then(|()| wire::send(&mut link, &FromPe::Hello { pe }))
+            .map_err(unreachable)?;
+        Ok(link)
+    }
+
+    /// Another handle to the same stream (one reads while another writes).
+    pub(crate) fn try_clone(&self) -> std::io::Result<Self> {
+        Ok(match self {
+            Self::Unix(s) => Self::Unix(s.try_clone()?),
+            Self::Tcp(s) => Self::Tcp(s.try_clone()?),
+        })
+    }
+
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Self::Unix(s) => s.set_read_timeout(timeout),
+            Self::Tcp(s) => s.set_read_timeout(timeout),
+        }
+    }
+}
+
+impl Read for Link {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Unix(s) => s.read(buf),
+            Self::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Link {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Unix(s) => s.write(buf),
+            Self::Tcp(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Unix(s) => s.flush(),
+            Self::Tcp(s) => s.flush(),
+        }
+    }
+}
+
+/// What became of a connection to the launcher's listener.
+pub(crate) enum Admission {
+    /// A PE presented the secret and said which it is: the stream to write to it, and the
+    /// reader its messages come through.
+    Admitted {
+        pe: usize,
+        link: Link,
+        reader: BufReader<Link>,
+    },
+    /// A peer was turned away.
+    Refused { peer: String, why: &'static str },
+}
+
+/// The launcher's listener for its PEs.
+pub(crate) enum LinkListener {
+    /// A Unix socket (in a directory only the launcher's user can enter).
+    Unix(UnixListener),
+    /// TCP on one address.
+    Tcp(TcpListener),
+}
+
+impl LinkListener {
+    /// Listens on a Unix socket at `path`.
+    pub(crate) fn unix(path: &Path) -> Result<Self, RunError> {
+        let listener = UnixListener::bind(path)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| RunError::Launch(format!("cannot listen for PEs: {e}")))?;
+        Ok(Self::Unix(listener))
+    }
+
+    /// Listens on TCP at `ip` alone, on a port the system picks.
+    pub(crate) fn tcp(ip: IpAddr) -> Result<Self, RunError> {
+        let listener = TcpListener::bind((ip, 0))
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| RunError::Launch(format!("cannot listen for PEs on {ip}: {e}")))?;
+        Ok(Self::Tcp(listener))
+    }
+
+    /// Where PEs reach it.
+    pub(crate) fn address(&self) -> Result<ControlAddress, RunError> {
+        let lost = |e: std::io::Error| RunError::Launch(format!("control listener: {e}"));
+        match self {
+            Self::Unix(l) => l
+                .local_addr()
+                .map_err(lost)?
+                .as_pathname()
+                .map(|p| ControlAddress::Unix(p.to_path_buf()))
+                .ok_or_else(|| RunError::Launch("the control socket has no path".into())),
+            Self::Tcp(l) => l.local_addr().map(ControlAddress::Tcp).map_err(lost),
+        }
+    }
+
+    /// Accepts the connections waiting and checks each on a thread of its own, which sends
+    /// what became of it to `admissions`. Returns at once.
+    pub(crate) fn admit(
+        &self,
+        secret: &JobSecret,
+        pending: &Arc<AtomicUsize>,
+        admissions: &Sender<Admission>,
+    ) -> Result<(), RunError> {
+        loop {
+            let accepted = match self {
+                Self::Unix(l) => l
+                    .accept()
+                    .map(|(s, _)| (Link::Unix(s), "a local process".into())),
+                Self::Tcp(l) => l.accept().map(|(s, peer)| {
+                    let _ = s.set_nodelay(true);
+                    (Link::Tcp(s), peer.to_string())
+                }),
+            };
+            let (link, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(RunError::Launch(format!("control listener: {e}"))),
+            };
+            // SYNC: the counter only bounds how many handshake threads run; Relaxed, as
+            // nothing else is published through it (pairs with the fetch_sub below).
+            if pending.fetch_add(1, Ordering::Relaxed) >= MAX_HANDSHAKES {
+                pending.fetch_sub(1, Ordering::Relaxed);
+                let _ = admissions.send(Admission::Refused {
+                    peer,
+                    why: "too many connections at once",
+                });
+                continue;
+            }
+            let (secret, pending, admissions) =
+                (secret.clone(), pending.clone(), admissions.clone());
+            std::thread::spawn(move || {
+                let admission = handshake(link, peer, &secret);
+                // SYNC: pairs with the fetch_add above; Relaxed for the same reason.
+                pending.fetch_sub(1, Ordering::Relaxed);
+                let _ = admissions.send(admission);
+            });
+        }
+    }
+}
+
+/// Reads a peer's hello and `Hello { pe }` within [`HANDSHAKE_PATIENCE`].
+fn handshake(link: Link, peer: String, secret: &JobSecret) -> Admission {
+    let refused = |why| Admission::Refused {
+        peer: peer.clone(),
+        why,
+    };
+    let Ok(mut reader) = link
+        .set_read_timeout(Some(HANDSHAKE_PATIENCE))
+        .and_then(|()| link.try_clone())
+        .map(BufReader::new)
+    else {
+        return refused("its connection failed");
+    };
+    let mut hello = [0u8; HELLO_LEN];
+    if reader.read_exact(&mut hello).is_err() {
+        return refused("it did not present a hello in time");
+    }
+    if !admits(&hello, secret) {
+        return refused("it did not present the job's secret");
+    }
+    let pe = match wire::receive::<FromPe>(&mut reader) {
+        Ok(Some(FromPe::Hello { pe })) => pe,
+        _ => return refused("it did not say which PE it is"),
+    };
+    if link.set_read_timeout(None).is_err() {
+        return refused("its connection failed");
+    }
+    Admission::Admitted { pe, link, reader }
+}
+
+/// The address the launcher's TCP listener binds to for PEs on `hosts`: `configured` if the
+/// hosts file sets one, else the address of this machine its routes use toward the hosts
+/// (their loopback address only if every host is this machine).
+pub(crate) fn launcher_ip<'a>(
+    configured: Option<IpAddr>,
+    hosts: impl IntoIterator<Item = &'a HostSpec>,
+) -> Result<IpAddr, RunError> {
+    if let Some(ip) = configured {
+        return Ok(ip);
+    }
+    let mut found: Vec<IpAddr> = Vec::new();
+    for host in hosts {
+        let any = match host.address {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
+        // Connecting a UDP socket sends nothing; it only picks the route and its source.
+        let source = UdpSocket::bind((any, 0))
+            .and_then(|s| s.connect((host.address, 9)).and_then(|()| s.local_addr()))
+            .map_err(|e| {
+                RunError::Launch(format!(
+                    "cannot tell which address of this machine host '{}' ({}) reaches: {e}; \
+                     set `[launcher] address` in the hosts file",
+                    host.name, host.address
+                ))
+            })?;
+        if !found.contains(&source.ip()) {
+            found.push(source.ip());
+        }
+    }
+    let outward: Vec<IpAddr> = found
+        .iter()
+        .copied()
+        .filter(|ip| !ip.is_loopback())
+        .collect();
+    match (outward.as_slice(), found.first()) {
+        ([one], _) => Ok(*one),
+        ([], Some(&loopback)) => Ok(loopback),
+        ([], None) => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        (several, _) => Err(RunError::Launch(format!(
+            "the hosts are reached through different addresses of this machine ({}); set \
+             `[launcher] address` in the hosts file to one every host reaches",
+            several
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn admitted(listener: &LinkListener, secret: &JobSecret, connect: impl FnOnce()) -> Admission {
+        let (sent, received) = mpsc::channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        connect();
+        loop {
+            listener.admit(secret, &pending, &sent).unwrap();
+            if let Ok(admission) = received.recv_timeout(Duration::from_millis(10)) {
+                return admission;
+            }
+        }
+    }
+
+    #[test]
+    fn a_pe_with_the_secret_is_admitted_over_tcp_and_a_stranger_is_refused() {
+        let secret = JobSecret::random().unwrap();
+        let listener = LinkListener::tcp(IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap();
+        let address = listener.address().unwrap();
+        let ControlAddress::Tcp(addr) = address.clone() else {
+            panic!("{address:?}")
+        };
+        assert!(addr.ip().is_loopback() && addr.port() != 0);
+        assert_eq!(
+            ControlAddress::from_env(&address.to_env()),
+            Some(address.clone())
+        );
+
+        let mut pe = None;
+        match admitted(&listener, &secret, || {
+            pe = Some(Link::open(&address, &secret, 3).unwrap())
+        }) {
+            Admission::Admitted { pe, .. } => assert_eq!(pe, 3),
+            Admission::Refused { why, .. } => panic!("refused: {why}"),
+        }
+
+        // A stranger with another secret, and one sending the right bytes' worth of junk.
+        let other = JobSecret::random().unwrap();
+        let mut stranger = None;
+        match admitted(&listener, &secret, || {
+            stranger = Some(Link::open(&address, &other, 0).unwrap())
+        }) {
+            Admission::Refused { why, peer } => {
+                assert_eq!(why, "it did not present the job's secret");
+                assert!(peer.starts_with("127.0.0.1:"), "{peer}");
+            }
+            Admission::Admitted { .. } => panic!("a stranger was admitted"),
+        }
+        let mut stranger = stranger.unwrap();
+        let mut byte = [0u8];
+        assert!(
+            matches!(stranger.read(&mut byte), Ok(0) | Err(_)),
+            "the stranger's connection is closed"
+        );
+        let mut junk = None;
+        let refused = admitted(&listener, &secret, || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&[0x5a; HELLO_LEN]).unwrap();
+            junk = Some(s);
+        });
+        assert!(matches!(refused, Admission::Refused { .. }));
+    }
+
+    #[test]
+    fn unix_links_carry_the_same_handshake() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = LinkListener::unix(&dir.path().join("control.sock")).unwrap();
+        let address = listener.address().unwrap();
+        assert!(matches!(address, ControlAddress::Unix(_)));
+        assert_eq!(
+            ControlAddress::from_env(&address.to_env()),
+            Some(address.clone())
+        );
+        let secret = JobSecret::random().unwrap();
+        let mut pe = None;
+        let admission = admitted(&listener, &secret, || {
+            pe = Some(Link::open(&address, &secret, 1).unwrap())
+        });
+        assert!(matches!(admission, Admission::Admitted { pe: 1, .. }));
+        let mut stranger = None;
+        let other = JobSecret::random().unwrap();
+        let admission = admitted(&listener, &secret, || {
+            stranger = Some(Link::open(&address, &other, 1).unwrap())
+        });
+        assert!(matches!(admission, Admission::Refused { .. }));
+    }
+
+    #[test]
+    fn the_launcher_ip_is_the_configured_one_or_the_route_toward_the_hosts() {
+        let host = |address: &str| HostSpec {
+            name: "h".into(),
+            address: address.parse().unwrap(),
+            cores: 1,
+            groups: Vec::new(),
+            launch: Vec::new(),
+        };
+        let configured: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(launcher_ip(Some(configured), &[]).unwrap(), configured);
+        assert_eq!(
+            launcher_ip(None, &[host("127.0.0.1")]).unwrap(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        );
+        assert_eq!(
+            launcher_ip(None, &[]).unwrap(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        );
+    }
+}
