@@ -106,6 +106,21 @@ struct Pe {
 }
 
 impl Pe {
+    /// A PE not started yet.
+    fn new(name: String, operators: String) -> Self {
+        Self {
+            name,
+            operators,
+            process: None,
+            control: None,
+            report: None,
+            failure: None,
+            status: None,
+            hung_up: false,
+            ended_at: None,
+        }
+    }
+
     /// Waits until the process has exited or `deadline` has passed.
     fn reap(&mut self, deadline: Instant) {
         while self.status.is_none() && self.process.is_some() {
@@ -158,6 +173,8 @@ pub(crate) struct Children {
     /// The first PE that reported a failure, and when.
     failing: Option<(usize, Instant)>,
     segments: Option<JobSegments>,
+    /// Where the PEs reach this launcher, for messages.
+    listening: String,
     _dir: tempfile::TempDir,
 }
 
@@ -183,9 +200,10 @@ pub(crate) fn start(
         )?)?,
     };
     let exe = std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?;
+    let control = listener.address()?.to_env();
     let environment = PeEnvironment {
         public: vec![
-            (ENV_CONTROL, listener.address()?.to_env()),
+            (ENV_CONTROL, control.clone()),
             (ENV_JOB_ID, segments.job().into()),
         ],
         secret: secret.to_hex(),
@@ -194,20 +212,10 @@ pub(crate) fn start(
         pes: plan
             .pes
             .iter()
-            .map(|pe| Pe {
-                name: pe.name.clone(),
-                operators: plan
-                    .pe_instances(pe.id)
-                    .map(|i| i.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                process: None,
-                control: None,
-                report: None,
-                failure: None,
-                status: None,
-                hung_up: false,
-                ended_at: None,
+            .map(|pe| {
+                let operators: Vec<&str> =
+                    plan.pe_instances(pe.id).map(|i| i.name.as_str()).collect();
+                Pe::new(pe.name.clone(), operators.join(", "))
             })
             .collect(),
         mpirun: None,
@@ -216,6 +224,7 @@ pub(crate) fn start(
         inbox: VecDeque::new(),
         failing: None,
         segments: Some(segments),
+        listening: control.to_string_lossy().into_owned(),
         _dir: dir,
     };
     let spawned = match spawner {
@@ -539,6 +548,12 @@ impl Children {
             },
             None => "ended without reporting".to_string(),
         };
+        let how = if p.control.is_none() && !p.hung_up {
+            // Most likely its host cannot reach this launcher (or its secret was wrong).
+            format!("{how} before reaching the launcher at {}", self.listening)
+        } else {
+            how
+        };
         RunError::PeDied {
             pe: p.name.clone(),
             operators: p.operators.clone(),
@@ -617,5 +632,93 @@ impl Children {
             .flat_map(wire::WireReport::into_instances)
             .collect();
         Ok(JobReport::new(elapsed, instances))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::Sender;
+
+    /// A job of PEs `p0`, `p1`, ... whose processes this launcher did not start (as under
+    /// `mpirun`), and the sender of their messages.
+    fn children(n: usize) -> (Children, Sender<(usize, Option<FromPe>)>) {
+        let (sent, events) = mpsc::channel();
+        let children = Children {
+            pes: (0..n)
+                .map(|i| Pe::new(format!("p{i}"), format!("op{i}")))
+                .collect(),
+            mpirun: None,
+            mpirun_ended: None,
+            events,
+            inbox: VecDeque::new(),
+            failing: None,
+            segments: None,
+            listening: "here".into(),
+            _dir: tempfile::tempdir().unwrap(),
+        };
+        (children, sent)
+    }
+
+    /// Supervises until a step fails (a watchdog fails the test after 10 s).
+    fn supervise_until_error(children: &mut Children) -> RunError {
+        let watchdog = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Err(error) = children.supervise(SUPERVISION_PERIOD) {
+                return error;
+            }
+            assert!(Instant::now() < watchdog, "supervision never failed");
+        }
+    }
+
+    fn done() -> FromPe {
+        FromPe::Done {
+            report: wire::WireReport::from_report(&JobReport::new(Duration::ZERO, Vec::new())),
+        }
+    }
+
+    #[test]
+    fn a_failure_waiting_for_its_cause_keeps_every_other_message() {
+        let (mut children, sent) = children(3);
+        let failed = FromPe::Failed {
+            error: "edge broke".into(),
+        };
+        for event in [
+            (2, Some(FromPe::Ready)),
+            (0, Some(failed)),
+            // A PE that reports and then closes its stream is not a death.
+            (1, Some(done())),
+            (1, None),
+        ] {
+            sent.send(event).unwrap();
+        }
+        match supervise_until_error(&mut children) {
+            RunError::PeFailed { pe, error } => {
+                assert_eq!((pe.as_str(), error.as_str()), ("p0", "edge broke"))
+            }
+            other => panic!("{other}"),
+        }
+        assert!(children.pes[1].report.is_some());
+        assert!(matches!(children.inbox.pop_front(), Some(FromPe::Ready)));
+    }
+
+    #[test]
+    fn a_silent_end_during_a_failures_grace_is_the_cause() {
+        let (mut children, sent) = children(2);
+        sent.send((
+            0,
+            Some(FromPe::Failed {
+                error: "edge broke".into(),
+            }),
+        ))
+        .unwrap();
+        sent.send((1, None)).unwrap();
+        match supervise_until_error(&mut children) {
+            RunError::PeDied { pe, operators, how } => {
+                assert_eq!((pe.as_str(), operators.as_str()), ("p1", "op1"));
+                assert_eq!(how, "ended without reporting");
+            }
+            other => panic!("{other}"),
+        }
     }
 }

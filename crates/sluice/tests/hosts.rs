@@ -343,4 +343,8 @@ fn a_pe_without_the_jobs_secret_is_refused_and_reported() {
         "{err}"
     );
     assert!(err.contains("error: PE '"), "{err}");
+    assert!(
+        err.contains("before reaching the launcher at 127.0.0.1:"),
+        "{err}"
+    );
 }
