@@ -10,19 +10,23 @@
 //! two threads; `shm-vega` ([`shm_vega`]), a Vega ring in a shared segment, between
 //! processes or threads; `shm-osr` ([`shm_osr`]), an OSR ring in a shared segment, from many
 //! senders (processes or threads) into one receiver; `tcp` ([`tcp`]), batched frames over
-//! TCP, between processes or hosts; and `udp-mq` ([`udp_mq`]), datagrams over several UDP
+//! TCP, between processes or hosts; `udp-mq` ([`udp_mq`]), datagrams over several UDP
 //! sockets standing in for a NIC's queues, sent and received in batches ([`datagram`]), at
-//! most once with every loss counted. The fused "transport" is a direct call and lives in the
+//! most once with every loss counted; and `mpi` ([`mpi`], Cargo feature `mpi`), batches as
+//! MPI messages between the ranks of an `mpirun` job. The fused "transport" is a direct call and lives in the
 //! runtime.
 //!
 //! The threaded port and `shm-vega` can park: an idle receiver sleeps on its queue's doorbell
 //! until the sender publishes, and a sender refused with `Full` until the receiver frees room
 //! ([`TupleReceiver::park`], [`TupleSender::park`]); the others keep the default, which
 //! declines, and their callers sleep instead.
-#![forbid(unsafe_code)]
+// Without MPI nothing here is unsafe; with it, one module (`mpi::request`) is, and argues it.
+#![cfg_attr(not(feature = "mpi"), forbid(unsafe_code))]
+#![cfg_attr(feature = "mpi", deny(unsafe_code))]
 
 pub mod datagram;
 mod erased;
+pub mod mpi;
 mod registry;
 pub mod shm_osr;
 pub mod shm_vega;

@@ -11,6 +11,7 @@ use thiserror::Error;
 
 use std::net::{IpAddr, SocketAddr};
 
+use crate::mpi::MpiParams;
 use crate::tcp::{JobSecret, TcpParams};
 use crate::threaded::threaded_port;
 use crate::udp_mq::UdpMqParams;
@@ -56,6 +57,9 @@ pub enum TransportSpec {
     /// Datagrams over several UDP sockets (queues), sent and received in batches; at most
     /// once, every loss counted: between processes or hosts (or threads, over loopback).
     UdpMq(UdpMqParams),
+    /// Batches as MPI point-to-point messages between PEs launched by `mpirun` (`--launcher
+    /// mpi`); needs the `mpi` feature.
+    Mpi(MpiParams),
 }
 
 fn default_osr_capacity() -> usize {
@@ -89,6 +93,27 @@ pub enum TransportError {
         /// How many senders were asked for.
         senders: usize,
     },
+    /// The transport needs a Cargo feature this build does not have.
+    #[error(
+        "the {transport} transport: this program was built without the {feature} feature \
+         (rebuild with --features {feature})"
+    )]
+    NotBuilt {
+        /// The transport's name.
+        transport: &'static str,
+        /// The missing feature.
+        feature: &'static str,
+    },
+    /// The transport joins processes launched a certain way, not threads of one process.
+    #[error(
+        "the {transport} transport joins PEs launched with {launcher}, not threads of one process"
+    )]
+    ProcessesOnly {
+        /// The transport's name.
+        transport: &'static str,
+        /// How its PEs must be launched.
+        launcher: &'static str,
+    },
     /// A parameter is out of range.
     #[error("transport {transport}: {parameter} {reason}")]
     InvalidParameter {
@@ -115,6 +140,10 @@ pub struct ChannelSite {
     pub secret: JobSecret,
     /// The sender's index among the channel's senders.
     pub sender_index: u32,
+    /// The receiving PE's index (its rank under `mpirun`).
+    pub receiver_pe: usize,
+    /// The channel's id in the plan (an MPI tag names it).
+    pub channel: usize,
 }
 
 /// A receiver bound at a channel site, and the address its senders must be given (for a
@@ -146,7 +175,19 @@ impl TransportSpec {
             Self::Tcp(_) => "tcp",
             Self::ShmOsr { .. } => "shm-osr",
             Self::UdpMq(_) => "udp-mq",
+            Self::Mpi(_) => "mpi",
         }
+    }
+
+    /// Whether one receiver takes several senders, so that the edges of one logical edge
+    /// into one input port can share a channel.
+    pub fn takes_many_senders(&self) -> bool {
+        matches!(self, Self::ShmOsr { .. } | Self::Tcp(_) | Self::Mpi(_))
+    }
+
+    /// Whether the transport runs only between PEs launched by `mpirun`.
+    pub fn needs_mpi_launcher(&self) -> bool {
+        matches!(self, Self::Mpi(_))
     }
 
     /// Builds a connected pair of typed endpoints.
@@ -183,6 +224,10 @@ impl TransportSpec {
                 let (tx, rx) = crate::udp_mq::connect::<T>(&params)?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
+            Self::Mpi(_) => Err(TransportError::ProcessesOnly {
+                transport: self.name(),
+                launcher: "--launcher mpi",
+            }),
         }
     }
 }
@@ -235,6 +280,7 @@ impl TransportSpec {
                 )?;
                 Ok((Box::new(rx), Some(bound)))
             }
+            Self::Mpi(params) => Ok((mpi_endpoints::bind(site, senders, &params)?, None)),
         }
     }
 
@@ -284,7 +330,89 @@ impl TransportSpec {
                     &params,
                 )?))
             }
+            Self::Mpi(params) => mpi_endpoints::open(site, &params),
         }
+    }
+}
+
+/// The `mpi` endpoints of a channel site, or the error of a build without them.
+#[cfg(feature = "mpi")]
+mod mpi_endpoints {
+    use sluice_types::Tuple;
+
+    use super::{ChannelSite, TransportError};
+    use crate::mpi::{MpiParams, Route, MAX_CHANNELS};
+    use crate::{TupleReceiver, TupleSender};
+
+    fn route(site: &ChannelSite) -> Result<Route, TransportError> {
+        let invalid = |parameter, reason: String| TransportError::InvalidParameter {
+            transport: "mpi",
+            parameter,
+            reason,
+        };
+        Ok(Route {
+            receiver: i32::try_from(site.receiver_pe).map_err(|_| {
+                invalid(
+                    "receiver rank",
+                    format!("{} is too large", site.receiver_pe),
+                )
+            })?,
+            channel: u32::try_from(site.channel)
+                .map_err(|_| invalid("channel", format!("must be below {MAX_CHANNELS}")))?,
+            sender: site.sender_index,
+        })
+    }
+
+    pub(super) fn bind<T: Tuple>(
+        site: &ChannelSite,
+        senders: usize,
+        params: &MpiParams,
+    ) -> Result<Box<dyn TupleReceiver<T>>, TransportError> {
+        Ok(Box::new(crate::mpi::bind_receiver::<T>(
+            route(site)?,
+            senders,
+            params,
+        )?))
+    }
+
+    pub(super) fn open<T: Tuple>(
+        site: &ChannelSite,
+        params: &MpiParams,
+    ) -> Result<Box<dyn TupleSender<T>>, TransportError> {
+        Ok(Box::new(crate::mpi::open_sender::<T>(
+            route(site)?,
+            params,
+        )?))
+    }
+}
+
+/// The `mpi` endpoints of a build without the `mpi` feature: every one is refused.
+#[cfg(not(feature = "mpi"))]
+mod mpi_endpoints {
+    use super::{ChannelSite, TransportError};
+    use crate::mpi::MpiParams;
+    use crate::{TupleReceiver, TupleSender};
+
+    const NOT_BUILT: TransportError = TransportError::NotBuilt {
+        transport: "mpi",
+        feature: "mpi",
+    };
+
+    pub(super) fn bind<T>(
+        _: &ChannelSite,
+        _: usize,
+        params: &MpiParams,
+    ) -> Result<Box<dyn TupleReceiver<T>>, TransportError> {
+        params.validate()?;
+        Err(NOT_BUILT)
+    }
+
+    pub(super) fn open<T>(
+        _: &ChannelSite,
+        params: &MpiParams,
+    ) -> Result<Box<dyn TupleSender<T>>, TransportError> {
+        params.validate()?;
+        Err(NOT_BUILT)
     }
 }
 
@@ -305,6 +433,7 @@ impl std::fmt::Display for TransportSpec {
                 "shm-osr(capacity_bytes={capacity_bytes}, batch_bytes={batch_bytes})"
             ),
             Self::UdpMq(params) => write!(f, "udp-mq({params})"),
+            Self::Mpi(params) => write!(f, "mpi({params})"),
         }
     }
 }

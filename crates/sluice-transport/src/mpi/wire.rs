@@ -1,0 +1,404 @@
+//! The byte layout of one batch of the `mpi` transport (drawn in [`crate::mpi`]): the writer a
+//! sender fills and the reader that checks every length before it reads.
+
+use sluice_types::{Encoding, Message, Tuple};
+
+use super::params::MpiParams;
+use crate::{RecvError, SendError, TransportError};
+
+/// Bytes of a batch's header: the sender's index.
+pub(crate) const HEADER: usize = 4;
+/// Bytes of a data run's tag and tuple count.
+pub(crate) const RUN_HEADER: usize = 5;
+/// Bytes of a normal tuple's length prefix.
+pub(crate) const LEN_PREFIX: usize = 4;
+/// A run of data tuples.
+const TAG_DATA: u8 = 1;
+/// A punctuation.
+const TAG_PUNCTUATION: u8 = 2;
+/// The end of the sender's stream; the last byte of its last batch.
+const TAG_END: u8 = 3;
+/// The sender went away without ending its stream; the last byte of its last batch.
+const TAG_ABANDONED: u8 = 4;
+
+/// What both ends derive from the tuple type and the parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Framing {
+    /// The size of a facade tuple; `None` for normal tuples, which carry their length.
+    pub(crate) facade: Option<usize>,
+    /// The largest encoded tuple.
+    pub(crate) max_tuple: usize,
+    /// The most record bytes in one batch.
+    pub(crate) records_limit: usize,
+}
+
+impl Framing {
+    /// The framing of tuples `T` under `params`, which are checked.
+    pub(crate) fn new<T: Tuple>(params: &MpiParams) -> Result<Self, TransportError> {
+        params.validate()?;
+        let facade = match T::ENCODING {
+            Encoding::Facade { size: 0 } => {
+                // A run of empty tuples would let a few bytes stand for any number of tuples.
+                return Err(TransportError::InvalidParameter {
+                    transport: "mpi",
+                    parameter: "tuple type",
+                    reason: format!("{} has no bytes to send", std::any::type_name::<T>()),
+                });
+            }
+            Encoding::Facade { size } => Some(size),
+            Encoding::Normal => None,
+        };
+        Ok(Self {
+            facade,
+            max_tuple: params.max_tuple_bytes,
+            // Both are at most 64 MiB, so a batch's length fits MPI's `int` count.
+            records_limit: params
+                .batch_bytes
+                .max(RUN_HEADER + LEN_PREFIX + params.max_tuple_bytes),
+        })
+    }
+
+    /// The most bytes in one batch, header included.
+    pub(crate) fn message_limit(&self) -> usize {
+        HEADER + self.records_limit
+    }
+}
+
+/// A batch being filled by a sender.
+#[derive(Debug)]
+pub(crate) struct BatchWriter {
+    /// The header and the records so far.
+    bytes: Vec<u8>,
+    /// Where the open data run's header is, if the last record is a data run.
+    run_at: Option<usize>,
+    /// The sender's index, written first in every batch.
+    sender: u32,
+    /// Appending stops once the batch holds this many record bytes.
+    batch_bytes: usize,
+}
+
+impl BatchWriter {
+    /// An empty batch of sender `sender`, filled up to `batch_bytes` of records.
+    pub(crate) fn new(sender: u32, batch_bytes: usize) -> Self {
+        let mut writer = Self {
+            bytes: Vec::new(),
+            run_at: None,
+            sender,
+            batch_bytes,
+        };
+        writer.reset(Vec::new());
+        writer
+    }
+
+    fn reset(&mut self, mut bytes: Vec<u8>) {
+        bytes.clear();
+        bytes.extend_from_slice(&self.sender.to_le_bytes());
+        self.bytes = bytes;
+        self.run_at = None;
+    }
+
+    /// Whether the batch holds no record.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.len() == HEADER
+    }
+
+    /// Whether a record of `bytes` more fits; a record always fits an empty batch.
+    fn fits(&self, bytes: usize) -> bool {
+        self.is_empty() || self.bytes.len() - HEADER + bytes <= self.batch_bytes
+    }
+
+    /// Whether a data tuple of `len` encoded bytes fits now.
+    pub(crate) fn fits_tuple(&self, framing: &Framing, len: usize) -> bool {
+        let prefix = if framing.facade.is_some() {
+            0
+        } else {
+            LEN_PREFIX
+        };
+        let run = if self.run_at.is_some() { 0 } else { RUN_HEADER };
+        self.fits(run + prefix + len)
+    }
+
+    /// Whether a one-byte record (punctuation, end) fits now.
+    pub(crate) fn fits_control(&self) -> bool {
+        self.fits(1)
+    }
+
+    /// Appends `tuple`, already encoded (`encoded`), to the batch; the caller checked that it
+    /// fits and is no longer than the largest tuple.
+    pub(crate) fn push_tuple(&mut self, framing: &Framing, encoded: &[u8]) {
+        match self.run_at {
+            Some(at) => {
+                let count = get_u32(&self.bytes, at + 1) + 1;
+                self.bytes[at + 1..at + RUN_HEADER].copy_from_slice(&count.to_le_bytes());
+            }
+            None => {
+                self.run_at = Some(self.bytes.len());
+                self.bytes.push(TAG_DATA);
+                self.bytes.extend_from_slice(&1u32.to_le_bytes());
+            }
+        }
+        if framing.facade.is_none() {
+            // The caller checked the length against the largest tuple (at most 64 MiB).
+            self.bytes
+                .extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+        }
+        self.bytes.extend_from_slice(encoded);
+    }
+
+    /// Appends a punctuation or, with `end`, the end of the stream; the caller checked that
+    /// it fits.
+    pub(crate) fn push_control(&mut self, message: Control) {
+        self.run_at = None;
+        self.bytes.push(match message {
+            Control::Punctuation => TAG_PUNCTUATION,
+            Control::End => TAG_END,
+            Control::Abandoned => TAG_ABANDONED,
+        });
+    }
+
+    /// Hands the batch over to be sent and starts an empty one in `spare`.
+    pub(crate) fn take(&mut self, spare: Vec<u8>) -> Vec<u8> {
+        let full = std::mem::take(&mut self.bytes);
+        self.reset(spare);
+        full
+    }
+}
+
+/// A record that is not a tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// A punctuation.
+    Punctuation,
+    /// The end of the stream.
+    End,
+    /// The sender went away without ending its stream.
+    Abandoned,
+}
+
+/// How a decoded batch ends its sender's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// The stream goes on.
+    Open,
+    /// The batch ended with the end of the stream.
+    Ended,
+    /// The batch says the sender went away without ending its stream.
+    Abandoned,
+}
+
+/// The sender index a batch names, checked to be below `senders`.
+pub(crate) fn sender_of(bytes: &[u8], senders: usize) -> Result<usize, RecvError> {
+    if bytes.len() <= HEADER {
+        return Err(RecvError::Malformed);
+    }
+    let sender = get_u32(bytes, 0) as usize;
+    if sender >= senders {
+        return Err(RecvError::Malformed);
+    }
+    Ok(sender)
+}
+
+/// Decodes the records of a whole batch (`bytes`, header included, at most the framing's
+/// message limit) into `out`; every length is checked against the batch and the framing
+/// before anything is read. An end or abandon record must be the batch's last byte.
+pub(crate) fn decode<T: Tuple>(
+    framing: &Framing,
+    bytes: &[u8],
+    out: &mut Vec<Message<T>>,
+) -> Result<Ending, RecvError> {
+    use RecvError::Malformed;
+    let mut at = HEADER;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        match rest[0] {
+            TAG_DATA => {
+                if rest.len() < RUN_HEADER {
+                    return Err(Malformed);
+                }
+                let count = get_u32(rest, 1) as usize;
+                let least = count.checked_mul(framing.facade.unwrap_or(LEN_PREFIX));
+                if count == 0 || least.is_none_or(|l| l > rest.len() - RUN_HEADER) {
+                    return Err(Malformed);
+                }
+                at += RUN_HEADER;
+                for _ in 0..count {
+                    let rest = &bytes[at..];
+                    let (prefix, len) = match framing.facade {
+                        Some(size) => (0, size),
+                        None => {
+                            if rest.len() < LEN_PREFIX {
+                                return Err(Malformed);
+                            }
+                            (LEN_PREFIX, get_u32(rest, 0) as usize)
+                        }
+                    };
+                    if len > framing.max_tuple || prefix + len > rest.len() {
+                        return Err(Malformed);
+                    }
+                    let tuple = T::decode(&rest[prefix..prefix + len]).map_err(|_| Malformed)?;
+                    out.push(Message::Data(tuple));
+                    at += prefix + len;
+                }
+            }
+            TAG_PUNCTUATION => {
+                out.push(Message::Punctuation);
+                at += 1;
+            }
+            TAG_END | TAG_ABANDONED if rest.len() != 1 => return Err(Malformed),
+            TAG_END => {
+                out.push(Message::EndOfStream);
+                return Ok(Ending::Ended);
+            }
+            TAG_ABANDONED => return Ok(Ending::Abandoned),
+            _ => return Err(Malformed),
+        }
+    }
+    Ok(Ending::Open)
+}
+
+/// The little-endian `u32` at `at`; the caller checked that four bytes are there.
+fn get_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// Encodes `tuple` into `scratch` (cleared first) and checks it against the framing.
+pub(crate) fn encode<T: Tuple>(
+    framing: &Framing,
+    tuple: &T,
+    scratch: &mut Vec<u8>,
+) -> Result<(), SendError> {
+    scratch.clear();
+    let unencodable = SendError::Unencodable {
+        type_name: std::any::type_name::<T>(),
+    };
+    tuple.encode(scratch).map_err(|_| unencodable)?;
+    if framing.facade.is_some_and(|size| size != scratch.len()) {
+        return Err(unencodable);
+    }
+    if scratch.len() > framing.max_tuple {
+        return Err(SendError::TooLarge {
+            tuple: scratch.len(),
+            slot: framing.max_tuple,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framing<T: Tuple>(batch_bytes: usize) -> Framing {
+        Framing::new::<T>(&MpiParams {
+            batch_bytes,
+            credit: 1,
+            max_tuple_bytes: 16,
+        })
+        .unwrap()
+    }
+
+    fn written<T: Tuple>(framing: &Framing, messages: Vec<Message<T>>) -> Vec<u8> {
+        let mut writer = BatchWriter::new(3, framing.records_limit);
+        let mut scratch = Vec::new();
+        for m in messages {
+            match m {
+                Message::Data(t) => {
+                    encode(framing, &t, &mut scratch).unwrap();
+                    assert!(writer.fits_tuple(framing, scratch.len()));
+                    writer.push_tuple(framing, &scratch);
+                }
+                Message::Punctuation => writer.push_control(Control::Punctuation),
+                Message::EndOfStream => writer.push_control(Control::End),
+            }
+        }
+        writer.take(Vec::new())
+    }
+
+    #[test]
+    fn a_batch_reads_back_as_written() {
+        let f = framing::<u64>(256);
+        let sent = vec![
+            Message::Data(1u64),
+            Message::Data(2),
+            Message::Punctuation,
+            Message::Data(3),
+            Message::EndOfStream,
+        ];
+        let bytes = written(&f, sent.clone());
+        assert_eq!(sender_of(&bytes, 4), Ok(3));
+        assert_eq!(sender_of(&bytes, 3), Err(RecvError::Malformed));
+        let mut out = Vec::new();
+        assert_eq!(decode(&f, &bytes, &mut out), Ok(Ending::Ended));
+        assert_eq!(out, sent);
+
+        let f = framing::<String>(256);
+        let sent = vec![
+            Message::Data("ab".to_string()),
+            Message::Data(String::new()),
+        ];
+        let mut out = Vec::new();
+        assert_eq!(
+            decode(&f, &written(&f, sent.clone()), &mut out),
+            Ok(Ending::Open)
+        );
+        assert_eq!(out, sent);
+    }
+
+    #[test]
+    fn every_length_is_checked_before_it_is_read() {
+        let f = framing::<u64>(256);
+        let good = written(&f, vec![Message::Data(7u64), Message::Data(8)]);
+        // Every truncation, and every count or tag byte made wrong, is refused, never read
+        // past the end.
+        for cut in HEADER + 1..good.len() {
+            let mut out = Vec::<Message<u64>>::new();
+            assert_eq!(
+                decode(&f, &good[..cut], &mut out),
+                Err(RecvError::Malformed)
+            );
+        }
+        for (at, value) in [
+            (HEADER, 9u8),
+            (HEADER + 1, 3),
+            (HEADER + 1, 0),
+            (HEADER + 4, 0xff),
+        ] {
+            let mut bad = good.clone();
+            bad[at] = value;
+            let mut out = Vec::<Message<u64>>::new();
+            assert_eq!(
+                decode(&f, &bad, &mut out),
+                Err(RecvError::Malformed),
+                "{at}"
+            );
+        }
+        // A normal tuple longer than the largest, and bytes after the end, are refused.
+        let f = framing::<String>(256);
+        let mut bad = written(&f, vec![Message::Data("x".to_string())]);
+        bad[HEADER + RUN_HEADER..HEADER + RUN_HEADER + 4].copy_from_slice(&17u32.to_le_bytes());
+        assert_eq!(
+            decode(&f, &bad, &mut Vec::<Message<String>>::new()),
+            Err(RecvError::Malformed)
+        );
+        let mut bad = written::<String>(&f, vec![Message::EndOfStream]);
+        bad.push(TAG_PUNCTUATION);
+        assert_eq!(
+            decode(&f, &bad, &mut Vec::<Message<String>>::new()),
+            Err(RecvError::Malformed)
+        );
+    }
+
+    #[test]
+    fn a_batch_fills_up_to_its_budget_and_a_tuple_always_fits_an_empty_one() {
+        let f = framing::<u64>(20);
+        let mut writer = BatchWriter::new(0, 20);
+        assert!(writer.fits_tuple(&f, 8));
+        writer.push_tuple(&f, &[0; 8]);
+        // 13 bytes so far: one more tuple of 8 makes 21 > 20.
+        assert!(!writer.fits_tuple(&f, 8));
+        assert!(writer.fits_control());
+        let bytes = writer.take(Vec::new());
+        assert_eq!(bytes.len(), HEADER + RUN_HEADER + 8);
+        assert!(writer.is_empty() && writer.fits_tuple(&f, 16));
+    }
+}
