@@ -89,11 +89,16 @@ impl<T: Tuple> MpiReceiver<T> {
             return Ok(false);
         };
         // The length is checked before anything is received: a batch longer than this end's
-        // limit is left unreceived and poisons the edge.
-        let len = usize::try_from(status.count(u8::equivalent_datatype()))
+        // limit is never received (receiving it would mean allocating what the peer says, or
+        // a truncation MPI treats as fatal); it is forgotten, matched but unreceived, and
+        // poisons the edge.
+        let Some(len) = usize::try_from(status.count(u8::equivalent_datatype()))
             .ok()
             .filter(|&len| len <= self.framing.message_limit())
-            .ok_or(RecvError::Malformed)?;
+        else {
+            std::mem::forget(message);
+            return Err(RecvError::Malformed);
+        };
         self.buffer.resize(len, 0);
         message.matched_receive_into(&mut self.buffer[..]);
         let source = status.source_rank();
