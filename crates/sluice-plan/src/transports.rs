@@ -5,7 +5,7 @@
 //! Between PEs of one host the default is `shm-vega` (one producer, one consumer, the cheapest
 //! ring), or `shm-osr` where several PEs feed one input port; between hosts it is `tcp` with
 //! adaptive batching. Where several upstream instances in other PEs feed one input port over a transport
-//! that takes many producers (`shm-osr`), they share one channel, so the downstream thread polls
+//! that takes many producers (`shm-osr`, `tcp`, `mpi`: [`TransportSpec::takes_many_senders`]), they share one channel, so the downstream thread polls
 //! one receiver for all of them (the Vega paper, section III).
 
 use std::collections::BTreeMap;
@@ -109,6 +109,10 @@ fn transport_for(
                 host_a.name, host_b.name
             ),
         )),
+        Some(spec @ TransportSpec::Mpi(_)) if a.pe == b.pe => Err(refuse(
+            spec,
+            "both ends run in one PE; mpi joins PEs (the ranks of mpirun), a threaded port joins threads",
+        )),
         Some(spec) => Ok(spec.clone()),
         None if a.thread == b.thread => Ok(TransportSpec::Fused),
         None if a.pe == b.pe => Ok(TransportSpec::Threaded { capacity }),
@@ -141,11 +145,6 @@ fn share_receivers(edges: &mut [EdgePlan], chosen: &[bool]) {
     }
 }
 
-/// Whether one receiver of `spec` takes several senders.
-fn takes_many_senders(spec: &TransportSpec) -> bool {
-    matches!(spec.name(), "shm-osr" | "tcp")
-}
-
 /// Gives every edge that is not fused a channel: edges of one logical edge into one input port
 /// share a channel when its transport takes many senders; every other edge has its own.
 ///
@@ -163,7 +162,7 @@ fn group_into_channels(edges: &mut [EdgePlan], instances: &[InstancePlan]) -> Ve
         let from = edge.from.instance;
         let candidates = shared.entry((edge.logical, edge.to)).or_default();
         let reuse = candidates.iter().copied().find(|&c| {
-            takes_many_senders(&edge.transport)
+            edge.transport.takes_many_senders()
                 && channels[c].transport == edge.transport
                 && (channels[c].senders.contains(&from)
                     || channels[c]

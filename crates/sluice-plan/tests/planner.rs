@@ -303,6 +303,54 @@ fn pinned_transports_that_cannot_work_are_refused() {
     );
 }
 
+#[test]
+fn an_edge_between_pes_may_be_pinned_to_mpi_and_shares_one_receiver() {
+    let four_pes = "[[thread]]\nname='a'\npe='x'\noperators=['source','split']\n\
+                   [[thread]]\nname='b'\npe='y'\noperators=['sum[0]']\n\
+                   [[thread]]\nname='c'\npe='z'\noperators=['sum[1]']\n\
+                   [[thread]]\nname='d'\npe='w'\noperators=['sink']\n\
+                   [[edge]]\nfrom='sum'\nto='sink'\n";
+    let p = plan(
+        &graph(),
+        &file(&format!("{four_pes}transport={{kind='mpi'}}\n")),
+        &options(),
+    )
+    .unwrap();
+    let mpi: Vec<_> = p
+        .channels
+        .iter()
+        .filter(|c| c.transport.name() == "mpi")
+        .collect();
+    // sum[0] (PE y) and sum[1] (PE z) feed the sink (PE w): one channel, one receiver.
+    assert_eq!(mpi.len(), 1);
+    assert_eq!(mpi[0].senders.len(), 2);
+    assert_eq!(
+        mpi[0].transport.to_string(),
+        "mpi(batch_bytes=16384, credit=8, max_tuple_bytes=65536)"
+    );
+    let p = plan(
+        &graph(),
+        &file(&format!("{four_pes}transport={{kind='mpi', credit=2}}\n")),
+        &options(),
+    )
+    .unwrap();
+    assert!(p
+        .channels
+        .iter()
+        .any(|c| c.transport.to_string().contains("credit=2")));
+    let e = plan(
+        &graph(),
+        &file(
+            "[[thread]]\nname='a'\noperators=['source','split']\n\
+             [[thread]]\nname='b'\noperators=['sum','sink']\n\
+             [[edge]]\nfrom='split'\nto='sum'\ntransport={kind='mpi'}\n",
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("both ends run in one PE"), "{e}");
+}
+
 const HOSTS: &str = r#"
 [[host]]
 name = "a"
