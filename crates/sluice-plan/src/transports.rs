@@ -4,9 +4,10 @@
 //!
 //! Between PEs of one host the default is `shm-vega` (one producer, one consumer, the cheapest
 //! ring), or `shm-osr` where several PEs feed one input port; between hosts it is `tcp` with
-//! adaptive batching. Where several upstream instances in other PEs feed one input port over a transport
-//! that takes many producers (`shm-osr`, `tcp`, `mpi`: [`TransportSpec::takes_many_senders`]), they share one channel, so the downstream thread polls
-//! one receiver for all of them (the Vega paper, section III).
+//! adaptive batching. Where several upstream instances in other PEs feed one input port over
+//! a transport that takes many producers (`shm-osr`, `tcp`, `mpi`:
+//! [`TransportSpec::takes_many_senders`]), they share one channel, so the downstream thread
+//! polls one receiver for all of them (the Vega paper, section III).
 
 use std::collections::BTreeMap;
 
