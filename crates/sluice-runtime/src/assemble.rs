@@ -86,6 +86,8 @@ impl Sites {
             peer: self.endpoints.get(&channel.id).copied(),
             secret: self.secret.clone(),
             sender_index: sender_index as u32,
+            receiver_pe: receiver_pe.id,
+            channel: channel.id,
         })
     }
 }
@@ -102,6 +104,15 @@ pub(crate) struct Bound {
 fn joined_in_process(plan: &PhysicalPlan, channel: &ChannelPlan, scope: Scope) -> bool {
     matches!(channel.senders.as_slice(), [s] if scope.runs(plan.instance(*s).pe))
         && scope.runs(plan.instance(channel.to.instance).pe)
+}
+
+/// The label of the first channel of `plan` whose transport runs only between PEs launched by
+/// `mpirun`, if any.
+pub(crate) fn mpi_channel(plan: &PhysicalPlan) -> Option<String> {
+    plan.channels
+        .iter()
+        .find(|c| c.transport.needs_mpi_launcher())
+        .map(|c| channel_label(plan, c))
 }
 
 /// The label of a channel in messages: `up -> down`, or `up1, up2 -> down`.

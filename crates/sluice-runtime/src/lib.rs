@@ -116,6 +116,7 @@ pub fn start(
     if is_pe_process() {
         pe::serve(graph, options)
     }
+    check_mpi(plan, options.launcher)?;
     match options.launcher {
         Launcher::Local if plan.pes.len() > 1 => {
             launch::start(plan, options, launch::Spawner::Direct)
@@ -123,6 +124,30 @@ pub fn start(
         Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi),
         _ => start_threads(graph, plan, options),
     }
+}
+
+/// Refuses a plan with an `mpi` edge unless its PEs are launched by `mpirun` and this program
+/// has the `mpi` transport.
+fn check_mpi(plan: &PhysicalPlan, launcher: Launcher) -> Result<(), RunError> {
+    let Some(edge) = assemble::mpi_channel(plan) else {
+        return Ok(());
+    };
+    if !cfg!(feature = "mpi") {
+        return Err(RunError::Transport {
+            edge,
+            error: sluice_transport::TransportError::NotBuilt {
+                transport: "mpi",
+                feature: "mpi",
+            },
+        });
+    }
+    if launcher != Launcher::Mpi {
+        return Err(RunError::Launch(format!(
+            "edge {edge} uses the mpi transport, which runs only between PEs launched by \
+             mpirun: add --launcher mpi"
+        )));
+    }
+    Ok(())
 }
 
 /// Runs `plan` for `graph` to the end and returns the report.

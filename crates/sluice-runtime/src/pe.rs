@@ -116,7 +116,37 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
         },
     };
     let _ = wire::send(&mut link, &message);
+    if outcome.is_ok() {
+        // After the report: MPI_Finalize waits for every rank, and a rank that failed never
+        // comes (mpirun takes the job down once it exits).
+        end_mpi();
+    }
     std::process::exit(if outcome.is_ok() { 0 } else { 1 })
+}
+
+/// Initialises MPI in this PE (every PE of a job with an `mpi` edge must: Open MPI's
+/// initialisation waits for all ranks).
+#[cfg(feature = "mpi")]
+fn start_mpi(pe: usize) -> Result<(), RunError> {
+    sluice_transport::mpi::session::initialize(pe).map_err(|e| RunError::Launch(e.to_string()))
+}
+
+/// Refuses: this program has no `mpi` transport.
+#[cfg(not(feature = "mpi"))]
+fn start_mpi(_: usize) -> Result<(), RunError> {
+    Err(RunError::Launch(
+        sluice_transport::TransportError::NotBuilt {
+            transport: "mpi",
+            feature: "mpi",
+        }
+        .to_string(),
+    ))
+}
+
+/// Finalises MPI if this PE initialised it.
+fn end_mpi() {
+    #[cfg(feature = "mpi")]
+    sluice_transport::mpi::session::finalize();
 }
 
 fn run(
@@ -132,6 +162,9 @@ fn run(
         Ok(Some(ToPe::Plan { plan })) => plan,
         _ => return Err(gone()),
     };
+    if assemble::mpi_channel(&plan).is_some() {
+        start_mpi(role.pe)?;
+    }
     let scope = Scope::Pe(role.pe);
     let mut sites = Sites::new(role.job, role.secret);
 

@@ -1,5 +1,6 @@
-//! `--launcher mpi`: the PEs of a job run as the ranks of Open MPI's mpirun. Skips, saying so,
-//! where mpirun is not installed.
+//! `--launcher mpi`: the PEs of a job run as the ranks of Open MPI's mpirun, and (with the
+//! `mpi` feature) edges pinned to the `mpi` transport move tuples as MPI messages. Skips,
+//! saying so, where mpirun is not installed or the feature is off.
 
 mod common;
 
@@ -35,8 +36,18 @@ pe = "write"
 operators = ["counts"]
 "#;
 
-#[test]
-fn wordcount_on_three_mpi_ranks_matches_one_thread() {
+/// The three PEs with both edges between them pinned to the `mpi` transport.
+fn three_pes_over_mpi() -> String {
+    format!(
+        "{THREE_PES}[[edge]]\nfrom = \"split\"\nto = \"sum\"\ntransport = {{ kind = \"mpi\" }}\n\
+         [[edge]]\nfrom = \"sum\"\nto = \"counts\"\n\
+         transport = {{ kind = \"mpi\", batch_bytes = 512, credit = 2 }}\n"
+    )
+}
+
+/// Runs WordCount on a text file fused and under `--launcher mpi` with the plan `pes`, and
+/// checks that both count the same.
+fn wordcount_on_mpi_ranks_matches_one_thread(pes: &str) {
     if !have_mpirun() {
         return;
     }
@@ -51,7 +62,7 @@ fn wordcount_on_three_mpi_ranks_matches_one_thread() {
         })
         .collect();
     std::fs::write(&input, text).unwrap();
-    std::fs::write(&plan, THREE_PES).unwrap();
+    std::fs::write(&plan, pes).unwrap();
     let mut outputs = Vec::new();
     for extra in [
         vec!["--plan", "fused"],
@@ -73,6 +84,99 @@ fn wordcount_on_three_mpi_ranks_matches_one_thread() {
     }
     assert_eq!(outputs[0].lines().count(), 97);
     assert_eq!(outputs[0], outputs[1]);
+}
+
+#[test]
+fn wordcount_on_three_mpi_ranks_matches_one_thread() {
+    wordcount_on_mpi_ranks_matches_one_thread(THREE_PES);
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn wordcount_over_the_mpi_transport_matches_one_thread() {
+    wordcount_on_mpi_ranks_matches_one_thread(&three_pes_over_mpi());
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn wordcount_over_the_mpi_transport_is_skipped_without_the_feature() {
+    eprintln!("skipped: sluice was built without the mpi feature (--features mpi)");
+}
+
+#[test]
+fn an_mpi_edge_needs_the_mpi_launcher_and_the_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("three.toml");
+    std::fs::write(&plan, three_pes_over_mpi()).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "wordcount", "--rate", "1000", "--duration", "1"])
+        .args(["--plan", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let wanted = if cfg!(feature = "mpi") {
+        "edge split -> sum uses the mpi transport, which runs only between PEs launched by \
+         mpirun: add --launcher mpi"
+    } else {
+        "edge split -> sum: the mpi transport: this program was built without the mpi feature"
+    };
+    assert!(err.contains(wanted), "{err}");
+}
+
+/// SIGINT to the launcher of a job whose edges are MPI stops it: its sources stop, what is in
+/// flight drains through the MPI edges, every rank finalises, and the job ends cleanly with
+/// its output written.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_stopped_mpi_job_drains_and_ends_cleanly() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (plan, output) = (dir.path().join("three.toml"), dir.path().join("out.tsv"));
+    std::fs::write(&plan, three_pes_over_mpi()).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "wordcount", "--rate", "20000", "--duration", "120"])
+        .args(["--plan", plan.to_str().unwrap(), "--launcher", "mpi"])
+        .args(["--output", output.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    // Wait for the last rank (the writer) to run, then a little for tuples to flow.
+    let job = format!("SLUICE_JOB_ID=wordcount-{}-", child.id());
+    while !std::fs::read_dir("/proc").unwrap().any(|e| {
+        let env = e
+            .ok()
+            .and_then(|e| std::fs::read(e.path().join("environ")).ok())
+            .unwrap_or_default();
+        let env = String::from_utf8_lossy(&env);
+        env.contains(&job) && env.contains("OMPI_COMM_WORLD_RANK=2\0")
+    }) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "rank 2 never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(100),
+        "the stop did not drain in time"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("stopping: draining"), "{err}");
+    let counts = std::fs::read_to_string(&output).unwrap();
+    assert!(counts.lines().count() > 0, "nothing was counted: {err}");
 }
 
 #[test]
