@@ -166,6 +166,9 @@ pub enum Transport {
     #[value(name = "udp-mq")]
     #[serde(rename = "udp-mq")]
     UdpMq,
+    /// Two ranks of one `mpirun`, pinned to cores 0 and 1, joined by the `mpi` transport
+    /// (needs the `mpi` feature and Open MPI).
+    Mpi,
 }
 
 impl Transport {
@@ -180,6 +183,7 @@ impl Transport {
             Self::TcpAdaptive => "tcp-adaptive",
             Self::ShmOsr => "shm-osr",
             Self::UdpMq => "udp-mq",
+            Self::Mpi => "mpi",
         }
     }
 
@@ -202,7 +206,12 @@ impl Transport {
             Self::Tcp => Some(BatchProfile::Latency),
             Self::TcpBatched => Some(BatchProfile::Throughput),
             Self::TcpAdaptive => Some(BatchProfile::Adaptive),
-            Self::Fused | Self::Threaded | Self::ShmVega | Self::ShmOsr | Self::UdpMq => None,
+            Self::Fused
+            | Self::Threaded
+            | Self::ShmVega
+            | Self::ShmOsr
+            | Self::UdpMq
+            | Self::Mpi => None,
         }
     }
 }

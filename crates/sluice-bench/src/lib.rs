@@ -22,6 +22,9 @@
 //!   call per datagram (module `udp`); nothing holds a UDP sender back, so the share of tuples
 //!   lost is reported beside the rate.
 //!
+//! - `--transport mpi` (feature `mpi`): two ranks of one `mpirun` joined by the `mpi`
+//!   transport, against raw TCP on loopback measured in the same run (module `mpi`).
+//!
 //! - `sluice bench baseline`: the hardware's limits (cache-line one-way time between two cores,
 //!   one core's memcpy bandwidth), module `hardware`.
 //!
@@ -35,6 +38,7 @@ mod engine;
 mod hardware;
 mod load;
 mod machine;
+mod mpi;
 mod network;
 mod payload;
 mod processes;
@@ -74,6 +78,9 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         _ => {}
     }
     let settings = Settings::from_args(&args)?;
+    if settings.transport == Transport::Mpi && mpi::in_rank() {
+        return mpi::rank(&settings);
+    }
     let result = measure(&settings)?;
     if settings.json {
         println!("{}", render_json(&result));
@@ -239,7 +246,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
             "hardware",
             "one-way cache-line transfer between cores 0 and 1 (latency); one core's memcpy of the tuple size, offset off the source's page position (throughput)".to_string(),
         ),
-        Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive => (
+        Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive | Transport::Mpi => (
             "raw-tcp",
             "two processes on cores 0 and 1 over loopback: one blocking write() per tuple on a TCP_NODELAY socket, a reader cutting non-blocking reads into tuples of the fixed size".to_string(),
         ),

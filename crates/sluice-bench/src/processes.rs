@@ -1,5 +1,5 @@
 //! Benchmarks across two processes: `--transport shm-vega`, `tcp`, `tcp-batched`,
-//! `tcp-adaptive` and `udp-mq`.
+//! `tcp-adaptive`, `udp-mq` and the baseline of `mpi` (whose own runs are in module `mpi`).
 //!
 //! The benchmark process is the sender, on core 0; it re-executes its own binary as
 //! `sluice bench peer ...` for the receiver, on core 1, which records arrivals like the
@@ -136,6 +136,9 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
             record(&mut rx, &mut recorder, idle, 1, None)?;
             loss = Some(udp::loss(&rx));
         }
+    } else if args.baseline && args.transport == Transport::Mpi {
+        // The mpi benchmark's baseline is raw TCP; its own runs are received by a rank.
+        network::raw_receive::<P, R>(&mut recorder, args.slot_bytes, idle)?;
     } else if let Some(profile) = args.transport.tcp_profile() {
         if args.baseline {
             network::raw_receive::<P, R>(&mut recorder, args.slot_bytes, idle)?;
@@ -295,6 +298,10 @@ pub(crate) fn repeat<P: Payload>(
             ),
             Some(profile) => (
                 network::run_tcp(s, template.clone(), load.clone(), profile),
+                network::run_raw(s, template.clone(), load.clone()),
+            ),
+            None if s.transport == Transport::Mpi => (
+                crate::mpi::run(s),
                 network::run_raw(s, template.clone(), load.clone()),
             ),
             None if s.transport == Transport::ShmOsr => {

@@ -226,3 +226,48 @@ fn a_killed_rank_stops_the_mpi_job() {
         "the error names the PE or mpirun: {err}"
     );
 }
+
+/// `sluice bench throughput|latency --transport mpi`: two ranks of mpirun beside raw TCP.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_benchmarks_run_on_two_ranks_beside_raw_tcp() {
+    if !have_mpirun() {
+        return;
+    }
+    for bench in [vec!["throughput"], vec!["latency", "--rate", "5000"]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("bench")
+            .args(&bench)
+            .args(["--transport", "mpi", "--size", "64", "--duration", "0.3"])
+            .args(["--warmup", "0.1", "--repeat", "1", "--json"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{bench:?}: {err}");
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let line = json.to_string();
+        assert_eq!(json["transport"], "mpi", "{line}");
+        assert_eq!(json["baseline"]["name"], "raw-tcp", "{line}");
+        assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(
+            json["baseline"]["tuples_per_sec"].as_f64().unwrap() > 0.0,
+            "{line}"
+        );
+        if bench[0] == "latency" {
+            assert!(json["latency_ns"]["p50"].as_f64().unwrap() > 0.0, "{line}");
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn an_mpi_benchmark_says_the_feature_is_missing() {
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "throughput", "--transport", "mpi", "--size", "64"])
+        .args(["--duration", "0.1", "--warmup", "0", "--repeat", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("built without the mpi feature"), "{err}");
+}
