@@ -18,10 +18,12 @@
 //!
 //! Supervision, the same over either stream: a PE that exits or whose stream closes without
 //! reporting (a crash, SIGKILL) or that reports a failure stops the job (a failure waits up to
-//! a second for a neighbour's death, which is then the cause reported): the other PEs are killed, every segment of the job removed, and the error
-//! names the PE and its operators. A stop (Ctrl-C, the duration) is passed to every PE, whose
-//! sources finish so every tuple in flight drains. Children are in their own process group, so
-//! a terminal's Ctrl-C reaches only the launcher, and die with it if it dies.
+//! a second for a neighbour's death, which is then the cause reported): the other PEs are
+//! killed, every segment of the job removed, and the error names the PE and its operators. A
+//! stop (Ctrl-C, the duration) is passed to every PE, whose sources finish so every tuple in
+//! flight drains. Children are in their own process group, so a terminal's Ctrl-C reaches only
+//! the launcher, and die with it if it dies; a PE on another host leaves as soon as its stream
+//! to the launcher closes.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
