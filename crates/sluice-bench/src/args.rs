@@ -251,6 +251,18 @@ pub(crate) struct Settings {
     pub(crate) ring_bytes: usize,
 }
 
+impl Settings {
+    /// How the processes of a cross-process run idle: `--idle`, or what `sluice run` would
+    /// choose for the sending thread and the receiving processes on this machine's cores
+    /// (`park` for a fan-out to more receivers than the cores left, so idle receivers do
+    /// not take the sender's core).
+    pub(crate) fn process_idle(&self) -> IdleStrategy {
+        self.idle.unwrap_or_else(|| {
+            IdleStrategy::default_for(1 + self.receivers, crate::machine::cores())
+        })
+    }
+}
+
 /// The largest normal tuple, so a typo cannot ask for gigabytes per tuple.
 pub const MAX_NORMAL_SIZE: usize = 64 << 20;
 

@@ -8,8 +8,8 @@
 //! Raw TCP, measured in the same run between the same two cores: the writer sends each tuple's
 //! bytes with one blocking `write` on a `TCP_NODELAY` socket (no framing: every message has
 //! the benchmark's fixed size), and the reader reads whatever has arrived into a 256 KiB
-//! buffer with non-blocking reads, idling with the same strategy as Sluice's receiver, and
-//! cuts it into tuples of that size. That is what a hand-written sender and receiver without
+//! buffer with non-blocking reads, idling with the same strategy as Sluice's receiver
+//! (blocking reads under `park`), and cuts it into tuples of that size. That is what a hand-written sender and receiver without
 //! batching do, as in the IBM report's "tcp" column.
 
 use std::io::{ErrorKind, Read, Write};
@@ -161,7 +161,7 @@ pub(crate) fn run_baseline<P: Payload, W: RawWriter + Send>(
         .iter_mut()
         .map(|peer| open(peer.listening()?))
         .collect::<anyhow::Result<Vec<W>>>()?;
-    let idle = s.idle.unwrap_or(IdleStrategy::Yield);
+    let idle = s.process_idle();
     send_pinned(s, |_| {
         write_all(&mut writers, template, load, s.span(), idle)
     })?;
@@ -214,7 +214,9 @@ pub(crate) fn raw_receive<P: Payload, R: Recorder>(
     announce(listener.local_addr()?);
     let (mut stream, _) = listener.accept()?;
     stream.set_nodelay(true)?;
-    stream.set_nonblocking(true)?;
+    // Under `park` a hand-written reader blocks in its read, as Sluice's receiver sleeps in
+    // poll(2); the other strategies read without blocking and idle between reads.
+    stream.set_nonblocking(idle != IdleStrategy::Park)?;
     let mut buffer = vec![0u8; RAW_BUFFER.max(2 * tuple_bytes)];
     let mut filled = 0;
     let mut idle = idle.waiter();

@@ -227,7 +227,7 @@ impl PeerProcess {
             .args(["--slot-bytes", &slot_bytes.to_string()])
             .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
             .args(["--encoding", encoding_name(s.encoding)])
-            .args(["--idle", s.idle.unwrap_or(IdleStrategy::Yield).name()])
+            .args(["--idle", s.process_idle().name()])
             .args(["--queues", &s.queues.to_string()]);
         if matches!(s.bench, Bench::Latency { .. }) {
             command.arg("--latency");
@@ -396,7 +396,7 @@ pub(crate) fn send_pinned(
     s: &Settings,
     send: impl FnOnce(IdleStrategy) -> anyhow::Result<()> + Send,
 ) -> anyhow::Result<()> {
-    let idle = s.idle.unwrap_or(IdleStrategy::Yield);
+    let idle = s.process_idle();
     std::thread::scope(|scope| {
         scope
             .spawn(|| send(idle))

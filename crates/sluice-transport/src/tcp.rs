@@ -84,6 +84,7 @@
 //! sender dropped without offering the end of stream is reported as disconnected.
 
 mod params;
+mod readiness;
 mod receiver;
 mod secret;
 mod sender;

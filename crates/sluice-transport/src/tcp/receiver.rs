@@ -11,12 +11,14 @@
 use std::io::{ErrorKind, Read};
 use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use sluice_types::{Message, Tuple};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::params::TcpParams;
+use super::readiness::{wait_until, Ready};
 use super::secret::JobSecret;
 use super::wire::{
     get_u32, Framing, FRAME_HEADER, HELLO_LEN, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END,
@@ -475,6 +477,33 @@ impl<T: Tuple> TupleReceiver<T> for TcpReceiver<T> {
         match self.failure {
             Some(failure) if received == 0 => Err(failure),
             _ => Ok(received),
+        }
+    }
+
+    fn park(&mut self, timeout: Duration) -> bool {
+        self.park_on_sockets(timeout);
+        true
+    }
+}
+
+impl<T> TcpReceiver<T> {
+    /// Sleeps until a sender's bytes (or its end), a connection or a hello arrive, or
+    /// `timeout` passes; at once if the edge has failed.
+    fn park_on_sockets(&mut self, timeout: Duration) {
+        if self.failure.is_some() {
+            return;
+        }
+        let listener = self.listener.iter().map(AsFd::as_fd);
+        let hellos = self.handshakes.iter().map(|h| h.stream.as_fd());
+        let senders = self.peers.iter().filter_map(|p| p.stream.as_ref());
+        let sockets: Vec<BorrowedFd<'_>> = listener
+            .chain(hellos)
+            .chain(senders.map(AsFd::as_fd))
+            .collect();
+        if sockets.is_empty() {
+            std::thread::sleep(timeout);
+        } else {
+            wait_until(&sockets, Ready::Readable, timeout);
         }
     }
 }

@@ -18,12 +18,14 @@
 use std::io::{ErrorKind, Read, Write};
 use std::marker::PhantomData;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use sluice_types::{Message, Tuple};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::params::{BatchProfile, TcpParams};
+use super::readiness::{wait_until, Ready};
 use super::secret::JobSecret;
 use super::wire::{
     put_u32, Framing, FRAME_HEADER, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END, TAG_PUNCTUATION,
@@ -40,7 +42,8 @@ const RETRY_PAUSE_MAX: Duration = Duration::from_millis(100);
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 /// An empty buffer checks whether the receiver is gone on every this many new batches.
 const LIVENESS_EVERY: u32 = 64;
-/// The smallest non-zero hold of an adaptive batch.
+/// The smallest non-zero hold of an adaptive batch, and the longest a latency-profile
+/// sender holds the rest of a burst before writing it without waiting for the flush.
 const HOLD_STEP: Duration = Duration::from_micros(10);
 
 /// The frame being filled.
@@ -83,6 +86,9 @@ pub struct TcpSender<T> {
     scratch: Vec<u8>,
     state: State,
     batches: u32,
+    /// Latency profile: a message went out at once since the last flush, so the rest of
+    /// this burst waits for the flush (or [`HOLD_STEP`]) and goes out in one write.
+    burst: bool,
     _tuples: PhantomData<fn(T)>,
 }
 
@@ -137,6 +143,7 @@ pub fn connect_sender<T: Tuple>(
         scratch: Vec::new(),
         state: State::Open,
         batches: 0,
+        burst: false,
         _tuples: PhantomData,
     })
 }
@@ -342,6 +349,27 @@ impl<T> TcpSender<T> {
         }
     }
 
+    /// Whether a latency-profile sender writes the message just appended at once: the first
+    /// of a burst (offered while nothing of ours waited) goes at once; the rest coalesce
+    /// until the flush, or until they are [`HOLD_STEP`] old while the socket takes bytes. So
+    /// a lone message is never held, and a burst (what one round of the sending thread
+    /// emitted) costs two writes rather than one per message, on each socket of a fan-out.
+    fn write_at_once(&mut self, idle: bool) -> bool {
+        if self.profile != BatchProfile::Latency {
+            return false;
+        }
+        let at_once = if self.burst {
+            self.written == self.closed_end()
+                && self
+                    .open
+                    .is_some_and(|open| open.opened.elapsed() >= HOLD_STEP)
+        } else {
+            idle
+        };
+        self.burst |= at_once;
+        at_once
+    }
+
     /// Refuses offers when the sender cannot take them now; the checks before anything is
     /// appended.
     fn admit(&mut self) -> Result<(), SendError> {
@@ -447,10 +475,8 @@ impl<T: Tuple> TupleSender<T> for TcpSender<T> {
             return refuse(error, message);
         }
         // A frame filled up (closed to make room, or at the byte budget) goes at once.
-        let write_now = match self.profile {
-            BatchProfile::Latency => idle,
-            BatchProfile::Throughput | BatchProfile::Adaptive => false,
-        } || self.closed_end() > closed_before
+        let write_now = self.write_at_once(idle)
+            || self.closed_end() > closed_before
             || self.open_body() >= self.batch_bytes;
         if write_now {
             self.close_open();
@@ -461,6 +487,7 @@ impl<T: Tuple> TupleSender<T> for TcpSender<T> {
     }
 
     fn flush(&mut self) {
+        self.burst = false;
         if self.state == State::Closed {
             return;
         }
@@ -492,6 +519,22 @@ impl<T: Tuple> TupleSender<T> for TcpSender<T> {
 
     fn pending(&self) -> bool {
         self.state != State::Closed && self.unwritten() > 0
+    }
+
+    /// Flushes, then sleeps until the socket takes bytes again if it pushed back, or until
+    /// the batch held back is due, at most `timeout`.
+    fn park(&mut self, timeout: Duration) -> bool {
+        self.flush();
+        if self.state == State::Closed {
+            return true;
+        }
+        if self.written < self.closed_end() {
+            wait_until(&[self.stream.as_fd()], Ready::Writable, timeout);
+        } else if let Some(open) = &self.open {
+            let due = self.hold.saturating_sub(open.opened.elapsed());
+            std::thread::sleep(due.min(timeout));
+        }
+        true
     }
 }
 
