@@ -504,3 +504,65 @@ fn an_unencodable_tuple_is_refused_and_leaves_no_trace_in_its_frame() {
         assert_eq!(got, expected, "{profile:?}");
     }
 }
+
+#[test]
+fn the_latency_profile_writes_a_lone_message_at_once_and_the_rest_of_a_burst_at_the_flush() {
+    let params = TcpParams::with_profile(BatchProfile::Latency);
+    let (mut tx, mut rx) = sluice_transport::tcp::connect::<u64>(&params).unwrap();
+    tx.offer(Message::Data(0)).unwrap();
+    assert_eq!(
+        receive(&mut rx, 1),
+        (vec![Message::Data(0)], None),
+        "no flush"
+    );
+    let started = Instant::now();
+    tx.offer(Message::Data(1)).unwrap();
+    tx.offer(Message::Data(2)).unwrap();
+    if started.elapsed() < Duration::from_micros(10) {
+        assert!(tx.pending(), "the rest of the burst waits for the flush");
+    }
+    tx.flush();
+    assert!(!tx.pending());
+    let burst = vec![Message::Data(1), Message::Data(2)];
+    assert_eq!(receive(&mut rx, 2), (burst, None));
+    // After the flush a lone message goes at once again.
+    tx.offer(Message::Data(3)).unwrap();
+    assert_eq!(receive(&mut rx, 1), (vec![Message::Data(3)], None));
+}
+
+/// Runs `park` on another thread and fails if it has not returned within the watchdog,
+/// although it was given far longer to sleep.
+fn parks_until_woken(park: impl FnOnce(Duration) -> bool + Send + 'static) {
+    let (done, woken) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(park(Duration::from_secs(3600))));
+    assert_eq!(woken.recv_timeout(WATCHDOG), Ok(true), "park did not wake");
+}
+
+#[test]
+fn a_parked_receiver_wakes_when_bytes_arrive_and_a_parked_sender_when_room_returns() {
+    let params = TcpParams {
+        socket_buffer_bytes: Some(4096),
+        ..TcpParams::with_profile(BatchProfile::Latency)
+    };
+    let (mut tx, mut rx) = sluice_transport::tcp::connect::<u64>(&params).unwrap();
+    tx.offer(Message::Data(7)).unwrap();
+    tx.flush();
+    parks_until_woken(move |timeout| {
+        let parked = rx.park(timeout);
+        assert_eq!(receive(&mut rx, 1), (vec![Message::Data(7)], None));
+        parked
+    });
+
+    // Fill the socket while nobody reads; a reader then drains it as the sender parks.
+    let (mut tx, mut rx) = sluice_transport::tcp::connect::<u64>(&params).unwrap();
+    let mut sent = 0u64;
+    while tx.offer(Message::Data(sent)).is_ok() {
+        sent += 1;
+        tx.flush();
+    }
+    let reader = std::thread::spawn(move || receive(&mut rx, sent as usize));
+    parks_until_woken(move |timeout| tx.park(timeout));
+    let (got, error) = reader.join().unwrap();
+    assert_eq!(error, None);
+    assert_eq!(got, (0..sent).map(Message::Data).collect::<Vec<_>>());
+}

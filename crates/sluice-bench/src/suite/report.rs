@@ -523,10 +523,16 @@ fn encoding_section(rows: &[Row]) -> Section {
     }
 }
 
-/// Aggregate Gbit/s by receivers (rows) and transport x size (columns), IBM Table 6's layout.
+/// The transport whose fan-out baseline (raw TCP, one writer to every socket) the fan-out
+/// grid shows as a column of its own.
+const RAW_TCP_OF: &str = "tcp";
+
+/// Aggregate Gbit/s by receivers (rows) and transport x size (columns), IBM Table 6's layout,
+/// with raw TCP (the baseline of `tcp`, measured in the same run) beside the transports.
 pub(crate) fn fanout_grid(rows: &[Row]) -> Table {
     let picked: Vec<&Row> = rows.iter().filter(|r| r.is("fanout")).collect();
-    let columns: Vec<(String, usize)> = sorted_unique(picked.iter().map(|r| r.size()))
+    // (transport, size, whether the column is that transport's baseline)
+    let columns: Vec<(String, usize, bool)> = sorted_unique(picked.iter().map(|r| r.size()))
         .into_iter()
         .flat_map(|size| {
             ORDER
@@ -536,30 +542,42 @@ pub(crate) fn fanout_grid(rows: &[Row]) -> Table {
                         .iter()
                         .any(|r| r.transport() == **t && r.size() == size)
                 })
-                .map(move |t| (t.to_string(), size))
+                .flat_map(move |t| {
+                    let raw = (*t == RAW_TCP_OF).then(|| (t.to_string(), size, true));
+                    std::iter::once((t.to_string(), size, false)).chain(raw)
+                })
                 .collect::<Vec<_>>()
         })
         .collect();
     let header: Vec<String> = std::iter::once("receivers".to_string())
-        .chain(columns.iter().map(|(t, s)| format!("{t} {s} B")))
+        .chain(columns.iter().map(|(t, s, raw)| {
+            if *raw {
+                format!("raw TCP {s} B")
+            } else {
+                format!("{t} {s} B")
+            }
+        }))
         .collect();
     let mut t = Table {
         title: "Fan-out, aggregate Gbit/s (IBM Table 6)".into(),
-        note: "One sender sends every tuple to each receiver on the same host; the figure is the sum over the receivers (each receiver's mean rate is in the next table).".into(),
+        note: "One sender sends every tuple to each receiver on the same host; the figure is the sum over the receivers (each receiver's mean rate is in the next table). Raw TCP is one hand-written writer sending each tuple to every socket with a write each (IBM's plain TCP), measured in the same run as tcp.".into(),
         header,
         rows: Vec::new(),
     };
     for n in sorted_unique(picked.iter().filter_map(|r| r.receivers)) {
         let mut row = vec![n.to_string()];
-        for (tr, size) in &columns {
-            row.push(
-                picked
-                    .iter()
-                    .find(|r| r.transport() == tr && r.size() == *size && r.receivers == Some(n))
-                    .map_or("-".into(), |r| {
-                        format!("{:.3}", r.gbit_per_sec.unwrap_or(0.0))
-                    }),
-            );
+        for (tr, size, raw) in &columns {
+            let figure = picked
+                .iter()
+                .find(|r| r.transport() == tr && r.size() == *size && r.receivers == Some(n))
+                .map(|r| {
+                    if *raw {
+                        r.baseline.as_ref().map_or(0.0, |b| b.gbit_per_sec)
+                    } else {
+                        r.gbit_per_sec.unwrap_or(0.0)
+                    }
+                });
+            row.push(figure.map_or("-".into(), |g| format!("{g:.3}")));
         }
         t.rows.push(row);
     }
@@ -856,6 +874,37 @@ mod tests {
         let page = html(&s, &[(plots::THROUGHPUT, "<?xml?><svg>x</svg>".into())]);
         assert!(page.contains("<table>") && page.contains("<figure><svg>x</svg></figure>"));
         assert!(!page.contains("<?xml"));
+    }
+
+    #[test]
+    fn the_fan_out_grid_sets_raw_tcp_beside_the_transports() {
+        let fanout = |transport: &str, receivers: usize, gbit: f64, raw: f64| {
+            json!({
+                "experiment": "fanout", "bench": "throughput", "transport": transport,
+                "tuple_size": 22, "receivers": receivers, "gbit_per_sec": gbit,
+                "baseline": {"name": "raw-tcp", "tuples_per_sec": 1.0, "gbit_per_sec": raw},
+                "skipped": false,
+            })
+        };
+        let records = vec![
+            fanout("tcp", 1, 0.5, 0.02),
+            fanout("tcp", 2, 0.4, 0.01),
+            fanout("tcp-batched", 1, 1.5, 0.03),
+            fanout("shm-vega", 2, 3.0, 9.0),
+        ];
+        let t = fanout_grid(&rows(&records));
+        assert_eq!(
+            t.header,
+            [
+                "receivers",
+                "shm-vega 22 B",
+                "tcp 22 B",
+                "raw TCP 22 B",
+                "tcp-batched 22 B"
+            ]
+        );
+        assert_eq!(t.rows[0], ["1", "-", "0.500", "0.020", "1.500"]);
+        assert_eq!(t.rows[1], ["2", "3.000", "0.400", "0.010", "-"]);
     }
 
     #[test]
