@@ -58,9 +58,13 @@
 //! kernel sends at once what it is given). When a frame is written depends on the
 //! [`BatchProfile`]:
 //!
-//! - **latency**: every message is written as soon as it is offered if the socket is idle
-//!   (nothing of ours waits in the buffer); while the socket pushes back, messages coalesce and
-//!   go out together at the next `flush` — plain TCP with `TCP_NODELAY`.
+//! - **latency**: a message offered while the socket is idle (nothing of ours waits in the
+//!   buffer) is written at once; the rest of that burst (what the sending thread offers before
+//!   its next `flush`, such as the batch one round emitted) coalesces and goes out at the
+//!   flush, or as soon as it is 10 us old; while the socket pushes back, messages coalesce
+//!   until the next `flush`. So a lone message is never held, and a burst costs two writes
+//!   rather than one per message (a fan-out of small tuples to several receiving processes on
+//!   one host otherwise spends its sender on a write and a wake-up per tuple and receiver).
 //! - **throughput**: messages coalesce into one frame up to `batch_bytes`, and `flush` holds a
 //!   frame back until its first message is `max_batch_us` old, so several units of work share
 //!   one system call (IBM LLM's `MaxBatchingMicro`).

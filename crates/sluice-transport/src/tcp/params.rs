@@ -10,7 +10,8 @@ use crate::TransportError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BatchProfile {
-    /// Write every message at once when the socket is idle; coalesce only while it pushes back.
+    /// Write a message at once when the socket is idle, the rest of its burst at the flush;
+    /// coalesce while the socket pushes back.
     Latency,
     /// Coalesce up to the byte budget or until the oldest message is `max_batch_us` old.
     Throughput,
