@@ -8,7 +8,9 @@
 //! tuple whose encoding is longer than `slot_bytes`.
 //!
 //! The sender stages messages and publishes them on `flush` (one store per batch), or by itself
-//! once a quarter of the ring is staged. The receiver reads a batch in place, decodes it and
+//! once a quarter of the ring is staged. A fixed-size (facade) tuple is encoded straight into
+//! its claimed slot ([`Tuple::encode_fixed`]): one copy from the tuple to the shared memory;
+//! other tuples go through a frame buffer. The receiver reads a batch in place, decodes it and
 //! frees its slots with one store. A receiver whose sender process has died (its pid is gone)
 //! or closed without an end of stream reports [`RecvError::Disconnected`].
 //!
@@ -23,7 +25,7 @@ use sluice_ring::vega::{
     VegaConsumer, VegaLayout, VegaProducer, VegaRecvError, VegaRing, VegaSendError,
 };
 use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
-use sluice_types::{Message, Tuple};
+use sluice_types::{Encoding, Message, Tuple};
 
 use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
 
@@ -37,6 +39,10 @@ const KIND: SegmentKind = SegmentKind::new(*b"VEGA\0\0\0\0");
 const LAYOUT_VERSION: u32 = 2;
 /// How often an idle receiver checks that its sender's process is alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+/// An idle receiver reads the clock for the liveness check once per this many empty polls
+/// (and after every park): a spinning receiver then spends its time on the ring's `head`, not
+/// on clock reads that delay noticing a tuple.
+const LIVENESS_POLLS: u32 = 256;
 
 /// The ring layout and segment spec of a transport with these parameters.
 fn layout(slot_bytes: usize, slots: usize) -> Result<(VegaLayout, SegmentSpec), TransportError> {
@@ -71,6 +77,8 @@ pub struct ShmVegaSender<T> {
 pub struct ShmVegaReceiver<T> {
     consumer: VegaConsumer<Segment>,
     ended: bool,
+    /// Empty polls since the clock was last read for the liveness check.
+    empty_polls: u32,
     last_liveness_check: Instant,
     _tuples: PhantomData<fn() -> T>,
 }
@@ -185,59 +193,103 @@ impl<T> ShmVegaReceiver<T> {
         Self {
             consumer,
             ended: false,
+            empty_polls: 0,
             last_liveness_check: Instant::now(),
             _tuples: PhantomData,
         }
     }
 }
 
+impl<T: Tuple> ShmVegaSender<T> {
+    /// Writes `message` into the next slot, staged (published by the next publish).
+    #[inline]
+    fn write(&mut self, message: &Message<T>) -> Result<(), SendError> {
+        match message {
+            Message::Data(tuple) => match T::ENCODING {
+                Encoding::Facade { size } if size <= self.slot_bytes => {
+                    self.write_in_place(tuple, size)
+                }
+                _ => self.write_encoded(tuple),
+            },
+            Message::Punctuation => self.write_frame(&[TAG_PUNCTUATION]),
+            Message::EndOfStream => self.write_frame(&[TAG_END]),
+        }
+    }
+
+    /// Encodes a fixed-size tuple straight into a claimed slot: one copy, from the tuple to
+    /// the shared memory. Falls back to [`Self::write_encoded`] if the type declines.
+    #[inline]
+    fn write_in_place(&mut self, tuple: &T, size: usize) -> Result<(), SendError> {
+        let mut claim = self.producer.claim(size + 1).map_err(send_error)?;
+        match tuple.encode_fixed(&mut claim[..size]) {
+            Some(written) if written <= size => {
+                claim[written] = TAG_DATA;
+                claim.truncate(written + 1);
+                claim.stage();
+                Ok(())
+            }
+            // Abandons the claim (nothing was staged).
+            _ => self.write_encoded(tuple),
+        }
+    }
+
+    /// Encodes `tuple` into the frame buffer, then copies the frame into the next slot.
+    fn write_encoded(&mut self, tuple: &T) -> Result<(), SendError> {
+        let mut frame = std::mem::take(&mut self.frame);
+        frame.clear();
+        let written = if tuple.encode(&mut frame).is_err() {
+            Err(SendError::Unencodable {
+                type_name: std::any::type_name::<T>(),
+            })
+        } else if frame.len() > self.slot_bytes {
+            Err(SendError::TooLarge {
+                tuple: frame.len(),
+                slot: self.slot_bytes,
+            })
+        } else {
+            frame.push(TAG_DATA);
+            self.write_frame(&frame)
+        };
+        self.frame = frame;
+        written
+    }
+
+    /// Copies a whole frame (payload and tag) into the next slot.
+    #[inline]
+    fn write_frame(&mut self, frame: &[u8]) -> Result<(), SendError> {
+        self.producer.write(frame).map_err(send_error)
+    }
+}
+
+/// The transport's error for a refusal of the ring's producer.
+fn send_error(error: VegaSendError) -> SendError {
+    match error {
+        VegaSendError::Full => SendError::Full,
+        VegaSendError::TooLarge { tuple, slot } => SendError::TooLarge {
+            // The ring's slot holds the tag byte too.
+            tuple: tuple.saturating_sub(1),
+            slot: slot.saturating_sub(1),
+        },
+        VegaSendError::Closed | VegaSendError::Poisoned(_) => SendError::Closed,
+    }
+}
+
 impl<T: Tuple> TupleSender<T> for ShmVegaSender<T> {
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
-        self.frame.clear();
-        let tag = match &message {
-            Message::Data(tuple) => {
-                if tuple.encode(&mut self.frame).is_err() {
-                    return Err(Refused {
-                        error: SendError::Unencodable {
-                            type_name: std::any::type_name::<T>(),
-                        },
-                        message,
-                    });
-                }
-                if self.frame.len() > self.slot_bytes {
-                    return Err(Refused {
-                        error: SendError::TooLarge {
-                            tuple: self.frame.len(),
-                            slot: self.slot_bytes,
-                        },
-                        message,
-                    });
-                }
-                TAG_DATA
-            }
-            Message::Punctuation => TAG_PUNCTUATION,
-            Message::EndOfStream => TAG_END,
-        };
-        self.frame.push(tag);
-        match self.producer.write(&self.frame) {
+        match self.write(&message) {
             Ok(()) => {
                 if self.producer.staged() >= self.publish_every {
                     self.producer.publish();
                 }
                 Ok(())
             }
-            Err(VegaSendError::Full) => {
-                // The receiver may be waiting for what is staged.
-                self.producer.publish();
-                Err(Refused {
-                    error: SendError::Full,
-                    message,
-                })
+            Err(error) => {
+                if error == SendError::Full {
+                    // The receiver may be waiting for what is staged.
+                    self.producer.publish();
+                }
+                Err(Refused { error, message })
             }
-            Err(_) => Err(Refused {
-                error: SendError::Closed,
-                message,
-            }),
         }
     }
 
@@ -252,6 +304,23 @@ impl<T: Tuple> TupleSender<T> for ShmVegaSender<T> {
     fn park(&mut self, timeout: Duration) -> bool {
         // Publishes what is staged first, so the receiver is not left waiting for it.
         self.producer.park(timeout);
+        true
+    }
+}
+
+impl<T> ShmVegaReceiver<T> {
+    /// Called after an empty poll: whether it is time to check the sender's pid.
+    #[inline]
+    fn liveness_check_due(&mut self) -> bool {
+        self.empty_polls += 1;
+        if self.empty_polls < LIVENESS_POLLS {
+            return false;
+        }
+        self.empty_polls = 0;
+        if self.last_liveness_check.elapsed() < LIVENESS_PERIOD {
+            return false;
+        }
+        self.last_liveness_check = Instant::now();
         true
     }
 }
@@ -296,8 +365,7 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
             self.consumer.poison();
             return Err(error);
         }
-        if received == 0 && !self.ended && self.last_liveness_check.elapsed() >= LIVENESS_PERIOD {
-            self.last_liveness_check = Instant::now();
+        if received == 0 && !self.ended && self.liveness_check_due() {
             if let Some(pid) = self.consumer.producer_pid() {
                 if !process_is_running(pid) {
                     self.consumer.poison();
@@ -309,6 +377,7 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
     }
 
     fn park(&mut self, timeout: Duration) -> bool {
+        self.empty_polls = LIVENESS_POLLS - 1;
         // A sender that dies without ringing costs one timeout; the next poll's liveness
         // check reports it.
         self.consumer.park(timeout);

@@ -101,6 +101,17 @@ pub trait Tuple: Clone + Send + 'static {
     /// Rebuilds a tuple from bytes made by [`Tuple::encode`].
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError>;
 
+    /// Writes the encoding to the start of `out` when this type's encoded size is fixed
+    /// (facade tuples), so a transport can encode straight into a slot of shared memory with
+    /// no intermediate buffer; returns how many bytes it wrote. `None` (what types whose
+    /// size is known only after encoding keep) means: use [`Tuple::encode`]; so does an `out`
+    /// shorter than the encoding.
+    #[inline]
+    fn encode_fixed(&self, out: &mut [u8]) -> Option<usize> {
+        let _ = out;
+        None
+    }
+
     /// The schema ports of this type carry.
     fn schema() -> TupleSchema {
         TupleSchema {
@@ -142,6 +153,14 @@ pub fn decode_facade<T: bytemuck::Pod>(bytes: &[u8]) -> Result<T, DecodeError> {
         });
     }
     Ok(bytemuck::pod_read_unaligned(bytes))
+}
+
+/// Copies a facade tuple's `bytes` to the start of `out` (see [`Tuple::encode_fixed`]).
+#[doc(hidden)]
+#[inline]
+pub fn encode_fixed_bytes(bytes: &[u8], out: &mut [u8]) -> Option<usize> {
+    out.get_mut(..bytes.len())?.copy_from_slice(bytes);
+    Some(bytes.len())
 }
 
 /// Decodes a normal tuple with the `postcard` codec.
@@ -187,6 +206,10 @@ macro_rules! facade_tuple {
                 out.extend_from_slice($crate::__private::bytemuck::bytes_of(self));
                 Ok(())
             }
+            #[inline]
+            fn encode_fixed(&self, out: &mut [u8]) -> Option<usize> {
+                $crate::tuple_codec::encode_fixed_bytes($crate::__private::bytemuck::bytes_of(self), out)
+            }
             fn decode(bytes: &[u8]) -> Result<Self, $crate::DecodeError> {
                 $crate::tuple_codec::decode_facade(bytes)
             }
@@ -224,6 +247,10 @@ impl<const N: usize> Tuple for [u8; N] {
     fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         out.extend_from_slice(self);
         Ok(())
+    }
+    #[inline]
+    fn encode_fixed(&self, out: &mut [u8]) -> Option<usize> {
+        encode_fixed_bytes(self, out)
     }
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         decode_facade(bytes)
@@ -285,6 +312,28 @@ mod tests {
         let view = Quote::view(bytemuck::cast_slice(&aligned)).unwrap();
         assert_eq!(*view, q);
         assert_eq!(Quote::ENCODING, Encoding::Facade { size: 16 });
+    }
+
+    #[test]
+    fn fixed_size_tuples_encode_into_a_slice_and_others_decline() {
+        let q = Quote {
+            price: 2.5,
+            size: 1,
+            venue: 9,
+        };
+        let mut slot = [0xffu8; 20];
+        assert_eq!(q.encode_fixed(&mut slot), Some(16));
+        assert_eq!(Quote::decode(&slot[..16]).unwrap(), q);
+        assert_eq!(slot[16..], [0xff; 4], "nothing past the tuple is written");
+        assert_eq!(q.encode_fixed(&mut slot[..15]), None, "too short");
+        assert_eq!([7u8; 3].encode_fixed(&mut slot), Some(3));
+        assert_eq!(slot[..3], [7, 7, 7]);
+        let t = Trade {
+            symbol: "IBM".into(),
+            volume: 1,
+        };
+        assert_eq!(t.encode_fixed(&mut slot), None);
+        assert_eq!(BytesTuple(vec![1]).encode_fixed(&mut slot), None);
     }
 
     #[test]
