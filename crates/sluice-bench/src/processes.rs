@@ -43,8 +43,21 @@ use crate::stats::{gbit_per_sec, LatencySummary};
 use crate::udp;
 use crate::Measured;
 
-/// Slots in the benchmark's ring.
-const SLOTS: usize = 4096;
+/// The most slots in the benchmark's Vega ring.
+const MAX_SLOTS: usize = 4096;
+/// The fewest slots in the benchmark's Vega ring, whatever the tuple size.
+const MIN_SLOTS: usize = 16;
+/// The bytes of slots the benchmark's Vega ring aims at: the `shm-osr` transport's default
+/// ring, so the two rings are compared at the same footprint. With a fixed slot count large
+/// tuples made a ring far past the caches (4096 slots of 16 KiB are 64 MiB), and every tuple
+/// went through memory.
+const RING_BYTES: usize = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES;
+
+/// Slots of the benchmark's Vega ring for a slot of `slot_bytes` bytes: [`RING_BYTES`] worth,
+/// from [`MIN_SLOTS`] to [`MAX_SLOTS`]. Sender and receiver compute it alike.
+fn vega_slots(slot_bytes: usize) -> usize {
+    (RING_BYTES / slot_bytes.max(1)).clamp(MIN_SLOTS, MAX_SLOTS)
+}
 /// How long the receiver waits for the sender's segment, and the sender for the receiver's
 /// figures after the end of the run.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
@@ -150,7 +163,7 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
         let name = segment(&args.job)?;
         let waited = Instant::now();
         let mut rx = loop {
-            match open_receiver::<P>(&name, args.slot_bytes, SLOTS) {
+            match open_receiver::<P>(&name, args.slot_bytes, vega_slots(args.slot_bytes)) {
                 Ok(rx) => break rx,
                 Err(_) if waited.elapsed() < PATIENCE => {
                     std::thread::sleep(Duration::from_millis(1))
@@ -374,7 +387,11 @@ fn run_vega<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result
             std::process::id(),
             RUNS.fetch_add(1, Ordering::Relaxed)
         );
-        txs.push(create_sender::<P>(&segment(&job)?, slot_bytes, SLOTS)?);
+        txs.push(create_sender::<P>(
+            &segment(&job)?,
+            slot_bytes,
+            vega_slots(slot_bytes),
+        )?);
         peers.push(PeerProcess::spawn(s, false, &job, slot_bytes, None)?);
     }
     send_pinned(s, |idle| send(&mut txs, template, load, s.span(), idle, 0))?;
@@ -391,7 +408,7 @@ pub(crate) fn all_figures(peers: Vec<PeerProcess>, size: usize) -> anyhow::Resul
 }
 
 /// Runs `send` on a thread of its own (so the caller's affinity is untouched) with the
-/// settings' idle strategy.
+/// benchmark's idle strategy ([`Settings::process_idle`]).
 pub(crate) fn send_pinned(
     s: &Settings,
     send: impl FnOnce(IdleStrategy) -> anyhow::Result<()> + Send,
