@@ -25,8 +25,9 @@ pub enum BenchCommand {
     /// Tuples per second and Gbit/s from a sender to a receiver, measured at the receiver
     /// between its first and last tuple.
     Throughput(ThroughputArgs),
-    /// One-way latency percentiles at a fixed rate, from CLOCK_MONOTONIC send timestamps
-    /// carried in the tuples.
+    /// Latency percentiles at a fixed rate: one way from CLOCK_MONOTONIC send timestamps
+    /// carried in the tuples, or half the round trip through a reflector process (`--method`;
+    /// the default across tcp and udp-mq).
     Latency(LatencyArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
@@ -62,6 +63,48 @@ pub struct LatencyArgs {
     /// Tuples per second the sender sends, paced by the monotonic clock.
     #[arg(long, value_name = "N")]
     pub rate: u64,
+    /// How latency is measured: `one-way-clock` (the receiver subtracts the send time it
+    /// finds in the tuple; the default for fused, threaded, shm-vega and shm-osr, Vega
+    /// Fig. 7a) or `half-round-trip` (a reflector process on the other core sends each tuple
+    /// back over the same kind of transport and the sender, which is also the receiver, halves
+    /// the round trip; the default for tcp, tcp-batched, tcp-adaptive and udp-mq, Vega V.A.1;
+    /// also for shm-vega and shm-osr, the IBM latency test).
+    #[arg(long, value_enum, value_name = "METHOD")]
+    pub method: Option<LatencyMethod>,
+}
+
+/// How a latency benchmark measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LatencyMethod {
+    /// The receiver subtracts the send time carried in the tuple: sender and receiver read
+    /// one clock (`CLOCK_MONOTONIC` on one host).
+    #[value(name = "one-way-clock")]
+    OneWayClock,
+    /// Sender and receiver are one process; a reflector process sends every tuple back over
+    /// the same kind of transport; the one-way latency is half the round trip.
+    #[value(name = "half-round-trip")]
+    HalfRoundTrip,
+}
+
+impl LatencyMethod {
+    /// The name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OneWayClock => "one-way-clock",
+            Self::HalfRoundTrip => "half-round-trip",
+        }
+    }
+
+    /// What `transport` measures by default: half the round trip across a network
+    /// transport (Vega V.A.1), one way from the shared clock otherwise (Vega Fig. 7a).
+    pub fn default_for(transport: Transport) -> Self {
+        if transport.is_network() {
+            Self::HalfRoundTrip
+        } else {
+            Self::OneWayClock
+        }
+    }
 }
 
 /// Options every benchmark has.
@@ -192,6 +235,16 @@ impl Transport {
         !matches!(self, Self::Fused | Self::Threaded)
     }
 
+    /// Whether the transport crosses a network (loopback here): tcp and udp-mq.
+    pub(crate) fn is_network(self) -> bool {
+        self.tcp_profile().is_some() || self == Self::UdpMq
+    }
+
+    /// Whether a latency benchmark can send through a reflector and back (module `reflect`).
+    pub(crate) fn reflects(self) -> bool {
+        self.is_network() || matches!(self, Self::ShmVega | Self::ShmOsr)
+    }
+
     /// Whether a benchmark can send from one sender to several receivers.
     pub(crate) fn fans_out(self) -> bool {
         matches!(
@@ -249,6 +302,8 @@ pub(crate) struct Settings {
     pub(crate) queues: usize,
     pub(crate) receivers: usize,
     pub(crate) ring_bytes: usize,
+    /// How a latency benchmark measures.
+    pub(crate) method: LatencyMethod,
 }
 
 impl Settings {
@@ -329,9 +384,9 @@ impl Settings {
 
     /// Checks `args`; every problem is one line naming the option.
     pub(crate) fn from_args(args: &BenchArgs) -> anyhow::Result<Self> {
-        let (common, bench) = match &args.command {
-            BenchCommand::Throughput(t) => (&t.common, Bench::Throughput),
-            BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }),
+        let (common, bench, method) = match &args.command {
+            BenchCommand::Throughput(t) => (&t.common, Bench::Throughput, None),
+            BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
             BenchCommand::Baseline(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
@@ -397,6 +452,18 @@ impl Settings {
                 common.receivers
             );
         }
+        let method = method.unwrap_or_else(|| LatencyMethod::default_for(common.transport));
+        if method == LatencyMethod::HalfRoundTrip {
+            if !common.transport.reflects() {
+                bail!(
+                    "--method half-round-trip needs shm-vega, shm-osr, tcp, tcp-batched, tcp-adaptive or udp-mq (a transport with a reflector), not {}",
+                    common.transport.name()
+                );
+            }
+            if common.producers > 1 || common.receivers > 1 {
+                bail!("--method half-round-trip measures one sender and one reflector: no --producers or --receivers above 1");
+            }
+        }
         let ring = common.ring_bytes;
         if !(ring.is_power_of_two() && (MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring)) {
             bail!("--ring-bytes must be a power of two from {MIN_RING_BYTES} to {MAX_RING_BYTES}, got {ring}");
@@ -420,6 +487,7 @@ impl Settings {
             queues: common.queues,
             receivers: common.receivers,
             ring_bytes: ring,
+            method,
         })
     }
 
@@ -447,6 +515,7 @@ impl Settings {
             queues: sluice_transport::udp_mq::DEFAULT_QUEUES,
             receivers: 1,
             ring_bytes: sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES,
+            method: LatencyMethod::default_for(transport),
         }
     }
 }

@@ -43,6 +43,7 @@ mod network;
 mod payload;
 mod processes;
 mod record;
+mod reflect;
 mod report;
 mod shm_osr;
 mod stats;
@@ -50,8 +51,8 @@ mod suite;
 mod udp;
 
 pub use args::{
-    BenchArgs, BenchCommand, CommonArgs, LatencyArgs, ThroughputArgs, Transport, TupleEncoding,
-    MAX_NORMAL_SIZE,
+    BenchArgs, BenchCommand, CommonArgs, LatencyArgs, LatencyMethod, ThroughputArgs, Transport,
+    TupleEncoding, MAX_NORMAL_SIZE,
 };
 pub use hardware::{BaselineArgs, HardwareResult, MemcpyFigure};
 pub use payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
@@ -223,6 +224,12 @@ fn median_loss(runs: &[RunFigures]) -> Option<f64> {
     (!fractions.is_empty()).then(|| median(&fractions))
 }
 
+/// The median of each round-trip figure over the runs that measured one.
+pub(crate) fn median_round_trip(runs: &[RunFigures]) -> Option<LatencySummary> {
+    let trips: Vec<LatencySummary> = runs.iter().filter_map(|r| r.round_trip_ns).collect();
+    LatencySummary::median_of(&trips)
+}
+
 pub(crate) fn medians(runs: &[RunFigures]) -> (f64, f64, Option<LatencySummary>) {
     let of = |f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
     let latencies: Vec<LatencySummary> = runs.iter().filter_map(|r| r.latency_ns).collect();
@@ -234,8 +241,10 @@ pub(crate) fn medians(runs: &[RunFigures]) -> (f64, f64, Option<LatencySummary>)
 }
 
 fn summarise(s: &Settings, m: Measured) -> BenchResult {
-    let (tps, gbit, latency) = medians(&m.sluice);
+    let (tps, gbit, one_way) = medians(&m.sluice);
     let (base_tps, base_gbit, base_latency) = medians(&m.baseline);
+    let latency = matches!(s.bench, Bench::Latency { .. });
+    let reflected = latency && s.method == LatencyMethod::HalfRoundTrip;
     let (name, description) = match s.transport {
         Transport::Fused => (
             "direct-call",
@@ -245,6 +254,14 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         Transport::ShmVega | Transport::ShmOsr => (
             "hardware",
             "one-way cache-line transfer between cores 0 and 1 (latency); one core's memcpy of the tuple size, offset off the source's page position (throughput)".to_string(),
+        ),
+        Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive if reflected => (
+            "raw-tcp",
+            "one TCP_NODELAY connection on loopback from core 0 to a reflector process on core 1 and back: one write() per tuple, the reflector writing back whatever it reads, the sender cutting what comes back into tuples; one way = half the round trip".to_string(),
+        ),
+        Transport::UdpMq if reflected => (
+            "raw-udp",
+            "a connected UDP socket on loopback from core 0 to a reflector process on core 1 and back: one send() per tuple, the reflector sending each datagram back; one way = half the round trip of the datagrams that came back".to_string(),
         ),
         Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive | Transport::Mpi => (
             "raw-tcp",
@@ -264,7 +281,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
             ),
         ),
     };
-    let latency_ratio = |f: fn(&LatencySummary) -> f64| match (latency, base_latency) {
+    let latency_ratio = |f: fn(&LatencySummary) -> f64| match (one_way, base_latency) {
         (Some(ours), Some(theirs)) => stats::ratio(f(&ours), f(&theirs)),
         _ => None,
     };
@@ -287,7 +304,9 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         target_rate,
         tuples_per_sec: tps,
         gbit_per_sec: gbit,
-        latency_ns: latency,
+        latency_method: latency.then_some(s.method),
+        latency_ns: one_way,
+        round_trip_ns: median_round_trip(&m.sluice),
         loss: median_loss(&m.sluice),
         duration_s: s.duration.as_secs_f64(),
         warmup_s: s.warmup.as_secs_f64(),
@@ -304,6 +323,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
             tuples_per_sec: (!m.baseline.is_empty()).then_some(base_tps),
             gbit_per_sec: (!m.baseline.is_empty()).then_some(base_gbit),
             latency_ns: base_latency,
+            round_trip_ns: median_round_trip(&m.baseline),
             loss: median_loss(&m.baseline),
             runs: m.baseline,
         },

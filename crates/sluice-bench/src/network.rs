@@ -35,7 +35,8 @@ const LISTENING: &str = "listening ";
 /// Bytes the raw reader reads into.
 const RAW_BUFFER: usize = 256 << 10;
 
-fn loopback() -> SocketAddr {
+/// Port 0 on 127.0.0.1: the system chooses the port.
+pub(crate) fn loopback() -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
 }
 
@@ -50,7 +51,7 @@ pub(crate) fn announced(line: &str) -> Option<SocketAddr> {
 }
 
 /// The benchmark edge's parameters: the profile's defaults, with the tuple as the largest.
-fn params(profile: BatchProfile, tuple_bytes: usize) -> TcpParams {
+pub(crate) fn params(profile: BatchProfile, tuple_bytes: usize) -> TcpParams {
     TcpParams {
         max_tuple_bytes: tuple_bytes,
         ..TcpParams::with_profile(profile)

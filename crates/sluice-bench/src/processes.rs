@@ -33,7 +33,7 @@ use sluice_transport::tcp::JobSecret;
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
-use crate::args::{Bench, Settings, Transport, TupleEncoding};
+use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
 use crate::hardware::{memcpy_gbit, ping_pong};
 use crate::load::{Generator, Load, Span};
 use crate::network;
@@ -55,7 +55,7 @@ const RING_BYTES: usize = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES;
 
 /// Slots of the benchmark's Vega ring for a slot of `slot_bytes` bytes: [`RING_BYTES`] worth,
 /// from [`MIN_SLOTS`] to [`MAX_SLOTS`]. Sender and receiver compute it alike.
-fn vega_slots(slot_bytes: usize) -> usize {
+pub(crate) fn vega_slots(slot_bytes: usize) -> usize {
     (RING_BYTES / slot_bytes.max(1)).clamp(MIN_SLOTS, MAX_SLOTS)
 }
 /// How long the receiver waits for the sender's segment, and the sender for the receiver's
@@ -97,6 +97,16 @@ pub struct PeerArgs {
     /// Sockets of a `udp-mq` receiver.
     #[arg(long, default_value_t = sluice_transport::udp_mq::DEFAULT_QUEUES)]
     pub queues: usize,
+    /// Reflect: send every tuple back over the same kind of transport instead of recording it
+    /// (module `reflect`).
+    #[arg(long)]
+    pub reflect: bool,
+    /// Where a reflecting tcp or udp-mq process sends back to.
+    #[arg(long)]
+    pub back: Option<SocketAddr>,
+    /// Bytes of a reflecting `shm-osr` process's rings.
+    #[arg(long, default_value_t = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES)]
+    pub ring_bytes: usize,
 }
 
 /// The segment of the benchmark run `job`.
@@ -113,6 +123,9 @@ pub(crate) fn pin(core: usize) {
 /// The receiving process: prints its figures as JSON.
 pub(crate) fn peer(args: &PeerArgs) -> anyhow::Result<()> {
     let facade = args.encoding == TupleEncoding::Facade;
+    if args.reflect {
+        return dispatch(facade, args.size, crate::reflect::Reflector(args))?;
+    }
     let figures = dispatch(facade, args.size, Receive(args))??;
     println!("{}", serde_json::to_string(&figures)?);
     Ok(())
@@ -232,6 +245,18 @@ impl PeerProcess {
         slot_bytes: usize,
         secret: Option<&JobSecret>,
     ) -> anyhow::Result<Self> {
+        Self::start(Self::command(s, baseline, job, slot_bytes, secret)?)
+    }
+
+    /// The command line of `sluice bench peer` for the receiving side of `s`; `secret` goes
+    /// in its environment.
+    pub(crate) fn command(
+        s: &Settings,
+        baseline: bool,
+        job: &str,
+        slot_bytes: usize,
+        secret: Option<&JobSecret>,
+    ) -> anyhow::Result<Command> {
         let mut command = Command::new(std::env::current_exe().context("find the sluice binary")?);
         command
             .args(["bench", "peer", "--transport", s.transport.name()])
@@ -251,7 +276,7 @@ impl PeerProcess {
         if let Some(secret) = secret {
             command.env(SECRET_ENV, secret.to_hex());
         }
-        Self::start(command)
+        Ok(command)
     }
 
     /// Starts `command` (a re-execution of this binary) with its output piped to us.
@@ -284,6 +309,17 @@ impl PeerProcess {
             .with_context(|| format!("the receiving process announced no address: {line:?}"))
     }
 
+    /// Waits for the process to exit, successfully.
+    pub(crate) fn finish(mut self) -> anyhow::Result<()> {
+        let mut output = String::new();
+        self.stdout.read_to_string(&mut output)?;
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("the reflecting process failed ({status})");
+        }
+        Ok(())
+    }
+
     /// Waits for the receiving process and reads its figures.
     pub(crate) fn figures(mut self) -> anyhow::Result<RunFigures> {
         let mut output = String::new();
@@ -303,8 +339,16 @@ pub(crate) fn repeat<P: Payload>(
     load: Load,
 ) -> anyhow::Result<Measured> {
     let mut measured = Measured::new(s.repeat, crate::machine::cores() >= 2);
+    let reflected = match s.bench {
+        Bench::Latency { rate } if s.method == LatencyMethod::HalfRoundTrip => Some(rate),
+        _ => None,
+    };
     for i in 1..=s.repeat {
         let (run, baseline) = match s.transport.tcp_profile() {
+            _ if let Some(rate) = reflected => (
+                crate::reflect::run(s, template.clone(), rate),
+                crate::reflect::run_baseline(s, template.clone(), rate),
+            ),
             None if s.transport == Transport::UdpMq => (
                 udp::run_udp_mq(s, template.clone(), load.clone()),
                 udp::run_raw(s, template.clone(), load.clone()),
@@ -334,23 +378,22 @@ pub(crate) fn repeat<P: Payload>(
     Ok(measured)
 }
 
-fn hardware_run(s: &Settings) -> RunFigures {
+/// The hardware baseline of a shared-memory run: the cache-line transfer (its one-way time,
+/// and twice that as the round trip when latency is measured through a reflector) or the
+/// memcpy rate.
+pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
     match s.bench {
         Bench::Latency { .. } => {
-            let ns = ping_pong(200_000);
+            const TRIPS: u64 = 200_000;
+            let ns = ping_pong(TRIPS);
+            let reflected = s.method == LatencyMethod::HalfRoundTrip;
             RunFigures {
                 tuples: 0,
                 window_s: 0.0,
                 tuples_per_sec: 0.0,
                 gbit_per_sec: 0.0,
-                latency_ns: Some(LatencySummary {
-                    p50: ns,
-                    p99: ns,
-                    p999: ns,
-                    mean: ns,
-                    max: ns,
-                    samples: 200_000,
-                }),
+                latency_ns: Some(LatencySummary::flat(ns, TRIPS)),
+                round_trip_ns: reflected.then(|| LatencySummary::flat(2.0 * ns, TRIPS)),
                 loss: None,
             }
         }
@@ -363,6 +406,7 @@ fn hardware_run(s: &Settings) -> RunFigures {
                 tuples_per_sec: rate,
                 gbit_per_sec: gbit_per_sec(rate, s.size),
                 latency_ns: None,
+                round_trip_ns: None,
                 loss: None,
             }
         }

@@ -20,7 +20,8 @@ pub(crate) const SAMPLE_EVERY: u64 = 1024;
 const FIRST_NS: &str = "window_first_ns";
 const LAST_NS: &str = "window_last_ns";
 const TUPLES: &str = "window_tuples";
-const RECEIVED: &str = "received";
+/// The report counter of every tuple that arrived, warm-up included.
+pub(crate) const RECEIVED: &str = "received";
 
 /// The measured window of one receiver.
 #[derive(Debug, Clone)]
@@ -161,8 +162,12 @@ pub struct RunFigures {
     pub tuples_per_sec: f64,
     /// Payload Gbit/s at the receiver.
     pub gbit_per_sec: f64,
-    /// One-way latency, for a latency benchmark.
+    /// One-way latency, for a latency benchmark (half the round trip when it was measured
+    /// through a reflector).
     pub latency_ns: Option<LatencySummary>,
+    /// The round trip through a reflector, when latency was measured that way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_ns: Option<LatencySummary>,
     /// What a lossy transport lost over the whole run (warm-up included); `None` where
     /// nothing can be lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,6 +209,7 @@ impl RunFigures {
             tuples_per_sec: rate,
             gbit_per_sec: gbit_per_sec(rate, tuple_size),
             latency_ns: None,
+            round_trip_ns: None,
             loss: None,
         }
     }
@@ -235,7 +241,23 @@ impl RunFigures {
                 .latency
                 .as_ref()
                 .and_then(LatencySummary::from_histogram),
+            round_trip_ns: None,
             loss: None,
+        })
+    }
+
+    /// The figures in the report of a sender that timed round trips through a reflector
+    /// (arrival back minus send time): the round trip kept as such, the one-way latency half
+    /// of it (Vega V.A.1).
+    pub(crate) fn from_round_trips(
+        report: &OperatorReport,
+        tuple_size: usize,
+    ) -> anyhow::Result<Self> {
+        let figures = Self::from_report(report, tuple_size)?;
+        Ok(Self {
+            latency_ns: figures.latency_ns.map(|l| l.half()),
+            round_trip_ns: figures.latency_ns,
+            ..figures
         })
     }
 }
@@ -330,6 +352,39 @@ mod tests {
             RunFigures::sum(std::slice::from_ref(&a), 125).tuples,
             a.tuples
         );
+    }
+
+    #[test]
+    fn round_trips_give_half_as_one_way() {
+        // Synthetic send and return timestamps: tuple i sent at 1 ms + 10 us * i, back 2 (i + 1)
+        // ns later.
+        let mut report = OperatorReport::default();
+        let mut histogram = latency_histogram();
+        let mut meter = Meter::new(0);
+        for i in 0..100u64 {
+            let sent = 1_000_000 + 10_000 * i;
+            let back = sent + 2 * (i + 1);
+            meter.arrive(back);
+            histogram.record(back - sent).unwrap();
+        }
+        meter.counters(&mut report);
+        report.latency = Some(histogram);
+        let f = RunFigures::from_round_trips(&report, 64).unwrap();
+        let (rtt, one_way) = (f.round_trip_ns.unwrap(), f.latency_ns.unwrap());
+        assert_eq!((rtt.p50, rtt.max, rtt.samples), (100.0, 200.0, 100));
+        assert_eq!(
+            (one_way.p50, one_way.max, one_way.samples),
+            (50.0, 100.0, 100)
+        );
+        assert_eq!(one_way.mean, rtt.mean / 2.0);
+        assert_eq!(f.tuples, 100);
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["round_trip_ns"]["p50"], 100.0);
+        let one_way_only = RunFigures::from_report(&report, 64).unwrap();
+        assert!(serde_json::to_value(&one_way_only)
+            .unwrap()
+            .get("round_trip_ns")
+            .is_none());
     }
 
     #[test]

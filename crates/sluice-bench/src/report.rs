@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::args::{Transport, TupleEncoding};
+use crate::args::{LatencyMethod, Transport, TupleEncoding};
 use crate::record::RunFigures;
 use crate::stats::LatencySummary;
 
@@ -38,8 +38,16 @@ pub struct BenchResult {
     pub tuples_per_sec: f64,
     /// Median over runs of the payload Gbit/s at the receiver.
     pub gbit_per_sec: f64,
-    /// Median over runs of each latency figure (latency only; null for throughput).
+    /// How latency was measured (latency only): `one-way-clock` (the receiver subtracted the
+    /// send time in the tuple) or `half-round-trip` (`latency_ns` is half of `round_trip_ns`,
+    /// through a reflector process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_method: Option<LatencyMethod>,
+    /// Median over runs of each one-way latency figure (latency only; null for throughput).
     pub latency_ns: Option<LatencySummary>,
+    /// Median over runs of each round-trip figure (`half-round-trip` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_trip_ns: Option<LatencySummary>,
     /// Median over runs of the share of tuples sent that were lost, from 0 to 1 (lossy
     /// transports only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,8 +99,11 @@ pub struct BaselineResult {
     /// Median payload Gbit/s at the receiver (absent when skipped).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gbit_per_sec: Option<f64>,
-    /// Median latency figures (latency only; null for throughput).
+    /// Median one-way latency figures (latency only; null for throughput).
     pub latency_ns: Option<LatencySummary>,
+    /// Median round-trip figures (`half-round-trip` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_trip_ns: Option<LatencySummary>,
     /// Median share of tuples lost (lossy baselines only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loss: Option<f64>,
@@ -170,6 +181,15 @@ pub fn render_table(result: &BenchResult) -> String {
     }
     if let Some(rate) = result.target_rate {
         let _ = write!(out, " at {rate} tuples/s");
+    }
+    match result.latency_method {
+        Some(LatencyMethod::HalfRoundTrip) => out.push_str(
+            "\nlatency: one way = half the round trip through a reflector process on the other core",
+        ),
+        Some(LatencyMethod::OneWayClock) => {
+            out.push_str("\nlatency: one way, from the send time in the tuple (one clock)")
+        }
+        None => {}
     }
     let _ = writeln!(
         out,
@@ -257,6 +277,18 @@ pub fn render_table(result: &BenchResult) -> String {
     }
     if let Some(r) = result.p99_ratio_to_baseline {
         let _ = writeln!(out, "sluice / baseline latency: p99 {r:.3}");
+    }
+    for (who, rtt) in [
+        ("sluice", result.round_trip_ns),
+        ("baseline", result.baseline.round_trip_ns),
+    ] {
+        if let Some(l) = rtt {
+            let _ = writeln!(
+                out,
+                "{who} round trip ns: p50 {:.0}, p99 {:.0}, p99.9 {:.0}, max {:.0}",
+                l.p50, l.p99, l.p999, l.max
+            );
+        }
     }
     out
 }

@@ -67,6 +67,32 @@ impl LatencySummary {
         })
     }
 
+    /// The one-way figures of round trips: each figure halved (a percentile of half the
+    /// round trips is half their percentile), the sample count kept.
+    pub fn half(&self) -> Self {
+        Self {
+            p50: self.p50 / 2.0,
+            p99: self.p99 / 2.0,
+            p999: self.p999 / 2.0,
+            mean: self.mean / 2.0,
+            max: self.max / 2.0,
+            samples: self.samples,
+        }
+    }
+
+    /// The same figure `ns` for every percentile, the mean and the maximum (a measurement
+    /// that gives only a mean, like the cache-line ping-pong).
+    pub fn flat(ns: f64, samples: u64) -> Self {
+        Self {
+            p50: ns,
+            p99: ns,
+            p999: ns,
+            mean: ns,
+            max: ns,
+            samples,
+        }
+    }
+
     /// The median of each figure over `runs` (taken figure by figure); `None` if there are none.
     pub fn median_of(runs: &[LatencySummary]) -> Option<Self> {
         if runs.is_empty() {
@@ -137,6 +163,31 @@ mod tests {
         assert_eq!(s.mean, 500.5);
         assert_eq!(s.samples, 1000);
         assert!(LatencySummary::from_histogram(&sluice_graph::latency_histogram()).is_none());
+    }
+
+    #[test]
+    fn one_way_is_half_the_round_trip_of_synthetic_timestamps() {
+        // 1000 tuples sent every 10 us; tuple i comes back from the reflector 2 * (i + 1) ns
+        // after it was sent: one way takes i + 1 ns.
+        let mut h = sluice_graph::latency_histogram();
+        for i in 0..1000u64 {
+            let sent = 5_000_000 + i * 10_000;
+            let back = sent + 2 * (i + 1);
+            h.record(back - sent).unwrap();
+        }
+        let round_trip = LatencySummary::from_histogram(&h).unwrap();
+        assert_eq!(
+            (round_trip.p50, round_trip.p99, round_trip.max),
+            (1000.0, 1980.0, 2000.0)
+        );
+        let one_way = round_trip.half();
+        assert_eq!(
+            (one_way.p50, one_way.p99, one_way.p999, one_way.max),
+            (500.0, 990.0, 999.0, 1000.0)
+        );
+        assert_eq!(one_way.mean, 500.5);
+        assert_eq!(one_way.samples, 1000);
+        assert_eq!(LatencySummary::flat(7.0, 3).p999, 7.0);
     }
 
     #[test]

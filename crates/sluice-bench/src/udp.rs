@@ -44,7 +44,7 @@ fn loopback() -> SocketAddr {
 }
 
 /// The benchmark edge's parameters.
-fn params(queues: usize, tuple_bytes: usize) -> UdpMqParams {
+pub(crate) fn params(queues: usize, tuple_bytes: usize) -> UdpMqParams {
     UdpMqParams {
         queues,
         datagram_bytes: DEFAULT_DATAGRAM_BYTES.max(HEADER_LEN + RECORD_HEADER + tuple_bytes),
@@ -137,7 +137,7 @@ pub(crate) fn run_raw<P: Payload>(
 }
 
 /// A UDP socket bound to `addr` with the benchmark's buffers.
-fn raw_socket(addr: SocketAddr) -> anyhow::Result<UdpSocket> {
+pub(crate) fn raw_socket(addr: SocketAddr) -> anyhow::Result<UdpSocket> {
     let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     socket.set_recv_buffer_size(SOCKET_BUFFER)?;
     socket.set_send_buffer_size(SOCKET_BUFFER)?;

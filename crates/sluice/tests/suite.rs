@@ -53,6 +53,30 @@ fn latency(l: &Value) {
     assert!(l["samples"].as_u64().is_some(), "{l}");
 }
 
+/// A latency measurement's method, and with `half-round-trip` the round trip of which the
+/// one-way latency is half (for Sluice and, when measured, its baseline).
+fn latency_method(r: &Value) {
+    let method = string(r, "latency_method");
+    assert!(
+        method == "one-way-clock" || method == "half-round-trip",
+        "{r}"
+    );
+    let mut sides = vec![r];
+    if r["baseline"]["skipped"] == false {
+        sides.push(&r["baseline"]);
+    }
+    for side in sides {
+        if method == "half-round-trip" {
+            let (rtt, one_way) = (&side["round_trip_ns"], &side["latency_ns"]);
+            latency(rtt);
+            assert_eq!(number(one_way, "p50"), number(rtt, "p50") / 2.0, "{r}");
+            assert_eq!(number(one_way, "max"), number(rtt, "max") / 2.0, "{r}");
+        } else {
+            assert!(side.get("round_trip_ns").is_none(), "{r}");
+        }
+    }
+}
+
 /// The fields every record has, and those of its kind.
 fn check_schema(r: &Value) {
     string(r, "experiment");
@@ -83,6 +107,7 @@ fn check_schema(r: &Value) {
     );
     if bench == "latency" {
         latency(&r["latency_ns"]);
+        latency_method(r);
     }
     if r.get("peer").is_some() {
         string(r, "peer");
@@ -156,6 +181,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         "hardware",
         "throughput",
         "latency",
+        "round-trip",
         "encoding",
         "fanout",
         "large",
@@ -197,10 +223,37 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
     assert!(records
         .iter()
         .any(|r| r["experiment"] == "fanout" && r["receivers"] == 2));
+    // Network latency is half the round trip through a reflector, shared memory's one way
+    // from the clock (Vega V.A.1 and Fig. 7a); the round-trip experiment reflects the rings.
+    for r in records
+        .iter()
+        .filter(|r| r["bench"] == "latency" && r["skipped"] == false)
+    {
+        let expected = match (r["experiment"].as_str(), r["transport"].as_str()) {
+            // Large messages are one way over both, as TurboStream compares them.
+            (Some("large"), _) => "one-way-clock",
+            (Some("round-trip"), _) | (_, Some("tcp" | "tcp-batched")) => "half-round-trip",
+            (_, Some(_)) => "one-way-clock",
+            (_, None) if r["peer"] == "zmq-tcp" => "half-round-trip",
+            (_, None) => "one-way-clock",
+        };
+        assert_eq!(r["latency_method"], expected, "{r}");
+    }
+    for transport in ["shm-vega", "shm-osr", "tcp", "tcp-batched"] {
+        assert!(
+            records
+                .iter()
+                .any(|r| r["transport"] == transport && r["round_trip_ns"].is_object()),
+            "no round trip over {transport}"
+        );
+    }
+    assert!(records.iter().any(|r| r["transport"] == "tcp"
+        && r["baseline"]["name"] == "raw-tcp"
+        && r["baseline"]["round_trip_ns"].is_object()));
 
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
-        md.contains("| tuple bytes |") && md.contains("## Fan-out"),
+        md.contains("| tuple bytes |") && md.contains("## Fan-out") && md.contains("## Round trip"),
         "{md}"
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();

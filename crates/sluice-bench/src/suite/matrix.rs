@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | `hardware` | the yardstick | cache-line ping-pong, memcpy (`sluice bench baseline`) |
 //! | `throughput` | IBM Tables 1 and 5, Vega Fig. 7b | sender -> receiver flood, every size, every transport |
-//! | `latency` | Vega Fig. 7a, IBM's latency test | one-way at 1,000 and 5,000 tuples/s |
+//! | `latency` | Vega Fig. 7a and V.A.1 | at 1,000 and 5,000 tuples/s: one way from the shared clock in process and over shared memory, half the round trip through a reflector over tcp |
+//! | `round-trip` | IBM's latency test | the round trip through a reflector at 1,000 and 5,000 tuples/s: shm-vega, shm-osr (tcp and tcp-batched come from `latency`, or are measured here without it) |
 //! | `encoding` | IBM Table 3 | the throughput jobs again with normal tuples |
 //! | `fanout` | IBM Table 6 | one sender to 1..6 receivers at 22, 108 and 1,004 bytes |
 //! | `large` | TurboStream Fig. 8 | 10 KB..320 KB messages at 100..3,000/s, shm-osr and tcp, and the ring size |
@@ -19,7 +20,7 @@ use serde_json::Value;
 
 use super::output;
 use super::peers::{self, Peer, PeerJob};
-use crate::args::{Bench, Settings, Transport, TupleEncoding};
+use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
 
 /// One experiment of the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -29,8 +30,14 @@ pub enum Experiment {
     Hardware,
     /// Sender -> receiver throughput for every tuple size and transport.
     Throughput,
-    /// One-way latency percentiles at 1,000 and 5,000 tuples per second.
+    /// Latency percentiles at 1,000 and 5,000 tuples per second: one way (shared memory, in
+    /// process), half the round trip through a reflector (network).
     Latency,
+    /// The round trip through a reflector at 1,000 and 5,000 tuples per second (the IBM
+    /// latency test).
+    #[value(name = "round-trip")]
+    #[serde(rename = "round-trip")]
+    RoundTrip,
     /// Normal (serialized) tuples against facade tuples.
     Encoding,
     /// One sender to 1..6 receivers.
@@ -48,6 +55,7 @@ impl Experiment {
             Self::Hardware => "hardware",
             Self::Throughput => "throughput",
             Self::Latency => "latency",
+            Self::RoundTrip => "round-trip",
             Self::Encoding => "encoding",
             Self::Fanout => "fanout",
             Self::Large => "large",
@@ -82,6 +90,14 @@ fn timing(duration_s: f64, warmup_s: f64, repeat: usize) -> Timing {
 pub(crate) const TRANSPORTS: [Transport; 6] = [
     Transport::Fused,
     Transport::Threaded,
+    Transport::ShmVega,
+    Transport::ShmOsr,
+    Transport::Tcp,
+    Transport::TcpBatched,
+];
+/// The transports of the round-trip experiment (the IBM latency test; raw TCP is tcp's
+/// baseline).
+pub(crate) const ROUND_TRIP_TRANSPORTS: [Transport; 4] = [
     Transport::ShmVega,
     Transport::ShmOsr,
     Transport::Tcp,
@@ -240,6 +256,9 @@ impl Job {
                 let mut label = format!("{experiment}: {} {} B", s.transport.name(), s.size);
                 if let Bench::Latency { rate } = s.bench {
                     label.push_str(&format!(" at {rate}/s"));
+                    if s.method == LatencyMethod::HalfRoundTrip {
+                        label.push_str(" round trip");
+                    }
                 }
                 if s.receivers > 1 {
                     label.push_str(&format!(" to {} receivers", s.receivers));
@@ -322,6 +341,23 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
             }
         }
     }
+    if wanted(Experiment::RoundTrip) {
+        for &rate in &plan.latency_rates {
+            for &size in &plan.latency_sizes {
+                for transport in ROUND_TRIP_TRANSPORTS {
+                    // The latency experiment measures the network's round trips already.
+                    let reflected = LatencyMethod::default_for(transport);
+                    if wanted(Experiment::Latency) && reflected == LatencyMethod::HalfRoundTrip {
+                        continue;
+                    }
+                    let bench = Bench::Latency { rate };
+                    let mut s = Settings::measurement(bench, transport, facade, size, plan.latency);
+                    s.method = LatencyMethod::HalfRoundTrip;
+                    jobs.push(sluice(Experiment::RoundTrip, s));
+                }
+            }
+        }
+    }
     if wanted(Experiment::Encoding) {
         for &size in &plan.encoding_sizes {
             for transport in TRANSPORTS {
@@ -358,6 +394,8 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
             let bench = Bench::Latency { rate };
             let normal = TupleEncoding::Normal;
             let mut s = Settings::measurement(bench, transport, normal, size, plan.large);
+            // One way from the shared clock over both, as TurboStream's figure compares them.
+            s.method = LatencyMethod::OneWayClock;
             if transport == Transport::ShmOsr {
                 s.ring_bytes = ring;
             }
@@ -425,6 +463,17 @@ mod tests {
             "4..16384 bytes, 6 transports"
         );
         assert_eq!(count(Experiment::Latency), 2 * 3 * 6);
+        assert_eq!(
+            count(Experiment::RoundTrip),
+            2 * 3 * 2,
+            "shm-vega and shm-osr; latency measures tcp's round trips"
+        );
+        let alone = super::jobs(Level::Full, &[Experiment::RoundTrip]);
+        assert_eq!(
+            alone.len(),
+            2 * 3 * 4,
+            "with tcp and tcp-batched when alone"
+        );
         assert_eq!(count(Experiment::Fanout), 3 * 6 * 4, "IBM Table 6");
         assert_eq!(
             count(Experiment::Large),

@@ -246,7 +246,7 @@ fn vega(rows: &[Row]) -> Table {
 
 const TURBOSTREAM: &str = "TurboStream (Figure 8; 8 nodes of 16 x 1.2 GHz cores, JVM) gives its results as plots; its text says: with a 2 MB OSRBuffer at 100 messages/s, Netty's mean latency stays about twice the OSRBuffer's from 10 KB to 320 KB (8a); at 3,000 messages/s Netty's latency climbs (Figure 2c: 11.43 ms for 10 KB and 192.36 ms for 40 KB messages) while the OSRBuffer stays low (8b), in all a 45.64% to 99.30% lower latency; the best ring is 50 to 100 times the message (8c). Sluice's shm-osr plays the OSRBuffer, tcp plays Netty.";
 
-const IBM_LATENCY: &str = "IBM Streams 2.0's latency test (source -> relay -> sink, round trip, at 1,000 and 5,000 tuples/s) found 15 to 30 us round trip within a node for 128 to 512-byte tuples over any transport, and 57 us for 256-byte normal tuples over TCP on 1 GbE between nodes. Sluice's figures below are one way (sender and receiver share one clock), so compare twice them with IBM's round trips.";
+const IBM_LATENCY: &str = "IBM Streams 2.0's latency test (source -> relay -> sink, round trip, at 1,000 and 5,000 tuples/s) found 15 to 30 us round trip within a node for 128 to 512-byte tuples over any transport, and 57 us for 256-byte normal tuples over TCP on 1 GbE between nodes. Sluice measures the same way: the round trip from the sender through a reflector process on the other core and back, at the same two rates, with raw TCP beside it.";
 
 /// Writes the page to `path`.
 pub(crate) fn write_docs(path: &Path, records: &[Value]) -> anyhow::Result<()> {
@@ -269,6 +269,10 @@ pub(crate) fn write_docs(path: &Path, records: &[Value]) -> anyhow::Result<()> {
     out.push_str(&ibm_encoding(&rows).markdown());
     out.push_str(&ibm_fanout(&rows).markdown());
     let _ = writeln!(out, "### Latency beside IBM Streams 2.0\n\n{IBM_LATENCY}\n");
+    let round_trips = report::round_trip_table(&rows);
+    if !round_trips.rows.is_empty() {
+        out.push_str(&round_trips.markdown().replacen("### ", "#### ", 1));
+    }
     let _ = writeln!(
         out,
         "### Large messages beside TurboStream\n\n{TURBOSTREAM} The tables are under \"Large messages\" below.\n"

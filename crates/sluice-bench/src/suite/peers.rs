@@ -38,8 +38,9 @@ use crate::network::{write_all, RawWriter};
 use crate::payload::{dispatch, Payload, PayloadVisitor};
 use crate::processes::{pin, PeerProcess, PATIENCE};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
+use crate::reflect::{raw_round_trips, RawEcho};
 use crate::stats::LatencySummary;
-use crate::{medians, BenchResult};
+use crate::{median_round_trip, medians, BenchResult, LatencyMethod};
 
 /// A peer library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -139,7 +140,11 @@ struct PeerRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     gbit_per_sec: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    latency_method: Option<LatencyMethod>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     latency_ns: Option<LatencySummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    round_trip_ns: Option<LatencySummary>,
     duration_s: f64,
     runs: Vec<RunFigures>,
 }
@@ -163,7 +168,9 @@ pub(crate) fn from_baseline(result: &BenchResult) -> Option<Value> {
         reason: baseline.reason.clone(),
         tuples_per_sec: baseline.tuples_per_sec,
         gbit_per_sec: baseline.gbit_per_sec,
+        latency_method: result.latency_method,
         latency_ns: baseline.latency_ns,
+        round_trip_ns: baseline.round_trip_ns,
         duration_s: result.duration_s,
         runs: baseline.runs.clone(),
     }))
@@ -240,7 +247,9 @@ impl PeerJob {
             reason: None,
             tuples_per_sec: None,
             gbit_per_sec: None,
+            latency_method: self.method(),
             latency_ns: None,
+            round_trip_ns: None,
             duration_s: self.duration.as_secs_f64(),
             runs: Vec::new(),
         };
@@ -251,11 +260,24 @@ impl PeerJob {
                 record.tuples_per_sec = Some(tps);
                 record.gbit_per_sec = Some(gbit);
                 record.latency_ns = latency;
+                record.round_trip_ns = median_round_trip(&runs);
                 record.runs = runs;
             }
             Err(reason) => record.reason = Some(reason),
         }
         output::to_value(&record)
+    }
+
+    /// How a latency job measures: half the round trip over `tcp://` (as Sluice's tcp), one
+    /// way from the shared clock otherwise; `None` for throughput.
+    fn method(&self) -> Option<LatencyMethod> {
+        match self.bench {
+            Bench::Throughput => None,
+            Bench::Latency { .. } if self.peer == Peer::ZmqTcp => {
+                Some(LatencyMethod::HalfRoundTrip)
+            }
+            Bench::Latency { .. } => Some(LatencyMethod::OneWayClock),
+        }
     }
 
     fn load(&self) -> Load {
@@ -276,6 +298,10 @@ impl PeerJob {
         if matches!(self.bench, Bench::Latency { .. }) {
             command.arg("--latency");
         }
+        let reflected = self.method() == Some(LatencyMethod::HalfRoundTrip);
+        if reflected {
+            command.arg("--reflect");
+        }
         let mut receiver = PeerProcess::start(command)?;
         let line = receiver.first_line()?;
         let endpoint = line
@@ -289,6 +315,12 @@ impl PeerJob {
         };
         let idle = IdleStrategy::Yield;
         let (peer, size, load) = (self.peer, self.size, self.load());
+        if reflected {
+            let mut echo = echo(peer, &endpoint, size)?;
+            let trips = raw_round_trips(&mut *echo, P::template(size), load, span, idle)?;
+            receiver.finish()?;
+            return trips.figures(size, false);
+        }
         // The sender stays connected until the receiver has printed its figures: ZeroMQ over
         // ipc:// was seen to lose a whole connection's messages when the sender closed right
         // after its last send.
@@ -344,6 +376,18 @@ fn writer(peer: Peer, endpoint: &str, size: usize) -> anyhow::Result<Box<dyn Raw
     }
 }
 
+/// The benchmark's side of round trips through `peer`'s reflector at `endpoint`.
+fn echo(peer: Peer, endpoint: &str, size: usize) -> anyhow::Result<Box<dyn RawEcho>> {
+    match peer {
+        #[cfg(feature = "peer-zmq")]
+        Peer::ZmqTcp => Ok(Box::new(zeromq::ZmqEcho::connect(endpoint, size)?)),
+        _ => {
+            let _ = (endpoint, size);
+            anyhow::bail!("{} has no reflector", peer.name())
+        }
+    }
+}
+
 /// Options of the hidden `sluice bench peer-lib` (a peer library's receiving process).
 #[derive(Debug, Clone, Args)]
 pub struct PeerReceiverArgs {
@@ -362,14 +406,35 @@ pub struct PeerReceiverArgs {
     /// Where to listen: a ZeroMQ endpoint, or an iceoryx2 service name.
     #[arg(long)]
     endpoint: String,
+    /// Send every tuple back instead of recording it (round trips, `zmq-tcp` only).
+    #[arg(long)]
+    reflect: bool,
 }
 
 /// A peer library's receiving process: announces where it listens, receives until the end,
 /// prints its figures as JSON.
 pub(crate) fn peer_receiver(args: &PeerReceiverArgs) -> anyhow::Result<()> {
+    if args.reflect {
+        return reflect(args);
+    }
     let figures = dispatch(true, args.size, Receive(args))??;
     println!("{}", serde_json::to_string(&figures)?);
     Ok(())
+}
+
+/// A peer library's reflecting process, on core 1: announces where it listens and sends every
+/// tuple back until the end.
+fn reflect(args: &PeerReceiverArgs) -> anyhow::Result<()> {
+    pin(1);
+    let announce = |endpoint: &str| println!("{READY}{endpoint}");
+    match args.peer {
+        #[cfg(feature = "peer-zmq")]
+        Peer::ZmqTcp => zeromq::reflect(&args.endpoint, args.size, IdleStrategy::Yield, announce),
+        _ => {
+            let _ = announce;
+            anyhow::bail!("{} has no reflector", args.peer.name())
+        }
+    }
 }
 
 struct Receive<'a>(&'a PeerReceiverArgs);

@@ -291,7 +291,7 @@ fn latency(rows: &[Row]) -> Chart {
     }
     Chart {
         name: LATENCY,
-        title: format!("One-way latency percentiles at {rate} tuples/s"),
+        title: format!("One-way latency percentiles at {rate} tuples/s (network: RTT/2)"),
         x_label: "tuple bytes",
         y_label: "microseconds",
         log_x: true,

@@ -35,7 +35,9 @@ pub(crate) struct Row {
     pub(crate) tuples_per_sec: Option<f64>,
     pub(crate) gbit_per_sec: Option<f64>,
     pub(crate) per_receiver_tuples_per_sec: Option<f64>,
+    pub(crate) latency_method: Option<String>,
     pub(crate) latency_ns: Option<LatencySummary>,
+    pub(crate) round_trip_ns: Option<LatencySummary>,
     pub(crate) baseline: Option<BaselineRow>,
     pub(crate) cacheline_oneway_ns: Option<f64>,
     pub(crate) memcpy: Vec<MemcpyRow>,
@@ -53,6 +55,7 @@ pub(crate) struct BaselineRow {
     pub(crate) tuples_per_sec: f64,
     pub(crate) gbit_per_sec: f64,
     pub(crate) latency_ns: Option<LatencySummary>,
+    pub(crate) round_trip_ns: Option<LatencySummary>,
 }
 
 /// One memcpy figure of the hardware record.
@@ -96,6 +99,14 @@ impl Row {
 
     fn tps(&self) -> f64 {
         self.tuples_per_sec.unwrap_or(0.0)
+    }
+
+    /// How its latency was measured, for a table: `RTT/2` or `one way`.
+    fn method(&self) -> &'static str {
+        match self.latency_method.as_deref() {
+            Some("half-round-trip") => "RTT/2",
+            _ => "one way",
+        }
     }
 }
 
@@ -433,9 +444,10 @@ fn throughput_section(rows: &[Row]) -> Section {
 fn latency_section(rows: &[Row]) -> Section {
     let mut t = Table::new(
         "Latency (Vega Figure 7a, IBM latency test)",
-        "One way, sender to receiver, from CLOCK_MONOTONIC timestamps carried in the tuples: both ends run on one host and read the same clock, so no reflector is needed (a round trip is about twice these). Microseconds; x = Sluice p50 / other p50 (below 1: Sluice is faster).",
+        "One-way latency. In process and over shared memory (method \"one way\"): the receiver subtracts the CLOCK_MONOTONIC send time carried in the tuple (Vega Figure 7a). Over the network (method \"RTT/2\"): half the round trip from the sender through a reflector process on the other core and back over the same kind of transport (Vega V.A.1), the raw-TCP baseline and ZeroMQ over tcp:// the same way. Microseconds; x = Sluice p50 / other p50 (below 1: Sluice is faster).",
         &[
             "transport",
+            "method",
             "tuple bytes",
             "tuples/s",
             "p50 us",
@@ -471,6 +483,7 @@ fn latency_section(rows: &[Row]) -> Section {
                 let bl = b.latency_ns.map(|x| x.p50);
                 t.rows.push(vec![
                     tr.to_string(),
+                    r.method().to_string(),
                     r.size().to_string(),
                     rate.to_string(),
                     us(l.p50),
@@ -488,6 +501,80 @@ fn latency_section(rows: &[Row]) -> Section {
         title: "Latency",
         tables: vec![t],
         plots: vec![plots::LATENCY],
+    }
+}
+
+/// The round-trip table (the IBM latency test): every Sluice measurement and peer that timed
+/// round trips through a reflector, by rate, transport and size.
+pub(crate) fn round_trip_table(rows: &[Row]) -> Table {
+    let mut t = Table::new(
+        "Round trip through a reflector (IBM latency test)",
+        "The sender stamps each tuple and sends it at a fixed rate to a reflector process on the other core, which sends it back over the same kind of transport; the sender, also the receiver, reads the same clock when it comes back. Raw TCP is tcp's baseline (one write per tuple, the reflector writing back what it reads); the hardware's round trip is twice the cache-line transfer. Microseconds.",
+        &[
+            "transport",
+            "tuple bytes",
+            "tuples/s",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "max us",
+            "baseline p50 us",
+            "baseline p99 us",
+            "x baseline p50",
+        ],
+    );
+    let trips = |r: &Row| !r.skipped && r.round_trip_ns.is_some();
+    for rate in sorted_unique(
+        rows.iter()
+            .filter(|r| trips(r))
+            .filter_map(|r| r.target_rate),
+    ) {
+        let mut seen = std::collections::HashSet::new();
+        let names = ORDER.iter().map(|t| t.to_string()).chain(
+            rows.iter()
+                .filter(|r| trips(r))
+                .filter_map(|r| r.peer.clone()),
+        );
+        for name in names {
+            let mut mine: Vec<&Row> = rows
+                .iter()
+                .filter(|r| {
+                    trips(r)
+                        && r.target_rate == Some(rate)
+                        && r.peer.as_deref().unwrap_or(r.transport()) == name
+                })
+                .collect();
+            mine.sort_by_key(|r| r.size());
+            for r in mine {
+                if !seen.insert((name.clone(), r.size())) {
+                    continue;
+                }
+                let Some(l) = r.round_trip_ns else { continue };
+                let b = r.baseline.clone().unwrap_or_default();
+                let bl = b.round_trip_ns;
+                t.rows.push(vec![
+                    name.clone(),
+                    r.size().to_string(),
+                    rate.to_string(),
+                    us(l.p50),
+                    us(l.p99),
+                    us(l.p999),
+                    us(l.max),
+                    bl.map_or("-".into(), |x| format!("{} {}", b.name, us(x.p50))),
+                    bl.map_or("-".into(), |x| us(x.p99)),
+                    times(bl.and_then(|b| ratio(l.p50, b.p50))),
+                ]);
+            }
+        }
+    }
+    t
+}
+
+fn round_trip_section(rows: &[Row]) -> Section {
+    Section {
+        title: "Round trip",
+        tables: vec![round_trip_table(rows)],
+        plots: vec![],
     }
 }
 
@@ -714,7 +801,7 @@ fn large_section(rows: &[Row]) -> Section {
 fn peers_section(rows: &[Row]) -> Section {
     let mut t = Table::new(
         "The peers",
-        "What a user would pick instead, measured in the same run by the same sender and receiver code. Latency one way.",
+        "What a user would pick instead, measured in the same run by the same sender and receiver code. Latency one way: from the shared clock, or half the round trip through a reflector for zmq-tcp (as for Sluice's tcp).",
         &["peer", "bench", "tuple bytes", "tuples/s", "Gbit/s", "p50 us", "p99 us", "compared with"],
     );
     for r in rows.iter().filter(|r| r.peer.is_some()) {
@@ -758,6 +845,7 @@ pub(crate) fn sections(rows: &[Row]) -> Vec<Section> {
         hardware_section(rows),
         throughput_section(rows),
         latency_section(rows),
+        round_trip_section(rows),
         encoding_section(rows),
         fanout_section(rows),
         large_section(rows),
