@@ -463,10 +463,43 @@ fn tcp_benchmarks_run_across_two_processes_beside_raw_tcp() {
                 json["baseline"]["latency_ns"]["p50"].as_f64().unwrap() > 0.0,
                 "{line}"
             );
+            // Across the network, one way is half the round trip through a reflector, for
+            // Sluice and raw TCP alike.
+            assert_eq!(json["latency_method"], "half-round-trip", "{line}");
+            for side in [&json, &json["baseline"]] {
+                let rtt = side["round_trip_ns"]["p50"].as_f64().unwrap();
+                assert_eq!(
+                    side["latency_ns"]["p50"].as_f64().unwrap(),
+                    rtt / 2.0,
+                    "{line}"
+                );
+            }
         } else {
             assert!(json["ratio_to_baseline"].as_f64().unwrap() > 0.0, "{line}");
         }
     }
+}
+
+#[test]
+fn a_latency_method_without_a_reflector_is_refused() {
+    let o = sluice(&[
+        "bench",
+        "latency",
+        "--transport",
+        "threaded",
+        "--size",
+        "64",
+        "--rate",
+        "10",
+        "--method",
+        "half-round-trip",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--method half-round-trip needs shm-vega, shm-osr, tcp"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
