@@ -33,6 +33,7 @@ pub mod shm_vega;
 pub mod tcp;
 pub mod threaded;
 pub mod udp_mq;
+mod wire_fields;
 
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
 pub use registry::{

@@ -21,9 +21,9 @@ use super::params::TcpParams;
 use super::readiness::{wait_until, Ready};
 use super::secret::JobSecret;
 use super::wire::{
-    get_u32, Framing, FRAME_HEADER, HELLO_LEN, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END,
-    TAG_PUNCTUATION,
+    Framing, FRAME_HEADER, HELLO_LEN, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END, TAG_PUNCTUATION,
 };
+use crate::wire_fields::get_u32;
 use crate::{RecvError, TransportError, TupleReceiver};
 
 /// The most senders one receiver accepts.

@@ -28,8 +28,9 @@ use super::params::{BatchProfile, TcpParams};
 use super::readiness::{wait_until, Ready};
 use super::secret::JobSecret;
 use super::wire::{
-    put_u32, Framing, FRAME_HEADER, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END, TAG_PUNCTUATION,
+    Framing, FRAME_HEADER, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END, TAG_PUNCTUATION,
 };
+use crate::wire_fields::put_u32;
 use crate::{Refused, SendError, TransportError, TupleSender};
 
 /// How long [`connect_sender`] keeps trying to reach a receiver that is not listening yet.

@@ -5,6 +5,7 @@ use sluice_types::{Encoding, Tuple};
 
 use super::params::TcpParams;
 use super::secret::{JobSecret, SECRET_LEN};
+use crate::wire_fields::{get_u32, put, put_u32, Preamble};
 use crate::TransportError;
 
 /// The first bytes of every connection.
@@ -14,15 +15,18 @@ pub const VERSION: u16 = 1;
 /// Bytes in the hello.
 pub const HELLO_LEN: usize = SECRET_AT + SECRET_LEN;
 
-const MAGIC_AT: usize = 0;
-const VERSION_AT: usize = 8;
+/// The hello's first bytes: magic and version.
+const PREAMBLE: Preamble<8, 2> = Preamble {
+    magic: MAGIC,
+    version: VERSION.to_le_bytes(),
+};
 const RESERVED_AT: usize = 10;
 const SENDER_AT: usize = 12;
 const ENCODING_AT: usize = 16;
 const TUPLE_SIZE_AT: usize = 20;
 const FRAME_LIMIT_AT: usize = 24;
 const SECRET_AT: usize = 28;
-const _: () = assert!(MAGIC_AT + MAGIC.len() == VERSION_AT);
+const _: () = assert!(Preamble::<8, 2>::LEN == RESERVED_AT);
 const _: () = assert!(HELLO_LEN == 60);
 
 /// The `encoding` field of the hello.
@@ -83,14 +87,13 @@ impl Framing {
     /// The hello a sender with this framing writes.
     pub(crate) fn hello(&self, secret: &JobSecret, sender: u32) -> [u8; HELLO_LEN] {
         let mut hello = [0u8; HELLO_LEN];
-        hello[MAGIC_AT..VERSION_AT].copy_from_slice(&MAGIC);
-        hello[VERSION_AT..RESERVED_AT].copy_from_slice(&VERSION.to_le_bytes());
+        PREAMBLE.write(&mut hello);
         put_u32(&mut hello, SENDER_AT, sender);
         let (encoding, size) = self.encoding_fields();
         put_u32(&mut hello, ENCODING_AT, encoding);
         put_u32(&mut hello, TUPLE_SIZE_AT, size);
         put_u32(&mut hello, FRAME_LIMIT_AT, saturating_u32(self.frame_limit));
-        hello[SECRET_AT..].copy_from_slice(secret.bytes());
+        put(&mut hello, SECRET_AT, secret.bytes());
         hello
     }
 
@@ -105,8 +108,7 @@ impl Framing {
     ) -> Option<usize> {
         // The secret is checked whatever else is wrong, so the time taken tells nothing.
         let secret_ok = secret.matches(&hello[SECRET_AT..]);
-        let framing_ok = hello[MAGIC_AT..VERSION_AT] == MAGIC
-            && hello[VERSION_AT..RESERVED_AT] == VERSION.to_le_bytes()
+        let framing_ok = PREAMBLE.begins(hello)
             && hello[RESERVED_AT..SENDER_AT] == [0, 0]
             && (get_u32(hello, ENCODING_AT), get_u32(hello, TUPLE_SIZE_AT))
                 == self.encoding_fields()
@@ -125,18 +127,6 @@ impl Framing {
 
 fn saturating_u32(value: usize) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
-}
-
-/// Writes `value` little-endian at `at`.
-pub(crate) fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
-    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
-}
-
-/// Reads the little-endian `u32` at `at` of a slice known to hold it.
-pub(crate) fn get_u32(bytes: &[u8], at: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(word)
 }
 
 #[cfg(test)]
@@ -168,7 +158,12 @@ mod tests {
             None,
             "another tuple size"
         );
-        for at in [0, VERSION_AT, RESERVED_AT, FRAME_LIMIT_AT + 3] {
+        for at in [
+            0,
+            Preamble::<8, 2>::LEN - 1,
+            RESERVED_AT,
+            FRAME_LIMIT_AT + 3,
+        ] {
             let mut bad = hello;
             bad[at] ^= 0x40;
             assert_eq!(f.accepts(&bad, &secret, 3), None, "byte {at} changed");

@@ -2,6 +2,7 @@
 //! the record tags, and the checked reading of both.
 
 use crate::tcp::JobSecret;
+use crate::wire_fields::{get_u16, get_u32, get_u64, put, Preamble};
 
 /// The first bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"SLUQ";
@@ -12,8 +13,11 @@ pub const HEADER_LEN: usize = FIRST_TUPLE_AT + 8;
 /// Bytes in a record's header: its tag and its length.
 pub const RECORD_HEADER: usize = 3;
 
-const MAGIC_AT: usize = 0;
-const VERSION_AT: usize = 4;
+/// A datagram's first bytes: magic and version.
+const PREAMBLE: Preamble<4, 1> = Preamble {
+    magic: MAGIC,
+    version: [VERSION],
+};
 const RESERVED_AT: usize = 5;
 const QUEUE_AT: usize = 6;
 const QUEUES_AT: usize = 8;
@@ -22,7 +26,7 @@ const SENDER_AT: usize = 12;
 const JOB_AT: usize = 16;
 const SEQUENCE_AT: usize = 24;
 const FIRST_TUPLE_AT: usize = 32;
-const _: () = assert!(MAGIC_AT + MAGIC.len() == VERSION_AT);
+const _: () = assert!(Preamble::<4, 1>::LEN == RESERVED_AT);
 const _: () = assert!(HEADER_LEN == 40);
 
 /// A data record: a tuple's encoding.
@@ -67,16 +71,15 @@ pub(crate) enum Rejection {
 impl Header {
     /// Writes the header into the first [`HEADER_LEN`] bytes of `datagram`.
     pub(crate) fn write(&self, datagram: &mut [u8]) {
-        datagram[MAGIC_AT..VERSION_AT].copy_from_slice(&MAGIC);
-        datagram[VERSION_AT] = VERSION;
+        PREAMBLE.write(datagram);
         datagram[RESERVED_AT] = 0;
-        datagram[QUEUE_AT..QUEUES_AT].copy_from_slice(&self.queue.to_le_bytes());
-        datagram[QUEUES_AT..COUNT_AT].copy_from_slice(&self.queues.to_le_bytes());
-        datagram[COUNT_AT..SENDER_AT].copy_from_slice(&self.count.to_le_bytes());
-        datagram[SENDER_AT..JOB_AT].copy_from_slice(&self.sender.to_le_bytes());
-        datagram[JOB_AT..SEQUENCE_AT].copy_from_slice(&self.job.to_le_bytes());
-        datagram[SEQUENCE_AT..FIRST_TUPLE_AT].copy_from_slice(&self.sequence.to_le_bytes());
-        datagram[FIRST_TUPLE_AT..HEADER_LEN].copy_from_slice(&self.first_tuple.to_le_bytes());
+        put(datagram, QUEUE_AT, &self.queue.to_le_bytes());
+        put(datagram, QUEUES_AT, &self.queues.to_le_bytes());
+        put(datagram, COUNT_AT, &self.count.to_le_bytes());
+        put(datagram, SENDER_AT, &self.sender.to_le_bytes());
+        put(datagram, JOB_AT, &self.job.to_le_bytes());
+        put(datagram, SEQUENCE_AT, &self.sequence.to_le_bytes());
+        put(datagram, FIRST_TUPLE_AT, &self.first_tuple.to_le_bytes());
     }
 
     /// Reads the header of `datagram` if it is one of job `job`'s.
@@ -84,23 +87,20 @@ impl Header {
         let Some(header) = datagram.get(..HEADER_LEN) else {
             return Err(Rejection::Foreign);
         };
-        if header[MAGIC_AT..VERSION_AT] != MAGIC
-            || header[VERSION_AT] != VERSION
-            || le_u64(header, JOB_AT) != job
-        {
+        if !PREAMBLE.begins(header) || get_u64(header, JOB_AT) != job {
             return Err(Rejection::Foreign);
         }
         if header[RESERVED_AT] != 0 {
             return Err(Rejection::Malformed);
         }
         Ok(Self {
-            queue: le_u16(header, QUEUE_AT),
-            queues: le_u16(header, QUEUES_AT),
-            count: le_u16(header, COUNT_AT),
-            sender: u32::from_le_bytes(array(header, SENDER_AT)),
+            queue: get_u16(header, QUEUE_AT),
+            queues: get_u16(header, QUEUES_AT),
+            count: get_u16(header, COUNT_AT),
+            sender: get_u32(header, SENDER_AT),
             job,
-            sequence: le_u64(header, SEQUENCE_AT),
-            first_tuple: le_u64(header, FIRST_TUPLE_AT),
+            sequence: get_u64(header, SEQUENCE_AT),
+            first_tuple: get_u64(header, FIRST_TUPLE_AT),
         })
     }
 }
@@ -161,7 +161,7 @@ impl<'a> Records<'a> {
         let Some(head) = self.rest.get(..RECORD_HEADER) else {
             return malformed;
         };
-        let (tag, len) = (head[0], usize::from(le_u16(head, 1)));
+        let (tag, len) = (head[0], usize::from(get_u16(head, 1)));
         let Some(payload) = self.rest.get(RECORD_HEADER..RECORD_HEADER + len) else {
             return malformed;
         };
@@ -169,8 +169,8 @@ impl<'a> Records<'a> {
         let last = self.left == 0;
         match (tag, len) {
             (TAG_DATA, _) => Ok(Record::Data(payload)),
-            (TAG_PUNCTUATION, COUNTER_LEN) => Ok(Record::Punctuation(le_u64(payload, 0))),
-            (TAG_END, COUNTER_LEN) if last => Ok(Record::End(le_u64(payload, 0))),
+            (TAG_PUNCTUATION, COUNTER_LEN) => Ok(Record::Punctuation(get_u64(payload, 0))),
+            (TAG_END, COUNTER_LEN) if last => Ok(Record::End(get_u64(payload, 0))),
             (TAG_GONE, 0) if last => Ok(Record::Gone),
             _ => malformed,
         }
@@ -191,21 +191,7 @@ pub fn job_tag(secret: &JobSecret) -> u64 {
     secret
         .bytes()
         .chunks_exact(8)
-        .fold(0, |tag, word| tag ^ le_u64(word, 0))
-}
-
-fn array<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
-    let mut word = [0u8; N];
-    word.copy_from_slice(&bytes[at..at + N]);
-    word
-}
-
-fn le_u16(bytes: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(array(bytes, at))
-}
-
-fn le_u64(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(array(bytes, at))
+        .fold(0, |tag, word| tag ^ get_u64(word, 0))
 }
 
 #[cfg(test)]
