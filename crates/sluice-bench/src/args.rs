@@ -308,33 +308,23 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// How the processes of a cross-process run idle: `--idle`, or what `sluice run` would
-    /// choose for the sending and receiving processes on this machine's cores (`park` for a
-    /// fan-out to more receivers, or more OSR producers, than the cores left, so idle
-    /// processes do not take a busy one's core), except that a shared-memory latency run
-    /// with a core for every process busy-spins.
+    /// choose for the sending thread and the receiving processes on this machine's cores
+    /// (`park` for a fan-out to more receivers than the cores left, so idle receivers do
+    /// not take the sender's core).
     ///
-    /// Why busy-spin there: each end then notices a tuple within one poll of the ring, and
-    /// nothing else asked for those cores. `yield` (what `sluice run` picks with a core per
-    /// thread) spins about 25 us and then calls `sched_yield` between polls; at a latency
-    /// run's rates (a tuple every 10 us to 1 ms) the receiver is usually past its spin when a
-    /// tuple lands, so the tuple waits for the system call to return and, when anything else
-    /// is runnable on the machine, for that thread's time slice (milliseconds). Throughput
-    /// runs never idle for long, and the socket transports wait in the kernel, so they keep
-    /// the `sluice run` choice.
+    /// Not `busy-spin`, even for a shared-memory latency run with a core per process: it is
+    /// the fastest only when those cores are otherwise idle. On the shared 2-vCPU development
+    /// machine with others compiling (load 5.3), `sluice bench latency --transport shm-vega
+    /// --size 64 --rate 100000 --duration 1 --repeat 1` gave p50 3.4-4.0 ms with
+    /// `--idle busy-spin` against 22-24 us with `yield` (and 4.0 ms against 3.7 us at
+    /// `--rate 1000`): a spinning end uses up its time slice, so the scheduler runs the
+    /// others before it and a tuple waits for its next turn; an end that yields stays ahead
+    /// in the queue. On dedicated cores `yield` costs at most one `sched_yield` system call
+    /// per tuple over spinning (it spins about 25 us first, so at 40 000 tuples/s and more it
+    /// never yields); pass `--idle busy-spin` there.
     pub(crate) fn process_idle(&self) -> IdleStrategy {
         self.idle.unwrap_or_else(|| {
-            let processes = match self.transport {
-                Transport::ShmOsr => self.producers + 1,
-                _ => 1 + self.receivers,
-            };
-            let cores = crate::machine::cores();
-            let shm = matches!(self.transport, Transport::ShmVega | Transport::ShmOsr);
-            let latency = matches!(self.bench, Bench::Latency { .. });
-            if shm && latency && processes <= cores {
-                IdleStrategy::BusySpin
-            } else {
-                IdleStrategy::default_for(processes, cores)
-            }
+            IdleStrategy::default_for(1 + self.receivers, crate::machine::cores())
         })
     }
 }
@@ -517,43 +507,5 @@ impl Settings {
             ring_bytes: sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES,
             method: LatencyMethod::default_for(transport),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(bench: Bench, transport: Transport) -> Settings {
-        let timing = (Duration::from_secs(1), Duration::ZERO, 1);
-        Settings::measurement(bench, transport, TupleEncoding::Facade, 64, timing)
-    }
-
-    #[test]
-    fn shared_memory_latency_spins_when_every_process_has_a_core() {
-        let cores = crate::machine::cores();
-        let latency = Bench::Latency { rate: 1000 };
-        for transport in [Transport::ShmVega, Transport::ShmOsr] {
-            let s = settings(latency, transport);
-            let expected = if cores >= 2 {
-                IdleStrategy::BusySpin
-            } else {
-                IdleStrategy::default_for(2, cores)
-            };
-            assert_eq!(s.process_idle(), expected, "{transport:?}");
-            let t = settings(Bench::Throughput, transport);
-            assert_eq!(t.process_idle(), IdleStrategy::default_for(2, cores));
-        }
-        let mut crowded = settings(latency, Transport::ShmOsr);
-        crowded.producers = cores + 1;
-        assert_eq!(
-            crowded.process_idle(),
-            IdleStrategy::default_for(cores + 2, cores)
-        );
-        let tcp = settings(latency, Transport::Tcp);
-        assert_eq!(tcp.process_idle(), IdleStrategy::default_for(2, cores));
-        let mut chosen = settings(latency, Transport::ShmVega);
-        chosen.idle = Some(IdleStrategy::Park);
-        assert_eq!(chosen.process_idle(), IdleStrategy::Park);
     }
 }

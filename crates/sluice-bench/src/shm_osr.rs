@@ -122,7 +122,7 @@ pub(crate) fn run_once<P: Payload>(s: &Settings) -> anyhow::Result<RunFigures> {
         RUNS.fetch_add(1, Ordering::Relaxed)
     );
     let mut rx = create_receiver::<P>(&segment(&job)?, s.ring_bytes, s.producers)?;
-    let idle = s.process_idle();
+    let idle = s.idle.unwrap_or(IdleStrategy::Yield);
     let exe = std::env::current_exe().context("find the sluice binary")?;
     let mut producers = Vec::with_capacity(s.producers);
     for i in 0..s.producers {
