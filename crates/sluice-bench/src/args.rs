@@ -443,7 +443,8 @@ impl Settings {
             );
         }
         let method = method.unwrap_or_else(|| LatencyMethod::default_for(common.transport));
-        if method == LatencyMethod::HalfRoundTrip {
+        // Only a latency benchmark measures by a method; throughput (a fan-out too) has none.
+        if matches!(bench, Bench::Latency { .. }) && method == LatencyMethod::HalfRoundTrip {
             if !common.transport.reflects() {
                 bail!(
                     "--method half-round-trip needs shm-vega, shm-osr, tcp, tcp-batched, tcp-adaptive or udp-mq (a transport with a reflector), not {}",

@@ -503,6 +503,31 @@ fn a_latency_method_without_a_reflector_is_refused() {
 }
 
 #[test]
+fn a_tcp_fan_out_throughput_runs_whatever_the_latency_method_default() {
+    let o = sluice(&[
+        "bench",
+        "throughput",
+        "--transport",
+        "tcp",
+        "--size",
+        "108",
+        "--receivers",
+        "2",
+        "--duration",
+        "0.1",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["receivers"], 2, "{r}");
+    assert_eq!(r["baseline"]["name"], "raw-tcp", "{r}");
+}
+
+#[test]
 fn udp_mq_benchmarks_run_across_two_processes_beside_raw_udp_and_report_loss() {
     for (bench, queues) in [
         (vec!["bench", "throughput"], "2"),
