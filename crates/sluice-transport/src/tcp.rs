@@ -61,7 +61,7 @@
 //! - **latency**: a message offered while the socket is idle (nothing of ours waits in the
 //!   buffer) is written at once; the rest of that burst (what the sending thread offers before
 //!   its next `flush`, such as the batch one round emitted) coalesces and goes out at the
-//!   flush, or as soon as it is 10 us old; while the socket pushes back, messages coalesce
+//!   flush, or as soon as it is 50 us old; while the socket pushes back, messages coalesce
 //!   until the next `flush`. So a lone message is never held, and a burst costs two writes
 //!   rather than one per message (a fan-out of small tuples to several receiving processes on
 //!   one host otherwise spends its sender on a write and a wake-up per tuple and receiver).

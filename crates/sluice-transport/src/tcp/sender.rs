@@ -43,9 +43,16 @@ const RETRY_PAUSE_MAX: Duration = Duration::from_millis(100);
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 /// An empty buffer checks whether the receiver is gone on every this many new batches.
 const LIVENESS_EVERY: u32 = 64;
-/// The smallest non-zero hold of an adaptive batch, and the longest a latency-profile
-/// sender holds the rest of a burst before writing it without waiting for the flush.
+/// The smallest non-zero hold of an adaptive batch.
 const HOLD_STEP: Duration = Duration::from_micros(10);
+/// The longest a latency-profile sender holds the rest of a burst before writing it without
+/// waiting for the flush: the top of IBM LLM's latency configuration (25-50 us). Measured on
+/// the 2-vCPU machine (loaded by others), `sluice bench throughput --transport tcp --size
+/// 108 --receivers 6 --duration 0.6 --warmup 0.2 --repeat 3`: 0.35 Gbit/s with a 10 us
+/// hold, 0.55 with 50 us (the burst of one tuple to each of six senders in turn outlasts
+/// 10 us, so every socket got a write and a receiver wake-up per few tuples); one receiver
+/// 1.26 and 1.29.
+const BURST_HOLD: Duration = Duration::from_micros(50);
 
 /// The frame being filled.
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +95,7 @@ pub struct TcpSender<T> {
     state: State,
     batches: u32,
     /// Latency profile: a message went out at once since the last flush, so the rest of
-    /// this burst waits for the flush (or [`HOLD_STEP`]) and goes out in one write.
+    /// this burst waits for the flush (or [`BURST_HOLD`]) and goes out in one write.
     burst: bool,
     _tuples: PhantomData<fn(T)>,
 }
@@ -352,7 +359,7 @@ impl<T> TcpSender<T> {
 
     /// Whether a latency-profile sender writes the message just appended at once: the first
     /// of a burst (offered while nothing of ours waited) goes at once; the rest coalesce
-    /// until the flush, or until they are [`HOLD_STEP`] old while the socket takes bytes. So
+    /// until the flush, or until they are [`BURST_HOLD`] old while the socket takes bytes. So
     /// a lone message is never held, and a burst (what one round of the sending thread
     /// emitted) costs two writes rather than one per message, on each socket of a fan-out.
     fn write_at_once(&mut self, idle: bool) -> bool {
@@ -363,7 +370,7 @@ impl<T> TcpSender<T> {
             self.written == self.closed_end()
                 && self
                     .open
-                    .is_some_and(|open| open.opened.elapsed() >= HOLD_STEP)
+                    .is_some_and(|open| open.opened.elapsed() >= BURST_HOLD)
         } else {
             idle
         };
