@@ -325,6 +325,40 @@ impl<T> ShmVegaReceiver<T> {
     }
 }
 
+/// Fixed-size tuples from this size on are decoded out of line ([`push_decoded_out_of_line`]).
+const OUT_OF_LINE_DECODE_BYTES: usize = 256;
+
+/// Decodes a data frame's `payload` onto `out`; false if it is malformed.
+#[inline(always)]
+fn push_data<T: Tuple>(out: &mut Vec<Message<T>>, payload: &[u8]) -> bool {
+    match T::ENCODING {
+        Encoding::Facade { size } if size >= OUT_OF_LINE_DECODE_BYTES => {
+            push_decoded_out_of_line(out, payload)
+        }
+        _ => push_decoded(out, payload),
+    }
+}
+
+#[inline(always)]
+fn push_decoded<T: Tuple>(out: &mut Vec<Message<T>>, payload: &[u8]) -> bool {
+    match T::decode(payload) {
+        Ok(tuple) => {
+            out.push(Message::Data(tuple));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// [`push_decoded`] in a function of its own. There the compiler copies the decoded tuple
+/// from the slot straight into `out`; inlined into the batch loop it goes through a
+/// temporary, a second copy (callgrind on 16 KiB tuples: 2 memcpy calls per tuple inlined,
+/// 1 out of line). For small tuples the call would cost more than the copy it saves.
+#[inline(never)]
+fn push_decoded_out_of_line<T: Tuple>(out: &mut Vec<Message<T>>, payload: &[u8]) -> bool {
+    push_decoded(out, payload)
+}
+
 impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
         let batch = match self.consumer.get_batch(max) {
@@ -335,29 +369,23 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
         let mut received = 0;
         let mut failure = None;
         for frame in batch {
-            let Some((&tag, payload)) = frame.split_last() else {
+            let pushed = match frame.split_last() {
+                Some((&TAG_DATA, payload)) => push_data(out, payload),
+                Some((&TAG_PUNCTUATION, _)) => {
+                    out.push(Message::Punctuation);
+                    true
+                }
+                Some((&TAG_END, _)) => {
+                    self.ended = true;
+                    out.push(Message::EndOfStream);
+                    true
+                }
+                _ => false,
+            };
+            if !pushed {
                 failure = Some(RecvError::Malformed);
                 break;
-            };
-            let message = match tag {
-                TAG_DATA => match T::decode(payload) {
-                    Ok(tuple) => Message::Data(tuple),
-                    Err(_) => {
-                        failure = Some(RecvError::Malformed);
-                        break;
-                    }
-                },
-                TAG_PUNCTUATION => Message::Punctuation,
-                TAG_END => {
-                    self.ended = true;
-                    Message::EndOfStream
-                }
-                _ => {
-                    failure = Some(RecvError::Malformed);
-                    break;
-                }
-            };
-            out.push(message);
+            }
             received += 1;
         }
         self.consumer.release();
