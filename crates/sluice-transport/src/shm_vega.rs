@@ -412,3 +412,41 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `tuples` and the end of the stream through a fresh ring of `N`-byte slots and
+    /// returns what arrives.
+    fn round_trip<const N: usize>(tuples: &[[u8; N]]) -> Vec<Message<[u8; N]>> {
+        let (mut tx, mut rx) = connect::<[u8; N]>(N, 8).unwrap();
+        for t in tuples {
+            tx.offer(Message::Data(*t)).unwrap();
+        }
+        tx.offer(Message::EndOfStream).unwrap();
+        tx.flush();
+        let mut out = Vec::new();
+        while rx.poll(16, &mut out).unwrap() > 0 {}
+        out
+    }
+
+    #[test]
+    fn fixed_size_tuples_small_and_large_arrive_intact() {
+        let small = [[1u8; 8], [2u8; 8]];
+        let mut expected: Vec<_> = small.iter().map(|t| Message::Data(*t)).collect();
+        expected.push(Message::EndOfStream);
+        assert_eq!(round_trip(&small), expected);
+
+        // At least OUT_OF_LINE_DECODE_BYTES: decoded out of line.
+        let mut large = [[0u8; 4096]; 3];
+        for (i, t) in large.iter_mut().enumerate() {
+            t.iter_mut()
+                .enumerate()
+                .for_each(|(j, b)| *b = (i * 7 + j) as u8);
+        }
+        let mut expected: Vec<_> = large.iter().map(|t| Message::Data(*t)).collect();
+        expected.push(Message::EndOfStream);
+        assert_eq!(round_trip(&large), expected);
+    }
+}
