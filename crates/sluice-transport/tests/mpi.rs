@@ -385,6 +385,7 @@ mod ranks {
 
     #[test]
     fn a_hostile_batch_poisons_the_edge_without_being_read_out_of_bounds() {
+        // Also a hostile credit message: the sender's edge closes.
         on_ranks(
             "ranks::a_hostile_batch_poisons_the_edge_without_being_read_out_of_bounds",
             2,
@@ -421,6 +422,28 @@ mod ranks {
                         assert!(got.is_empty());
                         // The edge stays poisoned.
                         assert_eq!(rx.poll(10, &mut got), Err(RecvError::Malformed));
+                    }
+                }
+                // A credit message of several bytes closes the sender's edge, unreceived.
+                let route = Route {
+                    channel: 30,
+                    ..route(1, 0)
+                };
+                if rank == 1 {
+                    SimpleCommunicator::world()
+                        .process_at_rank(0)
+                        .send_with_tag(&[0u8; 5][..], route.credit_tag());
+                    barrier();
+                } else {
+                    let mut tx = open_sender::<u64>(route, &params).unwrap();
+                    barrier();
+                    let deadline = Instant::now() + WATCHDOG;
+                    loop {
+                        tx.flush();
+                        match tx.offer(Message::Data(1)) {
+                            Err(refused) if refused.error == SendError::Closed => break,
+                            _ => assert!(Instant::now() < deadline, "never refused as closed"),
+                        }
                     }
                 }
             },

@@ -25,6 +25,8 @@ pub struct MpiSender<T> {
     batch: BatchWriter,
     /// Batches this sender may still send before the receiver returns a credit.
     credit: usize,
+    /// The edge's credit: the most batches in flight.
+    credit_limit: usize,
     /// Sends in flight, oldest first.
     in_flight: Vec<OwnedSend>,
     /// Buffers of complete sends, for the next batches.
@@ -51,6 +53,7 @@ pub fn open_sender<T: Tuple>(
         framing,
         batch: BatchWriter::new(route.sender, params.batch_bytes),
         credit: params.credit,
+        credit_limit: params.credit,
         in_flight: Vec::new(),
         spare: Vec::new(),
         scratch: Vec::new(),
@@ -74,13 +77,16 @@ impl<T> MpiSender<T> {
             match len {
                 0 => {
                     message.matched_receive_into(&mut notice[..0]);
-                    self.credit += 1;
+                    // Never more than the edge grants, whatever a peer sends.
+                    self.credit = (self.credit + 1).min(self.credit_limit);
                 }
                 1 => {
                     message.matched_receive_into(&mut notice[..]);
                     self.closed = true;
                 }
                 _ => {
+                    // Left matched but unreceived, like an overlong batch at a receiver.
+                    std::mem::forget(message);
                     self.closed = true;
                     return;
                 }
