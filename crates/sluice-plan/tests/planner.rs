@@ -351,6 +351,33 @@ fn an_edge_between_pes_may_be_pinned_to_mpi_and_shares_one_receiver() {
     assert!(e.to_string().contains("both ends run in one PE"), "{e}");
 }
 
+#[test]
+fn a_pinned_tcp_edge_needs_only_the_parameters_it_changes() {
+    let two_pes = "[[thread]]\nname='a'\npe='x'\noperators=['source','split']\n\
+                   [[thread]]\nname='b'\npe='y'\noperators=['sum','sink']\n\
+                   [[edge]]\nfrom='split'\nto='sum'\n";
+    for (pin, shown) in [
+        (
+            "{kind='tcp'}",
+            "profile=adaptive, min_batch_us=0, max_batch_us=200",
+        ),
+        (
+            "{kind='tcp', max_batch_us=50}",
+            "profile=adaptive, min_batch_us=0, max_batch_us=50",
+        ),
+    ] {
+        let p = plan(
+            &graph(),
+            &file(&format!("{two_pes}transport={pin}\n")),
+            &options(),
+        )
+        .unwrap();
+        let tcp = p.channels.iter().find(|c| c.transport.name() == "tcp");
+        let shown_as = tcp.map(|c| c.transport.to_string()).unwrap_or_default();
+        assert!(shown_as.contains(shown), "{pin}: {shown_as}");
+    }
+}
+
 const HOSTS: &str = r#"
 [[host]]
 name = "a"
