@@ -285,8 +285,8 @@ impl PayloadVisitor for Reflector<'_> {
         let back = || args.back.context("a network reflector needs --back");
         if args.baseline {
             return match args.transport {
-                Transport::UdpMq => raw_udp_reflector(args.slot_bytes),
-                _ => raw_tcp_reflector(),
+                Transport::UdpMq => raw_udp_reflector(args.slot_bytes, args.idle),
+                _ => raw_tcp_reflector(args.idle),
             };
         }
         if let Some(profile) = args.transport.tcp_profile() {
@@ -530,22 +530,44 @@ impl RawEcho for RawTcpEcho {
 }
 
 /// The raw TCP reflector: accepts one connection (announcing its address) and writes back
-/// whatever it reads, until the benchmark closes its side.
-fn raw_tcp_reflector() -> anyhow::Result<()> {
+/// whatever it reads, until the benchmark closes its side. It waits for bytes as Sluice's
+/// reflector does: non-blocking reads and `idle` (blocking reads under `park`).
+fn raw_tcp_reflector(idle: IdleStrategy) -> anyhow::Result<()> {
     let listener = TcpListener::bind(loopback())?;
     announce(listener.local_addr()?);
     let (mut stream, _) = listener.accept()?;
     stream.set_nodelay(true)?;
+    stream.set_nonblocking(idle != IdleStrategy::Park)?;
+    let mut waiter = idle.waiter();
     let mut buffer = vec![0u8; 64 << 10];
     loop {
         match stream.read(&mut buffer) {
             Ok(0) => break,
-            Ok(n) => stream.write_all(&buffer[..n]).context("raw write back")?,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Ok(n) => {
+                write_back(&mut stream, &buffer[..n])?;
+                waiter.after(n);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                waiter.after(0);
+            }
             Err(e) => return Err(e).context("raw read"),
         }
     }
     Ok(stream.shutdown(Shutdown::Write)?)
+}
+
+/// Writes all of `bytes` to a stream that may be non-blocking.
+fn write_back(stream: &mut TcpStream, mut bytes: &[u8]) -> anyhow::Result<()> {
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                std::thread::yield_now();
+            }
+            Err(e) => return Err(e).context("raw write back"),
+        }
+    }
+    Ok(())
 }
 
 /// Raw UDP both ways: one datagram per tuple on a connected socket, echoed by the reflector;
@@ -624,18 +646,32 @@ impl RawEcho for RawUdpEcho {
 
 /// The raw UDP reflector: binds on loopback (announcing its address) and sends every datagram
 /// back to where it came from, until the end (a datagram 8 bytes longer than a tuple) has been
-/// sent back.
-fn raw_udp_reflector(tuple_bytes: usize) -> anyhow::Result<()> {
+/// sent back. It waits as Sluice's reflector does: non-blocking receives and `idle`.
+fn raw_udp_reflector(tuple_bytes: usize, idle: IdleStrategy) -> anyhow::Result<()> {
     let socket = raw_socket(loopback())?;
-    socket.set_read_timeout(Some(PATIENCE))?;
+    socket.set_nonblocking(true)?;
     announce(socket.local_addr()?);
     let mut buffer = vec![0u8; tuple_bytes + 9];
+    let mut waiter = idle.waiter();
+    let mut heard = Instant::now();
     loop {
-        let (n, from) = socket.recv_from(&mut buffer).context("raw receive")?;
-        // A datagram the kernel could not queue is lost, as on the way there.
-        let _ = socket.send_to(&buffer[..n], from);
-        if n == tuple_bytes + 8 {
-            return Ok(());
+        match socket.recv_from(&mut buffer) {
+            Ok((n, from)) => {
+                // A datagram the kernel could not queue is lost, as on the way there.
+                let _ = socket.send_to(&buffer[..n], from);
+                if n == tuple_bytes + 8 {
+                    return Ok(());
+                }
+                heard = Instant::now();
+                waiter.after(1);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if heard.elapsed() > PATIENCE {
+                    bail!("nothing from the raw UDP sender for {PATIENCE:?}");
+                }
+                waiter.after(0);
+            }
+            Err(e) => return Err(e).context("raw receive"),
         }
     }
 }
