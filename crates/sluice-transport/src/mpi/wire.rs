@@ -4,6 +4,7 @@
 use sluice_types::{Encoding, Message, Tuple};
 
 use super::params::MpiParams;
+use crate::wire_fields::{get_u32, put_u32};
 use crate::{RecvError, SendError, TransportError};
 
 /// Bytes of a batch's header: the sender's index.
@@ -129,7 +130,7 @@ impl BatchWriter {
         match self.run_at {
             Some(at) => {
                 let count = get_u32(&self.bytes, at + 1) + 1;
-                self.bytes[at + 1..at + RUN_HEADER].copy_from_slice(&count.to_le_bytes());
+                put_u32(&mut self.bytes, at + 1, count);
             }
             None => {
                 self.run_at = Some(self.bytes.len());
@@ -254,11 +255,6 @@ pub(crate) fn decode<T: Tuple>(
         }
     }
     Ok(Ending::Open)
-}
-
-/// The little-endian `u32` at `at`; the caller checked that four bytes are there.
-fn get_u32(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
 /// Encodes `tuple` into `scratch` (cleared first) and checks it against the framing.
