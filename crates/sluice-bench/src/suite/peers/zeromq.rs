@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use sluice_sync::IdleStrategy;
+use sluice_sync::{Idle, IdleStrategy};
 
 use crate::network::RawWriter;
 use crate::processes::PATIENCE;
@@ -20,7 +20,7 @@ use crate::reflect::RawEcho;
 const LINGER_MS: i32 = 10_000;
 /// How long one blocking receive waits, in ms.
 const BLOCK_MS: i32 = 100;
-/// Empty non-blocking polls before the receiver blocks.
+/// Empty non-blocking polls before a receiving process blocks.
 const POLLS_BEFORE_BLOCKING: u32 = 1_000;
 
 /// The sender: a connected PUSH socket.
@@ -79,38 +79,13 @@ pub(super) fn receive(
         .get_last_endpoint()?
         .map_err(|raw| anyhow::anyhow!("a bound endpoint that is not UTF-8: {raw:?}"))?;
     announce(&bound);
-    socket.set_rcvtimeo(BLOCK_MS)?;
     let mut buffer = vec![0u8; size + 1];
-    let mut idle = idle.waiter();
-    let mut heard = Instant::now();
-    let mut empty_polls = 0u32;
+    let mut wait = Waiting::new(&socket, idle)?;
     loop {
-        // Poll as the idle strategy says for a while, then block in ZeroMQ itself, so its I/O
-        // thread (on this core) gets the CPU.
-        let flags = if empty_polls < POLLS_BEFORE_BLOCKING {
-            zmq::DONTWAIT
-        } else {
-            0
-        };
-        match socket.recv_into(&mut buffer, flags) {
-            Ok(0) => break,
-            Ok(n) if n == size => {
-                record(&buffer[..n])?;
-                heard = Instant::now();
-                empty_polls = 0;
-                idle.after(1);
-            }
-            Ok(n) => {
-                bail!("a ZeroMQ message of {n} bytes is neither a tuple of {size} nor the end")
-            }
-            Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => {
-                if heard.elapsed() > PATIENCE {
-                    bail!("nothing from the ZeroMQ sender for {PATIENCE:?}");
-                }
-                empty_polls = empty_polls.saturating_add(1);
-                idle.after(0);
-            }
-            Err(e) => return Err(e).context("ZeroMQ receive"),
+        match wait.next(&socket, &mut buffer)? {
+            0 => break,
+            n if n == size => record(&buffer[..n])?,
+            n => bail!("a ZeroMQ message of {n} bytes is neither a tuple of {size} nor the end"),
         }
     }
     if let Some(path) = bound.strip_prefix("ipc://") {
@@ -182,8 +157,8 @@ impl RawEcho for ZmqEcho {
 }
 
 /// The reflecting process's loop: binds a PAIR socket to `endpoint`, announces the endpoint it
-/// got, and sends every message back (polling as `idle` says) until the empty end, which it
-/// sends back too.
+/// got, and sends every message back (waiting as the receiver does) until the empty end, which
+/// it sends back too.
 pub(super) fn reflect(
     endpoint: &str,
     size: usize,
@@ -202,26 +177,64 @@ pub(super) fn reflect(
         .map_err(|raw| anyhow::anyhow!("a bound endpoint that is not UTF-8: {raw:?}"))?;
     announce(&bound);
     let mut buffer = vec![0u8; size + 1];
-    let mut idle = idle.waiter();
-    let mut heard = Instant::now();
+    let mut wait = Waiting::new(&socket, idle)?;
     loop {
-        match socket.recv_into(&mut buffer, zmq::DONTWAIT) {
-            Ok(n) if n <= size => {
-                socket.send(&buffer[..n], 0).context("ZeroMQ send back")?;
-                if n == 0 {
-                    return Ok(());
+        let n = wait.next(&socket, &mut buffer)?;
+        if n > size {
+            bail!("a ZeroMQ message of {n} bytes is longer than a tuple of {size}");
+        }
+        socket.send(&buffer[..n], 0).context("ZeroMQ send back")?;
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// How a receiving process waits for the next message: non-blocking polls as its idle
+/// strategy says while messages keep coming, then, after [`POLLS_BEFORE_BLOCKING`] empty
+/// polls, blocking in ZeroMQ itself so that its I/O thread (on the same core) gets the CPU.
+struct Waiting {
+    idle: Idle,
+    heard: Instant,
+    empty_polls: u32,
+}
+
+impl Waiting {
+    /// Starts waiting on `socket`, whose blocking receives now time out after [`BLOCK_MS`].
+    fn new(socket: &zmq::Socket, idle: IdleStrategy) -> anyhow::Result<Self> {
+        socket.set_rcvtimeo(BLOCK_MS)?;
+        Ok(Self {
+            idle: idle.waiter(),
+            heard: Instant::now(),
+            empty_polls: 0,
+        })
+    }
+
+    /// Receives the next message into `buffer` and returns its length; an error after
+    /// [`PATIENCE`] without one.
+    fn next(&mut self, socket: &zmq::Socket, buffer: &mut [u8]) -> anyhow::Result<usize> {
+        loop {
+            let flags = if self.empty_polls < POLLS_BEFORE_BLOCKING {
+                zmq::DONTWAIT
+            } else {
+                0
+            };
+            match socket.recv_into(buffer, flags) {
+                Ok(n) => {
+                    self.heard = Instant::now();
+                    self.empty_polls = 0;
+                    self.idle.after(1);
+                    return Ok(n);
                 }
-                heard = Instant::now();
-                idle.after(1);
-            }
-            Ok(n) => bail!("a ZeroMQ message of {n} bytes is longer than a tuple of {size}"),
-            Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => {
-                if heard.elapsed() > PATIENCE {
-                    bail!("nothing from the ZeroMQ sender for {PATIENCE:?}");
+                Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => {
+                    if self.heard.elapsed() > PATIENCE {
+                        bail!("nothing from the ZeroMQ sender for {PATIENCE:?}");
+                    }
+                    self.empty_polls = self.empty_polls.saturating_add(1);
+                    self.idle.after(0);
                 }
-                idle.after(0);
+                Err(e) => return Err(e).context("ZeroMQ receive"),
             }
-            Err(e) => return Err(e).context("ZeroMQ receive"),
         }
     }
 }
