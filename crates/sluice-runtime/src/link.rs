@@ -101,8 +101,12 @@ impl Link {
                 Self::Unix(UnixStream::connect(path).map_err(unreachable)?)
             }
             ControlAddress::Tcp(addr) => {
-                let stream =
-                    TcpStream::connect_timeout(addr, CONNECT_PATIENCE).map_err(unreachable)?;
+                let stream = TcpStream::connect_timeout(addr, CONNECT_PATIENCE).map_err(|e| {
+                    RunError::Launch(format!(
+                        "cannot reach the launcher at {addr}: {e} (every host must reach the \
+                         hosts file's [launcher] address)"
+                    ))
+                })?;
                 // Control messages are small and each is waited for.
                 stream.set_nodelay(true).map_err(unreachable)?;
                 Self::Tcp(stream)
