@@ -71,14 +71,7 @@ pub(super) fn receive(
     record: &mut impl FnMut(&[u8]) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let context = zmq::Context::new();
-    let socket = context.socket(zmq::PULL)?;
-    socket
-        .bind(endpoint)
-        .with_context(|| format!("bind {endpoint}"))?;
-    let bound = socket
-        .get_last_endpoint()?
-        .map_err(|raw| anyhow::anyhow!("a bound endpoint that is not UTF-8: {raw:?}"))?;
-    announce(&bound);
+    let (socket, bound) = bind_announced(&context, zmq::PULL, endpoint, announce)?;
     let mut buffer = vec![0u8; size + 1];
     let mut wait = Waiting::new(&socket, idle)?;
     loop {
@@ -166,16 +159,9 @@ pub(super) fn reflect(
     announce: impl Fn(&str),
 ) -> anyhow::Result<()> {
     let context = zmq::Context::new();
-    let socket = context.socket(zmq::PAIR)?;
+    let (socket, _) = bind_announced(&context, zmq::PAIR, endpoint, announce)?;
     socket.set_linger(LINGER_MS)?;
     socket.set_sndtimeo(PATIENCE.as_millis() as i32)?;
-    socket
-        .bind(endpoint)
-        .with_context(|| format!("bind {endpoint}"))?;
-    let bound = socket
-        .get_last_endpoint()?
-        .map_err(|raw| anyhow::anyhow!("a bound endpoint that is not UTF-8: {raw:?}"))?;
-    announce(&bound);
     let mut buffer = vec![0u8; size + 1];
     let mut wait = Waiting::new(&socket, idle)?;
     loop {
@@ -188,6 +174,25 @@ pub(super) fn reflect(
             return Ok(());
         }
     }
+}
+
+/// A socket of `kind` bound to `endpoint`, and the endpoint it got (a port or path the system
+/// chose), which `announce` has been told.
+fn bind_announced(
+    context: &zmq::Context,
+    kind: zmq::SocketType,
+    endpoint: &str,
+    announce: impl Fn(&str),
+) -> anyhow::Result<(zmq::Socket, String)> {
+    let socket = context.socket(kind)?;
+    socket
+        .bind(endpoint)
+        .with_context(|| format!("bind {endpoint}"))?;
+    let bound = socket
+        .get_last_endpoint()?
+        .map_err(|raw| anyhow::anyhow!("a bound endpoint that is not UTF-8: {raw:?}"))?;
+    announce(&bound);
+    Ok((socket, bound))
 }
 
 /// How a receiving process waits for the next message: non-blocking polls as its idle
