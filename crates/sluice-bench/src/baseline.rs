@@ -59,7 +59,7 @@ pub(crate) fn direct_call<P: Payload, R: Recorder>(
         let sent = generator
             .fill(|tuple| {
                 // black_box: the tuple is materialised, as the engine's emit does.
-                direct_sink(&mut recorder, &black_box(tuple));
+                direct_sink(&mut recorder, &black_box(tuple.clone()));
                 Ok::<(), std::convert::Infallible>(())
             })
             .unwrap_or_else(|never| match never {});
@@ -108,11 +108,7 @@ pub(crate) fn channel<P: Payload, R: Recorder>(
             pin(0);
             let mut generator = Generator::new(template, load, Span { warmup, duration });
             let mut idle = idle.waiter();
-            let send_all = |tuple: P| {
-                let (last, others) = txs.split_last().expect("at least one channel");
-                others.iter().try_for_each(|tx| tx.send(tuple.clone()))?;
-                last.send(tuple)
-            };
+            let send_all = |tuple: &P| txs.iter().try_for_each(|tx| tx.send(tuple.clone()));
             while let Ok(sent) = generator.fill(send_all) {
                 if generator.done() {
                     break;

@@ -37,7 +37,7 @@ impl<P: Payload> Source for BenchSource<P> {
         }
         let batch = &mut self.batch;
         let n = self.generator.fill(|tuple| -> Result<(), OperatorError> {
-            batch.push(tuple);
+            batch.push(tuple.clone());
             Ok(())
         })?;
         if n == 0 {

@@ -137,10 +137,14 @@ impl<P: Payload> Generator<P> {
         })
     }
 
-    /// Hands the tuples due now (at most [`BATCH`]) to `send`; returns how many, 0 when none
-    /// is due (the caller may idle).
+    /// Hands the tuples due now (at most [`BATCH`]) to `send`, by reference: a sender that
+    /// encodes copies the tuple once, straight to its transport, and one that needs it owned
+    /// clones it. Returns how many, 0 when none is due (the caller may idle).
     #[inline]
-    pub(crate) fn fill<E>(&mut self, mut send: impl FnMut(P) -> Result<(), E>) -> Result<usize, E> {
+    pub(crate) fn fill<E>(
+        &mut self,
+        mut send: impl FnMut(&P) -> Result<(), E>,
+    ) -> Result<usize, E> {
         let now = monotonic_ns();
         let start = *self.start_ns.get_or_insert(now);
         let measuring = now.saturating_sub(start) >= self.span.warmup_ns();
@@ -155,22 +159,21 @@ impl<P: Payload> Generator<P> {
     fn send_due<E>(
         &mut self,
         now: u64,
-        send: &mut impl FnMut(P) -> Result<(), E>,
+        send: &mut impl FnMut(&P) -> Result<(), E>,
     ) -> Result<usize, E> {
         match &mut self.load {
             Load::Flood => {
                 for _ in 0..BATCH {
-                    send(self.template.clone())?;
+                    send(&self.template)?;
                 }
                 Ok(BATCH)
             }
             Load::Paced(pacer) => {
                 let due = pacer.due(now).min(BATCH as u64);
                 for _ in 0..due {
-                    let mut tuple = self.template.clone();
-                    tuple.stamp(monotonic_ns());
+                    self.template.stamp(monotonic_ns());
                     pacer.sent(1);
-                    send(tuple)?;
+                    send(&self.template)?;
                 }
                 Ok(due as usize)
             }
@@ -253,7 +256,7 @@ mod tests {
     fn flooding_sends_a_full_batch_and_pacing_stamps() {
         let mut flood = Generator::new([7u8; 16], Load::Flood, SPAN);
         let mut n = 0;
-        let count = |_| {
+        let count = |_: &[u8; 16]| {
             n += 1;
             Ok::<_, ()>(())
         };
@@ -263,7 +266,7 @@ mod tests {
         let mut paced = Generator::new([0u8; 16], Load::Paced(Pacer::new(1)), SPAN);
         let before = monotonic_ns();
         let mut stamps = Vec::new();
-        let keep = |t: [u8; 16]| {
+        let keep = |t: &[u8; 16]| {
             stamps.push(t.stamp_of());
             Ok::<_, ()>(())
         };

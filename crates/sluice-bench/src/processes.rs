@@ -466,6 +466,47 @@ pub(crate) fn send_pinned(
     })
 }
 
+/// Offers to every sender of `txs` in turn with `offer`, waiting on one while it is full
+/// until `stalled`. `offer` sends a copy, so a refusal leaves nothing to hand back.
+#[inline(always)]
+fn offer_each<P, S: TupleSender<P>>(
+    txs: &mut [S],
+    idle: IdleStrategy,
+    stalled: impl Fn() -> bool,
+    offer: impl Fn(&mut S) -> Result<(), SendError>,
+) -> anyhow::Result<()> {
+    for tx in txs {
+        if let Err(error) = offer(tx) {
+            retry_until_taken(tx, error, idle, &stalled, &offer)?;
+        }
+    }
+    Ok(())
+}
+
+/// The slow path of [`offer_each`]: waits while `tx` is full and offers again.
+#[cold]
+#[inline(never)]
+fn retry_until_taken<P, S: TupleSender<P>>(
+    tx: &mut S,
+    mut error: SendError,
+    idle: IdleStrategy,
+    stalled: &impl Fn() -> bool,
+    offer: &impl Fn(&mut S) -> Result<(), SendError>,
+) -> anyhow::Result<()> {
+    let mut wait = idle.waiter();
+    loop {
+        match error {
+            SendError::Full if stalled() => bail!("the receiver stopped taking tuples"),
+            SendError::Full => wait.wait_or_park(|timeout| tx.park(timeout)),
+            error => bail!("send: {error}"),
+        }
+        match offer(tx) {
+            Ok(()) => return Ok(()),
+            Err(again) => error = again,
+        }
+    }
+}
+
 /// The `--encoding` value naming `encoding`.
 pub(crate) fn encoding_name(encoding: TupleEncoding) -> &'static str {
     match encoding {
@@ -490,37 +531,16 @@ pub(crate) fn send<P: Payload, S: TupleSender<P>>(
     let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
     let stalled = || started.elapsed() > span.longest() + PATIENCE;
-    let offer = |tx: &mut S, mut message: Message<P>| -> anyhow::Result<()> {
-        let mut wait = idle.waiter();
-        loop {
-            match tx.offer(message) {
-                Ok(()) => return Ok(()),
-                Err(refused) if refused.error == SendError::Full => {
-                    if stalled() {
-                        bail!("the receiver stopped taking tuples");
-                    }
-                    message = refused.message;
-                    wait.wait_or_park(|timeout| tx.park(timeout));
-                }
-                Err(refused) => bail!("send: {}", refused.error),
-            }
-        }
-    };
-    let offer_all = |txs: &mut [S], message: Message<P>| -> anyhow::Result<()> {
-        if let Some((last, others)) = txs.split_last_mut() {
-            for tx in others {
-                offer(tx, message.clone())?;
-            }
-            offer(last, message)?;
-        }
-        Ok(())
-    };
     while !generator.done() {
-        let sent = generator.fill(|tuple| offer_all(txs, Message::Data(tuple)))?;
+        let sent =
+            generator.fill(|tuple| offer_each(txs, idle, stalled, |tx| tx.offer_copy(tuple)))?;
         txs.iter_mut().for_each(|tx| tx.flush());
         waiter.after(sent);
     }
-    offer_all(txs, Message::EndOfStream)?;
+    offer_each(txs, idle, stalled, |tx| {
+        tx.offer(Message::EndOfStream)
+            .map_err(|refused| refused.error)
+    })?;
     let mut wait = idle.waiter();
     for tx in txs.iter_mut() {
         tx.flush();

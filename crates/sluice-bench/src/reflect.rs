@@ -252,7 +252,8 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
     while !generator.done() {
-        let sent = generator.fill(|tuple| offer(tx, Message::Data(tuple), &mut back, give_up))?;
+        let sent =
+            generator.fill(|tuple| offer(tx, Message::Data(tuple.clone()), &mut back, give_up))?;
         sent_in_all += sent as u64;
         tx.flush();
         let got = back.drain()?;

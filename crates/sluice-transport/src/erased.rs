@@ -253,7 +253,7 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
         let tuple = tuple.get::<T>().ok_or(SendError::TypeMismatch {
             expected: std::any::type_name::<T>(),
         })?;
-        self.offer_message(Message::Data(tuple.clone()))
+        self.inner.offer_copy(tuple)
     }
 
     fn offer_punctuation(&mut self) -> Result<(), SendError> {

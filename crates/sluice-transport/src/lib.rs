@@ -102,6 +102,18 @@ pub trait TupleSender<T>: Send {
     /// Queues `message`; it may stay invisible to the receiver until [`TupleSender::flush`].
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>>;
 
+    /// Queues a copy of `tuple` as a data message, leaving `tuple` with the caller (a
+    /// broadcast offers one tuple to many edges); on a refusal nothing was taken. Transports
+    /// that encode write straight from the reference, with no clone; the default clones and
+    /// offers.
+    fn offer_copy(&mut self, tuple: &T) -> Result<(), SendError>
+    where
+        T: Clone,
+    {
+        self.offer(Message::Data(tuple.clone()))
+            .map_err(|refused| refused.error)
+    }
+
     /// Makes every offered message visible to the receiver.
     fn flush(&mut self);
 

@@ -382,25 +382,27 @@ impl<T: Tuple> ShmOsrSender<T> {
 impl<T: Tuple> TupleSender<T> for ShmOsrSender<T> {
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
         let outcome = match &message {
-            Message::Data(tuple) => {
-                self.scratch.clear();
-                if tuple.encode(&mut self.scratch).is_err() {
-                    Err(SendError::Unencodable {
-                        type_name: std::any::type_name::<T>(),
-                    })
-                } else if self.scratch.len() > self.slot {
-                    Err(SendError::TooLarge {
-                        tuple: self.scratch.len(),
-                        slot: self.slot,
-                    })
-                } else {
-                    self.append_scratch()
-                }
-            }
+            Message::Data(tuple) => self.offer_copy(tuple),
             Message::Punctuation => self.control(TAG_PUNCTUATION),
             Message::EndOfStream => self.control(TAG_END),
         };
         outcome.map_err(|error| Refused { error, message })
+    }
+
+    fn offer_copy(&mut self, tuple: &T) -> Result<(), SendError> {
+        self.scratch.clear();
+        if tuple.encode(&mut self.scratch).is_err() {
+            Err(SendError::Unencodable {
+                type_name: std::any::type_name::<T>(),
+            })
+        } else if self.scratch.len() > self.slot {
+            Err(SendError::TooLarge {
+                tuple: self.scratch.len(),
+                slot: self.slot,
+            })
+        } else {
+            self.append_scratch()
+        }
     }
 
     fn flush(&mut self) {

@@ -205,15 +205,34 @@ impl<T: Tuple> ShmVegaSender<T> {
     #[inline]
     fn write(&mut self, message: &Message<T>) -> Result<(), SendError> {
         match message {
-            Message::Data(tuple) => match T::ENCODING {
-                Encoding::Facade { size } if size <= self.slot_bytes => {
-                    self.write_in_place(tuple, size)
-                }
-                _ => self.write_encoded(tuple),
-            },
+            Message::Data(tuple) => self.write_data(tuple),
             Message::Punctuation => self.write_frame(&[TAG_PUNCTUATION]),
             Message::EndOfStream => self.write_frame(&[TAG_END]),
         }
+    }
+
+    /// Writes `tuple` into the next slot, staged.
+    #[inline]
+    fn write_data(&mut self, tuple: &T) -> Result<(), SendError> {
+        match T::ENCODING {
+            Encoding::Facade { size } if size <= self.slot_bytes => {
+                self.write_in_place(tuple, size)
+            }
+            _ => self.write_encoded(tuple),
+        }
+    }
+
+    /// Publishes after a write when a batch is due, or when the ring refused the write (the
+    /// receiver may be waiting for what is staged).
+    #[inline]
+    fn after_write(&mut self, written: Result<(), SendError>) -> Result<(), SendError> {
+        match written {
+            Ok(()) if self.producer.staged() >= self.publish_every => self.producer.publish(),
+            Ok(()) => {}
+            Err(SendError::Full) => self.producer.publish(),
+            Err(_) => {}
+        }
+        written
     }
 
     /// Encodes a fixed-size tuple straight into a claimed slot: one copy, from the tuple to
@@ -276,21 +295,15 @@ fn send_error(error: VegaSendError) -> SendError {
 
 impl<T: Tuple> TupleSender<T> for ShmVegaSender<T> {
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
-        match self.write(&message) {
-            Ok(()) => {
-                if self.producer.staged() >= self.publish_every {
-                    self.producer.publish();
-                }
-                Ok(())
-            }
-            Err(error) => {
-                if error == SendError::Full {
-                    // The receiver may be waiting for what is staged.
-                    self.producer.publish();
-                }
-                Err(Refused { error, message })
-            }
-        }
+        let written = self.write(&message);
+        self.after_write(written)
+            .map_err(|error| Refused { error, message })
+    }
+
+    #[inline]
+    fn offer_copy(&mut self, tuple: &T) -> Result<(), SendError> {
+        let written = self.write_data(tuple);
+        self.after_write(written)
     }
 
     fn flush(&mut self) {

@@ -459,29 +459,17 @@ impl<T: Tuple> TcpSender<T> {
     }
 }
 
-impl<T: Tuple> TupleSender<T> for TcpSender<T> {
-    fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
-        let refuse = |error, message| Err(Refused { error, message });
-        if let Err(error) = self.admit() {
-            return refuse(error, message);
-        }
+impl<T: Tuple> TcpSender<T> {
+    /// Appends one message with `append` (after checking the connection), then writes at once
+    /// if a frame filled up or the stream was idle.
+    fn offer_with(
+        &mut self,
+        append: impl FnOnce(&mut Self) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
+        self.admit()?;
         let idle = self.unwritten() == 0;
         let closed_before = self.closed_end();
-        let appended = match &message {
-            Message::Data(tuple) => self.append_data(tuple),
-            Message::Punctuation => {
-                self.append_control(TAG_PUNCTUATION);
-                Ok(())
-            }
-            Message::EndOfStream => {
-                self.append_control(TAG_END);
-                self.state = State::Ended;
-                Ok(())
-            }
-        };
-        if let Err(error) = appended {
-            return refuse(error, message);
-        }
+        append(self)?;
         // A frame filled up (closed to make room, or at the byte budget) goes at once.
         let write_now = self.write_at_once(idle)
             || self.closed_end() > closed_before
@@ -492,6 +480,28 @@ impl<T: Tuple> TupleSender<T> for TcpSender<T> {
             let _ = self.push_and_adapt();
         }
         Ok(())
+    }
+}
+
+impl<T: Tuple> TupleSender<T> for TcpSender<T> {
+    fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
+        self.offer_with(|me| match &message {
+            Message::Data(tuple) => me.append_data(tuple),
+            Message::Punctuation => {
+                me.append_control(TAG_PUNCTUATION);
+                Ok(())
+            }
+            Message::EndOfStream => {
+                me.append_control(TAG_END);
+                me.state = State::Ended;
+                Ok(())
+            }
+        })
+        .map_err(|error| Refused { error, message })
+    }
+
+    fn offer_copy(&mut self, tuple: &T) -> Result<(), SendError> {
+        self.offer_with(|me| me.append_data(tuple))
     }
 
     fn flush(&mut self) {

@@ -514,6 +514,10 @@ impl<T: Tuple> TupleSender<T> for UdpMqSender<T> {
         result.map_err(|error| Refused { error, message })
     }
 
+    fn offer_copy(&mut self, tuple: &T) -> Result<(), SendError> {
+        self.offer_data(tuple)
+    }
+
     fn flush(&mut self) {
         if self.state == State::Closed {
             return;
