@@ -1,6 +1,8 @@
 //! The queues on Sluice's hot path, written by hand because moving a tuple between two cores
 //! is the cost the whole engine is judged by.
 //!
+//! - [`copy`]: copying a tuple's bytes into or out of a slot, around `memcpy`'s 4K-aliasing
+//!   slow case.
 //! - [`memory`]: where a ring's bytes live (heap or a shared segment), the [`memory::RingMemory`]
 //!   trait every byte ring is generic over.
 //! - [`osr`]: the OSR ring, many producers (threads or processes) and one consumer on one
@@ -15,6 +17,7 @@
 //! Every structure here is checked three ways: `loom` models (`RUSTFLAGS="--cfg loom"
 //! cargo test -p sluice-ring --test loom`), `proptest` against a `VecDeque` model, and Miri.
 
+pub mod copy;
 pub mod memory;
 pub mod osr;
 pub mod spsc;

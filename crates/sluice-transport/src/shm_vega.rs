@@ -9,7 +9,7 @@
 //!
 //! The sender stages messages and publishes them on `flush` (one store per batch), or by itself
 //! once a quarter of the ring is staged. A fixed-size (facade) tuple is encoded straight into
-//! its claimed slot ([`Tuple::encode_fixed`]): one copy from the tuple to the shared memory;
+//! its claimed slot ([`Tuple::wire_bytes`]): one copy from the tuple to the shared memory;
 //! other tuples go through a frame buffer. The receiver reads a batch in place, decodes it and
 //! frees its slots with one store. A receiver whose sender process has died (its pid is gone)
 //! or closed without an end of stream reports [`RecvError::Disconnected`].
@@ -21,6 +21,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use sluice_ring::copy::copy_bytes;
 use sluice_ring::vega::{
     VegaConsumer, VegaLayout, VegaProducer, VegaRecvError, VegaRing, VegaSendError,
 };
@@ -76,6 +77,8 @@ pub struct ShmVegaSender<T> {
 /// The receiving end of a `shm-vega` edge.
 pub struct ShmVegaReceiver<T> {
     consumer: VegaConsumer<Segment>,
+    /// The most messages one poll takes: [`POLL_BYTES`] of slots, at least one.
+    most_per_poll: usize,
     ended: bool,
     /// Empty polls since the clock was last read for the liveness check.
     empty_polls: u32,
@@ -191,6 +194,7 @@ impl<T> ShmVegaSender<T> {
 impl<T> ShmVegaReceiver<T> {
     fn new(consumer: VegaConsumer<Segment>) -> Self {
         Self {
+            most_per_poll: (POLL_BYTES / consumer.slot_bytes().max(1)).max(1),
             consumer,
             ended: false,
             empty_polls: 0,
@@ -235,21 +239,19 @@ impl<T: Tuple> ShmVegaSender<T> {
         written
     }
 
-    /// Encodes a fixed-size tuple straight into a claimed slot: one copy, from the tuple to
-    /// the shared memory. Falls back to [`Self::write_encoded`] if the type declines.
+    /// Copies a facade tuple's bytes straight into a claimed slot: one copy, from the tuple to
+    /// the shared memory ([`copy_bytes`], clear of `memcpy`'s slow case). Falls back to
+    /// [`Self::write_encoded`] if the type lends no bytes of that size.
     #[inline]
     fn write_in_place(&mut self, tuple: &T, size: usize) -> Result<(), SendError> {
+        let Some(bytes) = tuple.wire_bytes().filter(|b| b.len() == size) else {
+            return self.write_encoded(tuple);
+        };
         let mut claim = self.producer.claim(size + 1).map_err(send_error)?;
-        match tuple.encode_fixed(&mut claim[..size]) {
-            Some(written) if written <= size => {
-                claim[written] = TAG_DATA;
-                claim.truncate(written + 1);
-                claim.stage();
-                Ok(())
-            }
-            // Abandons the claim (nothing was staged).
-            _ => self.write_encoded(tuple),
-        }
+        copy_bytes(&mut claim[..size], bytes);
+        claim[size] = TAG_DATA;
+        claim.stage();
+        Ok(())
     }
 
     /// Encodes `tuple` into the frame buffer, then copies the frame into the next slot.
@@ -338,6 +340,10 @@ impl<T> ShmVegaReceiver<T> {
     }
 }
 
+/// The most bytes of slots one poll decodes: large tuples come a few at a time, so the
+/// decoded batch stays in the receiver's cache and their slots go back to the sender soon.
+const POLL_BYTES: usize = 64 * 1024;
+
 /// Fixed-size tuples from this size on are decoded out of line ([`push_decoded_out_of_line`]).
 const OUT_OF_LINE_DECODE_BYTES: usize = 256;
 
@@ -374,6 +380,7 @@ fn push_decoded_out_of_line<T: Tuple>(out: &mut Vec<Message<T>>, payload: &[u8])
 
 impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
+        let max = max.min(self.most_per_poll);
         let batch = match self.consumer.get_batch(max) {
             Ok(batch) => batch,
             Err(VegaRecvError::Closed) if self.ended => return Ok(0),

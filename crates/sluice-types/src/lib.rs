@@ -19,7 +19,7 @@ mod tuple;
 #[doc(hidden)]
 pub mod tuple_codec {
     //! Codec functions the tuple macros expand to; not part of the public API.
-    pub use crate::tuple::{decode_facade, decode_normal, encode_fixed_bytes, encode_normal};
+    pub use crate::tuple::{decode_facade, decode_normal, encode_normal};
 }
 
 pub use clock::{monotonic_ns, Stopwatch};

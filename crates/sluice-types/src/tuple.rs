@@ -101,14 +101,12 @@ pub trait Tuple: Clone + Send + 'static {
     /// Rebuilds a tuple from bytes made by [`Tuple::encode`].
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError>;
 
-    /// Writes the encoding to the start of `out` when this type's encoded size is fixed
-    /// (facade tuples), so a transport can encode straight into a slot of shared memory with
-    /// no intermediate buffer; returns how many bytes it wrote. `None` (what types whose
-    /// size is known only after encoding keep) means: use [`Tuple::encode`]; so does an `out`
-    /// shorter than the encoding.
+    /// The encoding itself, borrowed, when this type's bytes are its encoding (facade
+    /// tuples): a transport then copies them straight into a slot of shared memory, with no
+    /// intermediate buffer and with a copy of its own choosing. `None` (what types whose
+    /// encoding must be made keep) means: use [`Tuple::encode`].
     #[inline]
-    fn encode_fixed(&self, out: &mut [u8]) -> Option<usize> {
-        let _ = out;
+    fn wire_bytes(&self) -> Option<&[u8]> {
         None
     }
 
@@ -155,14 +153,6 @@ pub fn decode_facade<T: bytemuck::Pod>(bytes: &[u8]) -> Result<T, DecodeError> {
     Ok(bytemuck::pod_read_unaligned(bytes))
 }
 
-/// Copies a facade tuple's `bytes` to the start of `out` (see [`Tuple::encode_fixed`]).
-#[doc(hidden)]
-#[inline]
-pub fn encode_fixed_bytes(bytes: &[u8], out: &mut [u8]) -> Option<usize> {
-    out.get_mut(..bytes.len())?.copy_from_slice(bytes);
-    Some(bytes.len())
-}
-
 /// Decodes a normal tuple with the `postcard` codec.
 #[doc(hidden)]
 pub fn decode_normal<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
@@ -207,8 +197,8 @@ macro_rules! facade_tuple {
                 Ok(())
             }
             #[inline]
-            fn encode_fixed(&self, out: &mut [u8]) -> Option<usize> {
-                $crate::tuple_codec::encode_fixed_bytes($crate::__private::bytemuck::bytes_of(self), out)
+            fn wire_bytes(&self) -> Option<&[u8]> {
+                Some($crate::__private::bytemuck::bytes_of(self))
             }
             fn decode(bytes: &[u8]) -> Result<Self, $crate::DecodeError> {
                 $crate::tuple_codec::decode_facade(bytes)
@@ -249,8 +239,8 @@ impl<const N: usize> Tuple for [u8; N] {
         Ok(())
     }
     #[inline]
-    fn encode_fixed(&self, out: &mut [u8]) -> Option<usize> {
-        encode_fixed_bytes(self, out)
+    fn wire_bytes(&self) -> Option<&[u8]> {
+        Some(self)
     }
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         decode_facade(bytes)
@@ -315,25 +305,23 @@ mod tests {
     }
 
     #[test]
-    fn fixed_size_tuples_encode_into_a_slice_and_others_decline() {
+    fn facade_tuples_lend_their_encoding_and_others_decline() {
         let q = Quote {
             price: 2.5,
             size: 1,
             venue: 9,
         };
-        let mut slot = [0xffu8; 20];
-        assert_eq!(q.encode_fixed(&mut slot), Some(16));
-        assert_eq!(Quote::decode(&slot[..16]).unwrap(), q);
-        assert_eq!(slot[16..], [0xff; 4], "nothing past the tuple is written");
-        assert_eq!(q.encode_fixed(&mut slot[..15]), None, "too short");
-        assert_eq!([7u8; 3].encode_fixed(&mut slot), Some(3));
-        assert_eq!(slot[..3], [7, 7, 7]);
+        let mut encoded = Vec::new();
+        q.encode(&mut encoded).unwrap();
+        assert_eq!(q.wire_bytes(), Some(&encoded[..]));
+        assert_eq!(Quote::decode(q.wire_bytes().unwrap()).unwrap(), q);
+        assert_eq!([7u8; 3].wire_bytes(), Some(&[7u8, 7, 7][..]));
         let t = Trade {
             symbol: "IBM".into(),
             volume: 1,
         };
-        assert_eq!(t.encode_fixed(&mut slot), None);
-        assert_eq!(BytesTuple(vec![1]).encode_fixed(&mut slot), None);
+        assert_eq!(t.wire_bytes(), None);
+        assert_eq!(BytesTuple(vec![1]).wire_bytes(), None);
     }
 
     #[test]
