@@ -167,8 +167,9 @@ pub struct CommonArgs {
     /// each). The rate is the receivers' sum, with each receiver's figures listed.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub receivers: usize,
-    /// Bytes of the OSR ring of a `shm-osr` benchmark (a power of two, 4 KiB to 64 MiB); a
-    /// tuple may take up to about half of it.
+    /// Bytes of the ring of a `shm-osr` or `shm-vega` benchmark (a power of two, 4 KiB to
+    /// 64 MiB). An OSR tuple may take up to about half of it; a Vega ring has this many bytes
+    /// of slots, 16 to 4096 of them.
     #[arg(long, value_name = "BYTES", default_value_t = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES)]
     pub ring_bytes: usize,
 }
@@ -460,9 +461,9 @@ impl Settings {
             bail!("--ring-bytes must be a power of two from {MIN_RING_BYTES} to {MAX_RING_BYTES}, got {ring}");
         }
         if ring != sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES
-            && common.transport != Transport::ShmOsr
+            && !matches!(common.transport, Transport::ShmOsr | Transport::ShmVega)
         {
-            bail!("--ring-bytes needs --transport shm-osr (the other transports size their buffers themselves)");
+            bail!("--ring-bytes needs --transport shm-osr or shm-vega (the other transports size their buffers themselves)");
         }
         Ok(Self {
             bench,

@@ -300,7 +300,8 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         producers: s.producers,
         receivers: s.receivers,
         per_receiver_tuples_per_sec: (s.receivers > 1).then(|| tps / s.receivers as f64),
-        ring_bytes: (s.transport == Transport::ShmOsr).then_some(s.ring_bytes),
+        ring_bytes: matches!(s.transport, Transport::ShmOsr | Transport::ShmVega)
+            .then_some(s.ring_bytes),
         target_rate,
         tuples_per_sec: tps,
         gbit_per_sec: gbit,

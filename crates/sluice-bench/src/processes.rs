@@ -47,16 +47,13 @@ use crate::Measured;
 const MAX_SLOTS: usize = 4096;
 /// The fewest slots in the benchmark's Vega ring, whatever the tuple size.
 const MIN_SLOTS: usize = 16;
-/// The bytes of slots the benchmark's Vega ring aims at: the `shm-osr` transport's default
-/// ring, so the two rings are compared at the same footprint. With a fixed slot count large
-/// tuples made a ring far past the caches (4096 slots of 16 KiB are 64 MiB), and every tuple
-/// went through memory.
-const RING_BYTES: usize = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES;
-
-/// Slots of the benchmark's Vega ring for a slot of `slot_bytes` bytes: [`RING_BYTES`] worth,
-/// from [`MIN_SLOTS`] to [`MAX_SLOTS`]. Sender and receiver compute it alike.
-pub(crate) fn vega_slots(slot_bytes: usize) -> usize {
-    (RING_BYTES / slot_bytes.max(1)).clamp(MIN_SLOTS, MAX_SLOTS)
+/// Slots of the benchmark's Vega ring for a slot of `slot_bytes` bytes: `ring_bytes` worth
+/// (`--ring-bytes`, by default the `shm-osr` transport's ring, so the two rings are compared
+/// at the same footprint), from [`MIN_SLOTS`] to [`MAX_SLOTS`]. Sender and receiver compute
+/// it alike. With a fixed slot count large tuples made a ring far past the caches (4096
+/// slots of 16 KiB are 64 MiB), and every tuple went through memory.
+pub(crate) fn vega_slots(slot_bytes: usize, ring_bytes: usize) -> usize {
+    (ring_bytes / slot_bytes.max(1)).clamp(MIN_SLOTS, MAX_SLOTS)
 }
 /// How long the receiver waits for the sender's segment, and the sender for the receiver's
 /// figures after the end of the run.
@@ -104,7 +101,7 @@ pub struct PeerArgs {
     /// Where a reflecting tcp or udp-mq process sends back to.
     #[arg(long)]
     pub back: Option<SocketAddr>,
-    /// Bytes of a reflecting `shm-osr` process's rings.
+    /// Bytes of the `shm-osr` or `shm-vega` rings (the sender's and a reflector's).
     #[arg(long, default_value_t = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES)]
     pub ring_bytes: usize,
 }
@@ -176,7 +173,11 @@ fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Res
         let name = segment(&args.job)?;
         let waited = Instant::now();
         let mut rx = loop {
-            match open_receiver::<P>(&name, args.slot_bytes, vega_slots(args.slot_bytes)) {
+            match open_receiver::<P>(
+                &name,
+                args.slot_bytes,
+                vega_slots(args.slot_bytes, args.ring_bytes),
+            ) {
                 Ok(rx) => break rx,
                 Err(_) if waited.elapsed() < PATIENCE => {
                     std::thread::sleep(Duration::from_millis(1))
@@ -266,7 +267,8 @@ impl PeerProcess {
             .args(["--warmup-ns", &s.warmup.as_nanos().to_string()])
             .args(["--encoding", encoding_name(s.encoding)])
             .args(["--idle", s.process_idle().name()])
-            .args(["--queues", &s.queues.to_string()]);
+            .args(["--queues", &s.queues.to_string()])
+            .args(["--ring-bytes", &s.ring_bytes.to_string()]);
         if matches!(s.bench, Bench::Latency { .. }) {
             command.arg("--latency");
         }
@@ -434,7 +436,7 @@ fn run_vega<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result
         txs.push(create_sender::<P>(
             &segment(&job)?,
             slot_bytes,
-            vega_slots(slot_bytes),
+            vega_slots(slot_bytes, s.ring_bytes),
         )?);
         peers.push(PeerProcess::spawn(s, false, &job, slot_bytes, None)?);
     }

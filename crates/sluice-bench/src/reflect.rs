@@ -78,9 +78,7 @@ fn spawn(
     back: Option<SocketAddr>,
 ) -> anyhow::Result<(PeerProcess, String)> {
     let mut command = PeerProcess::command(s, baseline, job, tuple_bytes, secret)?;
-    command
-        .arg("--reflect")
-        .args(["--ring-bytes", &s.ring_bytes.to_string()]);
+    command.arg("--reflect");
     if let Some(back) = back {
         command.args(["--back", &back.to_string()]);
     }
@@ -123,7 +121,7 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
         report
     } else if s.transport == Transport::ShmVega {
         let job = job();
-        let slots = vega_slots(tuple_bytes);
+        let slots = vega_slots(tuple_bytes, s.ring_bytes);
         let mut tx = shm_vega::create_sender::<P>(&segment(&job)?, tuple_bytes, slots)?;
         let mut rx = shm_vega::create_receiver::<P>(&back_segment(&job)?, tuple_bytes, slots)?;
         let (reflector, _) = spawn(s, false, &job, tuple_bytes, None, None)?;
@@ -302,7 +300,7 @@ impl PayloadVisitor for Reflector<'_> {
             reflect(&mut rx, &mut tx, args.idle)
         } else if args.transport == Transport::ShmVega {
             let (slot, job) = (args.slot_bytes, &args.job);
-            let slots = vega_slots(slot);
+            let slots = vega_slots(slot, args.ring_bytes);
             let mut rx = shm_vega::open_receiver::<P>(&segment(job)?, slot, slots)?;
             let mut tx = shm_vega::open_sender::<P>(&back_segment(job)?, slot, slots)?;
             println!("{READY}");

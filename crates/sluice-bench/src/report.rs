@@ -28,7 +28,7 @@ pub struct BenchResult {
     /// Median over runs of the mean tuples per second of one receiver (a fan-out only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_receiver_tuples_per_sec: Option<f64>,
-    /// Bytes of the OSR ring (`shm-osr` only).
+    /// Bytes of the ring (`shm-osr` and `shm-vega` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ring_bytes: Option<usize>,
     /// The rate the sender was asked for (latency only), tuples per second.

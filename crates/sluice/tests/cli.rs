@@ -419,6 +419,39 @@ fn shared_memory_benchmarks_run_across_processes_and_leave_no_segment() {
     );
 }
 
+#[test]
+fn a_shared_memory_benchmark_takes_its_ring_size_and_other_transports_refuse_one() {
+    for transport in ["shm-vega", "shm-osr"] {
+        let json = short_bench(
+            &["bench", "throughput"],
+            transport,
+            "64",
+            &["--ring-bytes", "8192"],
+        );
+        assert_eq!(json["ring_bytes"], 8192, "{json}");
+    }
+    assert_refused(
+        &[
+            "bench",
+            "throughput",
+            "--transport",
+            "tcp",
+            "--size",
+            "64",
+            "--ring-bytes",
+            "8192",
+        ],
+        "--ring-bytes needs --transport shm-osr or shm-vega",
+    );
+}
+
+/// Runs `sluice args` and checks that it fails with exit code 1 and `message` on stderr.
+fn assert_refused(args: &[&str], message: &str) {
+    let o = sluice(args);
+    assert_eq!(o.status.code(), Some(1), "{args:?}");
+    assert!(stderr(&o).contains(message), "{}", stderr(&o));
+}
+
 /// Runs a short benchmark across two processes (`bench` then `extra` arguments, one run of
 /// 0.3 s, no warm-up) and returns its JSON line.
 fn short_bench(bench: &[&str], transport: &str, size: &str, extra: &[&str]) -> serde_json::Value {
@@ -482,23 +515,20 @@ fn tcp_benchmarks_run_across_two_processes_beside_raw_tcp() {
 
 #[test]
 fn a_latency_method_without_a_reflector_is_refused() {
-    let o = sluice(&[
-        "bench",
-        "latency",
-        "--transport",
-        "threaded",
-        "--size",
-        "64",
-        "--rate",
-        "10",
-        "--method",
-        "half-round-trip",
-    ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("--method half-round-trip needs shm-vega, shm-osr, tcp"),
-        "{}",
-        stderr(&o)
+    assert_refused(
+        &[
+            "bench",
+            "latency",
+            "--transport",
+            "threaded",
+            "--size",
+            "64",
+            "--rate",
+            "10",
+            "--method",
+            "half-round-trip",
+        ],
+        "--method half-round-trip needs shm-vega, shm-osr, tcp",
     );
 }
 
