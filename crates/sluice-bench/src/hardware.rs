@@ -6,12 +6,6 @@
 //!   the one-way time is the round trip over two. Nothing between two cores can be faster.
 //! - **memcpy bandwidth of one core**: `copy_from_slice` between two buffers, in cache (16 KiB,
 //!   the largest tuple the papers use) and from memory (64 MiB).
-//! - **cross-core hand-off of 16 KiB blocks**: what a shared-memory transport of large tuples
-//!   does with no protocol of its own. Core 0 copies a block into a buffer and passes the
-//!   buffer to core 1 (a crossbeam channel of boxed buffers, polled), which copies it out and
-//!   passes the buffer back; 64 buffers (1 MiB) are in flight, as many bytes as the benchmark
-//!   rings hold. Each block crosses between the cores once, as in a ring, so this is the most
-//!   a ring could move, where one-core memcpy never leaves a core's cache.
 //!
 //! Each figure is the median of `--repeat` runs, after a warm-up run.
 
@@ -48,9 +42,6 @@ pub struct HardwareResult {
     pub pinned: bool,
     /// memcpy bandwidth of one core.
     pub memcpy: Vec<MemcpyFigure>,
-    /// Gbit/s of 16 KiB blocks handed from core 0 to core 1 (median), or `None` on a
-    /// single-core machine.
-    pub handoff_gbit_per_sec: Option<f64>,
     /// The commit built.
     pub commit: &'static str,
     /// The CPU model.
@@ -96,12 +87,6 @@ pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
                 m.gbit_per_sec
             );
         }
-        if let Some(gbit) = result.handoff_gbit_per_sec {
-            println!(
-                "hand-off, cores 0 -> 1, {} KiB blocks: {gbit:.1} Gbit/s",
-                HANDOFF_BYTES >> 10
-            );
-        }
         println!(
             "commit {}, {}, {} core(s)",
             result.commit, result.cpu, result.cores
@@ -135,33 +120,21 @@ pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> Hardwar
             }
         })
         .collect();
-    let handoff_gbit_per_sec = pinned.then(|| {
-        handoff_gbit(HANDOFF_BYTES, memcpy_volume / 10);
-        median(
-            &(0..repeat)
-                .map(|_| handoff_gbit(HANDOFF_BYTES, memcpy_volume))
-                .collect::<Vec<_>>(),
-        )
-    });
     HardwareResult {
         bench: "baseline",
         cacheline_oneway_ns,
         pinned,
         memcpy,
-        handoff_gbit_per_sec,
         commit: commit(),
         cpu: cpu(),
         cores: cores(),
     }
 }
 
-fn pin(core: usize) {
-    core_affinity::set_for_current(core_affinity::CoreId { id: core });
-}
-
 /// One-way ns of a cache line bounced `round_trips` times between cores 0 and 1.
 pub(crate) fn ping_pong(round_trips: u64) -> f64 {
     let line = CachePadded::new(AtomicU64::new(0));
+    let pin = |core| core_affinity::set_for_current(core_affinity::CoreId { id: core });
     std::thread::scope(|s| {
         s.spawn(|| {
             pin(1);
@@ -186,66 +159,6 @@ pub(crate) fn ping_pong(round_trips: u64) -> f64 {
                 }
             }
             start.elapsed().as_nanos() as f64 / (2 * round_trips) as f64
-        });
-        timer.join().unwrap_or(f64::NAN)
-    })
-}
-
-/// The block size of the hand-off figure: the largest tuple the papers use.
-const HANDOFF_BYTES: usize = 16 << 10;
-/// Buffers in flight in the hand-off: 1 MiB of 16 KiB blocks, the benchmark rings' size.
-const HANDOFF_BUFFERS: usize = 64;
-
-/// Gbit/s of `bytes`-sized blocks handed from core 0 to core 1 until `volume` bytes moved:
-/// core 0 fills a free buffer with a copy and sends it, core 1 copies it out and returns it.
-/// Both poll their channel (a blocked receiver would take 50-100 us to wake).
-pub(crate) fn handoff_gbit(bytes: usize, volume: usize) -> f64 {
-    let blocks = (volume / bytes).max(1);
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<u8>>(HANDOFF_BUFFERS);
-    let (free_tx, free_rx) = crossbeam_channel::bounded::<Vec<u8>>(HANDOFF_BUFFERS);
-    for _ in 0..HANDOFF_BUFFERS {
-        // The buffers are written before the run, so no page fault is timed.
-        let _ = free_tx.send(vec![0u8; bytes]);
-    }
-    let poll = |rx: &crossbeam_channel::Receiver<Vec<u8>>| loop {
-        match rx.try_recv() {
-            Ok(buffer) => return Some(buffer),
-            Err(crossbeam_channel::TryRecvError::Empty) => std::hint::spin_loop(),
-            Err(crossbeam_channel::TryRecvError::Disconnected) => return None,
-        }
-    };
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            pin(1);
-            let mut out = vec![0u8; bytes + DESTINATION_SKEW];
-            while let Some(buffer) = poll(&full_rx) {
-                out[DESTINATION_SKEW..].copy_from_slice(&buffer);
-                std::hint::black_box(&mut out);
-                if free_tx.send(buffer).is_err() {
-                    break;
-                }
-            }
-        });
-        let timer = s.spawn(|| {
-            pin(0);
-            let block = vec![0x5au8; bytes];
-            let start = Instant::now();
-            for _ in 0..blocks {
-                let Some(mut buffer) = poll(&free_rx) else {
-                    break;
-                };
-                buffer.copy_from_slice(std::hint::black_box(&block));
-                if full_tx.send(buffer).is_err() {
-                    break;
-                }
-            }
-            // The last blocks are in flight; waiting for them to come back ends the run.
-            for _ in 0..HANDOFF_BUFFERS {
-                let _ = poll(&free_rx);
-            }
-            let gbit = (blocks * bytes * 8) as f64 / start.elapsed().as_secs_f64() / 1e9;
-            drop(full_tx);
-            gbit
         });
         timer.join().unwrap_or(f64::NAN)
     })
@@ -281,14 +194,12 @@ mod tests {
         assert!(r.memcpy.iter().all(|m| m.gbit_per_sec > 0.0));
         if cores() >= 2 {
             assert!(r.cacheline_oneway_ns.is_some_and(|ns| ns > 0.0));
-            assert!(r.handoff_gbit_per_sec.is_some_and(|g| g > 0.0));
         }
         let json = serde_json::to_value(&r).unwrap();
         for key in [
             "bench",
             "cacheline_oneway_ns",
             "memcpy",
-            "handoff_gbit_per_sec",
             "commit",
             "cpu",
             "cores",

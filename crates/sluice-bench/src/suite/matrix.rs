@@ -3,7 +3,7 @@
 //!
 //! | experiment | the papers' | jobs |
 //! |---|---|---|
-//! | `hardware` | the yardstick | cache-line ping-pong, memcpy, a 16 KiB cross-core hand-off (`sluice bench baseline`) |
+//! | `hardware` | the yardstick | cache-line ping-pong, memcpy (`sluice bench baseline`) |
 //! | `throughput` | IBM Tables 1 and 5, Vega Fig. 7b | sender -> receiver flood, every size, every transport |
 //! | `latency` | Vega Fig. 7a and V.A.1 | at 1,000 and 5,000 tuples/s: one way from the shared clock in process and over shared memory, half the round trip through a reflector over tcp |
 //! | `round-trip` | IBM's latency test | the round trip through a reflector at 1,000 and 5,000 tuples/s: shm-vega, shm-osr (tcp and tcp-batched come from `latency`, or are measured here without it) |
@@ -26,7 +26,7 @@ use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Experiment {
-    /// The hardware's limits: cache-line ping-pong, memcpy and a cross-core hand-off.
+    /// The hardware's limits: cache-line ping-pong and memcpy.
     Hardware,
     /// Sender -> receiver throughput for every tuple size and transport.
     Throughput,
@@ -230,9 +230,8 @@ impl Job {
     pub(crate) fn estimate(&self) -> Duration {
         let seconds = match &self.what {
             What::Hardware(repeat, trips, bytes) => {
-                // About 100 ns a round trip and 10 GB/s for each of the two memcpy sizes
-                // and the hand-off, plus a warm-up tenth.
-                1.1 * (*repeat as f64) * (*trips as f64 * 1e-7 + 3.0 * *bytes as f64 / 1e10)
+                // About 100 ns a round trip and 10 GB/s of memcpy, plus a warm-up tenth.
+                1.1 * (*repeat as f64) * (*trips as f64 * 1e-7 + 2.0 * *bytes as f64 / 1e10)
             }
             What::Sluice(s) => {
                 let run = (s.warmup + s.duration).as_secs_f64();

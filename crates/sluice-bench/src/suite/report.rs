@@ -41,7 +41,6 @@ pub(crate) struct Row {
     pub(crate) baseline: Option<BaselineRow>,
     pub(crate) cacheline_oneway_ns: Option<f64>,
     pub(crate) memcpy: Vec<MemcpyRow>,
-    pub(crate) handoff_gbit_per_sec: Option<f64>,
     pub(crate) machine: Option<MachineRow>,
     pub(crate) commit: Option<String>,
     pub(crate) duration_s: Option<f64>,
@@ -324,12 +323,6 @@ fn hardware_section(rows: &[Row]) -> Section {
             t.rows.push(vec![
                 format!("memcpy, one core, {} KiB", m.bytes >> 10),
                 format!("{:.1} Gbit/s", m.gbit_per_sec),
-            ]);
-        }
-        if let Some(gbit) = h.handoff_gbit_per_sec {
-            t.rows.push(vec![
-                "16 KiB blocks handed off, core 0 -> 1".into(),
-                format!("{gbit:.1} Gbit/s"),
             ]);
         }
         tables.push(t);
