@@ -380,6 +380,10 @@ pub(crate) fn repeat<P: Payload>(
     Ok(measured)
 }
 
+/// Round trips of the short ping-pong that records where the host put the two cores during a
+/// throughput run's memcpy baseline: a few milliseconds.
+const PLACEMENT_TRIPS: u64 = 20_000;
+
 /// The hardware baseline of a shared-memory run: the cache-line transfer (its one-way time,
 /// and twice that as the round trip when latency is measured through a reflector) or the
 /// memcpy rate.
@@ -397,6 +401,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 latency_ns: Some(LatencySummary::flat(ns, TRIPS)),
                 round_trip_ns: reflected.then(|| LatencySummary::flat(2.0 * ns, TRIPS)),
                 loss: None,
+                cacheline_ns: None,
             }
         }
         Bench::Throughput => {
@@ -410,6 +415,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 latency_ns: None,
                 round_trip_ns: None,
                 loss: None,
+                cacheline_ns: (crate::machine::cores() >= 2).then(|| ping_pong(PLACEMENT_TRIPS)),
             }
         }
     }

@@ -172,6 +172,11 @@ pub struct RunFigures {
     /// nothing can be lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Loss>,
+    /// The cache-line one-way time between cores 0 and 1, measured with a shared-memory
+    /// throughput run's memcpy baseline: where the host had put the two cores at the time
+    /// (a VM's vCPUs move, and large tuples cross between them at very different speeds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cacheline_ns: Option<f64>,
 }
 
 /// Tuples a lossy transport delivered and lost in one run.
@@ -211,6 +216,7 @@ impl RunFigures {
             latency_ns: None,
             round_trip_ns: None,
             loss: None,
+            cacheline_ns: None,
         }
     }
 
@@ -243,6 +249,7 @@ impl RunFigures {
                 .and_then(LatencySummary::from_histogram),
             round_trip_ns: None,
             loss: None,
+            cacheline_ns: None,
         })
     }
 

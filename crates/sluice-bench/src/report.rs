@@ -278,6 +278,20 @@ pub fn render_table(result: &BenchResult) -> String {
     if let Some(r) = result.p99_ratio_to_baseline {
         let _ = writeln!(out, "sluice / baseline latency: p99 {r:.3}");
     }
+    let placements: Vec<String> = result
+        .baseline
+        .runs
+        .iter()
+        .filter_map(|run| run.cacheline_ns)
+        .map(|ns| format!("{ns:.0}"))
+        .collect();
+    if !placements.is_empty() {
+        let _ = writeln!(
+            out,
+            "cache line one-way, core 0 -> 1, at each baseline run: {} ns",
+            placements.join(", ")
+        );
+    }
     for (who, rtt) in [
         ("sluice", result.round_trip_ns),
         ("baseline", result.baseline.round_trip_ns),

@@ -407,6 +407,12 @@ fn shared_memory_benchmarks_run_across_processes_and_leave_no_segment() {
             let json: serde_json::Value =
                 serde_json::from_str(line.trim()).expect("one JSON object");
             assert!(json["tuples_per_sec"].as_f64().unwrap() > 0.0, "{line}");
+            let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+            if bench[1] == "throughput" && two_cores {
+                // Each memcpy baseline run records where the host put the two cores.
+                let placement = json["baseline"]["runs"][0]["cacheline_ns"].as_f64();
+                assert!(placement.is_some_and(|ns| ns > 0.0), "{line}");
+            }
         }
     }
     let own = format!("sluice-bench{}r", std::process::id());
