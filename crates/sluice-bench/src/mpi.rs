@@ -154,7 +154,7 @@ mod ranks {
         params: &MpiParams,
         size: usize,
     ) -> anyhow::Result<RunFigures> {
-        pin(1);
+        let _pinned = pin(1);
         let warmup_ns = u64::try_from(s.warmup.as_nanos()).unwrap_or(u64::MAX);
         let mut recorder = R::new(monotonic_ns().saturating_add(warmup_ns));
         let mut rx = bind_receiver::<P>(route, 1, params)?;

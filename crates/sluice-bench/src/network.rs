@@ -189,7 +189,7 @@ pub(crate) fn write_all<P: Payload, W: RawWriter + ?Sized>(
     span: Span,
     idle: IdleStrategy,
 ) -> anyhow::Result<()> {
-    pin(0);
+    let _pinned = pin(0);
     let mut generator = Generator::new(template, load, span);
     let mut idle = idle.waiter();
     let mut bytes = Vec::new();

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 use sluice_shm::SegmentName;
 use sluice_sync::IdleStrategy;
 use sluice_transport::shm_vega::{create_sender, open_receiver};
@@ -111,9 +112,39 @@ pub(crate) fn segment(job: &str) -> anyhow::Result<SegmentName> {
     Ok(SegmentName::new(job, "tuples")?)
 }
 
-pub(crate) fn pin(core: usize) {
-    if crate::machine::cores() > core {
-        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+/// The calling thread pinned to one core; dropping it gives the thread back the cores it had.
+///
+/// A benchmark loop often runs on the caller's own thread, and a process spawned later
+/// inherits that thread's cores: without the restore, every peer process of the runs after the
+/// first would start on core 0 alone, fail to move to core 1 (it would see one core) and share
+/// core 0 with the benchmark.
+#[must_use = "the thread is unpinned when the guard drops"]
+pub(crate) struct Pinned {
+    before: Option<CpuSet>,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(before) = &self.before {
+            // Failing to widen again leaves the thread on its core, which is what it had.
+            let _ = sched_setaffinity(None, before);
+        }
+    }
+}
+
+/// Pins the calling thread to `core` while the returned guard lives, when the thread may run
+/// there and on another core too (on one core there is nothing to choose).
+pub(crate) fn pin(core: usize) -> Pinned {
+    let before = sched_getaffinity(None).ok();
+    let pinned = before.as_ref().is_some_and(|cores| {
+        cores.count() >= 2 && cores.is_set(core) && {
+            let mut only = CpuSet::new();
+            only.set(core);
+            sched_setaffinity(None, &only).is_ok()
+        }
+    });
+    Pinned {
+        before: before.filter(|_| pinned),
     }
 }
 
@@ -143,7 +174,7 @@ impl PayloadVisitor for Receive<'_> {
 }
 
 fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Result<RunFigures> {
-    pin(1);
+    let _pinned = pin(1);
     let idle = args.idle;
     let mut recorder = R::new(monotonic_ns().saturating_add(args.warmup_ns));
     let mut loss = None;
@@ -534,7 +565,7 @@ pub(crate) fn send<P: Payload, S: TupleSender<P>>(
     idle: IdleStrategy,
     core: usize,
 ) -> anyhow::Result<()> {
-    pin(core);
+    let _pinned = pin(core);
     let started = Instant::now();
     let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
@@ -561,4 +592,31 @@ pub(crate) fn send<P: Payload, S: TupleSender<P>>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_thread_gets_its_cores_back() {
+        std::thread::spawn(|| {
+            let cores = || sched_getaffinity(None).expect("read the thread's cores");
+            let before = cores();
+            let first = (0..CpuSet::MAX_CPU).find(|&c| before.is_set(c)).unwrap();
+            {
+                let _pinned = pin(first);
+                let during = cores();
+                if before.count() >= 2 {
+                    assert_eq!(during.count(), 1);
+                    assert!(during.is_set(first));
+                } else {
+                    assert_eq!(during, before, "one core: nothing to pin");
+                }
+            }
+            assert_eq!(cores(), before);
+        })
+        .join()
+        .unwrap();
+    }
 }

@@ -238,7 +238,7 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     span: Span,
     idle: IdleStrategy,
 ) -> anyhow::Result<Trips> {
-    pin(0);
+    let _pinned = pin(0);
     let give_up = Instant::now() + span.longest() + PATIENCE;
     let mut sent_in_all = 0u64;
     let mut back = WayBack {
@@ -280,7 +280,7 @@ impl PayloadVisitor for Reflector<'_> {
 
     fn visit<P: Payload>(self, _size: usize) -> Self::Output {
         let args = self.0;
-        pin(1);
+        let _pinned = pin(1);
         let back = || args.back.context("a network reflector needs --back");
         if args.baseline {
             return match args.transport {
@@ -389,7 +389,7 @@ pub(crate) fn raw_round_trips<P: Payload, E: RawEcho + ?Sized>(
     span: Span,
     idle: IdleStrategy,
 ) -> anyhow::Result<Trips> {
-    pin(0);
+    let _pinned = pin(0);
     let give_up = Instant::now() + span.longest() + PATIENCE;
     let mut sent_in_all = 0u64;
     let mut recorder = Timing::new(monotonic_ns().saturating_add(span.warmup_ns()));

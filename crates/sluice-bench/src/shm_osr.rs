@@ -172,7 +172,7 @@ fn receive<P: Payload, R: Recorder>(
     rx: &mut impl sluice_transport::TupleReceiver<P>,
     idle: IdleStrategy,
 ) -> anyhow::Result<RunFigures> {
-    pin(1);
+    let _pinned = pin(1);
     let warmup_ns = u64::try_from(s.warmup.as_nanos()).unwrap_or(u64::MAX);
     let mut recorder = R::new(monotonic_ns().saturating_add(warmup_ns));
     let deadline = Instant::now() + s.span().longest() + PATIENCE;

@@ -425,7 +425,7 @@ pub(crate) fn peer_receiver(args: &PeerReceiverArgs) -> anyhow::Result<()> {
 /// A peer library's reflecting process, on core 1: announces where it listens and sends every
 /// tuple back until the end.
 fn reflect(args: &PeerReceiverArgs) -> anyhow::Result<()> {
-    pin(1);
+    let _pinned = pin(1);
     let announce = |endpoint: &str| println!("{READY}{endpoint}");
     match args.peer {
         #[cfg(feature = "peer-zmq")]
@@ -455,7 +455,7 @@ fn receive<P: Payload, R: Recorder>(
     args: &PeerReceiverArgs,
     size: usize,
 ) -> anyhow::Result<RunFigures> {
-    pin(1);
+    let _pinned = pin(1);
     let mut recorder = R::new(monotonic_ns().saturating_add(args.warmup_ns));
     let idle = IdleStrategy::Yield;
     let mut record = |bytes: &[u8]| -> anyhow::Result<()> {
