@@ -21,42 +21,48 @@
 //! one [`VegaConsumer::release`] frees them with one store. A tuple longer than `slot_bytes`
 //! is refused with [`VegaSendError::TooLarge`], whatever the ring's state.
 //!
-//! # Protocol: one published sequence per side, with cached indices
-//! The paper writes a begin marker, the size, the payload and an end marker into each slot;
-//! the receiver polls the slot for the begin marker, then for the end marker, because an
+//! # Protocol: the paper's begin marker, as a tagged size word; one index per side
+//! The paper writes a begin marker, the size, the payload and an end marker into each slot,
+//! and the receiver polls the slot for the begin marker, then for the end marker, because an
 //! RDMA write lands progressively and only the end marker says the whole slot is there. Over
-//! coherent shared memory one Release store orders the whole slot, so this ring keeps the paper's slots (a size word, then the payload, in place)
-//! but replaces the markers with two positions that only grow:
-//! - `head` (producer's line): slots of positions `< head` are written. The producer stores it
-//!   once per batch, with Release, after writing the slots.
+//! coherent shared memory one Release store orders the whole slot, so this ring keeps the
+//! begin marker and drops the end marker:
+//! - Each slot starts with a *mark* word: the tuple's size in the low 32 bits and, in the high
+//!   32 bits, a tag of the position it holds (`p + 1`, mod 2^32). The producer stores it with
+//!   Release after the payload; the consumer polls the mark of the next slot with Acquire and
+//!   takes the slot when the tag is that of the position it expects. A tag from the previous
+//!   lap (`p + 1 - slots`, and `0 < slots < 2^32`) or a never-written zero cannot match.
+//! - Batches stay invisible until published, and appear whole: the first slot of a batch gets
+//!   a *staged* mark (its tag inverted) and the later ones their published marks right away;
+//!   the consumer's scan stops at the first slot not published, and `publish` flips that one
+//!   mark last, so one store publishes the batch (Release orders every earlier slot with it).
+//!   A tuple committed alone gets its published mark at once: one store.
+//! - `head` (producer's line) is still stored once per publish, after the marks, for the slow
+//!   paths (`available`); the consumer's hot path never reads it.
 //! - `tail` (consumer's line): slots of positions `< tail` are free. The consumer stores it
-//!   once per batch, with Release, after reading the slots (this is `release`).
-//! - Each side keeps a private copy of the other's position and rereads the shared one only
-//!   when its copy says full (producer) or empty (consumer).
+//!   once per batch, with Release, after reading the slots (this is `release`). The producer
+//!   keeps a private copy and rereads the shared one only when its copy says full.
 //!
-//! Why: publishing a batch of `n` tuples costs one store instead of `2n` markers; the
-//! consumer never polls a slot the producer is still writing, so each slot line crosses
-//! between the cores once (marker polling pulls a half-written line to the reader and sends it
-//! back for the next write); a slot needs no marker words, so a 32-byte tuple takes 40 bytes,
-//! not 56; and it is the protocol `loom` can check exhaustively, since the only shared words
-//! are atomics in the header. Measured against a marker ring written the paper's way (begin
-//! marker and size, payload, end marker stored with Release; the reader polls both), two
-//! pinned threads of one process on the project's 2-vCPU machine, quiet periods only:
-//!
-//! | | this ring | marker ring |
-//! |---|---|---|
-//! | throughput, 32 B tuples, batches of 64-256 | 63-82 M tuples/s | 23-30 M tuples/s |
-//! | throughput, 64 B tuples, batches of 64-256 | 69-84 M tuples/s | 23-30 M tuples/s |
-//! | one-way latency p50 (ping-pong / 2), 8-64 B | 1.0-1.3x a cache-line ping-pong | 1.5-1.9x |
-//!
-//! (A throwaway harness; the numbers that count come from `sluice bench`, between processes.)
+//! Why the mark and not only `head` (this ring's protocol until layout version 2): a receiver
+//! polling `head` learns of a tuple from one line and then fetches the slot's lines, one after
+//! the other; polling the mark brings the tuple's first bytes with the news, and while the ring
+//! is empty the consumer also prefetches the rest of the awaited slot, so the lines cross
+//! together. Measured between two processes on the project's 2-vCPU EPYC
+//! (`sluice bench latency --transport shm-vega --size 64 --rate 100000`), p50 fell from about
+//! 176 ns to 130 ns where a cache line crosses in 35-40 ns, and from about 430 ns to 320 ns
+//! where it crosses in 220-250 ns. The price is a load per slot in the consumer's scan where
+//! one load of `head` did: 32-byte throughput fell about 10 % (115-133 to 98-115 M tuples/s
+//! on the near placement). Against the paper's two markers, a slot needs no end marker, so a
+//! 32-byte tuple still takes 40 bytes, not 56, and the consumer never waits for a slot's
+//! second half; `loom` checks the protocol with the marks as atomics.
 //!
 //! Safety of the protocol: position `p` lives in slot `p mod slots`. The producer writes slot
 //! `p` only when `p - tail < slots` (so the consumer released it, and the Acquire load of
 //! `tail` orders the consumer's reads before the overwrite); the consumer reads slot `p` only
-//! when `p < head` (the Acquire load of `head` orders the producer's writes before the read)
-//! and until it stores a `tail` above `p`. [`VegaConsumer::get`] ties the borrowed slice to
-//! `&mut self`, so `release` cannot run while a slice is alive.
+//! after an Acquire load of its mark showed `p`'s published tag (ordering the producer's writes
+//! of the slot, and of every slot of its batch, before the read) and until it stores a `tail`
+//! above `p`. Both ends touch a mark only as an atomic. [`VegaConsumer::get`] ties the borrowed
+//! slice to `&mut self`, so `release` cannot run while a slice is alive.
 //!
 //! # Layout
 //! ```text
@@ -66,7 +72,7 @@
 //!       8              version = 1                             create
 //!      16              slot_bytes                              create
 //!      24              slots                                   create
-//!      64  producer    head  (published position)              producer (Release)
+//!      64  producer    head  (published position, slow paths)  producer (Release)
 //!     128  consumer    tail  (released position)               consumer (Release)
 //!     192  flags       producer_state  0 vacant/1 live/2 gone  producer (attach, drop)
 //!     200              consumer_state  0 vacant/1 live/2 gone  consumer (attach, drop)
@@ -80,7 +86,9 @@
 //!     384  slots       slot 0, slot 1, ... slot (slots-1), each slot_stride bytes:
 //!
 //!          slot i at 384 + i * slot_stride, slot_stride = round_up(8 + slot_bytes, 8)
-//!          +0  len: u64        the tuple's size, <= slot_bytes (checked on every read)
+//!          +0  mark: u64       tag (high 32 bits) | the tuple's size, <= slot_bytes
+//!                              (checked on every read); written by the producer (Release),
+//!                              polled by the consumer (Acquire)
 //!          +8  payload         len bytes, 8-aligned, read in place by get / get_batch
 //! ```
 //! Every offset is a named constant in [`layout`] and checked against the header struct at
@@ -93,8 +101,10 @@
 //! untrusted: the layout fields are validated against the segment's length, slot indices come
 //! from private counters (`position mod slots`, never from memory), a `head` or `tail` that
 //! breaks `tail <= head <= tail + slots` poisons the ring ([`PoisonReason::BadIndex`]), and a
-//! slot length above `slot_bytes` poisons it ([`PoisonReason::BadLength`]). Nothing the other
-//! side writes can make this side read or write out of bounds.
+//! published mark whose size is above `slot_bytes` poisons it ([`PoisonReason::BadLength`]).
+//! A mark with a wrong tag only reads as "not yet", and the consumer's scan never counts more
+//! than `slots` slots past `tail`. Nothing the other side writes can make this side read or
+//! write out of bounds.
 //!
 //! # Parking
 //! An end with nothing to do may sleep in the kernel instead of polling:
@@ -121,10 +131,11 @@
 //! `sluice_sync::atomic` types: in normal builds a reference into the memory at offset 0,
 //! under `cfg(loom)` a separate heap object (the header bytes in the memory stay unused, and
 //! [`VegaRing::open`], which reads an existing header from memory, does not exist). Slot bytes
-//! are raw memory in both builds. Under `loom` each slot also has a `loom` cell that the
-//! producer marks written when it claims the slot and the consumer marks read when it gets and
-//! when it releases the slot, so `loom` checks that the index protocol orders every slot access
-//! (not only the indices). Miri runs the heap-backed ring ([`crate::memory::HeapMemory`]) and
+//! are raw memory in both builds; the slots' mark words are atomics in the memory in normal
+//! builds and a separate array of `loom` atomics under `loom`. Under `loom` each slot also has a
+//! `loom` cell that the producer marks written when it claims the slot and the consumer marks
+//! read when it gets and when it releases the slot, so `loom` checks that the marks and indices
+//! order every slot access (not only themselves). Miri runs the heap-backed ring ([`crate::memory::HeapMemory`]) and
 //! checks the payload accesses themselves for races and bounds.
 
 mod consumer;
@@ -178,6 +189,9 @@ pub(crate) struct Shared<M: RingMemory> {
     header: Box<VegaHeader>,
     #[cfg(loom)]
     slot_access: SlotAccess,
+    /// Under `loom`, the slots' mark words (in normal builds they are in the memory).
+    #[cfg(loom)]
+    marks: Box<[sluice_sync::atomic::AtomicU64]>,
 }
 
 impl<M: RingMemory> Shared<M> {
@@ -196,6 +210,35 @@ impl<M: RingMemory> Shared<M> {
                     .map(|_| sluice_sync::cell::UnsafeCell::new(()))
                     .collect(),
             ),
+            #[cfg(loom)]
+            marks: (0..layout.slots())
+                .map(|_| sluice_sync::atomic::AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    /// The mark word of slot `slot` (`slot < slots`).
+    #[inline(always)]
+    pub(crate) fn mark(&self, slot: usize) -> &sluice_sync::atomic::AtomicU64 {
+        debug_assert!(slot < self.layout.slots());
+        #[cfg(not(loom))]
+        {
+            // SAFETY: `slot < slots`, so the word at `SLOT_MARK_OFFSET` of the slot lies
+            // inside the slot area, which is inside the memory (checked against
+            // `bytes_needed` before `Shared` was built) and alive as long as `self`. Slots and
+            // the slot area start on multiples of 8, so the word is aligned for `AtomicU64`,
+            // for which every bit pattern is valid; both ends (in any process) access the mark
+            // only through this atomic, never as plain bytes.
+            unsafe {
+                self.slots_base()
+                    .add(slot * self.layout.slot_stride() + layout::SLOT_MARK_OFFSET)
+                    .cast::<sluice_sync::atomic::AtomicU64>()
+                    .as_ref()
+            }
+        }
+        #[cfg(loom)]
+        {
+            &self.marks[slot]
         }
     }
 

@@ -37,11 +37,11 @@ const TAG_END: u8 = 2;
 /// The segment kind of a Vega ring.
 const KIND: SegmentKind = SegmentKind::new(*b"VEGA\0\0\0\0");
 /// Bumped whenever the ring's layout or the framing above changes.
-const LAYOUT_VERSION: u32 = 2;
+const LAYOUT_VERSION: u32 = 3;
 /// How often an idle receiver checks that its sender's process is alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 /// An idle receiver reads the clock for the liveness check once per this many empty polls
-/// (and after every park): a spinning receiver then spends its time on the ring's `head`, not
+/// (and after every park): a spinning receiver then spends its time on the next slot's mark, not
 /// on clock reads that delay noticing a tuple.
 const LIVENESS_POLLS: u32 = 256;
 

@@ -1,12 +1,12 @@
 //! The receiving end of a Vega ring: borrows published slots in place and releases them.
 //!
-//! Hot path of a `get`: a compare against the cached `head` (one Acquire load of the shared
-//! `head` only when the cache says empty), a bounds check of the slot's length word, a slice of
-//! the slot. `release` is one Release store of `tail` however many slots it frees, then the
+//! Hot path of a `get`: a compare against the published position known so far; only when that
+//! says empty, one Acquire load of the next slot's mark word (in the line the tuple's first
+//! bytes are in, so polling it brings them along), a bounds check of the size in it, a slice
+//! of the slot. `release` is one Release store of `tail` however many slots it frees, then the
 //! producer's doorbell rung (a fence and a load of a line that stays cached while the producer
 //! is awake).
 
-use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::time::Duration;
 
@@ -15,10 +15,19 @@ use sluice_sync::sync::Arc;
 use sluice_sync::Wakeup;
 
 use crate::memory::RingMemory;
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+use crate::memory::CACHE_LINE;
 
 use super::error::{PoisonReason, VegaRecvError, VegaRole};
-use super::layout::{VegaHeader, ROLE_GONE, SLOT_LEN_OFFSET, SLOT_PAYLOAD_OFFSET};
+use super::layout::{
+    is_published, mark_len, published_mark, VegaHeader, ROLE_GONE, SLOT_PAYLOAD_OFFSET, TAG_STEP,
+};
 use super::{Shared, BELL_SHARING};
+
+/// The most bytes of an awaited slot [`VegaConsumer::prefetch_next_slot`] asks for: a few lines
+/// cover a small tuple; a large one streams in behind its first lines anyway.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+const PREFETCH_BYTES: usize = 4 * CACHE_LINE;
 
 /// The receiving end of a Vega ring (the paper's *receiver*).
 pub struct VegaConsumer<M: RingMemory> {
@@ -35,7 +44,8 @@ pub struct VegaConsumer<M: RingMemory> {
     read_slot: usize,
     /// The last value stored to the shared `tail`.
     released: u64,
-    /// The producer's `head` as last read.
+    /// The published position known so far: from the marks of the slots from `read` on, or
+    /// from the producer's `head`.
     cached_head: u64,
     shared: Arc<Shared<M>>,
 }
@@ -61,7 +71,7 @@ impl<M: RingMemory> VegaConsumer<M> {
             read: tail,
             read_slot: (tail % slots) as usize,
             released: tail,
-            // Empty until the first refresh, which validates the shared `head`.
+            // Empty until the first scan.
             cached_head: tail,
             shared,
         }
@@ -116,11 +126,10 @@ impl<M: RingMemory> VegaConsumer<M> {
         self.cached_head.wrapping_sub(self.read)
     }
 
-    /// Rereads the producer's `head`; poisons the ring if it is impossible.
-    #[inline]
-    fn refresh(&mut self) -> Result<(), VegaRecvError> {
-        // SYNC: pairs with the Release store of `head` in `VegaProducer::publish`: the slot
-        // writes before that store happen before our reads of those slots.
+    /// How many tuples from `read` on the producer's `head` says are published (for
+    /// `available`); poisons the ring if `head` is impossible.
+    fn published_by_head(&self) -> Result<u64, VegaRecvError> {
+        // SYNC: pairs with the Release store of `head` in `VegaProducer::publish`.
         let head = self.header().producer.head.load(Ordering::Acquire);
         let ahead = head.wrapping_sub(self.released);
         // The producer can only publish into released slots and never unpublishes:
@@ -130,11 +139,80 @@ impl<M: RingMemory> VegaConsumer<M> {
                 self.shared.poison(PoisonReason::BadIndex),
             ));
         }
-        self.cached_head = head;
+        Ok(head.wrapping_sub(self.read))
+    }
+
+    /// Learns from the slots' marks how far the producer has published, looking until `want`
+    /// tuples are known (and never past `released + slots`), and checks each size on the way:
+    /// every slot in `read..cached_head` has a size within `slot_bytes`.
+    #[inline]
+    fn scan(&mut self, want: u64) -> Result<(), VegaRecvError> {
+        let room = self.slots - self.cached_head.wrapping_sub(self.released);
+        let mut want = want.saturating_sub(self.cached()).min(room) as usize;
+        let mut slot = self.read_slot + self.cached() as usize;
+        if slot as u64 >= self.slots {
+            slot -= self.slots as usize;
+        }
+        // A published mark of the expected position, XORed with that position's tag, leaves
+        // just the size: one compare tells "published, and a size within the slot" from
+        // anything else, which the cold path sorts out.
+        let mut tag = published_mark(self.cached_head, 0);
+        let limit = self.slot_bytes as u64;
+        while want > 0 {
+            let run = want.min(self.slots as usize - slot);
+            for _ in 0..run {
+                // SYNC: pairs with the Release store of the mark in `VegaProducer::publish` (or
+                // `stage_claimed`): the slot's payload, and the rest of its batch, written
+                // before that store happen before our reads of them.
+                let mark = self.shared.mark(slot).load(Ordering::Acquire);
+                if mark ^ tag > limit {
+                    return self.scan_stopped(mark);
+                }
+                self.cached_head = self.cached_head.wrapping_add(1);
+                tag = tag.wrapping_add(TAG_STEP);
+                slot += 1;
+            }
+            want -= run;
+            slot = 0;
+        }
         Ok(())
     }
 
-    /// Called when the ring looks empty after a refresh: `Ok(false)` if it is empty and open,
+    /// Asks the cache for the lines of the next slot after the one its mark is in, while the
+    /// ring is empty: when the producer writes the slot, the polling loop then misses on them
+    /// together with the mark's line instead of one after the other. A hint only: nothing is
+    /// read through it, and the real reads come after the mark's Acquire load.
+    #[inline(always)]
+    fn prefetch_next_slot(&self) {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let slot = self.slot_ptr(self.read_slot);
+            let first_line = (slot as usize) / CACHE_LINE * CACHE_LINE;
+            let end = slot as usize + self.stride.min(PREFETCH_BYTES);
+            let mut line = first_line + CACHE_LINE;
+            while line < end {
+                // SAFETY: a prefetch never faults and changes no memory; the address is inside
+                // the slot (`line < slot + stride`), in the mapped ring.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
+                line += CACHE_LINE;
+            }
+        }
+    }
+
+    /// Where `scan` stopped, at the slot of `cached_head` with `mark`: not published yet, or a
+    /// size beyond the slot, which poisons the ring.
+    #[cold]
+    fn scan_stopped(&self, mark: u64) -> Result<(), VegaRecvError> {
+        if is_published(mark, self.cached_head) {
+            return Err(VegaRecvError::Poisoned(
+                self.shared.poison(PoisonReason::BadLength),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Called when the ring looks empty after a scan: `Ok(false)` if it is empty and open,
     /// `Ok(true)` if tuples arrived after all, `Err(Closed)` if the producer is gone and
     /// everything is received, `Err(Poisoned)` if the ring is poisoned.
     #[cold]
@@ -142,8 +220,8 @@ impl<M: RingMemory> VegaConsumer<M> {
     fn check_gone(&mut self) -> Result<bool, VegaRecvError> {
         if self.is_closed() {
             // The producer published everything before its Release store of the role word
-            // (acquired in `is_closed`), so this reread sees its final `head`.
-            self.refresh()?;
+            // (acquired in `is_closed`), so this scan sees every mark it published.
+            self.scan(self.slots)?;
             if self.cached() == 0 {
                 return Err(VegaRecvError::Closed);
             }
@@ -159,8 +237,8 @@ impl<M: RingMemory> VegaConsumer<M> {
     /// the producer's position. A corrupt position poisons the ring and reads as 0 (the next
     /// `get` reports it).
     pub fn available(&mut self) -> usize {
-        match self.refresh() {
-            Ok(()) => self.cached() as usize,
+        match self.published_by_head() {
+            Ok(published) => published.max(self.cached()) as usize,
             Err(_) => 0,
         }
     }
@@ -175,45 +253,21 @@ impl<M: RingMemory> VegaConsumer<M> {
         unsafe { self.slots_base.as_ptr().add(slot * self.stride) }
     }
 
-    /// The length word of published slot `slot`, checked against `slot_bytes`.
+    /// The size of the tuple in published slot `slot` (`read <= p < cached_head`), checked
+    /// against `slot_bytes` again: a peer breaking the protocol could have rewritten it since
+    /// `scan`.
     #[inline(always)]
     fn slot_len(&self, slot: usize) -> Result<usize, VegaRecvError> {
         self.shared.track_read(slot);
-        // SAFETY: the slot holds a published position (`read <= p < cached_head`, whose
-        // writes we acquired in `refresh`) that we have not released, so the producer does
-        // not write it; the length word is an aligned u64 inside the slot.
-        let len = unsafe {
-            self.slot_ptr(slot)
-                .add(SLOT_LEN_OFFSET)
-                .cast::<u64>()
-                .read()
-        };
+        // SYNC: we loaded this mark with Acquire in `scan`; nobody stores it again until we
+        // release the slot.
+        let len = mark_len(self.shared.mark(slot).load(Ordering::Relaxed));
         if len > self.slot_bytes as u64 {
             return Err(VegaRecvError::Poisoned(
                 self.shared.poison(PoisonReason::BadLength),
             ));
         }
         Ok(len as usize)
-    }
-
-    /// The largest length word among the `count` published slots from `first` on (no wrap:
-    /// `first + count <= slots`).
-    #[inline(always)]
-    fn longest_len(&self, first: usize, count: usize) -> u64 {
-        debug_assert!(first + count <= self.slots as usize);
-        let mut longest = 0;
-        for slot in first..first + count {
-            self.shared.track_read(slot);
-            // SAFETY: as in `slot_len`: a published, unreleased slot; an aligned u64 in it.
-            let len = unsafe {
-                self.slot_ptr(slot)
-                    .add(SLOT_LEN_OFFSET)
-                    .cast::<u64>()
-                    .read()
-            };
-            longest = longest.max(len);
-        }
-        longest
     }
 
     #[inline(always)]
@@ -231,10 +285,11 @@ impl<M: RingMemory> VegaConsumer<M> {
         if self.cached() != 0 {
             return Ok(true);
         }
-        self.refresh()?;
+        self.scan(1)?;
         if self.cached() != 0 {
             return Ok(true);
         }
+        self.prefetch_next_slot();
         self.check_gone()
     }
 
@@ -265,41 +320,39 @@ impl<M: RingMemory> VegaConsumer<M> {
     /// to its end) and stays reserved until [`VegaConsumer::release`], which frees the whole
     /// batch with one store.
     #[inline]
-    pub fn get_batch(&mut self, max: usize) -> Result<VegaBatch<'_>, VegaRecvError> {
+    pub fn get_batch(&mut self, max: usize) -> Result<VegaBatch<'_, M>, VegaRecvError> {
         if self.cached() < max as u64 {
-            self.refresh()?;
+            self.scan(max as u64)?;
+            if self.cached() == 0 {
+                self.prefetch_next_slot();
+            }
             if self.cached() == 0 && !self.check_gone()? {
-                return Ok(self.unbound_batch(0));
+                return Ok(self.batch(0));
             }
         }
+        // Every size in `read..cached_head` was checked by `scan`.
         let n = self.cached().min(max as u64) as usize;
-        // Check every length word before handing out any slice: the batch is at most two
-        // contiguous runs of slots (before and after the wrap); one branch for all of them.
-        let first_run = n.min(self.slots as usize - self.read_slot);
-        let longest = self
-            .longest_len(self.read_slot, first_run)
-            .max(self.longest_len(0, n - first_run));
-        if longest > self.slot_bytes as u64 {
-            return Err(VegaRecvError::Poisoned(
-                self.shared.poison(PoisonReason::BadLength),
-            ));
+        #[cfg(loom)]
+        for i in 0..n {
+            self.shared
+                .track_read((self.read_slot + i) % self.slots as usize);
         }
-        let batch = self.unbound_batch(n);
+        let first = self.read_slot;
         self.advance_read(n);
-        Ok(batch)
+        Ok(VegaBatch {
+            next_slot: first,
+            ..self.batch(n)
+        })
     }
 
-    /// A batch of the `n` slots from `read`, with a lifetime bound to nothing: the public
-    /// caller (`get_batch`) returns it as `VegaBatch<'_>`, tying it to `&mut self`.
-    fn unbound_batch(&self, n: usize) -> VegaBatch<'static> {
+    /// A batch of the `n` slots from `read`.
+    fn batch(&self, n: usize) -> VegaBatch<'_, M> {
         VegaBatch {
-            slots_base: self.slots_base,
-            stride: self.stride,
+            shared: &self.shared,
             slot_bytes: self.slot_bytes,
             slots: self.slots as usize,
             next_slot: self.read_slot,
             remaining: n,
-            _borrow: PhantomData,
         }
     }
 
@@ -337,13 +390,17 @@ impl<M: RingMemory> VegaConsumer<M> {
     /// instead of spinning.
     pub fn park(&mut self, timeout: Duration) -> Wakeup {
         self.release();
-        let (header, shared, read) = (self.header(), &self.shared, self.read);
-        header.consumer_bell.bell.wait(BELL_SHARING, timeout, || {
-            // SYNC: pairs with the Release store of `head` in `VegaProducer::publish`, which
-            // rings this doorbell after it.
-            header.producer.head.load(Ordering::Acquire) != read
-                || shared.poisoned_or_gone(VegaRole::Producer)
-        })
+        let (shared, read) = (&self.shared, self.read);
+        let next = shared.mark(self.read_slot);
+        self.header()
+            .consumer_bell
+            .bell
+            .wait(BELL_SHARING, timeout, || {
+                // SYNC: pairs with the Release store of the mark in `VegaProducer::publish` (or
+                // `VegaClaim::commit`), which rings this doorbell after it.
+                is_published(next.load(Ordering::Acquire), read)
+                    || shared.poisoned_or_gone(VegaRole::Producer)
+            })
     }
 }
 
@@ -360,17 +417,15 @@ impl<M: RingMemory> Drop for VegaConsumer<M> {
 
 /// Tuples borrowed in place by [`VegaConsumer::get_batch`]: an iterator of slices, oldest
 /// first, valid until the consumer is used again.
-pub struct VegaBatch<'a> {
-    slots_base: NonNull<u8>,
-    stride: usize,
+pub struct VegaBatch<'a, M: RingMemory> {
+    shared: &'a Shared<M>,
     slot_bytes: usize,
     slots: usize,
     next_slot: usize,
     remaining: usize,
-    _borrow: PhantomData<&'a [u8]>,
 }
 
-impl<'a> Iterator for VegaBatch<'a> {
+impl<'a, M: RingMemory> Iterator for VegaBatch<'a, M> {
     type Item = &'a [u8];
 
     #[inline]
@@ -385,14 +440,21 @@ impl<'a> Iterator for VegaBatch<'a> {
         if self.next_slot == self.slots {
             self.next_slot = 0;
         }
-        // SAFETY: `slot < slots`, so the slot lies inside the memory (as in
-        // `VegaConsumer::slot_ptr`); it is published and unreleased, and the batch borrows the
-        // consumer, so `release` cannot run while these slices live. The length word was
-        // checked in `get_batch`; it is clamped again here so that even a peer breaking the
+        // SYNC: as in `VegaConsumer::slot_len`: published, unreleased, acquired in `scan`. The
+        // size was checked there; it is clamped again here so that even a peer breaking the
         // protocol cannot stretch the slice past the slot.
+        let len = (mark_len(self.shared.mark(slot).load(Ordering::Relaxed)) as usize)
+            .min(self.slot_bytes);
+        // SAFETY: `slot < slots`, so the slot lies inside the memory (as in
+        // `VegaConsumer::slot_ptr`) and `len <= slot_bytes` keeps the slice inside its payload;
+        // it is published and unreleased, and the batch borrows the consumer, so `release`
+        // cannot run while these slices live and the producer does not write the slot.
         unsafe {
-            let ptr = self.slots_base.as_ptr().add(slot * self.stride);
-            let len = (ptr.add(SLOT_LEN_OFFSET).cast::<u64>().read() as usize).min(self.slot_bytes);
+            let ptr = self
+                .shared
+                .slots_base()
+                .as_ptr()
+                .add(slot * self.shared.layout().slot_stride());
             Some(std::slice::from_raw_parts(
                 ptr.add(SLOT_PAYLOAD_OFFSET),
                 len,
@@ -406,4 +468,4 @@ impl<'a> Iterator for VegaBatch<'a> {
     }
 }
 
-impl ExactSizeIterator for VegaBatch<'_> {}
+impl<M: RingMemory> ExactSizeIterator for VegaBatch<'_, M> {}

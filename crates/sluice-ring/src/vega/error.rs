@@ -17,6 +17,13 @@ pub enum VegaLayoutError {
         /// The largest allowed.
         max: usize,
     },
+    /// `slots` is above [`super::VegaLayout::MAX_SLOTS`].
+    TooManySlots {
+        /// The requested slot count.
+        slots: usize,
+        /// The largest allowed.
+        max: usize,
+    },
     /// The ring would not fit in the address space.
     Overflow {
         /// The requested slot size.
@@ -36,6 +43,9 @@ impl fmt::Display for VegaLayoutError {
                     f,
                     "a slot of {slot_bytes} bytes is above the limit of {max}"
                 )
+            }
+            Self::TooManySlots { slots, max } => {
+                write!(f, "{slots} slots are above the limit of {max}")
             }
             Self::Overflow { slot_bytes, slots } => {
                 write!(

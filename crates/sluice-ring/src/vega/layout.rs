@@ -15,7 +15,7 @@ use super::error::VegaLayoutError;
 /// The first word of an initialised ring: `"SLCVEGA1"` read as a little-endian `u64`.
 pub const VEGA_MAGIC: u64 = u64::from_le_bytes(*b"SLCVEGA1");
 /// The layout version written at offset [`VERSION_OFFSET`]; bumped on any layout change.
-pub const VEGA_VERSION: u64 = 2;
+pub const VEGA_VERSION: u64 = 3;
 
 /// Start of the layout line (written once by `VegaRing::create`, read-only afterwards).
 pub const LAYOUT_LINE: usize = 0;
@@ -66,12 +66,54 @@ pub const HEADER_BYTES: usize = 6 * CACHE_LINE;
 /// Offset of slot 0; slot `i` starts at `SLOTS_OFFSET + i * slot_stride`.
 pub const SLOTS_OFFSET: usize = HEADER_BYTES;
 
-/// Within a slot: `len: u64`, the tuple's size in bytes (the paper's "size").
-pub const SLOT_LEN_OFFSET: usize = 0;
+/// Within a slot: `mark: u64`, the paper's begin marker and size in one word. Its low 32 bits
+/// are the tuple's size in bytes; its high 32 bits are the slot's *tag*, which says whether the
+/// slot holds position `p`: [`published_mark`] of `p` once the tuple at `p` is published,
+/// anything else before (see [`staged_mark`]).
+pub const SLOT_MARK_OFFSET: usize = 0;
 /// Within a slot: the first payload byte. Payloads are [`SLOT_ALIGN`]-aligned.
 pub const SLOT_PAYLOAD_OFFSET: usize = 8;
 /// Slots start on multiples of this, so `len` is an aligned `u64` and payloads are 8-aligned.
 pub const SLOT_ALIGN: usize = 8;
+
+/// The low bits of a slot mark: the tuple's size.
+const MARK_LEN_BITS: u64 = u32::MAX as u64;
+
+/// The tag of position `p`: the low 32 bits of `p + 1`. Slot `p mod slots` held position
+/// `p - slots` before (tag `p + 1 - slots`, never equal since `0 < slots < 2^32`) or nothing
+/// (a zero word, and `p + 1` has non-zero low bits while `p < slots`).
+#[inline(always)]
+const fn tag(position: u64) -> u64 {
+    position.wrapping_add(1) << 32
+}
+
+/// What the tag grows by from one position to the next.
+pub(crate) const TAG_STEP: u64 = 1 << 32;
+
+/// The mark of a published tuple of `len` bytes at `position`.
+#[inline(always)]
+pub(crate) const fn published_mark(position: u64, len: usize) -> u64 {
+    tag(position) | (len as u64 & MARK_LEN_BITS)
+}
+
+/// The mark of a tuple of `len` bytes written at `position` but not yet published: its tag
+/// inverted, which no published position's tag of this slot equals.
+#[inline(always)]
+pub(crate) const fn staged_mark(position: u64, len: usize) -> u64 {
+    !tag(position) & !MARK_LEN_BITS | (len as u64 & MARK_LEN_BITS)
+}
+
+/// Whether `mark` says the slot holds the published tuple of `position`.
+#[inline(always)]
+pub(crate) const fn is_published(mark: u64, position: u64) -> bool {
+    mark & !MARK_LEN_BITS == tag(position)
+}
+
+/// The size a mark gives (untrusted: checked against `slot_bytes` by the reader).
+#[inline(always)]
+pub(crate) const fn mark_len(mark: u64) -> u64 {
+    mark & MARK_LEN_BITS
+}
 
 /// A role word before anyone took the role.
 pub const ROLE_VACANT: u64 = 0;
@@ -211,7 +253,7 @@ const _: () = assert!(
     CONSUMER_BELL_LINE.is_multiple_of(CACHE_LINE) && PRODUCER_BELL_LINE.is_multiple_of(CACHE_LINE)
 );
 const _: () = assert!(CONSUMER_PID_OFFSET + 8 <= FLAGS_LINE + CACHE_LINE);
-const _: () = assert!(SLOT_LEN_OFFSET + 8 <= SLOT_PAYLOAD_OFFSET);
+const _: () = assert!(SLOT_MARK_OFFSET + 8 <= SLOT_PAYLOAD_OFFSET);
 const _: () = assert!(
     SLOT_PAYLOAD_OFFSET.is_multiple_of(SLOT_ALIGN) && SLOTS_OFFSET.is_multiple_of(SLOT_ALIGN)
 );
@@ -244,6 +286,12 @@ impl VegaLayout {
                 max: Self::MAX_SLOT_BYTES,
             });
         }
+        if slots > Self::MAX_SLOTS {
+            return Err(VegaLayoutError::TooManySlots {
+                slots,
+                max: Self::MAX_SLOTS,
+            });
+        }
         let stride = stride_of(slot_bytes);
         let overflow = Err(VegaLayoutError::Overflow { slot_bytes, slots });
         let Some(data) = stride.checked_mul(slots) else {
@@ -258,6 +306,10 @@ impl VegaLayout {
         Ok(Self { slot_bytes, slots })
     }
 
+    /// The most slots accepted (2^32 - 1): a slot's tag tells two laps apart only while
+    /// `slots < 2^32`.
+    pub const MAX_SLOTS: usize = u32::MAX as usize;
+
     /// The largest tuple a slot holds, in bytes.
     pub const fn slot_bytes(&self) -> usize {
         self.slot_bytes
@@ -268,7 +320,7 @@ impl VegaLayout {
         self.slots
     }
 
-    /// The distance between two slots: the length word plus `slot_bytes`, rounded up to
+    /// The distance between two slots: the mark word plus `slot_bytes`, rounded up to
     /// [`SLOT_ALIGN`].
     pub const fn slot_stride(&self) -> usize {
         stride_of(self.slot_bytes)
@@ -302,6 +354,30 @@ mod tests {
         assert_eq!(l.bytes_needed(), 384 + 72);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn a_mark_says_published_only_for_its_own_position(
+            position in 0u64..u64::MAX / 2,
+            slots in 1u64..=VegaLayout::MAX_SLOTS as u64,
+            len in 0usize..=VegaLayout::MAX_SLOT_BYTES,
+        ) {
+            let published = published_mark(position, len);
+            proptest::prop_assert!(is_published(published, position));
+            proptest::prop_assert_eq!(mark_len(published), len as u64);
+            let staged = staged_mark(position, len);
+            proptest::prop_assert!(!is_published(staged, position));
+            proptest::prop_assert_eq!(mark_len(staged), len as u64);
+            // What the slot held before: the previous lap's tuple, or nothing at all.
+            let before = match position.checked_sub(slots) {
+                Some(previous) => published_mark(previous, len),
+                None => 0,
+            };
+            proptest::prop_assert!(!is_published(before, position));
+            // The next lap's consumer does not take this lap's tuple.
+            proptest::prop_assert!(!is_published(published, position + slots));
+        }
+    }
+
     #[test]
     fn degenerate_and_oversized_layouts_are_refused() {
         assert_eq!(VegaLayout::new(0, 4), Err(VegaLayoutError::ZeroSlotBytes));
@@ -311,7 +387,11 @@ mod tests {
             Err(VegaLayoutError::SlotTooLarge { .. })
         ));
         assert!(matches!(
-            VegaLayout::new(1 << 20, usize::MAX / 4),
+            VegaLayout::new(1 << 20, VegaLayout::MAX_SLOTS + 1),
+            Err(VegaLayoutError::TooManySlots { .. })
+        ));
+        assert!(matches!(
+            VegaLayout::new(VegaLayout::MAX_SLOT_BYTES, VegaLayout::MAX_SLOTS),
             Err(VegaLayoutError::Overflow { .. })
         ));
     }

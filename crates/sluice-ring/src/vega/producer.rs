@@ -1,9 +1,11 @@
 //! The sending end of a Vega ring: claims, writes and publishes slots.
 //!
 //! Hot path of a `put`: two loads of the read-mostly flags line (closed, poisoned), a compare
-//! against the cached `tail`, the length word and the payload copied into the slot, one
-//! Release store of `head`, then the consumer's doorbell rung (a fence and a load of a line
-//! that stays cached while the consumer is awake). A batch pays the store and the ring once.
+//! against the cached `tail`, the payload copied into the slot, one Release store of the
+//! slot's mark word (tag and size), one Release store of `head`, then the consumer's doorbell
+//! rung (a fence and a load of a line that stays cached while the consumer is awake). A batch
+//! stores each slot's mark at publish (lines the producer just wrote), and `head` and the
+//! ring once.
 
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
@@ -16,7 +18,9 @@ use sluice_sync::Wakeup;
 use crate::memory::RingMemory;
 
 use super::error::{PoisonReason, VegaRole, VegaSendError};
-use super::layout::{VegaHeader, ROLE_GONE, SLOT_LEN_OFFSET, SLOT_PAYLOAD_OFFSET};
+use super::layout::{
+    mark_len, published_mark, staged_mark, VegaHeader, ROLE_GONE, SLOT_PAYLOAD_OFFSET,
+};
 use super::{Shared, BELL_SHARING};
 
 /// The sending end of a Vega ring (the paper's *sender*).
@@ -205,13 +209,26 @@ impl<M: RingMemory> VegaProducer<M> {
         unsafe { self.slots_base.as_ptr().add(slot * self.stride) }
     }
 
-    /// Stages the claimed slot: writes its length word and advances `head` privately.
+    /// Stages the claimed slot: writes its mark and advances `head` privately. The first slot
+    /// of a batch gets a staged mark, which keeps the consumer's scan (it stops at the first
+    /// slot not published) off the whole batch until `publish` flips it; the later slots get
+    /// their published marks now, so a batch costs one extra store, not one per slot.
+    ///
+    /// `now` says the slot is published right after, alone (nothing staged before it): then
+    /// its mark goes out published at once.
     #[inline(always)]
-    fn stage_claimed(&mut self, len: usize) {
-        let slot = self.slot_ptr(self.head_slot);
-        // SAFETY: the slot is ours (see `VegaClaim`'s deref); `SLOT_LEN_OFFSET` is 8-aligned
-        // within an 8-aligned slot, so this is an aligned u64 inside the slot.
-        unsafe { slot.add(SLOT_LEN_OFFSET).cast::<u64>().write(len as u64) };
+    fn stage_claimed(&mut self, len: usize, now: bool) {
+        let mark = if self.head == self.published && !now {
+            staged_mark(self.head, len)
+        } else {
+            published_mark(self.head, len)
+        };
+        // SYNC: Release orders the payload written through the claim before the mark; it
+        // pairs with the Acquire load of the mark in `VegaConsumer::scan` (through the
+        // batch's first mark, which `publish` stores last).
+        self.shared
+            .mark(self.head_slot)
+            .store(mark, Ordering::Release);
         self.head = self.head.wrapping_add(1);
         self.head_slot += 1;
         if self.head_slot as u64 == self.slots {
@@ -229,22 +246,41 @@ impl<M: RingMemory> VegaProducer<M> {
         Ok(())
     }
 
-    /// Makes every staged slot visible to the consumer with one store, and wakes the consumer
-    /// if it is parked.
+    /// Makes every staged slot visible to the consumer, all at once, and wakes the consumer if
+    /// it is parked. Only the batch's first slot has a staged mark (the others were given
+    /// their published marks when staged, see [`Self::stage_claimed`]): one store publishes
+    /// it, and with it the whole batch. Then `head`, for the slow paths.
     #[inline]
     pub fn publish(&mut self) {
-        if self.published != self.head {
-            // SYNC: pairs with the Acquire load of `head` in `VegaConsumer::refresh`: the
-            // length words and payloads written before this store happen before the consumer
-            // reads them; and, through the doorbell's fences, with the load in
-            // `VegaConsumer::park`'s readiness check.
-            self.header()
-                .producer
-                .head
-                .store(self.head, Ordering::Release);
-            self.published = self.head;
-            self.header().consumer_bell.bell.ring(BELL_SHARING);
+        let staged = self.staged();
+        if staged != 0 {
+            let mut slot = self.head_slot + self.slots as usize - staged;
+            if slot as u64 >= self.slots {
+                slot -= self.slots as usize;
+            }
+            let gate = self.shared.mark(slot);
+            // SYNC: the load reads our own staged store (only the producer stores marks). The
+            // Release store pairs with the Acquire load in `VegaConsumer::scan`: every payload
+            // and mark of the batch, written before it, happens before the consumer reads them.
+            let len = mark_len(gate.load(Ordering::Relaxed)) as usize;
+            gate.store(published_mark(self.published, len), Ordering::Release);
+            self.publish_head();
         }
+    }
+
+    /// Stores `head` (every staged mark is published already) and rings the consumer.
+    #[inline(always)]
+    fn publish_head(&mut self) {
+        // SYNC: pairs with the Acquire load of `head` in `VegaConsumer::published_by_head`: the marks and
+        // payloads written before this store happen before the consumer reads them; and,
+        // through the doorbell's fences, with the load in `VegaConsumer::park`'s readiness
+        // check.
+        self.header()
+            .producer
+            .head
+            .store(self.head, Ordering::Release);
+        self.published = self.head;
+        self.header().consumer_bell.bell.ring(BELL_SHARING);
     }
 
     /// Publishes what is staged, then sleeps until the consumer frees a slot, leaves or the
@@ -265,8 +301,9 @@ impl<M: RingMemory> VegaProducer<M> {
     /// Copies `tuple` into the next slot and publishes it (the paper's `put`).
     #[inline]
     pub fn put(&mut self, tuple: &[u8]) -> Result<(), VegaSendError> {
-        self.write(tuple)?;
-        self.publish();
+        let mut claim = self.claim(tuple.len())?;
+        claim.copy_from_slice(tuple);
+        claim.commit();
         Ok(())
     }
 
@@ -326,15 +363,20 @@ impl<M: RingMemory> VegaClaim<'_, M> {
     /// Adds the tuple to the staged batch; it becomes visible at the next publish.
     #[inline]
     pub fn stage(self) {
-        self.producer.stage_claimed(self.len);
+        self.producer.stage_claimed(self.len, false);
     }
 
     /// Stages the tuple and publishes (with every tuple staged before it).
     #[inline]
     pub fn commit(self) {
         let producer = self.producer;
-        producer.stage_claimed(self.len);
-        producer.publish();
+        if producer.staged() == 0 {
+            producer.stage_claimed(self.len, true);
+            producer.publish_head();
+        } else {
+            producer.stage_claimed(self.len, false);
+            producer.publish();
+        }
     }
 }
 

@@ -33,28 +33,23 @@ impl SharedHeap {
         Self(std::sync::Arc::new(HeapMemory::zeroed(len)))
     }
 
-    /// Stores `value` into the header word at `offset`, as a corrupting peer would.
+    /// Stores `value` into the header or mark word at `offset`, as a corrupting peer would.
     fn poke(&self, offset: usize, value: u64) {
-        assert!(offset.is_multiple_of(8) && offset + 8 <= HEADER_BYTES);
-        // SAFETY: an aligned word of the header inside the block; header words are only
-        // ever accessed as `AtomicU64`.
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len());
+        // SAFETY: an aligned word inside the block; header and mark words are only ever
+        // accessed as `AtomicU64`.
         unsafe {
             (*self.base().as_ptr().add(offset).cast::<AtomicU64>())
                 .store(value, sluice_sync::atomic::Ordering::SeqCst)
         };
     }
 
-    /// Overwrites the length word of slot `slot`, as a corrupting peer would.
-    fn poke_len(&self, layout: VegaLayout, slot: usize, value: u64) {
+    /// Overwrites the mark of slot `slot` (in the first lap) with a published one of size
+    /// `len`, as a corrupting peer would.
+    fn poke_len(&self, layout: VegaLayout, slot: usize, len: u32) {
         assert!(slot < layout.slots());
-        // SAFETY: an aligned u64 inside the block; no other thread touches the ring here.
-        unsafe {
-            self.base()
-                .as_ptr()
-                .add(SLOTS_OFFSET + slot * layout.slot_stride() + SLOT_LEN_OFFSET)
-                .cast::<u64>()
-                .write(value)
-        };
+        let offset = SLOTS_OFFSET + slot * layout.slot_stride() + SLOT_MARK_OFFSET;
+        self.poke(offset, layout::published_mark(slot as u64, len as usize));
     }
 }
 
@@ -402,6 +397,8 @@ fn corrupt_indices_poison_the_ring_instead_of_reading_out_of_bounds() {
     p.put(b"a").unwrap();
     mem.poke(HEAD_OFFSET, 1000);
     assert_eq!(c.available(), 0);
+    // As after any poison, what was published before still arrives.
+    assert_eq!(c.get().unwrap(), Some(&b"a"[..]));
     assert_eq!(
         c.get(),
         Err(VegaRecvError::Poisoned(PoisonReason::BadIndex))
@@ -433,6 +430,7 @@ fn corrupt_indices_poison_the_ring_instead_of_reading_out_of_bounds() {
     assert!(c.get().unwrap().is_some());
     assert!(c.get().unwrap().is_some());
     mem.poke(HEAD_OFFSET, 1);
+    assert_eq!(c.available(), 0);
     assert_eq!(
         c.get(),
         Err(VegaRecvError::Poisoned(PoisonReason::BadIndex))
@@ -458,7 +456,7 @@ fn an_oversized_length_word_poisons_the_ring() {
     let ring = VegaRing::create(mem.clone(), l).unwrap();
     let (mut p, mut c) = (ring.producer().unwrap(), ring.consumer().unwrap());
     p.put_batch(&[b"ok", b"no"]).unwrap();
-    mem.poke_len(l, 1, u64::MAX);
+    mem.poke_len(l, 1, u32::MAX);
     assert!(matches!(
         c.get_batch(4),
         Err(VegaRecvError::Poisoned(PoisonReason::BadLength))
