@@ -4,6 +4,12 @@
 //! - **Cache-line ping-pong**: two threads pinned to cores 0 and 1 take turns incrementing one
 //!   counter on its own cache line; each turn moves the line from one core to the other, so
 //!   the one-way time is the round trip over two. Nothing between two cores can be faster.
+//! - **Clock-stamped one-way through one line**: core 0 stamps a counter with the monotonic
+//!   clock every few microseconds and stores both on one line; core 1 polls the line and reads
+//!   the clock when the counter moves. The median of arrival minus stamp is the least a
+//!   latency benchmark that stamps tuples (`--method one-way-clock`) can report between these
+//!   cores: one line crossing from a standing start, plus two clock reads. It sits well above
+//!   the ping-pong's one-way time, whose threads read no clock and keep the line moving.
 //! - **memcpy bandwidth of one core**: `copy_from_slice` between two buffers, in cache (16 KiB,
 //!   the largest tuple the papers use) and from memory (64 MiB).
 //!
@@ -15,6 +21,7 @@ use std::time::Instant;
 use clap::Args;
 use serde::Serialize;
 use sluice_sync::CachePadded;
+use sluice_types::monotonic_ns;
 
 use crate::machine::{commit, cores, cpu};
 use crate::stats::median;
@@ -38,6 +45,9 @@ pub struct HardwareResult {
     /// One-way cache-line transfer between cores 0 and 1 in ns (median), or `None` on a
     /// single-core machine.
     pub cacheline_oneway_ns: Option<f64>,
+    /// Clock-stamped one-way time through one line between cores 0 and 1 in ns (median of the
+    /// runs' medians), or `None` on a single-core machine.
+    pub stamped_oneway_ns: Option<f64>,
     /// Whether the ping-pong threads were pinned to two distinct cores.
     pub pinned: bool,
     /// memcpy bandwidth of one core.
@@ -80,6 +90,9 @@ pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
             ),
             None => println!("cache-line one-way: needs two cores"),
         }
+        if let Some(ns) = result.stamped_oneway_ns {
+            println!("one line, clock-stamped one-way, cores 0 -> 1: {ns:.1} ns");
+        }
         for m in &result.memcpy {
             println!(
                 "memcpy, one core, {} KiB: {:.1} Gbit/s",
@@ -106,6 +119,14 @@ pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> Hardwar
                 .collect::<Vec<_>>(),
         )
     });
+    let stamped_oneway_ns = pinned.then(|| {
+        let messages = round_trips / 10;
+        median(
+            &(0..repeat)
+                .map(|_| stamped_one_way(messages))
+                .collect::<Vec<_>>(),
+        )
+    });
     let memcpy = MEMCPY_SIZES
         .iter()
         .map(|&bytes| {
@@ -123,6 +144,7 @@ pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> Hardwar
     HardwareResult {
         bench: "baseline",
         cacheline_oneway_ns,
+        stamped_oneway_ns,
         pinned,
         memcpy,
         commit: commit(),
@@ -164,6 +186,56 @@ pub(crate) fn ping_pong(round_trips: u64) -> f64 {
     })
 }
 
+/// How long core 0 waits between two stamped messages, so each one starts from a quiet line.
+const STAMP_GAP_NS: u64 = 5_000;
+
+/// A counter and the clock reading it was sent at, on one line.
+#[derive(Default)]
+struct StampedLine {
+    sent: AtomicU64,
+    stamp_ns: AtomicU64,
+}
+
+/// Median ns from core 0's clock reading to core 1's, for `messages` messages through one line.
+pub(crate) fn stamped_one_way(messages: u64) -> f64 {
+    let line = CachePadded::new(StampedLine::default());
+    let pin = |core| core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            pin(1);
+            let mut delays = Vec::with_capacity(messages as usize);
+            let mut seen = 0;
+            while seen < messages {
+                // SYNC: pairs with the sender's Release store of `sent`: its stamp is visible.
+                let sent = line.sent.load(Ordering::Acquire);
+                if sent == seen {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let now = monotonic_ns();
+                // SYNC: ordered by the Acquire load above.
+                delays.push(now.saturating_sub(line.stamp_ns.load(Ordering::Relaxed)) as f64);
+                seen = sent;
+            }
+            median(&delays)
+        });
+        s.spawn(|| {
+            pin(0);
+            for i in 1..=messages {
+                let due = monotonic_ns() + STAMP_GAP_NS;
+                while monotonic_ns() < due {
+                    std::hint::spin_loop();
+                }
+                // SYNC: published by the Release store of `sent` below.
+                line.stamp_ns.store(monotonic_ns(), Ordering::Relaxed);
+                // SYNC: pairs with the receiver's Acquire load.
+                line.sent.store(i, Ordering::Release);
+            }
+        });
+        receiver.join().unwrap_or(f64::NAN)
+    })
+}
+
 /// The destination starts this far past a page boundary relative to the source: on some CPUs
 /// (seen on AMD EPYC under KVM) `rep movsb` between buffers at the same offset within a 4 KiB
 /// page runs twenty times slower, which would make a meaningless yardstick.
@@ -194,11 +266,13 @@ mod tests {
         assert!(r.memcpy.iter().all(|m| m.gbit_per_sec > 0.0));
         if cores() >= 2 {
             assert!(r.cacheline_oneway_ns.is_some_and(|ns| ns > 0.0));
+            assert!(r.stamped_oneway_ns.is_some_and(|ns| ns > 0.0));
         }
         let json = serde_json::to_value(&r).unwrap();
         for key in [
             "bench",
             "cacheline_oneway_ns",
+            "stamped_oneway_ns",
             "memcpy",
             "commit",
             "cpu",

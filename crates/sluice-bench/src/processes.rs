@@ -35,7 +35,7 @@ use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
 use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
-use crate::hardware::{memcpy_gbit, ping_pong};
+use crate::hardware::{memcpy_gbit, ping_pong, stamped_one_way};
 use crate::load::{Generator, Load, Span};
 use crate::network;
 use crate::payload::{dispatch, Payload, PayloadVisitor};
@@ -415,6 +415,9 @@ pub(crate) fn repeat<P: Payload>(
 /// throughput run's memcpy baseline: a few milliseconds.
 const PLACEMENT_TRIPS: u64 = 20_000;
 
+/// Messages of the clock-stamped one-line baseline of a latency run: a tenth of a second.
+const STAMPED_MESSAGES: u64 = 20_000;
+
 /// The hardware baseline of a shared-memory run: the cache-line transfer (its one-way time,
 /// and twice that as the round trip when latency is measured through a reflector) or the
 /// memcpy rate.
@@ -433,6 +436,8 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 round_trip_ns: reflected.then(|| LatencySummary::flat(2.0 * ns, TRIPS)),
                 loss: None,
                 cacheline_ns: None,
+                stamped_ns: (!reflected && crate::machine::cores() >= 2)
+                    .then(|| stamped_one_way(STAMPED_MESSAGES)),
             }
         }
         Bench::Throughput => {
@@ -447,6 +452,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 round_trip_ns: None,
                 loss: None,
                 cacheline_ns: (crate::machine::cores() >= 2).then(|| ping_pong(PLACEMENT_TRIPS)),
+                stamped_ns: None,
             }
         }
     }

@@ -177,6 +177,11 @@ pub struct RunFigures {
     /// (a VM's vCPUs move, and large tuples cross between them at very different speeds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cacheline_ns: Option<f64>,
+    /// The clock-stamped one-way time through one line between cores 0 and 1, measured with
+    /// a shared-memory latency run's baseline (`--method one-way-clock`): the least a stamped
+    /// latency can show on the cores of the moment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamped_ns: Option<f64>,
 }
 
 /// Tuples a lossy transport delivered and lost in one run.
@@ -217,6 +222,7 @@ impl RunFigures {
             round_trip_ns: None,
             loss: None,
             cacheline_ns: None,
+            stamped_ns: None,
         }
     }
 
@@ -250,6 +256,7 @@ impl RunFigures {
             round_trip_ns: None,
             loss: None,
             cacheline_ns: None,
+            stamped_ns: None,
         })
     }
 

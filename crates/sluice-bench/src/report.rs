@@ -278,19 +278,30 @@ pub fn render_table(result: &BenchResult) -> String {
     if let Some(r) = result.p99_ratio_to_baseline {
         let _ = writeln!(out, "sluice / baseline latency: p99 {r:.3}");
     }
-    let placements: Vec<String> = result
-        .baseline
-        .runs
-        .iter()
-        .filter_map(|run| run.cacheline_ns)
-        .map(|ns| format!("{ns:.0}"))
-        .collect();
-    if !placements.is_empty() {
-        let _ = writeln!(
-            out,
-            "cache line one-way, core 0 -> 1, at each baseline run: {} ns",
-            placements.join(", ")
-        );
+    for (what, figure) in [
+        (
+            "cache line one-way",
+            (|run: &RunFigures| run.cacheline_ns) as fn(&RunFigures) -> Option<f64>,
+        ),
+        (
+            "one line, clock-stamped one-way (the least a stamped latency can show)",
+            |run: &RunFigures| run.stamped_ns,
+        ),
+    ] {
+        let runs: Vec<String> = result
+            .baseline
+            .runs
+            .iter()
+            .filter_map(figure)
+            .map(|ns| format!("{ns:.0}"))
+            .collect();
+        if !runs.is_empty() {
+            let _ = writeln!(
+                out,
+                "{what}, core 0 -> 1, at each baseline run: {} ns",
+                runs.join(", ")
+            );
+        }
     }
     for (who, rtt) in [
         ("sluice", result.round_trip_ns),
