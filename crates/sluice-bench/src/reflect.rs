@@ -177,19 +177,19 @@ impl<P: Payload, Rx: TupleReceiver<P>> WayBack<'_, P, Rx> {
     }
 }
 
-/// Offers `message` to `tx`, taking what comes back meanwhile when it is full (the
-/// reflector may be waiting for room on the way back).
+/// Sends to `tx` with `send` (which takes nothing when refused) until it is taken, taking what
+/// comes back meanwhile when it is full (the reflector may be waiting for room on the way
+/// back).
 fn offer<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     tx: &mut S,
-    mut message: Message<P>,
+    mut send: impl FnMut(&mut S) -> Result<(), SendError>,
     back: &mut WayBack<'_, P, Rx>,
     give_up: Instant,
 ) -> anyhow::Result<()> {
     loop {
-        match tx.offer(message) {
+        match send(tx) {
             Ok(()) => return Ok(()),
-            Err(refused) if refused.error == SendError::Full => {
-                message = refused.message;
+            Err(SendError::Full) => {
                 tx.flush();
                 if back.drain()? == 0 {
                     if Instant::now() > give_up {
@@ -198,7 +198,7 @@ fn offer<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
                     std::thread::yield_now();
                 }
             }
-            Err(refused) => bail!("send to the reflector: {}", refused.error),
+            Err(error) => bail!("send to the reflector: {error}"),
         }
     }
 }
@@ -251,13 +251,17 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     let mut waiter = idle.waiter();
     while !generator.done() {
         let sent =
-            generator.fill(|tuple| offer(tx, Message::Data(tuple.clone()), &mut back, give_up))?;
+            generator.fill(|tuple| offer(tx, |tx| tx.offer_copy(tuple), &mut back, give_up))?;
         sent_in_all += sent as u64;
         tx.flush();
         let got = back.drain()?;
         waiter.after(sent + got);
     }
-    offer(tx, Message::EndOfStream, &mut back, give_up)?;
+    let end = |tx: &mut S| {
+        tx.offer(Message::EndOfStream)
+            .map_err(|refused| refused.error)
+    };
+    offer(tx, end, &mut back, give_up)?;
     while !back.ended {
         tx.flush();
         let got = back.drain()?;
