@@ -40,6 +40,7 @@ pub(crate) struct Row {
     pub(crate) round_trip_ns: Option<LatencySummary>,
     pub(crate) baseline: Option<BaselineRow>,
     pub(crate) cacheline_oneway_ns: Option<f64>,
+    pub(crate) stamped_oneway_ns: Option<f64>,
     pub(crate) memcpy: Vec<MemcpyRow>,
     pub(crate) machine: Option<MachineRow>,
     pub(crate) commit: Option<String>,
@@ -319,6 +320,12 @@ fn hardware_section(rows: &[Row]) -> Section {
             h.cacheline_oneway_ns
                 .map_or("- (one core)".into(), |ns| format!("{ns:.1} ns")),
         ]);
+        if let Some(ns) = h.stamped_oneway_ns {
+            t.rows.push(vec![
+                "one line, clock-stamped one-way (the least a stamped latency can show)".into(),
+                format!("{ns:.1} ns"),
+            ]);
+        }
         for m in &h.memcpy {
             t.rows.push(vec![
                 format!("memcpy, one core, {} KiB", m.bytes >> 10),
