@@ -185,6 +185,8 @@ unsafe impl Send for SlotAccess {}
 pub(crate) struct Shared<M: RingMemory> {
     memory: M,
     layout: VegaLayout,
+    /// `layout.slot_stride()`, worked out once: the hot paths index slots with it.
+    stride: usize,
     #[cfg(loom)]
     header: Box<VegaHeader>,
     #[cfg(loom)]
@@ -202,6 +204,7 @@ impl<M: RingMemory> Shared<M> {
         Self {
             memory,
             layout,
+            stride: layout.slot_stride(),
             #[cfg(loom)]
             header: Box::new(VegaHeader::zeroed()),
             #[cfg(loom)]
@@ -223,15 +226,13 @@ impl<M: RingMemory> Shared<M> {
         debug_assert!(slot < self.layout.slots());
         #[cfg(not(loom))]
         {
-            // SAFETY: `slot < slots`, so the word at `SLOT_MARK_OFFSET` of the slot lies
-            // inside the slot area, which is inside the memory (checked against
-            // `bytes_needed` before `Shared` was built) and alive as long as `self`. Slots and
-            // the slot area start on multiples of 8, so the word is aligned for `AtomicU64`,
-            // for which every bit pattern is valid; both ends (in any process) access the mark
-            // only through this atomic, never as plain bytes.
+            // SAFETY: the word at `SLOT_MARK_OFFSET` lies inside the slot (see `slot_ptr`),
+            // alive as long as `self`. Slots start on multiples of 8, so the word is aligned
+            // for `AtomicU64`, for which every bit pattern is valid; both ends (in any
+            // process) access the mark only through this atomic, never as plain bytes.
             unsafe {
-                self.slots_base()
-                    .add(slot * self.layout.slot_stride() + layout::SLOT_MARK_OFFSET)
+                self.slot_ptr(slot)
+                    .add(layout::SLOT_MARK_OFFSET)
                     .cast::<sluice_sync::atomic::AtomicU64>()
                     .as_ref()
             }
@@ -269,6 +270,16 @@ impl<M: RingMemory> Shared<M> {
         // SAFETY: `SLOTS_OFFSET < layout.bytes_needed() <= memory.len()`, so the result stays
         // inside the memory block.
         unsafe { self.memory.base().add(SLOTS_OFFSET) }
+    }
+
+    /// The first byte of slot `slot` (`slot < slots`).
+    #[inline(always)]
+    pub(crate) fn slot_ptr(&self, slot: usize) -> NonNull<u8> {
+        debug_assert!(slot < self.layout.slots());
+        // SAFETY: `slot < slots`, so the slot's `stride` bytes lie within `slots * stride`
+        // bytes after the slot area's start, inside the memory (checked against
+        // `bytes_needed` before `Shared` was built).
+        unsafe { self.slots_base().add(slot * self.stride) }
     }
 
     pub(crate) fn layout(&self) -> VegaLayout {

@@ -327,7 +327,7 @@ impl<M: RingMemory> VegaConsumer<M> {
                 self.prefetch_next_slot();
             }
             if self.cached() == 0 && !self.check_gone()? {
-                return Ok(self.batch(0));
+                return Ok(self.batch(self.read_slot, 0));
             }
         }
         // Every size in `read..cached_head` was checked by `scan`.
@@ -339,19 +339,16 @@ impl<M: RingMemory> VegaConsumer<M> {
         }
         let first = self.read_slot;
         self.advance_read(n);
-        Ok(VegaBatch {
-            next_slot: first,
-            ..self.batch(n)
-        })
+        Ok(self.batch(first, n))
     }
 
-    /// A batch of the `n` slots from `read`.
-    fn batch(&self, n: usize) -> VegaBatch<'_, M> {
+    /// A batch of the `n` slots from slot `first` on.
+    fn batch(&self, first: usize, n: usize) -> VegaBatch<'_, M> {
         VegaBatch {
             shared: &self.shared,
             slot_bytes: self.slot_bytes,
             slots: self.slots as usize,
-            next_slot: self.read_slot,
+            next_slot: first,
             remaining: n,
         }
     }
@@ -445,21 +442,12 @@ impl<'a, M: RingMemory> Iterator for VegaBatch<'a, M> {
         // protocol cannot stretch the slice past the slot.
         let len = (mark_len(self.shared.mark(slot).load(Ordering::Relaxed)) as usize)
             .min(self.slot_bytes);
-        // SAFETY: `slot < slots`, so the slot lies inside the memory (as in
-        // `VegaConsumer::slot_ptr`) and `len <= slot_bytes` keeps the slice inside its payload;
-        // it is published and unreleased, and the batch borrows the consumer, so `release`
-        // cannot run while these slices live and the producer does not write the slot.
-        unsafe {
-            let ptr = self
-                .shared
-                .slots_base()
-                .as_ptr()
-                .add(slot * self.shared.layout().slot_stride());
-            Some(std::slice::from_raw_parts(
-                ptr.add(SLOT_PAYLOAD_OFFSET),
-                len,
-            ))
-        }
+        let payload = self.shared.slot_ptr(slot).as_ptr();
+        // SAFETY: `slot < slots`, so the slot lies inside the memory (`Shared::slot_ptr`) and
+        // `len <= slot_bytes` keeps the slice inside its payload; it is published and
+        // unreleased, and the batch borrows the consumer, so `release` cannot run while these
+        // slices live and the producer does not write the slot.
+        Some(unsafe { std::slice::from_raw_parts(payload.add(SLOT_PAYLOAD_OFFSET), len) })
     }
 
     #[inline]
