@@ -68,7 +68,10 @@ pub struct LatencyArgs {
     /// Fig. 7a) or `half-round-trip` (a reflector process on the other core sends each tuple
     /// back over the same kind of transport and the sender, which is also the receiver, halves
     /// the round trip; the default for tcp, tcp-batched, tcp-adaptive and udp-mq, Vega V.A.1;
-    /// also for shm-vega and shm-osr, the IBM latency test).
+    /// also for shm-vega and shm-osr, the IBM latency test) or `ping-pong` (the same through a
+    /// reflector, with one tuple in flight: the next is sent once the previous is back and
+    /// due, so a rate above what the round trip allows sends back to back, as the cache-line
+    /// ping-pong baseline and iceoryx2's benchmark do; not for udp-mq, which may lose one).
     #[arg(long, value_enum, value_name = "METHOD")]
     pub method: Option<LatencyMethod>,
 }
@@ -85,6 +88,10 @@ pub enum LatencyMethod {
     /// the same kind of transport; the one-way latency is half the round trip.
     #[value(name = "half-round-trip")]
     HalfRoundTrip,
+    /// As `HalfRoundTrip`, with one tuple in flight: the sender sends the next tuple once the
+    /// previous one is back (and due at the rate).
+    #[value(name = "ping-pong")]
+    PingPong,
 }
 
 impl LatencyMethod {
@@ -93,7 +100,13 @@ impl LatencyMethod {
         match self {
             Self::OneWayClock => "one-way-clock",
             Self::HalfRoundTrip => "half-round-trip",
+            Self::PingPong => "ping-pong",
         }
+    }
+
+    /// Whether tuples go through a reflector and back (one way being half the round trip).
+    pub fn reflects(self) -> bool {
+        matches!(self, Self::HalfRoundTrip | Self::PingPong)
     }
 
     /// What `transport` measures by default: half the round trip across a network
@@ -445,15 +458,19 @@ impl Settings {
         }
         let method = method.unwrap_or_else(|| LatencyMethod::default_for(common.transport));
         // Only a latency benchmark measures by a method; throughput (a fan-out too) has none.
-        if matches!(bench, Bench::Latency { .. }) && method == LatencyMethod::HalfRoundTrip {
+        if matches!(bench, Bench::Latency { .. }) && method.reflects() {
+            let name = method.name();
             if !common.transport.reflects() {
                 bail!(
-                    "--method half-round-trip needs shm-vega, shm-osr, tcp, tcp-batched, tcp-adaptive or udp-mq (a transport with a reflector), not {}",
+                    "--method {name} needs shm-vega, shm-osr, tcp, tcp-batched, tcp-adaptive or udp-mq (a transport with a reflector), not {}",
                     common.transport.name()
                 );
             }
+            if method == LatencyMethod::PingPong && common.transport == Transport::UdpMq {
+                bail!("--method ping-pong needs a transport that loses nothing (one lost datagram would stop the ping-pong), not udp-mq: use --method half-round-trip");
+            }
             if common.producers > 1 || common.receivers > 1 {
-                bail!("--method half-round-trip measures one sender and one reflector: no --producers or --receivers above 1");
+                bail!("--method {name} measures one sender and one reflector: no --producers or --receivers above 1");
             }
         }
         let ring = common.ring_bytes;

@@ -4,6 +4,13 @@
 //! - **Cache-line ping-pong**: two threads pinned to cores 0 and 1 take turns incrementing one
 //!   counter on its own cache line; each turn moves the line from one core to the other, so
 //!   the one-way time is the round trip over two. Nothing between two cores can be faster.
+//! - **Two-line hand-off**: the same turns, but each thread writes a line of its own and polls
+//!   the other's, as every single-producer queue does (the sender writes the slot, the
+//!   receiver only reads it). Each turn then costs two transfers where the ping-pong costs
+//!   one: the writer must first take the line back from the poller's cache, then the poller
+//!   misses on it. In the ping-pong the writer got the line for writing with the read that
+//!   ended its own wait. On the development VM's near placement this reads 1.6-2x the
+//!   ping-pong, on a far one about 1.1x.
 //! - **Clock-stamped one-way through one line**: core 0 stamps a counter with the monotonic
 //!   clock every few microseconds and stores both on one line; core 1 polls the line and reads
 //!   the clock when the counter moves. The median of arrival minus stamp is the least a
@@ -45,6 +52,9 @@ pub struct HardwareResult {
     /// One-way cache-line transfer between cores 0 and 1 in ns (median), or `None` on a
     /// single-core machine.
     pub cacheline_oneway_ns: Option<f64>,
+    /// One-way time of the two-line hand-off between cores 0 and 1 in ns (median), or `None`
+    /// on a single-core machine.
+    pub handoff_oneway_ns: Option<f64>,
     /// Clock-stamped one-way time through one line between cores 0 and 1 in ns (median of the
     /// runs' medians), or `None` on a single-core machine.
     pub stamped_oneway_ns: Option<f64>,
@@ -90,6 +100,9 @@ pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
             ),
             None => println!("cache-line one-way: needs two cores"),
         }
+        if let Some(ns) = result.handoff_oneway_ns {
+            println!("two lines, one writer each (a queue's hand-off), cores 0 -> 1: {ns:.1} ns");
+        }
         if let Some(ns) = result.stamped_oneway_ns {
             println!("one line, clock-stamped one-way, cores 0 -> 1: {ns:.1} ns");
         }
@@ -111,14 +124,14 @@ pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
 /// Measures everything `repeat` times (plus a warm-up) with the given amounts of work.
 pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> HardwareResult {
     let pinned = cores() >= 2;
-    let cacheline_oneway_ns = pinned.then(|| {
-        ping_pong(round_trips / 10);
-        median(
-            &(0..repeat)
-                .map(|_| ping_pong(round_trips))
-                .collect::<Vec<_>>(),
-        )
-    });
+    let bounced = |bounce: fn(u64) -> f64| {
+        pinned.then(|| {
+            bounce(round_trips / 10);
+            median(&(0..repeat).map(|_| bounce(round_trips)).collect::<Vec<_>>())
+        })
+    };
+    let cacheline_oneway_ns = bounced(ping_pong);
+    let handoff_oneway_ns = bounced(handoff);
     let stamped_oneway_ns = pinned.then(|| {
         let messages = round_trips / 10;
         median(
@@ -144,6 +157,7 @@ pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> Hardwar
     HardwareResult {
         bench: "baseline",
         cacheline_oneway_ns,
+        handoff_oneway_ns,
         stamped_oneway_ns,
         pinned,
         memcpy,
@@ -156,6 +170,20 @@ pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> Hardwar
 /// One-way ns of a cache line bounced `round_trips` times between cores 0 and 1.
 pub(crate) fn ping_pong(round_trips: u64) -> f64 {
     let line = CachePadded::new(AtomicU64::new(0));
+    turns(round_trips, &line, &line)
+}
+
+/// One-way ns of the two-line hand-off, `round_trips` times between cores 0 and 1.
+pub(crate) fn handoff(round_trips: u64) -> f64 {
+    let there = CachePadded::new(AtomicU64::new(0));
+    let back = CachePadded::new(AtomicU64::new(0));
+    turns(round_trips, &there, &back)
+}
+
+/// One-way ns of `round_trips` turns between cores 0 and 1: core 0 stores an odd count to
+/// `there` and waits for the next even count in `back`, which core 1 stores when it sees the
+/// odd one (`there` and `back` may be one line).
+fn turns(round_trips: u64, there: &AtomicU64, back: &AtomicU64) -> f64 {
     let pin = |core| core_affinity::set_for_current(core_affinity::CoreId { id: core });
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -163,10 +191,10 @@ pub(crate) fn ping_pong(round_trips: u64) -> f64 {
             for i in 0..round_trips {
                 // SYNC: Acquire/Release with the other thread's store: each turn hands the line
                 // over; the ordering is what a real hand-off of a tuple would need.
-                while line.load(Ordering::Acquire) != 2 * i + 1 {
+                while there.load(Ordering::Acquire) != 2 * i + 1 {
                     std::hint::spin_loop();
                 }
-                line.store(2 * i + 2, Ordering::Release);
+                back.store(2 * i + 2, Ordering::Release);
             }
         });
         // The timing side runs in its own thread too, so the caller's affinity is untouched.
@@ -175,8 +203,8 @@ pub(crate) fn ping_pong(round_trips: u64) -> f64 {
             let start = Instant::now();
             for i in 0..round_trips {
                 // SYNC: pairs with the other thread's Release store of the even value.
-                line.store(2 * i + 1, Ordering::Release);
-                while line.load(Ordering::Acquire) != 2 * i + 2 {
+                there.store(2 * i + 1, Ordering::Release);
+                while back.load(Ordering::Acquire) != 2 * i + 2 {
                     std::hint::spin_loop();
                 }
             }
@@ -266,12 +294,14 @@ mod tests {
         assert!(r.memcpy.iter().all(|m| m.gbit_per_sec > 0.0));
         if cores() >= 2 {
             assert!(r.cacheline_oneway_ns.is_some_and(|ns| ns > 0.0));
+            assert!(r.handoff_oneway_ns.is_some_and(|ns| ns > 0.0));
             assert!(r.stamped_oneway_ns.is_some_and(|ns| ns > 0.0));
         }
         let json = serde_json::to_value(&r).unwrap();
         for key in [
             "bench",
             "cacheline_oneway_ns",
+            "handoff_oneway_ns",
             "stamped_oneway_ns",
             "memcpy",
             "commit",

@@ -244,7 +244,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
     let (tps, gbit, one_way) = medians(&m.sluice);
     let (base_tps, base_gbit, base_latency) = medians(&m.baseline);
     let latency = matches!(s.bench, Bench::Latency { .. });
-    let reflected = latency && s.method == LatencyMethod::HalfRoundTrip;
+    let reflected = latency && s.method.reflects();
     let (name, description) = match s.transport {
         Transport::Fused => (
             "direct-call",
@@ -283,6 +283,11 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
     };
     let latency_ratio = |f: fn(&LatencySummary) -> f64| match (one_way, base_latency) {
         (Some(ours), Some(theirs)) => stats::ratio(f(&ours), f(&theirs)),
+        _ => None,
+    };
+    let handoffs: Vec<f64> = m.baseline.iter().filter_map(|run| run.handoff_ns).collect();
+    let handoff_ratio = match one_way {
+        Some(ours) if !handoffs.is_empty() => stats::ratio(ours.p50, stats::median(&handoffs)),
         _ => None,
     };
     let (target_rate, ratio_to_baseline) = match s.bench {
@@ -331,6 +336,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         ratio_to_baseline,
         p50_ratio_to_baseline: latency_ratio(|l| l.p50),
         p99_ratio_to_baseline: latency_ratio(|l| l.p99),
+        p50_ratio_to_handoff: handoff_ratio,
         commit: machine::commit(),
         cpu: machine::cpu(),
         cores: machine::cores(),

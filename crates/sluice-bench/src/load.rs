@@ -141,14 +141,21 @@ impl<P: Payload> Generator<P> {
     /// encodes copies the tuple once, straight to its transport, and one that needs it owned
     /// clones it. Returns how many, 0 when none is due (the caller may idle).
     #[inline]
-    pub(crate) fn fill<E>(
+    pub(crate) fn fill<E>(&mut self, send: impl FnMut(&P) -> Result<(), E>) -> Result<usize, E> {
+        self.fill_at_most(BATCH, send)
+    }
+
+    /// [`fill`](Self::fill), sending at most `most` tuples.
+    #[inline]
+    pub(crate) fn fill_at_most<E>(
         &mut self,
+        most: usize,
         mut send: impl FnMut(&P) -> Result<(), E>,
     ) -> Result<usize, E> {
         let now = monotonic_ns();
         let start = *self.start_ns.get_or_insert(now);
         let measuring = now.saturating_sub(start) >= self.span.warmup_ns();
-        let sent = self.send_due(now, &mut send)?;
+        let sent = self.send_due(now, most, &mut send)?;
         if measuring {
             self.measured += sent as u64;
         }
@@ -159,17 +166,18 @@ impl<P: Payload> Generator<P> {
     fn send_due<E>(
         &mut self,
         now: u64,
+        most: usize,
         send: &mut impl FnMut(&P) -> Result<(), E>,
     ) -> Result<usize, E> {
         match &mut self.load {
             Load::Flood => {
-                for _ in 0..BATCH {
+                for _ in 0..most {
                     send(&self.template)?;
                 }
-                Ok(BATCH)
+                Ok(most)
             }
             Load::Paced(pacer) => {
-                let due = pacer.due(now).min(BATCH as u64);
+                let due = pacer.due(now).min(most as u64);
                 for _ in 0..due {
                     self.template.stamp(monotonic_ns());
                     pacer.sent(1);

@@ -34,8 +34,8 @@ use sluice_transport::tcp::JobSecret;
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
-use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
-use crate::hardware::{memcpy_gbit, ping_pong, stamped_one_way};
+use crate::args::{Bench, Settings, Transport, TupleEncoding};
+use crate::hardware::{handoff, memcpy_gbit, ping_pong, stamped_one_way};
 use crate::load::{Generator, Load, Span};
 use crate::network;
 use crate::payload::{dispatch, Payload, PayloadVisitor};
@@ -373,7 +373,7 @@ pub(crate) fn repeat<P: Payload>(
 ) -> anyhow::Result<Measured> {
     let mut measured = Measured::new(s.repeat, crate::machine::cores() >= 2);
     let reflected = match s.bench {
-        Bench::Latency { rate } if s.method == LatencyMethod::HalfRoundTrip => Some(rate),
+        Bench::Latency { rate } if s.method.reflects() => Some(rate),
         _ => None,
     };
     for i in 1..=s.repeat {
@@ -426,7 +426,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
         Bench::Latency { .. } => {
             const TRIPS: u64 = 200_000;
             let ns = ping_pong(TRIPS);
-            let reflected = s.method == LatencyMethod::HalfRoundTrip;
+            let reflected = s.method.reflects();
             RunFigures {
                 tuples: 0,
                 window_s: 0.0,
@@ -436,6 +436,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 round_trip_ns: reflected.then(|| LatencySummary::flat(2.0 * ns, TRIPS)),
                 loss: None,
                 cacheline_ns: None,
+                handoff_ns: (crate::machine::cores() >= 2).then(|| handoff(TRIPS)),
                 stamped_ns: (!reflected && crate::machine::cores() >= 2)
                     .then(|| stamped_one_way(STAMPED_MESSAGES)),
             }
@@ -452,6 +453,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 round_trip_ns: None,
                 loss: None,
                 cacheline_ns: (crate::machine::cores() >= 2).then(|| ping_pong(PLACEMENT_TRIPS)),
+                handoff_ns: None,
                 stamped_ns: None,
             }
         }

@@ -177,6 +177,11 @@ pub struct RunFigures {
     /// (a VM's vCPUs move, and large tuples cross between them at very different speeds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cacheline_ns: Option<f64>,
+    /// The one-way time of the two-line hand-off between cores 0 and 1 (each core writes a line
+    /// of its own, as in every single-producer queue), measured with a shared-memory latency
+    /// run's baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_ns: Option<f64>,
     /// The clock-stamped one-way time through one line between cores 0 and 1, measured with
     /// a shared-memory latency run's baseline (`--method one-way-clock`): the least a stamped
     /// latency can show on the cores of the moment.
@@ -222,6 +227,7 @@ impl RunFigures {
             round_trip_ns: None,
             loss: None,
             cacheline_ns: None,
+            handoff_ns: None,
             stamped_ns: None,
         }
     }
@@ -256,6 +262,7 @@ impl RunFigures {
             round_trip_ns: None,
             loss: None,
             cacheline_ns: None,
+            handoff_ns: None,
             stamped_ns: None,
         })
     }

@@ -14,6 +14,12 @@
 //! the round trip (`round_trip_ns`) and gives half of it as the one-way latency (`latency_ns`,
 //! `"latency_method": "half-round-trip"`).
 //!
+//! `--method ping-pong` runs the same loop with one tuple in flight: the next tuple goes once
+//! the previous one is back (and due at the rate), and the sender polls the way back without
+//! reading the clock until it is. Above the rate a round trip allows, tuples go back to back:
+//! the shape of the cache-line ping-pong the rings are compared with, and of iceoryx2's
+//! published latency benchmark.
+//!
 //! | transport | the way there | the way back |
 //! |---|---|---|
 //! | tcp profiles | a `tcp` edge to the reflector's receiver | a `tcp` edge to the benchmark's receiver |
@@ -34,13 +40,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use sluice_shm::SegmentName;
-use sluice_sync::IdleStrategy;
+use sluice_sync::{Idle, IdleStrategy};
 use sluice_transport::{shm_osr, shm_vega, tcp, udp_mq};
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
+use crate::args::LatencyMethod;
 use crate::args::{Settings, Transport};
-use crate::load::{Generator, Load, Pacer, Span};
+use crate::load::{Generator, Load, Pacer, Span, BATCH};
 use crate::network::{announce, loopback, params as tcp_params, secret_from_env};
 use crate::payload::{Payload, PayloadVisitor};
 use crate::processes::{encoded_size, pin, segment, vega_slots, PeerArgs, PeerProcess, PATIENCE};
@@ -99,13 +106,14 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
     let load = Load::Paced(Pacer::new(rate));
     let idle = s.process_idle();
     let span = s.span();
+    let one_in_flight = s.method == LatencyMethod::PingPong;
     let report = if let Some(profile) = s.transport.tcp_profile() {
         let secret = tcp::JobSecret::random()?;
         let params = tcp_params(profile, tuple_bytes);
         let (mut rx, back) = tcp::bind_receiver::<P>(loopback(), &secret, 1, &params)?;
         let (reflector, line) = spawn(s, false, "", tuple_bytes, Some(&secret), Some(back))?;
         let mut tx = tcp::connect_sender::<P>(listening(&line)?, &secret, 0, &params)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
         drop(tx);
         reflector.finish()?;
         report
@@ -115,7 +123,7 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
         let (mut rx, back) = udp_mq::bind_receiver::<P>(loopback(), &secret, 1, &params)?;
         let (reflector, line) = spawn(s, false, "", tuple_bytes, Some(&secret), Some(back))?;
         let mut tx = udp_mq::connect_sender::<P>(listening(&line)?, &secret, 0, &params)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
         drop(tx);
         reflector.finish()?;
         report
@@ -125,7 +133,7 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
         let mut tx = shm_vega::create_sender::<P>(&segment(&job)?, tuple_bytes, slots)?;
         let mut rx = shm_vega::create_receiver::<P>(&back_segment(&job)?, tuple_bytes, slots)?;
         let (reflector, _) = spawn(s, false, &job, tuple_bytes, None, None)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
         reflector.finish()?;
         report
     } else if s.transport == Transport::ShmOsr {
@@ -137,7 +145,7 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
         }
         let batch = shm_osr::DEFAULT_BATCH_BYTES;
         let mut tx = shm_osr::open_sender::<P>(&segment(&job)?, s.ring_bytes, batch)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
         reflector.finish()?;
         report
     } else {
@@ -227,9 +235,9 @@ impl Trips {
     }
 }
 
-/// The benchmark process's loop, on core 0: sends as `load` says for `span`, stamped, and
-/// records every tuple's round trip as it comes back; then ends the stream and waits for the
-/// end to come back.
+/// The benchmark process's loop, on core 0: sends as `load` says for `span`, stamped (with
+/// `one_in_flight`, each tuple once the previous one is back), and records every tuple's round
+/// trip as it comes back; then ends the stream and waits for the end to come back.
 pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     tx: &mut S,
     rx: &mut Rx,
@@ -237,6 +245,7 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     load: Load,
     span: Span,
     idle: IdleStrategy,
+    one_in_flight: bool,
 ) -> anyhow::Result<Trips> {
     let _pinned = pin(0);
     let give_up = Instant::now() + span.longest() + PATIENCE;
@@ -249,12 +258,18 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     };
     let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
+    let most = if one_in_flight { 1 } else { BATCH };
     while !generator.done() {
-        let sent =
-            generator.fill(|tuple| offer(tx, |tx| tx.offer_copy(tuple), &mut back, give_up))?;
+        let sent = generator.fill_at_most(most, |tuple| {
+            offer(tx, |tx| tx.offer_copy(tuple), &mut back, give_up)
+        })?;
         sent_in_all += sent as u64;
         tx.flush();
-        let got = back.drain()?;
+        let got = if one_in_flight && sent > 0 {
+            await_return(|| back.drain(), &mut waiter, give_up)?
+        } else {
+            back.drain()?
+        };
         waiter.after(sent + got);
     }
     let end = |tx: &mut S| {
@@ -275,6 +290,31 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
         sent: sent_in_all,
     })
 }
+
+/// With one tuple in flight: polls the way back with `poll` until something comes back (the
+/// tuple), idling as `waiter` says between empty polls, and returns what `poll` returned. The
+/// clock is read only every [`GIVE_UP_POLLS`] empty polls, to give up after `give_up`.
+fn await_return(
+    mut poll: impl FnMut() -> anyhow::Result<usize>,
+    waiter: &mut Idle,
+    give_up: Instant,
+) -> anyhow::Result<usize> {
+    let mut empty = 0u32;
+    loop {
+        let got = poll()?;
+        if got > 0 {
+            return Ok(got);
+        }
+        waiter.after(0);
+        empty = empty.wrapping_add(1);
+        if empty.is_multiple_of(GIVE_UP_POLLS) && Instant::now() > give_up {
+            bail!("the tuple in flight never came back from the reflector");
+        }
+    }
+}
+
+/// Empty polls of [`await_return`] between two looks at the clock.
+const GIVE_UP_POLLS: u32 = 4096;
 
 /// The reflecting process (`sluice bench peer --reflect`), with the tuple type of its size.
 pub(crate) struct Reflector<'a>(pub(crate) &'a PeerArgs);
@@ -384,14 +424,16 @@ pub(crate) trait RawEcho {
     fn ended(&self) -> bool;
 }
 
-/// [`round_trips`] for a hand-written round trip: sends as `load` says for `span` on core 0,
-/// records every round trip, finishes and waits for the end to come back.
+/// [`round_trips`] for a hand-written round trip: sends as `load` says for `span` on core 0
+/// (with `one_in_flight`, each tuple once the previous one is back), records every round trip,
+/// finishes and waits for the end to come back.
 pub(crate) fn raw_round_trips<P: Payload, E: RawEcho + ?Sized>(
     echo: &mut E,
     template: P,
     load: Load,
     span: Span,
     idle: IdleStrategy,
+    one_in_flight: bool,
 ) -> anyhow::Result<Trips> {
     let _pinned = pin(0);
     let give_up = Instant::now() + span.longest() + PATIENCE;
@@ -407,14 +449,19 @@ pub(crate) fn raw_round_trips<P: Payload, E: RawEcho + ?Sized>(
     let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
     let mut bytes = Vec::new();
+    let most = if one_in_flight { 1 } else { BATCH };
     while !generator.done() {
-        let sent = generator.fill(|tuple| -> anyhow::Result<()> {
+        let sent = generator.fill_at_most(most, |tuple| -> anyhow::Result<()> {
             bytes.clear();
             tuple.encode(&mut bytes)?;
             echo.send(&bytes, &mut record)
         })?;
         sent_in_all += sent as u64;
-        let got = echo.receive(&mut record)?;
+        let got = if one_in_flight && sent > 0 {
+            await_return(|| echo.receive(&mut record), &mut waiter, give_up)?
+        } else {
+            echo.receive(&mut record)?
+        };
         waiter.after(sent + got);
     }
     echo.finish()?;
@@ -449,12 +496,13 @@ pub(crate) fn run_baseline<P: Payload>(
     let addr = listening(&line)?;
     let load = Load::Paced(Pacer::new(rate));
     let idle = s.process_idle();
+    let one_in_flight = s.method == LatencyMethod::PingPong;
     let report = if s.transport == Transport::UdpMq {
         let mut echo = RawUdpEcho::connect(addr, tuple_bytes)?;
-        raw_round_trips(&mut echo, template, load, s.span(), idle)?
+        raw_round_trips(&mut echo, template, load, s.span(), idle, one_in_flight)?
     } else {
         let mut echo = RawTcpEcho::connect(addr, tuple_bytes)?;
-        raw_round_trips(&mut echo, template, load, s.span(), idle)?
+        raw_round_trips(&mut echo, template, load, s.span(), idle, one_in_flight)?
     };
     reflector.finish()?;
     report.figures(s.size, s.transport == Transport::UdpMq)
@@ -681,33 +729,125 @@ fn raw_udp_reflector(tuple_bytes: usize, idle: IdleStrategy) -> anyhow::Result<(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
     use super::*;
 
-    #[test]
-    fn a_ring_pair_reflects_through_threads() {
-        // The benchmark's loop against a reflector thread over two in-process Vega rings.
-        let (mut there_tx, mut there_rx) = shm_vega::connect::<[u8; 64]>(64, 64).unwrap();
-        let (mut back_tx, mut back_rx) = shm_vega::connect::<[u8; 64]>(64, 64).unwrap();
+    /// Tuples sent and come back so far, and the most ever in flight at once.
+    #[derive(Default)]
+    struct Flight {
+        sent: AtomicU64,
+        back: AtomicU64,
+        most: AtomicU64,
+    }
+
+    impl Flight {
+        fn get(counter: &AtomicU64) -> u64 {
+            counter.load(Ordering::Relaxed)
+        }
+    }
+
+    /// A sender or receiver that keeps [`Flight`] up to date.
+    struct Counted<X> {
+        inner: X,
+        flight: Arc<Flight>,
+    }
+
+    impl<P: Payload, X: TupleSender<P>> TupleSender<P> for Counted<X> {
+        fn offer(&mut self, message: Message<P>) -> Result<(), sluice_transport::Refused<P>> {
+            self.inner.offer(message)
+        }
+
+        fn offer_copy(&mut self, tuple: &P) -> Result<(), SendError> {
+            self.inner.offer_copy(tuple)?;
+            // One thread sends and takes back: Relaxed counters suffice.
+            let f = &self.flight;
+            let sent = f.sent.fetch_add(1, Ordering::Relaxed) + 1;
+            f.most
+                .fetch_max(sent - Flight::get(&f.back), Ordering::Relaxed);
+            Ok(())
+        }
+
+        fn flush(&mut self) {
+            self.inner.flush();
+        }
+    }
+
+    impl<P: Payload, X: TupleReceiver<P>> TupleReceiver<P> for Counted<X> {
+        fn poll(
+            &mut self,
+            max: usize,
+            out: &mut Vec<Message<P>>,
+        ) -> Result<usize, sluice_transport::RecvError> {
+            let before = out.len();
+            let n = self.inner.poll(max, out)?;
+            let data = out[before..]
+                .iter()
+                .filter(|m| matches!(m, Message::Data(_)))
+                .count();
+            self.flight.back.fetch_add(data as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    /// The benchmark's loop against a reflector thread over two in-process Vega rings; returns
+    /// the round trips' figures and the flight's counts.
+    fn reflect_through_threads(load: Load, one_in_flight: bool) -> (RunFigures, Arc<Flight>) {
+        let (there_tx, mut there_rx) = shm_vega::connect::<[u8; 64]>(64, 64).unwrap();
+        let (mut back_tx, back_rx) = shm_vega::connect::<[u8; 64]>(64, 64).unwrap();
+        let flight = Arc::new(Flight::default());
+        let mut there_tx = Counted {
+            inner: there_tx,
+            flight: flight.clone(),
+        };
+        let mut back_rx = Counted {
+            inner: back_rx,
+            flight: flight.clone(),
+        };
         let span = Span {
             warmup: Duration::ZERO,
             duration: Duration::from_millis(20),
         };
         let reflector =
             std::thread::spawn(move || reflect(&mut there_rx, &mut back_tx, IdleStrategy::Yield));
-        let load = Load::Paced(Pacer::new(2_000));
-        let report = round_trips(
+        let trips = round_trips(
             &mut there_tx,
             &mut back_rx,
             [0u8; 64],
             load,
             span,
             IdleStrategy::Yield,
+            one_in_flight,
         )
         .unwrap();
         reflector.join().unwrap().unwrap();
-        let f = report.figures(64, false).unwrap();
+        (trips.figures(64, false).unwrap(), flight)
+    }
+
+    #[test]
+    fn a_ring_pair_reflects_through_threads() {
+        let (f, _) = reflect_through_threads(Load::Paced(Pacer::new(2_000)), false);
         let (rtt, one_way) = (f.round_trip_ns.unwrap(), f.latency_ns.unwrap());
         assert!(rtt.samples >= crate::load::LEAST_PACED, "{rtt:?}");
         assert_eq!(one_way.p50, rtt.p50 / 2.0);
+    }
+
+    #[test]
+    fn a_ping_pong_keeps_one_tuple_in_flight() {
+        // Far above the rate round trips between two threads allow: without the ping-pong the
+        // loop sends bursts, with it every tuple is back before the next goes.
+        let flat_out = || Load::Paced(Pacer::new(1_000_000_000));
+        let (_, bursts) = reflect_through_threads(flat_out(), false);
+        assert!(
+            Flight::get(&bursts.most) > 1,
+            "bursts keep several in flight"
+        );
+        let (f, flight) = reflect_through_threads(flat_out(), true);
+        let sent = Flight::get(&flight.sent);
+        assert_eq!(Flight::get(&flight.most), 1);
+        let rtt = f.round_trip_ns.unwrap();
+        assert_eq!(rtt.samples, sent, "every tuple timed (no warm-up)");
+        assert_eq!(Flight::get(&flight.back), sent);
     }
 }

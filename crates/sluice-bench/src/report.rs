@@ -73,6 +73,10 @@ pub struct BenchResult {
     /// Latency only: Sluice's p99 divided by the baseline's (lower is better).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_ratio_to_baseline: Option<f64>,
+    /// Shared-memory latency only: Sluice's p50 divided by the median two-line hand-off of the
+    /// baseline runs, the least any single-producer queue can take between the two cores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ratio_to_handoff: Option<f64>,
     /// The commit built (`git rev-parse --short HEAD`), or `unknown`.
     pub commit: &'static str,
     /// The CPU model, or `unknown`.
@@ -186,6 +190,9 @@ pub fn render_table(result: &BenchResult) -> String {
         Some(LatencyMethod::HalfRoundTrip) => out.push_str(
             "\nlatency: one way = half the round trip through a reflector process on the other core",
         ),
+        Some(LatencyMethod::PingPong) => out.push_str(
+            "\nlatency: one way = half the round trip through a reflector process on the other core, one tuple in flight (ping-pong)",
+        ),
         Some(LatencyMethod::OneWayClock) => {
             out.push_str("\nlatency: one way, from the send time in the tuple (one clock)")
         }
@@ -278,10 +285,17 @@ pub fn render_table(result: &BenchResult) -> String {
     if let Some(r) = result.p99_ratio_to_baseline {
         let _ = writeln!(out, "sluice / baseline latency: p99 {r:.3}");
     }
+    if let Some(r) = result.p50_ratio_to_handoff {
+        let _ = writeln!(out, "sluice / two-line hand-off latency: p50 {r:.3}");
+    }
     for (what, figure) in [
         (
             "cache line one-way",
             (|run: &RunFigures| run.cacheline_ns) as fn(&RunFigures) -> Option<f64>,
+        ),
+        (
+            "two lines, one writer each (a queue's hand-off), one-way",
+            |run: &RunFigures| run.handoff_ns,
         ),
         (
             "one line, clock-stamped one-way (the least a stamped latency can show)",

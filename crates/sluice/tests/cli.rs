@@ -520,6 +520,60 @@ fn tcp_benchmarks_run_across_two_processes_beside_raw_tcp() {
 }
 
 #[test]
+fn a_ping_pong_latency_runs_through_a_reflector_beside_its_baseline() {
+    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    for (transport, baseline) in [
+        ("shm-vega", "hardware"),
+        ("shm-osr", "hardware"),
+        ("tcp", "raw-tcp"),
+    ] {
+        let bench = ["bench", "latency", "--rate", "1000000000"];
+        let json = short_bench(&bench, transport, "64", &["--method", "ping-pong"]);
+        let line = json.to_string();
+        assert_eq!(json["latency_method"], "ping-pong", "{line}");
+        assert_eq!(json["baseline"]["name"], baseline, "{line}");
+        for side in [&json, &json["baseline"]] {
+            let rtt = side["round_trip_ns"]["p50"].as_f64().unwrap();
+            assert!(rtt > 0.0, "{line}");
+            assert_eq!(
+                side["latency_ns"]["p50"].as_f64().unwrap(),
+                rtt / 2.0,
+                "{line}"
+            );
+        }
+        if baseline == "hardware" && two_cores {
+            // Every baseline run measures the two-line hand-off too, and the run compares
+            // Sluice with it.
+            let handoff = json["baseline"]["runs"][0]["handoff_ns"].as_f64();
+            assert!(handoff.is_some_and(|ns| ns > 0.0), "{line}");
+            assert!(
+                json["p50_ratio_to_handoff"].as_f64().unwrap() > 0.0,
+                "{line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_ping_pong_over_a_lossy_transport_is_refused() {
+    assert_refused(
+        &[
+            "bench",
+            "latency",
+            "--transport",
+            "udp-mq",
+            "--size",
+            "64",
+            "--rate",
+            "10",
+            "--method",
+            "ping-pong",
+        ],
+        "--method ping-pong needs a transport that loses nothing",
+    );
+}
+
+#[test]
 fn a_latency_method_without_a_reflector_is_refused() {
     assert_refused(
         &[

@@ -256,8 +256,8 @@ impl Job {
                 let mut label = format!("{experiment}: {} {} B", s.transport.name(), s.size);
                 if let Bench::Latency { rate } = s.bench {
                     label.push_str(&format!(" at {rate}/s"));
-                    if s.method == LatencyMethod::HalfRoundTrip {
-                        label.push_str(" round trip");
+                    if s.method.reflects() {
+                        label.push_str(&format!(" {}", s.method.name()));
                     }
                 }
                 if s.receivers > 1 {

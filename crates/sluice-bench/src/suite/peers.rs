@@ -317,7 +317,7 @@ impl PeerJob {
         let (peer, size, load) = (self.peer, self.size, self.load());
         if reflected {
             let mut echo = echo(peer, &endpoint, size)?;
-            let trips = raw_round_trips(&mut *echo, P::template(size), load, span, idle)?;
+            let trips = raw_round_trips(&mut *echo, P::template(size), load, span, idle, false)?;
             receiver.finish()?;
             return trips.figures(size, false);
         }

@@ -40,6 +40,7 @@ pub(crate) struct Row {
     pub(crate) round_trip_ns: Option<LatencySummary>,
     pub(crate) baseline: Option<BaselineRow>,
     pub(crate) cacheline_oneway_ns: Option<f64>,
+    pub(crate) handoff_oneway_ns: Option<f64>,
     pub(crate) stamped_oneway_ns: Option<f64>,
     pub(crate) memcpy: Vec<MemcpyRow>,
     pub(crate) machine: Option<MachineRow>,
@@ -102,10 +103,11 @@ impl Row {
         self.tuples_per_sec.unwrap_or(0.0)
     }
 
-    /// How its latency was measured, for a table: `RTT/2` or `one way`.
+    /// How its latency was measured, for a table: `RTT/2`, `ping-pong RTT/2` or `one way`.
     fn method(&self) -> &'static str {
         match self.latency_method.as_deref() {
             Some("half-round-trip") => "RTT/2",
+            Some("ping-pong") => "ping-pong RTT/2",
             _ => "one way",
         }
     }
@@ -320,11 +322,19 @@ fn hardware_section(rows: &[Row]) -> Section {
             h.cacheline_oneway_ns
                 .map_or("- (one core)".into(), |ns| format!("{ns:.1} ns")),
         ]);
-        if let Some(ns) = h.stamped_oneway_ns {
-            t.rows.push(vec![
-                "one line, clock-stamped one-way (the least a stamped latency can show)".into(),
-                format!("{ns:.1} ns"),
-            ]);
+        for (what, figure) in [
+            (
+                "two lines, one writer each (a queue's hand-off), one way",
+                h.handoff_oneway_ns,
+            ),
+            (
+                "one line, clock-stamped one-way (the least a stamped latency can show)",
+                h.stamped_oneway_ns,
+            ),
+        ] {
+            if let Some(ns) = figure {
+                t.rows.push(vec![what.into(), format!("{ns:.1} ns")]);
+            }
         }
         for m in &h.memcpy {
             t.rows.push(vec![
