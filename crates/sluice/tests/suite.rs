@@ -53,12 +53,12 @@ fn latency(l: &Value) {
     assert!(l["samples"].as_u64().is_some(), "{l}");
 }
 
-/// A latency measurement's method, and with `half-round-trip` the round trip of which the
-/// one-way latency is half (for Sluice and, when measured, its baseline).
+/// A latency measurement's method, and with `half-round-trip` or `ping-pong` the round trip
+/// of which the one-way latency is half (for Sluice and, when measured, its baseline).
 fn latency_method(r: &Value) {
     let method = string(r, "latency_method");
     assert!(
-        method == "one-way-clock" || method == "half-round-trip",
+        ["one-way-clock", "half-round-trip", "ping-pong"].contains(&method),
         "{r}"
     );
     let mut sides = vec![r];
@@ -66,7 +66,7 @@ fn latency_method(r: &Value) {
         sides.push(&r["baseline"]);
     }
     for side in sides {
-        if method == "half-round-trip" {
+        if method != "one-way-clock" {
             let (rtt, one_way) = (&side["round_trip_ns"], &side["latency_ns"]);
             latency(rtt);
             assert_eq!(number(one_way, "p50"), number(rtt, "p50") / 2.0, "{r}");
@@ -232,12 +232,28 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         let expected = match (r["experiment"].as_str(), r["transport"].as_str()) {
             // Large messages are one way over both, as TurboStream compares them.
             (Some("large"), _) => "one-way-clock",
+            // The rings' ping-pong goes back to back, far above any rate a round trip allows.
+            (Some("round-trip"), _) if r["target_rate"] == 1_000_000_000 => "ping-pong",
             (Some("round-trip"), _) | (_, Some("tcp" | "tcp-batched")) => "half-round-trip",
             (_, Some(_)) => "one-way-clock",
             (_, None) if r["peer"] == "zmq-tcp" => "half-round-trip",
             (_, None) => "one-way-clock",
         };
         assert_eq!(r["latency_method"], expected, "{r}");
+    }
+    for transport in ["shm-vega", "shm-osr"] {
+        let ping_pong = records
+            .iter()
+            .find(|r| r["transport"] == transport && r["latency_method"] == "ping-pong")
+            .unwrap_or_else(|| panic!("no ping-pong over {transport}"));
+        let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+        if ping_pong["skipped"] == false && two_cores {
+            // Compared with the two-line hand-off measured in the same run.
+            assert!(
+                number(ping_pong, "p50_ratio_to_handoff") > 0.0,
+                "{ping_pong}"
+            );
+        }
     }
     for transport in ["shm-vega", "shm-osr", "tcp", "tcp-batched"] {
         assert!(

@@ -18,6 +18,8 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::Value;
 
+use sluice_sync::IdleStrategy;
+
 use super::output;
 use super::peers::{self, Peer, PeerJob};
 use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
@@ -117,6 +119,14 @@ pub(crate) const LARGE_TRANSPORTS: [Transport; 2] = [Transport::ShmOsr, Transpor
 pub(crate) const LARGE_RING_BYTES: usize = 2 << 20;
 /// The message of the ring-size sweep (TurboStream Fig. 8c), at its 3,000 messages/s.
 pub(crate) const RING_SWEEP_SIZE: usize = 40 << 10;
+/// The transports of the round-trip experiment's ping-pong: the rings, whose latency target
+/// is set against the cache-line ping-pong.
+pub(crate) const PING_PONG_TRANSPORTS: [Transport; 2] = [Transport::ShmVega, Transport::ShmOsr];
+/// The ping-pong's tuple size: the one of the rings' latency target.
+pub(crate) const PING_PONG_SIZE: usize = 64;
+/// The ping-pong's rate: far above what a round trip allows, so tuples go back to back.
+pub(crate) const PING_PONG_RATE: u64 = 1_000_000_000;
+
 /// The rate of the ring-size sweep.
 pub(crate) const RING_SWEEP_RATE: u64 = 3_000;
 
@@ -357,6 +367,17 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
                 }
             }
         }
+        for transport in PING_PONG_TRANSPORTS {
+            let bench = Bench::Latency {
+                rate: PING_PONG_RATE,
+            };
+            let mut s =
+                Settings::measurement(bench, transport, facade, PING_PONG_SIZE, plan.latency);
+            s.method = LatencyMethod::PingPong;
+            // Back to back, an idle loop's yield would be timed: both ends spin.
+            s.idle = Some(IdleStrategy::BusySpin);
+            jobs.push(sluice(Experiment::RoundTrip, s));
+        }
     }
     if wanted(Experiment::Encoding) {
         for &size in &plan.encoding_sizes {
@@ -465,13 +486,13 @@ mod tests {
         assert_eq!(count(Experiment::Latency), 2 * 3 * 6);
         assert_eq!(
             count(Experiment::RoundTrip),
-            2 * 3 * 2,
-            "shm-vega and shm-osr; latency measures tcp's round trips"
+            2 * 3 * 2 + 2,
+            "shm-vega and shm-osr, and their ping-pong; latency measures tcp's round trips"
         );
         let alone = super::jobs(Level::Full, &[Experiment::RoundTrip]);
         assert_eq!(
             alone.len(),
-            2 * 3 * 4,
+            2 * 3 * 4 + 2,
             "with tcp and tcp-batched when alone"
         );
         assert_eq!(count(Experiment::Fanout), 3 * 6 * 4, "IBM Table 6");

@@ -38,6 +38,7 @@ pub(crate) struct Row {
     pub(crate) latency_method: Option<String>,
     pub(crate) latency_ns: Option<LatencySummary>,
     pub(crate) round_trip_ns: Option<LatencySummary>,
+    pub(crate) p50_ratio_to_handoff: Option<f64>,
     pub(crate) baseline: Option<BaselineRow>,
     pub(crate) cacheline_oneway_ns: Option<f64>,
     pub(crate) handoff_oneway_ns: Option<f64>,
@@ -101,6 +102,11 @@ impl Row {
 
     fn tps(&self) -> f64 {
         self.tuples_per_sec.unwrap_or(0.0)
+    }
+
+    /// Whether its latency was measured by ping-pong.
+    fn ping_pong(&self) -> bool {
+        self.latency_method.as_deref() == Some("ping-pong")
     }
 
     /// How its latency was measured, for a table: `RTT/2`, `ping-pong RTT/2` or `one way`.
@@ -540,7 +546,7 @@ pub(crate) fn round_trip_table(rows: &[Row]) -> Table {
             "x baseline p50",
         ],
     );
-    let trips = |r: &Row| !r.skipped && r.round_trip_ns.is_some();
+    let trips = |r: &Row| !r.skipped && r.round_trip_ns.is_some() && !r.ping_pong();
     for rate in sorted_unique(
         rows.iter()
             .filter(|r| trips(r))
@@ -587,10 +593,47 @@ pub(crate) fn round_trip_table(rows: &[Row]) -> Table {
     t
 }
 
+/// The ping-pong table: the rings' one-way latency with one tuple in flight, back to back,
+/// beside the cache-line ping-pong and the two-line hand-off of the same runs.
+fn ping_pong_table(rows: &[Row]) -> Table {
+    let mut t = Table::new(
+        "Ping-pong through a reflector (one tuple in flight)",
+        "As the round trip above, but the sender sends the next tuple as soon as the previous one is back, the shape of the cache-line ping-pong (one line both cores write) and of the two-line hand-off (each core writes a line of its own and polls the other's, as in every single-producer queue), both measured at each baseline run. One way = half the round trip. Nanoseconds.",
+        &[
+            "transport",
+            "tuple bytes",
+            "p50 ns",
+            "p99 ns",
+            "cache line ns",
+            "x cache line",
+            "x hand-off",
+        ],
+    );
+    for name in ORDER {
+        for r in rows
+            .iter()
+            .filter(|r| !r.skipped && r.ping_pong() && r.transport() == name)
+        {
+            let Some(l) = r.latency_ns else { continue };
+            let line = r.baseline.as_ref().and_then(|b| b.latency_ns);
+            t.rows.push(vec![
+                name.to_string(),
+                r.size().to_string(),
+                format!("{:.0}", l.p50),
+                format!("{:.0}", l.p99),
+                line.map_or("-".into(), |b| format!("{:.1}", b.p50)),
+                times(line.and_then(|b| ratio(l.p50, b.p50))),
+                times(r.p50_ratio_to_handoff),
+            ]);
+        }
+    }
+    t
+}
+
 fn round_trip_section(rows: &[Row]) -> Section {
     Section {
         title: "Round trip",
-        tables: vec![round_trip_table(rows)],
+        tables: vec![round_trip_table(rows), ping_pong_table(rows)],
         plots: vec![],
     }
 }
