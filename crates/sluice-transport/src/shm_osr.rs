@@ -82,10 +82,11 @@ pub const DEFAULT_BATCH_BYTES: usize = 16 << 10;
 pub const MIN_RECORD_BYTES: usize = 256;
 /// How often a waiting side checks that its peers' processes are alive.
 pub const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
-/// A receiver that keeps finding tuples looks at the clock every this many polls, to check its
-/// senders' processes every [`LIVENESS_PERIOD`] all the same (one sender may die while the
-/// others keep it busy).
-const BUSY_CHECK_POLLS: u32 = 64;
+/// The receiver looks at the clock every this many polls, busy or idle, to check its senders'
+/// processes every [`LIVENESS_PERIOD`]: a busy one all the same (one sender may die while the
+/// others keep it busy), an idle one without a clock read on every empty poll, which would
+/// delay noticing the next tuple by as much.
+const CLOCK_POLLS: u32 = 64;
 
 /// The segment kind of an OSR ring.
 const KIND: SegmentKind = SegmentKind::new(*b"OSR\0\0\0\0\0");
@@ -475,9 +476,10 @@ impl<T: Tuple> ShmOsrReceiver<T> {
     /// Finds senders that are gone without their end of stream; once the window has passed
     /// everything reserved before that was seen, the edge is disconnected. The table is read
     /// when the receiver is `idle` (found nothing, or waits on an unfinished record); process
-    /// ids are checked every [`LIVENESS_PERIOD`].
+    /// ids are checked every [`LIVENESS_PERIOD`], the clock read every [`CLOCK_POLLS`] polls.
     fn check_senders(&mut self, idle: bool) -> Result<(), RecvError> {
-        let check_pids = self.last_liveness_check.elapsed() >= LIVENESS_PERIOD;
+        let check_pids = self.polls_since_check.is_multiple_of(CLOCK_POLLS)
+            && self.last_liveness_check.elapsed() >= LIVENESS_PERIOD;
         if check_pids {
             self.last_liveness_check = Instant::now();
             self.polls_since_check = 0;
@@ -612,7 +614,7 @@ impl<T: Tuple> TupleReceiver<T> for ShmOsrReceiver<T> {
         let received = out.len() - start;
         self.polls_since_check = self.polls_since_check.wrapping_add(1);
         let idle = received == 0 || self.consumer.stall().is_some();
-        if (idle || self.polls_since_check.is_multiple_of(BUSY_CHECK_POLLS))
+        if (idle || self.polls_since_check.is_multiple_of(CLOCK_POLLS))
             && self.ends < self.senders.len()
         {
             self.check_senders(idle)?;
