@@ -18,7 +18,10 @@
 //!   cores: one line crossing from a standing start, plus two clock reads. It sits well above
 //!   the ping-pong's one-way time, whose threads read no clock and keep the line moving.
 //! - **memcpy bandwidth of one core**: `copy_from_slice` between two buffers, in cache (16 KiB,
-//!   the largest tuple the papers use) and from memory (64 MiB).
+//!   the largest tuple the papers use) and from memory (64 MiB). A shared-memory throughput
+//!   run's baseline copies the tuple size, and also copies it into the successive places of a
+//!   region the ring's size: one core doing a sender's writes through the same footprint, with
+//!   no second core reading them.
 //!
 //! Each figure is the median of `--repeat` runs, after a warm-up run.
 
@@ -271,14 +274,24 @@ const DESTINATION_SKEW: usize = 64;
 
 /// Gbit/s of copying `bytes`-sized buffers until `volume` bytes moved.
 pub(crate) fn memcpy_gbit(bytes: usize, volume: usize) -> f64 {
+    memcpy_through_gbit(bytes, bytes, volume)
+}
+
+/// Gbit/s of copying one `bytes`-sized buffer into the successive `bytes`-sized places of a
+/// `region`-byte destination (wrapping round, as a sender fills a ring) until `volume` bytes
+/// moved.
+pub(crate) fn memcpy_through_gbit(bytes: usize, region: usize, volume: usize) -> f64 {
     let from = vec![0x5au8; bytes];
-    let mut to = vec![0u8; bytes + DESTINATION_SKEW];
+    let places = (region / bytes.max(1)).max(1);
+    let mut to = vec![0u8; places * bytes + DESTINATION_SKEW];
     let to = &mut to[DESTINATION_SKEW..];
-    let copies = (volume / bytes).max(1);
+    let copies = (volume / bytes.max(1)).max(1);
     let start = Instant::now();
-    for _ in 0..copies {
-        to.copy_from_slice(std::hint::black_box(&from));
-        std::hint::black_box(&mut *to);
+    for i in 0..copies {
+        let at = i % places * bytes;
+        let place = &mut to[at..at + bytes];
+        place.copy_from_slice(std::hint::black_box(&from));
+        std::hint::black_box(place);
     }
     (copies * bytes * 8) as f64 / start.elapsed().as_secs_f64() / 1e9
 }
@@ -296,6 +309,10 @@ mod tests {
             assert!(r.cacheline_oneway_ns.is_some_and(|ns| ns > 0.0));
             assert!(r.handoff_oneway_ns.is_some_and(|ns| ns > 0.0));
             assert!(r.stamped_oneway_ns.is_some_and(|ns| ns > 0.0));
+        }
+        // Through a region: whole places only, and at least one however small the region.
+        for region in [8 << 10, 5000, 100] {
+            assert!(memcpy_through_gbit(1024, region, 1 << 20) > 0.0, "{region}");
         }
         let json = serde_json::to_value(&r).unwrap();
         for key in [

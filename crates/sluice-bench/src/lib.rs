@@ -290,6 +290,14 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         Some(ours) if !handoffs.is_empty() => stats::ratio(ours.p50, stats::median(&handoffs)),
         _ => None,
     };
+    let ring_memcpys: Vec<f64> = m
+        .baseline
+        .iter()
+        .filter_map(|run| run.ring_memcpy_gbit)
+        .collect();
+    let ring_memcpy_ratio = (!ring_memcpys.is_empty())
+        .then(|| stats::ratio(gbit, stats::median(&ring_memcpys)))
+        .flatten();
     let (target_rate, ratio_to_baseline) = match s.bench {
         Bench::Throughput => (None, stats::ratio(tps, base_tps)),
         Bench::Latency { rate } => (Some(rate), None),
@@ -336,6 +344,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         ratio_to_baseline,
         p50_ratio_to_baseline: latency_ratio(|l| l.p50),
         p99_ratio_to_baseline: latency_ratio(|l| l.p99),
+        ratio_to_ring_memcpy: ring_memcpy_ratio,
         p50_ratio_to_handoff: handoff_ratio,
         commit: machine::commit(),
         cpu: machine::cpu(),

@@ -35,7 +35,7 @@ use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
 use crate::args::{Bench, Settings, Transport, TupleEncoding};
-use crate::hardware::{handoff, memcpy_gbit, ping_pong, stamped_one_way};
+use crate::hardware::{handoff, memcpy_gbit, memcpy_through_gbit, ping_pong, stamped_one_way};
 use crate::load::{Generator, Load, Span};
 use crate::network;
 use crate::payload::{dispatch, Payload, PayloadVisitor};
@@ -437,6 +437,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 loss: None,
                 cacheline_ns: None,
                 handoff_ns: (crate::machine::cores() >= 2).then(|| handoff(TRIPS)),
+                ring_memcpy_gbit: None,
                 stamped_ns: (!reflected && crate::machine::cores() >= 2)
                     .then(|| stamped_one_way(STAMPED_MESSAGES)),
             }
@@ -454,6 +455,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 loss: None,
                 cacheline_ns: (crate::machine::cores() >= 2).then(|| ping_pong(PLACEMENT_TRIPS)),
                 handoff_ns: None,
+                ring_memcpy_gbit: Some(memcpy_through_gbit(s.size, s.ring_bytes, 1 << 30)),
                 stamped_ns: None,
             }
         }

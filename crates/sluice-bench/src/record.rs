@@ -182,6 +182,10 @@ pub struct RunFigures {
     /// run's baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_ns: Option<f64>,
+    /// One core's memcpy of the tuple size into the successive places of a region the ring's
+    /// size, in Gbit/s, measured with a shared-memory throughput run's baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_memcpy_gbit: Option<f64>,
     /// The clock-stamped one-way time through one line between cores 0 and 1, measured with
     /// a shared-memory latency run's baseline (`--method one-way-clock`): the least a stamped
     /// latency can show on the cores of the moment.
@@ -228,6 +232,7 @@ impl RunFigures {
             loss: None,
             cacheline_ns: None,
             handoff_ns: None,
+            ring_memcpy_gbit: None,
             stamped_ns: None,
         }
     }
@@ -263,6 +268,7 @@ impl RunFigures {
             loss: None,
             cacheline_ns: None,
             handoff_ns: None,
+            ring_memcpy_gbit: None,
             stamped_ns: None,
         })
     }

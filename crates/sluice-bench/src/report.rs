@@ -73,6 +73,10 @@ pub struct BenchResult {
     /// Latency only: Sluice's p99 divided by the baseline's (lower is better).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_ratio_to_baseline: Option<f64>,
+    /// Shared-memory throughput only: Sluice's Gbit/s divided by the median memcpy through a
+    /// region the ring's size of the baseline runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_ring_memcpy: Option<f64>,
     /// Shared-memory latency only: Sluice's p50 divided by the median two-line hand-off of the
     /// baseline runs, the least any single-producer queue can take between the two cores.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -285,21 +289,32 @@ pub fn render_table(result: &BenchResult) -> String {
     if let Some(r) = result.p99_ratio_to_baseline {
         let _ = writeln!(out, "sluice / baseline latency: p99 {r:.3}");
     }
+    if let Some(r) = result.ratio_to_ring_memcpy {
+        let _ = writeln!(out, "sluice / memcpy through the ring's footprint: {r:.3}");
+    }
     if let Some(r) = result.p50_ratio_to_handoff {
         let _ = writeln!(out, "sluice / two-line hand-off latency: p50 {r:.3}");
     }
-    for (what, figure) in [
+    for (what, figure, unit) in [
         (
-            "cache line one-way",
+            "cache line one-way, core 0 -> 1",
             (|run: &RunFigures| run.cacheline_ns) as fn(&RunFigures) -> Option<f64>,
+            "ns",
         ),
         (
-            "two lines, one writer each (a queue's hand-off), one-way",
+            "two lines, one writer each (a queue's hand-off), one-way, core 0 -> 1",
             |run: &RunFigures| run.handoff_ns,
+            "ns",
         ),
         (
-            "one line, clock-stamped one-way (the least a stamped latency can show)",
+            "one line, clock-stamped one-way (the least a stamped latency can show), core 0 -> 1",
             |run: &RunFigures| run.stamped_ns,
+            "ns",
+        ),
+        (
+            "memcpy, one core, of the tuple size through a region the ring's size",
+            |run: &RunFigures| run.ring_memcpy_gbit,
+            "Gbit/s",
         ),
     ] {
         let runs: Vec<String> = result
@@ -307,12 +322,12 @@ pub fn render_table(result: &BenchResult) -> String {
             .runs
             .iter()
             .filter_map(figure)
-            .map(|ns| format!("{ns:.0}"))
+            .map(|x| format!("{x:.0}"))
             .collect();
         if !runs.is_empty() {
             let _ = writeln!(
                 out,
-                "{what}, core 0 -> 1, at each baseline run: {} ns",
+                "{what}, at each baseline run: {} {unit}",
                 runs.join(", ")
             );
         }

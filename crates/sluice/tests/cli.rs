@@ -413,6 +413,15 @@ fn shared_memory_benchmarks_run_across_processes_and_leave_no_segment() {
                 let placement = json["baseline"]["runs"][0]["cacheline_ns"].as_f64();
                 assert!(placement.is_some_and(|ns| ns > 0.0), "{line}");
             }
+            if bench[1] == "throughput" {
+                // And copies through a region the ring's size, which Sluice is compared with.
+                let through = json["baseline"]["runs"][0]["ring_memcpy_gbit"].as_f64();
+                assert!(through.is_some_and(|g| g > 0.0), "{line}");
+                assert!(
+                    json["ratio_to_ring_memcpy"].as_f64().unwrap() > 0.0,
+                    "{line}"
+                );
+            }
         }
     }
     let own = format!("sluice-bench{}r", std::process::id());
