@@ -415,6 +415,10 @@ pub(crate) fn repeat<P: Payload>(
 /// throughput run's memcpy baseline: a few milliseconds.
 const PLACEMENT_TRIPS: u64 = 20_000;
 
+/// The most copies (a power of two) of the memcpy through a region the ring's size: with tiny
+/// tuples, a gibibyte of copies would take a second per baseline run.
+const RING_MEMCPY_COPIES_LOG2: u32 = 24;
+
 /// Messages of the clock-stamped one-line baseline of a latency run: a tenth of a second.
 const STAMPED_MESSAGES: u64 = 20_000;
 
@@ -455,7 +459,11 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 loss: None,
                 cacheline_ns: (crate::machine::cores() >= 2).then(|| ping_pong(PLACEMENT_TRIPS)),
                 handoff_ns: None,
-                ring_memcpy_gbit: Some(memcpy_through_gbit(s.size, s.ring_bytes, 1 << 30)),
+                ring_memcpy_gbit: Some(memcpy_through_gbit(
+                    s.size,
+                    s.ring_bytes,
+                    (1 << 30).min(s.size << RING_MEMCPY_COPIES_LOG2),
+                )),
                 stamped_ns: None,
             }
         }
