@@ -285,19 +285,14 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         (Some(ours), Some(theirs)) => stats::ratio(f(&ours), f(&theirs)),
         _ => None,
     };
-    let handoffs: Vec<f64> = m.baseline.iter().filter_map(|run| run.handoff_ns).collect();
-    let handoff_ratio = match one_way {
-        Some(ours) if !handoffs.is_empty() => stats::ratio(ours.p50, stats::median(&handoffs)),
-        _ => None,
+    // `ours` over the median of a yardstick the baseline runs measured beside their own.
+    let yardstick_ratio = |ours: Option<f64>, figure: fn(&RunFigures) -> Option<f64>| {
+        let runs: Vec<f64> = m.baseline.iter().filter_map(figure).collect();
+        ours.filter(|_| !runs.is_empty())
+            .and_then(|ours| stats::ratio(ours, stats::median(&runs)))
     };
-    let ring_memcpys: Vec<f64> = m
-        .baseline
-        .iter()
-        .filter_map(|run| run.ring_memcpy_gbit)
-        .collect();
-    let ring_memcpy_ratio = (!ring_memcpys.is_empty())
-        .then(|| stats::ratio(gbit, stats::median(&ring_memcpys)))
-        .flatten();
+    let handoff_ratio = yardstick_ratio(one_way.map(|l| l.p50), |run| run.handoff_ns);
+    let ring_memcpy_ratio = yardstick_ratio(Some(gbit), |run| run.ring_memcpy_gbit);
     let (target_rate, ratio_to_baseline) = match s.bench {
         Bench::Throughput => (None, stats::ratio(tps, base_tps)),
         Bench::Latency { rate } => (Some(rate), None),

@@ -426,6 +426,7 @@ const STAMPED_MESSAGES: u64 = 20_000;
 /// and twice that as the round trip when latency is measured through a reflector) or the
 /// memcpy rate.
 pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
+    let two_cores = crate::machine::cores() >= 2;
     match s.bench {
         Bench::Latency { .. } => {
             const TRIPS: u64 = 200_000;
@@ -440,10 +441,9 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 round_trip_ns: reflected.then(|| LatencySummary::flat(2.0 * ns, TRIPS)),
                 loss: None,
                 cacheline_ns: None,
-                handoff_ns: (crate::machine::cores() >= 2).then(|| handoff(TRIPS)),
+                handoff_ns: two_cores.then(|| handoff(TRIPS)),
                 ring_memcpy_gbit: None,
-                stamped_ns: (!reflected && crate::machine::cores() >= 2)
-                    .then(|| stamped_one_way(STAMPED_MESSAGES)),
+                stamped_ns: (!reflected && two_cores).then(|| stamped_one_way(STAMPED_MESSAGES)),
             }
         }
         Bench::Throughput => {
@@ -457,7 +457,7 @@ pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
                 latency_ns: None,
                 round_trip_ns: None,
                 loss: None,
-                cacheline_ns: (crate::machine::cores() >= 2).then(|| ping_pong(PLACEMENT_TRIPS)),
+                cacheline_ns: two_cores.then(|| ping_pong(PLACEMENT_TRIPS)),
                 handoff_ns: None,
                 ring_memcpy_gbit: Some(memcpy_through_gbit(
                     s.size,

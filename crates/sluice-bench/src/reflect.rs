@@ -45,8 +45,7 @@ use sluice_transport::{shm_osr, shm_vega, tcp, udp_mq};
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
-use crate::args::LatencyMethod;
-use crate::args::{Settings, Transport};
+use crate::args::{LatencyMethod, Settings, Transport};
 use crate::load::{Generator, Load, Pacer, Span, BATCH};
 use crate::network::{announce, loopback, params as tcp_params, secret_from_env};
 use crate::payload::{Payload, PayloadVisitor};
@@ -106,14 +105,14 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
     let load = Load::Paced(Pacer::new(rate));
     let idle = s.process_idle();
     let span = s.span();
-    let one_in_flight = s.method == LatencyMethod::PingPong;
+    let in_flight = InFlight::of(s.method);
     let report = if let Some(profile) = s.transport.tcp_profile() {
         let secret = tcp::JobSecret::random()?;
         let params = tcp_params(profile, tuple_bytes);
         let (mut rx, back) = tcp::bind_receiver::<P>(loopback(), &secret, 1, &params)?;
         let (reflector, line) = spawn(s, false, "", tuple_bytes, Some(&secret), Some(back))?;
         let mut tx = tcp::connect_sender::<P>(listening(&line)?, &secret, 0, &params)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, in_flight)?;
         drop(tx);
         reflector.finish()?;
         report
@@ -123,7 +122,7 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
         let (mut rx, back) = udp_mq::bind_receiver::<P>(loopback(), &secret, 1, &params)?;
         let (reflector, line) = spawn(s, false, "", tuple_bytes, Some(&secret), Some(back))?;
         let mut tx = udp_mq::connect_sender::<P>(listening(&line)?, &secret, 0, &params)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, in_flight)?;
         drop(tx);
         reflector.finish()?;
         report
@@ -133,7 +132,7 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
         let mut tx = shm_vega::create_sender::<P>(&segment(&job)?, tuple_bytes, slots)?;
         let mut rx = shm_vega::create_receiver::<P>(&back_segment(&job)?, tuple_bytes, slots)?;
         let (reflector, _) = spawn(s, false, &job, tuple_bytes, None, None)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, in_flight)?;
         reflector.finish()?;
         report
     } else if s.transport == Transport::ShmOsr {
@@ -145,7 +144,7 @@ pub(crate) fn run<P: Payload>(s: &Settings, template: P, rate: u64) -> anyhow::R
         }
         let batch = shm_osr::DEFAULT_BATCH_BYTES;
         let mut tx = shm_osr::open_sender::<P>(&segment(&job)?, s.ring_bytes, batch)?;
-        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, one_in_flight)?;
+        let report = round_trips(&mut tx, &mut rx, template, load, span, idle, in_flight)?;
         reflector.finish()?;
         report
     } else {
@@ -235,9 +234,68 @@ impl Trips {
     }
 }
 
-/// The benchmark process's loop, on core 0: sends as `load` says for `span`, stamped (with
-/// `one_in_flight`, each tuple once the previous one is back), and records every tuple's round
-/// trip as it comes back; then ends the stream and waits for the end to come back.
+/// How many tuples the benchmark's side of a reflected run keeps in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InFlight {
+    /// As many as are due (`--method half-round-trip`).
+    AsDue,
+    /// One: the next goes once the previous one is back (`--method ping-pong`).
+    One,
+}
+
+impl InFlight {
+    /// What `method` keeps in flight.
+    pub(crate) fn of(method: LatencyMethod) -> Self {
+        if method == LatencyMethod::PingPong {
+            Self::One
+        } else {
+            Self::AsDue
+        }
+    }
+
+    /// The most tuples one fill of the generator sends.
+    fn most(self) -> usize {
+        match self {
+            Self::AsDue => BATCH,
+            Self::One => 1,
+        }
+    }
+
+    /// Takes what has come back with `poll` after `sent` tuples went, and returns what `poll`
+    /// returned: one poll, or with one tuple out, polls until it is back, idling as `waiter`
+    /// says between empty polls and reading the clock only every [`GIVE_UP_POLLS`] of them, to
+    /// give up after `give_up`.
+    fn take_back(
+        self,
+        sent: usize,
+        mut poll: impl FnMut() -> anyhow::Result<usize>,
+        waiter: &mut Idle,
+        give_up: Instant,
+    ) -> anyhow::Result<usize> {
+        if self == Self::AsDue || sent == 0 {
+            return poll();
+        }
+        let mut empty = 0u32;
+        loop {
+            let got = poll()?;
+            if got > 0 {
+                return Ok(got);
+            }
+            waiter.after(0);
+            empty = empty.wrapping_add(1);
+            if empty.is_multiple_of(GIVE_UP_POLLS) && Instant::now() > give_up {
+                bail!("the tuple in flight never came back from the reflector");
+            }
+        }
+    }
+}
+
+/// Empty polls of [`InFlight::take_back`] between two looks at the clock.
+const GIVE_UP_POLLS: u32 = 4096;
+
+/// The benchmark process's loop, on core 0: sends as `load` says for `span`, stamped, keeping
+/// `in_flight`, and records every tuple's round trip as it comes back; then ends the stream and
+/// waits for the end to come back.
 pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     tx: &mut S,
     rx: &mut Rx,
@@ -245,7 +303,7 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     load: Load,
     span: Span,
     idle: IdleStrategy,
-    one_in_flight: bool,
+    in_flight: InFlight,
 ) -> anyhow::Result<Trips> {
     let _pinned = pin(0);
     let give_up = Instant::now() + span.longest() + PATIENCE;
@@ -258,18 +316,13 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
     };
     let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
-    let most = if one_in_flight { 1 } else { BATCH };
     while !generator.done() {
-        let sent = generator.fill_at_most(most, |tuple| {
+        let sent = generator.fill_at_most(in_flight.most(), |tuple| {
             offer(tx, |tx| tx.offer_copy(tuple), &mut back, give_up)
         })?;
         sent_in_all += sent as u64;
         tx.flush();
-        let got = if one_in_flight && sent > 0 {
-            await_return(|| back.drain(), &mut waiter, give_up)?
-        } else {
-            back.drain()?
-        };
+        let got = in_flight.take_back(sent, || back.drain(), &mut waiter, give_up)?;
         waiter.after(sent + got);
     }
     let end = |tx: &mut S| {
@@ -290,31 +343,6 @@ pub(crate) fn round_trips<P: Payload, S: TupleSender<P>, Rx: TupleReceiver<P>>(
         sent: sent_in_all,
     })
 }
-
-/// With one tuple in flight: polls the way back with `poll` until something comes back (the
-/// tuple), idling as `waiter` says between empty polls, and returns what `poll` returned. The
-/// clock is read only every [`GIVE_UP_POLLS`] empty polls, to give up after `give_up`.
-fn await_return(
-    mut poll: impl FnMut() -> anyhow::Result<usize>,
-    waiter: &mut Idle,
-    give_up: Instant,
-) -> anyhow::Result<usize> {
-    let mut empty = 0u32;
-    loop {
-        let got = poll()?;
-        if got > 0 {
-            return Ok(got);
-        }
-        waiter.after(0);
-        empty = empty.wrapping_add(1);
-        if empty.is_multiple_of(GIVE_UP_POLLS) && Instant::now() > give_up {
-            bail!("the tuple in flight never came back from the reflector");
-        }
-    }
-}
-
-/// Empty polls of [`await_return`] between two looks at the clock.
-const GIVE_UP_POLLS: u32 = 4096;
 
 /// The reflecting process (`sluice bench peer --reflect`), with the tuple type of its size.
 pub(crate) struct Reflector<'a>(pub(crate) &'a PeerArgs);
@@ -424,16 +452,15 @@ pub(crate) trait RawEcho {
     fn ended(&self) -> bool;
 }
 
-/// [`round_trips`] for a hand-written round trip: sends as `load` says for `span` on core 0
-/// (with `one_in_flight`, each tuple once the previous one is back), records every round trip,
-/// finishes and waits for the end to come back.
+/// [`round_trips`] for a hand-written round trip: sends as `load` says for `span` on core 0,
+/// keeping `in_flight`, records every round trip, finishes and waits for the end to come back.
 pub(crate) fn raw_round_trips<P: Payload, E: RawEcho + ?Sized>(
     echo: &mut E,
     template: P,
     load: Load,
     span: Span,
     idle: IdleStrategy,
-    one_in_flight: bool,
+    in_flight: InFlight,
 ) -> anyhow::Result<Trips> {
     let _pinned = pin(0);
     let give_up = Instant::now() + span.longest() + PATIENCE;
@@ -449,19 +476,14 @@ pub(crate) fn raw_round_trips<P: Payload, E: RawEcho + ?Sized>(
     let mut generator = Generator::new(template, load, span);
     let mut waiter = idle.waiter();
     let mut bytes = Vec::new();
-    let most = if one_in_flight { 1 } else { BATCH };
     while !generator.done() {
-        let sent = generator.fill_at_most(most, |tuple| -> anyhow::Result<()> {
+        let sent = generator.fill_at_most(in_flight.most(), |tuple| -> anyhow::Result<()> {
             bytes.clear();
             tuple.encode(&mut bytes)?;
             echo.send(&bytes, &mut record)
         })?;
         sent_in_all += sent as u64;
-        let got = if one_in_flight && sent > 0 {
-            await_return(|| echo.receive(&mut record), &mut waiter, give_up)?
-        } else {
-            echo.receive(&mut record)?
-        };
+        let got = in_flight.take_back(sent, || echo.receive(&mut record), &mut waiter, give_up)?;
         waiter.after(sent + got);
     }
     echo.finish()?;
@@ -496,13 +518,13 @@ pub(crate) fn run_baseline<P: Payload>(
     let addr = listening(&line)?;
     let load = Load::Paced(Pacer::new(rate));
     let idle = s.process_idle();
-    let one_in_flight = s.method == LatencyMethod::PingPong;
+    let in_flight = InFlight::of(s.method);
     let report = if s.transport == Transport::UdpMq {
         let mut echo = RawUdpEcho::connect(addr, tuple_bytes)?;
-        raw_round_trips(&mut echo, template, load, s.span(), idle, one_in_flight)?
+        raw_round_trips(&mut echo, template, load, s.span(), idle, in_flight)?
     } else {
         let mut echo = RawTcpEcho::connect(addr, tuple_bytes)?;
-        raw_round_trips(&mut echo, template, load, s.span(), idle, one_in_flight)?
+        raw_round_trips(&mut echo, template, load, s.span(), idle, in_flight)?
     };
     reflector.finish()?;
     report.figures(s.size, s.transport == Transport::UdpMq)
@@ -793,7 +815,7 @@ mod tests {
 
     /// The benchmark's loop against a reflector thread over two in-process Vega rings; returns
     /// the round trips' figures and the flight's counts.
-    fn reflect_through_threads(load: Load, one_in_flight: bool) -> (RunFigures, Arc<Flight>) {
+    fn reflect_through_threads(load: Load, in_flight: InFlight) -> (RunFigures, Arc<Flight>) {
         let (there_tx, mut there_rx) = shm_vega::connect::<[u8; 64]>(64, 64).unwrap();
         let (mut back_tx, back_rx) = shm_vega::connect::<[u8; 64]>(64, 64).unwrap();
         let flight = Arc::new(Flight::default());
@@ -818,7 +840,7 @@ mod tests {
             load,
             span,
             IdleStrategy::Yield,
-            one_in_flight,
+            in_flight,
         )
         .unwrap();
         reflector.join().unwrap().unwrap();
@@ -827,7 +849,7 @@ mod tests {
 
     #[test]
     fn a_ring_pair_reflects_through_threads() {
-        let (f, _) = reflect_through_threads(Load::Paced(Pacer::new(2_000)), false);
+        let (f, _) = reflect_through_threads(Load::Paced(Pacer::new(2_000)), InFlight::AsDue);
         let (rtt, one_way) = (f.round_trip_ns.unwrap(), f.latency_ns.unwrap());
         assert!(rtt.samples >= crate::load::LEAST_PACED, "{rtt:?}");
         assert_eq!(one_way.p50, rtt.p50 / 2.0);
@@ -838,12 +860,12 @@ mod tests {
         // Far above the rate round trips between two threads allow: without the ping-pong the
         // loop sends bursts, with it every tuple is back before the next goes.
         let flat_out = || Load::Paced(Pacer::new(1_000_000_000));
-        let (_, bursts) = reflect_through_threads(flat_out(), false);
+        let (_, bursts) = reflect_through_threads(flat_out(), InFlight::AsDue);
         assert!(
             Flight::get(&bursts.most) > 1,
             "bursts keep several in flight"
         );
-        let (f, flight) = reflect_through_threads(flat_out(), true);
+        let (f, flight) = reflect_through_threads(flat_out(), InFlight::One);
         let sent = Flight::get(&flight.sent);
         assert_eq!(Flight::get(&flight.most), 1);
         let rtt = f.round_trip_ns.unwrap();

@@ -38,7 +38,7 @@ use crate::network::{write_all, RawWriter};
 use crate::payload::{dispatch, Payload, PayloadVisitor};
 use crate::processes::{pin, PeerProcess, PATIENCE};
 use crate::record::{Counting, Recorder, RunFigures, Timing};
-use crate::reflect::{raw_round_trips, RawEcho};
+use crate::reflect::{raw_round_trips, InFlight, RawEcho};
 use crate::stats::LatencySummary;
 use crate::{median_round_trip, medians, BenchResult, LatencyMethod};
 
@@ -317,7 +317,14 @@ impl PeerJob {
         let (peer, size, load) = (self.peer, self.size, self.load());
         if reflected {
             let mut echo = echo(peer, &endpoint, size)?;
-            let trips = raw_round_trips(&mut *echo, P::template(size), load, span, idle, false)?;
+            let trips = raw_round_trips(
+                &mut *echo,
+                P::template(size),
+                load,
+                span,
+                idle,
+                InFlight::AsDue,
+            )?;
             receiver.finish()?;
             return trips.figures(size, false);
         }
