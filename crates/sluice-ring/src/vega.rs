@@ -135,8 +135,9 @@
 //! builds and a separate array of `loom` atomics under `loom`. Under `loom` each slot also has a
 //! `loom` cell that the producer marks written when it claims the slot and the consumer marks
 //! read when it gets and when it releases the slot, so `loom` checks that the marks and indices
-//! order every slot access (not only themselves). Miri runs the heap-backed ring ([`crate::memory::HeapMemory`]) and
-//! checks the payload accesses themselves for races and bounds.
+//! order every slot access (not only themselves). Miri runs the heap-backed ring
+//! ([`crate::memory::HeapMemory`]) and checks the payload accesses themselves for races and
+//! bounds.
 
 mod consumer;
 mod error;

@@ -68,8 +68,8 @@ pub const SLOTS_OFFSET: usize = HEADER_BYTES;
 
 /// Within a slot: `mark: u64`, the paper's begin marker and size in one word. Its low 32 bits
 /// are the tuple's size in bytes; its high 32 bits are the slot's *tag*, which says whether the
-/// slot holds position `p`: [`published_mark`] of `p` once the tuple at `p` is published,
-/// anything else before (see [`staged_mark`]).
+/// slot holds position `p`: `published_mark` of `p` once the tuple at `p` is published,
+/// anything else before (see `staged_mark`).
 pub const SLOT_MARK_OFFSET: usize = 0;
 /// Within a slot: the first payload byte. Payloads are [`SLOT_ALIGN`]-aligned.
 pub const SLOT_PAYLOAD_OFFSET: usize = 8;

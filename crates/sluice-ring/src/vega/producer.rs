@@ -248,7 +248,7 @@ impl<M: RingMemory> VegaProducer<M> {
 
     /// Makes every staged slot visible to the consumer, all at once, and wakes the consumer if
     /// it is parked. Only the batch's first slot has a staged mark (the others were given
-    /// their published marks when staged, see [`Self::stage_claimed`]): one store publishes
+    /// their published marks when staged, see `stage_claimed`): one store publishes
     /// it, and with it the whole batch. Then `head`, for the slow paths.
     #[inline]
     pub fn publish(&mut self) {
@@ -271,10 +271,10 @@ impl<M: RingMemory> VegaProducer<M> {
     /// Stores `head` (every staged mark is published already) and rings the consumer.
     #[inline(always)]
     fn publish_head(&mut self) {
-        // SYNC: pairs with the Acquire load of `head` in `VegaConsumer::published_by_head`: the marks and
-        // payloads written before this store happen before the consumer reads them; and,
-        // through the doorbell's fences, with the load in `VegaConsumer::park`'s readiness
-        // check.
+        // SYNC: pairs with the Acquire load of `head` in `VegaConsumer::published_by_head`:
+        // the marks and payloads written before this store happen before the consumer reads
+        // them; and, through the doorbell's fences, with the load in `VegaConsumer::park`'s
+        // readiness check.
         self.header()
             .producer
             .head
