@@ -203,7 +203,7 @@ const LINES_PER_CALL: usize = 128;
 struct SentenceSource {
     input: Option<PathBuf>,
     reader: Option<BufReader<File>>,
-    generator: Generator,
+    generator: SentenceGenerator,
     pacer: Pacer,
 }
 
@@ -218,7 +218,7 @@ impl SentenceSource {
         Self {
             input,
             reader: None,
-            generator: Generator::new(words_per_sentence, vocabulary, seed),
+            generator: SentenceGenerator::new(words_per_sentence, vocabulary, seed),
             pacer: Pacer::new(rate),
         }
     }
@@ -267,15 +267,19 @@ impl Source for SentenceSource {
     }
 }
 
-/// Deterministic sentences over a synthetic vocabulary (xorshift64*).
-struct Generator {
+/// Deterministic sentences over a synthetic vocabulary (xorshift64*): the input of the
+/// generated WordCount, and of the hand-written programs `sluice bench app wordcount`
+/// measures beside it.
+pub struct SentenceGenerator {
     vocabulary: Vec<String>,
     words_per_sentence: usize,
     state: u64,
 }
 
-impl Generator {
-    fn new(words_per_sentence: usize, vocabulary: usize, seed: u64) -> Self {
+impl SentenceGenerator {
+    /// Sentences of `words_per_sentence` words drawn uniformly from `vocabulary` distinct
+    /// words, in an order fixed by `seed`.
+    pub fn new(words_per_sentence: usize, vocabulary: usize, seed: u64) -> Self {
         const SYLLABLES: [&str; 16] = [
             "ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "va", "ze", "bo", "du", "fi", "ga",
             "he", "ju",
@@ -306,7 +310,8 @@ impl Generator {
         self.state.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn sentence(&mut self) -> String {
+    /// The next sentence: words separated by single spaces.
+    pub fn sentence(&mut self) -> String {
         let mut text = String::new();
         for i in 0..self.words_per_sentence {
             if i > 0 {
@@ -425,8 +430,8 @@ mod tests {
 
     #[test]
     fn generator_is_deterministic() {
-        let mut a = Generator::new(5, 100, 7);
-        let mut b = Generator::new(5, 100, 7);
+        let mut a = SentenceGenerator::new(5, 100, 7);
+        let mut b = SentenceGenerator::new(5, 100, 7);
         assert_eq!(a.sentence(), b.sentence());
         assert_eq!(a.sentence().split(' ').count(), 5);
     }

@@ -9,6 +9,7 @@
 mod multicast;
 mod sinks;
 mod sources;
+pub mod text;
 mod transforms;
 
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};

@@ -14,6 +14,7 @@
 
 mod clock;
 mod erased;
+mod keys;
 mod tuple;
 
 #[doc(hidden)]
@@ -23,7 +24,9 @@ pub mod tuple_codec {
 }
 
 pub use clock::{monotonic_ns, Stopwatch};
+pub use compact_str::CompactString;
 pub use erased::{BatchRef, ErasedItems, TupleRef, TupleSlice};
+pub use keys::{partition_hash, pick_instance, KeyHasher, KeyMap, KeySet};
 pub use tuple::{
     BytesTuple, DecodeError, EncodeError, Encoding, FacadeTuple, FixedBytes, Tuple, TupleSchema,
 };

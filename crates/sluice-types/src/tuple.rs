@@ -225,7 +225,30 @@ macro_rules! normal_tuple {
 }
 
 facade_tuple!((), u8, u16, u32, u64, i32, i64, f32, f64);
-normal_tuple!(String);
+normal_tuple!(String, compact_str::CompactString);
+
+/// Implements [`Tuple`] for tuples of `serde` values, encoded with `postcard`, so that
+/// `(word, count)` or `(symbol, price, volume)` can travel without a struct of their own.
+macro_rules! serde_product_tuple {
+    ($($name:ident),+) => {
+        impl<$($name),+> Tuple for ($($name,)+)
+        where
+            $($name: Serialize + serde::de::DeserializeOwned + Clone + Send + 'static),+
+        {
+            const ENCODING: Encoding = Encoding::Normal;
+            fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+                encode_normal(self, out)
+            }
+            fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+                decode_normal(bytes)
+            }
+        }
+    };
+}
+
+serde_product_tuple!(A, B);
+serde_product_tuple!(A, B, C);
+serde_product_tuple!(A, B, C, D);
 
 /// A facade tuple of exactly `N` bytes; the benchmarks' payload.
 ///
@@ -343,6 +366,21 @@ mod tests {
             Trade::decode(&[0xff]),
             Err(DecodeError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn pairs_and_compact_strings_round_trip() {
+        let pair = (compact_str::CompactString::from("word"), 7u64);
+        let mut bytes = Vec::new();
+        pair.encode(&mut bytes).unwrap();
+        assert_eq!(
+            <(compact_str::CompactString, u64)>::decode(&bytes).unwrap(),
+            pair
+        );
+        let triple = ("IBM".to_string(), 1.5f64, 3u32);
+        bytes.clear();
+        triple.encode(&mut bytes).unwrap();
+        assert_eq!(<(String, f64, u32)>::decode(&bytes).unwrap(), triple);
     }
 
     #[test]
