@@ -1,6 +1,6 @@
-//! WordCount, the TurboStream paper's topology: a source of sentences, a split operator that
-//! emits each word, and a sum operator keyed by word that keeps running counts; a sink
-//! records end-to-end latency and writes the final counts.
+//! WordCount, the TurboStream paper's topology, built from library parts: a source of
+//! sentences, a flat-map splitting each into words, a rolling count keyed by word, and a table
+//! sink keeping the latest count of every word.
 //!
 //! ```text
 //! sentences --forward--> split --key-by(word)--> sum (xN) --forward--> counts
@@ -8,24 +8,21 @@
 //!
 //! With `--input FILE` the source reads the file line by line, one sentence a line, and the
 //! job ends at the end of the file. Without it the source generates sentences from a fixed
-//! vocabulary at `--rate` sentences per second until `--duration` ends. Every tuple carries
-//! the time its sentence was emitted, so the sink measures latency from source to sink.
+//! vocabulary at `--rate` sentences per second until `--duration` ends (or, with
+//! `--set sentences=N`, after N sentences). End-to-end latency comes from the runtime's
+//! sampled latency markers.
 //!
-//! Words: split on whitespace, lowercased, leading and trailing ASCII punctuation stripped,
-//! empty words dropped. Output (`--output FILE`): `word<TAB>count` lines sorted by word.
+//! Words ([`sluice_ops::text::words`]): split on whitespace, lowercased, leading and trailing
+//! ASCII punctuation stripped, empty words dropped. Output (`--output FILE`): `word<TAB>count`
+//! lines sorted by word.
 
-use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-use sluice_graph::{
-    expect_tuple, latency_histogram, GraphBuilder, LatencyHistogram, Operator, OperatorError,
-    OperatorReport, Output, Partitioning, Ports, Produced, Source,
-};
-use sluice_ops::FlatMap;
-use sluice_types::{monotonic_ns, normal_tuple, TupleRef};
+use sluice_graph::{OperatorError, Output, Produced, Source};
+use sluice_ops::{text, Dataflow, TableSink, TypedSource};
+use sluice_types::CompactString;
 
 use crate::pace::Pacer;
 use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec};
@@ -45,59 +42,42 @@ pub const SPEC: AppSpec = AppSpec {
             "distinct words the generator draws from (default 1000)",
         ),
         ("seed", "seed of the sentence generator (default 1)"),
+        (
+            "sentences",
+            "generate this many sentences, then end (default: until --duration)",
+        ),
     ],
     build,
 };
 
-/// A line of text and when it entered the job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sentence {
-    /// The text.
-    pub text: String,
-    /// `monotonic_ns` at emission.
-    pub emitted_ns: u64,
-}
-
-/// One word of a sentence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Word {
-    /// The normalised word.
-    pub word: String,
-    /// The sentence's emission time.
-    pub emitted_ns: u64,
-}
-
-/// A word's running count.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WordCount {
-    /// The word.
-    pub word: String,
-    /// How many times it has been seen so far.
-    pub count: u64,
-    /// The emission time of the sentence that brought it here.
-    pub emitted_ns: u64,
-}
-
-normal_tuple!(Sentence, Word, WordCount);
-
-/// The words of `text`: split on whitespace, lowercased, ASCII punctuation trimmed from both
-/// ends, empty words dropped.
-pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split_whitespace()
-        .map(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()))
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
+/// What the source generates or reads.
+#[derive(Debug, Clone)]
+struct Input {
+    file: Option<PathBuf>,
+    rate: Option<u64>,
+    words_per_sentence: usize,
+    vocabulary: usize,
+    seed: u64,
+    sentences: Option<u64>,
 }
 
 fn build(config: &AppConfig) -> Result<App, AppError> {
     let parallelism: usize = config.settings.get("parallelism", 1)?;
-    let words_per_sentence: usize = config.settings.get("words", 10)?;
-    let vocabulary: usize = config.settings.get("vocabulary", 1000)?;
-    let seed: u64 = config.settings.get("seed", 1)?;
+    let input = Input {
+        file: config.input.clone(),
+        rate: config.rate.filter(|r| *r > 0),
+        words_per_sentence: config.settings.get("words", 10)?,
+        vocabulary: config.settings.get("vocabulary", 1000)?,
+        seed: config.settings.get("seed", 1)?,
+        sentences: config
+            .settings
+            .get("sentences", 0u64)
+            .map(|n| (n > 0).then_some(n))?,
+    };
     for (key, value) in [
         ("parallelism", parallelism),
-        ("words", words_per_sentence),
-        ("vocabulary", vocabulary),
+        ("words", input.words_per_sentence),
+        ("vocabulary", input.vocabulary),
     ] {
         if value == 0 {
             return Err(AppError::BadSetting {
@@ -106,53 +86,30 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             });
         }
     }
-    if let Some(input) = &config.input {
-        File::open(input).map_err(|e| AppError::File {
-            path: input.display().to_string(),
+    if let Some(path) = &input.file {
+        File::open(path).map_err(|e| AppError::File {
+            path: path.display().to_string(),
             reason: format!("cannot read input: {e}"),
         })?;
     }
     if let Some(output) = &config.output {
         check_writable(output)?;
     }
-
-    let mut g = GraphBuilder::new("wordcount");
-    let input = config.input.clone();
-    let rate = config.rate.filter(|r| *r > 0);
-    let source = g.source("sentences", Ports::new().output::<Sentence>(), move |_| {
-        SentenceSource::new(input.clone(), rate, words_per_sentence, vocabulary, seed)
-    });
-    let split = g.operator(
-        "split",
-        Ports::new().input::<Sentence>().output::<Word>(),
-        |_| {
-            FlatMap::new(|s: &Sentence| {
-                let emitted_ns = s.emitted_ns;
-                words(&s.text)
-                    .map(move |word| Word { word, emitted_ns })
-                    .collect::<Vec<_>>()
-            })
-        },
-    );
-    let sum = g.operator(
-        "sum",
-        Ports::new().input::<Word>().output::<WordCount>(),
-        |_| Sum::default(),
-    );
     let output = config.output.clone();
-    let sink = g.operator("counts", Ports::new().input::<WordCount>(), move |_| {
-        CountSink::new(output.clone())
-    });
-    g.set_parallelism(sum, parallelism)?;
-    g.connect(source.out(0), split.input(0))?;
-    g.connect_with(
-        split.out(0),
-        sum.input(0),
-        Partitioning::key_by(|w: &Word| w.word.clone()),
-    )?;
-    g.connect(sum.out(0), sink.input(0))?;
+
+    let flow = Dataflow::new("wordcount");
+    flow.source("sentences", move |_| SentenceSource::new(input.clone()))
+        .flat_map("split", |line: &String| {
+            text::words(line).collect::<Vec<_>>()
+        })
+        .key_by(|word: &CompactString| word)
+        .count("sum")
+        .parallelism(parallelism)
+        .sink("counts", move |_| {
+            TableSink::<CompactString, u64>::new(output.clone())
+        });
     Ok(App {
-        graph: g.build()?,
+        graph: flow.build()?,
         summarize: Box::new(|report| {
             [
                 throughput_line("sentences", report.tuples_out("sentences"), report.elapsed),
@@ -162,7 +119,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
                     report
                         .operator_report("counts")
                         .counters
-                        .get("distinct_words")
+                        .get("distinct_keys")
                         .copied()
                         .unwrap_or(0)
                 ),
@@ -196,37 +153,57 @@ fn check_writable(path: &Path) -> Result<(), AppError> {
     Ok(())
 }
 
-/// Lines per `produce` call when reading a file.
-const LINES_PER_CALL: usize = 128;
+/// Sentences per `produce` call at most.
+const SENTENCES_PER_CALL: usize = 128;
 
 /// Reads sentences from a file, or generates them.
 struct SentenceSource {
-    input: Option<PathBuf>,
+    input: Input,
     reader: Option<BufReader<File>>,
     generator: SentenceGenerator,
     pacer: Pacer,
+    emitted: u64,
+    batch: Vec<String>,
 }
 
 impl SentenceSource {
-    fn new(
-        input: Option<PathBuf>,
-        rate: Option<u64>,
-        words_per_sentence: usize,
-        vocabulary: usize,
-        seed: u64,
-    ) -> Self {
+    fn new(input: Input) -> Self {
         Self {
-            input,
             reader: None,
-            generator: SentenceGenerator::new(words_per_sentence, vocabulary, seed),
-            pacer: Pacer::new(rate),
+            generator: SentenceGenerator::new(
+                input.words_per_sentence,
+                input.vocabulary,
+                input.seed,
+            ),
+            pacer: Pacer::new(input.rate),
+            emitted: 0,
+            batch: Vec::with_capacity(SENTENCES_PER_CALL),
+            input,
         }
     }
+
+    /// The next sentence, or `None` at the end of the input.
+    fn next_sentence(&mut self) -> Result<Option<String>, OperatorError> {
+        let Some(reader) = &mut self.reader else {
+            let done = self.input.sentences.is_some_and(|n| self.emitted >= n);
+            return Ok((!done).then(|| self.generator.sentence()));
+        };
+        let mut line = String::new();
+        let read = reader.read_line(&mut line).map_err(|e| {
+            let path = self.input.file.as_deref().unwrap_or(Path::new("input"));
+            OperatorError::io(format!("read {}", path.display()), e)
+        })?;
+        Ok((read > 0).then_some(line))
+    }
+}
+
+impl TypedSource for SentenceSource {
+    type Out = String;
 }
 
 impl Source for SentenceSource {
     fn start(&mut self, _: &sluice_graph::OperatorContext) -> Result<(), OperatorError> {
-        if let Some(path) = &self.input {
+        if let Some(path) = &self.input.file {
             let file = File::open(path)
                 .map_err(|e| OperatorError::io(format!("open {}", path.display()), e))?;
             self.reader = Some(BufReader::new(file));
@@ -235,35 +212,24 @@ impl Source for SentenceSource {
     }
 
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
-        let allowed = self.pacer.allowance(LINES_PER_CALL);
+        let allowed = self.pacer.allowance(SENTENCES_PER_CALL);
         if allowed == 0 {
             return Ok(Produced::Idle);
         }
         for _ in 0..allowed {
-            let text = match &mut self.reader {
-                Some(reader) => {
-                    let mut line = String::new();
-                    let read = reader.read_line(&mut line).map_err(|e| {
-                        let path = self.input.as_deref().unwrap_or(Path::new("input"));
-                        OperatorError::io(format!("read {}", path.display()), e)
-                    })?;
-                    if read == 0 {
-                        return Ok(Produced::Exhausted);
-                    }
-                    line
-                }
-                None => self.generator.sentence(),
-            };
-            out.emit(
-                0,
-                Sentence {
-                    text,
-                    emitted_ns: monotonic_ns(),
-                },
-            )?;
-            self.pacer.emitted(1);
+            match self.next_sentence()? {
+                Some(sentence) => self.batch.push(sentence),
+                None => break,
+            }
         }
-        Ok(Produced::Emitted(allowed))
+        let emitted = self.batch.len();
+        if emitted == 0 {
+            return Ok(Produced::Exhausted);
+        }
+        self.emitted += emitted as u64;
+        self.pacer.emitted(emitted);
+        out.emit_batch(0, &mut self.batch)?;
+        Ok(Produced::Emitted(emitted))
     }
 }
 
@@ -324,109 +290,9 @@ impl SentenceGenerator {
     }
 }
 
-/// Running counts per word; emits the new count for every word it sees.
-#[derive(Default)]
-struct Sum {
-    counts: HashMap<String, u64>,
-}
-
-impl Operator for Sum {
-    fn process(
-        &mut self,
-        port: usize,
-        tuple: TupleRef<'_>,
-        out: &mut Output<'_>,
-    ) -> Result<(), OperatorError> {
-        let w = expect_tuple::<Word>(port, tuple)?;
-        let count = match self.counts.get_mut(&w.word) {
-            Some(c) => {
-                *c += 1;
-                *c
-            }
-            None => {
-                self.counts.insert(w.word.clone(), 1);
-                1
-            }
-        };
-        out.emit(
-            0,
-            WordCount {
-                word: w.word.clone(),
-                count,
-                emitted_ns: w.emitted_ns,
-            },
-        )
-    }
-}
-
-/// Keeps the latest count of every word and the latency of every update; writes the counts
-/// when the stream ends.
-struct CountSink {
-    output: Option<PathBuf>,
-    counts: HashMap<String, u64>,
-    latency: LatencyHistogram,
-}
-
-impl CountSink {
-    fn new(output: Option<PathBuf>) -> Self {
-        Self {
-            output,
-            counts: HashMap::new(),
-            latency: latency_histogram(),
-        }
-    }
-}
-
-impl Operator for CountSink {
-    fn process(
-        &mut self,
-        port: usize,
-        tuple: TupleRef<'_>,
-        _out: &mut Output<'_>,
-    ) -> Result<(), OperatorError> {
-        let c = expect_tuple::<WordCount>(port, tuple)?;
-        self.latency
-            .saturating_record(monotonic_ns().saturating_sub(c.emitted_ns));
-        let latest = self.counts.entry(c.word.clone()).or_insert(0);
-        *latest = (*latest).max(c.count);
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
-        let Some(path) = &self.output else {
-            return Ok(());
-        };
-        let write = || -> std::io::Result<()> {
-            let mut sorted: Vec<(&String, &u64)> = self.counts.iter().collect();
-            sorted.sort();
-            let mut w = BufWriter::new(File::create(path)?);
-            for (word, count) in sorted {
-                writeln!(w, "{word}\t{count}")?;
-            }
-            w.flush()
-        };
-        write().map_err(|e| OperatorError::io(format!("write {}", path.display()), e))
-    }
-
-    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
-        let mut report = OperatorReport::default();
-        report
-            .counters
-            .insert("distinct_words".into(), self.counts.len() as u64);
-        report.latency = Some(std::mem::replace(&mut self.latency, latency_histogram()));
-        Ok(report)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn words_are_normalised() {
-        let w: Vec<String> = words("  Hello, WORLD!  it's \"quoted\" -- ... e-mail\t(x)").collect();
-        assert_eq!(w, vec!["hello", "world", "it's", "quoted", "e-mail", "x"]);
-    }
 
     #[test]
     fn generator_is_deterministic() {

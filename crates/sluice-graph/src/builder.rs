@@ -114,6 +114,12 @@ impl OperatorDef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OperatorHandle(OperatorId);
 
+impl From<OperatorId> for OperatorHandle {
+    fn from(id: OperatorId) -> Self {
+        Self(id)
+    }
+}
+
 impl OperatorHandle {
     /// The operator's id.
     pub fn id(self) -> OperatorId {
@@ -347,6 +353,57 @@ impl GraphBuilder {
             .placement
             .push(placement);
         Ok(())
+    }
+
+    /// Records that `operator`'s parameters cannot work; [`GraphBuilder::build`] refuses the
+    /// graph with the first such reason, naming the operator.
+    pub fn refuse(&mut self, operator: OperatorHandle, reason: impl Into<String>) {
+        let operator = self
+            .graph
+            .operators
+            .get(operator.0 .0)
+            .map_or_else(|| format!("#{}", operator.0 .0), |o| o.name.clone());
+        self.first_error
+            .get_or_insert(GraphError::InvalidParameter {
+                operator,
+                reason: reason.into(),
+            });
+    }
+
+    /// The parallelism `operator` runs with so far.
+    pub fn parallelism(&self, operator: OperatorHandle) -> Result<usize, GraphError> {
+        Ok(self.def(operator.0)?.parallelism)
+    }
+
+    /// Changes how `edge` spreads its tuples.
+    pub fn set_partitioning(
+        &mut self,
+        edge: EdgeId,
+        partitioning: Partitioning,
+    ) -> Result<(), GraphError> {
+        let e = self
+            .graph
+            .edges
+            .get(edge.0)
+            .ok_or(GraphError::UnknownEdge(edge.0))?;
+        if let Partitioning::KeyBy(key) = &partitioning {
+            let stream = self.def(e.from.operator)?.outputs[e.from.port].schema();
+            if key.schema() != stream {
+                return Err(GraphError::KeyTypeMismatch {
+                    from: self.graph.out_label(e.from),
+                    to: self.graph.in_label(e.to),
+                    key_type: key.schema().type_name,
+                    stream_type: stream.type_name,
+                });
+            }
+        }
+        self.graph.edges[edge.0].partitioning = partitioning;
+        Ok(())
+    }
+
+    /// The edges built so far.
+    pub fn edges(&self) -> &[EdgeDef] {
+        &self.graph.edges
     }
 
     /// Connects `from` to `to`, forward-partitioned.

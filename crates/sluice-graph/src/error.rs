@@ -3,7 +3,7 @@
 use thiserror::Error;
 
 /// A graph that cannot run, and why.
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum GraphError {
     /// A placement constraint names no other operator of the graph, or the operator itself.
     #[error(
@@ -101,9 +101,20 @@ pub enum GraphError {
         /// Downstream parallelism.
         down: usize,
     },
+    /// An operator's parameters cannot work (a window of 0, a slide longer than its window).
+    #[error("operator '{operator}': {reason}")]
+    InvalidParameter {
+        /// The operator.
+        operator: String,
+        /// What is wrong with its parameters.
+        reason: String,
+    },
     /// No sources, so nothing would ever run.
     #[error("the graph has no source operator")]
     NoSource,
+    /// An edge id from another builder.
+    #[error("edge {0} does not belong to this graph")]
+    UnknownEdge(usize),
     /// A handle from another builder.
     #[error("operator handle {0} does not belong to this graph")]
     UnknownOperator(usize),

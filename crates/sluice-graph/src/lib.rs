@@ -13,6 +13,7 @@ mod error;
 mod operator;
 mod partitioning;
 mod placement;
+mod snapshot;
 
 pub use builder::{
     EdgeDef, EdgeId, Graph, GraphBuilder, InPort, OperatorDef, OperatorHandle, OperatorId,
@@ -21,7 +22,8 @@ pub use builder::{
 pub use error::GraphError;
 pub use operator::{
     expect_tuple, latency_histogram, LatencyHistogram, Operator, OperatorContext, OperatorError,
-    OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source,
+    OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
 };
 pub use partitioning::{KeyFn, Partitioning};
 pub use placement::Placement;
+pub use snapshot::{KeyedEntry, Snapshot};

@@ -9,12 +9,20 @@
 //! port has finished; `finish` when all input ports have ended (the last chance to emit); then
 //! `stop`, which returns the instance's report. A [`Source`] instead has `produce` called in a
 //! loop until it is exhausted or the job is asked to stop, then `finish` and `stop`.
+//!
+//! Time: an instance's *event time* is the least watermark of all its upstream instances
+//! (watermarks travel in order with the data, as punctuations). When it advances, the runtime
+//! calls `timer` for each event-time [`Timer`] the instance set at or below it, then
+//! `watermark` (whose default passes the watermark on). A processing-time timer is called when
+//! `CLOCK_MONOTONIC` reaches it. Both are called on the instance's own thread, between tuples.
 
 use std::any::Any;
 use std::collections::BTreeMap;
 
 use sluice_types::{BatchRef, Tuple, TupleRef, TupleSchema};
 use thiserror::Error;
+
+use crate::Snapshot;
 
 /// Latency recorded by an operator, in nanoseconds.
 pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
@@ -130,6 +138,15 @@ impl OperatorReport {
     }
 }
 
+/// A call an operator asked for with [`Output::set_timer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Timer {
+    /// When the instance's event time (its input watermark) reaches this value.
+    Event(u64),
+    /// When `CLOCK_MONOTONIC` ([`sluice_types::monotonic_ns`]) reaches this value.
+    Processing(u64),
+}
+
 /// A stream operator: N input ports, M output ports.
 pub trait Operator: Send {
     /// Called once before any tuple arrives.
@@ -162,6 +179,37 @@ pub trait Operator: Send {
     /// A punctuation arrived on `port`. The default forwards it on every output port.
     fn punctuation(&mut self, _port: usize, out: &mut Output<'_>) -> Result<(), OperatorError> {
         out.punctuate_all()
+    }
+
+    /// The instance's event time advanced to `watermark` (every upstream has passed it), after
+    /// the event-time timers it reached were called. The default passes it on downstream; an
+    /// operator that makes its own watermarks overrides it to keep upstream's to itself.
+    fn watermark(&mut self, watermark: u64, out: &mut Output<'_>) -> Result<(), OperatorError> {
+        out.watermark(watermark)
+    }
+
+    /// A timer the instance set with [`Output::set_timer`] is due.
+    fn timer(&mut self, _timer: Timer, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    /// The instance's state, to restore later with [`Operator::restore`] (perhaps in another
+    /// process, or split over another number of instances). Stateless operators keep the
+    /// default, which has none.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Ok(Snapshot::default())
+    }
+
+    /// Takes back state made by [`Operator::snapshot`] of this operator, before any tuple
+    /// arrives. The default refuses any state, as it keeps none.
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            Ok(())
+        } else {
+            Err(OperatorError::Failed(
+                "this operator keeps no state, so it cannot restore any".into(),
+            ))
+        }
     }
 
     /// Every upstream of input `port` has finished.
@@ -275,6 +323,10 @@ pub trait OutputSink {
     }
     /// Delivers a punctuation on `port`.
     fn punctuate(&mut self, port: usize) -> Result<(), OperatorError>;
+    /// Delivers a watermark on every output port.
+    fn watermark(&mut self, watermark: u64) -> Result<(), OperatorError>;
+    /// Asks for a call of the running instance's [`Operator::timer`] at `timer`.
+    fn set_timer(&mut self, timer: Timer);
 }
 
 /// The output ports of one operator instance, as the operator sees them.
@@ -326,6 +378,9 @@ impl<'a> Output<'a> {
         port: usize,
         batch: &mut Vec<T>,
     ) -> Result<(), OperatorError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
         self.check::<T>(port)?;
         self.sink.emit_batch(port, batch)
     }
@@ -344,6 +399,17 @@ impl<'a> Output<'a> {
     /// Emits a punctuation on every output port.
     pub fn punctuate_all(&mut self) -> Result<(), OperatorError> {
         (0..self.ports.len()).try_for_each(|port| self.sink.punctuate(port))
+    }
+
+    /// Emits a watermark on every output port: no tuple with an event time below `watermark`
+    /// will follow from this instance.
+    pub fn watermark(&mut self, watermark: u64) -> Result<(), OperatorError> {
+        self.sink.watermark(watermark)
+    }
+
+    /// Asks for a call of [`Operator::timer`] at `timer` (once, however often it is set).
+    pub fn set_timer(&mut self, timer: Timer) {
+        self.sink.set_timer(timer)
     }
 }
 

@@ -1,9 +1,9 @@
 //! How an edge spreads tuples over the parallel instances of its downstream operator.
 
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::sync::Arc;
 
-use sluice_types::{Tuple, TupleRef, TupleSchema};
+use sluice_types::{partition_hash, Tuple, TupleRef, TupleSchema};
 
 /// A key function: reads a tuple and returns its key's hash.
 #[derive(Clone)]
@@ -47,23 +47,28 @@ impl std::fmt::Debug for Partitioning {
 impl Partitioning {
     /// Partitions by the key `key` extracts from each tuple of type `T`.
     ///
-    /// The key is hashed with SipHash under fixed keys, so every process of a job sends a
-    /// given key to the same instance.
+    /// The key is hashed with [`partition_hash`] (foldhash under a fixed seed), so every
+    /// process of a job sends a given key to the same instance.
     pub fn key_by<T, K, F>(key: F) -> Self
     where
         T: Tuple,
         K: Hash,
         F: Fn(&T) -> K + Send + Sync + 'static,
     {
+        Self::by_hash(move |t: &T| partition_hash(&key(t)))
+    }
+
+    /// Partitions by a hash of each tuple of type `T` that `hash` computes; equal hashes go to
+    /// the same instance. It must give the same hash in every process of the job (use
+    /// [`partition_hash`] of the key).
+    pub fn by_hash<T, F>(hash: F) -> Self
+    where
+        T: Tuple,
+        F: Fn(&T) -> u64 + Send + Sync + 'static,
+    {
         Self::KeyBy(KeyFn {
             schema: T::schema(),
-            hash: Arc::new(move |tuple: TupleRef<'_>| {
-                tuple.get::<T>().map_or(0, |t| {
-                    let mut hasher = std::hash::DefaultHasher::new();
-                    key(t).hash(&mut hasher);
-                    hasher.finish()
-                })
-            }),
+            hash: Arc::new(move |tuple: TupleRef<'_>| tuple.get::<T>().map_or(0, &hash)),
         })
     }
 

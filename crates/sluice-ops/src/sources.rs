@@ -23,6 +23,14 @@ impl<I: Iterator> IterSource<I> {
     }
 }
 
+impl<I> crate::TypedSource for IterSource<I>
+where
+    I: Iterator + Send,
+    I::Item: Tuple,
+{
+    type Out = I::Item;
+}
+
 impl<I> Source for IterSource<I>
 where
     I: Iterator + Send,

@@ -1,14 +1,48 @@
-//! One-in, one-out transformations driven by closures.
+//! One-in transformations driven by closures: [`Map`], [`Filter`] and [`FlatMap`].
+//!
+//! Each reads a batch as a slice when it can and emits its results as one batch (in runs of at
+//! most [`EMIT_RUN`] tuples), so a fused chain of them makes one call per batch between
+//! operators rather than one per tuple, and the results' vector is reused, never reallocated.
 
 use std::marker::PhantomData;
 
 use sluice_graph::{expect_tuple, Operator, OperatorError, Output};
-use sluice_types::{Tuple, TupleRef};
+use sluice_types::{BatchRef, Tuple, TupleRef};
+
+/// The most tuples a transformation gathers before it emits them: enough to amortise a call
+/// downstream, few enough to stay in the cache.
+pub const EMIT_RUN: usize = 1024;
+
+/// Runs `step` on every tuple of `batch` (as `I` from input `port`), emitting what it leaves in
+/// `results` whenever a run is full, and the rest at the end.
+fn for_each_in<I: Tuple, O: Tuple>(
+    port: usize,
+    batch: BatchRef<'_>,
+    results: &mut Vec<O>,
+    out: &mut Output<'_>,
+    mut step: impl FnMut(&I, &mut Vec<O>),
+) -> Result<(), OperatorError> {
+    let mut take = |tuple: &I, out: &mut Output<'_>| {
+        step(tuple, results);
+        if results.len() >= EMIT_RUN {
+            out.emit_batch(0, results)?;
+        }
+        Ok(())
+    };
+    match batch.as_slice::<I>() {
+        Some(tuples) => tuples.iter().try_for_each(|t| take(t, out))?,
+        None => batch
+            .iter()
+            .try_for_each(|t| take(expect_tuple::<I>(port, t)?, out))?,
+    }
+    out.emit_batch(0, results)
+}
 
 /// Emits `f(tuple)` for every tuple.
 pub struct Map<I, O, F> {
     f: F,
-    types: PhantomData<fn(I) -> O>,
+    results: Vec<O>,
+    types: PhantomData<fn(I)>,
 }
 
 impl<I, O, F> Map<I, O, F> {
@@ -16,6 +50,7 @@ impl<I, O, F> Map<I, O, F> {
     pub fn new(f: F) -> Self {
         Self {
             f,
+            results: Vec::new(),
             types: PhantomData,
         }
     }
@@ -32,12 +67,24 @@ impl<I: Tuple, O: Tuple, F: FnMut(&I) -> O + Send> Operator for Map<I, O, F> {
         let value = (self.f)(expect_tuple::<I>(port, tuple)?);
         out.emit(0, value)
     }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        let f = &mut self.f;
+        for_each_in(port, batch, &mut self.results, out, |t, results| {
+            results.push(f(t))
+        })
+    }
 }
 
 /// Forwards the tuples for which `f` is true.
 pub struct Filter<T, F> {
     f: F,
-    types: PhantomData<fn(T)>,
+    results: Vec<T>,
 }
 
 impl<T, F> Filter<T, F> {
@@ -45,7 +92,7 @@ impl<T, F> Filter<T, F> {
     pub fn new(f: F) -> Self {
         Self {
             f,
-            types: PhantomData,
+            results: Vec::new(),
         }
     }
 }
@@ -64,12 +111,27 @@ impl<T: Tuple, F: FnMut(&T) -> bool + Send> Operator for Filter<T, F> {
         }
         Ok(())
     }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        let f = &mut self.f;
+        for_each_in(port, batch, &mut self.results, out, |t: &T, results| {
+            if f(t) {
+                results.push(t.clone());
+            }
+        })
+    }
 }
 
 /// Emits every item of `f(tuple)`.
 pub struct FlatMap<I, O, F> {
     f: F,
-    types: PhantomData<fn(I) -> O>,
+    results: Vec<O>,
+    types: PhantomData<fn(I)>,
 }
 
 impl<I, O, F> FlatMap<I, O, F> {
@@ -77,6 +139,7 @@ impl<I, O, F> FlatMap<I, O, F> {
     pub fn new(f: F) -> Self {
         Self {
             f,
+            results: Vec::new(),
             types: PhantomData,
         }
     }
@@ -95,9 +158,20 @@ where
         tuple: TupleRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        for value in (self.f)(expect_tuple::<I>(port, tuple)?) {
-            out.emit(0, value)?;
-        }
-        Ok(())
+        self.results
+            .extend((self.f)(expect_tuple::<I>(port, tuple)?));
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        let f = &mut self.f;
+        for_each_in(port, batch, &mut self.results, out, |t, results| {
+            results.extend(f(t))
+        })
     }
 }

@@ -16,6 +16,7 @@ use sluice_sync::IdleStrategy;
 use sluice_transport::tcp::JobSecret;
 use sluice_transport::{ChannelSite, ErasedReceiver};
 
+use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::exec::{Body, Env, Fan, Inbound, Node, Picker, Target, ThreadExec};
 use crate::{InstanceReport, RunError, RunOptions};
@@ -322,6 +323,7 @@ pub(crate) fn start(
         .unwrap_or_else(|| IdleStrategy::default_for(plan.threads().count(), cores));
     let ready = Arc::new(Barrier::new(execs.len()));
     let poll_batch = options.poll_batch.max(1);
+    let latency_every = options.latency_every;
     let mut handles = Vec::with_capacity(execs.len());
     for exec in execs {
         let (control_t, ready_t) = (control.clone(), ready.clone());
@@ -333,6 +335,7 @@ pub(crate) fn start(
                     control: &control_t,
                     idle,
                     poll_batch,
+                    latency_every,
                 };
                 exec.run(&env, &ready_t)
             });
@@ -364,7 +367,17 @@ fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {
         OperatorKind::Source(factory) => Body::Source(factory(&ctx)),
         OperatorKind::Operator(factory) => Body::Operator(factory(&ctx)),
     };
+    let upstream = plan
+        .edges
+        .iter()
+        .filter(|e| e.to.instance == id)
+        .map(|e| e.from.instance.0 as u32);
     Node {
+        id: id.0 as u32,
+        clock: EventClock::new(upstream),
+        timers: Timers::default(),
+        arrival_latency: None,
+        until_marker: 0,
         operator: op.name.clone(),
         body,
         outputs: op.outputs.iter().map(|s| *s.schema()).collect(),

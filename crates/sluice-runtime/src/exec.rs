@@ -11,13 +11,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use sluice_graph::{
-    KeyFn, Operator, OperatorContext, OperatorError, OperatorReport, Output, OutputSink,
-    OwnedBatch, OwnedTuple, Produced, Source,
+    latency_histogram, KeyFn, LatencyHistogram, Operator, OperatorContext, OperatorError,
+    OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
 };
 use sluice_sync::IdleStrategy;
 use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, SendError};
-use sluice_types::{BatchRef, TupleRef, TupleSchema};
+use sluice_types::{monotonic_ns, pick_instance, BatchRef, Punctuation, TupleRef, TupleSchema};
 
+use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::{InstanceReport, RunError};
 
@@ -51,10 +52,14 @@ pub(crate) struct Fan {
 }
 
 impl Fan {
-    /// The single target for `tuple`, or `None` when every target gets it.
+    /// The single target for `tuple`, or `None` when every target gets it. A fan of one
+    /// target never reads the tuple (no key is hashed).
     #[inline]
     fn pick(&mut self, tuple: TupleRef<'_>) -> Option<usize> {
         let n = self.targets.len();
+        if n == 1 {
+            return Some(0);
+        }
         match &mut self.picker {
             Picker::Forward => Some(0),
             Picker::RoundRobin { next } => {
@@ -62,7 +67,7 @@ impl Fan {
                 *next = at + 1;
                 Some(at)
             }
-            Picker::Key(key) => Some((key.hash(tuple) % n as u64) as usize),
+            Picker::Key(key) => Some(pick_instance(key.hash(tuple), n)),
             Picker::Broadcast => None,
         }
     }
@@ -70,6 +75,8 @@ impl Fan {
 
 /// One operator instance in a thread.
 pub(crate) struct Node {
+    /// The instance's id in the plan, which its watermarks carry.
+    pub(crate) id: u32,
     pub(crate) operator: String,
     pub(crate) ctx: OperatorContext,
     pub(crate) body: Body,
@@ -83,6 +90,14 @@ pub(crate) struct Node {
     pub(crate) finished: bool,
     pub(crate) tuples_in: u64,
     pub(crate) tuples_out: u64,
+    /// Its event time: the watermarks of its upstream instances.
+    pub(crate) clock: EventClock,
+    /// The timers it has set.
+    pub(crate) timers: Timers,
+    /// How long latency markers took from their source to this instance.
+    pub(crate) arrival_latency: Option<LatencyHistogram>,
+    /// For a source: tuples still to emit before the next latency marker.
+    pub(crate) until_marker: u64,
 }
 
 /// A receiver feeding an input port of an instance in this thread.
@@ -108,13 +123,18 @@ pub(crate) struct Env<'a> {
     pub(crate) control: &'a JobControl,
     pub(crate) idle: IdleStrategy,
     pub(crate) poll_batch: usize,
+    /// A source sends a latency marker after this many tuples (0: never).
+    pub(crate) latency_every: u64,
 }
 
 /// The `OutputSink` of the instance currently running: routes its emissions.
 struct Router<'a> {
     nodes: &'a [RefCell<Node>],
+    /// The running instance's id, for the watermarks it emits.
+    from: u32,
     routes: &'a mut [Vec<Fan>],
     tuples_out: &'a mut u64,
+    timers: &'a mut Timers,
     env: &'a Env<'a>,
 }
 
@@ -151,22 +171,23 @@ impl OutputSink for Router<'_> {
 
     fn emit_batch(&mut self, port: usize, batch: &mut dyn OwnedBatch) -> Result<(), OperatorError> {
         let items = batch.batch();
+        if items.is_empty() {
+            return Ok(());
+        }
         *self.tuples_out += items.len() as u64;
-        // The common cases: one forward edge to an instance in this thread gets the whole
-        // batch in one call; one forward edge to another thread takes it in one offer.
+        // The common cases: one edge to one instance in this thread gets the whole batch in
+        // one call; one edge to one instance in another thread takes it in one offer.
         if let Some([fan]) = self.routes.get_mut(port).map(Vec::as_mut_slice) {
-            if let Picker::Forward = fan.picker {
-                match fan.targets.as_mut_slice() {
-                    [Target::Fused { node, port }] => {
-                        process_batch(self.nodes, *node, *port, items, self.env)?;
-                        batch.clear();
-                        return Ok(());
-                    }
-                    [Target::Remote(sender)] => {
-                        return send(self.env, sender, |s| s.offer_batch(batch.slot()));
-                    }
-                    _ => {}
+            match fan.targets.as_mut_slice() {
+                [Target::Fused { node, port }] => {
+                    process_batch(self.nodes, *node, *port, items, self.env)?;
+                    batch.clear();
+                    return Ok(());
                 }
+                [Target::Remote(sender)] => {
+                    return send(self.env, sender, |s| s.offer_batch(batch.slot()));
+                }
+                _ => {}
             }
         }
         batch.drain_each(&mut |tuple| self.route(port, tuple))
@@ -184,10 +205,36 @@ impl OutputSink for Router<'_> {
                         op.punctuation(port, out)
                     })?
                 }
-                Target::Remote(sender) => send(self.env, sender, |s| s.offer_punctuation())?,
+                Target::Remote(sender) => send(self.env, sender, |s| {
+                    s.offer_punctuation(Punctuation::WindowMarker)
+                })?,
             }
         }
         Ok(())
+    }
+
+    fn watermark(&mut self, time: u64) -> Result<(), OperatorError> {
+        let from = self.from;
+        for target in self
+            .routes
+            .iter_mut()
+            .flatten()
+            .flat_map(|f| f.targets.iter_mut())
+        {
+            match target {
+                Target::Fused { node, .. } => {
+                    advance_event_time(self.nodes, *node, from, time, self.env)?
+                }
+                Target::Remote(sender) => send(self.env, sender, |s| {
+                    s.offer_punctuation(Punctuation::Watermark { time, from })
+                })?,
+            }
+        }
+        Ok(())
+    }
+
+    fn set_timer(&mut self, timer: Timer) {
+        self.timers.set(timer);
     }
 }
 
@@ -257,8 +304,10 @@ fn with_node<R>(
     node.tuples_in += tuples_in;
     let mut router = Router {
         nodes,
+        from: node.id,
         routes: &mut node.routes,
         tuples_out: &mut node.tuples_out,
+        timers: &mut node.timers,
         env,
     };
     let mut out = Output::new(&node.outputs, &mut router);
@@ -324,12 +373,15 @@ fn end_input(
     Ok(())
 }
 
-/// Calls `finish` on node `index` and ends every stream it feeds.
+/// Calls `finish` on node `index`, passes the end of event time downstream (so every window
+/// and event-time timer downstream fires, and a drain loses nothing) and ends every stream it
+/// feeds.
 fn finish_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
     with_node(nodes, index, env, 0, |body, out| match body {
         Body::Source(source) => source.finish(out),
         Body::Operator(op) => op.finish(out),
     })?;
+    with_node(nodes, index, env, 0, |_, out| out.watermark(u64::MAX))?;
     let Ok(mut node) = nodes[index].try_borrow_mut() else {
         return Err(OperatorError::Failed("an instance was re-entered".into()));
     };
@@ -417,6 +469,8 @@ impl ThreadExec {
                 tuples_in: node.tuples_in,
                 tuples_out: node.tuples_out,
                 report,
+                arrival_latency: node.arrival_latency.take(),
+                sink: node.outputs.is_empty(),
             });
         }
         reports
@@ -442,15 +496,7 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
             let step = if env.control.stop_requested() {
                 finish_node(nodes, index, env).map(|()| 1)
             } else {
-                match with_node(nodes, index, env, 0, |body, out| match body {
-                    Body::Source(s) => s.produce(out),
-                    Body::Operator(_) => Ok(Produced::Exhausted),
-                }) {
-                    Ok(Produced::Emitted(n)) => Ok(n.max(1)),
-                    Ok(Produced::Idle) => Ok(0),
-                    Ok(Produced::Exhausted) => finish_node(nodes, index, env).map(|()| 1),
-                    Err(e) => Err(e),
-                }
+                produce(nodes, index, env)
             };
             match step {
                 Ok(done) => work += done,
@@ -462,6 +508,10 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
                 Ok(n) => work += n,
                 Err(()) => return,
             }
+        }
+        match fire_processing_timers(nodes, env) {
+            Ok(n) => work += n,
+            Err(_) => return,
         }
         // After work, publish what the senders staged; when idle, finish what an earlier
         // flush left behind (a TCP frame held for batching, a socket that was full).
@@ -496,8 +546,14 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
     let polled = input.receiver.poll(env.poll_batch, &mut |delivery| {
         let result = match delivery {
             Delivery::Batch(batch) => process_batch(nodes, node, port, batch, env),
-            Delivery::Punctuation => {
+            Delivery::Punctuation(Punctuation::WindowMarker) => {
                 with_operator(nodes, node, env, |op, out| op.punctuation(port, out))
+            }
+            Delivery::Punctuation(Punctuation::Watermark { time, from }) => {
+                advance_event_time(nodes, node, from, time, env)
+            }
+            Delivery::Punctuation(Punctuation::Latency(stamp)) => {
+                pass_marker(nodes, node, stamp, env)
             }
             Delivery::EndOfStream => {
                 ended += 1;
@@ -563,4 +619,126 @@ fn flush(nodes: &[RefCell<Node>], pending_only: bool) {
             }
         }
     }
+}
+
+/// Calls `produce` on source `index`. When a latency marker is due, reads the clock before
+/// and sends the marker after what the call emitted, so the marker's latency covers the
+/// whole batch.
+fn produce(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<usize, OperatorError> {
+    let marker_due = env.latency_every > 0 && nodes[index].borrow().until_marker == 0;
+    let stamp = marker_due.then(monotonic_ns);
+    let produced = with_node(nodes, index, env, 0, |body, out| match body {
+        Body::Source(s) => s.produce(out),
+        Body::Operator(_) => Ok(Produced::Exhausted),
+    })?;
+    match produced {
+        Produced::Emitted(n) => {
+            match stamp {
+                Some(stamp) if n > 0 => {
+                    nodes[index].borrow_mut().until_marker = env.latency_every;
+                    pass_marker(nodes, index, stamp, env)?;
+                }
+                _ => {
+                    let mut node = nodes[index].borrow_mut();
+                    node.until_marker = node.until_marker.saturating_sub(n as u64);
+                }
+            }
+            Ok(n.max(1))
+        }
+        Produced::Idle => Ok(0),
+        Produced::Exhausted => finish_node(nodes, index, env).map(|()| 1),
+    }
+}
+
+/// A latency marker stamped at `stamp` reached node `index`: records how long it took (at
+/// every instance but its source) and passes it to every instance downstream.
+fn pass_marker(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    stamp: u64,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    let Ok(mut guard) = nodes[index].try_borrow_mut() else {
+        return Err(OperatorError::Failed("an instance was re-entered".into()));
+    };
+    let node = &mut *guard;
+    if !matches!(node.body, Body::Source(_)) {
+        node.arrival_latency
+            .get_or_insert_with(latency_histogram)
+            .saturating_record(monotonic_ns().saturating_sub(stamp));
+    }
+    for target in node
+        .routes
+        .iter_mut()
+        .flatten()
+        .flat_map(|f| f.targets.iter_mut())
+    {
+        match target {
+            Target::Fused { node, .. } => pass_marker(nodes, *node, stamp, env)?,
+            Target::Remote(sender) => send(env, sender, |s| {
+                s.offer_punctuation(Punctuation::Latency(stamp))
+            })?,
+        }
+    }
+    Ok(())
+}
+
+/// Upstream instance `from` passed event time `time` into node `index`: if that advances the
+/// node's event time, calls its due event-time timers, then its `watermark` hook.
+fn advance_event_time(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    from: u32,
+    time: u64,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    let advanced = {
+        let Ok(mut node) = nodes[index].try_borrow_mut() else {
+            return Err(OperatorError::Failed("an instance was re-entered".into()));
+        };
+        node.clock.observe(from, time)
+    };
+    let Some(now) = advanced else {
+        return Ok(());
+    };
+    fire_due(nodes, index, env, |timers| timers.next_event(now))?;
+    with_operator(nodes, index, env, |op, out| op.watermark(now, out))
+}
+
+/// Calls node `index`'s timer hook for every timer `next` pops, in order.
+fn fire_due(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    env: &Env<'_>,
+    mut next: impl FnMut(&mut Timers) -> Option<Timer>,
+) -> Result<usize, OperatorError> {
+    let mut fired = 0;
+    loop {
+        let due = {
+            let Ok(mut node) = nodes[index].try_borrow_mut() else {
+                return Err(OperatorError::Failed("an instance was re-entered".into()));
+            };
+            next(&mut node.timers)
+        };
+        let Some(timer) = due else {
+            return Ok(fired);
+        };
+        with_operator(nodes, index, env, |op, out| op.timer(timer, out))?;
+        fired += 1;
+    }
+}
+
+/// Calls the processing-time timers that are due in this thread; reads the clock only when
+/// some instance has one set.
+fn fire_processing_timers(nodes: &[RefCell<Node>], env: &Env<'_>) -> Result<usize, OperatorError> {
+    let mut now = None;
+    let mut fired = 0;
+    for index in 0..nodes.len() {
+        if !nodes[index].borrow().timers.has_processing() {
+            continue;
+        }
+        let now = *now.get_or_insert_with(monotonic_ns);
+        fired += fire_due(nodes, index, env, |timers| timers.next_processing(now))?;
+    }
+    Ok(fired)
 }

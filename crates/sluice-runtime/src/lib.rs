@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 mod assemble;
+mod clock;
 mod control;
 mod error;
 mod exec;
@@ -61,6 +62,10 @@ pub enum Launcher {
     Mpi,
 }
 
+/// Tuples a source emits between latency markers unless [`RunOptions::latency_every`] says
+/// otherwise: at 40,000 tuples/s, 600 samples a second, for a clock read per 64 tuples.
+pub const DEFAULT_LATENCY_EVERY: u64 = 64;
+
 /// How to run a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunOptions {
@@ -72,6 +77,10 @@ pub struct RunOptions {
     pub poll_batch: usize,
     /// Where the PEs run.
     pub launcher: Launcher,
+    /// Each source sends a latency marker after this many tuples (0: none). Markers travel
+    /// in order with the data; every instance records how long they took to reach it, and
+    /// the sinks' figures are the job's end-to-end latency ([`JobReport::latency`]).
+    pub latency_every: u64,
 }
 
 impl Default for RunOptions {
@@ -81,6 +90,7 @@ impl Default for RunOptions {
             duration: None,
             poll_batch: 256,
             launcher: Launcher::Local,
+            latency_every: DEFAULT_LATENCY_EVERY,
         }
     }
 }

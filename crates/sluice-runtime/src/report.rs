@@ -18,6 +18,10 @@ pub struct InstanceReport {
     pub tuples_out: u64,
     /// What its `stop` returned.
     pub report: OperatorReport,
+    /// How long the latency markers took from their sources to this instance.
+    pub arrival_latency: Option<LatencyHistogram>,
+    /// Whether it is a sink (it has no output ports).
+    pub sink: bool,
 }
 
 /// A finished job's figures.
@@ -54,13 +58,28 @@ impl JobReport {
         merged
     }
 
-    /// Latency merged across every instance that recorded some.
+    /// The job's end-to-end latency: what its operators recorded themselves if any did (a
+    /// benchmark's exact per-tuple figures), otherwise the sampled latency markers' time from
+    /// the sources to the sinks.
     pub fn latency(&self) -> Option<LatencyHistogram> {
         let mut merged = OperatorReport::default();
         for i in &self.instances {
             merged.merge(&i.report);
         }
-        merged.latency
+        merged.latency.or_else(|| {
+            merge_histograms(
+                self.instances
+                    .iter()
+                    .filter(|i| i.sink)
+                    .filter_map(|i| i.arrival_latency.as_ref()),
+            )
+        })
+    }
+
+    /// How long the sampled latency markers took from the sources to the instances of
+    /// `operator`: the latency of each hop, read operator by operator.
+    pub fn arrival_latency(&self, operator: &str) -> Option<LatencyHistogram> {
+        merge_histograms(self.of(operator).filter_map(|i| i.arrival_latency.as_ref()))
     }
 
     fn of<'a>(&'a self, operator: &'a str) -> impl Iterator<Item = &'a InstanceReport> + 'a {
@@ -68,4 +87,17 @@ impl JobReport {
             .iter()
             .filter(move |i| i.operator == operator)
     }
+}
+
+/// The histograms merged into one, or `None` if there are none.
+fn merge_histograms<'a>(
+    histograms: impl Iterator<Item = &'a LatencyHistogram>,
+) -> Option<LatencyHistogram> {
+    histograms.fold(None, |merged, h| {
+        let mut merged = merged.unwrap_or_else(|| LatencyHistogram::new_from(h));
+        // Adding fails only for values beyond the bounds; every histogram here comes from
+        // `latency_histogram` (saturating at an hour), so none is.
+        let _ = merged.add(h);
+        Some(merged)
+    })
 }

@@ -21,7 +21,7 @@ use std::io::{BufRead, Read, Write};
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
-use sluice_graph::{latency_histogram, OperatorReport};
+use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
 use crate::{InstanceReport, JobReport};
@@ -74,6 +74,25 @@ struct WireInstance {
     tuples_out: u64,
     counters: BTreeMap<String, u64>,
     latency: Option<Vec<(u64, u64)>>,
+    arrival_latency: Option<Vec<(u64, u64)>>,
+    sink: bool,
+}
+
+/// A histogram as (value, count) pairs.
+fn to_pairs(histogram: &LatencyHistogram) -> Vec<(u64, u64)> {
+    histogram
+        .iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
+}
+
+/// A histogram back from (value, count) pairs.
+fn from_pairs(pairs: Vec<(u64, u64)>) -> LatencyHistogram {
+    let mut h = latency_histogram();
+    for (value, count) in pairs {
+        h.saturating_record_n(value, count);
+    }
+    h
 }
 
 impl WireReport {
@@ -88,11 +107,9 @@ impl WireReport {
                     tuples_in: i.tuples_in,
                     tuples_out: i.tuples_out,
                     counters: i.report.counters.clone(),
-                    latency: i.report.latency.as_ref().map(|h| {
-                        h.iter_recorded()
-                            .map(|v| (v.value_iterated_to(), v.count_at_value()))
-                            .collect()
-                    }),
+                    latency: i.report.latency.as_ref().map(to_pairs),
+                    arrival_latency: i.arrival_latency.as_ref().map(to_pairs),
+                    sink: i.sink,
                 })
                 .collect(),
         }
@@ -108,14 +125,10 @@ impl WireReport {
                 tuples_out: i.tuples_out,
                 report: OperatorReport {
                     counters: i.counters,
-                    latency: i.latency.map(|pairs| {
-                        let mut h = latency_histogram();
-                        for (value, count) in pairs {
-                            h.saturating_record_n(value, count);
-                        }
-                        h
-                    }),
+                    latency: i.latency.map(from_pairs),
                 },
+                arrival_latency: i.arrival_latency.map(from_pairs),
+                sink: i.sink,
             })
             .collect()
     }
@@ -166,6 +179,8 @@ mod tests {
                     counters: [("words".to_string(), 4)].into_iter().collect(),
                     latency: Some(latency.clone()),
                 },
+                arrival_latency: Some(latency.clone()),
+                sink: true,
             }],
         );
         let wire: WireReport = serde_json::from_str(
@@ -179,5 +194,7 @@ mod tests {
         assert_eq!(h.len(), 4);
         assert_eq!(h.value_at_quantile(0.5), latency.value_at_quantile(0.5));
         assert_eq!(h.max(), latency.max());
+        assert!(back[0].sink);
+        assert_eq!(back[0].arrival_latency.as_ref().map(|h| h.len()), Some(4));
     }
 }

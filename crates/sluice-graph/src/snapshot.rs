@@ -1,0 +1,94 @@
+//! The state of an operator instance, as bytes: what [`Operator::snapshot`] returns and
+//! [`Operator::restore`] takes back, so a job can be redeployed on another plan (or recovered)
+//! without losing state.
+//!
+//! State held per key is kept apart from the rest, each entry with its key's partition hash:
+//! when the operator is redeployed with another parallelism, [`Snapshot::split`] sends every
+//! key to the instance the key-partitioned edge will send its tuples to.
+//!
+//! [`Operator::snapshot`]: crate::Operator::snapshot
+//! [`Operator::restore`]: crate::Operator::restore
+
+use serde::{Deserialize, Serialize};
+use sluice_types::pick_instance;
+
+/// One key's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyedEntry {
+    /// The key's partition hash ([`sluice_types::partition_hash`] of the key), which decides
+    /// the instance that owns it.
+    pub hash: u64,
+    /// The key, encoded by the operator.
+    pub key: Vec<u8>,
+    /// Its state, encoded by the operator.
+    pub state: Vec<u8>,
+}
+
+/// The state of one operator instance, or of several merged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// State not tied to a key, encoded by the operator (empty if it has none).
+    pub operator: Vec<u8>,
+    /// State per key.
+    pub keyed: Vec<KeyedEntry>,
+}
+
+impl Snapshot {
+    /// Whether there is no state at all.
+    pub fn is_empty(&self) -> bool {
+        self.operator.is_empty() && self.keyed.is_empty()
+    }
+
+    /// Deals the keyed state over `instances` instances as a key-partitioned edge deals the
+    /// keys' tuples; the operator-wide state goes to instance 0.
+    pub fn split(self, instances: usize) -> Vec<Snapshot> {
+        let mut parts = vec![Snapshot::default(); instances.max(1)];
+        for entry in self.keyed {
+            let at = pick_instance(entry.hash, parts.len());
+            parts[at].keyed.push(entry);
+        }
+        parts[0].operator = self.operator;
+        parts
+    }
+
+    /// Gathers the keyed state of several instances' snapshots into one (their operator-wide
+    /// state is kept from the first that has any).
+    pub fn merge(snapshots: impl IntoIterator<Item = Snapshot>) -> Snapshot {
+        let mut merged = Snapshot::default();
+        for s in snapshots {
+            if merged.operator.is_empty() {
+                merged.operator = s.operator;
+            }
+            merged.keyed.extend(s.keyed);
+        }
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_follows_the_partitioning_and_merge_undoes_it() {
+        let entry = |k: u64| KeyedEntry {
+            hash: sluice_types::partition_hash(&k),
+            key: k.to_le_bytes().to_vec(),
+            state: vec![k as u8],
+        };
+        let whole = Snapshot {
+            operator: vec![9],
+            keyed: (0..50).map(entry).collect(),
+        };
+        let parts = whole.clone().split(3);
+        assert_eq!(parts.len(), 3);
+        for (i, part) in parts.iter().enumerate() {
+            assert!(part.keyed.iter().all(|e| pick_instance(e.hash, 3) == i));
+        }
+        let mut merged = Snapshot::merge(parts);
+        merged.keyed.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut expected = whole;
+        expected.keyed.sort_by(|a, b| a.key.cmp(&b.key));
+        assert_eq!(merged, expected);
+    }
+}

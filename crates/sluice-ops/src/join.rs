@@ -1,0 +1,357 @@
+//! Joins: a windowed equi-join of two keyed streams (IBM Streams' Join), and a stream-table
+//! join that enriches a stream from a table a second stream keeps up to date.
+//!
+//! Both have two input ports, each partitioned by its side's key with the same partition
+//! hash, so tuples with equal keys meet in the same instance.
+//!
+//! [`WindowJoin`]: each side keeps, per key, the tuples of its window: the last `n` tuples of
+//! the key, or those no older than a duration (by arrival time, or by event time evicted as
+//! the watermark passes). A tuple arriving on one side is matched against the other side's
+//! window of its key, every match emits `f(left, right)`, then it joins its own side's window.
+//!
+//! [`TableJoin`]: port 1 carries `(key, value)` updates that replace the key's row; each
+//! tuple on port 0 looks up its key and emits `f(tuple, row)` (`row` is `None` for a key
+//! never updated: return `None` to drop it, an inner join). The two ports are not ordered
+//! with each other: a tuple sees the updates that arrived before it.
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use sluice_graph::{expect_tuple, Operator, OperatorError, Output, Snapshot};
+use sluice_types::{monotonic_ns, BatchRef, Tuple, TupleRef};
+
+use crate::aggregate::Value;
+use crate::keyed::{Key, KeyedState};
+
+/// How much of each side a [`WindowJoin`] keeps per key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinWindow {
+    /// The last `n` tuples of the key.
+    Count(usize),
+    /// The tuples that arrived within this long (processing time).
+    Arrival(Duration),
+    /// The tuples whose event time is within this long of the watermark.
+    EventTime(Duration),
+}
+
+impl JoinWindow {
+    /// Why the window cannot work, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Self::Count(0) => Err("a join window needs at least 1 tuple".into()),
+            Self::Arrival(d) | Self::EventTime(d) if d.is_zero() => {
+                Err("a join window needs a duration above 0".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn nanos(d: &Duration) -> u64 {
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The functions reading each side's event time, for [`JoinWindow::EventTime`].
+pub type JoinEventTimes<L, R> = (fn(&L) -> u64, fn(&R) -> u64);
+
+/// One side of a join: its key function, event-time function and kept tuples per key.
+struct Side<T, K, F> {
+    key: F,
+    time: Option<fn(&T) -> u64>,
+    kept: KeyedState<K, VecDeque<(u64, T)>>,
+}
+
+/// The windowed equi-join; see the module documentation.
+pub struct WindowJoin<L, R, K, FL, FR, O, J> {
+    window: JoinWindow,
+    left: Side<L, K, FL>,
+    right: Side<R, K, FR>,
+    join: J,
+    results: Vec<O>,
+    /// The instance's event time.
+    now: u64,
+}
+
+impl<L, R, K, FL, FR, O, J> WindowJoin<L, R, K, FL, FR, O, J>
+where
+    L: Value,
+    R: Value,
+    K: Key,
+    FL: Fn(&L) -> &K,
+    FR: Fn(&R) -> &K,
+    J: FnMut(&L, &R) -> O,
+{
+    /// Joins left tuples (keyed by `left_key`) with right ones (keyed by `right_key`) within
+    /// `window`, emitting `join(left, right)`; `event_time` reads each side's event time when
+    /// the window is [`JoinWindow::EventTime`].
+    pub fn new(
+        window: JoinWindow,
+        left_key: FL,
+        right_key: FR,
+        event_time: Option<JoinEventTimes<L, R>>,
+        join: J,
+    ) -> Self {
+        Self {
+            window,
+            left: Side {
+                key: left_key,
+                time: event_time.map(|t| t.0),
+                kept: KeyedState::new(),
+            },
+            right: Side {
+                key: right_key,
+                time: event_time.map(|t| t.1),
+                kept: KeyedState::new(),
+            },
+            join,
+            results: Vec::new(),
+            now: 0,
+        }
+    }
+
+    fn take_left(&mut self, tuple: &L) {
+        let key = (self.left.key)(tuple);
+        let at = stamp(self.left.time, tuple);
+        if let Some(matches) = self.right.kept.get(key) {
+            for (_, right) in matches {
+                self.results.push((self.join)(tuple, right));
+            }
+        }
+        keep(&mut self.left.kept, self.window, key, at, tuple);
+    }
+
+    fn take_right(&mut self, tuple: &R) {
+        let key = (self.right.key)(tuple);
+        let at = stamp(self.right.time, tuple);
+        if let Some(matches) = self.left.kept.get(key) {
+            for (_, left) in matches {
+                self.results.push((self.join)(left, tuple));
+            }
+        }
+        keep(&mut self.right.kept, self.window, key, at, tuple);
+    }
+}
+
+/// A tuple's time: its event time if the side has a function for it, else now.
+fn stamp<T>(time: Option<fn(&T) -> u64>, tuple: &T) -> u64 {
+    time.map_or_else(monotonic_ns, |f| f(tuple))
+}
+
+/// Adds `tuple` (at time `at`) to its key's kept tuples and evicts what the window no longer
+/// holds (by count or arrival; event time is evicted by the watermark).
+fn keep<K: Key, T: Value>(
+    kept: &mut KeyedState<K, VecDeque<(u64, T)>>,
+    window: JoinWindow,
+    key: &K,
+    at: u64,
+    tuple: &T,
+) {
+    kept.update(key, VecDeque::new, |tuples| {
+        tuples.push_back((at, tuple.clone()));
+        match window {
+            JoinWindow::Count(n) => {
+                while tuples.len() > n {
+                    tuples.pop_front();
+                }
+            }
+            JoinWindow::Arrival(d) => {
+                let oldest = at.saturating_sub(JoinWindow::nanos(&d));
+                while tuples.front().is_some_and(|(t, _)| *t < oldest) {
+                    tuples.pop_front();
+                }
+            }
+            JoinWindow::EventTime(_) => {}
+        }
+    });
+}
+
+/// Drops the tuples older than `oldest` from every key.
+fn evict_before<K: Key, T: Value>(kept: &mut KeyedState<K, VecDeque<(u64, T)>>, oldest: u64) {
+    kept.retain(|_, tuples| {
+        tuples.retain(|(t, _)| *t >= oldest);
+        !tuples.is_empty()
+    });
+}
+
+impl<L, R, K, FL, FR, O, J> Operator for WindowJoin<L, R, K, FL, FR, O, J>
+where
+    L: Value + Tuple,
+    R: Value + Tuple,
+    K: Key,
+    O: Tuple,
+    FL: Fn(&L) -> &K + Send,
+    FR: Fn(&R) -> &K + Send,
+    J: FnMut(&L, &R) -> O + Send,
+{
+    fn start(&mut self, _ctx: &sluice_graph::OperatorContext) -> Result<(), OperatorError> {
+        self.window.check().map_err(OperatorError::Failed)
+    }
+
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        match port {
+            0 => self.take_left(expect_tuple::<L>(port, tuple)?),
+            _ => self.take_right(expect_tuple::<R>(port, tuple)?),
+        }
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        for tuple in batch.iter() {
+            match port {
+                0 => self.take_left(expect_tuple::<L>(port, tuple)?),
+                _ => self.take_right(expect_tuple::<R>(port, tuple)?),
+            }
+        }
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn watermark(&mut self, watermark: u64, out: &mut Output<'_>) -> Result<(), OperatorError> {
+        self.now = self.now.max(watermark);
+        if let JoinWindow::EventTime(d) = self.window {
+            let oldest = self.now.saturating_sub(JoinWindow::nanos(&d));
+            evict_before(&mut self.left.kept, oldest);
+            evict_before(&mut self.right.kept, oldest);
+        }
+        out.watermark(watermark)
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let mut keyed = self.left.kept.snapshot()?;
+        // Each side's entries are told apart by their state's first byte.
+        keyed.iter_mut().for_each(|e| e.state.insert(0, 0));
+        for mut entry in self.right.kept.snapshot()? {
+            entry.state.insert(0, 1);
+            keyed.push(entry);
+        }
+        Ok(Snapshot {
+            operator: self.now.to_le_bytes().to_vec(),
+            keyed,
+        })
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if let Ok(now) = <[u8; 8]>::try_from(snapshot.operator.as_slice()) {
+            self.now = u64::from_le_bytes(now);
+        }
+        let (mut left, mut right) = (Vec::new(), Vec::new());
+        for mut entry in snapshot.keyed {
+            match entry.state.first() {
+                Some(0) => {
+                    entry.state.remove(0);
+                    left.push(entry);
+                }
+                Some(1) => {
+                    entry.state.remove(0);
+                    right.push(entry);
+                }
+                _ => {
+                    return Err(OperatorError::Failed(
+                        "a join snapshot entry has no side".into(),
+                    ))
+                }
+            }
+        }
+        self.left.kept.restore(left)?;
+        self.right.kept.restore(right)
+    }
+}
+
+/// The stream-table join; see the module documentation.
+pub struct TableJoin<T, K, V, F, O, J> {
+    key: F,
+    table: KeyedState<K, V>,
+    join: J,
+    results: Vec<O>,
+    types: PhantomData<fn(&T)>,
+}
+
+impl<T, K, V, F, O, J> TableJoin<T, K, V, F, O, J>
+where
+    K: Key,
+    V: Value,
+    F: Fn(&T) -> &K,
+    J: FnMut(&T, Option<&V>) -> Option<O>,
+{
+    /// Looks up the key `key` reads from each stream tuple in the table, emitting
+    /// `join(tuple, row)` where it is `Some`.
+    pub fn new(key: F, join: J) -> Self {
+        Self {
+            key,
+            table: KeyedState::new(),
+            join,
+            results: Vec::new(),
+            types: PhantomData,
+        }
+    }
+
+    fn take(&mut self, tuple: &T) {
+        let row = self.table.get((self.key)(tuple));
+        self.results.extend((self.join)(tuple, row));
+    }
+
+    fn update(&mut self, (key, value): &(K, V)) {
+        self.table
+            .update(key, || value.clone(), |row| *row = value.clone());
+    }
+}
+
+impl<T, K, V, F, O, J> Operator for TableJoin<T, K, V, F, O, J>
+where
+    T: Tuple,
+    K: Key,
+    V: Value,
+    (K, V): Tuple,
+    O: Tuple,
+    F: Fn(&T) -> &K + Send,
+    J: FnMut(&T, Option<&V>) -> Option<O> + Send,
+{
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        match port {
+            0 => self.take(expect_tuple::<T>(port, tuple)?),
+            _ => self.update(expect_tuple::<(K, V)>(port, tuple)?),
+        }
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        for tuple in batch.iter() {
+            match port {
+                0 => self.take(expect_tuple::<T>(port, tuple)?),
+                _ => self.update(expect_tuple::<(K, V)>(port, tuple)?),
+            }
+        }
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Ok(Snapshot {
+            operator: Vec::new(),
+            keyed: self.table.snapshot()?,
+        })
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.table.restore(snapshot.keyed)
+    }
+}

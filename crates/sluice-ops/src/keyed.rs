@@ -1,0 +1,149 @@
+//! Keyed state: one value per key, held by an operator instance in a [`KeyMap`], and its
+//! snapshot.
+//!
+//! A keyed operator's input edge is partitioned by the same key its state is kept by, so each
+//! instance holds the keys routed to it. [`KeyedState::snapshot`] encodes every key and value
+//! with `postcard` beside the key's partition hash, so that a redeploy can deal the keys over
+//! any number of new instances ([`sluice_graph::Snapshot::split`]).
+
+use std::hash::Hash;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sluice_graph::{KeyedEntry, OperatorError};
+use sluice_types::{partition_hash, KeyMap};
+
+/// The bounds of a key: hashed, compared, cloned into state, and encoded in snapshots.
+pub trait Key: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static {}
+impl<K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static> Key for K {}
+
+/// A value per key.
+#[derive(Debug, Clone)]
+pub struct KeyedState<K, S> {
+    map: KeyMap<K, S>,
+}
+
+impl<K, S> Default for KeyedState<K, S> {
+    fn default() -> Self {
+        Self {
+            map: KeyMap::default(),
+        }
+    }
+}
+
+impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
+    /// No keys yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs `f` on the state of `key`, made with `init` if the key is new (the key is cloned
+    /// only then).
+    #[inline]
+    pub fn update<R>(
+        &mut self,
+        key: &K,
+        init: impl FnOnce() -> S,
+        f: impl FnOnce(&mut S) -> R,
+    ) -> R {
+        if let Some(state) = self.map.get_mut(key) {
+            return f(state);
+        }
+        f(self.map.entry(key.clone()).or_insert_with(init))
+    }
+
+    /// The state of `key`, if it has one.
+    pub fn get(&self, key: &K) -> Option<&S> {
+        self.map.get(key)
+    }
+
+    /// The state of `key`, mutably, if it has one.
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut S> {
+        self.map.get_mut(key)
+    }
+
+    /// Removes the state of `key`.
+    pub fn remove(&mut self, key: &K) -> Option<S> {
+        self.map.remove(key)
+    }
+
+    /// How many keys have state.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no key has state.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Every key and its state, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &S)> {
+        self.map.iter()
+    }
+
+    /// Every key and its state, mutably.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut S)> {
+        self.map.iter_mut()
+    }
+
+    /// Keeps only the keys for which `keep` holds.
+    pub fn retain(&mut self, keep: impl FnMut(&K, &mut S) -> bool) {
+        self.map.retain(keep)
+    }
+
+    /// Every key's state, encoded, with the key's partition hash.
+    pub fn snapshot(&self) -> Result<Vec<KeyedEntry>, OperatorError> {
+        self.map
+            .iter()
+            .map(|(key, state)| {
+                Ok(KeyedEntry {
+                    hash: partition_hash(key),
+                    key: encode(key)?,
+                    state: encode(state)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Adds the keys of `entries` (made by [`KeyedState::snapshot`]).
+    pub fn restore(&mut self, entries: Vec<KeyedEntry>) -> Result<(), OperatorError> {
+        for entry in entries {
+            self.map.insert(decode(&entry.key)?, decode(&entry.state)?);
+        }
+        Ok(())
+    }
+}
+
+fn encode<V: Serialize>(value: &V) -> Result<Vec<u8>, OperatorError> {
+    postcard::to_allocvec(value)
+        .map_err(|e| OperatorError::Failed(format!("cannot encode state for a snapshot: {e}")))
+}
+
+fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, OperatorError> {
+    postcard::from_bytes(bytes)
+        .map_err(|e| OperatorError::Failed(format!("a snapshot's state does not decode: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_restore_every_key() {
+        let mut state: KeyedState<String, u64> = KeyedState::new();
+        for w in ["a", "b", "a", "c", "a"] {
+            state.update(&w.to_string(), || 0, |n| *n += 1);
+        }
+        let mut restored: KeyedState<String, u64> = KeyedState::new();
+        restored.restore(state.snapshot().unwrap()).unwrap();
+        assert_eq!(restored.get(&"a".into()), Some(&3));
+        assert_eq!(restored.len(), 3);
+        let bad = vec![KeyedEntry {
+            hash: 0,
+            key: vec![0xff],
+            state: vec![],
+        }];
+        assert!(restored.restore(bad).is_err());
+    }
+}

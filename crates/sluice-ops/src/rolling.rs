@@ -1,0 +1,199 @@
+//! Rolling aggregates per key, and the table sink that keeps the latest value of every key.
+//!
+//! [`RollingAggregate`] is Flink's `keyBy(..).sum(..)`: for every tuple it folds the tuple into
+//! its key's accumulator and emits `(key, result)` at once. It reads a batch as a slice and
+//! emits its results as one batch, so a fused chain pays one call per batch, not per tuple.
+
+use std::fmt::Display;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::marker::PhantomData;
+use std::path::PathBuf;
+
+use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output, Snapshot};
+use sluice_types::{BatchRef, Tuple, TupleRef};
+
+use crate::aggregate::{Aggregate, Value};
+use crate::keyed::{Key, KeyedState};
+
+/// Folds each tuple into its key's accumulator and emits `(key, result)`.
+pub struct RollingAggregate<T, K, F, A: Aggregate<T>> {
+    key: F,
+    aggregate: A,
+    state: KeyedState<K, A::Acc>,
+    results: Vec<(K, A::Out)>,
+    types: PhantomData<fn(&T)>,
+}
+
+impl<T, K, F, A> RollingAggregate<T, K, F, A>
+where
+    K: Key,
+    A: Aggregate<T>,
+    F: Fn(&T) -> &K,
+{
+    /// Aggregates with `aggregate` per key that `key` reads.
+    pub fn new(key: F, aggregate: A) -> Self {
+        Self {
+            key,
+            aggregate,
+            state: KeyedState::new(),
+            results: Vec::new(),
+            types: PhantomData,
+        }
+    }
+
+    #[inline]
+    fn fold(&mut self, tuple: &T) {
+        let key = (self.key)(tuple);
+        let aggregate = &self.aggregate;
+        let result = self.state.update(
+            key,
+            || aggregate.init(),
+            |acc| {
+                aggregate.add(acc, tuple);
+                aggregate.result(acc)
+            },
+        );
+        self.results.push((key.clone(), result));
+    }
+}
+
+impl<T, K, F, A> Operator for RollingAggregate<T, K, F, A>
+where
+    T: Tuple,
+    K: Key,
+    A: Aggregate<T>,
+    (K, A::Out): Tuple,
+    F: Fn(&T) -> &K + Send,
+{
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        self.fold(expect_tuple::<T>(port, tuple)?);
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        match batch.as_slice::<T>() {
+            Some(tuples) => tuples.iter().for_each(|t| self.fold(t)),
+            None => {
+                for tuple in batch.iter() {
+                    self.fold(expect_tuple::<T>(port, tuple)?);
+                }
+            }
+        }
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Ok(Snapshot {
+            operator: Vec::new(),
+            keyed: self.state.snapshot()?,
+        })
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.state.restore(snapshot.keyed)
+    }
+}
+
+/// A sink keeping the latest value of every key from a stream of `(key, value)` pairs; at the
+/// end of the stream it writes them, one `key<TAB>value` line each sorted by key, to a file if
+/// it was given one. Its report counts the keys (`distinct_keys`).
+pub struct TableSink<K, V> {
+    output: Option<PathBuf>,
+    table: KeyedState<K, V>,
+}
+
+impl<K: Key, V: Value> TableSink<K, V> {
+    /// A table written to `output` at the end, if given.
+    pub fn new(output: Option<PathBuf>) -> Self {
+        Self {
+            output,
+            table: KeyedState::new(),
+        }
+    }
+
+    #[inline]
+    fn put(&mut self, (key, value): &(K, V)) {
+        self.table
+            .update(key, || value.clone(), |latest| *latest = value.clone());
+    }
+}
+
+impl<K, V> Operator for TableSink<K, V>
+where
+    K: Key + Ord + Display,
+    V: Value + Display,
+    (K, V): Tuple,
+{
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        _out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        self.put(expect_tuple::<(K, V)>(port, tuple)?);
+        Ok(())
+    }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        _out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        match batch.as_slice::<(K, V)>() {
+            Some(pairs) => pairs.iter().for_each(|pair| self.put(pair)),
+            None => {
+                for tuple in batch.iter() {
+                    self.put(expect_tuple::<(K, V)>(port, tuple)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        let Some(path) = &self.output else {
+            return Ok(());
+        };
+        let write = || -> std::io::Result<()> {
+            let mut rows: Vec<(&K, &V)> = self.table.iter().collect();
+            rows.sort_by(|a, b| a.0.cmp(b.0));
+            let mut w = BufWriter::new(File::create(path)?);
+            for (key, value) in rows {
+                writeln!(w, "{key}\t{value}")?;
+            }
+            w.flush()
+        };
+        write().map_err(|e| OperatorError::io(format!("write {}", path.display()), e))
+    }
+
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        let mut report = OperatorReport::default();
+        report
+            .counters
+            .insert("distinct_keys".into(), self.table.len() as u64);
+        Ok(report)
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Ok(Snapshot {
+            operator: Vec::new(),
+            keyed: self.table.snapshot()?,
+        })
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.table.restore(snapshot.keyed)
+    }
+}
