@@ -45,7 +45,7 @@
 //! (below the channel's senders, from the same rank as before, not ended), then every count
 //! and length against what remains of the batch before reading, and every punctuation's kind
 //! as `Punctuation::from_wire` does: nothing a peer sends makes a PE read out of bounds
-//! ([`RecvError::Malformed`] instead). A punctuation's 9 bytes are its wire encoding, the one
+//! ([`RecvError::Malformed`] instead). A punctuation's 13 bytes are its wire encoding, the one
 //! every transport uses (drawn in `sluice_types::Punctuation`'s module).
 //!
 //! # Backpressure and sending

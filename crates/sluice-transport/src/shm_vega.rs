@@ -5,17 +5,17 @@
 //! payload starts at the slot's 8-byte aligned start:
 //!
 //! ```text
-//!  slot:  +--------------------------------------------+-----+
-//!         | payload (its length is the frame's, less 1)| tag |
-//!         +--------------------------------------------+-----+
+//!  slot:  +-------------------------------------------+-----+
+//!         | payload (the frame's length less the tag) | tag |
+//!         +-------------------------------------------+-----+
 //!  tag 0  data         the tuple's encoding (facade: its bytes; normal: postcard)
 //!  tag 1  punctuation  its wire encoding (sluice_types::Punctuation::WIRE_BYTES bytes)
 //!  tag 2  end          no payload
 //! ```
 //!
-//! A transport of `slot_bytes` lays its ring out with slots of `slot_bytes + 1` bytes (at
-//! least room for a punctuation and its tag) and refuses a tuple whose encoding is longer than
-//! `slot_bytes`. The receiver reads a punctuation with `Punctuation::from_wire`: a payload of
+//! A transport of `slot_bytes` lays its ring out with slots of `slot_bytes + 1` bytes, at
+//! least `WIRE_BYTES + 1` (room for a punctuation and its tag), and refuses a tuple whose
+//! encoding is longer than `slot_bytes`. The receiver reads a punctuation with `Punctuation::from_wire`: a payload of
 //! another length or an unknown kind, like an unknown tag or a tuple that does not decode, is
 //! [`RecvError::Malformed`] and poisons the ring.
 //!
@@ -469,6 +469,51 @@ mod tests {
         let mut out = Vec::new();
         while rx.poll(16, &mut out).unwrap() > 0 {}
         out
+    }
+
+    #[test]
+    fn a_punctuation_of_another_length_or_an_unknown_kind_is_malformed() {
+        let with_tag = |payload: &[u8]| [payload, &[TAG_PUNCTUATION]].concat();
+        let wire = Punctuation::Watermark { time: 7, from: 0 }.to_wire();
+        let mut unknown_kind = wire;
+        unknown_kind[0] = 9;
+        let bad_frames = [
+            with_tag(&[]),
+            with_tag(&wire[..Punctuation::WIRE_BYTES - 1]),
+            with_tag(&[&wire[..], &[0]].concat()),
+            with_tag(&unknown_kind),
+        ];
+        for (i, frame) in bad_frames.iter().enumerate() {
+            let pid = std::process::id();
+            let name = SegmentName::new(&format!("t{pid}"), &format!("bad{i}")).unwrap();
+            let ring = create_ring(&name, 16, 4).unwrap();
+            let mut producer = ring.producer().unwrap();
+            producer.write(frame).unwrap();
+            producer.publish();
+            let mut rx = ShmVegaReceiver::<u64>::new(ring.consumer().unwrap());
+            assert_eq!(
+                rx.poll(4, &mut Vec::new()),
+                Err(RecvError::Malformed),
+                "{frame:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_punctuation_fits_slots_smaller_than_its_encoding() {
+        let (mut tx, mut rx) = connect::<[u8; 2]>(2, 4).unwrap();
+        let sent = [
+            Message::Data([1, 2]),
+            Message::Punctuation(Punctuation::Latency(u64::MAX)),
+            Message::EndOfStream,
+        ];
+        for m in sent.clone() {
+            tx.offer(m).unwrap();
+        }
+        tx.flush();
+        let mut out = Vec::new();
+        while rx.poll(4, &mut out).unwrap() > 0 {}
+        assert_eq!(out, sent);
     }
 
     #[test]

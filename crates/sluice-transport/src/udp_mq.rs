@@ -41,17 +41,17 @@
 //!           | tag | len u16  | len bytes           |
 //!           +-----+----------+---------------------+
 //!   tag 1  data         the tuple's encoding (facade: its bytes; normal: postcard)
-//!   tag 2  punctuation  len 17: see below
+//!   tag 2  punctuation  len 21: see below
 //!   tag 3  end          len 8: u64 punctuations the sender sent in all; last record only
 //!   tag 4  gone         len 0: the sender was dropped without ending; last record only
 //!
 //!  punctuation payload:
-//!   0                     8        9                            17
-//!   +---------------------+--------+----------------------------+
-//!   | index u64           | kind u8| value u64                  |
-//!   +---------------------+--------+----------------------------+
-//!   index: punctuations the sender sent before this one; kind and value: the punctuation's
-//!   wire encoding, the one every transport uses (sluice_types::Punctuation)
+//!   0                     8        9                            17           21
+//!   +---------------------+--------+----------------------------+------------+
+//!   | index u64           | kind u8| value u64                  | from u32   |
+//!   +---------------------+--------+----------------------------+------------+
+//!   index: punctuations the sender sent before this one; kind, value and from: the
+//!   punctuation's wire encoding, the one every transport uses (sluice_types::Punctuation)
 //! ```
 //!
 //! `queue` is the sender's socket the datagram left from, `queues` the sender's number of

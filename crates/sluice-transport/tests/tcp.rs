@@ -118,8 +118,8 @@ fn the_receiver_binds_only_to_the_address_given() {
 #[test]
 fn a_hand_made_hello_and_frames_are_understood() {
     let mut bytes = frame(&run_of_u64(&[1, 2, 3]));
-    // A latency marker: the tag, then the kind and the value.
-    bytes.extend(frame(&[2, 3, 8, 7, 6, 5, 4, 3, 2, 1]));
+    // A latency marker: the tag, then the kind, the value and a sender of 0.
+    bytes.extend(frame(&[2, 3, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0]));
     bytes.extend(frame(&[3]));
     let (out, error) = hostile_u64(&bytes);
     assert_eq!(error, None);

@@ -198,7 +198,7 @@ mod tests {
                     datagram_bytes: 70_000,
                     ..base
                 },
-                "datagram_bytes must be between 60 and 65507, got 70000",
+                "datagram_bytes must be between 64 and 65507, got 70000",
             ),
             (
                 UdpMqParams {

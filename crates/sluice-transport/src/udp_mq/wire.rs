@@ -277,11 +277,12 @@ mod tests {
         let mut body = Vec::new();
         put_record_header(&mut body, TAG_DATA, 2);
         body.extend_from_slice(b"hi");
-        // A watermark, laid out by hand from the diagram: index, kind, value.
-        put_record_header(&mut body, TAG_PUNCTUATION, 17);
+        // A watermark, laid out by hand from the diagram: index, kind, value, sender.
+        put_record_header(&mut body, TAG_PUNCTUATION, 21);
         body.extend_from_slice(&5u64.to_le_bytes());
         body.push(2);
         body.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
         put_record_header(&mut body, TAG_END, 8);
         body.extend_from_slice(&6u64.to_le_bytes());
         let d = datagram(3, &body);
