@@ -243,7 +243,7 @@ pub(crate) fn record<P: Payload, R: Recorder>(
             match message {
                 Message::Data(tuple) => recorder.record(tuple),
                 Message::EndOfStream => ended += 1,
-                Message::Punctuation => {}
+                Message::Punctuation(_) => {}
             }
         }
         if n == 0 && deadline.is_some_and(|d| Instant::now() > d) {

@@ -177,7 +177,7 @@ impl<P: Payload, Rx: TupleReceiver<P>> WayBack<'_, P, Rx> {
             match message {
                 Message::Data(tuple) => self.recorder.record(tuple),
                 Message::EndOfStream => self.ended = true,
-                Message::Punctuation => {}
+                Message::Punctuation(_) => {}
             }
         }
         Ok(n)

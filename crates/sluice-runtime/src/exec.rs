@@ -16,7 +16,7 @@ use sluice_graph::{
 };
 use sluice_sync::IdleStrategy;
 use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, SendError};
-use sluice_types::{BatchRef, TupleRef, TupleSchema};
+use sluice_types::{BatchRef, Punctuation, TupleRef, TupleSchema};
 
 use crate::control::JobControl;
 use crate::{InstanceReport, RunError};
@@ -184,7 +184,9 @@ impl OutputSink for Router<'_> {
                         op.punctuation(port, out)
                     })?
                 }
-                Target::Remote(sender) => send(self.env, sender, |s| s.offer_punctuation())?,
+                Target::Remote(sender) => send(self.env, sender, |s| {
+                    s.offer_punctuation(Punctuation::WindowMarker)
+                })?,
             }
         }
         Ok(())
@@ -496,7 +498,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
     let polled = input.receiver.poll(env.poll_batch, &mut |delivery| {
         let result = match delivery {
             Delivery::Batch(batch) => process_batch(nodes, node, port, batch, env),
-            Delivery::Punctuation => {
+            Delivery::Punctuation(_) => {
                 with_operator(nodes, node, env, |op, out| op.punctuation(port, out))
             }
             Delivery::EndOfStream => {

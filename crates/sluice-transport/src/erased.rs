@@ -15,7 +15,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_types::{BatchRef, Message, Tuple, TupleRef, TupleSchema};
+use sluice_types::{BatchRef, Message, Punctuation, Tuple, TupleRef, TupleSchema};
 
 use crate::{
     ChannelSite, RecvError, SendError, TransportError, TransportSpec, TupleReceiver, TupleSender,
@@ -25,8 +25,8 @@ use crate::{
 pub enum Delivery<'a> {
     /// Consecutive tuples.
     Batch(BatchRef<'a>),
-    /// A punctuation.
-    Punctuation,
+    /// A punctuation, with its value.
+    Punctuation(Punctuation),
     /// The end of this edge's stream.
     EndOfStream,
 }
@@ -42,8 +42,8 @@ pub trait ErasedSender: Send {
     fn offer_batch(&mut self, batch: &mut dyn Any) -> Result<(), SendError>;
     /// Offers a clone of `tuple`, which must be of the stream's type.
     fn offer_copy(&mut self, tuple: TupleRef<'_>) -> Result<(), SendError>;
-    /// Offers a punctuation.
-    fn offer_punctuation(&mut self) -> Result<(), SendError>;
+    /// Offers `punctuation`, in order with the tuples offered before and after it.
+    fn offer_punctuation(&mut self, punctuation: Punctuation) -> Result<(), SendError>;
     /// Offers the end of the stream; nothing may be offered after it.
     fn offer_end(&mut self) -> Result<(), SendError>;
     /// Makes everything offered visible to the receiver.
@@ -256,8 +256,8 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
         self.inner.offer_copy(tuple)
     }
 
-    fn offer_punctuation(&mut self) -> Result<(), SendError> {
-        self.offer_message(Message::Punctuation)
+    fn offer_punctuation(&mut self, punctuation: Punctuation) -> Result<(), SendError> {
+        self.offer_message(Message::Punctuation(punctuation))
     }
 
     fn offer_end(&mut self) -> Result<(), SendError> {
@@ -315,7 +315,7 @@ impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
                     self.tuples.push(tuple);
                     continue;
                 }
-                Message::Punctuation => Delivery::Punctuation,
+                Message::Punctuation(punctuation) => Delivery::Punctuation(punctuation),
                 Message::EndOfStream => Delivery::EndOfStream,
             };
             flow = self.deliver_tuples(deliver);

@@ -31,9 +31,11 @@
 //!  records: +------+---------------+---------+---------+-----+
 //!           | 0x01 | count u32 >= 1| tuple 1 | tuple 2 | ... |    a run of data tuples
 //!           +------+---------------+---------+---------+-----+
-//!           | 0x02 |                                             a punctuation
+//!           | 0x02 | punctuation: kind u8, value u64 (9 bytes) |    a punctuation
+//!           +------+-------------------------------------------+
 //!           | 0x03 |                                             the end of the stream
 //!           | 0x04 |                                             dropped without an end
+//!           +------+
 //!  tuple:   facade: its size in bytes; normal: len u32 <= max tuple, then len bytes
 //! ```
 //!
@@ -41,8 +43,10 @@
 //! batch. The receiver checks the length of a probed batch against its limit before it
 //! receives it (a longer one is never received, and poisons the edge), then the sender index
 //! (below the channel's senders, from the same rank as before, not ended), then every count
-//! and length against what remains of the batch before reading: nothing a peer sends makes a
-//! PE read out of bounds ([`RecvError::Malformed`] instead).
+//! and length against what remains of the batch before reading, and every punctuation's kind
+//! as `Punctuation::from_wire` does: nothing a peer sends makes a PE read out of bounds
+//! ([`RecvError::Malformed`] instead). A punctuation's 9 bytes are its wire encoding, the one
+//! every transport uses (drawn in `sluice_types::Punctuation`'s module).
 //!
 //! # Backpressure and sending
 //!

@@ -23,8 +23,17 @@
 //! are delivered (the window's right side), but the ring space after it is freed only once it
 //! is committed. So a sender flushes after each unit of work, as the runtime does.
 //!
-//! A punctuation or end of stream is a record of its own, not a batch: one tag byte,
-//! [`TAG_PUNCTUATION`] or [`TAG_END`].
+//! A punctuation or end of stream is a record of its own, not a batch: a tag byte, and for a
+//! punctuation its wire encoding (`sluice_types::Punctuation`, drawn there):
+//!
+//! ```text
+//!  punctuation:  +---------------------+--------------------------------------+
+//!                | TAG_PUNCTUATION (1) | punctuation (WIRE_BYTES = 9 bytes)   |
+//!                +---------------------+--------------------------------------+
+//!  end:          +---------------------+
+//!                | TAG_END (2)         |
+//!                +---------------------+
+//! ```
 //!
 //! A tuple must fit one batch record with its inner header: its encoding may be up to
 //! [`slot_bytes`]`(capacity_bytes)` long (the ring's largest payload, half the ring less the
@@ -46,10 +55,11 @@
 //! A sender facing a full ring checks as often whether the receiver's process is alive, and
 //! reports [`SendError::Closed`] if not.
 //!
-//! Malformed records — a tag no sender writes, a tuple that does not decode, a sender id beyond
-//! the count, anything after a sender's end of stream, batch framing the ring rejects — poison
-//! the ring and are reported as [`RecvError::Malformed`]; the ring bounds-checks every length it
-//! reads, so nothing a peer writes makes the receiver read out of bounds.
+//! Malformed records — a tag no sender writes, a punctuation of another length or kind than
+//! `Punctuation::from_wire` reads, a tuple that does not decode, a sender id beyond the count,
+//! anything after a sender's end of stream, batch framing the ring rejects — poison the ring
+//! and are reported as [`RecvError::Malformed`]; the ring bounds-checks every length it reads,
+//! so nothing a peer writes makes the receiver read out of bounds.
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -61,7 +71,7 @@ use sluice_ring::osr::{
     OsrStall, PushError, ReserveError, PRODUCER_SLOTS,
 };
 use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
-use sluice_types::{Encoding, Message, Tuple};
+use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
 
@@ -69,6 +79,8 @@ use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleS
 pub const TAG_PUNCTUATION: u8 = 1;
 /// The tag byte of an end-of-stream record.
 pub const TAG_END: u8 = 2;
+/// Bytes of a punctuation record: its tag, then its wire encoding.
+const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
 
 /// The most senders one receiver takes: the OSR ring's producer table.
 pub const MAX_SENDERS: usize = PRODUCER_SLOTS;
@@ -91,7 +103,7 @@ const CLOCK_POLLS: u32 = 64;
 /// The segment kind of an OSR ring.
 const KIND: SegmentKind = SegmentKind::new(*b"OSR\0\0\0\0\0");
 /// Bumped whenever the framing above changes (the ring checks its own layout version).
-const LAYOUT_VERSION: u32 = 1;
+const LAYOUT_VERSION: u32 = 2;
 /// The ring never skips by itself: the receiver decides (module doc).
 const WINDOW: u64 = u64::MAX;
 
@@ -345,11 +357,12 @@ impl<T: Tuple> ShmOsrSender<T> {
         SendError::Full
     }
 
-    /// Sends a punctuation or end-of-stream record after the data before it.
-    fn control(&mut self, tag: u8) -> Result<(), SendError> {
+    /// Sends a punctuation or end-of-stream record (`record`, its tag first) after the data
+    /// before it.
+    fn control(&mut self, record: &[u8]) -> Result<(), SendError> {
         self.commit(false)?;
         self.producer
-            .try_push(self.id, &[tag])
+            .try_push(self.id, record)
             .map_err(|e| match e {
                 PushError::Full => self.full(),
                 _ => SendError::Closed,
@@ -384,8 +397,12 @@ impl<T: Tuple> TupleSender<T> for ShmOsrSender<T> {
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
         let outcome = match &message {
             Message::Data(tuple) => self.offer_copy(tuple),
-            Message::Punctuation => self.control(TAG_PUNCTUATION),
-            Message::EndOfStream => self.control(TAG_END),
+            Message::Punctuation(punctuation) => {
+                let mut record = [TAG_PUNCTUATION; PUNCTUATION_RECORD];
+                record[1..].copy_from_slice(&punctuation.to_wire());
+                self.control(&record)
+            }
+            Message::EndOfStream => self.control(&[TAG_END]),
         };
         outcome.map_err(|error| Refused { error, message })
     }
@@ -560,7 +577,10 @@ fn decode_record<T: Tuple>(
         return true;
     }
     match record.bytes() {
-        [TAG_PUNCTUATION] => emit(Message::Punctuation),
+        [TAG_PUNCTUATION, wire @ ..] => match Punctuation::from_wire(wire) {
+            Ok(punctuation) => emit(Message::Punctuation(punctuation)),
+            Err(_) => return false,
+        },
         [TAG_END] => {
             *state = SenderState::Ended;
             *ends += 1;

@@ -1,11 +1,23 @@
 //! The `shm-vega` transport: an edge between two processes (or two threads) of one host over
 //! a Vega ring in a shared segment.
 //!
-//! Each message takes one slot: the tuple's encoded bytes (facade: its bytes; normal: its
-//! `postcard` encoding), then one trailing tag byte (data, punctuation or end of stream). The
-//! tag trails so the payload starts at the slot's 8-byte aligned start. A transport of
-//! `slot_bytes` therefore lays its ring out with `slot_bytes + 1`-byte slots and refuses a
-//! tuple whose encoding is longer than `slot_bytes`.
+//! Each message takes one slot: its payload, then one trailing tag byte. The tag trails so the
+//! payload starts at the slot's 8-byte aligned start:
+//!
+//! ```text
+//!  slot:  +--------------------------------------------+-----+
+//!         | payload (its length is the frame's, less 1)| tag |
+//!         +--------------------------------------------+-----+
+//!  tag 0  data         the tuple's encoding (facade: its bytes; normal: postcard)
+//!  tag 1  punctuation  its wire encoding (sluice_types::Punctuation::WIRE_BYTES bytes)
+//!  tag 2  end          no payload
+//! ```
+//!
+//! A transport of `slot_bytes` lays its ring out with slots of `slot_bytes + 1` bytes (at
+//! least room for a punctuation and its tag) and refuses a tuple whose encoding is longer than
+//! `slot_bytes`. The receiver reads a punctuation with `Punctuation::from_wire`: a payload of
+//! another length or an unknown kind, like an unknown tag or a tuple that does not decode, is
+//! [`RecvError::Malformed`] and poisons the ring.
 //!
 //! The sender stages messages and publishes them on `flush` (one store per batch), or by itself
 //! once a quarter of the ring is staged. A fixed-size (facade) tuple is encoded straight into
@@ -26,7 +38,7 @@ use sluice_ring::vega::{
     VegaConsumer, VegaLayout, VegaProducer, VegaRecvError, VegaRing, VegaSendError,
 };
 use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
-use sluice_types::{Encoding, Message, Tuple};
+use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
 
@@ -37,7 +49,7 @@ const TAG_END: u8 = 2;
 /// The segment kind of a Vega ring.
 const KIND: SegmentKind = SegmentKind::new(*b"VEGA\0\0\0\0");
 /// Bumped whenever the ring's layout or the framing above changes.
-const LAYOUT_VERSION: u32 = 3;
+const LAYOUT_VERSION: u32 = 4;
 /// How often an idle receiver checks that its sender's process is alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 /// An idle receiver reads the clock for the liveness check once per this many empty polls
@@ -53,6 +65,7 @@ fn layout(slot_bytes: usize, slots: usize) -> Result<(VegaLayout, SegmentSpec), 
         reason,
     };
     let ring_slot = slot_bytes
+        .max(Punctuation::WIRE_BYTES)
         .checked_add(1)
         .ok_or_else(|| invalid(format!("slot_bytes {slot_bytes} is too large")))?;
     let layout = VegaLayout::new(ring_slot, slots).map_err(|e| invalid(e.to_string()))?;
@@ -210,7 +223,11 @@ impl<T: Tuple> ShmVegaSender<T> {
     fn write(&mut self, message: &Message<T>) -> Result<(), SendError> {
         match message {
             Message::Data(tuple) => self.write_data(tuple),
-            Message::Punctuation => self.write_frame(&[TAG_PUNCTUATION]),
+            Message::Punctuation(punctuation) => {
+                let mut frame = [TAG_PUNCTUATION; Punctuation::WIRE_BYTES + 1];
+                frame[..Punctuation::WIRE_BYTES].copy_from_slice(&punctuation.to_wire());
+                self.write_frame(&frame)
+            }
             Message::EndOfStream => self.write_frame(&[TAG_END]),
         }
     }
@@ -391,10 +408,13 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
         for frame in batch {
             let pushed = match frame.split_last() {
                 Some((&TAG_DATA, payload)) => push_data(out, payload),
-                Some((&TAG_PUNCTUATION, _)) => {
-                    out.push(Message::Punctuation);
-                    true
-                }
+                Some((&TAG_PUNCTUATION, wire)) => match Punctuation::from_wire(wire) {
+                    Ok(punctuation) => {
+                        out.push(Message::Punctuation(punctuation));
+                        true
+                    }
+                    Err(_) => false,
+                },
                 Some((&TAG_END, _)) => {
                     self.ended = true;
                     out.push(Message::EndOfStream);

@@ -15,7 +15,7 @@
 //!  0          8        10        12          16         20           24            28                60
 //!  +----------+--------+---------+-----------+----------+------------+-------------+-----------------+
 //!  | magic    | version| reserved| sender    | encoding | tuple size | frame limit | job secret      |
-//!  | SLUICETP | u16 = 1| u16 = 0 | index u32 | u32 0|1  | u32        | u32         | 32 bytes        |
+//!  | SLUICETP | u16 = 2| u16 = 0 | index u32 | u32 0|1  | u32        | u32         | 32 bytes        |
 //!  +----------+--------+---------+-----------+----------+------------+-------------+-----------------+
 //! ```
 //!
@@ -36,8 +36,10 @@
 //!  records: +------+---------------+---------+---------+-----+
 //!           | 0x01 | count u32 >= 1| tuple 1 | tuple 2 | ... |      a run of data tuples
 //!           +------+---------------+---------+---------+-----+
-//!           | 0x02 |                                               a punctuation
+//!           | 0x02 | punctuation: kind u8, value u64 (9 bytes) |      a punctuation
+//!           +------+-------------------------------------------+
 //!           | 0x03 |                                               the end of the stream
+//!           +------+
 //!  tuple:   facade: its `tuple size` bytes
 //!           normal: +-------------------------+---------------+
 //!                   | len u32 <= max tuple    | len bytes     |
@@ -47,9 +49,13 @@
 //! A record never spans two frames, and nothing follows the end of the stream. The receiver
 //! checks every length against its own limits before it reads or copies anything: a frame
 //! longer than its frame limit, a run of zero tuples or more tuples than the frame holds, a
-//! tuple longer than its maximum, an unknown tag, a tuple that does not decode, or a byte
-//! after the end of the stream poison the edge with [`RecvError::Malformed`]. Its buffers are
-//! sized from its own parameters once, so nothing a peer sends makes it allocate.
+//! tuple longer than its maximum, an unknown tag, a punctuation cut by its frame or of a kind
+//! `Punctuation::from_wire` refuses, a tuple that does not decode, or a byte after the end of
+//! the stream poison the edge with [`RecvError::Malformed`]. Its buffers are sized from its
+//! own parameters once, so nothing a peer sends makes it allocate.
+//!
+//! A punctuation's 9 bytes are its wire encoding, the one every transport uses (drawn in
+//! `sluice_types::Punctuation`'s module).
 //!
 //! # Batching
 //!

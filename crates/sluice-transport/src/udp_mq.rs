@@ -34,16 +34,24 @@
 //!  0      4     5     6       8        10      12        16         24          32            40
 //!  +------+-----+-----+-------+--------+-------+---------+----------+-----------+-------------+
 //!  | magic| ver | rsv | queue | queues | count | sender  | job tag  | sequence  | first tuple |
-//!  | SLUQ | u8=1| u8=0| u16   | u16    | u16   | u32     | u64      | u64       | u64         |
+//!  | SLUQ | u8=2| u8=0| u16   | u16    | u16   | u32     | u64      | u64       | u64         |
 //!  +------+-----+-----+-------+--------+-------+---------+----------+-----------+-------------+
 //!
 //!  record:  +-----+----------+---------------------+
 //!           | tag | len u16  | len bytes           |
 //!           +-----+----------+---------------------+
 //!   tag 1  data         the tuple's encoding (facade: its bytes; normal: postcard)
-//!   tag 2  punctuation  len 8: u64 index of this punctuation in the sender's stream
+//!   tag 2  punctuation  len 17: see below
 //!   tag 3  end          len 8: u64 punctuations the sender sent in all; last record only
 //!   tag 4  gone         len 0: the sender was dropped without ending; last record only
+//!
+//!  punctuation payload:
+//!   0                     8        9                            17
+//!   +---------------------+--------+----------------------------+
+//!   | index u64           | kind u8| value u64                  |
+//!   +---------------------+--------+----------------------------+
+//!   index: punctuations the sender sent before this one; kind and value: the punctuation's
+//!   wire encoding, the one every transport uses (sluice_types::Punctuation)
 //! ```
 //!
 //! `queue` is the sender's socket the datagram left from, `queues` the sender's number of
@@ -56,20 +64,23 @@
 //! The receiver checks every datagram whole before it delivers any of it: its length against
 //! the largest datagram, `queues`, `queue` and `sender` against its own parameters, every
 //! record length against the bytes left, the count against the records found (no byte may
-//! follow the last), and every tuple by decoding it. A datagram that fails is dropped and
-//! counted as malformed; the edge goes on. A tuple whose encoding does not fit one datagram
-//! (more than `datagram_bytes - 43` bytes) is refused by the sender as too large.
+//! follow the last), every punctuation's kind and value as `Punctuation::from_wire` does, and
+//! every tuple by decoding it. A datagram that fails is dropped and counted as malformed; the
+//! edge goes on. A tuple whose encoding does not fit one datagram (more than
+//! `datagram_bytes - 43` bytes) is refused by the sender as too large.
 //!
 //! # Punctuations and the end of the stream
 //!
 //! A punctuation or an end of stream is sent on every queue of its sender. The receiver
 //! delivers a punctuation once every queue of the sender has passed it (a later punctuation
 //! or the end on a queue shows that queue passed the ones before, even if their datagrams were
-//! lost), so it follows everything its sender offered before it. With more than one queue,
-//! tuples offered after it may overtake it (their queue passed it while another had not yet):
-//! where a punctuation must also precede what follows it, use one queue. The receiver
-//! delivers one `EndOfStream` per sender, once every queue of that sender has brought its
-//! end.
+//! lost), so it follows everything its sender offered before it; its value is the one the
+//! first of its copies to arrive carried. A punctuation whose copies were all lost has no
+//! value to deliver: it is passed, and counted ([`UdpMqStats::lost_punctuations`]). With more
+//! than one queue, tuples offered after a punctuation may overtake it (their queue passed it
+//! while another had not yet): where a punctuation must also precede what follows it, use one
+//! queue. The receiver delivers one `EndOfStream` per sender, once every queue of that sender
+//! has brought its end.
 //!
 //! A dropped sender sends each queue's last datagram [`END_REPEATS`] more times, spaced out
 //! (UDP may lose any one copy; the receiver ignores the repeats); a busy one,
@@ -92,7 +103,10 @@ pub use params::{
     QueueChoice, UdpMqParams, DEFAULT_BATCH, DEFAULT_DATAGRAM_BYTES, DEFAULT_QUEUES,
     MAX_IDLE_LIMIT_MS, MAX_QUEUES, MAX_SOCKET_BUFFER, MIN_DATAGRAM_BYTES, MIN_SOCKET_BUFFER,
 };
-pub use receiver::{bind_receiver, UdpMqReceiver, UdpMqStats, MAX_PUNCTUATION_STEP, MAX_SENDERS};
+pub use receiver::{
+    bind_receiver, UdpMqReceiver, UdpMqStats, MAX_PUNCTUATIONS_AWAITING, MAX_PUNCTUATION_STEP,
+    MAX_SENDERS,
+};
 pub use sender::{
     connect_sender, FlowKey, UdpMqSender, BUSY_DATAGRAMS, BUSY_END_REPEATS, BUSY_WINDOW,
     DROP_DRAIN, END_REPEATS, FIRST_REPEAT_GAP,

@@ -1,7 +1,9 @@
 //! The transport conformance suite, written once and run against every transport that has
 //! endpoints: order kept, nothing lost or duplicated, backpressure when full, clean close,
 //! a vanished sender reported instead of waited for, and ends that park woken by each other.
-//! Tuples offered as copies of a reference (`offer_copy`) obey the same rules.
+//! Tuples offered as copies of a reference (`offer_copy`) obey the same rules, and so do
+//! punctuations of every kind, which arrive with their values in their place among the
+//! tuples, through the typed and the type-erased endpoints alike.
 //!
 //! A transport whose flush cannot always hand everything over at once (TCP, bounded by the
 //! kernel's buffers) says so with `pending`; the suite then flushes again after reading, as a
@@ -18,7 +20,7 @@ use proptest::prelude::*;
 use sluice_transport::tcp::{BatchProfile, TcpParams};
 use sluice_transport::udp_mq::{QueueChoice, UdpMqParams, HEADER_LEN, RECORD_HEADER};
 use sluice_transport::{RecvError, SendError, TransportSpec, TupleReceiver, TupleSender};
-use sluice_types::Message;
+use sluice_types::{Message, Punctuation};
 
 /// TCP with the smallest buffers, a frame of 64 bytes and tuples of at most `max_tuple_bytes`.
 /// The throughput profile holds nothing back on flush here (a zero delay), so the suite's
@@ -104,9 +106,10 @@ fn deliver(tx: &mut dyn TupleSender<u64>, rx: &mut dyn TupleReceiver<u64>) -> Ve
 /// A park timeout far beyond the watchdog: a park ends in time only if it is woken.
 const LONG: Duration = Duration::from_secs(3600);
 
-/// Streams `0..n` and the end of the stream from one thread to another and checks what
-/// arrives. When a send is refused or a poll finds nothing, each end yields or, with `park`,
-/// parks on its doorbell until the other wakes it (yielding if the transport cannot park).
+/// Streams `0..n`, a watermark naming the tuple before it after every 1,000th, and the end of
+/// the stream from one thread to another and checks what arrives. When a send is refused or a
+/// poll finds nothing, each end yields or, with `park`, parks on its doorbell until the other
+/// wakes it (yielding if the transport cannot park).
 fn stream_across_threads(spec: &TransportSpec, n: u64, park: bool) {
     let (mut tx, mut rx) = pair(spec);
     let sender = std::thread::spawn(move || {
@@ -122,13 +125,19 @@ fn stream_across_threads(spec: &TransportSpec, n: u64, park: bool) {
                 }
             }
         };
-        (0..n).for_each(|i| offer(Message::Data(i)));
+        for i in 0..n {
+            offer(Message::Data(i));
+            if i % 1000 == 999 {
+                offer(Message::Punctuation(Punctuation::Watermark(i)));
+            }
+        }
         offer(Message::EndOfStream);
         tx.flush();
     });
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut expected = 0;
+        let mut watermarks = 0;
         let mut buf = Vec::new();
         'outer: loop {
             buf.clear();
@@ -142,17 +151,20 @@ fn stream_across_threads(spec: &TransportSpec, n: u64, park: bool) {
                         expected += 1;
                     }
                     Message::EndOfStream => break 'outer,
-                    Message::Punctuation => panic!("no punctuation was sent"),
+                    Message::Punctuation(p) => {
+                        assert_eq!(p, Punctuation::Watermark(expected - 1), "misplaced");
+                        watermarks += 1;
+                    }
                 }
             }
         }
-        let _ = done.send(expected);
+        let _ = done.send((expected, watermarks));
     });
     let received = finished
         .recv_timeout(2 * WATCHDOG)
         .unwrap_or_else(|_| panic!("{spec}: the stream hung or the receiver failed"));
     sender.join().unwrap();
-    assert_eq!(received, n, "{spec}");
+    assert_eq!(received, (n, n / 1000), "{spec}");
 }
 
 #[test]
@@ -224,54 +236,163 @@ fn a_vanished_sender_is_reported() {
 fn a_clean_end_is_not_a_disconnect() {
     for spec in all_transports().into_iter().chain([udp_mq(4, 64)]) {
         let (mut tx, mut rx) = pair(&spec);
-        tx.offer(Message::Punctuation).unwrap();
+        let marker = Message::Punctuation(Punctuation::WindowMarker);
+        tx.offer(marker.clone()).unwrap();
         tx.offer(Message::EndOfStream).unwrap();
         tx.flush();
         drop(tx);
-        assert_eq!(
-            drain(rx.as_mut()),
-            vec![Message::Punctuation, Message::EndOfStream]
-        );
+        assert_eq!(drain(rx.as_mut()), vec![marker, Message::EndOfStream]);
         assert_eq!(rx.poll(1, &mut Vec::new()), Ok(0), "{spec}");
     }
+}
+
+/// One thing a test offers: a tuple by value or as a copy of a reference, or a message that
+/// is not a tuple.
+#[derive(Debug, Clone)]
+enum Offer {
+    Value(u64),
+    Copy(u64),
+    Control(Message<u64>),
+}
+
+impl Offer {
+    /// The message that arrives for it.
+    fn message(&self) -> Message<u64> {
+        match self {
+            Offer::Value(v) | Offer::Copy(v) => Message::Data(*v),
+            Offer::Control(message) => message.clone(),
+        }
+    }
+}
+
+/// Offers `offers` in order, flushing after every `flush_every`th and reading whenever the
+/// transport is full; returns what arrived once the sender holds nothing more. A refused offer
+/// took nothing, so it is offered again as it was.
+fn offer_all(spec: &TransportSpec, offers: &[Offer], flush_every: usize) -> Vec<Message<u64>> {
+    let (mut tx, mut rx) = pair(spec);
+    let mut received = Vec::new();
+    for (i, offer) in offers.iter().enumerate() {
+        loop {
+            let offered = match offer {
+                Offer::Copy(v) => tx.offer_copy(v),
+                Offer::Value(_) | Offer::Control(_) => tx.offer(offer.message()).map_err(|r| {
+                    assert_eq!(r.message, offer.message(), "{spec}: handed back as offered");
+                    r.error
+                }),
+            };
+            match offered {
+                Ok(()) => break,
+                Err(error) => {
+                    assert_eq!(error, SendError::Full, "{spec}");
+                    received.extend(deliver(tx.as_mut(), rx.as_mut()));
+                }
+            }
+        }
+        if i % flush_every == 0 {
+            tx.flush();
+        }
+    }
+    received.extend(deliver(tx.as_mut(), rx.as_mut()));
+    received
+}
+
+/// Punctuations of every kind, between tuples and back to back, with values in which every
+/// byte matters: a transport that loses a value, a kind or a place among the tuples fails.
+fn mixed_stream() -> Vec<Offer> {
+    let punctuation = |p| Offer::Control(Message::Punctuation(p));
+    vec![
+        punctuation(Punctuation::Latency(0x0102_0304_0506_0708)),
+        Offer::Value(1),
+        punctuation(Punctuation::WindowMarker),
+        Offer::Copy(2),
+        Offer::Value(3),
+        punctuation(Punctuation::Watermark(u64::MAX)),
+        punctuation(Punctuation::Watermark(0)),
+        punctuation(Punctuation::Latency(sluice_types::monotonic_ns())),
+        Offer::Value(4),
+        punctuation(Punctuation::Watermark(0x8000_0000_0000_0001)),
+        Offer::Control(Message::EndOfStream),
+    ]
+}
+
+#[test]
+fn punctuations_of_every_kind_arrive_with_their_values_in_their_place() {
+    let sent = mixed_stream();
+    let expected: Vec<_> = sent.iter().map(Offer::message).collect();
+    for spec in all_transports() {
+        for flush_every in [1, sent.len()] {
+            assert_eq!(offer_all(&spec, &sent, flush_every), expected, "{spec}");
+        }
+    }
+}
+
+#[test]
+fn erased_endpoints_deliver_punctuations_with_their_values_in_their_place() {
+    use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, StreamType};
+    fn receive(rx: &mut dyn ErasedReceiver, received: &mut Vec<Message<u64>>) {
+        while let Ok(1..) = rx.poll(4, &mut |delivery| {
+            match delivery {
+                Delivery::Batch(batch) => {
+                    received.extend(batch.iter_as::<u64>().map(|&v| Message::Data(v)))
+                }
+                Delivery::Punctuation(p) => received.push(Message::Punctuation(p)),
+                Delivery::EndOfStream => received.push(Message::EndOfStream),
+            }
+            std::ops::ControlFlow::Continue(())
+        }) {}
+    }
+    fn offer(tx: &mut dyn ErasedSender, offer: &Offer) -> Result<(), SendError> {
+        match offer.message() {
+            Message::Data(v) => tx.offer_tuple(&mut Some(v)),
+            Message::Punctuation(p) => tx.offer_punctuation(p),
+            Message::EndOfStream => tx.offer_end(),
+        }
+    }
+    let sent = mixed_stream();
+    let expected: Vec<_> = sent.iter().map(Offer::message).collect();
+    for spec in all_transports() {
+        let (mut tx, mut rx) = StreamType::of::<u64>().connect(&spec).unwrap();
+        let mut received = Vec::new();
+        let deadline = Instant::now() + WATCHDOG;
+        for o in &sent {
+            while let Err(error) = offer(tx.as_mut(), o) {
+                assert_eq!(error, SendError::Full, "{spec}");
+                assert!(Instant::now() < deadline, "{spec}: never took {o:?}");
+                tx.flush();
+                receive(rx.as_mut(), &mut received);
+            }
+        }
+        while received.len() < expected.len() {
+            assert!(Instant::now() < deadline, "{spec}: got only {received:?}");
+            tx.flush();
+            receive(rx.as_mut(), &mut received);
+        }
+        assert_eq!(received, expected, "{spec}");
+    }
+}
+
+fn arb_offer() -> impl Strategy<Value = Offer> {
+    let punctuation = prop_oneof![
+        Just(Punctuation::WindowMarker),
+        any::<u64>().prop_map(Punctuation::Watermark),
+        any::<u64>().prop_map(Punctuation::Latency),
+    ];
+    prop_oneof![
+        4 => any::<u64>().prop_map(Offer::Value),
+        4 => any::<u64>().prop_map(Offer::Copy),
+        1 => punctuation.prop_map(|p| Offer::Control(Message::Punctuation(p))),
+    ]
 }
 
 proptest! {
     #[test]
     fn flushed_messages_arrive_exactly_once_in_order(
-        values in prop::collection::vec((any::<u64>(), any::<bool>()), 0..64),
+        offers in prop::collection::vec(arb_offer(), 0..64),
         flush_every in 1usize..9,
     ) {
+        let expected: Vec<_> = offers.iter().map(Offer::message).collect();
         for spec in all_transports() {
-            let (mut tx, mut rx) = pair(&spec);
-            let mut received = Vec::new();
-            for (i, &(v, by_copy)) in values.iter().enumerate() {
-                // A tuple goes by value or as a copy of a reference; a refused copy took
-                // nothing, so it is offered again as it was.
-                loop {
-                    let offered = if by_copy {
-                        tx.offer_copy(&v)
-                    } else {
-                        tx.offer(Message::Data(v)).map_err(|r| {
-                            assert_eq!(r.message, Message::Data(v));
-                            r.error
-                        })
-                    };
-                    match offered {
-                        Ok(()) => break,
-                        Err(error) => {
-                            prop_assert_eq!(error, SendError::Full);
-                            received.extend(deliver(tx.as_mut(), rx.as_mut()));
-                        }
-                    }
-                }
-                if i % flush_every == 0 {
-                    tx.flush();
-                }
-            }
-            received.extend(deliver(tx.as_mut(), rx.as_mut()));
-            let expected: Vec<_> = values.iter().map(|&(v, _)| Message::Data(v)).collect();
-            prop_assert_eq!(received, expected);
+            prop_assert_eq!(offer_all(&spec, &offers, flush_every), expected.clone());
         }
     }
 }

@@ -22,7 +22,7 @@ mod ranks {
     use mpi::traits::Destination;
     use sluice_transport::mpi::{bind_receiver, open_sender, session, MpiParams, Route};
     use sluice_transport::{RecvError, SendError, TupleReceiver, TupleSender};
-    use sluice_types::Message;
+    use sluice_types::{Message, Punctuation};
 
     /// How long a rank waits for the other before it fails the test.
     const WATCHDOG: Duration = Duration::from_secs(60);
@@ -149,30 +149,34 @@ mod ranks {
         }
     }
 
+    /// The tuples `0..n`, after every 1,000th a punctuation whose kind and value name it, and
+    /// the end of the stream.
+    fn messages(n: u64) -> Vec<Message<u64>> {
+        let mut messages = Vec::new();
+        for i in 0..n {
+            messages.push(Message::Data(i));
+            match i % 3000 {
+                999 => messages.push(Message::Punctuation(Punctuation::Watermark(i))),
+                1999 => messages.push(Message::Punctuation(Punctuation::Latency(i))),
+                2999 => messages.push(Message::Punctuation(Punctuation::WindowMarker)),
+                _ => {}
+            }
+        }
+        messages.push(Message::EndOfStream);
+        messages
+    }
+
     fn stream(rank: usize, params: MpiParams, n: u64) {
         if rank == 0 {
             let mut tx = open_sender::<u64>(route(1, 0), &params).unwrap();
-            for i in 0..n {
-                offer(&mut tx, Message::Data(i));
-                if i % 1000 == 999 {
-                    offer(&mut tx, Message::Punctuation);
-                }
+            for message in messages(n) {
+                offer(&mut tx, message);
             }
-            offer(&mut tx, Message::EndOfStream);
             flush_all(&mut tx);
         } else {
             let mut rx = bind_receiver::<u64>(route(1, 0), 1, &params).unwrap();
             let got = receive(&mut rx, 1);
-            let data: Vec<u64> = got
-                .iter()
-                .filter_map(|m| match m {
-                    Message::Data(v) => Some(*v),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(data, (0..n).collect::<Vec<_>>());
-            let punctuations = got.iter().filter(|m| **m == Message::Punctuation).count();
-            assert_eq!(punctuations as u64, n / 1000);
+            assert!(got == messages(n), "order, values or punctuations lost");
             // Nothing follows the end.
             assert_eq!(rx.poll(10, &mut Vec::new()), Ok(0));
         }

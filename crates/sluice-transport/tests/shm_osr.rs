@@ -1,12 +1,13 @@
 //! `shm-osr` with several senders in one process: each sender's order is kept, each end of
 //! stream arrives, and the edge ends only after all of them; a sender that goes away without
-//! its end is reported once everything it sent has arrived.
+//! its end is reported once everything it sent has arrived. Punctuations keep their place in
+//! their sender's order, and their values.
 
 use std::time::{Duration, Instant};
 
 use sluice_transport::shm_osr::connect;
 use sluice_transport::{RecvError, SendError, TupleReceiver, TupleSender};
-use sluice_types::Message;
+use sluice_types::{Message, Punctuation};
 
 /// A tuple naming its sender and its place in that sender's stream.
 fn tuple(sender: u32, seq: u64) -> u64 {
@@ -42,7 +43,9 @@ fn three_sender_threads_keep_their_order_and_the_edge_ends_after_all_three_ends(
                 for seq in 0..N {
                     offer(&mut tx, Message::Data(tuple(id, seq)));
                     if seq % 1000 == 999 {
-                        offer(&mut tx, Message::Punctuation);
+                        // The value names the sender and the tuple the watermark follows.
+                        let watermark = Punctuation::Watermark(tuple(id, seq));
+                        offer(&mut tx, Message::Punctuation(watermark));
                     }
                     if seq % 37 == 0 {
                         tx.flush();
@@ -69,7 +72,16 @@ fn three_sender_threads_keep_their_order_and_the_edge_ends_after_all_three_ends(
                     assert_eq!(seq, next[sender], "sender {sender} out of order");
                     next[sender] += 1;
                 }
-                Message::Punctuation => punctuations += 1,
+                Message::Punctuation(Punctuation::Watermark(v)) => {
+                    let (sender, seq) = ((v >> 32) as usize, v & 0xFFFF_FFFF);
+                    assert_eq!(
+                        seq + 1,
+                        next[sender],
+                        "sender {sender}'s watermark misplaced"
+                    );
+                    punctuations += 1;
+                }
+                Message::Punctuation(p) => panic!("only watermarks were sent, got {p:?}"),
                 Message::EndOfStream => ends += 1,
             }
         }

@@ -13,7 +13,7 @@ use sluice_transport::tcp::{
     MAGIC, SECRET_LEN, VERSION,
 };
 use sluice_transport::{RecvError, SendError, TupleReceiver, TupleSender};
-use sluice_types::{BytesTuple, Message, Tuple};
+use sluice_types::{BytesTuple, Message, Punctuation, Tuple};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 const SECRET: [u8; SECRET_LEN] = [0x5a; SECRET_LEN];
@@ -118,7 +118,8 @@ fn the_receiver_binds_only_to_the_address_given() {
 #[test]
 fn a_hand_made_hello_and_frames_are_understood() {
     let mut bytes = frame(&run_of_u64(&[1, 2, 3]));
-    bytes.extend(frame(&[2]));
+    // A latency marker: the tag, then the kind and the value.
+    bytes.extend(frame(&[2, 3, 8, 7, 6, 5, 4, 3, 2, 1]));
     bytes.extend(frame(&[3]));
     let (out, error) = hostile_u64(&bytes);
     assert_eq!(error, None);
@@ -128,7 +129,7 @@ fn a_hand_made_hello_and_frames_are_understood() {
             Message::Data(1),
             Message::Data(2),
             Message::Data(3),
-            Message::Punctuation,
+            Message::Punctuation(Punctuation::Latency(0x0102_0304_0506_0708)),
             Message::EndOfStream
         ]
     );
@@ -221,6 +222,19 @@ fn hostile_frames_poison_the_edge_as_malformed() {
         ("a tuple cut by its frame", frame(&[1, 1, 0, 0, 0, 1, 2, 3])),
         ("a run header cut by its frame", frame(&[1, 1])),
         ("the end of stream before more records", frame(&[3, 2])),
+        ("a punctuation without its value", frame(&[2])),
+        (
+            "a punctuation cut by its frame",
+            frame(&[2, 2, 0, 0, 0, 0, 0, 0, 0]),
+        ),
+        (
+            "a punctuation of an unknown kind",
+            frame(&[2, 9, 0, 0, 0, 0, 0, 0, 0, 0]),
+        ),
+        (
+            "a window marker with a value",
+            frame(&[2, 1, 1, 0, 0, 0, 0, 0, 0, 0]),
+        ),
         ("a frame after the end of stream", after_end),
     ];
     for (what, bytes) in cases {
@@ -323,7 +337,7 @@ fn three_senders_fan_in_each_in_order_with_its_own_end() {
                     next[id] += 1;
                 }
                 Message::EndOfStream => ends += 1,
-                Message::Punctuation => panic!("no punctuation was sent"),
+                Message::Punctuation(p) => panic!("no punctuation was sent, got {p:?}"),
             }
         }
     }

@@ -2,8 +2,9 @@
 //! receiver that is not read while its tiny socket buffer overflows), drops foreign and
 //! malformed datagrams without poisoning the edge (a proptest feeds random and mangled
 //! datagrams through a raw socket), merges three senders with one end of stream each, aligns
-//! punctuations across queues, batches its system calls, and reports a sender that vanished
-//! after the idle limit but not one that keeps sending heartbeats.
+//! punctuations across queues with their values (counting one whose every copy was lost),
+//! batches its system calls, and reports a sender that vanished after the idle limit but not
+//! one that keeps sending heartbeats.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use sluice_transport::udp_mq::{
     MAGIC, VERSION,
 };
 use sluice_transport::{RecvError, TupleReceiver, TupleSender};
-use sluice_types::{BytesTuple, Message, Tuple};
+use sluice_types::{BytesTuple, Message, Punctuation, Tuple};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
@@ -98,6 +99,20 @@ fn datagram(
         d.extend_from_slice(payload);
     }
     d
+}
+
+/// The payload of a punctuation record laid out by hand from the module's diagram: the
+/// punctuation's index, then its kind and value.
+fn punctuation(index: u64, punctuation: Punctuation) -> Vec<u8> {
+    let (kind, value) = match punctuation {
+        Punctuation::WindowMarker => (1u8, 0),
+        Punctuation::Watermark(v) => (2, v),
+        Punctuation::Latency(v) => (3, v),
+    };
+    let mut payload = index.to_le_bytes().to_vec();
+    payload.push(kind);
+    payload.extend_from_slice(&value.to_le_bytes());
+    payload
 }
 
 fn raw_socket(to: SocketAddr) -> UdpSocket {
@@ -203,7 +218,7 @@ fn three_senders_merge_with_one_end_each_and_each_flow_in_order() {
                 next[s][flow] += 1;
             }
             Message::EndOfStream => {}
-            Message::Punctuation => panic!("no punctuation was sent"),
+            Message::Punctuation(p) => panic!("no punctuation was sent, got {p:?}"),
         }
     }
     assert_eq!(next.iter().flatten().sum::<u64>(), 3 * EACH);
@@ -224,7 +239,8 @@ fn a_punctuation_follows_everything_before_it_on_every_queue() {
         for i in 0..1000 {
             tx.offer(Message::Data(round * 1000 + i)).unwrap();
         }
-        tx.offer(Message::Punctuation).unwrap();
+        tx.offer(Message::Punctuation(Punctuation::Watermark(round)))
+            .unwrap();
     }
     tx.offer(Message::EndOfStream).unwrap();
     tx.flush();
@@ -235,7 +251,12 @@ fn a_punctuation_follows_everything_before_it_on_every_queue() {
     for m in &out {
         match m {
             Message::Data(v) => seen.push(*v),
-            Message::Punctuation => {
+            Message::Punctuation(p) => {
+                assert_eq!(
+                    *p,
+                    Punctuation::Watermark(punctuations),
+                    "in order, with its value"
+                );
                 punctuations += 1;
                 let before: Vec<u64> = (0..punctuations * 1000).collect();
                 let mut got: Vec<u64> = seen
@@ -260,6 +281,48 @@ fn a_punctuation_follows_everything_before_it_on_every_queue() {
 }
 
 #[test]
+fn a_punctuation_keeps_the_value_of_any_copy_and_one_with_every_copy_lost_is_counted() {
+    let (mut rx, addr) = receiver::<u64>(1, &params(2));
+    let job = job_tag(&secret());
+    let raw = raw_socket(addr);
+    let p: Vec<Vec<u8>> = [
+        Punctuation::Watermark(10),
+        Punctuation::WindowMarker,
+        Punctuation::Watermark(12),
+        Punctuation::Latency(13),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, value)| punctuation(i as u64, value))
+    .collect();
+    let end = 4u64.to_le_bytes();
+    // Punctuation 0 reaches only queue 0, 1 both queues, 2 neither (both datagrams lost),
+    // 3 both, with the end.
+    let datagrams = [
+        datagram(job, 0, 2, 0, 0, 0, &[(2, &p[0]), (2, &p[1])]),
+        datagram(job, 1, 2, 0, 1, 0, &[(2, &p[1])]),
+        datagram(job, 0, 2, 0, 2, 0, &[(2, &p[3]), (3, &end)]),
+        datagram(job, 1, 2, 0, 3, 0, &[(2, &p[3]), (3, &end)]),
+    ];
+    for d in &datagrams {
+        raw.send(d).unwrap();
+    }
+    let (out, error) = receive(&mut rx, 1);
+    assert_eq!(error, None);
+    assert_eq!(
+        out,
+        vec![
+            Message::Punctuation(Punctuation::Watermark(10)),
+            Message::Punctuation(Punctuation::WindowMarker),
+            Message::Punctuation(Punctuation::Latency(13)),
+            Message::EndOfStream
+        ]
+    );
+    let stats = rx.stats();
+    assert_eq!((stats.lost_punctuations, stats.lost_datagrams), (1, 3));
+}
+
+#[test]
 fn foreign_and_malformed_datagrams_are_counted_and_the_edge_goes_on() {
     let params = params(1);
     let (mut rx, addr) = receiver::<u64>(1, &params);
@@ -275,6 +338,8 @@ fn foreign_and_malformed_datagrams_are_counted_and_the_edge_goes_on() {
     trailing.push(0);
     let mut miscounted = datagram(job, 0, 1, 0, 0, 0, &[(1, &one)]);
     miscounted[10] = 2;
+    let mut unknown_kind = punctuation(0, Punctuation::Latency(1));
+    unknown_kind[8] = 9;
     let malformed = [
         trailing,
         miscounted,
@@ -283,6 +348,8 @@ fn foreign_and_malformed_datagrams_are_counted_and_the_edge_goes_on() {
         datagram(job, 0, 1, 1, 0, 0, &[(1, &one)]),
         datagram(job, 0, 1, 0, 0, 0, &[(1, &[1, 2, 3])]),
         datagram(job, 0, 1, 0, 0, 0, &[(9, &[])]),
+        datagram(job, 0, 1, 0, 0, 0, &[(2, &[0; 8])]),
+        datagram(job, 0, 1, 0, 0, 0, &[(2, &unknown_kind)]),
         datagram(job, 0, 1, 0, 0, 0, &[(3, &[0; 8]), (1, &one)]),
         datagram(job, 0, 1, 0, 0, 5, &[(1, &one)]),
         vec![0; 2000],
@@ -370,7 +437,7 @@ fn a_sender_whose_receiver_is_gone_finds_it_closed() {
 fn arb_record() -> impl Strategy<Value = (u8, Vec<u8>)> {
     (
         prop_oneof![Just(1u8), Just(2), Just(3), Just(4), any::<u8>()],
-        prop::collection::vec(any::<u8>(), 0..12),
+        prop::collection::vec(any::<u8>(), 0..20),
     )
 }
 

@@ -1,5 +1,6 @@
-//! The vocabulary every other Sluice crate speaks: tuple encodings, stream messages, the clock
-//! that timestamps tuples, and the identifiers shared by the graph, the plan and the runtime.
+//! The vocabulary every other Sluice crate speaks: tuple encodings, stream messages and the
+//! punctuations among them, the clock that timestamps tuples, and the identifiers shared by
+//! the graph, the plan and the runtime.
 //!
 //! Tuples come in the two encodings of the InfoSphere Streams 2.0 report:
 //! - **facade**: a fixed-size `#[repr(C)]` plain-old-data type whose bytes *are* its wire form,
@@ -15,6 +16,7 @@
 mod clock;
 mod erased;
 mod keys;
+mod punctuation;
 mod tuple;
 
 #[doc(hidden)]
@@ -27,6 +29,7 @@ pub use clock::{monotonic_ns, Stopwatch};
 pub use compact_str::CompactString;
 pub use erased::{BatchRef, ErasedItems, TupleRef, TupleSlice};
 pub use keys::{partition_hash, pick_instance, KeyHasher, KeyMap, KeySet};
+pub use punctuation::{Punctuation, PunctuationWireError};
 pub use tuple::{
     BytesTuple, DecodeError, EncodeError, Encoding, FacadeTuple, FixedBytes, Tuple, TupleSchema,
 };
@@ -42,8 +45,8 @@ pub mod __private {
 pub enum Message<T> {
     /// One tuple.
     Data(T),
-    /// A punctuation (window marker) from upstream.
-    Punctuation,
+    /// A punctuation from upstream: a window marker, a watermark or a latency marker.
+    Punctuation(Punctuation),
     /// The upstream instance has finished: nothing more will arrive on this edge.
     EndOfStream,
 }

@@ -169,7 +169,7 @@ impl<T: Tuple> TupleSender<T> for MpiSender<T> {
                     Err(error) => refuse(error, message),
                 };
             }
-            Message::Punctuation => Control::Punctuation,
+            Message::Punctuation(punctuation) => Control::Punctuation(*punctuation),
             Message::EndOfStream => Control::End,
         };
         let fits = self.batch.fits_control();

@@ -1,7 +1,7 @@
 //! The byte layout of one batch of the `mpi` transport (drawn in [`crate::mpi`]): the writer a
 //! sender fills and the reader that checks every length before it reads.
 
-use sluice_types::{Encoding, Message, Tuple};
+use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use super::params::MpiParams;
 use crate::wire_fields::{get_u32, put_u32};
@@ -15,8 +15,11 @@ pub(crate) const RUN_HEADER: usize = 5;
 pub(crate) const LEN_PREFIX: usize = 4;
 /// A run of data tuples.
 const TAG_DATA: u8 = 1;
-/// A punctuation.
+/// A punctuation, followed by its wire encoding.
 const TAG_PUNCTUATION: u8 = 2;
+/// Bytes of a punctuation record: its tag and its wire encoding; the longest record that is
+/// not data.
+const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
 /// The end of the sender's stream; the last byte of its last batch.
 const TAG_END: u8 = 3;
 /// The sender went away without ending its stream; the last byte of its last batch.
@@ -119,9 +122,9 @@ impl BatchWriter {
         self.fits(run + prefix + len)
     }
 
-    /// Whether a one-byte record (punctuation, end) fits now.
+    /// Whether any record that is not data (punctuation, end) fits now.
     pub(crate) fn fits_control(&self) -> bool {
-        self.fits(1)
+        self.fits(PUNCTUATION_RECORD)
     }
 
     /// Appends `tuple`, already encoded (`encoded`), to the batch; the caller checked that it
@@ -146,15 +149,17 @@ impl BatchWriter {
         self.bytes.extend_from_slice(encoded);
     }
 
-    /// Appends a punctuation or, with `end`, the end of the stream; the caller checked that
-    /// it fits.
+    /// Appends a record that is not data; the caller checked that it fits.
     pub(crate) fn push_control(&mut self, message: Control) {
         self.run_at = None;
-        self.bytes.push(match message {
-            Control::Punctuation => TAG_PUNCTUATION,
-            Control::End => TAG_END,
-            Control::Abandoned => TAG_ABANDONED,
-        });
+        match message {
+            Control::Punctuation(punctuation) => {
+                self.bytes.push(TAG_PUNCTUATION);
+                self.bytes.extend_from_slice(&punctuation.to_wire());
+            }
+            Control::End => self.bytes.push(TAG_END),
+            Control::Abandoned => self.bytes.push(TAG_ABANDONED),
+        }
     }
 
     /// Hands the batch over to be sent and starts an empty one in `spare`.
@@ -169,7 +174,7 @@ impl BatchWriter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Control {
     /// A punctuation.
-    Punctuation,
+    Punctuation(Punctuation),
     /// The end of the stream.
     End,
     /// The sender went away without ending its stream.
@@ -242,8 +247,10 @@ pub(crate) fn decode<T: Tuple>(
                 }
             }
             TAG_PUNCTUATION => {
-                out.push(Message::Punctuation);
-                at += 1;
+                let wire = rest.get(1..PUNCTUATION_RECORD).ok_or(Malformed)?;
+                let punctuation = Punctuation::from_wire(wire).map_err(|_| Malformed)?;
+                out.push(Message::Punctuation(punctuation));
+                at += PUNCTUATION_RECORD;
             }
             TAG_END | TAG_ABANDONED if rest.len() != 1 => return Err(Malformed),
             TAG_END => {
@@ -303,7 +310,7 @@ mod tests {
                     assert!(writer.fits_tuple(framing, scratch.len()));
                     writer.push_tuple(framing, &scratch);
                 }
-                Message::Punctuation => writer.push_control(Control::Punctuation),
+                Message::Punctuation(p) => writer.push_control(Control::Punctuation(p)),
                 Message::EndOfStream => writer.push_control(Control::End),
             }
         }
@@ -316,8 +323,10 @@ mod tests {
         let sent = vec![
             Message::Data(1u64),
             Message::Data(2),
-            Message::Punctuation,
+            Message::Punctuation(Punctuation::Watermark(0x0102_0304_0506_0708)),
+            Message::Punctuation(Punctuation::WindowMarker),
             Message::Data(3),
+            Message::Punctuation(Punctuation::Latency(u64::MAX)),
             Message::EndOfStream,
         ];
         let bytes = written(&f, sent.clone());
@@ -385,16 +394,50 @@ mod tests {
     }
 
     #[test]
+    fn a_punctuation_cut_short_or_of_an_unknown_kind_is_malformed() {
+        let f = framing::<u64>(256);
+        let marker = Message::Punctuation(Punctuation::Latency(5));
+        let good = written(&f, vec![marker.clone(), Message::Data(7u64)]);
+        let mut out = Vec::new();
+        assert_eq!(decode(&f, &good, &mut out), Ok(Ending::Open));
+        assert_eq!(out, vec![marker, Message::Data(7)]);
+        let kind_at = HEADER + 1;
+        let mut unknown_kind = good.clone();
+        unknown_kind[kind_at] = 0;
+        let mut stray_value =
+            written::<u64>(&f, vec![Message::Punctuation(Punctuation::WindowMarker)]);
+        stray_value[kind_at + 1] = 1;
+        let cases = [
+            (
+                "cut in its value",
+                good[..HEADER + PUNCTUATION_RECORD - 1].to_vec(),
+            ),
+            ("only its tag", good[..HEADER + 1].to_vec()),
+            ("an unknown kind", unknown_kind),
+            ("a window marker with a value", stray_value),
+        ];
+        for (what, bad) in cases {
+            assert_eq!(
+                decode(&f, &bad, &mut Vec::<Message<u64>>::new()),
+                Err(RecvError::Malformed),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
     fn a_batch_fills_up_to_its_budget_and_a_tuple_always_fits_an_empty_one() {
-        let f = framing::<u64>(20);
-        let mut writer = BatchWriter::new(0, 20);
-        assert!(writer.fits_tuple(&f, 8));
-        writer.push_tuple(&f, &[0; 8]);
-        // 13 bytes so far: one more tuple of 8 makes 21 > 20.
-        assert!(!writer.fits_tuple(&f, 8));
+        let f = framing::<[u8; 16]>(32);
+        let mut writer = BatchWriter::new(0, 32);
+        assert!(writer.fits_tuple(&f, 16));
+        writer.push_tuple(&f, &[0; 16]);
+        // 21 bytes so far: one more tuple makes 37 > 32, a punctuation record 31.
+        assert!(!writer.fits_tuple(&f, 16));
         assert!(writer.fits_control());
+        writer.push_control(Control::Punctuation(Punctuation::Latency(1)));
+        assert!(!writer.fits_control(), "41 > 32");
         let bytes = writer.take(Vec::new());
-        assert_eq!(bytes.len(), HEADER + RUN_HEADER + 8);
+        assert_eq!(bytes.len(), HEADER + RUN_HEADER + 16 + PUNCTUATION_RECORD);
         assert!(writer.is_empty() && writer.fits_tuple(&f, 16));
     }
 }

@@ -14,14 +14,15 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use sluice_types::{Message, Tuple};
+use sluice_types::{Message, Punctuation, Tuple};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::params::TcpParams;
 use super::readiness::{wait_until, Ready};
 use super::secret::JobSecret;
 use super::wire::{
-    Framing, FRAME_HEADER, HELLO_LEN, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END, TAG_PUNCTUATION,
+    Framing, FRAME_HEADER, HELLO_LEN, LEN_PREFIX, PUNCTUATION_RECORD, RUN_HEADER, TAG_DATA,
+    TAG_END, TAG_PUNCTUATION,
 };
 use crate::wire_fields::get_u32;
 use crate::{RecvError, TransportError, TupleReceiver};
@@ -428,9 +429,16 @@ impl Peer {
                         RUN_HEADER
                     }
                     TAG_PUNCTUATION => {
-                        out.push(Message::Punctuation);
+                        if self.frame_left < PUNCTUATION_RECORD {
+                            return Err(Malformed);
+                        }
+                        let Some(wire) = available.get(1..PUNCTUATION_RECORD) else {
+                            break;
+                        };
+                        let punctuation = Punctuation::from_wire(wire).map_err(|_| Malformed)?;
+                        out.push(Message::Punctuation(punctuation));
                         decoded += 1;
-                        1
+                        PUNCTUATION_RECORD
                     }
                     TAG_END => {
                         if self.frame_left != 1 {

@@ -281,11 +281,12 @@ impl<T> TcpSender<T> {
         encode(&mut self.buffer);
     }
 
-    /// Appends a record that is only a tag.
-    fn append_control(&mut self, tag: u8) {
+    /// Appends a record that is not data: `tag`, then `payload`.
+    fn append_control(&mut self, tag: u8, payload: &[u8]) {
         self.finish_run();
-        self.make_room(1);
+        self.make_room(1 + payload.len());
         self.buffer.push(tag);
+        self.buffer.extend_from_slice(payload);
         if let (TAG_END, Some(open)) = (tag, self.open.as_mut()) {
             open.ends = true;
         }
@@ -487,12 +488,12 @@ impl<T: Tuple> TupleSender<T> for TcpSender<T> {
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
         self.offer_with(|me| match &message {
             Message::Data(tuple) => me.append_data(tuple),
-            Message::Punctuation => {
-                me.append_control(TAG_PUNCTUATION);
+            Message::Punctuation(punctuation) => {
+                me.append_control(TAG_PUNCTUATION, &punctuation.to_wire());
                 Ok(())
             }
             Message::EndOfStream => {
-                me.append_control(TAG_END);
+                me.append_control(TAG_END, &[]);
                 me.state = State::Ended;
                 Ok(())
             }

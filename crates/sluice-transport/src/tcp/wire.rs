@@ -1,7 +1,7 @@
 //! The byte layout of the `tcp` transport (drawn in [`crate::tcp`]): the hello's offsets, the
 //! record tags and the frame limits both ends derive from their parameters.
 
-use sluice_types::{Encoding, Tuple};
+use sluice_types::{Encoding, Punctuation, Tuple};
 
 use super::params::TcpParams;
 use super::secret::{JobSecret, SECRET_LEN};
@@ -11,7 +11,7 @@ use crate::TransportError;
 /// The first bytes of every connection.
 pub const MAGIC: [u8; 8] = *b"SLUICETP";
 /// The wire format's version; bumped whenever anything drawn in [`crate::tcp`] changes.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bytes in the hello.
 pub const HELLO_LEN: usize = SECRET_AT + SECRET_LEN;
 
@@ -41,8 +41,13 @@ pub(crate) const RUN_HEADER: usize = 5;
 pub(crate) const LEN_PREFIX: usize = 4;
 /// A run of data tuples.
 pub(crate) const TAG_DATA: u8 = 1;
-/// A punctuation.
+/// A punctuation, followed by its wire encoding.
 pub(crate) const TAG_PUNCTUATION: u8 = 2;
+/// Bytes of a punctuation record: its tag and its wire encoding.
+pub(crate) const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
+// A punctuation record fits every frame: the frame limit holds a run of one tuple of at least
+// one byte.
+const _: () = assert!(PUNCTUATION_RECORD <= RUN_HEADER + LEN_PREFIX + 1);
 /// The end of the stream.
 pub(crate) const TAG_END: u8 = 3;
 

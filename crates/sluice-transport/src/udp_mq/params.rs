@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::{COUNTER_LEN, HEADER_LEN, RECORD_HEADER};
+use super::wire::{HEADER_LEN, PUNCTUATION_LEN, RECORD_HEADER};
 use crate::datagram::{MAX_BATCH, MAX_DATAGRAM};
 use crate::TransportError;
 
@@ -68,8 +68,9 @@ pub const DEFAULT_QUEUES: usize = 4;
 pub const DEFAULT_BATCH: usize = 32;
 /// The default datagram size: a 1,500-byte Ethernet frame less the IPv4 and UDP headers.
 pub const DEFAULT_DATAGRAM_BYTES: usize = 1472;
-/// The smallest datagram accepted: a header and one punctuation or end record.
-pub const MIN_DATAGRAM_BYTES: usize = HEADER_LEN + RECORD_HEADER + COUNTER_LEN;
+/// The smallest datagram accepted: a header and one punctuation record (the longest record
+/// that is not data).
+pub const MIN_DATAGRAM_BYTES: usize = HEADER_LEN + RECORD_HEADER + PUNCTUATION_LEN;
 /// The largest socket buffer accepted (a typo cannot ask for gigabytes).
 pub const MAX_SOCKET_BUFFER: usize = 256 << 20;
 /// The smallest socket buffer accepted.
@@ -197,7 +198,7 @@ mod tests {
                     datagram_bytes: 70_000,
                     ..base
                 },
-                "datagram_bytes must be between 51 and 65507, got 70000",
+                "datagram_bytes must be between 60 and 65507, got 70000",
             ),
             (
                 UdpMqParams {

@@ -2,7 +2,8 @@
 //! `SO_REUSEPORT`, each with a ring of received datagrams ([`ReceiveRing`]) read by
 //! Algorithm 2, and the bookkeeping that turns datagrams from several senders and queues back
 //! into one stream: per sender and queue, the next sequence number (gaps are losses, older
-//! numbers are late and dropped) and the punctuations seen; per sender, the queues still open.
+//! numbers are late and dropped) and the punctuations it has passed; per sender, the queues
+//! still open and the values of the punctuations not every queue has passed yet.
 //!
 //! A datagram is checked whole before any of it is delivered: the header against this end's
 //! own parameters, every record length against the bytes received, every tuple by decoding
@@ -14,7 +15,7 @@ use std::marker::PhantomData;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use sluice_types::{Message, Tuple};
+use sluice_types::{Message, Punctuation, Tuple};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::params::UdpMqParams;
@@ -29,6 +30,11 @@ pub const MAX_SENDERS: usize = 1024;
 /// shown: a bound on the work one datagram can cause. A queue that lost more in a row catches
 /// up over its next datagrams.
 pub const MAX_PUNCTUATION_STEP: u64 = 4096;
+/// The most punctuations of one sender whose values the receiver holds while some of the
+/// sender's queues have not passed them: a bound on the memory a sender can make it use. A
+/// punctuation further ahead of the last one delivered is remembered by its index only, and is
+/// counted lost ([`UdpMqStats::lost_punctuations`]) when every queue has passed it.
+pub const MAX_PUNCTUATIONS_AWAITING: usize = 1 << 14;
 
 /// What a receiver has counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +48,9 @@ pub struct UdpMqStats {
     pub lost_datagrams: u64,
     /// Tuples those datagrams carried.
     pub lost_tuples: u64,
+    /// Punctuations every queue of their sender passed but whose value no datagram brought
+    /// (every copy was lost): they are not delivered.
+    pub lost_punctuations: u64,
     /// Datagrams that arrived after a later one of their queue, and were dropped.
     pub late: u64,
     /// Datagrams of this job that were not well formed, dropped.
@@ -96,7 +105,11 @@ struct Flow {
 #[derive(Debug, Clone)]
 struct Peer {
     open_flows: usize,
+    /// Punctuations delivered or counted lost.
     punctuations_delivered: u64,
+    /// The values of the next punctuations to deliver, from `punctuations_delivered` on, as
+    /// far as a copy arrived.
+    awaiting: VecDeque<Option<Punctuation>>,
     last_heard: Instant,
     gone: bool,
 }
@@ -104,7 +117,10 @@ struct Peer {
 /// A checked record, before the datagram is accepted.
 enum Incoming<T> {
     Data(T),
-    Punctuation(u64),
+    Punctuation {
+        index: u64,
+        punctuation: Punctuation,
+    },
     End(u64),
     Gone,
 }
@@ -156,6 +172,7 @@ pub fn bind_receiver<T: Tuple>(
                 Peer {
                     open_flows: params.queues,
                     punctuations_delivered: 0,
+                    awaiting: VecDeque::new(),
                     last_heard: now,
                     gone: false,
                 };
@@ -254,7 +271,9 @@ impl<T: Tuple> Intake<T> {
                 Record::Data(bytes) => {
                     Incoming::Data(T::decode(bytes).map_err(|_| Rejection::Malformed)?)
                 }
-                Record::Punctuation(index) => Incoming::Punctuation(index),
+                Record::Punctuation { index, punctuation } => {
+                    Incoming::Punctuation { index, punctuation }
+                }
                 Record::End(total) => Incoming::End(total),
                 Record::Gone => Incoming::Gone,
             });
@@ -297,8 +316,9 @@ impl<T: Tuple> Intake<T> {
                     self.stats.tuples += 1;
                     self.staged.push_back(Message::Data(tuple));
                 }
-                Incoming::Punctuation(index) => {
+                Incoming::Punctuation { index, punctuation } => {
                     self.pass_punctuations(at, index.saturating_add(1));
+                    self.remember_punctuation(sender, index, punctuation);
                     self.deliver_punctuations(sender);
                 }
                 Incoming::End(total) => {
@@ -319,15 +339,39 @@ impl<T: Tuple> Intake<T> {
         flow.punctuations = flow.punctuations.max(passed.min(most));
     }
 
+    /// Keeps the value of punctuation number `index` of `sender` until every queue has
+    /// passed it: the first copy that arrives, unless it was delivered already or is more
+    /// than [`MAX_PUNCTUATIONS_AWAITING`] ahead.
+    fn remember_punctuation(&mut self, sender: usize, index: u64, punctuation: Punctuation) {
+        let peer = &mut self.senders[sender];
+        let Some(ahead) = index.checked_sub(peer.punctuations_delivered) else {
+            return;
+        };
+        let Some(ahead) = usize::try_from(ahead)
+            .ok()
+            .filter(|&ahead| ahead < MAX_PUNCTUATIONS_AWAITING)
+        else {
+            return;
+        };
+        if peer.awaiting.len() <= ahead {
+            peer.awaiting.resize(ahead + 1, None);
+        }
+        peer.awaiting[ahead].get_or_insert(punctuation);
+    }
+
     /// Stages the punctuations every queue of `sender` has passed: a punctuation follows
-    /// everything the sender offered before it, on every queue.
+    /// everything the sender offered before it, on every queue. One whose value never
+    /// arrived is counted lost.
     fn deliver_punctuations(&mut self, sender: usize) {
         let flows = &self.flows[sender * self.queues..(sender + 1) * self.queues];
         let passed = flows.iter().map(|f| f.punctuations).min().unwrap_or(0);
         let peer = &mut self.senders[sender];
         while peer.punctuations_delivered < passed {
             peer.punctuations_delivered += 1;
-            self.staged.push_back(Message::Punctuation);
+            match peer.awaiting.pop_front().flatten() {
+                Some(punctuation) => self.staged.push_back(Message::Punctuation(punctuation)),
+                None => self.stats.lost_punctuations += 1,
+            }
         }
     }
 

@@ -18,8 +18,8 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::params::{QueueChoice, UdpMqParams};
 use super::wire::{
-    job_tag, put_record_header, Header, HEADER_LEN, RECORD_HEADER, TAG_DATA, TAG_END, TAG_GONE,
-    TAG_PUNCTUATION,
+    end_payload, job_tag, punctuation_payload, put_record_header, Header, HEADER_LEN,
+    RECORD_HEADER, TAG_DATA, TAG_END, TAG_GONE, TAG_PUNCTUATION,
 };
 use crate::datagram::SendRing;
 use crate::tcp::JobSecret;
@@ -494,17 +494,16 @@ impl<T: Tuple> TupleSender<T> for UdpMqSender<T> {
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
         let result = match &message {
             Message::Data(tuple) => self.offer_data(tuple),
-            Message::Punctuation => {
-                let index = self.punctuations.to_le_bytes();
-                let sent = self.broadcast(TAG_PUNCTUATION, &index);
+            Message::Punctuation(punctuation) => {
+                let payload = punctuation_payload(self.punctuations, *punctuation);
+                let sent = self.broadcast(TAG_PUNCTUATION, &payload);
                 if sent.is_ok() {
                     self.punctuations += 1;
                 }
                 sent
             }
             Message::EndOfStream => {
-                let total = self.punctuations.to_le_bytes();
-                let sent = self.broadcast(TAG_END, &total);
+                let sent = self.broadcast(TAG_END, &end_payload(self.punctuations));
                 if sent.is_ok() {
                     self.state = State::Ended;
                 }

@@ -1,13 +1,15 @@
 //! The byte layout of a `udp-mq` datagram (drawn in [`crate::udp_mq`]): the header's offsets,
 //! the record tags, and the checked reading of both.
 
+use sluice_types::Punctuation;
+
 use crate::tcp::JobSecret;
 use crate::wire_fields::{get_u16, get_u32, get_u64, put, Preamble};
 
 /// The first bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"SLUQ";
 /// The wire format's version; bumped whenever anything drawn in [`crate::udp_mq`] changes.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes in a datagram's header.
 pub const HEADER_LEN: usize = FIRST_TUPLE_AT + 8;
 /// Bytes in a record's header: its tag and its length.
@@ -31,14 +33,18 @@ const _: () = assert!(HEADER_LEN == 40);
 
 /// A data record: a tuple's encoding.
 pub(crate) const TAG_DATA: u8 = 1;
-/// A punctuation record: the punctuation's index in the sender's stream.
+/// A punctuation record: the punctuation's index in the sender's stream, then the
+/// punctuation's wire encoding.
 pub(crate) const TAG_PUNCTUATION: u8 = 2;
 /// The end of the sender's stream: how many punctuations it sent.
 pub(crate) const TAG_END: u8 = 3;
 /// The sender was dropped without ending its stream.
 pub(crate) const TAG_GONE: u8 = 4;
-/// The payload of a punctuation or end record.
-pub(crate) const COUNTER_LEN: usize = 8;
+/// The payload of an end record, and the start of a punctuation record's: a count.
+const COUNTER_LEN: usize = 8;
+/// The payload of a punctuation record: its index, then its wire encoding; the longest
+/// payload of a record that is not data.
+pub(crate) const PUNCTUATION_LEN: usize = COUNTER_LEN + Punctuation::WIRE_BYTES;
 
 /// A datagram's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +117,12 @@ pub(crate) enum Record<'a> {
     /// A tuple's encoding.
     Data(&'a [u8]),
     /// A punctuation and its index in the sender's stream.
-    Punctuation(u64),
+    Punctuation {
+        /// Its index: punctuations the sender sent before it.
+        index: u64,
+        /// The punctuation.
+        punctuation: Punctuation,
+    },
     /// The end of the sender's stream and how many punctuations it sent.
     End(u64),
     /// The sender was dropped without ending its stream.
@@ -169,12 +180,34 @@ impl<'a> Records<'a> {
         let last = self.left == 0;
         match (tag, len) {
             (TAG_DATA, _) => Ok(Record::Data(payload)),
-            (TAG_PUNCTUATION, COUNTER_LEN) => Ok(Record::Punctuation(get_u64(payload, 0))),
+            (TAG_PUNCTUATION, PUNCTUATION_LEN) => {
+                match Punctuation::from_wire(&payload[COUNTER_LEN..]) {
+                    Ok(punctuation) => Ok(Record::Punctuation {
+                        index: get_u64(payload, 0),
+                        punctuation,
+                    }),
+                    Err(_) => malformed,
+                }
+            }
             (TAG_END, COUNTER_LEN) if last => Ok(Record::End(get_u64(payload, 0))),
             (TAG_GONE, 0) if last => Ok(Record::Gone),
             _ => malformed,
         }
     }
+}
+
+/// The payload of the punctuation record of `punctuation`, the sender's punctuation number
+/// `index`.
+pub(crate) fn punctuation_payload(index: u64, punctuation: Punctuation) -> [u8; PUNCTUATION_LEN] {
+    let mut payload = [0u8; PUNCTUATION_LEN];
+    put(&mut payload, 0, &index.to_le_bytes());
+    put(&mut payload, COUNTER_LEN, &punctuation.to_wire());
+    payload
+}
+
+/// The payload of an end record: how many punctuations the sender sent.
+pub(crate) fn end_payload(punctuations: u64) -> [u8; COUNTER_LEN] {
+    punctuations.to_le_bytes()
 }
 
 /// Appends a record's header to `datagram`; the caller appends its `len` payload bytes.
@@ -244,8 +277,11 @@ mod tests {
         let mut body = Vec::new();
         put_record_header(&mut body, TAG_DATA, 2);
         body.extend_from_slice(b"hi");
-        put_record_header(&mut body, TAG_PUNCTUATION, 8);
+        // A watermark, laid out by hand from the diagram: index, kind, value.
+        put_record_header(&mut body, TAG_PUNCTUATION, 17);
         body.extend_from_slice(&5u64.to_le_bytes());
+        body.push(2);
+        body.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
         put_record_header(&mut body, TAG_END, 8);
         body.extend_from_slice(&6u64.to_le_bytes());
         let d = datagram(3, &body);
@@ -253,7 +289,10 @@ mod tests {
             records(&d),
             Ok(vec![
                 Record::Data(b"hi"),
-                Record::Punctuation(5),
+                Record::Punctuation {
+                    index: 5,
+                    punctuation: Punctuation::Watermark(0x0102_0304_0506_0708)
+                },
                 Record::End(6)
             ])
         );
@@ -291,6 +330,53 @@ mod tests {
         let unknown = [9, 0, 0];
         assert_eq!(records(&datagram(1, &unknown)), Err(Rejection::Malformed));
         assert_eq!(records(&datagram(0, &[])), Ok(vec![]), "a heartbeat");
+    }
+
+    /// A datagram of one punctuation record whose payload is `payload`.
+    fn punctuation_datagram(payload: &[u8]) -> Vec<u8> {
+        let mut body = Vec::new();
+        put_record_header(&mut body, TAG_PUNCTUATION, payload.len() as u16);
+        body.extend_from_slice(payload);
+        datagram(1, &body)
+    }
+
+    #[test]
+    fn a_punctuation_record_is_read_only_with_its_exact_length_and_a_known_kind() {
+        for punctuation in [
+            Punctuation::WindowMarker,
+            Punctuation::Watermark(u64::MAX),
+            Punctuation::Latency(3),
+        ] {
+            let d = punctuation_datagram(&punctuation_payload(9, punctuation));
+            assert_eq!(
+                records(&d),
+                Ok(vec![Record::Punctuation {
+                    index: 9,
+                    punctuation
+                }])
+            );
+        }
+        let good = punctuation_payload(9, Punctuation::Latency(3));
+        let mut long = good.to_vec();
+        long.push(0);
+        let mut unknown_kind = good;
+        unknown_kind[COUNTER_LEN] = 0;
+        let mut stray_value = punctuation_payload(9, Punctuation::WindowMarker);
+        stray_value[PUNCTUATION_LEN - 1] = 1;
+        let cases: [(&str, &[u8]); 5] = [
+            ("the index alone (version 1)", &good[..COUNTER_LEN]),
+            ("one byte short", &good[..PUNCTUATION_LEN - 1]),
+            ("one byte long", &long),
+            ("an unknown kind", &unknown_kind),
+            ("a window marker with a value", &stray_value),
+        ];
+        for (what, payload) in cases {
+            assert_eq!(
+                records(&punctuation_datagram(payload)),
+                Err(Rejection::Malformed),
+                "{what}"
+            );
+        }
     }
 
     #[test]
