@@ -663,12 +663,25 @@ mod tests {
 
     #[test]
     fn records_no_sender_writes_are_malformed_and_poison_the_ring() {
-        let bad_records: [(u32, &[u8], bool); 5] = [
-            (0, &[9], false),            // an unknown tag
-            (0, &[TAG_END, 0], false),   // a tag with trailing bytes
-            (1, &[TAG_END], false),      // a sender id beyond the count
-            (0, &[1, 2, 3], true),       // a 3-byte u64
-            (0, &[200, 0, 0, 0], false), // bytes that are not a record of ours
+        let punctuation = |kind: u8, value: u64, extra: &[u8]| {
+            let mut record = vec![TAG_PUNCTUATION, kind];
+            record.extend_from_slice(&value.to_le_bytes());
+            record.extend_from_slice(extra);
+            record
+        };
+        let mut cut_value = punctuation(2, 7, &[]);
+        cut_value.pop();
+        let bad_records: [(u32, &[u8], bool); 10] = [
+            (0, &[9], false),                     // an unknown tag
+            (0, &[TAG_END, 0], false),            // a tag with trailing bytes
+            (1, &[TAG_END], false),               // a sender id beyond the count
+            (0, &[1, 2, 3], true),                // a 3-byte u64
+            (0, &[200, 0, 0, 0], false),          // bytes that are not a record of ours
+            (0, &[TAG_PUNCTUATION], false),       // a punctuation without its encoding
+            (0, &cut_value, false),               // a punctuation's value cut short
+            (0, &punctuation(2, 7, &[0]), false), // a punctuation with a trailing byte
+            (0, &punctuation(4, 7, &[]), false),  // a punctuation of an unknown kind
+            (0, &punctuation(1, 7, &[]), false),  // a window marker with a value
         ];
         for (target, bytes, batch) in bad_records {
             let (ring, mut rx) = raw(1);
@@ -693,7 +706,9 @@ mod tests {
         let (ring, mut rx) = raw(2);
         let mut p = ring.join().unwrap();
         p.try_push(0, &[TAG_END]).unwrap();
-        p.try_push(0, &[TAG_PUNCTUATION]).unwrap();
+        let mut marker = vec![TAG_PUNCTUATION];
+        marker.extend_from_slice(&Punctuation::WindowMarker.to_wire());
+        p.try_push(0, &marker).unwrap();
         let mut out = Vec::new();
         assert_eq!(rx.poll(1, &mut out), Ok(1));
         assert_eq!(out, vec![Message::EndOfStream]);

@@ -472,6 +472,51 @@ mod tests {
     }
 
     #[test]
+    fn a_punctuation_of_another_length_or_an_unknown_kind_is_malformed() {
+        let with_tag = |payload: &[u8]| [payload, &[TAG_PUNCTUATION]].concat();
+        let wire = Punctuation::Watermark(7).to_wire();
+        let mut unknown_kind = wire;
+        unknown_kind[0] = 9;
+        let bad_frames = [
+            with_tag(&[]),
+            with_tag(&wire[..Punctuation::WIRE_BYTES - 1]),
+            with_tag(&[&wire[..], &[0]].concat()),
+            with_tag(&unknown_kind),
+        ];
+        for (i, frame) in bad_frames.iter().enumerate() {
+            let pid = std::process::id();
+            let name = SegmentName::new(&format!("t{pid}"), &format!("bad{i}")).unwrap();
+            let ring = create_ring(&name, 16, 4).unwrap();
+            let mut producer = ring.producer().unwrap();
+            producer.write(frame).unwrap();
+            producer.publish();
+            let mut rx = ShmVegaReceiver::<u64>::new(ring.consumer().unwrap());
+            assert_eq!(
+                rx.poll(4, &mut Vec::new()),
+                Err(RecvError::Malformed),
+                "{frame:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_punctuation_fits_slots_smaller_than_its_encoding() {
+        let (mut tx, mut rx) = connect::<[u8; 2]>(2, 4).unwrap();
+        let sent = [
+            Message::Data([1, 2]),
+            Message::Punctuation(Punctuation::Latency(u64::MAX)),
+            Message::EndOfStream,
+        ];
+        for m in sent.clone() {
+            tx.offer(m).unwrap();
+        }
+        tx.flush();
+        let mut out = Vec::new();
+        while rx.poll(4, &mut out).unwrap() > 0 {}
+        assert_eq!(out, sent);
+    }
+
+    #[test]
     fn fixed_size_tuples_small_and_large_arrive_intact() {
         let small = [[1u8; 8], [2u8; 8]];
         let mut expected: Vec<_> = small.iter().map(|t| Message::Data(*t)).collect();
