@@ -5,17 +5,17 @@
 //! payload starts at the slot's 8-byte aligned start:
 //!
 //! ```text
-//!  slot:  +--------------------------------------------+-----+
-//!         | payload (its length is the frame's, less 1)| tag |
-//!         +--------------------------------------------+-----+
+//!  slot:  +-------------------------------------------+-----+
+//!         | payload (the frame's length less the tag) | tag |
+//!         +-------------------------------------------+-----+
 //!  tag 0  data         the tuple's encoding (facade: its bytes; normal: postcard)
 //!  tag 1  punctuation  its wire encoding (sluice_types::Punctuation::WIRE_BYTES bytes)
 //!  tag 2  end          no payload
 //! ```
 //!
-//! A transport of `slot_bytes` lays its ring out with slots of `slot_bytes + 1` bytes (at
-//! least room for a punctuation and its tag) and refuses a tuple whose encoding is longer than
-//! `slot_bytes`. The receiver reads a punctuation with `Punctuation::from_wire`: a payload of
+//! A transport of `slot_bytes` lays its ring out with slots of `slot_bytes + 1` bytes, at
+//! least `WIRE_BYTES + 1` (room for a punctuation and its tag), and refuses a tuple whose
+//! encoding is longer than `slot_bytes`. The receiver reads a punctuation with `Punctuation::from_wire`: a payload of
 //! another length or an unknown kind, like an unknown tag or a tuple that does not decode, is
 //! [`RecvError::Malformed`] and poisons the ring.
 //!

@@ -1,5 +1,6 @@
 //! The conformance checks of the `mpi` transport, across the ranks of a real `mpirun`: order
-//! kept, nothing lost or duplicated, many senders into one receiver, backpressure, a clean
+//! kept (punctuations of every kind in their place, with their values), nothing lost or
+//! duplicated, many senders into one receiver, backpressure, a clean
 //! close, a closed receiver and a vanished sender reported, an oversized tuple refused, and
 //! a hostile peer's batch refused without being read out of bounds.
 //!

@@ -32,8 +32,9 @@ pub const MAX_SENDERS: usize = 1024;
 pub const MAX_PUNCTUATION_STEP: u64 = 4096;
 /// The most punctuations of one sender whose values the receiver holds while some of the
 /// sender's queues have not passed them: a bound on the memory a sender can make it use. A
-/// punctuation further ahead of the last one delivered is remembered by its index only, and is
-/// counted lost ([`UdpMqStats::lost_punctuations`]) when every queue has passed it.
+/// copy further ahead of the next punctuation to deliver is dropped; a punctuation no copy of
+/// which arrived within that distance is counted lost ([`UdpMqStats::lost_punctuations`]) once
+/// every queue has passed it.
 pub const MAX_PUNCTUATIONS_AWAITING: usize = 1 << 14;
 
 /// What a receiver has counted.
