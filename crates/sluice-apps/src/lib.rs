@@ -14,6 +14,11 @@ mod summary;
 pub mod wordcount;
 
 pub use config::{AppConfig, AppError, Settings};
+
+/// The README's Rust blocks, compiled and run as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 pub use summary::{latency_line, throughput_line};
 
 use sluice_graph::Graph;
