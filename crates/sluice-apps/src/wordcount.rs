@@ -24,10 +24,9 @@ use sluice_graph::{
     expect_tuple, latency_histogram, GraphBuilder, LatencyHistogram, Operator, OperatorError,
     OperatorReport, Output, Partitioning, Ports, Produced, Source,
 };
-use sluice_ops::FlatMap;
+use sluice_ops::{FlatMap, Pacer};
 use sluice_types::{monotonic_ns, normal_tuple, TupleRef};
 
-use crate::pace::Pacer;
 use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec};
 
 /// The registry entry.

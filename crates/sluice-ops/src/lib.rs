@@ -7,12 +7,14 @@
 #![forbid(unsafe_code)]
 
 mod multicast;
+mod pace;
 mod sinks;
 mod sources;
 pub mod text;
 mod transforms;
 
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
+pub use pace::Pacer;
 pub use sinks::{Collect, Collected};
 pub use sources::IterSource;
 pub use transforms::{Filter, FlatMap, Map};
