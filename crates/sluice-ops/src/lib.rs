@@ -6,6 +6,7 @@
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
 
+mod generate;
 mod multicast;
 mod pace;
 mod sinks;
@@ -13,6 +14,7 @@ mod sources;
 pub mod text;
 mod transforms;
 
+pub use generate::{Generator, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use pace::Pacer;
 pub use sinks::{Collect, Collected};
