@@ -8,7 +8,6 @@
 #![forbid(unsafe_code)]
 
 mod config;
-mod pace;
 pub mod relay;
 mod summary;
 pub mod wordcount;

@@ -15,9 +15,9 @@ use sluice_graph::{
     expect_tuple, latency_histogram, GraphBuilder, LatencyHistogram, Operator, OperatorError,
     OperatorReport, Output, Placement, Ports, Produced, Source,
 };
+use sluice_ops::Pacer;
 use sluice_types::{facade_tuple, monotonic_ns, TupleRef};
 
-use crate::pace::Pacer;
 use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec};
 
 /// The registry entry.

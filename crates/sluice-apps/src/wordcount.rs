@@ -21,10 +21,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use sluice_graph::{OperatorError, Output, Produced, Source};
-use sluice_ops::{text, Dataflow, TableSink, TypedSource};
+use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
 use sluice_types::CompactString;
 
-use crate::pace::Pacer;
 use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec};
 
 /// The registry entry.

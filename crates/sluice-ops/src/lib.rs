@@ -8,9 +8,11 @@
 
 pub mod aggregate;
 mod dataflow;
+mod generate;
 mod join;
 mod keyed;
 mod multicast;
+mod pace;
 mod rolling;
 mod sinks;
 mod sources;
@@ -27,7 +29,9 @@ pub use rolling::{RollingAggregate, TableSink};
 pub use watermarks::WatermarkAssigner;
 pub use window::{LatePolicy, Shape, TimeDomain, WindowOperator, Windowed, Windows};
 
+pub use generate::{Generator, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
+pub use pace::Pacer;
 pub use sinks::{Collect, Collected};
 pub use sources::IterSource;
 pub use transforms::{Filter, FlatMap, Map};

@@ -1,0 +1,91 @@
+//! What the sources' and sinks' tests share: running a one-source graph into a sink under a
+//! plan, collecting what arrived, and a watchdog for the tests that could hang.
+
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use sluice_graph::{Graph, GraphBuilder, Operator, Ports, Source};
+use sluice_ops::{Collect, Collected};
+use sluice_plan::{plan, PlanOptions, PlanRequest};
+use sluice_runtime::{run, JobReport, RunError, RunOptions};
+use sluice_types::Tuple;
+
+/// Runs `graph` under `request` on two cores with small queues.
+pub fn run_under(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunError> {
+    let options = PlanOptions {
+        cores: 2,
+        queue_capacity: 64,
+        ..PlanOptions::default()
+    };
+    let p = plan(graph, request, &options).expect("plan");
+    run(graph, &p, &RunOptions::default())
+}
+
+/// `source` (named "source") feeding `sink` (named "sink"), both with parallelism 1.
+pub fn source_into<T, S, K>(
+    source: impl Fn() -> S + Send + Sync + 'static,
+    sink: impl Fn() -> K + Send + Sync + 'static,
+) -> Graph
+where
+    T: Tuple,
+    S: Source + 'static,
+    K: Operator + 'static,
+{
+    let mut g = GraphBuilder::new("io");
+    let src = g.source("source", Ports::new().output::<T>(), move |_| source());
+    let snk = g.operator("sink", Ports::new().input::<T>(), move |_| sink());
+    g.connect(src.out(0), snk.input(0)).expect("connect");
+    g.build().expect("a valid graph")
+}
+
+/// Runs `source` into a [`Collect`] sink under `request`: what arrived, and the report.
+pub fn collect<T, S>(
+    source: impl Fn() -> S + Send + Sync + 'static,
+    request: &PlanRequest,
+) -> Result<(Vec<T>, JobReport), RunError>
+where
+    T: Tuple,
+    S: Source + 'static,
+{
+    let into: Collected<T> = Default::default();
+    let sink_into = into.clone();
+    let graph = source_into::<T, _, _>(source, move || Collect::new(sink_into.clone()));
+    let report = run_under(&graph, request)?;
+    let tuples = into
+        .lock()
+        .expect("sink lock")
+        .drain(..)
+        .flat_map(|(_, v)| v)
+        .collect();
+    Ok((tuples, report))
+}
+
+/// The counter `name` of operator `operator` in `report` (0 when absent).
+pub fn counter(report: &JobReport, operator: &str, name: &str) -> u64 {
+    report
+        .operator_report(operator)
+        .counters
+        .get(name)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Ends the test process with a message if it is still running after `limit`; disarmed when
+/// dropped.
+pub struct Watchdog(mpsc::Sender<()>);
+
+impl Watchdog {
+    /// Arms a watchdog for the test `name`.
+    pub fn arm(name: &'static str, limit: Duration) -> Self {
+        let (disarm, disarmed) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = disarmed.recv_timeout(limit) {
+                eprintln!("watchdog: {name} still running after {limit:?}");
+                std::process::exit(2);
+            }
+        });
+        Self(disarm)
+    }
+}
