@@ -3,20 +3,33 @@
 //! [`Collect`] sink that hands what it received back to the caller, and [`MulticastSource`],
 //! which receives a UDP multicast feed in batches.
 //!
+//! The sources and sinks that meet the outside world: [`TextFileSource`] (the lines of a
+//! file), [`Generator`] (a closure of the sequence number, paced by a [`Pacer`]), and
+//! [`StreamSink`], which writes encoded tuples to a file, standard output or a TCP connection
+//! ([`ByteTarget`]); the framings they read and write are in [`framing`].
+//!
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
 
+mod files;
+pub mod framing;
 mod generate;
 mod multicast;
+mod net;
 mod pace;
 mod sinks;
 mod sources;
+mod stream_sink;
 pub mod text;
 mod transforms;
 
+pub use files::TextFileSource;
+pub use framing::{LengthDecoder, LengthEncoder, LineDecoder, LineEncoder, DEFAULT_MAX_FRAME};
 pub use generate::{Generator, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
+pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
 pub use pace::Pacer;
 pub use sinks::{Collect, Collected};
-pub use sources::IterSource;
+pub use sources::{IterSource, SOURCE_BATCH};
+pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
 pub use transforms::{Filter, FlatMap, Map};
