@@ -5,8 +5,8 @@
 //!
 //! The sources and sinks that meet the outside world: [`TextFileSource`] (the lines of a
 //! file), [`Generator`] (a closure of the sequence number, paced by a [`Pacer`]), and
-//! [`StreamSink`], which writes encoded tuples to a file, standard output or a TCP connection
-//! ([`ByteTarget`]); the framings they read and write are in [`framing`].
+//! [`TcpSource`] (lines or length-prefixed frames from TCP connections), and [`StreamSink`],
+//! which writes encoded tuples to a file, standard output or a TCP connection ([`ByteTarget`]); the framings they read and write are in [`framing`].
 //!
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
@@ -20,6 +20,7 @@ mod pace;
 mod sinks;
 mod sources;
 mod stream_sink;
+mod tcp;
 pub mod text;
 mod transforms;
 
@@ -32,4 +33,5 @@ pub use pace::Pacer;
 pub use sinks::{Collect, Collected};
 pub use sources::{IterSource, SOURCE_BATCH};
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
+pub use tcp::TcpSource;
 pub use transforms::{Filter, FlatMap, Map};
