@@ -3,14 +3,21 @@
 //! [`Collect`] sink that hands what it received back to the caller, and [`MulticastSource`],
 //! which receives a UDP multicast feed in batches.
 //!
-//! The sources and sinks that meet the outside world: [`TextFileSource`] (the lines of a
-//! file), [`Generator`] (a closure of the sequence number, paced by a [`Pacer`]), and
-//! [`TcpSource`] (lines or length-prefixed frames from TCP connections), and [`StreamSink`],
-//! which writes encoded tuples to a file, standard output or a TCP connection ([`ByteTarget`]); the framings they read and write are in [`framing`].
+//! The sources and sinks that meet the outside world:
+//! - [`TextFileSource`]: the lines of a text file;
+//! - [`CsvSource`]: the records of a CSV file, into a serde type;
+//! - [`Generator`]: a closure of the sequence number, as fast as possible or paced by a
+//!   [`Pacer`];
+//! - [`TcpSource`]: lines or length-prefixed frames from TCP connections it accepts or makes;
+//! - [`StreamSink`]: tuples as lines, length-prefixed frames or CSV records ([`CsvSink`]),
+//!   written to a file, standard output or a TCP connection ([`ByteTarget`]).
+//!
+//! The wire formats they read and write are in [`framing`].
 //!
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
 
+mod csv_io;
 mod files;
 pub mod framing;
 mod generate;
@@ -24,6 +31,7 @@ mod tcp;
 pub mod text;
 mod transforms;
 
+pub use csv_io::{CsvEncoder, CsvFormat, CsvSink, CsvSource, MalformedRecords};
 pub use files::TextFileSource;
 pub use framing::{LengthDecoder, LengthEncoder, LineDecoder, LineEncoder, DEFAULT_MAX_FRAME};
 pub use generate::{Generator, PACED_BATCH};
