@@ -3,19 +3,36 @@
 //! [`Collect`] sink that hands what it received back to the caller, and [`MulticastSource`],
 //! which receives a UDP multicast feed in batches.
 //!
+//! The sources and sinks that meet the outside world:
+//! - [`TextFileSource`]: the lines of a text file;
+//! - [`CsvSource`]: the records of a CSV file, into a serde type;
+//! - [`Generator`]: a closure of the sequence number, as fast as possible or paced by a
+//!   [`Pacer`];
+//! - [`TcpSource`]: lines or length-prefixed frames from TCP connections it accepts or makes;
+//! - [`StreamSink`]: tuples as lines, length-prefixed frames or CSV records ([`CsvSink`]),
+//!   written to a file, standard output or a TCP connection ([`ByteTarget`]).
+//!
+//! The wire formats they read and write are in [`framing`].
+//!
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+mod csv_io;
 mod dataflow;
+mod files;
+pub mod framing;
 mod generate;
 mod join;
 mod keyed;
 mod multicast;
+mod net;
 mod pace;
 mod rolling;
 mod sinks;
 mod sources;
+mod stream_sink;
+mod tcp;
 pub mod text;
 mod transforms;
 mod watermarks;
@@ -29,9 +46,15 @@ pub use rolling::{RollingAggregate, TableSink};
 pub use watermarks::WatermarkAssigner;
 pub use window::{LatePolicy, Shape, TimeDomain, WindowOperator, Windowed, Windows};
 
+pub use csv_io::{CsvEncoder, CsvFormat, CsvSink, CsvSource, MalformedRecords};
+pub use files::TextFileSource;
+pub use framing::{LengthDecoder, LengthEncoder, LineDecoder, LineEncoder, DEFAULT_MAX_FRAME};
 pub use generate::{Generator, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
+pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
 pub use pace::Pacer;
 pub use sinks::{Collect, Collected};
-pub use sources::IterSource;
+pub use sources::{IterSource, SOURCE_BATCH};
+pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
+pub use tcp::TcpSource;
 pub use transforms::{Filter, FlatMap, Map};

@@ -1,0 +1,251 @@
+//! The sink that writes tuples into a byte stream: a file, standard output or a TCP
+//! connection ([`ByteTarget`]), each tuple turned into bytes by a [`TupleEncoder`] (lines,
+//! length-prefixed frames, CSV records).
+//!
+//! The target is opened when the job starts, so a path that cannot be created or a server
+//! that cannot be reached fails the job with the operator's name and the path or address.
+//! Bytes are gathered in a buffer and written when it holds [`FLUSH_BYTES`] (or a set number
+//! of tuples, [`StreamSink::flush_every`]), at the end of the stream (`finish`, which a job
+//! stop's drain also calls) and in `stop`; nothing handed to the sink is lost.
+//!
+//! Standard output is written under its lock, a buffer at a time. When the reader of a pipe
+//! goes away (`sluice run ... | head -1`) the sink stops writing quietly: it counts
+//! `broken_pipe` (1) and the `tuples_not_written`, and the job goes on.
+
+use std::fmt::{self, Display};
+use std::fs::File;
+use std::io::{self, Write};
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sluice_graph::{
+    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output,
+};
+use sluice_types::{Tuple, TupleRef};
+
+use crate::framing::{DisplayLine, LengthEncoder, LineEncoder};
+use crate::net::TcpEndpoint;
+
+/// Bytes a [`StreamSink`] gathers before it writes them.
+pub const FLUSH_BYTES: usize = 64 << 10;
+
+/// How long a write to a TCP peer may make no progress before the sink fails (a peer that
+/// stops reading must not keep a job from stopping).
+const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Turns a tuple into the bytes a [`StreamSink`] writes.
+pub trait TupleEncoder<T>: Send {
+    /// Appends the bytes of `tuple` to `out`; on an error `out` is as it was.
+    fn encode(&mut self, tuple: &T, out: &mut Vec<u8>) -> Result<(), OperatorError>;
+}
+
+/// Where a [`StreamSink`] writes.
+#[derive(Debug, Clone)]
+pub enum ByteTarget {
+    /// A file, created (or emptied) when the job starts.
+    File(PathBuf),
+    /// The process's standard output.
+    Stdout,
+    /// A TCP connection: to a server, or from the one client of a listener.
+    Tcp(TcpEndpoint),
+}
+
+impl ByteTarget {
+    /// The file at `path`.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self::File(path.into())
+    }
+
+    /// Opens the target for writing.
+    fn open(&self) -> Result<Box<dyn Write + Send>, OperatorError> {
+        Ok(match self {
+            Self::File(path) => Box::new(
+                File::create(path)
+                    .map_err(|e| OperatorError::io(format!("create {}", path.display()), e))?,
+            ),
+            Self::Stdout => Box::new(io::stdout()),
+            Self::Tcp(endpoint) => {
+                let stream = endpoint.open_one()?;
+                let configure = stream
+                    .set_nodelay(true)
+                    .and_then(|()| stream.set_write_timeout(Some(TCP_WRITE_TIMEOUT)));
+                configure.map_err(|e| OperatorError::io(self.to_string(), e))?;
+                Box::new(stream)
+            }
+        })
+    }
+}
+
+impl fmt::Display for ByteTarget {
+    /// What writing to the target is, for error messages.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "write {}", path.display()),
+            Self::Stdout => f.write_str("write to standard output"),
+            Self::Tcp(endpoint) => write!(f, "send to {}", endpoint.address()),
+        }
+    }
+}
+
+/// A sink writing each tuple, encoded by `E`, into a [`ByteTarget`] (see the module doc).
+pub struct StreamSink<T, E> {
+    target: ByteTarget,
+    encoder: E,
+    flush_tuples: usize,
+    writer: Option<Box<dyn Write + Send>>,
+    buffer: Vec<u8>,
+    /// Tuples in `buffer`.
+    buffered: usize,
+    bytes_written: u64,
+    broken_pipe: bool,
+    not_written: u64,
+    tuples: PhantomData<fn(&T)>,
+}
+
+impl<T, E> StreamSink<T, E> {
+    /// A sink writing into `target` what `encoder` makes of each tuple.
+    pub fn new(target: ByteTarget, encoder: E) -> Self {
+        Self {
+            target,
+            encoder,
+            flush_tuples: usize::MAX,
+            writer: None,
+            buffer: Vec::with_capacity(FLUSH_BYTES),
+            buffered: 0,
+            bytes_written: 0,
+            broken_pipe: false,
+            not_written: 0,
+            tuples: PhantomData,
+        }
+    }
+
+    /// Also writes whenever `tuples` tuples are gathered (1: each tuple as it comes, for a
+    /// live reader of a socket or a terminal).
+    pub fn flush_every(mut self, tuples: usize) -> Self {
+        self.flush_tuples = tuples.max(1);
+        self
+    }
+
+    /// Takes the outcome of a write: a broken pipe on standard output ends the writing
+    /// quietly, any other error names the target.
+    fn settle(&mut self, written: io::Result<()>) -> Result<(), OperatorError> {
+        match written {
+            Ok(()) => Ok(()),
+            Err(e)
+                if e.kind() == io::ErrorKind::BrokenPipe
+                    && matches!(self.target, ByteTarget::Stdout) =>
+            {
+                self.broken_pipe = true;
+                self.writer = None;
+                Ok(())
+            }
+            Err(e) => Err(OperatorError::io(self.target.to_string(), e)),
+        }
+    }
+
+    /// Writes the gathered bytes.
+    fn write_buffer(&mut self) -> Result<(), OperatorError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let written = match &mut self.writer {
+            Some(writer) => writer.write_all(&self.buffer),
+            None => Ok(()),
+        };
+        let tuples = std::mem::take(&mut self.buffered) as u64;
+        let bytes = self.buffer.len() as u64;
+        self.buffer.clear();
+        self.settle(written)?;
+        match self.writer {
+            Some(_) => self.bytes_written += bytes,
+            None => self.not_written += tuples,
+        }
+        Ok(())
+    }
+
+    /// Writes the gathered bytes and flushes the target.
+    fn flush(&mut self) -> Result<(), OperatorError> {
+        self.write_buffer()?;
+        let flushed = self.writer.as_mut().map_or(Ok(()), |w| w.flush());
+        self.settle(flushed)
+    }
+}
+
+impl<T: Display> StreamSink<T, LineEncoder<DisplayLine<T>>> {
+    /// A sink writing each tuple's `Display` as a line.
+    pub fn lines(target: ByteTarget) -> Self {
+        Self::new(target, LineEncoder::display())
+    }
+}
+
+impl<T, F> StreamSink<T, LineEncoder<F>>
+where
+    F: FnMut(&T, &mut String) -> fmt::Result,
+{
+    /// A sink writing each tuple as the line `format(tuple, line)` appends to an empty
+    /// string.
+    pub fn formatted_lines(target: ByteTarget, format: F) -> Self {
+        Self::new(target, LineEncoder::new(format))
+    }
+}
+
+impl<T: Tuple> StreamSink<T, LengthEncoder> {
+    /// A sink writing each tuple as a length-prefixed frame of its encoding (at most
+    /// [`DEFAULT_MAX_FRAME`](crate::DEFAULT_MAX_FRAME) bytes).
+    pub fn frames(target: ByteTarget) -> Self {
+        Self::new(target, LengthEncoder::default())
+    }
+}
+
+impl<T, E> Operator for StreamSink<T, E>
+where
+    T: Tuple,
+    E: TupleEncoder<T>,
+{
+    fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
+        self.writer = Some(self.target.open()?);
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        _out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        let tuple = expect_tuple::<T>(port, tuple)?;
+        if self.broken_pipe {
+            self.not_written += 1;
+            return Ok(());
+        }
+        self.encoder.encode(tuple, &mut self.buffer)?;
+        self.buffered += 1;
+        if self.buffer.len() >= FLUSH_BYTES || self.buffered >= self.flush_tuples {
+            self.write_buffer()?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        self.flush()
+    }
+
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        self.flush()?;
+        self.writer = None;
+        let mut report = OperatorReport::default();
+        report
+            .counters
+            .insert("bytes_written".into(), self.bytes_written);
+        if matches!(self.target, ByteTarget::Stdout) {
+            report
+                .counters
+                .insert("broken_pipe".into(), u64::from(self.broken_pipe));
+            report
+                .counters
+                .insert("tuples_not_written".into(), self.not_written);
+        }
+        Ok(report)
+    }
+}
