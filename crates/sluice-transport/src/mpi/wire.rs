@@ -430,15 +430,15 @@ mod tests {
 
     #[test]
     fn a_batch_fills_up_to_its_budget_and_a_tuple_always_fits_an_empty_one() {
-        let f = framing::<[u8; 16]>(32);
-        let mut writer = BatchWriter::new(0, 32);
+        let f = framing::<[u8; 16]>(36);
+        let mut writer = BatchWriter::new(0, 36);
         assert!(writer.fits_tuple(&f, 16));
         writer.push_tuple(&f, &[0; 16]);
-        // 21 bytes so far: one more tuple makes 37 > 32, a punctuation record 31.
+        // 21 bytes so far: one more tuple makes 37 > 36, a punctuation record 35.
         assert!(!writer.fits_tuple(&f, 16));
         assert!(writer.fits_control());
         writer.push_control(Control::Punctuation(Punctuation::Latency(1)));
-        assert!(!writer.fits_control(), "41 > 32");
+        assert!(!writer.fits_control(), "49 > 36");
         let bytes = writer.take(Vec::new());
         assert_eq!(bytes.len(), HEADER + RUN_HEADER + 16 + PUNCTUATION_RECORD);
         assert!(writer.is_empty() && writer.fits_tuple(&f, 16));
