@@ -19,6 +19,7 @@ use serde::Serialize;
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_types::Tuple;
 
+use crate::counters::counter_report;
 use crate::sources::SOURCE_BATCH;
 use crate::stream_sink::{ByteTarget, StreamSink, TupleEncoder};
 
@@ -180,14 +181,10 @@ where
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
-        let mut report = OperatorReport::default();
-        report
-            .counters
-            .insert("malformed_records".into(), self.malformed);
-        report
-            .counters
-            .insert("invalid_utf8_records".into(), self.invalid_utf8);
-        Ok(report)
+        Ok(counter_report(&[
+            ("malformed_records", self.malformed),
+            ("invalid_utf8_records", self.invalid_utf8),
+        ]))
     }
 }
 

@@ -32,6 +32,7 @@ use std::marker::PhantomData;
 use sluice_graph::{OperatorError, OperatorReport};
 use sluice_types::Tuple;
 
+use crate::counters::add_counters;
 use crate::stream_sink::TupleEncoder;
 
 /// Bytes of a frame's length prefix.
@@ -171,12 +172,13 @@ impl FrameDecoder for LineDecoder {
     }
 
     fn report(counters: &FrameCounters, report: &mut OperatorReport) {
-        for (name, value) in [
-            ("invalid_utf8_lines", counters.invalid_utf8_lines),
-            ("oversized_lines", counters.oversized_frames),
-        ] {
-            report.counters.insert(name.to_string(), value);
-        }
+        add_counters(
+            report,
+            &[
+                ("invalid_utf8_lines", counters.invalid_utf8_lines),
+                ("oversized_lines", counters.oversized_frames),
+            ],
+        );
     }
 }
 
@@ -245,13 +247,14 @@ impl<T: Tuple> FrameDecoder for LengthDecoder<T> {
     }
 
     fn report(counters: &FrameCounters, report: &mut OperatorReport) {
-        for (name, value) in [
-            ("oversized_frames", counters.oversized_frames),
-            ("truncated_frames", counters.truncated_frames),
-            ("undecodable_frames", counters.undecodable_frames),
-        ] {
-            report.counters.insert(name.to_string(), value);
-        }
+        add_counters(
+            report,
+            &[
+                ("oversized_frames", counters.oversized_frames),
+                ("truncated_frames", counters.truncated_frames),
+                ("undecodable_frames", counters.undecodable_frames),
+            ],
+        );
     }
 }
 

@@ -10,13 +10,15 @@
 //!   [`Pacer`];
 //! - [`TcpSource`]: lines or length-prefixed frames from TCP connections it accepts or makes;
 //! - [`StreamSink`]: tuples as lines, length-prefixed frames or CSV records ([`CsvSink`]),
-//!   written to a file, standard output or a TCP connection ([`ByteTarget`]).
+//!   written to a file, standard output or a TCP connection ([`ByteTarget`]);
+//! - [`UdpSource`] and [`UdpSink`]: one datagram a tuple.
 //!
 //! The wire formats they read and write are in [`framing`].
 //!
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
 
+mod counters;
 mod csv_io;
 mod files;
 pub mod framing;
@@ -30,6 +32,7 @@ mod stream_sink;
 mod tcp;
 pub mod text;
 mod transforms;
+mod udp;
 
 pub use csv_io::{CsvEncoder, CsvFormat, CsvSink, CsvSource, MalformedRecords};
 pub use files::TextFileSource;
@@ -43,3 +46,4 @@ pub use sources::{IterSource, SOURCE_BATCH};
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
 pub use tcp::TcpSource;
 pub use transforms::{Filter, FlatMap, Map};
+pub use udp::{UdpSink, UdpSource};

@@ -24,6 +24,7 @@ use sluice_graph::{
 };
 use sluice_types::{Tuple, TupleRef};
 
+use crate::counters::{add_counters, counter_report};
 use crate::framing::{DisplayLine, LengthEncoder, LineEncoder};
 use crate::net::TcpEndpoint;
 
@@ -234,17 +235,15 @@ where
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         self.flush()?;
         self.writer = None;
-        let mut report = OperatorReport::default();
-        report
-            .counters
-            .insert("bytes_written".into(), self.bytes_written);
+        let mut report = counter_report(&[("bytes_written", self.bytes_written)]);
         if matches!(self.target, ByteTarget::Stdout) {
-            report
-                .counters
-                .insert("broken_pipe".into(), u64::from(self.broken_pipe));
-            report
-                .counters
-                .insert("tuples_not_written".into(), self.not_written);
+            add_counters(
+                &mut report,
+                &[
+                    ("broken_pipe", u64::from(self.broken_pipe)),
+                    ("tuples_not_written", self.not_written),
+                ],
+            );
         }
         Ok(report)
     }

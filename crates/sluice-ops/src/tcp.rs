@@ -22,6 +22,7 @@ use std::net::{TcpListener, TcpStream};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_types::Tuple;
 
+use crate::counters::counter_report;
 use crate::framing::{
     FrameCounters, FrameDecoder, FrameReader, LengthDecoder, LineDecoder, Pulled,
 };
@@ -201,11 +202,10 @@ impl<D: FrameDecoder> Source for TcpSource<D> {
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         self.connections.clear();
         self.listener = None;
-        let mut report = OperatorReport::default();
-        report.counters.insert("connections".into(), self.accepted);
-        report
-            .counters
-            .insert("connection_errors".into(), self.errors);
+        let mut report = counter_report(&[
+            ("connections", self.accepted),
+            ("connection_errors", self.errors),
+        ]);
         D::report(&self.counters, &mut report);
         Ok(report)
     }
