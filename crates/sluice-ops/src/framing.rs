@@ -22,8 +22,9 @@
 //! ends inside a frame is counted (`truncated_frames`); a frame whose bytes do not decode is
 //! counted (`undecodable_frames`) and skipped.
 //!
-//! [`FrameReader`] buffers one stream and cuts it with a [`FrameDecoder`]; it reads at most once
-//! per call, so a source over a non-blocking socket returns promptly.
+//! The sources buffer each stream and cut it with a [`FrameDecoder`] (one of these, or the
+//! user's own), reading at most once per call, so a source over a non-blocking socket returns
+//! promptly.
 
 use std::fmt::{self, Display, Write as _};
 use std::io::{self, Read};
@@ -146,7 +147,7 @@ impl FrameDecoder for LineDecoder {
         let Some(newline) = bytes[from..].iter().position(|&b| b == b'\n') else {
             self.searched = bytes.len();
             // The line can still end with "\r\n" and be no longer than allowed.
-            return if bytes.len() > self.max_line + 1 {
+            return if bytes.len() > self.max_line.saturating_add(1) {
                 Cut::Oversized {
                     length: bytes.len(),
                 }
@@ -356,8 +357,9 @@ impl<R: Read, D: FrameDecoder> FrameReader<R, D> {
                 (self.start, self.end) = (0, self.end - self.start);
             } else {
                 // A frame longer than the buffer: grow, never past what the decoder allows.
-                let most = (self.decoder.max_frame() + LENGTH_BYTES + 2).max(self.end + 1);
-                self.buffer.resize((self.end * 2).min(most), 0);
+                let most = self.decoder.max_frame().saturating_add(LENGTH_BYTES + 2);
+                let grown = self.end.saturating_mul(2).min(most).max(self.end + 1);
+                self.buffer.resize(grown, 0);
             }
         }
         loop {

@@ -5,7 +5,8 @@
 //!
 //! Listening ([`TcpEndpoint::Listen`]), the source binds to the address it is given and
 //! accepts any number of connections, each read to its end; it runs until the job stops, or
-//! until [`TcpSource::end_after`] connections have ended. Connecting
+//! until [`TcpSource::end_after`] connections have ended (run it with parallelism 1: one
+//! listener per address). Connecting
 //! ([`TcpEndpoint::Connect`]), it reads the one connection to the server and ends with it.
 //!
 //! Every socket is non-blocking: a `produce` call accepts what is waiting, reads each

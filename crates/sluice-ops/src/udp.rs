@@ -5,10 +5,12 @@
 //! `recvmmsg` ([`ReceiveRing`]) on a non-blocking socket, and says `Idle` when nothing came; a
 //! datagram longer than its maximum or one that does not decode is counted and dropped
 //! (`oversized_datagrams`, `undecodable_datagrams`). UDP has no end: the source runs until
-//! the job stops. [`UdpSink`] sends each tuple as a datagram to an address; a tuple larger
-//! than a datagram fails the job with both sizes. UDP delivers at most once: a datagram the
-//! network or a full socket buffer drops is gone, and one refused by the destination (no
-//! one listening there) is counted (`datagrams_refused`).
+//! the job stops (run it with parallelism 1: one socket per address).
+//!
+//! [`UdpSink`] sends each tuple as a datagram to an address; a tuple larger than a datagram
+//! fails the job with both sizes. UDP delivers at most once: a datagram the network or a
+//! full socket buffer drops is gone, and one refused by the destination (no one listening
+//! there) is counted (`datagrams_refused`).
 
 use std::io;
 use std::marker::PhantomData;
