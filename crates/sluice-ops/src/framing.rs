@@ -66,7 +66,7 @@ pub enum Cut<T> {
     /// A whole frame of `consumed` bytes: its tuple, or `None` when it did not decode (the
     /// decoder counted it).
     Frame {
-        /// Bytes the frame took, its framing included.
+        /// Bytes the frame took, its framing included: at least 1, at most the bytes given.
         consumed: usize,
         /// The tuple it held.
         tuple: Option<T>,
@@ -309,11 +309,18 @@ impl<R: Read, D: FrameDecoder> FrameReader<R, D> {
         let mut arrived = false;
         loop {
             while batch.len() < most {
-                match self
-                    .decoder
-                    .cut(&self.buffer[self.start..self.end], counters)
-                {
+                let bytes = &self.buffer[self.start..self.end];
+                match self.decoder.cut(bytes, counters) {
                     Cut::Frame { consumed, tuple } => {
+                        if consumed == 0 || consumed > bytes.len() {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "the decoder cut a frame of {consumed} bytes from {}",
+                                    bytes.len()
+                                ),
+                            ));
+                        }
                         self.start += consumed;
                         batch.extend(tuple);
                     }
