@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use csv::{ByteRecord, ReaderBuilder, WriterBuilder};
 use serde::de::DeserializeOwned;
@@ -19,6 +19,7 @@ use serde::Serialize;
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_types::Tuple;
 
+use crate::counters::counter_report;
 use crate::sources::SOURCE_BATCH;
 use crate::stream_sink::{ByteTarget, StreamSink, TupleEncoder};
 
@@ -87,25 +88,29 @@ impl<T> CsvSource<T> {
         self
     }
 
-    /// A read or deserialization error: an I/O error fails the job, a malformed record is
-    /// counted or fails it, as asked.
+    /// A read or deserialization error: a malformed record is counted when the policy says
+    /// skip; anything else fails the job.
     fn refuse(&mut self, error: csv::Error) -> Result<(), OperatorError> {
-        let path = self.path.display();
-        let message = error.to_string();
-        match (error.into_kind(), self.on_malformed) {
-            (csv::ErrorKind::Io(e), _) => Err(OperatorError::io(format!("read {path}"), e)),
-            (_, MalformedRecords::Skip) => {
-                self.malformed += 1;
-                Ok(())
-            }
-            (_, MalformedRecords::Fail) => Err(OperatorError::Failed(format!("{path}: {message}"))),
+        if self.on_malformed == MalformedRecords::Skip && !error.is_io_error() {
+            self.malformed += 1;
+            return Ok(());
         }
+        Err(read_failure(&self.path, error))
     }
 }
 
-/// `record` with U+FFFD in place of bytes that are not UTF-8, and whether any were; its
-/// position is kept.
-fn valid_utf8(record: &ByteRecord) -> Option<ByteRecord> {
+/// The job's error for `error`, met reading the file at `path`.
+fn read_failure(path: &Path, error: csv::Error) -> OperatorError {
+    let message = error.to_string();
+    match error.into_kind() {
+        csv::ErrorKind::Io(e) => OperatorError::io(format!("read {}", path.display()), e),
+        _ => OperatorError::Failed(format!("{}: {message}", path.display())),
+    }
+}
+
+/// `record` with U+FFFD in place of the bytes that are not UTF-8 (its position kept), or
+/// `None` if every field is UTF-8.
+fn replace_invalid_utf8(record: &ByteRecord) -> Option<ByteRecord> {
     if record
         .iter()
         .all(|field| std::str::from_utf8(field).is_ok())
@@ -132,11 +137,11 @@ where
             .delimiter(self.format.delimiter)
             .from_reader(file);
         if self.format.has_headers {
-            let headers = match reader.byte_headers() {
-                Ok(headers) => headers.clone(),
-                Err(e) => return self.refuse(e),
-            };
-            self.headers = Some(valid_utf8(&headers).unwrap_or(headers));
+            let headers = reader
+                .byte_headers()
+                .map_err(|e| read_failure(&self.path, e))?
+                .clone();
+            self.headers = Some(replace_invalid_utf8(&headers).unwrap_or(headers));
         }
         self.reader = Some(reader);
         Ok(())
@@ -161,7 +166,7 @@ where
                     continue;
                 }
             }
-            if let Some(replaced) = valid_utf8(&self.record) {
+            if let Some(replaced) = replace_invalid_utf8(&self.record) {
                 self.invalid_utf8 += 1;
                 self.record = replaced;
             }
@@ -180,14 +185,10 @@ where
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
-        let mut report = OperatorReport::default();
-        report
-            .counters
-            .insert("malformed_records".into(), self.malformed);
-        report
-            .counters
-            .insert("invalid_utf8_records".into(), self.invalid_utf8);
-        Ok(report)
+        Ok(counter_report(&[
+            ("malformed_records", self.malformed),
+            ("invalid_utf8_records", self.invalid_utf8),
+        ]))
     }
 }
 

@@ -22,8 +22,9 @@
 //! ends inside a frame is counted (`truncated_frames`); a frame whose bytes do not decode is
 //! counted (`undecodable_frames`) and skipped.
 //!
-//! [`FrameReader`] buffers one stream and cuts it with a [`FrameDecoder`]; it reads at most once
-//! per call, so a source over a non-blocking socket returns promptly.
+//! The sources buffer each stream and cut it with a [`FrameDecoder`] (one of these, or the
+//! user's own), reading at most once per call, so a source over a non-blocking socket returns
+//! promptly.
 
 use std::fmt::{self, Display, Write as _};
 use std::io::{self, Read};
@@ -32,6 +33,7 @@ use std::marker::PhantomData;
 use sluice_graph::{OperatorError, OperatorReport};
 use sluice_types::Tuple;
 
+use crate::counters::add_counters;
 use crate::stream_sink::TupleEncoder;
 
 /// Bytes of a frame's length prefix.
@@ -64,7 +66,7 @@ pub enum Cut<T> {
     /// A whole frame of `consumed` bytes: its tuple, or `None` when it did not decode (the
     /// decoder counted it).
     Frame {
-        /// Bytes the frame took, its framing included.
+        /// Bytes the frame took, its framing included: at least 1, at most the bytes given.
         consumed: usize,
         /// The tuple it held.
         tuple: Option<T>,
@@ -145,7 +147,7 @@ impl FrameDecoder for LineDecoder {
         let Some(newline) = bytes[from..].iter().position(|&b| b == b'\n') else {
             self.searched = bytes.len();
             // The line can still end with "\r\n" and be no longer than allowed.
-            return if bytes.len() > self.max_line + 1 {
+            return if bytes.len() > self.max_line.saturating_add(1) {
                 Cut::Oversized {
                     length: bytes.len(),
                 }
@@ -171,12 +173,13 @@ impl FrameDecoder for LineDecoder {
     }
 
     fn report(counters: &FrameCounters, report: &mut OperatorReport) {
-        for (name, value) in [
-            ("invalid_utf8_lines", counters.invalid_utf8_lines),
-            ("oversized_lines", counters.oversized_frames),
-        ] {
-            report.counters.insert(name.to_string(), value);
-        }
+        add_counters(
+            report,
+            &[
+                ("invalid_utf8_lines", counters.invalid_utf8_lines),
+                ("oversized_lines", counters.oversized_frames),
+            ],
+        );
     }
 }
 
@@ -245,13 +248,14 @@ impl<T: Tuple> FrameDecoder for LengthDecoder<T> {
     }
 
     fn report(counters: &FrameCounters, report: &mut OperatorReport) {
-        for (name, value) in [
-            ("oversized_frames", counters.oversized_frames),
-            ("truncated_frames", counters.truncated_frames),
-            ("undecodable_frames", counters.undecodable_frames),
-        ] {
-            report.counters.insert(name.to_string(), value);
-        }
+        add_counters(
+            report,
+            &[
+                ("oversized_frames", counters.oversized_frames),
+                ("truncated_frames", counters.truncated_frames),
+                ("undecodable_frames", counters.undecodable_frames),
+            ],
+        );
     }
 }
 
@@ -305,11 +309,18 @@ impl<R: Read, D: FrameDecoder> FrameReader<R, D> {
         let mut arrived = false;
         loop {
             while batch.len() < most {
-                match self
-                    .decoder
-                    .cut(&self.buffer[self.start..self.end], counters)
-                {
+                let bytes = &self.buffer[self.start..self.end];
+                match self.decoder.cut(bytes, counters) {
                     Cut::Frame { consumed, tuple } => {
+                        if consumed == 0 || consumed > bytes.len() {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "the decoder cut a frame of {consumed} bytes from {}",
+                                    bytes.len()
+                                ),
+                            ));
+                        }
                         self.start += consumed;
                         batch.extend(tuple);
                     }
@@ -353,8 +364,9 @@ impl<R: Read, D: FrameDecoder> FrameReader<R, D> {
                 (self.start, self.end) = (0, self.end - self.start);
             } else {
                 // A frame longer than the buffer: grow, never past what the decoder allows.
-                let most = (self.decoder.max_frame() + LENGTH_BYTES + 2).max(self.end + 1);
-                self.buffer.resize((self.end * 2).min(most), 0);
+                let most = self.decoder.max_frame().saturating_add(LENGTH_BYTES + 2);
+                let grown = self.end.saturating_mul(2).min(most).max(self.end + 1);
+                self.buffer.resize(grown, 0);
             }
         }
         loop {

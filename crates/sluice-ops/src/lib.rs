@@ -10,14 +10,40 @@
 //!   [`Pacer`];
 //! - [`TcpSource`]: lines or length-prefixed frames from TCP connections it accepts or makes;
 //! - [`StreamSink`]: tuples as lines, length-prefixed frames or CSV records ([`CsvSink`]),
-//!   written to a file, standard output or a TCP connection ([`ByteTarget`]).
+//!   written to a file, standard output or a TCP connection ([`ByteTarget`]);
+//! - [`UdpSource`] and [`UdpSink`]: one datagram a tuple.
 //!
-//! The wire formats they read and write are in [`framing`].
+//! The wire formats they read and write are in [`framing`]. Each opens its file or socket when
+//! the job starts, so what cannot be opened fails the job with the operator's name and the
+//! path or address, and each counts what it refused (a malformed record, an oversized frame)
+//! in its report instead of failing.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use sluice_graph::{GraphBuilder, Ports};
+//! use sluice_ops::{ByteTarget, StreamSink, TcpEndpoint, TextFileSource};
+//!
+//! // Every line of a file, sent to a server one line at a time.
+//! let server = "127.0.0.1:9000".parse()?;
+//! let mut g = GraphBuilder::new("ship-lines");
+//! let lines = g.source("lines", Ports::new().output::<String>(), |_| {
+//!     TextFileSource::new("in.txt")
+//! });
+//! let send = g.operator("send", Ports::new().input::<String>(), move |_| {
+//!     StreamSink::<String, _>::lines(ByteTarget::Tcp(TcpEndpoint::connect(server)))
+//! });
+//! g.connect(lines.out(0), send.input(0))?;
+//! let graph = g.build()?;
+//! # let _ = graph;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! Each operator reads its one input port as `I` and emits on output port 0.
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+mod counters;
 mod csv_io;
 mod dataflow;
 mod files;
@@ -35,6 +61,7 @@ mod stream_sink;
 mod tcp;
 pub mod text;
 mod transforms;
+mod udp;
 mod watermarks;
 pub mod window;
 
@@ -58,3 +85,4 @@ pub use sources::{IterSource, SOURCE_BATCH};
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
 pub use tcp::TcpSource;
 pub use transforms::{Filter, FlatMap, Map};
+pub use udp::{UdpSink, UdpSource};

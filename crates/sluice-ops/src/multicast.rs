@@ -37,7 +37,9 @@ use sluice_transport::datagram::{ReceiveRing, MAX_BATCH, MAX_DATAGRAM};
 use sluice_types::{BytesTuple, Tuple};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use crate::counters::counter_report;
 use crate::sources::SOURCE_BATCH;
+use crate::udp::receive;
 
 /// Bytes of a sequenced datagram's prefix.
 pub const SEQUENCE_BYTES: usize = 8;
@@ -218,28 +220,14 @@ where
         let Some(mut ring) = self.ring.take() else {
             return Err(OperatorError::Failed("the feed was not opened".into()));
         };
-        let mut received = 0;
-        let mut failure = None;
-        while self.batch.len() < SOURCE_BATCH {
-            match ring.next(1) {
-                Ok(Some(datagram)) => {
-                    self.take(datagram);
-                    received += 1;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
+        let received = receive(&mut ring, SOURCE_BATCH, |datagram| self.take(datagram));
         self.ring = Some(ring);
-        if let Some(e) = failure {
-            return Err(OperatorError::io(
+        let received = received.map_err(|e| {
+            OperatorError::io(
                 format!("receive from {}:{}", self.config.group, self.config.port),
                 e,
-            ));
-        }
+            )
+        })?;
         let emitted = self.batch.len();
         out.emit_batch(0, &mut self.batch)?;
         Ok(match (received, emitted) {
@@ -250,8 +238,7 @@ where
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         let c = self.counters;
-        let mut report = OperatorReport::default();
-        for (name, value) in [
+        Ok(counter_report(&[
             ("datagrams", c.datagrams),
             ("lost_datagrams", c.lost),
             ("late_datagrams", c.late),
@@ -261,10 +248,7 @@ where
                 "receive_system_calls",
                 self.ring.as_ref().map_or(0, ReceiveRing::system_calls),
             ),
-        ] {
-            report.counters.insert(name.to_string(), value);
-        }
-        Ok(report)
+        ]))
     }
 }
 

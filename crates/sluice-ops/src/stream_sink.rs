@@ -24,6 +24,7 @@ use sluice_graph::{
 };
 use sluice_types::{Tuple, TupleRef};
 
+use crate::counters::{add_counters, counter_report};
 use crate::framing::{DisplayLine, LengthEncoder, LineEncoder};
 use crate::net::TcpEndpoint;
 
@@ -95,8 +96,8 @@ pub struct StreamSink<T, E> {
     flush_tuples: usize,
     writer: Option<Box<dyn Write + Send>>,
     buffer: Vec<u8>,
-    /// Tuples in `buffer`.
-    buffered: usize,
+    /// Where each tuple in `buffer` ends.
+    ends: Vec<usize>,
     bytes_written: u64,
     broken_pipe: bool,
     not_written: u64,
@@ -112,7 +113,7 @@ impl<T, E> StreamSink<T, E> {
             flush_tuples: usize::MAX,
             writer: None,
             buffer: Vec::with_capacity(FLUSH_BYTES),
-            buffered: 0,
+            ends: Vec::new(),
             bytes_written: 0,
             broken_pipe: false,
             not_written: 0,
@@ -144,24 +145,32 @@ impl<T, E> StreamSink<T, E> {
         }
     }
 
-    /// Writes the gathered bytes.
+    /// Writes the gathered bytes; on a failure, counts the tuples not written whole.
     fn write_buffer(&mut self) -> Result<(), OperatorError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let written = match &mut self.writer {
-            Some(writer) => writer.write_all(&self.buffer),
+        let mut written = 0;
+        let outcome = match &mut self.writer {
+            Some(writer) => loop {
+                if written == self.buffer.len() {
+                    break Ok(());
+                }
+                match writer.write(&self.buffer[written..]) {
+                    Ok(0) => break Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => break Err(e),
+                }
+            },
             None => Ok(()),
         };
-        let tuples = std::mem::take(&mut self.buffered) as u64;
-        let bytes = self.buffer.len() as u64;
+        let whole = self.ends.partition_point(|&end| end <= written);
+        self.not_written += (self.ends.len() - whole) as u64;
+        self.bytes_written += written as u64;
         self.buffer.clear();
-        self.settle(written)?;
-        match self.writer {
-            Some(_) => self.bytes_written += bytes,
-            None => self.not_written += tuples,
-        }
-        Ok(())
+        self.ends.clear();
+        self.settle(outcome)
     }
 
     /// Writes the gathered bytes and flushes the target.
@@ -220,8 +229,8 @@ where
             return Ok(());
         }
         self.encoder.encode(tuple, &mut self.buffer)?;
-        self.buffered += 1;
-        if self.buffer.len() >= FLUSH_BYTES || self.buffered >= self.flush_tuples {
+        self.ends.push(self.buffer.len());
+        if self.buffer.len() >= FLUSH_BYTES || self.ends.len() >= self.flush_tuples {
             self.write_buffer()?;
         }
         Ok(())
@@ -234,17 +243,15 @@ where
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         self.flush()?;
         self.writer = None;
-        let mut report = OperatorReport::default();
-        report
-            .counters
-            .insert("bytes_written".into(), self.bytes_written);
+        let mut report = counter_report(&[("bytes_written", self.bytes_written)]);
         if matches!(self.target, ByteTarget::Stdout) {
-            report
-                .counters
-                .insert("broken_pipe".into(), u64::from(self.broken_pipe));
-            report
-                .counters
-                .insert("tuples_not_written".into(), self.not_written);
+            add_counters(
+                &mut report,
+                &[
+                    ("broken_pipe", u64::from(self.broken_pipe)),
+                    ("tuples_not_written", self.not_written),
+                ],
+            );
         }
         Ok(report)
     }

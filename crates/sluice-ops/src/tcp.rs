@@ -5,7 +5,8 @@
 //!
 //! Listening ([`TcpEndpoint::Listen`]), the source binds to the address it is given and
 //! accepts any number of connections, each read to its end; it runs until the job stops, or
-//! until [`TcpSource::end_after`] connections have ended. Connecting
+//! until [`TcpSource::end_after`] connections have ended (run it with parallelism 1: one
+//! listener per address). Connecting
 //! ([`TcpEndpoint::Connect`]), it reads the one connection to the server and ends with it.
 //!
 //! Every socket is non-blocking: a `produce` call accepts what is waiting, reads each
@@ -22,6 +23,7 @@ use std::net::{TcpListener, TcpStream};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_types::Tuple;
 
+use crate::counters::counter_report;
 use crate::framing::{
     FrameCounters, FrameDecoder, FrameReader, LengthDecoder, LineDecoder, Pulled,
 };
@@ -201,11 +203,10 @@ impl<D: FrameDecoder> Source for TcpSource<D> {
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         self.connections.clear();
         self.listener = None;
-        let mut report = OperatorReport::default();
-        report.counters.insert("connections".into(), self.accepted);
-        report
-            .counters
-            .insert("connection_errors".into(), self.errors);
+        let mut report = counter_report(&[
+            ("connections", self.accepted),
+            ("connection_errors", self.errors),
+        ]);
         D::report(&self.counters, &mut report);
         Ok(report)
     }

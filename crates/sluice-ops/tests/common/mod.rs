@@ -3,14 +3,16 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use sluice_graph::{Graph, GraphBuilder, Operator, Ports, Source};
+use sluice_graph::{
+    expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Source,
+};
 use sluice_ops::{Collect, Collected};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, JobReport, RunError, RunOptions};
-use sluice_types::Tuple;
+use sluice_types::{Tuple, TupleRef};
 
 /// Runs `graph` under `request` on two cores with small queues.
 pub fn run_under(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunError> {
@@ -88,4 +90,32 @@ impl Watchdog {
         });
         Self(disarm)
     }
+}
+
+/// A sink pushing each tuple into a vector the test reads while the job runs.
+pub struct Gather<T>(pub Arc<Mutex<Vec<T>>>);
+
+impl<T: Tuple> Operator for Gather<T> {
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        _out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        let tuple = expect_tuple::<T>(port, tuple)?.clone();
+        self.0.lock().expect("gathered lock").push(tuple);
+        Ok(())
+    }
+}
+
+/// Waits until `gathered` holds `n` tuples (false if it does not within `limit`).
+pub fn wait_for<T>(gathered: &Mutex<Vec<T>>, n: usize, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while gathered.lock().expect("gathered lock").len() < n {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
 }

@@ -1,0 +1,18 @@
+//! Operator reports made of named counters, the way the sources and sinks here report what
+//! they counted (malformed records, oversized frames, bytes written, …).
+
+use sluice_graph::OperatorReport;
+
+/// Sets each `(name, value)` of `counters` in `report`.
+pub(crate) fn add_counters(report: &mut OperatorReport, counters: &[(&str, u64)]) {
+    for &(name, value) in counters {
+        report.counters.insert(name.to_string(), value);
+    }
+}
+
+/// A report of `counters`.
+pub(crate) fn counter_report(counters: &[(&str, u64)]) -> OperatorReport {
+    let mut report = OperatorReport::default();
+    add_counters(&mut report, counters);
+    report
+}
