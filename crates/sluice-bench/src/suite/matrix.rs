@@ -22,7 +22,7 @@ use sluice_sync::IdleStrategy;
 
 use super::output;
 use super::peers::{self, Peer, PeerJob};
-use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
+use crate::foundation::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
 
 /// One experiment of the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -284,10 +284,10 @@ impl Job {
     pub(crate) fn run(&self) -> Vec<Value> {
         match &self.what {
             What::Hardware(repeat, trips, bytes) => {
-                let result = crate::hardware::measure(*repeat, *trips, *bytes);
+                let result = crate::transports::hardware::measure(*repeat, *trips, *bytes);
                 vec![output::to_value(&result)]
             }
-            What::Sluice(s) => match crate::measure(s) {
+            What::Sluice(s) => match crate::transports::measure::measure(s) {
                 Ok(result) => {
                     let mut records = vec![output::to_value(&result)];
                     if matches!(

@@ -10,7 +10,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 use super::report::{self, Row, Table};
-use crate::report::si;
+use crate::foundation::report::si;
 
 /// The tuple sizes of the IBM report's tables.
 const IBM_SIZES: [usize; 13] = [

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::plots;
-use crate::report::si;
-use crate::stats::LatencySummary;
+use crate::foundation::report::si;
+use crate::foundation::stats::LatencySummary;
 
 /// The fields of a record the report reads (every one optional but `experiment`).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -208,7 +208,7 @@ pub(crate) fn times(ratio: Option<f64>) -> String {
 }
 
 fn ratio(ours: f64, theirs: f64) -> Option<f64> {
-    crate::stats::ratio(ours, theirs)
+    crate::foundation::stats::ratio(ours, theirs)
 }
 
 /// The transports in the order the tables list them.

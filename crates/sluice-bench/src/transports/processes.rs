@@ -34,15 +34,17 @@ use sluice_transport::tcp::JobSecret;
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
-use crate::args::{Bench, Settings, Transport, TupleEncoding};
-use crate::hardware::{handoff, memcpy_gbit, memcpy_through_gbit, ping_pong, stamped_one_way};
-use crate::load::{Generator, Load, Span};
-use crate::network;
-use crate::payload::{dispatch, Payload, PayloadVisitor};
-use crate::record::{Counting, Recorder, RunFigures, Timing};
-use crate::stats::{gbit_per_sec, LatencySummary};
-use crate::udp;
-use crate::Measured;
+use crate::foundation::args::{Bench, Settings, Transport, TupleEncoding};
+use crate::foundation::load::{Generator, Load, Span};
+use crate::foundation::payload::{dispatch, Payload, PayloadVisitor};
+use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
+use crate::foundation::stats::{gbit_per_sec, LatencySummary};
+use crate::transports::hardware::{
+    handoff, memcpy_gbit, memcpy_through_gbit, ping_pong, stamped_one_way,
+};
+use crate::transports::measure::Measured;
+use crate::transports::network;
+use crate::transports::udp;
 
 /// The most slots in the benchmark's Vega ring.
 const MAX_SLOTS: usize = 4096;
@@ -152,7 +154,11 @@ pub(crate) fn pin(core: usize) -> Pinned {
 pub(crate) fn peer(args: &PeerArgs) -> anyhow::Result<()> {
     let facade = args.encoding == TupleEncoding::Facade;
     if args.reflect {
-        return dispatch(facade, args.size, crate::reflect::Reflector(args))?;
+        return dispatch(
+            facade,
+            args.size,
+            crate::transports::reflect::Reflector(args),
+        )?;
     }
     let figures = dispatch(facade, args.size, Receive(args))??;
     println!("{}", serde_json::to_string(&figures)?);
@@ -371,7 +377,7 @@ pub(crate) fn repeat<P: Payload>(
     template: P,
     load: Load,
 ) -> anyhow::Result<Measured> {
-    let mut measured = Measured::new(s.repeat, crate::machine::cores() >= 2);
+    let mut measured = Measured::new(s.repeat, crate::foundation::machine::cores() >= 2);
     let reflected = match s.bench {
         Bench::Latency { rate } if s.method.reflects() => Some(rate),
         _ => None,
@@ -379,8 +385,8 @@ pub(crate) fn repeat<P: Payload>(
     for i in 1..=s.repeat {
         let (run, baseline) = match s.transport.tcp_profile() {
             _ if let Some(rate) = reflected => (
-                crate::reflect::run(s, template.clone(), rate),
-                crate::reflect::run_baseline(s, template.clone(), rate),
+                crate::transports::reflect::run(s, template.clone(), rate),
+                crate::transports::reflect::run_baseline(s, template.clone(), rate),
             ),
             None if s.transport == Transport::UdpMq => (
                 udp::run_udp_mq(s, template.clone(), load.clone()),
@@ -391,12 +397,13 @@ pub(crate) fn repeat<P: Payload>(
                 network::run_raw(s, template.clone(), load.clone()),
             ),
             None if s.transport == Transport::Mpi => (
-                crate::mpi::run(s),
+                crate::transports::mpi::run(s),
                 network::run_raw(s, template.clone(), load.clone()),
             ),
-            None if s.transport == Transport::ShmOsr => {
-                (crate::shm_osr::run_once::<P>(s), Ok(hardware_run(s)))
-            }
+            None if s.transport == Transport::ShmOsr => (
+                crate::transports::shm_osr::run_once::<P>(s),
+                Ok(hardware_run(s)),
+            ),
             None => (
                 run_vega(s, template.clone(), load.clone()),
                 Ok(hardware_run(s)),
@@ -426,7 +433,7 @@ const STAMPED_MESSAGES: u64 = 20_000;
 /// and twice that as the round trip when latency is measured through a reflector) or the
 /// memcpy rate.
 pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
-    let two_cores = crate::machine::cores() >= 2;
+    let two_cores = crate::foundation::machine::cores() >= 2;
     match s.bench {
         Bench::Latency { .. } => {
             const TRIPS: u64 = 200_000;

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
 use sluice_types::monotonic_ns;
 
-use crate::payload::Payload;
-use crate::stats::{gbit_per_sec, tuples_per_sec, LatencySummary};
+use crate::foundation::payload::Payload;
+use crate::foundation::stats::{gbit_per_sec, tuples_per_sec, LatencySummary};
 
 /// A throughput receiver reads the clock once per this many tuples (a power of two).
 pub(crate) const SAMPLE_EVERY: u64 = 1024;

@@ -33,8 +33,8 @@ use serde::Serialize;
 use sluice_sync::CachePadded;
 use sluice_types::monotonic_ns;
 
-use crate::machine::{commit, cores, cpu};
-use crate::stats::median;
+use crate::foundation::machine::{commit, cores, cpu};
+use crate::foundation::stats::median;
 
 /// Options of `sluice bench baseline`.
 #[derive(Debug, Clone, Args)]

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::args::{LatencyMethod, Transport, TupleEncoding};
-use crate::record::RunFigures;
-use crate::stats::LatencySummary;
+use crate::foundation::args::{LatencyMethod, Transport, TupleEncoding};
+use crate::foundation::record::RunFigures;
+use crate::foundation::stats::LatencySummary;
 
 /// The result of one benchmark.
 #[derive(Debug, Clone, Serialize)]

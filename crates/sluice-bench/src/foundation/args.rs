@@ -1,50 +1,16 @@
-//! The command line of `sluice bench`, and its validation into [`Settings`].
+//! The options of `sluice bench throughput` and `latency`, and their validation into
+//! [`Settings`], which every benchmark below the command line reads.
 
 use std::time::Duration;
 
 use anyhow::bail;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use serde::Serialize;
 use sluice_sync::IdleStrategy;
 use sluice_transport::tcp::BatchProfile;
 
-use crate::load::Span;
-use crate::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
-
-/// Measure Sluice's transports, each against a hand-written baseline run alongside.
-#[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
-    /// What to measure.
-    #[command(subcommand)]
-    pub command: BenchCommand,
-}
-
-/// The benchmarks.
-#[derive(Debug, Clone, Subcommand)]
-pub enum BenchCommand {
-    /// Tuples per second and Gbit/s from a sender to a receiver, measured at the receiver
-    /// between its first and last tuple.
-    Throughput(ThroughputArgs),
-    /// Latency percentiles at a fixed rate: one way from CLOCK_MONOTONIC send timestamps
-    /// carried in the tuples, or half the round trip through a reflector process (`--method`;
-    /// the default across tcp and udp-mq).
-    Latency(LatencyArgs),
-    /// The hardware's own limits: cache-line ping-pong between two cores and one core's
-    /// memcpy bandwidth.
-    Baseline(crate::hardware::BaselineArgs),
-    /// Every experiment of the papers, beside the hardware and the peer libraries, in one run:
-    /// results.jsonl, report.md, report.html and plots in a directory.
-    Suite(crate::suite::SuiteArgs),
-    /// The receiving process of a cross-process benchmark (started by the benchmark itself).
-    #[command(hide = true)]
-    Peer(crate::processes::PeerArgs),
-    /// The receiving process of a peer library's benchmark (started by the suite itself).
-    #[command(hide = true)]
-    PeerLib(crate::suite::PeerReceiverArgs),
-    /// A sending process of a `shm-osr` benchmark (started by the benchmark itself).
-    #[command(hide = true)]
-    OsrSender(crate::shm_osr::OsrSenderArgs),
-}
+use crate::foundation::load::Span;
+use crate::foundation::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
 
 /// Options of `sluice bench throughput`.
 #[derive(Debug, Clone, Args)]
@@ -338,7 +304,7 @@ impl Settings {
     /// never yields); pass `--idle busy-spin` there.
     pub(crate) fn process_idle(&self) -> IdleStrategy {
         self.idle.unwrap_or_else(|| {
-            IdleStrategy::default_for(1 + self.receivers, crate::machine::cores())
+            IdleStrategy::default_for(1 + self.receivers, crate::foundation::machine::cores())
         })
     }
 }
@@ -386,19 +352,13 @@ impl Settings {
         }
     }
 
-    /// Checks `args`; every problem is one line naming the option.
-    pub(crate) fn from_args(args: &BenchArgs) -> anyhow::Result<Self> {
-        let (common, bench, method) = match &args.command {
-            BenchCommand::Throughput(t) => (&t.common, Bench::Throughput, None),
-            BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
-            BenchCommand::Baseline(_)
-            | BenchCommand::Suite(_)
-            | BenchCommand::PeerLib(_)
-            | BenchCommand::Peer(_)
-            | BenchCommand::OsrSender(_) => {
-                bail!("this benchmark has no transport settings")
-            }
-        };
+    /// Checks the options of a throughput (`bench`) or latency benchmark; every problem is one
+    /// line naming the option.
+    pub(crate) fn from_args(
+        common: &CommonArgs,
+        bench: Bench,
+        method: Option<LatencyMethod>,
+    ) -> anyhow::Result<Self> {
         let size = common.size;
         if size == 0 {
             bail!("--size must be at least 1 byte");

@@ -21,13 +21,13 @@ use sluice_transport::tcp::{
     bind_receiver, connect_sender, BatchProfile, JobSecret, TcpParams, TcpReceiver,
 };
 
-use crate::args::Settings;
-use crate::load::{Generator, Load, Span};
-use crate::payload::Payload;
-use crate::processes::{
+use crate::foundation::args::Settings;
+use crate::foundation::load::{Generator, Load, Span};
+use crate::foundation::payload::Payload;
+use crate::foundation::record::{Recorder, RunFigures};
+use crate::transports::processes::{
     all_figures, encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV,
 };
-use crate::record::{Recorder, RunFigures};
 use sluice_transport::{TransportError, TupleSender};
 
 /// How a receiving process's first line starts.
