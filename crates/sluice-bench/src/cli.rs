@@ -24,6 +24,10 @@ pub enum BenchCommand {
     /// carried in the tuples, or half the round trip through a reflector process (`--method`;
     /// the default across tcp and udp-mq).
     Latency(LatencyArgs),
+    /// A built-in application's throughput under a plan, beside hand-written single-threaded
+    /// programs doing the same computation on the same input, and with `--rate` its end-to-end
+    /// latency.
+    App(crate::apps::AppBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -48,6 +52,7 @@ impl BenchArgs {
             BenchCommand::Throughput(t) => (&t.common, Bench::Throughput, None),
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
             BenchCommand::Baseline(_)
+            | BenchCommand::App(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

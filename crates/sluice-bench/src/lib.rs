@@ -30,24 +30,30 @@
 //! - `sluice bench baseline`: the hardware's limits (cache-line one-way time between two cores,
 //!   one core's memcpy bandwidth), module `transports::hardware`.
 //!
+//! - `sluice bench app NAME --plan P [--rate N]`: a built-in application's throughput under a
+//!   plan beside hand-written single-threaded programs doing the same computation (its
+//!   yardsticks), and with a rate its end-to-end latency (module `apps`).
+//!
 //! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
 //! without printing.
 //!
 //! The crate is built in layers, each using only the layers below it (`tests/layers.rs` fails
 //! otherwise): `foundation` (settings, tuples, sending and recording, statistics, the result
-//! types) <- `transports` (the transport benchmarks and their baselines) <- `suite` (every
-//! experiment and its report) <- `cli` (the command line, which names them all) and this
-//! root, which only dispatches.
+//! types) <- `transports` (the transport benchmarks and their baselines) <- `apps` (the
+//! application benchmarks and their yardsticks) <- `suite` (every experiment and its report)
+//! <- `cli` (the command line, which names them all) and this root, which only dispatches.
 #![forbid(unsafe_code)]
 
+mod apps;
 mod cli;
 mod foundation;
 mod suite;
 mod transports;
 
+pub use apps::AppBenchArgs;
 pub use cli::{BenchArgs, BenchCommand};
 pub use foundation::args::{
-    CommonArgs, LatencyArgs, LatencyMethod, ThroughputArgs, Transport, TupleEncoding,
+    CommonArgs, LatencyArgs, LatencyMethod, RunArgs, ThroughputArgs, Transport, TupleEncoding,
     MAX_NORMAL_SIZE,
 };
 pub use foundation::payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
@@ -63,6 +69,7 @@ use transports::{hardware, measure, processes, shm_osr};
 /// `--json`.
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     match &args.command {
+        BenchCommand::App(app) => apps::main(app),
         BenchCommand::Baseline(baseline) => hardware::main(baseline),
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),

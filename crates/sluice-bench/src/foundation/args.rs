@@ -105,29 +105,9 @@ pub struct CommonArgs {
     /// Tuple encoding: `facade` (fixed-size plain data) or `normal` (a byte vector).
     #[arg(long, value_enum, default_value_t = TupleEncoding::Facade)]
     pub encoding: TupleEncoding,
-    /// Seconds measured in each run.
-    #[arg(
-        long,
-        value_name = "S",
-        default_value_t = 2.0,
-        allow_negative_numbers = true
-    )]
-    pub duration: f64,
-    /// Seconds each run sends before measuring; what arrives then is discarded.
-    #[arg(
-        long,
-        value_name = "S",
-        default_value_t = 0.5,
-        allow_negative_numbers = true
-    )]
-    pub warmup: f64,
-    /// Runs of Sluice and of the baseline (alternating); the result is the median, with every
-    /// run's figures listed.
-    #[arg(long, value_name = "R", default_value_t = 3)]
-    pub repeat: usize,
-    /// Print one JSON object per result, one per line, instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    /// How long and how often it runs, and how it prints.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// How idle receivers wait, for Sluice and the baseline alike: busy-spin, yield, backoff
     /// or park (default: chosen from the thread and core counts, as `sluice run` does).
     #[arg(long, value_parser = IdleStrategy::parse)]
@@ -151,6 +131,49 @@ pub struct CommonArgs {
     /// of slots, 16 to 4096 of them.
     #[arg(long, value_name = "BYTES", default_value_t = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES)]
     pub ring_bytes: usize,
+}
+
+/// How long and how often a benchmark runs, and how it prints: options every benchmark has.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Seconds measured in each run.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 2.0,
+        allow_negative_numbers = true
+    )]
+    pub duration: f64,
+    /// Seconds each run goes before it is measured; what it does then is discarded.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 0.5,
+        allow_negative_numbers = true
+    )]
+    pub warmup: f64,
+    /// Runs of Sluice and of what it is measured against (alternating); the result is the
+    /// median, with every run's figures listed.
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub repeat: usize,
+    /// Print one JSON object per result, one per line, instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// The measured duration, the warm-up and the number of runs, checked; every problem is one
+    /// line naming the option.
+    pub(crate) fn checked(&self) -> anyhow::Result<(Duration, Duration, usize)> {
+        if self.repeat == 0 {
+            bail!("--repeat must be at least 1");
+        }
+        Ok((
+            seconds("--duration", self.duration, false)?,
+            seconds("--warmup", self.warmup, true)?,
+            self.repeat,
+        ))
+    }
 }
 
 /// How tuples go from sender to receiver.
@@ -382,9 +405,7 @@ impl Settings {
             }
             _ => {}
         }
-        if common.repeat == 0 {
-            bail!("--repeat must be at least 1");
-        }
+        let (duration, warmup, repeat) = common.run.checked()?;
         if !(1..=MAX_PRODUCERS).contains(&common.producers) {
             bail!(
                 "--producers must be between 1 and {MAX_PRODUCERS}, got {}",
@@ -447,10 +468,10 @@ impl Settings {
             transport: common.transport,
             encoding: common.encoding,
             size,
-            duration: seconds("--duration", common.duration, false)?,
-            warmup: seconds("--warmup", common.warmup, true)?,
-            repeat: common.repeat,
-            json: common.json,
+            duration,
+            warmup,
+            repeat,
+            json: common.run.json,
             idle: common.idle,
             producers: common.producers,
             queues: common.queues,
