@@ -375,14 +375,9 @@ fn shared_memory_benchmarks_run_across_processes_and_leave_no_segment() {
                 producers,
                 "--size",
                 "64",
-                "--duration",
-                "0.3",
-                "--warmup",
-                "0",
-                "--repeat",
-                "1",
                 "--json",
             ]);
+            args.extend(ONE_SHORT_RUN);
             let o = sluice(&args);
             assert!(o.status.success(), "{args:?}: {}", stderr(&o));
             let line = stdout(&o);
@@ -461,6 +456,9 @@ fn a_shared_memory_benchmark_takes_its_ring_size_and_other_transports_refuse_one
     );
 }
 
+/// The options of one short benchmark run: 0.3 s measured, no warm-up.
+const ONE_SHORT_RUN: [&str; 6] = ["--duration", "0.3", "--warmup", "0", "--repeat", "1"];
+
 /// Runs `sluice args` and checks that it fails with exit code 1 and `message` on stderr.
 fn assert_refused(args: &[&str], message: &str) {
     let o = sluice(args);
@@ -473,15 +471,8 @@ fn assert_refused(args: &[&str], message: &str) {
 fn short_bench(bench: &[&str], transport: &str, size: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = bench.to_vec();
     args.extend(["--transport", transport, "--size", size]);
-    args.extend([
-        "--duration",
-        "0.3",
-        "--warmup",
-        "0",
-        "--repeat",
-        "1",
-        "--json",
-    ]);
+    args.extend(ONE_SHORT_RUN);
+    args.push("--json");
     args.extend(extra);
     let o = sluice(&args);
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
@@ -769,18 +760,13 @@ fn an_application_benchmark_reports_its_yardsticks_beside_it() {
     assert!(json["latency_ns"].is_null(), "as fast as possible: {json}");
     assert!(json.get("target_rate").is_none(), "{json}");
     // At a rate, across processes (each PE re-executes the same command), with latency.
-    let json = app_bench(&[
-        "--plan",
-        "processes",
-        "--rate",
-        "5000",
-        "--duration",
-        "0.3",
-        "--warmup",
-        "0",
-        "--repeat",
-        "1",
-    ]);
+    let json = app_bench(
+        &[
+            &["--plan", "processes", "--rate", "5000"],
+            &ONE_SHORT_RUN[..],
+        ]
+        .concat(),
+    );
     assert_eq!(json["plan"], "processes");
     assert_eq!(json["target_rate"], 5000);
     for field in ["p50", "p99", "p999"] {
