@@ -15,7 +15,9 @@ mod registry;
 mod result;
 mod wordcount;
 
+pub(crate) use entry::Benchable;
 pub use measure::AppBenchArgs;
+pub(crate) use registry::BENCHABLE;
 
 use measure::{measure, AppSettings};
 
