@@ -36,7 +36,7 @@ pub enum BenchCommand {
     Suite(crate::suite::SuiteArgs),
     /// The receiving process of a cross-process benchmark (started by the benchmark itself).
     #[command(hide = true)]
-    Peer(crate::transports::processes::PeerArgs),
+    Peer(crate::transports::endpoints::PeerArgs),
     /// The receiving process of a peer library's benchmark (started by the suite itself).
     #[command(hide = true)]
     PeerLib(crate::suite::PeerReceiverArgs),

@@ -37,11 +37,12 @@
 //! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
 //! without printing.
 //!
-//! The crate is built in layers, each using only the layers below it (`tests/layers.rs` fails
-//! otherwise): `foundation` (settings, tuples, sending and recording, statistics, the result
-//! types) <- `transports` (the transport benchmarks and their baselines) <- `apps` (the
-//! application benchmarks and their yardsticks) <- `suite` (every experiment and its report)
-//! <- `cli` (the command line, which names them all) and this root, which only dispatches.
+//! The crate is built in layers, each using only the layers below it, and no two of its
+//! modules use each other (`tests/layers.rs` fails otherwise): `foundation` (settings, tuples,
+//! sending and recording, statistics, the result types) <- `transports` (the transport
+//! benchmarks and their baselines) <- `apps` (the application benchmarks and their
+//! yardsticks) <- `suite` (every experiment and its report) <- `cli` (the command line, which
+//! names them all) and this root, which only dispatches.
 #![forbid(unsafe_code)]
 
 mod apps;

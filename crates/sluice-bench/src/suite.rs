@@ -8,10 +8,10 @@
 //! module `app_job`), with a progress bar and an estimate of the time left. Each
 //! measurement becomes one line of `results.jsonl` as soon as it is done (module `output`), so
 //! a run cut short keeps what it measured. At the end the directory gets `report.md` and a
-//! self-contained `report.html` (module `report`) and the plots as SVG and PNG (module
-//! `plots`); `--docs FILE` also writes the page that sets our figures beside the papers'
-//! (module `papers`). `--from results.jsonl` rebuilds all of that from an earlier run
-//! without measuring again.
+//! self-contained `report.html` (module `report`, which reads the records as `rows`) and the
+//! plots as SVG and PNG (module `plots`); `--docs FILE` also writes the page that sets our
+//! figures beside the papers' (module `papers`). `--from results.jsonl` rebuilds all of that
+//! from an earlier run without measuring again.
 //!
 //! A measurement that fails does not stop the suite: its line says `"skipped": true` with the
 //! reason, as does a peer library this binary was built without.
@@ -23,6 +23,7 @@ mod papers;
 mod peers;
 mod plots;
 mod report;
+mod rows;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,9 +1,10 @@
 //! The bench crate's layers depend in one direction only: every path a module writes into the
 //! crate (`crate::...`, `super::...`, `self::...`, in `use` declarations, code, macro bodies
 //! and doc links) must lead to its own layer or a lower one, never to a higher one and never
-//! to an item of the crate root (which only dispatches and re-exports). The sources are parsed
-//! with `syn`, so a use inside an inline `mod tests { use super::*; }` resolves from that
-//! module, not from its file.
+//! to an item of the crate root (which only dispatches and re-exports). Within a layer too, no
+//! modules (files) may use each other in a circle, a module's use of its parent or children
+//! aside. The sources are parsed with `syn`, so a use inside an inline
+//! `mod tests { use super::*; }` resolves from that module, not from its file.
 
 use std::path::Path;
 
@@ -94,10 +95,13 @@ fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<St
     }
 }
 
+/// A path into the crate: the module it is written in, and the path it leads to.
+type Use = (Vec<String>, Vec<String>);
+
 /// Collects the paths into the crate that one file writes, with the module each is written in.
 struct Uses {
     module: Vec<String>,
-    found: Vec<(Vec<String>, Vec<String>)>,
+    found: Vec<Use>,
 }
 
 impl Uses {
@@ -157,46 +161,115 @@ impl<'ast> Visit<'ast> for Uses {
 /// What breaks the layering among `files` (each a module path such as `suite::report` and
 /// its source): one line per module outside every layer and per path leading upward.
 fn violations(files: &[(String, String)]) -> Vec<String> {
-    let mut found = Vec::new();
-    for (module, source) in files {
-        let path: Vec<String> = module
-            .split("::")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect();
-        let Some(own) = rank(&path) else {
-            found.push(format!("{module}: in no layer (add it to LAYERS)"));
+    let mut found: Vec<String> = files
+        .iter()
+        .filter(|(module, _)| rank(&split(module)).is_none())
+        .map(|(module, _)| format!("{module}: in no layer (add it to LAYERS)"))
+        .collect();
+    let (uses, unparsed) = all_uses(files);
+    found.extend(unparsed);
+    for (from, target) in uses {
+        // A module in no layer is reported above.
+        let Some(own) = rank(&from) else {
             continue;
         };
-        let file = match syn::parse_file(source) {
-            Ok(file) => file,
-            Err(e) => {
-                found.push(format!("{module}: does not parse: {e}"));
-                continue;
-            }
+        // A path to the root's own items (its re-exports, its functions) has no layer.
+        let upward = match rank(&target) {
+            Some(to) => to > own,
+            None => own != ROOT,
         };
-        let mut uses = Uses {
-            module: path,
-            found: Vec::new(),
-        };
-        uses.visit_file(&file);
-        for (from, target) in uses.found {
-            let to = rank(&target);
-            // A path to the root's own items (its re-exports, its functions) has no layer.
-            let upward = match to {
-                Some(to) => to > own,
-                None => own != ROOT,
-            };
-            if upward {
-                found.push(format!(
-                    "{} uses crate::{}, a higher layer",
-                    from.join("::"),
-                    target.join("::")
-                ));
-            }
+        if upward {
+            found.push(format!(
+                "{} uses crate::{}, a higher layer",
+                from.join("::"),
+                target.join("::")
+            ));
         }
     }
     found
+}
+
+/// Every path into the crate that `files` write, and the modules that do not parse.
+fn all_uses(files: &[(String, String)]) -> (Vec<Use>, Vec<String>) {
+    let mut found = Vec::new();
+    let mut unparsed = Vec::new();
+    for (module, source) in files {
+        match syn::parse_file(source) {
+            Ok(file) => {
+                let mut uses = Uses {
+                    module: split(module),
+                    found: Vec::new(),
+                };
+                uses.visit_file(&file);
+                found.extend(uses.found);
+            }
+            Err(e) => unparsed.push(format!("{module}: does not parse: {e}")),
+        }
+    }
+    (found, unparsed)
+}
+
+/// `a::b` as its segments; the root (`""`) has none.
+fn split(module: &str) -> Vec<String> {
+    module
+        .split("::")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A cycle among the modules of `files` (each file a module; a module's use of its ancestors
+/// or descendants does not count), as the modules around it, or `None`.
+fn cycle(files: &[(String, String)]) -> Option<Vec<String>> {
+    let modules: Vec<Vec<String>> = files.iter().map(|(m, _)| split(m)).collect();
+    // The file module that holds `path`: the longest one that prefixes it.
+    let holder = |path: &[String]| {
+        (0..modules.len())
+            .filter(|&i| path.starts_with(&modules[i]))
+            .max_by_key(|&i| modules[i].len())
+    };
+    let mut edges = vec![std::collections::BTreeSet::new(); modules.len()];
+    for (from, to) in all_uses(files).0 {
+        let (Some(a), Some(b)) = (holder(&from), holder(&to)) else {
+            continue;
+        };
+        let related = modules[a].starts_with(&modules[b]) || modules[b].starts_with(&modules[a]);
+        if !related {
+            edges[a].insert(b);
+        }
+    }
+    // Depth first; a module met again while still on the path closes a cycle.
+    fn visit(
+        at: usize,
+        edges: &[std::collections::BTreeSet<usize>],
+        state: &mut [u8],
+        path: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        state[at] = 1;
+        path.push(at);
+        for &next in &edges[at] {
+            if state[next] == 1 {
+                let start = path.iter().position(|&m| m == next).unwrap_or(0);
+                return Some([&path[start..], &[next]].concat());
+            }
+            if state[next] == 0 {
+                if let Some(found) = visit(next, edges, state, path) {
+                    return Some(found);
+                }
+            }
+        }
+        path.pop();
+        state[at] = 2;
+        None
+    }
+    let mut state = vec![0u8; modules.len()];
+    (0..modules.len()).find_map(|start| {
+        if state[start] != 0 {
+            return None;
+        }
+        let found = visit(start, &edges, &mut state, &mut Vec::new())?;
+        Some(found.iter().map(|&m| files[m].0.clone()).collect())
+    })
 }
 
 /// Every source file under `dir`, as (module path, text).
@@ -218,17 +291,49 @@ fn sources(dir: &Path, module: &str, out: &mut Vec<(String, String)>) {
     }
 }
 
+/// The crate's own source files.
+fn crate_sources() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    sources(&src, "", &mut files);
+    assert!(files.len() > 20, "found only {} source files", files.len());
+    files
+}
+
 #[test]
 fn no_module_uses_a_higher_layer() {
-    let mut files = Vec::new();
-    sources(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        "",
-        &mut files,
-    );
-    assert!(files.len() > 20, "found only {} source files", files.len());
-    let found = violations(&files);
+    let found = violations(&crate_sources());
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn no_modules_use_each_other_in_a_circle() {
+    assert_eq!(cycle(&crate_sources()), None);
+}
+
+#[test]
+fn a_circle_is_found_but_not_a_parent_and_its_child() {
+    let file = |module: &str, source: &str| (module.to_string(), source.to_string());
+    let circle = [
+        file("suite", "mod a; mod b; pub use a::X;"),
+        file("suite::a", "use super::b::Y; pub struct X;"),
+        file("suite::b", "pub struct Y; fn f() { crate::suite::a::X; }"),
+        file("suite::c", "use super::X;"),
+    ];
+    assert_eq!(
+        cycle(&circle),
+        Some(
+            ["suite::a", "suite::b", "suite::a"]
+                .map(String::from)
+                .to_vec()
+        )
+    );
+    let tree = [
+        file("suite", "mod a; mod b; use a::X;"),
+        file("suite::a", "use super::b::Y; pub struct X;"),
+        file("suite::b", "use super::Z; pub struct Y;"),
+    ];
+    assert_eq!(cycle(&tree), None);
 }
 
 #[test]

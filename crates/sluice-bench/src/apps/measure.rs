@@ -28,7 +28,7 @@ use crate::apps::result::{AppResult, AppRun, YardstickResult, YardstickRun};
 use crate::foundation::args::RunArgs;
 use crate::foundation::machine;
 use crate::foundation::stats::{median, ratio, LatencySummary};
-use crate::transports::processes::pin;
+use crate::transports::endpoints::pin;
 
 /// Options of `sluice bench app`.
 #[derive(Debug, Clone, Args)]

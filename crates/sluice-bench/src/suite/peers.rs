@@ -39,9 +39,9 @@ use crate::foundation::payload::{dispatch, Payload, PayloadVisitor};
 use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
 use crate::foundation::report::BenchResult;
 use crate::foundation::stats::LatencySummary;
+use crate::transports::endpoints::{pin, PeerProcess, PATIENCE};
 use crate::transports::measure::{median_round_trip, medians};
 use crate::transports::network::{write_all, RawWriter};
-use crate::transports::processes::{pin, PeerProcess, PATIENCE};
 use crate::transports::reflect::{raw_round_trips, InFlight, RawEcho};
 
 /// A peer library.

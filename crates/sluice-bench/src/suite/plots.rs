@@ -14,7 +14,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use super::report::{Row, ORDER};
+use super::rows::{Row, ORDER};
 
 /// Throughput in tuples/s by size.
 pub(crate) const THROUGHPUT: &str = "throughput";

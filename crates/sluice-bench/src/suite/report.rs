@@ -9,138 +9,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::plots;
+use super::rows::{rows, Row, ORDER};
 use crate::foundation::report::si;
 use crate::foundation::stats::LatencySummary;
-
-/// The fields of a record the report reads (every one optional but `experiment`).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Row {
-    pub(crate) experiment: String,
-    pub(crate) bench: Option<String>,
-    pub(crate) transport: Option<String>,
-    pub(crate) peer: Option<String>,
-    pub(crate) compared_with: Vec<String>,
-    pub(crate) encoding: Option<String>,
-    pub(crate) tuple_size: Option<usize>,
-    pub(crate) target_rate: Option<u64>,
-    pub(crate) receivers: Option<usize>,
-    pub(crate) ring_bytes: Option<usize>,
-    pub(crate) skipped: bool,
-    pub(crate) reason: Option<String>,
-    pub(crate) tuples_per_sec: Option<f64>,
-    pub(crate) gbit_per_sec: Option<f64>,
-    pub(crate) per_receiver_tuples_per_sec: Option<f64>,
-    pub(crate) latency_method: Option<String>,
-    pub(crate) latency_ns: Option<LatencySummary>,
-    pub(crate) round_trip_ns: Option<LatencySummary>,
-    pub(crate) p50_ratio_to_handoff: Option<f64>,
-    pub(crate) baseline: Option<BaselineRow>,
-    pub(crate) cacheline_oneway_ns: Option<f64>,
-    pub(crate) handoff_oneway_ns: Option<f64>,
-    pub(crate) stamped_oneway_ns: Option<f64>,
-    pub(crate) memcpy: Vec<MemcpyRow>,
-    pub(crate) machine: Option<MachineRow>,
-    pub(crate) commit: Option<String>,
-    pub(crate) duration_s: Option<f64>,
-    pub(crate) runs: Vec<Value>,
-    pub(crate) app: Option<String>,
-    pub(crate) plan: Option<String>,
-    pub(crate) unit: Option<String>,
-    pub(crate) input: Option<String>,
-    pub(crate) per_sec: Option<f64>,
-    pub(crate) yardsticks: Vec<YardstickRow>,
-}
-
-/// One yardstick of an application's record.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct YardstickRow {
-    pub(crate) name: String,
-    pub(crate) per_sec: f64,
-    pub(crate) ratio: Option<f64>,
-}
-
-/// A record's baseline.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct BaselineRow {
-    pub(crate) name: String,
-    pub(crate) tuples_per_sec: f64,
-    pub(crate) gbit_per_sec: f64,
-    pub(crate) latency_ns: Option<LatencySummary>,
-    pub(crate) round_trip_ns: Option<LatencySummary>,
-}
-
-/// One memcpy figure of the hardware record.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct MemcpyRow {
-    pub(crate) bytes: usize,
-    pub(crate) gbit_per_sec: f64,
-}
-
-/// The machine of a record.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct MachineRow {
-    pub(crate) cpu: String,
-    pub(crate) cores: usize,
-    pub(crate) kernel: String,
-    pub(crate) memory_gib: f64,
-}
-
-impl Row {
-    fn is(&self, experiment: &str) -> bool {
-        self.experiment == experiment && !self.skipped
-    }
-
-    fn transport(&self) -> &str {
-        self.transport.as_deref().unwrap_or("")
-    }
-
-    fn size(&self) -> usize {
-        self.tuple_size.unwrap_or(0)
-    }
-
-    fn latency(&self) -> bool {
-        self.bench.as_deref() == Some("latency")
-    }
-
-    fn normal(&self) -> bool {
-        self.encoding.as_deref() == Some("normal")
-    }
-
-    fn tps(&self) -> f64 {
-        self.tuples_per_sec.unwrap_or(0.0)
-    }
-
-    /// Whether its latency was measured by ping-pong.
-    fn ping_pong(&self) -> bool {
-        self.latency_method.as_deref() == Some("ping-pong")
-    }
-
-    /// How its latency was measured, for a table: `RTT/2`, `ping-pong RTT/2` or `one way`.
-    fn method(&self) -> &'static str {
-        match self.latency_method.as_deref() {
-            Some("half-round-trip") => "RTT/2",
-            Some("ping-pong") => "ping-pong RTT/2",
-            _ => "one way",
-        }
-    }
-}
-
-/// The records as rows (records that do not parse are left out).
-pub(crate) fn rows(records: &[Value]) -> Vec<Row> {
-    records
-        .iter()
-        .filter_map(|r| serde_json::from_value(r.clone()).ok())
-        .collect()
-}
 
 /// A table of the report.
 #[derive(Debug, Clone, Default)]
@@ -225,16 +99,6 @@ pub(crate) fn times(ratio: Option<f64>) -> String {
 fn ratio(ours: f64, theirs: f64) -> Option<f64> {
     crate::foundation::stats::ratio(ours, theirs)
 }
-
-/// The transports in the order the tables list them.
-pub(crate) const ORDER: [&str; 6] = [
-    "fused",
-    "threaded",
-    "shm-vega",
-    "shm-osr",
-    "tcp",
-    "tcp-batched",
-];
 
 fn sorted_unique<T: Ord + Clone>(values: impl Iterator<Item = T>) -> Vec<T> {
     let mut v: Vec<T> = values.collect();

@@ -6,7 +6,7 @@ use crate::foundation::args::{Bench, Settings, Transport, TupleEncoding};
 use crate::foundation::load::{Load, Pacer};
 use crate::foundation::machine;
 use crate::foundation::payload::{self, Payload, PayloadVisitor};
-use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
+use crate::foundation::record::{Counting, Measured, Recorder, RunFigures, Timing};
 use crate::foundation::report::{render_json, render_table, BaselineResult, BenchResult};
 use crate::foundation::stats::{self, median, LatencySummary};
 use crate::transports::{baseline, engine, mpi, processes};
@@ -32,42 +32,6 @@ pub(crate) fn measure(settings: &Settings) -> anyhow::Result<BenchResult> {
     let facade = settings.encoding == TupleEncoding::Facade;
     let measured = payload::dispatch(facade, settings.size, Measure(settings))??;
     Ok(summarise(settings, measured))
-}
-
-/// Every run of both sides.
-pub(crate) struct Measured {
-    pub(crate) sluice: Vec<RunFigures>,
-    /// The baseline's runs that could be measured.
-    pub(crate) baseline: Vec<RunFigures>,
-    /// Why a baseline run could not be measured (the first such run).
-    baseline_failure: Option<String>,
-    pinned: bool,
-    baseline_pinned: bool,
-}
-
-impl Measured {
-    /// Nothing measured yet, room for `repeat` runs a side.
-    pub(crate) fn new(repeat: usize, pinned: bool) -> Self {
-        Self {
-            sluice: Vec::with_capacity(repeat),
-            baseline: Vec::with_capacity(repeat),
-            baseline_failure: None,
-            pinned,
-            baseline_pinned: pinned,
-        }
-    }
-
-    /// Keeps baseline run `i`, or why it failed: a baseline that cannot be measured leaves
-    /// Sluice's figures standing, without a ratio.
-    pub(crate) fn baseline_run(&mut self, i: usize, run: anyhow::Result<RunFigures>) {
-        match run {
-            Ok(figures) => self.baseline.push(figures),
-            Err(e) => {
-                self.baseline_failure
-                    .get_or_insert_with(|| format!("baseline run {i}: {e:#}"));
-            }
-        }
-    }
 }
 
 /// Runs a benchmark with the payload type the settings select.

@@ -15,7 +15,7 @@ use anyhow::Context;
 
 use crate::foundation::args::{Bench, Settings};
 use crate::foundation::record::RunFigures;
-use crate::transports::processes::{encoding_name, PeerProcess};
+use crate::transports::endpoints::{encoding_name, PeerProcess};
 
 /// The environment variable Open MPI sets in every rank.
 const ENV_RANK: &str = "OMPI_COMM_WORLD_RANK";
@@ -86,7 +86,7 @@ mod ranks {
     use crate::foundation::load::{Load, Pacer};
     use crate::foundation::payload::{dispatch, Payload, PayloadVisitor};
     use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
-    use crate::transports::processes::{encoded_size, pin, record, send, send_pinned};
+    use crate::transports::endpoints::{encoded_size, pin, record, send, send_pinned};
 
     /// Runs this rank's side of one run: rank 0 sends, rank 1 receives and prints its
     /// figures.

@@ -49,10 +49,10 @@ use crate::foundation::args::{LatencyMethod, Settings, Transport};
 use crate::foundation::load::{Generator, Load, Pacer, Span, BATCH};
 use crate::foundation::payload::{Payload, PayloadVisitor};
 use crate::foundation::record::{Loss, Recorder, RunFigures, Timing, RECEIVED};
-use crate::transports::network::{announce, loopback, params as tcp_params, secret_from_env};
-use crate::transports::processes::{
-    encoded_size, pin, segment, vega_slots, PeerArgs, PeerProcess, PATIENCE,
+use crate::transports::endpoints::{
+    announce, encoded_size, pin, segment, vega_slots, PeerArgs, PeerProcess, PATIENCE,
 };
+use crate::transports::network::{loopback, params as tcp_params, secret_from_env};
 use crate::transports::udp::{params as udp_params, raw_socket};
 
 /// What a shared-memory reflector prints when its rings are ready.
@@ -97,7 +97,7 @@ fn spawn(
 
 /// The address a network reflector announced on its first line.
 fn listening(line: &str) -> anyhow::Result<SocketAddr> {
-    crate::transports::network::announced(line)
+    crate::transports::endpoints::announced(line)
         .with_context(|| format!("the reflector announced no address: {line:?}"))
 }
 
@@ -513,7 +513,7 @@ pub(crate) fn run_baseline<P: Payload>(
     rate: u64,
 ) -> anyhow::Result<RunFigures> {
     if !s.transport.is_network() {
-        return Ok(crate::transports::processes::hardware_run(s));
+        return Ok(crate::transports::hardware::hardware_run(s));
     }
     let tuple_bytes = encoded_size(&template)?;
     let (reflector, line) = spawn(s, true, "", tuple_bytes, None, None)?;

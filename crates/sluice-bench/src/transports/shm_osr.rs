@@ -20,7 +20,7 @@ use crate::foundation::args::{Bench, Settings, TupleEncoding};
 use crate::foundation::load::{Load, Pacer, Span};
 use crate::foundation::payload::{dispatch, Payload, PayloadVisitor};
 use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
-use crate::transports::processes::{encoding_name, pin, record, segment, send, PATIENCE};
+use crate::transports::endpoints::{encoding_name, pin, record, segment, send, PATIENCE};
 
 /// Options of the hidden `sluice bench osr-sender` (one sending process).
 #[derive(Debug, Clone, Args)]

@@ -31,8 +31,8 @@ use crate::foundation::args::Settings;
 use crate::foundation::load::Load;
 use crate::foundation::payload::Payload;
 use crate::foundation::record::{Loss, Recorder, RunFigures};
-use crate::transports::network::{announce, run_baseline, run_sluice, secret_from_env, RawWriter};
-use crate::transports::processes::{encoded_size, PATIENCE};
+use crate::transports::endpoints::{announce, encoded_size, PATIENCE};
+use crate::transports::network::{run_baseline, run_sluice, secret_from_env, RawWriter};
 
 /// Each socket's kernel buffer, both sides.
 const SOCKET_BUFFER: usize = 4 << 20;

@@ -12,8 +12,8 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use sluice_sync::{Idle, IdleStrategy};
 
+use crate::transports::endpoints::PATIENCE;
 use crate::transports::network::RawWriter;
-use crate::transports::processes::PATIENCE;
 use crate::transports::reflect::RawEcho;
 
 /// How long the sender's socket may hold unsent messages when it closes, in ms.
