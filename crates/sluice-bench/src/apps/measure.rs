@@ -62,7 +62,10 @@ pub(crate) struct AppSettings {
     pub(crate) bench: &'static Benchable,
     /// The plan as named on the command line.
     pub(crate) plan: String,
-    request: PlanRequest,
+    /// The application, built once: every run makes its operators afresh from the graph.
+    app: sluice_apps::App,
+    /// Its physical plan.
+    physical: PhysicalPlan,
     /// Source tuples per second; `None` is as fast as possible.
     pub(crate) rate: Option<u64>,
     /// Measured in each run.
@@ -73,60 +76,61 @@ pub(crate) struct AppSettings {
     pub(crate) repeat: usize,
     /// Print JSON.
     pub(crate) json: bool,
+    /// The application's `--set` values, which the yardsticks read too.
     settings: Settings,
     /// The core the plan pins the counted operator's thread to, where the yardsticks run.
     pub(crate) core: Option<usize>,
 }
 
 impl AppSettings {
-    /// Checks `args`: the application is benchable, its settings and the plan are valid (the
-    /// application is built and planned once here), the numbers are in range.
+    /// Checks `args` and builds and plans the application: it is benchable, its settings and
+    /// the plan are valid, the numbers are in range.
     pub(crate) fn from_args(args: &AppBenchArgs) -> anyhow::Result<Self> {
         let bench = registry::find(&args.app)?;
         let (duration, warmup, repeat) = args.run.checked()?;
-        let mut s = Self {
+        let rate = args.rate.filter(|&r| r > 0);
+        let settings = Settings::parse(args.settings.iter().map(String::as_str))?;
+        let config = AppConfig {
+            rate,
+            duration: Some(duration),
+            settings: settings.clone(),
+            ..AppConfig::default()
+        };
+        let app = sluice_apps::build(bench.name, &config)?;
+        let request = PlanRequest::from_choice(&args.plan)?;
+        let physical = sluice_plan::plan(&app.graph, &request, &PlanOptions::default())?;
+        let core = app
+            .graph
+            .find(bench.counted)
+            .and_then(|op| physical.instances.iter().find(|i| i.operator == op.id.0))
+            .and_then(|instance| physical.threads().find(|t| t.id == instance.thread))
+            .and_then(|thread| thread.core);
+        Ok(Self {
             bench,
             plan: args.plan.clone(),
-            request: PlanRequest::from_choice(&args.plan)?,
-            rate: args.rate.filter(|&r| r > 0),
+            app,
+            physical,
+            rate,
             duration,
             warmup,
             repeat,
             json: args.run.json,
-            settings: Settings::parse(args.settings.iter().map(String::as_str))?,
-            core: None,
-        };
-        let (app, plan) = s.build(s.duration)?;
-        s.core = app
-            .graph
-            .find(bench.counted)
-            .and_then(|op| plan.instances.iter().find(|i| i.operator == op.id.0))
-            .and_then(|instance| plan.threads().find(|t| t.id == instance.thread))
-            .and_then(|thread| thread.core);
-        Ok(s)
-    }
-
-    /// The application built for a run of `duration`, and its plan.
-    fn build(&self, duration: Duration) -> anyhow::Result<(sluice_apps::App, PhysicalPlan)> {
-        let config = AppConfig {
-            rate: self.rate,
-            duration: Some(duration),
-            settings: self.settings.clone(),
-            ..AppConfig::default()
-        };
-        let app = sluice_apps::build(self.bench.name, &config)?;
-        let plan = sluice_plan::plan(&app.graph, &self.request, &PlanOptions::default())?;
-        Ok((app, plan))
+            settings,
+            core,
+        })
     }
 
     /// Runs the application for `duration`, stopping and draining it then.
     fn job(&self, duration: Duration) -> anyhow::Result<JobReport> {
-        let (app, plan) = self.build(duration)?;
         let options = RunOptions {
             duration: Some(duration),
             ..RunOptions::default()
         };
-        Ok(sluice_runtime::run(&app.graph, &plan, &options)?)
+        Ok(sluice_runtime::run(
+            &self.app.graph,
+            &self.physical,
+            &options,
+        )?)
     }
 
     /// In a process the runtime started as one PE of the application's job: runs that PE and
