@@ -9,340 +9,78 @@
 //!   minus send time; the result gives p50, p99, p99.9 and the mean.
 //!
 //! Sluice is measured for real: a `source -> sink` graph planned fused or threaded and run by
-//! `sluice_runtime` (module `engine`). Each run is followed by a run of a hand-written
-//! baseline sharing the same sender and receiver code (module `baseline`): a direct call for
-//! fused, a `crossbeam_channel::bounded(4096)` between two pinned threads for threaded. Each
-//! run warms up first (discarded), `--repeat` runs give medians plus every run's figures.
+//! `sluice_runtime` (module `transports::engine`). Each run is followed by a run of a
+//! hand-written baseline sharing the same sender and receiver code (module
+//! `transports::baseline`): a direct call for fused, a `crossbeam_channel::bounded(4096)`
+//! between two pinned threads for threaded. Each run warms up first (discarded), `--repeat`
+//! runs give medians plus every run's figures.
 //!
 //! - `--transport shm-vega|tcp|tcp-batched|tcp-adaptive`: sender and receiver in two pinned
-//!   processes (module `processes`); shm-vega against the hardware (cache-line transfer,
-//!   memcpy), the tcp profiles against raw TCP on loopback measured in the same run (module
-//!   `network`).
+//!   processes (module `transports::processes`); shm-vega against the hardware (cache-line
+//!   transfer, memcpy), the tcp profiles against raw TCP on loopback measured in the same run
+//!   (module `transports::network`).
 //! - `--transport udp-mq [--queues Q]`: the same across UDP, against raw UDP with one system
-//!   call per datagram (module `udp`); nothing holds a UDP sender back, so the share of tuples
-//!   lost is reported beside the rate.
+//!   call per datagram (module `transports::udp`); nothing holds a UDP sender back, so the
+//!   share of tuples lost is reported beside the rate.
 //!
 //! - `--transport mpi` (feature `mpi`): two ranks of one `mpirun` joined by the `mpi`
-//!   transport, against raw TCP on loopback measured in the same run (module `mpi`).
+//!   transport, against raw TCP on loopback measured in the same run (module
+//!   `transports::mpi`).
 //!
 //! - `sluice bench baseline`: the hardware's limits (cache-line one-way time between two cores,
-//!   one core's memcpy bandwidth), module `hardware`.
+//!   one core's memcpy bandwidth), module `transports::hardware`.
+//!
+//! - `sluice bench app NAME --plan P [--rate N]`: a built-in application's throughput under a
+//!   plan beside hand-written single-threaded programs doing the same computation (its
+//!   yardsticks), and with a rate its end-to-end latency (module `apps`).
 //!
 //! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
 //! without printing.
+//!
+//! The crate is built in layers, each using only the layers below it, and no two of its
+//! modules use each other (`tests/layers.rs` fails otherwise): `foundation` (settings, tuples,
+//! sending and recording, statistics, the result types) <- `transports` (the transport
+//! benchmarks and their baselines) <- `apps` (the application benchmarks and their
+//! yardsticks) <- `suite` (every experiment and its report) <- `cli` (the command line, which
+//! names them all) and this root, which only dispatches.
 #![forbid(unsafe_code)]
 
-mod args;
-mod baseline;
-mod engine;
-mod hardware;
-mod load;
-mod machine;
-mod mpi;
-mod network;
-mod payload;
-mod processes;
-mod record;
-mod reflect;
-mod report;
-mod shm_osr;
-mod stats;
+mod apps;
+mod cli;
+mod foundation;
 mod suite;
-mod udp;
+mod transports;
 
-pub use args::{
-    BenchArgs, BenchCommand, CommonArgs, LatencyArgs, LatencyMethod, ThroughputArgs, Transport,
-    TupleEncoding, MAX_NORMAL_SIZE,
+pub use apps::AppBenchArgs;
+pub use cli::{BenchArgs, BenchCommand};
+pub use foundation::args::{
+    CommonArgs, LatencyArgs, LatencyMethod, RunArgs, ThroughputArgs, Transport, TupleEncoding,
+    MAX_NORMAL_SIZE,
 };
-pub use hardware::{BaselineArgs, HardwareResult, MemcpyFigure};
-pub use payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
-pub use record::{Loss, RunFigures};
-pub use report::{render_json, render_table, BaselineResult, BenchResult};
-pub use stats::{gbit_per_sec, median, tuples_per_sec, LatencySummary};
+pub use foundation::payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
+pub use foundation::record::{Loss, RunFigures};
+pub use foundation::report::{render_json, render_table, BaselineResult, BenchResult};
+pub use foundation::stats::{gbit_per_sec, median, tuples_per_sec, LatencySummary};
 pub use suite::{Experiment, PeerReceiverArgs, SuiteArgs};
+pub use transports::hardware::{BaselineArgs, HardwareResult, MemcpyFigure};
 
-use args::{Bench, Settings};
-use load::{Load, Pacer};
-use payload::{Payload, PayloadVisitor};
-use record::{Counting, Recorder, Timing};
-use sluice_graph::OperatorReport;
+use transports::{hardware, measure, processes, shm_osr};
 
 /// Runs the benchmark `args` asks for and prints its result: a table, or one line of JSON with
 /// `--json`.
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     match &args.command {
-        BenchCommand::Baseline(baseline) => return hardware::main(baseline),
-        BenchCommand::Peer(peer) => return processes::peer(peer),
-        BenchCommand::OsrSender(sender) => return shm_osr::sender(sender),
-        BenchCommand::Suite(suite) => return suite::main(suite),
-        BenchCommand::PeerLib(receiver) => return suite::peer_receiver(receiver),
-        _ => {}
+        BenchCommand::App(app) => apps::main(app),
+        BenchCommand::Baseline(baseline) => hardware::main(baseline),
+        BenchCommand::Peer(peer) => processes::peer(peer),
+        BenchCommand::OsrSender(sender) => shm_osr::sender(sender),
+        BenchCommand::Suite(suite) => suite::main(suite),
+        BenchCommand::PeerLib(receiver) => suite::peer_receiver(receiver),
+        BenchCommand::Throughput(_) | BenchCommand::Latency(_) => measure::main(&args.settings()?),
     }
-    let settings = Settings::from_args(&args)?;
-    if settings.transport == Transport::Mpi && mpi::in_rank() {
-        return mpi::rank(&settings);
-    }
-    let result = measure(&settings)?;
-    if settings.json {
-        println!("{}", render_json(&result));
-    } else {
-        print!("{}", render_table(&result));
-    }
-    Ok(())
 }
 
 /// Runs the benchmark `args` asks for and returns its result.
 pub fn run(args: &BenchArgs) -> anyhow::Result<BenchResult> {
-    measure(&Settings::from_args(args)?)
-}
-
-fn measure(settings: &Settings) -> anyhow::Result<BenchResult> {
-    let facade = settings.encoding == TupleEncoding::Facade;
-    let measured = payload::dispatch(facade, settings.size, Measure(settings))??;
-    Ok(summarise(settings, measured))
-}
-
-/// Every run of both sides.
-struct Measured {
-    sluice: Vec<RunFigures>,
-    /// The baseline's runs that could be measured.
-    baseline: Vec<RunFigures>,
-    /// Why a baseline run could not be measured (the first such run).
-    baseline_failure: Option<String>,
-    pinned: bool,
-    baseline_pinned: bool,
-}
-
-impl Measured {
-    /// Nothing measured yet, room for `repeat` runs a side.
-    fn new(repeat: usize, pinned: bool) -> Self {
-        Self {
-            sluice: Vec::with_capacity(repeat),
-            baseline: Vec::with_capacity(repeat),
-            baseline_failure: None,
-            pinned,
-            baseline_pinned: pinned,
-        }
-    }
-
-    /// Keeps baseline run `i`, or why it failed: a baseline that cannot be measured leaves
-    /// Sluice's figures standing, without a ratio.
-    fn baseline_run(&mut self, i: usize, run: anyhow::Result<RunFigures>) {
-        match run {
-            Ok(figures) => self.baseline.push(figures),
-            Err(e) => {
-                self.baseline_failure
-                    .get_or_insert_with(|| format!("baseline run {i}: {e:#}"));
-            }
-        }
-    }
-}
-
-/// Runs a benchmark with the payload type the settings select.
-struct Measure<'a>(&'a Settings);
-
-impl PayloadVisitor for Measure<'_> {
-    type Output = anyhow::Result<Measured>;
-
-    fn visit<P: Payload>(self, size: usize) -> Self::Output {
-        match self.0.bench {
-            Bench::Throughput => repeat::<P, Counting>(self.0, P::template(size), Load::Flood),
-            Bench::Latency { rate } => {
-                repeat::<P, Timing>(self.0, P::template(size), Load::Paced(Pacer::new(rate)))
-            }
-        }
-    }
-}
-
-/// Alternates Sluice and baseline runs `repeat` times.
-fn repeat<P: Payload, R: Recorder>(
-    s: &Settings,
-    template: P,
-    load: Load,
-) -> anyhow::Result<Measured> {
-    let threaded = s.transport == Transport::Threaded;
-    if s.transport.crosses_processes() {
-        return processes::repeat::<P>(s, template, load);
-    }
-    let mut measured = Measured::new(s.repeat, false);
-    for i in 1..=s.repeat {
-        let engine = engine::run_engine::<P, R>(
-            threaded,
-            s.receivers,
-            template.clone(),
-            load.clone(),
-            s.warmup,
-            s.duration,
-            s.idle,
-        )
-        .map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?;
-        measured.pinned = engine.pinned;
-        measured.sluice.push(
-            summed(&engine.sinks, s.size).map_err(|e| anyhow::anyhow!("sluice run {i}: {e:#}"))?,
-        );
-
-        let reports = if threaded {
-            let run = baseline::channel::<P, R>(
-                s.receivers,
-                template.clone(),
-                load.clone(),
-                s.warmup,
-                s.duration,
-                s.idle,
-            )?;
-            measured.baseline_pinned = run.pinned;
-            run.receivers
-        } else {
-            vec![baseline::direct_call::<P, R>(
-                template.clone(),
-                load.clone(),
-                s.warmup,
-                s.duration,
-                s.idle,
-            )]
-        };
-        measured.baseline_run(i, summed(&reports, s.size));
-    }
-    Ok(measured)
-}
-
-/// The figures of the receivers' reports, summed over them.
-fn summed(reports: &[OperatorReport], size: usize) -> anyhow::Result<RunFigures> {
-    let figures = reports
-        .iter()
-        .map(|r| RunFigures::from_report(r, size))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(RunFigures::sum(&figures, size))
-}
-
-/// The median share of tuples lost over the runs that could lose any.
-fn median_loss(runs: &[RunFigures]) -> Option<f64> {
-    let fractions: Vec<f64> = runs
-        .iter()
-        .filter_map(|r| r.loss.map(|l| l.fraction()))
-        .collect();
-    (!fractions.is_empty()).then(|| median(&fractions))
-}
-
-/// The median of each round-trip figure over the runs that measured one.
-pub(crate) fn median_round_trip(runs: &[RunFigures]) -> Option<LatencySummary> {
-    let trips: Vec<LatencySummary> = runs.iter().filter_map(|r| r.round_trip_ns).collect();
-    LatencySummary::median_of(&trips)
-}
-
-pub(crate) fn medians(runs: &[RunFigures]) -> (f64, f64, Option<LatencySummary>) {
-    let of = |f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
-    let latencies: Vec<LatencySummary> = runs.iter().filter_map(|r| r.latency_ns).collect();
-    (
-        of(|r| r.tuples_per_sec),
-        of(|r| r.gbit_per_sec),
-        LatencySummary::median_of(&latencies),
-    )
-}
-
-fn summarise(s: &Settings, m: Measured) -> BenchResult {
-    let (tps, gbit, one_way) = medians(&m.sluice);
-    let (base_tps, base_gbit, base_latency) = medians(&m.baseline);
-    let latency = matches!(s.bench, Bench::Latency { .. });
-    let reflected = latency && s.method.reflects();
-    let (name, description) = match s.transport {
-        Transport::Fused => (
-            "direct-call",
-            "one thread, a plain loop passing each tuple by reference to an #[inline(never)] sink"
-                .to_string(),
-        ),
-        Transport::ShmVega | Transport::ShmOsr => (
-            "hardware",
-            "one-way cache-line transfer between cores 0 and 1 (latency); one core's memcpy of the tuple size, offset off the source's page position (throughput)".to_string(),
-        ),
-        Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive if reflected => (
-            "raw-tcp",
-            "one TCP_NODELAY connection on loopback from core 0 to a reflector process on core 1 and back: one write() per tuple, the reflector writing back whatever it reads, the sender cutting what comes back into tuples; one way = half the round trip".to_string(),
-        ),
-        Transport::UdpMq if reflected => (
-            "raw-udp",
-            "a connected UDP socket on loopback from core 0 to a reflector process on core 1 and back: one send() per tuple, the reflector sending each datagram back; one way = half the round trip of the datagrams that came back".to_string(),
-        ),
-        Transport::Tcp | Transport::TcpBatched | Transport::TcpAdaptive | Transport::Mpi => (
-            "raw-tcp",
-            "two processes on cores 0 and 1 over loopback: one blocking write() per tuple on a TCP_NODELAY socket, a reader cutting non-blocking reads into tuples of the fixed size".to_string(),
-        ),
-        Transport::UdpMq => (
-            "raw-udp",
-            "two processes on cores 0 and 1 over loopback: one send() per tuple on a connected UDP socket, a reader taking one datagram per non-blocking recv(), 4 MiB socket buffers; loss counted from the writer's total".to_string(),
-        ),
-        Transport::Threaded => (
-            "crossbeam-channel",
-            format!(
-                "crossbeam_channel::bounded({}) from one thread to {} receiving thread(s){}, same sender and receiver code",
-                baseline::CHANNEL_CAPACITY,
-                s.receivers,
-                if m.baseline_pinned { ", pinned to cores 0, 1, ..." } else { " (not pinned: fewer cores than threads)" }
-            ),
-        ),
-    };
-    let latency_ratio = |f: fn(&LatencySummary) -> f64| match (one_way, base_latency) {
-        (Some(ours), Some(theirs)) => stats::ratio(f(&ours), f(&theirs)),
-        _ => None,
-    };
-    // `ours` over the median of a yardstick the baseline runs measured beside their own.
-    let yardstick_ratio = |ours: Option<f64>, figure: fn(&RunFigures) -> Option<f64>| {
-        let runs: Vec<f64> = m.baseline.iter().filter_map(figure).collect();
-        ours.filter(|_| !runs.is_empty())
-            .and_then(|ours| stats::ratio(ours, stats::median(&runs)))
-    };
-    let handoff_ratio = yardstick_ratio(one_way.map(|l| l.p50), |run| run.handoff_ns);
-    let ring_memcpy_ratio = yardstick_ratio(Some(gbit), |run| run.ring_memcpy_gbit);
-    let (target_rate, ratio_to_baseline) = match s.bench {
-        Bench::Throughput => (None, stats::ratio(tps, base_tps)),
-        Bench::Latency { rate } => (Some(rate), None),
-    };
-    BenchResult {
-        bench: match s.bench {
-            Bench::Throughput => "throughput",
-            Bench::Latency { .. } => "latency",
-        },
-        transport: s.transport,
-        encoding: s.encoding,
-        tuple_size: s.size,
-        producers: s.producers,
-        receivers: s.receivers,
-        per_receiver_tuples_per_sec: (s.receivers > 1).then(|| tps / s.receivers as f64),
-        ring_bytes: matches!(s.transport, Transport::ShmOsr | Transport::ShmVega)
-            .then_some(s.ring_bytes),
-        target_rate,
-        tuples_per_sec: tps,
-        gbit_per_sec: gbit,
-        latency_method: latency.then_some(s.method),
-        latency_ns: one_way,
-        round_trip_ns: median_round_trip(&m.sluice),
-        loss: median_loss(&m.sluice),
-        duration_s: s.duration.as_secs_f64(),
-        warmup_s: s.warmup.as_secs_f64(),
-        pinned: m.pinned,
-        idle: s
-            .idle
-            .map_or_else(|| "default".to_string(), |i| i.name().to_string()),
-        runs: m.sluice,
-        baseline: BaselineResult {
-            name,
-            description,
-            skipped: m.baseline.is_empty(),
-            reason: m.baseline_failure,
-            tuples_per_sec: (!m.baseline.is_empty()).then_some(base_tps),
-            gbit_per_sec: (!m.baseline.is_empty()).then_some(base_gbit),
-            latency_ns: base_latency,
-            round_trip_ns: median_round_trip(&m.baseline),
-            loss: median_loss(&m.baseline),
-            runs: m.baseline,
-        },
-        ratio_to_baseline,
-        p50_ratio_to_baseline: latency_ratio(|l| l.p50),
-        p99_ratio_to_baseline: latency_ratio(|l| l.p99),
-        ratio_to_ring_memcpy: ring_memcpy_ratio,
-        p50_ratio_to_handoff: handoff_ratio,
-        commit: machine::commit(),
-        cpu: machine::cpu(),
-        cores: machine::cores(),
-    }
+    measure::measure(&args.settings()?)
 }

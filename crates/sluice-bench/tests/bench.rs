@@ -136,7 +136,7 @@ fn the_command_line_is_well_formed_and_documented() {
     let sluice_bench::BenchCommand::Throughput(t) = args.command else {
         panic!("not throughput")
     };
-    assert_eq!((t.common.repeat, t.common.warmup), (3, 0.5));
+    assert_eq!((t.common.run.repeat, t.common.run.warmup), (3, 0.5));
     assert_eq!(t.common.encoding, sluice_bench::TupleEncoding::Facade);
     assert!(Cli::try_parse_from([
         "sluice",

@@ -13,6 +13,7 @@
 //! another. Every PE runs on `localhost` today.
 #![forbid(unsafe_code)]
 
+mod choice;
 mod file;
 mod hosts;
 mod placement;
@@ -21,6 +22,7 @@ mod planner;
 mod render;
 mod transports;
 
+pub use choice::{PlanChoiceError, TomlSyntaxError};
 pub use file::{EdgeSpec, PlanFile, ThreadSpec};
 pub use hosts::{HostSpec, HostsError, HostsFile, LauncherSpec};
 pub use plan::{

@@ -1,12 +1,12 @@
 //! The `--plan` option shared by `run` and `plan`, and building an application with it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use sluice_apps::{AppConfig, Settings};
-use sluice_plan::{HostsError, HostsFile, PhysicalPlan, PlanFile, PlanOptions, PlanRequest};
+use sluice_plan::{HostsError, HostsFile, PhysicalPlan, PlanOptions, PlanRequest, TomlSyntaxError};
 
 /// Options that choose the application and its plan.
 #[derive(Args, Debug, Clone)]
@@ -32,25 +32,7 @@ pub(crate) struct AppArgs {
 impl AppArgs {
     /// Parses the plan choice.
     pub fn request(&self) -> anyhow::Result<PlanRequest> {
-        match self.plan.as_str() {
-            "fused" => Ok(PlanRequest::Fused),
-            "threaded" => Ok(PlanRequest::Threaded),
-            "processes" => Ok(PlanRequest::Processes),
-            path => {
-                let path = PathBuf::from(path);
-                if !path.exists() {
-                    anyhow::bail!(
-                        "--plan {}: not 'fused', 'threaded', 'processes' or an existing plan file",
-                        path.display()
-                    );
-                }
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read plan file {}", path.display()))?;
-                let file = PlanFile::parse(&text)
-                    .map_err(|e| toml_error("plan file", &path, &text, &e))?;
-                Ok(PlanRequest::File(path.display().to_string(), file))
-            }
-        }
+        Ok(PlanRequest::from_choice(&self.plan)?)
     }
 
     /// Builds the application with `config` (whose settings this fills in) and plans it.
@@ -65,28 +47,13 @@ impl AppArgs {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read hosts file {}", path.display()))?;
             options.hosts = Some(HostsFile::parse(&text).map_err(|e| match e {
-                HostsError::Syntax(e) => toml_error("hosts file", path, &text, &e),
+                HostsError::Syntax(e) => TomlSyntaxError::new("hosts file", path, &text, &e).into(),
                 HostsError::Invalid(m) => anyhow::anyhow!("hosts file {}: {m}", path.display()),
             })?);
         }
         let plan = sluice_plan::plan(&app.graph, &self.request()?, &options)?;
         Ok((app, plan))
     }
-}
-
-/// A TOML error as one line naming the file, the line and the column.
-fn toml_error(what: &str, path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
-    let (line, column) = e.span().map_or((1, 1), |span| {
-        let before = &text[..span.start.min(text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-        (line, column)
-    });
-    anyhow::anyhow!(
-        "{what} {}, line {line}, column {column}: {}",
-        path.display(),
-        e.message().trim().replace('\n', "; ")
-    )
 }
 
 /// Parses a duration in seconds, such as `5` or `0.5`.

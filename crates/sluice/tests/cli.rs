@@ -37,6 +37,7 @@ fn help_is_everywhere() {
         vec!["run", "--help"],
         vec!["plan", "--help"],
         vec!["apps", "--help"],
+        vec!["bench", "app", "--help"],
     ] {
         let o = sluice(&args);
         assert!(o.status.success(), "{args:?}");
@@ -374,14 +375,9 @@ fn shared_memory_benchmarks_run_across_processes_and_leave_no_segment() {
                 producers,
                 "--size",
                 "64",
-                "--duration",
-                "0.3",
-                "--warmup",
-                "0",
-                "--repeat",
-                "1",
                 "--json",
             ]);
+            args.extend(ONE_SHORT_RUN);
             let o = sluice(&args);
             assert!(o.status.success(), "{args:?}: {}", stderr(&o));
             let line = stdout(&o);
@@ -460,6 +456,9 @@ fn a_shared_memory_benchmark_takes_its_ring_size_and_other_transports_refuse_one
     );
 }
 
+/// The options of one short benchmark run: 0.3 s measured, no warm-up.
+const ONE_SHORT_RUN: [&str; 6] = ["--duration", "0.3", "--warmup", "0", "--repeat", "1"];
+
 /// Runs `sluice args` and checks that it fails with exit code 1 and `message` on stderr.
 fn assert_refused(args: &[&str], message: &str) {
     let o = sluice(args);
@@ -472,15 +471,8 @@ fn assert_refused(args: &[&str], message: &str) {
 fn short_bench(bench: &[&str], transport: &str, size: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = bench.to_vec();
     args.extend(["--transport", transport, "--size", size]);
-    args.extend([
-        "--duration",
-        "0.3",
-        "--warmup",
-        "0",
-        "--repeat",
-        "1",
-        "--json",
-    ]);
+    args.extend(ONE_SHORT_RUN);
+    args.push("--json");
     args.extend(extra);
     let o = sluice(&args);
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
@@ -715,5 +707,91 @@ fn relay_measures_round_trips_in_one_thread_and_across_processes() {
         stderr(&o).contains("operator 'relay' must run never on the same host as 'pinger'"),
         "{}",
         stderr(&o)
+    );
+}
+
+/// Runs `sluice bench app wordcount` with `extra` arguments and returns its JSON line, after
+/// checking the fields every result has.
+fn app_bench(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["bench", "app", "wordcount", "--json"];
+    args.extend(extra);
+    let o = sluice(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!(json["bench"], "app", "{json}");
+    assert_eq!(json["app"], "wordcount", "{json}");
+    assert_eq!(json["unit"], "words", "{json}");
+    assert_eq!(json["counted_operator"], "sum", "{json}");
+    assert!(json["per_sec"].as_f64().unwrap() > 0.0, "{json}");
+    for run in json["runs"].as_array().unwrap() {
+        assert!(run["units"].as_u64().unwrap() > 0, "{json}");
+        assert!(run["elapsed_s"].as_f64().unwrap() > 0.0, "{json}");
+    }
+    let names: Vec<&str> = json["yardsticks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|y| y["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["naive", "tuned"], "{json}");
+    for y in json["yardsticks"].as_array().unwrap() {
+        assert!(!y["description"].as_str().unwrap().is_empty(), "{json}");
+        assert!(y["per_sec"].as_f64().unwrap() > 0.0, "{json}");
+        assert!(y["ratio"].as_f64().unwrap() > 0.0, "{json}");
+        assert_eq!(
+            y["runs"].as_array().unwrap().len(),
+            json["runs"].as_array().unwrap().len()
+        );
+    }
+    for field in ["duration_s", "warmup_s", "cores"] {
+        assert!(json[field].as_f64().is_some(), "{field}: {json}");
+    }
+    for field in ["commit", "cpu", "plan", "input"] {
+        assert!(json[field].as_str().is_some(), "{field}: {json}");
+    }
+    json
+}
+
+#[test]
+fn an_application_benchmark_reports_its_yardsticks_beside_it() {
+    let json = app_bench(&["--duration", "0.3", "--warmup", "0.1", "--repeat", "2"]);
+    assert_eq!(json["plan"], "fused");
+    assert_eq!(json["runs"].as_array().unwrap().len(), 2, "{json}");
+    assert!(json["latency_ns"].is_null(), "as fast as possible: {json}");
+    assert!(json.get("target_rate").is_none(), "{json}");
+    // At a rate, across processes (each PE re-executes the same command), with latency.
+    let json = app_bench(
+        &[
+            &["--plan", "processes", "--rate", "5000"],
+            &ONE_SHORT_RUN[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(json["plan"], "processes");
+    assert_eq!(json["target_rate"], 5000);
+    for field in ["p50", "p99", "p999"] {
+        assert!(json["latency_ns"][field].as_f64().unwrap() > 0.0, "{json}");
+    }
+    assert!(json["runs"][0]["latency_ns"].is_object(), "{json}");
+}
+
+#[test]
+fn an_application_without_yardsticks_is_refused_naming_those_there_are() {
+    assert_one_line_error(
+        &["bench", "app", "nosuch"],
+        "no benchable application named 'nosuch'; benchable applications: wordcount",
+    );
+    assert_one_line_error(
+        &["bench", "app", "relay"],
+        "relay has no yardsticks to measure it against yet; benchable applications: wordcount",
+    );
+    assert_one_line_error(&["bench", "app", "wordcount", "--repeat", "0"], "--repeat");
+    assert_one_line_error(
+        &["bench", "app", "wordcount", "--set", "colour=red"],
+        "no setting 'colour'",
+    );
+    assert_one_line_error(
+        &["bench", "app", "wordcount", "--plan", "/no/plan.toml"],
+        "--plan",
     );
 }

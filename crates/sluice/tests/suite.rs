@@ -96,6 +96,10 @@ fn check_schema(r: &Value) {
         return;
     }
     let bench = string(r, "bench");
+    if bench == "app" {
+        app_schema(r);
+        return;
+    }
     assert!(bench == "throughput" || bench == "latency", "{r}");
     assert!(r["tuple_size"].as_u64().is_some(), "{r}");
     assert!(number(r, "tuples_per_sec") > 0.0, "{r}");
@@ -142,6 +146,29 @@ fn check_schema(r: &Value) {
     }
 }
 
+/// An application's record: its throughput and runs, each yardstick's beside it with the
+/// ratio, and the latency when it ran at a rate.
+fn app_schema(r: &Value) {
+    string(r, "app");
+    string(r, "plan");
+    string(r, "unit");
+    assert!(number(r, "per_sec") > 0.0, "{r}");
+    assert!(
+        r["runs"].as_array().is_some_and(|runs| !runs.is_empty()),
+        "{r}"
+    );
+    let yardsticks = r["yardsticks"].as_array().expect("yardsticks");
+    assert!(!yardsticks.is_empty(), "{r}");
+    for y in yardsticks {
+        string(y, "name");
+        assert!(number(y, "per_sec") > 0.0, "{r}");
+        assert!(number(y, "ratio") > 0.0, "{r}");
+    }
+    if r.get("target_rate").is_some() {
+        latency(&r["latency_ns"]);
+    }
+}
+
 fn read_records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .expect("results.jsonl")
@@ -185,6 +212,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         "encoding",
         "fanout",
         "large",
+        "apps",
         "peers",
     ] {
         assert!(
@@ -269,7 +297,10 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
 
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
-        md.contains("| tuple bytes |") && md.contains("## Fan-out") && md.contains("## Round trip"),
+        md.contains("| tuple bytes |")
+            && md.contains("## Fan-out")
+            && md.contains("## Round trip")
+            && md.contains("## Applications\n\n### wordcount"),
         "{md}"
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();

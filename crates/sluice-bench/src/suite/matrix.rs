@@ -10,6 +10,7 @@
 //! | `encoding` | IBM Table 3 | the throughput jobs again with normal tuples |
 //! | `fanout` | IBM Table 6 | one sender to 1..6 receivers at 22, 108 and 1,004 bytes |
 //! | `large` | TurboStream Fig. 8 | 10 KB..320 KB messages at 100..3,000/s, shm-osr and tcp, and the ring size |
+//! | `apps` | TurboStream's WordCount | every benchable application under the fused, threaded and processes plans beside its hand-written yardsticks, as fast as possible and at 40,000 source tuples/s (latency) |
 //! | `peers` | what a user would pick instead | ZeroMQ (ipc, tcp), iceoryx2; crossbeam comes with `threaded` |
 
 use std::time::Duration;
@@ -20,9 +21,10 @@ use serde_json::Value;
 
 use sluice_sync::IdleStrategy;
 
+use super::app_job::AppJob;
 use super::output;
 use super::peers::{self, Peer, PeerJob};
-use crate::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
+use crate::foundation::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
 
 /// One experiment of the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -46,6 +48,9 @@ pub enum Experiment {
     Fanout,
     /// 10 KB to 320 KB messages over shm-osr and tcp, and the ring size they need.
     Large,
+    /// The built-in applications under each plan beside their hand-written yardsticks, as
+    /// fast as possible and at a rate.
+    Apps,
     /// The peer libraries: ZeroMQ and iceoryx2 (crossbeam comes with `threaded`).
     Peers,
 }
@@ -61,6 +66,7 @@ impl Experiment {
             Self::Encoding => "encoding",
             Self::Fanout => "fanout",
             Self::Large => "large",
+            Self::Apps => "apps",
             Self::Peers => "peers",
         }
     }
@@ -130,6 +136,9 @@ pub(crate) const PING_PONG_RATE: u64 = 1_000_000_000;
 /// The rate of the ring-size sweep.
 pub(crate) const RING_SWEEP_RATE: u64 = 3_000;
 
+/// The source rate (tuples per second) at which the applications' latency is measured.
+pub(crate) const APP_RATE: u64 = 40_000;
+
 /// Everything a level measures.
 struct Plan {
     hardware: (usize, u64, usize),
@@ -146,6 +155,8 @@ struct Plan {
     large_rates: Vec<u64>,
     ring_sweep: Vec<usize>,
     large: Timing,
+    app_plans: Vec<&'static str>,
+    apps: Timing,
 }
 
 impl Level {
@@ -176,6 +187,8 @@ impl Level {
                 large_rates: vec![100, 1_000, 3_000],
                 ring_sweep: [128, 256, 512, 1024, 2048, 4096].map(kb).to_vec(),
                 large: timing(1.0, 0.1, 2),
+                app_plans: vec!["fused", "threaded", "processes"],
+                apps: timing(1.0, 0.2, 3),
             },
             Self::Quick => Plan {
                 hardware: (1, 50_000, 256 << 20),
@@ -192,6 +205,8 @@ impl Level {
                 large_rates: vec![1_000],
                 ring_sweep: [128, 2048].map(kb).to_vec(),
                 large: timing(0.3, 0.05, 1),
+                app_plans: vec!["fused", "threaded", "processes"],
+                apps: timing(0.3, 0.1, 1),
             },
             Self::Smoke => Plan {
                 hardware: (1, 5_000, 16 << 20),
@@ -208,6 +223,8 @@ impl Level {
                 large_rates: vec![1_000],
                 ring_sweep: vec![],
                 large: timing(0.1, 0.0, 1),
+                app_plans: vec!["fused"],
+                apps: timing(0.1, 0.0, 1),
             },
         }
     }
@@ -222,6 +239,8 @@ enum What {
     Sluice(Settings),
     /// One peer library.
     Peer(PeerJob),
+    /// One `sluice bench app`.
+    App(AppJob),
 }
 
 /// One measurement of the suite.
@@ -253,6 +272,7 @@ impl Job {
                 s.repeat as f64 * 2.0 * (run + start)
             }
             What::Peer(job) => job.estimate().as_secs_f64(),
+            What::App(job) => job.estimate().as_secs_f64(),
         };
         Duration::from_secs_f64(seconds)
     }
@@ -276,6 +296,7 @@ impl Job {
                 label
             }
             What::Peer(job) => format!("{experiment}: {}", job.label()),
+            What::App(job) => format!("{experiment}: {}", job.label()),
         }
     }
 
@@ -284,10 +305,10 @@ impl Job {
     pub(crate) fn run(&self) -> Vec<Value> {
         match &self.what {
             What::Hardware(repeat, trips, bytes) => {
-                let result = crate::hardware::measure(*repeat, *trips, *bytes);
+                let result = crate::transports::hardware::measure(*repeat, *trips, *bytes);
                 vec![output::to_value(&result)]
             }
-            What::Sluice(s) => match crate::measure(s) {
+            What::Sluice(s) => match crate::transports::measure::measure(s) {
                 Ok(result) => {
                     let mut records = vec![output::to_value(&result)];
                     if matches!(
@@ -301,6 +322,7 @@ impl Job {
                 Err(e) => vec![output::skipped_sluice(s, &format!("{e:#}"))],
             },
             What::Peer(job) => vec![job.run()],
+            What::App(job) => vec![job.run()],
         }
     }
 }
@@ -446,6 +468,18 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
             ));
         }
     }
+    if wanted(Experiment::Apps) {
+        for bench in crate::apps::BENCHABLE {
+            for &app_plan in &plan.app_plans {
+                for rate in [None, Some(APP_RATE)] {
+                    jobs.push(Job {
+                        experiment: Experiment::Apps,
+                        what: What::App(AppJob::new(bench, app_plan, rate, plan.apps)),
+                    });
+                }
+            }
+        }
+    }
     if wanted(Experiment::Peers) {
         for peer in Peer::OUT_OF_PROCESS {
             for &size in &plan.throughput_sizes {
@@ -500,6 +534,11 @@ mod tests {
             count(Experiment::Large),
             3 * 6 * 2 + 5,
             "the sweep reuses 2 MiB"
+        );
+        assert_eq!(
+            count(Experiment::Apps),
+            crate::apps::BENCHABLE.len() * 3 * 2,
+            "every benchable application, three plans, flooded and paced"
         );
         let minutes = jobs
             .iter()

@@ -3,8 +3,8 @@
 //!
 //! Every record has `experiment`, `run_index` (its place in the run, from 0), `machine` (CPU
 //! model, cores, kernel, memory), `commit` and `skipped`; a skipped one has a `reason`. A
-//! Sluice measurement carries the fields of [`BenchResult`](crate::BenchResult), a peer's
-//! `"peer": NAME`, the hardware's those of [`HardwareResult`](crate::HardwareResult).
+//! Sluice measurement carries the fields of [`BenchResult`](crate::foundation::report::BenchResult), a peer's
+//! `"peer": NAME`, the hardware's those of [`HardwareResult`](crate::transports::hardware::HardwareResult).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -15,8 +15,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::Experiment;
-use crate::args::{Bench, Settings};
-use crate::machine;
+use crate::foundation::args::{Bench, Settings};
+use crate::foundation::machine;
 
 /// The name of the results file in the output directory.
 pub(crate) const RESULTS: &str = "results.jsonl";

@@ -1,5 +1,5 @@
 //! The libraries a user would pick instead of Sluice, measured the way Sluice is: the same
-//! sender ([`Generator`](crate::load::Generator), each tuple's encoding handed over as bytes,
+//! sender ([`Generator`](crate::foundation::load::Generator), each tuple's encoding handed over as bytes,
 //! as the raw-TCP baseline does) on core 0, the same receiver bookkeeping
 //! ([`Recorder`]) on core 1 in a second process that re-executes this binary as
 //! `sluice bench peer-lib`, announces where it listens on its first line and prints its
@@ -32,15 +32,17 @@ use sluice_sync::IdleStrategy;
 use sluice_types::monotonic_ns;
 
 use super::output;
-use crate::args::{Bench, Transport};
-use crate::load::{Load, Pacer, Span};
-use crate::network::{write_all, RawWriter};
-use crate::payload::{dispatch, Payload, PayloadVisitor};
-use crate::processes::{pin, PeerProcess, PATIENCE};
-use crate::record::{Counting, Recorder, RunFigures, Timing};
-use crate::reflect::{raw_round_trips, InFlight, RawEcho};
-use crate::stats::LatencySummary;
-use crate::{median_round_trip, medians, BenchResult, LatencyMethod};
+use crate::foundation::args::LatencyMethod;
+use crate::foundation::args::{Bench, Transport};
+use crate::foundation::load::{Load, Pacer, Span};
+use crate::foundation::payload::{dispatch, Payload, PayloadVisitor};
+use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
+use crate::foundation::report::BenchResult;
+use crate::foundation::stats::LatencySummary;
+use crate::transports::endpoints::{pin, PeerProcess, PATIENCE};
+use crate::transports::measure::{median_round_trip, medians};
+use crate::transports::network::{write_all, RawWriter};
+use crate::transports::reflect::{raw_round_trips, InFlight, RawEcho};
 
 /// A peer library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -151,7 +153,7 @@ struct PeerRecord {
 
 /// The crossbeam peer's record from a `threaded` measurement's baseline.
 pub(crate) fn from_baseline(result: &BenchResult) -> Option<Value> {
-    let facade = result.encoding == crate::TupleEncoding::Facade;
+    let facade = result.encoding == crate::foundation::args::TupleEncoding::Facade;
     if result.transport != Transport::Threaded || result.receivers > 1 || !facade {
         return None;
     }

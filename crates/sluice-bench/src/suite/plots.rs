@@ -14,7 +14,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use super::report::{Row, ORDER};
+use super::rows::{Row, ORDER};
 
 /// Throughput in tuples/s by size.
 pub(crate) const THROUGHPUT: &str = "throughput";
@@ -275,7 +275,11 @@ fn latency(rows: &[Row]) -> Chart {
     // One colour per transport: p50 thick, p99 thin.
     for (i, t) in ORDER.iter().enumerate() {
         for (which, width, pick) in [
-            ("p50", 3, (|l| l.p50) as fn(&crate::LatencySummary) -> f64),
+            (
+                "p50",
+                3,
+                (|l| l.p50) as fn(&crate::foundation::stats::LatencySummary) -> f64,
+            ),
             ("p99", 1, |l| l.p99),
         ] {
             let pts = picked

@@ -9,123 +9,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::plots;
-use crate::report::si;
-use crate::stats::LatencySummary;
-
-/// The fields of a record the report reads (every one optional but `experiment`).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Row {
-    pub(crate) experiment: String,
-    pub(crate) bench: Option<String>,
-    pub(crate) transport: Option<String>,
-    pub(crate) peer: Option<String>,
-    pub(crate) compared_with: Vec<String>,
-    pub(crate) encoding: Option<String>,
-    pub(crate) tuple_size: Option<usize>,
-    pub(crate) target_rate: Option<u64>,
-    pub(crate) receivers: Option<usize>,
-    pub(crate) ring_bytes: Option<usize>,
-    pub(crate) skipped: bool,
-    pub(crate) reason: Option<String>,
-    pub(crate) tuples_per_sec: Option<f64>,
-    pub(crate) gbit_per_sec: Option<f64>,
-    pub(crate) per_receiver_tuples_per_sec: Option<f64>,
-    pub(crate) latency_method: Option<String>,
-    pub(crate) latency_ns: Option<LatencySummary>,
-    pub(crate) round_trip_ns: Option<LatencySummary>,
-    pub(crate) p50_ratio_to_handoff: Option<f64>,
-    pub(crate) baseline: Option<BaselineRow>,
-    pub(crate) cacheline_oneway_ns: Option<f64>,
-    pub(crate) handoff_oneway_ns: Option<f64>,
-    pub(crate) stamped_oneway_ns: Option<f64>,
-    pub(crate) memcpy: Vec<MemcpyRow>,
-    pub(crate) machine: Option<MachineRow>,
-    pub(crate) commit: Option<String>,
-    pub(crate) duration_s: Option<f64>,
-    pub(crate) runs: Vec<Value>,
-}
-
-/// A record's baseline.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct BaselineRow {
-    pub(crate) name: String,
-    pub(crate) tuples_per_sec: f64,
-    pub(crate) gbit_per_sec: f64,
-    pub(crate) latency_ns: Option<LatencySummary>,
-    pub(crate) round_trip_ns: Option<LatencySummary>,
-}
-
-/// One memcpy figure of the hardware record.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct MemcpyRow {
-    pub(crate) bytes: usize,
-    pub(crate) gbit_per_sec: f64,
-}
-
-/// The machine of a record.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct MachineRow {
-    pub(crate) cpu: String,
-    pub(crate) cores: usize,
-    pub(crate) kernel: String,
-    pub(crate) memory_gib: f64,
-}
-
-impl Row {
-    fn is(&self, experiment: &str) -> bool {
-        self.experiment == experiment && !self.skipped
-    }
-
-    fn transport(&self) -> &str {
-        self.transport.as_deref().unwrap_or("")
-    }
-
-    fn size(&self) -> usize {
-        self.tuple_size.unwrap_or(0)
-    }
-
-    fn latency(&self) -> bool {
-        self.bench.as_deref() == Some("latency")
-    }
-
-    fn normal(&self) -> bool {
-        self.encoding.as_deref() == Some("normal")
-    }
-
-    fn tps(&self) -> f64 {
-        self.tuples_per_sec.unwrap_or(0.0)
-    }
-
-    /// Whether its latency was measured by ping-pong.
-    fn ping_pong(&self) -> bool {
-        self.latency_method.as_deref() == Some("ping-pong")
-    }
-
-    /// How its latency was measured, for a table: `RTT/2`, `ping-pong RTT/2` or `one way`.
-    fn method(&self) -> &'static str {
-        match self.latency_method.as_deref() {
-            Some("half-round-trip") => "RTT/2",
-            Some("ping-pong") => "ping-pong RTT/2",
-            _ => "one way",
-        }
-    }
-}
-
-/// The records as rows (records that do not parse are left out).
-pub(crate) fn rows(records: &[Value]) -> Vec<Row> {
-    records
-        .iter()
-        .filter_map(|r| serde_json::from_value(r.clone()).ok())
-        .collect()
-}
+use super::rows::{rows, Row, ORDER};
+use crate::foundation::report::si;
+use crate::foundation::stats::LatencySummary;
 
 /// A table of the report.
 #[derive(Debug, Clone, Default)]
@@ -208,18 +97,8 @@ pub(crate) fn times(ratio: Option<f64>) -> String {
 }
 
 fn ratio(ours: f64, theirs: f64) -> Option<f64> {
-    crate::stats::ratio(ours, theirs)
+    crate::foundation::stats::ratio(ours, theirs)
 }
-
-/// The transports in the order the tables list them.
-pub(crate) const ORDER: [&str; 6] = [
-    "fused",
-    "threaded",
-    "shm-vega",
-    "shm-osr",
-    "tcp",
-    "tcp-batched",
-];
 
 fn sorted_unique<T: Ord + Clone>(values: impl Iterator<Item = T>) -> Vec<T> {
     let mut v: Vec<T> = values.collect();
@@ -858,6 +737,94 @@ fn large_section(rows: &[Row]) -> Section {
     }
 }
 
+/// The plans in the order the applications' tables list them; plan files come after.
+const PLAN_ORDER: [&str; 3] = ["fused", "threaded", "processes"];
+
+/// A table per application: a row per plan with its throughput as fast as possible beside
+/// each yardstick's and the ratio to it, and its end-to-end latency at the paced run's rate.
+fn apps_section(rows: &[Row]) -> Section {
+    let measured: Vec<&Row> = rows.iter().filter(|r| r.experiment == "apps").collect();
+    let mut tables = Vec::new();
+    for app in sorted_unique(measured.iter().filter_map(|r| r.app.clone())) {
+        let of_app: Vec<&Row> = measured
+            .iter()
+            .copied()
+            .filter(|r| r.app.as_ref() == Some(&app))
+            .collect();
+        let unit = of_app
+            .iter()
+            .find_map(|r| r.unit.clone())
+            .unwrap_or_default();
+        let input = of_app
+            .iter()
+            .find_map(|r| r.input.clone())
+            .unwrap_or_default();
+        let rate = of_app.iter().find_map(|r| r.target_rate);
+        let yardsticks: Vec<String> = of_app
+            .iter()
+            .find(|r| !r.yardsticks.is_empty())
+            .map(|r| r.yardsticks.iter().map(|y| y.name.clone()).collect())
+            .unwrap_or_default();
+        let mut header = vec!["plan".to_string(), format!("{app} {unit}/s")];
+        for y in &yardsticks {
+            header.extend([format!("{y} {unit}/s"), format!("{app} / {y}")]);
+        }
+        header.extend(["p50 us".to_string(), "p99 us".to_string()]);
+        let rate_note = rate.map_or_else(String::new, |r| format!(" at {r} {input}/s"));
+        let mut t = Table::new(
+            app.clone(),
+            format!(
+                "Throughput in {unit}/s as fast as possible, the application under each plan beside single-threaded hand-written programs doing the same computation on the same input (ratio below 1: the application is slower); end-to-end latency{rate_note}."
+            ),
+            &header.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        let mut plans = sorted_unique(of_app.iter().filter_map(|r| r.plan.clone()));
+        plans.sort_by_key(|p| {
+            PLAN_ORDER
+                .iter()
+                .position(|o| o == p)
+                .unwrap_or(PLAN_ORDER.len())
+        });
+        for plan in plans {
+            let run = |paced: bool| {
+                of_app
+                    .iter()
+                    .find(|r| r.plan.as_ref() == Some(&plan) && r.target_rate.is_some() == paced)
+            };
+            let mut cells = vec![plan.clone()];
+            match run(false) {
+                Some(r) if r.skipped => {
+                    cells.push(format!("skipped: {}", r.reason.clone().unwrap_or_default()));
+                    cells.extend(
+                        yardsticks
+                            .iter()
+                            .flat_map(|_| ["-".to_string(), "-".to_string()]),
+                    );
+                }
+                flooded => {
+                    cells.push(flooded.and_then(|r| r.per_sec).map_or("-".into(), si));
+                    for y in &yardsticks {
+                        let theirs =
+                            flooded.and_then(|r| r.yardsticks.iter().find(|t| &t.name == y));
+                        cells.push(theirs.map_or("-".into(), |t| si(t.per_sec)));
+                        cells.push(times(theirs.and_then(|t| t.ratio)));
+                    }
+                }
+            }
+            let latency = run(true).and_then(|r| r.latency_ns);
+            cells.push(latency.map_or("-".into(), |l| us(l.p50)));
+            cells.push(latency.map_or("-".into(), |l| us(l.p99)));
+            t.rows.push(cells);
+        }
+        tables.push(t);
+    }
+    Section {
+        title: "Applications",
+        tables,
+        plots: vec![],
+    }
+}
+
 fn peers_section(rows: &[Row]) -> Section {
     let mut t = Table::new(
         "The peers",
@@ -909,6 +876,7 @@ pub(crate) fn sections(rows: &[Row]) -> Vec<Section> {
         encoding_section(rows),
         fanout_section(rows),
         large_section(rows),
+        apps_section(rows),
         peers_section(rows),
     ]
 }
@@ -1053,6 +1021,80 @@ mod tests {
         );
         assert_eq!(t.rows[0], ["1", "-", "0.500", "0.020", "1.500"]);
         assert_eq!(t.rows[1], ["2", "3.000", "0.400", "0.010", "-"]);
+    }
+
+    #[test]
+    fn an_application_stands_beside_its_yardsticks_with_its_latency_at_the_rate() {
+        let app = |plan: &str, rate: Option<u64>, per_sec: f64| {
+            json!({
+                "experiment": "apps", "bench": "app", "app": "wordcount", "plan": plan,
+                "unit": "words", "input": "sentences", "target_rate": rate, "per_sec": per_sec,
+                "latency_ns": rate.map(|_| json!({"p50": 12_000.0, "p99": 48_000.0, "p999": 0.0,
+                    "mean": 0.0, "max": 0.0, "samples": 9})),
+                "yardsticks": [
+                    {"name": "naive", "per_sec": per_sec * 4.0, "ratio": 0.25},
+                    {"name": "tuned", "per_sec": per_sec * 10.0, "ratio": 0.1},
+                ],
+                "skipped": false,
+            })
+        };
+        let records = vec![
+            app("processes", None, 1e6),
+            app("fused", None, 2.5e6),
+            app("fused", Some(40_000), 4e5),
+            json!({"experiment": "apps", "bench": "app", "app": "wordcount", "plan": "threaded",
+                "skipped": true, "reason": "no cores"}),
+        ];
+        let section = apps_section(&rows(&records));
+        let t = &section.tables[0];
+        assert_eq!(
+            t.header,
+            [
+                "plan",
+                "wordcount words/s",
+                "naive words/s",
+                "wordcount / naive",
+                "tuned words/s",
+                "wordcount / tuned",
+                "p50 us",
+                "p99 us"
+            ]
+        );
+        assert!(
+            t.note.ends_with("latency at 40000 sentences/s."),
+            "{}",
+            t.note
+        );
+        assert_eq!(
+            t.rows[0],
+            ["fused", "2.50 M", "10.00 M", "0.25", "25.00 M", "0.10", "12.00", "48.00"]
+        );
+        assert_eq!(
+            t.rows[1],
+            [
+                "threaded",
+                "skipped: no cores",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-"
+            ]
+        );
+        assert_eq!(
+            t.rows[2],
+            [
+                "processes",
+                "1.00 M",
+                "4.00 M",
+                "0.25",
+                "10.00 M",
+                "0.10",
+                "-",
+                "-"
+            ]
+        );
     }
 
     #[test]

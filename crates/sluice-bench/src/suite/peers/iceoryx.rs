@@ -12,8 +12,8 @@ use iceoryx2::prelude::*;
 use iceoryx2::service::port_factory::publish_subscribe::PortFactory;
 use sluice_sync::IdleStrategy;
 
-use crate::network::RawWriter;
-use crate::processes::PATIENCE;
+use crate::transports::endpoints::PATIENCE;
+use crate::transports::network::RawWriter;
 
 /// Samples a subscriber may hold unread: enough to keep both sides busy.
 const BUFFER: usize = 256;

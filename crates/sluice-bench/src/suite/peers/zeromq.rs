@@ -12,9 +12,9 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use sluice_sync::{Idle, IdleStrategy};
 
-use crate::network::RawWriter;
-use crate::processes::PATIENCE;
-use crate::reflect::RawEcho;
+use crate::transports::endpoints::PATIENCE;
+use crate::transports::network::RawWriter;
+use crate::transports::reflect::RawEcho;
 
 /// How long the sender's socket may hold unsent messages when it closes, in ms.
 const LINGER_MS: i32 = 10_000;

@@ -16,11 +16,11 @@ use sluice_sync::IdleStrategy;
 use sluice_transport::shm_osr::{create_receiver, open_sender, DEFAULT_BATCH_BYTES};
 use sluice_types::monotonic_ns;
 
-use crate::args::{Bench, Settings, TupleEncoding};
-use crate::load::{Load, Pacer, Span};
-use crate::payload::{dispatch, Payload, PayloadVisitor};
-use crate::processes::{encoding_name, pin, record, segment, send, PATIENCE};
-use crate::record::{Counting, Recorder, RunFigures, Timing};
+use crate::foundation::args::{Bench, Settings, TupleEncoding};
+use crate::foundation::load::{Load, Pacer, Span};
+use crate::foundation::payload::{dispatch, Payload, PayloadVisitor};
+use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
+use crate::transports::endpoints::{encoding_name, pin, record, segment, send, PATIENCE};
 
 /// Options of the hidden `sluice bench osr-sender` (one sending process).
 #[derive(Debug, Clone, Args)]
@@ -136,7 +136,7 @@ pub(crate) fn run_once<P: Payload>(s: &Settings) -> anyhow::Result<RunFigures> {
             .args(["--ring-bytes", &s.ring_bytes.to_string()])
             .args([
                 "--core",
-                &producer_core(i, crate::machine::cores()).to_string(),
+                &producer_core(i, crate::foundation::machine::cores()).to_string(),
             ])
             .args(["--idle", idle.name()])
             .stdout(Stdio::null());

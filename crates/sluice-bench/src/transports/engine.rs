@@ -18,9 +18,9 @@ use sluice_runtime::{run, RunOptions};
 use sluice_sync::IdleStrategy;
 use sluice_types::{monotonic_ns, BatchRef, TupleRef};
 
-use crate::load::{Generator, Load, Span};
-use crate::payload::Payload;
-use crate::record::Recorder;
+use crate::foundation::load::{Generator, Load, Span};
+use crate::foundation::payload::Payload;
+use crate::foundation::record::Recorder;
 
 /// Emits tuples as its [`Load`] says, for its [`Span`] from its first call (so a slow start
 /// of the threads on a busy machine does not eat into the run).
@@ -130,7 +130,7 @@ pub(crate) fn run_engine<P: Payload, R: Recorder>(
     let span = Span { warmup, duration };
     let source = g.source("source", Ports::new().output::<P>(), move |_| BenchSource {
         generator: Generator::new(template.clone(), load.clone(), span),
-        batch: Vec::with_capacity(crate::load::BATCH),
+        batch: Vec::with_capacity(crate::foundation::load::BATCH),
     });
     let warmup_ns = u64::try_from(warmup.as_nanos()).unwrap_or(u64::MAX);
     let sink = g.operator("sink", Ports::new().input::<P>(), move |_| BenchSink::<

@@ -45,13 +45,15 @@ use sluice_transport::{shm_osr, shm_vega, tcp, udp_mq};
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
 use sluice_types::{monotonic_ns, Message};
 
-use crate::args::{LatencyMethod, Settings, Transport};
-use crate::load::{Generator, Load, Pacer, Span, BATCH};
-use crate::network::{announce, loopback, params as tcp_params, secret_from_env};
-use crate::payload::{Payload, PayloadVisitor};
-use crate::processes::{encoded_size, pin, segment, vega_slots, PeerArgs, PeerProcess, PATIENCE};
-use crate::record::{Loss, Recorder, RunFigures, Timing, RECEIVED};
-use crate::udp::{params as udp_params, raw_socket};
+use crate::foundation::args::{LatencyMethod, Settings, Transport};
+use crate::foundation::load::{Generator, Load, Pacer, Span, BATCH};
+use crate::foundation::payload::{Payload, PayloadVisitor};
+use crate::foundation::record::{Loss, Recorder, RunFigures, Timing, RECEIVED};
+use crate::transports::endpoints::{
+    announce, encoded_size, pin, segment, vega_slots, PeerArgs, PeerProcess, PATIENCE,
+};
+use crate::transports::network::{loopback, params as tcp_params, secret_from_env};
+use crate::transports::udp::{params as udp_params, raw_socket};
 
 /// What a shared-memory reflector prints when its rings are ready.
 const READY: &str = "ready";
@@ -95,7 +97,7 @@ fn spawn(
 
 /// The address a network reflector announced on its first line.
 fn listening(line: &str) -> anyhow::Result<SocketAddr> {
-    crate::network::announced(line)
+    crate::transports::endpoints::announced(line)
         .with_context(|| format!("the reflector announced no address: {line:?}"))
 }
 
@@ -362,12 +364,12 @@ impl PayloadVisitor for Reflector<'_> {
         }
         if let Some(profile) = args.transport.tcp_profile() {
             let params = tcp_params(profile, args.slot_bytes);
-            let mut rx = crate::network::bind::<P>(profile, args.slot_bytes)?;
+            let mut rx = crate::transports::network::bind::<P>(profile, args.slot_bytes)?;
             let mut tx = tcp::connect_sender::<P>(back()?, &secret_from_env()?, 0, &params)?;
             reflect(&mut rx, &mut tx, args.idle)
         } else if args.transport == Transport::UdpMq {
             let params = udp_params(args.queues, args.slot_bytes);
-            let mut rx = crate::udp::bind::<P>(args.queues, args.slot_bytes)?;
+            let mut rx = crate::transports::udp::bind::<P>(args.queues, args.slot_bytes)?;
             let mut tx = udp_mq::connect_sender::<P>(back()?, &secret_from_env()?, 0, &params)?;
             reflect(&mut rx, &mut tx, args.idle)
         } else if args.transport == Transport::ShmVega {
@@ -511,7 +513,7 @@ pub(crate) fn run_baseline<P: Payload>(
     rate: u64,
 ) -> anyhow::Result<RunFigures> {
     if !s.transport.is_network() {
-        return Ok(crate::processes::hardware_run(s));
+        return Ok(crate::transports::hardware::hardware_run(s));
     }
     let tuple_bytes = encoded_size(&template)?;
     let (reflector, line) = spawn(s, true, "", tuple_bytes, None, None)?;
@@ -851,7 +853,10 @@ mod tests {
     fn a_ring_pair_reflects_through_threads() {
         let (f, _) = reflect_through_threads(Load::Paced(Pacer::new(2_000)), InFlight::AsDue);
         let (rtt, one_way) = (f.round_trip_ns.unwrap(), f.latency_ns.unwrap());
-        assert!(rtt.samples >= crate::load::LEAST_PACED, "{rtt:?}");
+        assert!(
+            rtt.samples >= crate::foundation::load::LEAST_PACED,
+            "{rtt:?}"
+        );
         assert_eq!(one_way.p50, rtt.p50 / 2.0);
     }
 

@@ -1,50 +1,16 @@
-//! The command line of `sluice bench`, and its validation into [`Settings`].
+//! The options of `sluice bench throughput` and `latency`, and their validation into
+//! [`Settings`], which every benchmark below the command line reads.
 
 use std::time::Duration;
 
 use anyhow::bail;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use serde::Serialize;
 use sluice_sync::IdleStrategy;
 use sluice_transport::tcp::BatchProfile;
 
-use crate::load::Span;
-use crate::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
-
-/// Measure Sluice's transports, each against a hand-written baseline run alongside.
-#[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
-    /// What to measure.
-    #[command(subcommand)]
-    pub command: BenchCommand,
-}
-
-/// The benchmarks.
-#[derive(Debug, Clone, Subcommand)]
-pub enum BenchCommand {
-    /// Tuples per second and Gbit/s from a sender to a receiver, measured at the receiver
-    /// between its first and last tuple.
-    Throughput(ThroughputArgs),
-    /// Latency percentiles at a fixed rate: one way from CLOCK_MONOTONIC send timestamps
-    /// carried in the tuples, or half the round trip through a reflector process (`--method`;
-    /// the default across tcp and udp-mq).
-    Latency(LatencyArgs),
-    /// The hardware's own limits: cache-line ping-pong between two cores and one core's
-    /// memcpy bandwidth.
-    Baseline(crate::hardware::BaselineArgs),
-    /// Every experiment of the papers, beside the hardware and the peer libraries, in one run:
-    /// results.jsonl, report.md, report.html and plots in a directory.
-    Suite(crate::suite::SuiteArgs),
-    /// The receiving process of a cross-process benchmark (started by the benchmark itself).
-    #[command(hide = true)]
-    Peer(crate::processes::PeerArgs),
-    /// The receiving process of a peer library's benchmark (started by the suite itself).
-    #[command(hide = true)]
-    PeerLib(crate::suite::PeerReceiverArgs),
-    /// A sending process of a `shm-osr` benchmark (started by the benchmark itself).
-    #[command(hide = true)]
-    OsrSender(crate::shm_osr::OsrSenderArgs),
-}
+use crate::foundation::load::Span;
+use crate::foundation::payload::{facade_size_supported, unsupported_facade_size, TIMESTAMP_BYTES};
 
 /// Options of `sluice bench throughput`.
 #[derive(Debug, Clone, Args)]
@@ -139,29 +105,9 @@ pub struct CommonArgs {
     /// Tuple encoding: `facade` (fixed-size plain data) or `normal` (a byte vector).
     #[arg(long, value_enum, default_value_t = TupleEncoding::Facade)]
     pub encoding: TupleEncoding,
-    /// Seconds measured in each run.
-    #[arg(
-        long,
-        value_name = "S",
-        default_value_t = 2.0,
-        allow_negative_numbers = true
-    )]
-    pub duration: f64,
-    /// Seconds each run sends before measuring; what arrives then is discarded.
-    #[arg(
-        long,
-        value_name = "S",
-        default_value_t = 0.5,
-        allow_negative_numbers = true
-    )]
-    pub warmup: f64,
-    /// Runs of Sluice and of the baseline (alternating); the result is the median, with every
-    /// run's figures listed.
-    #[arg(long, value_name = "R", default_value_t = 3)]
-    pub repeat: usize,
-    /// Print one JSON object per result, one per line, instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    /// How long and how often it runs, and how it prints.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// How idle receivers wait, for Sluice and the baseline alike: busy-spin, yield, backoff
     /// or park (default: chosen from the thread and core counts, as `sluice run` does).
     #[arg(long, value_parser = IdleStrategy::parse)]
@@ -185,6 +131,49 @@ pub struct CommonArgs {
     /// of slots, 16 to 4096 of them.
     #[arg(long, value_name = "BYTES", default_value_t = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES)]
     pub ring_bytes: usize,
+}
+
+/// How long and how often a benchmark runs, and how it prints: options every benchmark has.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Seconds measured in each run.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 2.0,
+        allow_negative_numbers = true
+    )]
+    pub duration: f64,
+    /// Seconds each run goes before it is measured; what it does then is discarded.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 0.5,
+        allow_negative_numbers = true
+    )]
+    pub warmup: f64,
+    /// Runs of Sluice and of what it is measured against (alternating); the result is the
+    /// median, with every run's figures listed.
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub repeat: usize,
+    /// Print one JSON object per result, one per line, instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// The measured duration, the warm-up and the number of runs, checked; every problem is one
+    /// line naming the option.
+    pub(crate) fn checked(&self) -> anyhow::Result<(Duration, Duration, usize)> {
+        if self.repeat == 0 {
+            bail!("--repeat must be at least 1");
+        }
+        Ok((
+            seconds("--duration", self.duration, false)?,
+            seconds("--warmup", self.warmup, true)?,
+            self.repeat,
+        ))
+    }
 }
 
 /// How tuples go from sender to receiver.
@@ -338,7 +327,7 @@ impl Settings {
     /// never yields); pass `--idle busy-spin` there.
     pub(crate) fn process_idle(&self) -> IdleStrategy {
         self.idle.unwrap_or_else(|| {
-            IdleStrategy::default_for(1 + self.receivers, crate::machine::cores())
+            IdleStrategy::default_for(1 + self.receivers, crate::foundation::machine::cores())
         })
     }
 }
@@ -386,19 +375,13 @@ impl Settings {
         }
     }
 
-    /// Checks `args`; every problem is one line naming the option.
-    pub(crate) fn from_args(args: &BenchArgs) -> anyhow::Result<Self> {
-        let (common, bench, method) = match &args.command {
-            BenchCommand::Throughput(t) => (&t.common, Bench::Throughput, None),
-            BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
-            BenchCommand::Baseline(_)
-            | BenchCommand::Suite(_)
-            | BenchCommand::PeerLib(_)
-            | BenchCommand::Peer(_)
-            | BenchCommand::OsrSender(_) => {
-                bail!("this benchmark has no transport settings")
-            }
-        };
+    /// Checks the options of a throughput (`bench`) or latency benchmark; every problem is one
+    /// line naming the option.
+    pub(crate) fn from_args(
+        common: &CommonArgs,
+        bench: Bench,
+        method: Option<LatencyMethod>,
+    ) -> anyhow::Result<Self> {
         let size = common.size;
         if size == 0 {
             bail!("--size must be at least 1 byte");
@@ -422,9 +405,7 @@ impl Settings {
             }
             _ => {}
         }
-        if common.repeat == 0 {
-            bail!("--repeat must be at least 1");
-        }
+        let (duration, warmup, repeat) = common.run.checked()?;
         if !(1..=MAX_PRODUCERS).contains(&common.producers) {
             bail!(
                 "--producers must be between 1 and {MAX_PRODUCERS}, got {}",
@@ -487,10 +468,10 @@ impl Settings {
             transport: common.transport,
             encoding: common.encoding,
             size,
-            duration: seconds("--duration", common.duration, false)?,
-            warmup: seconds("--warmup", common.warmup, true)?,
-            repeat: common.repeat,
-            json: common.json,
+            duration,
+            warmup,
+            repeat,
+            json: common.run.json,
             idle: common.idle,
             producers: common.producers,
             queues: common.queues,

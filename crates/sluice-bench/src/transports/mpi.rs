@@ -13,9 +13,9 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use crate::args::{Bench, Settings};
-use crate::processes::{encoding_name, PeerProcess};
-use crate::record::RunFigures;
+use crate::foundation::args::{Bench, Settings};
+use crate::foundation::record::RunFigures;
+use crate::transports::endpoints::{encoding_name, PeerProcess};
 
 /// The environment variable Open MPI sets in every rank.
 const ENV_RANK: &str = "OMPI_COMM_WORLD_RANK";
@@ -82,11 +82,11 @@ mod ranks {
     use sluice_types::monotonic_ns;
 
     use super::ENV_RANK;
-    use crate::args::{Bench, Settings, TupleEncoding};
-    use crate::load::{Load, Pacer};
-    use crate::payload::{dispatch, Payload, PayloadVisitor};
-    use crate::processes::{encoded_size, pin, record, send, send_pinned};
-    use crate::record::{Counting, Recorder, RunFigures, Timing};
+    use crate::foundation::args::{Bench, Settings, TupleEncoding};
+    use crate::foundation::load::{Load, Pacer};
+    use crate::foundation::payload::{dispatch, Payload, PayloadVisitor};
+    use crate::foundation::record::{Counting, Recorder, RunFigures, Timing};
+    use crate::transports::endpoints::{encoded_size, pin, record, send, send_pinned};
 
     /// Runs this rank's side of one run: rank 0 sends, rank 1 receives and prints its
     /// figures.

@@ -20,9 +20,9 @@ use sluice_graph::OperatorReport;
 use sluice_sync::IdleStrategy;
 use sluice_types::monotonic_ns;
 
-use crate::load::{Generator, Load, Span};
-use crate::payload::Payload;
-use crate::record::Recorder;
+use crate::foundation::load::{Generator, Load, Span};
+use crate::foundation::payload::Payload;
+use crate::foundation::record::Recorder;
 
 /// The baseline channel's capacity: the same as a threaded port's default.
 pub(crate) const CHANNEL_CAPACITY: usize = 4096;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use sluice_types::monotonic_ns;
 
-use crate::payload::Payload;
-use crate::record::SAMPLE_EVERY;
+use crate::foundation::payload::Payload;
+use crate::foundation::record::SAMPLE_EVERY;
 
 /// The most tuples one call of [`Generator::fill`] sends.
 pub(crate) const BATCH: usize = 256;

@@ -1,27 +1,12 @@
-//! Benchmarks across two processes: `--transport shm-vega`, `tcp`, `tcp-batched`,
-//! `tcp-adaptive`, `udp-mq` and the baseline of `mpi` (whose own runs are in module `mpi`).
-//!
-//! The benchmark process is the sender, on core 0; it re-executes its own binary as
-//! `sluice bench peer ...` for the receiver, on core 1, which records arrivals like the
-//! in-process sink does and prints its figures as one line of JSON when the end of the stream
-//! arrives. The same `sluice` binary must therefore be the one running (it is, under
-//! `sluice bench`). For shm-vega the sender creates the segment and the receiver opens it;
-//! for tcp and udp-mq the receiver binds a port on loopback and announces it on its first
-//! line of output (modules `network` and `udp`), and the sender connects with the job's
-//! secret, which it hands over in the environment.
-//!
-//! The baseline for shm-vega is the hardware itself, measured in the same run: a cache-line
-//! transfer between cores 0 and 1 for latency, and one core's memcpy of tuples of the same
-//! size for throughput. For tcp it is raw TCP on loopback between the same two cores
-//! (module `network`), for udp-mq raw UDP, one system call per datagram (module `udp`).
-//!
-//! `shm-osr` (module `shm_osr`) turns this around, many senders to one receiver, and shares
-//! the sending and recording loops here and the hardware baseline.
+//! The two ends of a benchmark across processes, shared by every transport that crosses
+//! them: the receiving process (`sluice bench peer`, [`PeerArgs`]) started, announcing its
+//! address and read back ([`PeerProcess`]), a thread pinned to a core for as long as it needs
+//! ([`pin`]), and the loops that send ([`send`]) and record ([`record`]) through any
+//! transport's sender and receiver.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -29,20 +14,14 @@ use clap::Args;
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 use sluice_shm::SegmentName;
 use sluice_sync::IdleStrategy;
-use sluice_transport::shm_vega::{create_sender, open_receiver};
 use sluice_transport::tcp::JobSecret;
 use sluice_transport::{SendError, TupleReceiver, TupleSender};
-use sluice_types::{monotonic_ns, Message};
+use sluice_types::Message;
 
-use crate::args::{Bench, Settings, Transport, TupleEncoding};
-use crate::hardware::{handoff, memcpy_gbit, memcpy_through_gbit, ping_pong, stamped_one_way};
-use crate::load::{Generator, Load, Span};
-use crate::network;
-use crate::payload::{dispatch, Payload, PayloadVisitor};
-use crate::record::{Counting, Recorder, RunFigures, Timing};
-use crate::stats::{gbit_per_sec, LatencySummary};
-use crate::udp;
-use crate::Measured;
+use crate::foundation::args::{Bench, Settings, Transport, TupleEncoding};
+use crate::foundation::load::{Generator, Load, Span};
+use crate::foundation::payload::Payload;
+use crate::foundation::record::{Recorder, RunFigures};
 
 /// The most slots in the benchmark's Vega ring.
 const MAX_SLOTS: usize = 4096;
@@ -61,6 +40,19 @@ pub(crate) fn vega_slots(slot_bytes: usize, ring_bytes: usize) -> usize {
 pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 /// The environment variable carrying the job's secret to a tcp receiving process.
 pub(crate) const SECRET_ENV: &str = "SLUICE_BENCH_SECRET";
+
+/// How a receiving process's first line starts.
+const LISTENING: &str = "listening ";
+
+/// Prints the address a receiving process listens on, for the benchmark process.
+pub(crate) fn announce(addr: SocketAddr) {
+    println!("{LISTENING}{addr}");
+}
+
+/// The address in a receiving process's first line.
+pub(crate) fn announced(line: &str) -> Option<SocketAddr> {
+    line.trim().strip_prefix(LISTENING)?.parse().ok()
+}
 
 /// Options of the hidden `sluice bench peer` (the receiving process).
 #[derive(Debug, Clone, Args)]
@@ -106,7 +98,6 @@ pub struct PeerArgs {
     #[arg(long, default_value_t = sluice_transport::shm_osr::DEFAULT_CAPACITY_BYTES)]
     pub ring_bytes: usize,
 }
-
 /// The segment of the benchmark run `job`.
 pub(crate) fn segment(job: &str) -> anyhow::Result<SegmentName> {
     Ok(SegmentName::new(job, "tuples")?)
@@ -147,83 +138,6 @@ pub(crate) fn pin(core: usize) -> Pinned {
         before: before.filter(|_| pinned),
     }
 }
-
-/// The receiving process: prints its figures as JSON.
-pub(crate) fn peer(args: &PeerArgs) -> anyhow::Result<()> {
-    let facade = args.encoding == TupleEncoding::Facade;
-    if args.reflect {
-        return dispatch(facade, args.size, crate::reflect::Reflector(args))?;
-    }
-    let figures = dispatch(facade, args.size, Receive(args))??;
-    println!("{}", serde_json::to_string(&figures)?);
-    Ok(())
-}
-
-struct Receive<'a>(&'a PeerArgs);
-
-impl PayloadVisitor for Receive<'_> {
-    type Output = anyhow::Result<RunFigures>;
-
-    fn visit<P: Payload>(self, size: usize) -> Self::Output {
-        if self.0.latency {
-            receive::<P, Timing>(self.0, size)
-        } else {
-            receive::<P, Counting>(self.0, size)
-        }
-    }
-}
-
-fn receive<P: Payload, R: Recorder>(args: &PeerArgs, size: usize) -> anyhow::Result<RunFigures> {
-    let _pinned = pin(1);
-    let idle = args.idle;
-    let mut recorder = R::new(monotonic_ns().saturating_add(args.warmup_ns));
-    let mut loss = None;
-    if args.transport == Transport::UdpMq {
-        if args.baseline {
-            loss = Some(udp::raw_receive::<P, R>(
-                &mut recorder,
-                args.slot_bytes,
-                idle,
-            )?);
-        } else {
-            let mut rx = udp::bind::<P>(args.queues, args.slot_bytes)?;
-            record(&mut rx, &mut recorder, idle, 1, None)?;
-            loss = Some(udp::loss(&rx));
-        }
-    } else if args.baseline && args.transport == Transport::Mpi {
-        // The mpi benchmark's baseline is raw TCP; its own runs are received by a rank.
-        network::raw_receive::<P, R>(&mut recorder, args.slot_bytes, idle)?;
-    } else if let Some(profile) = args.transport.tcp_profile() {
-        if args.baseline {
-            network::raw_receive::<P, R>(&mut recorder, args.slot_bytes, idle)?;
-        } else {
-            let mut rx = network::bind::<P>(profile, args.slot_bytes)?;
-            record(&mut rx, &mut recorder, idle, 1, None)?;
-        }
-    } else {
-        let name = segment(&args.job)?;
-        let waited = Instant::now();
-        let mut rx = loop {
-            match open_receiver::<P>(
-                &name,
-                args.slot_bytes,
-                vega_slots(args.slot_bytes, args.ring_bytes),
-            ) {
-                Ok(rx) => break rx,
-                Err(_) if waited.elapsed() < PATIENCE => {
-                    std::thread::sleep(Duration::from_millis(1))
-                }
-                Err(e) => return Err(e).context("open the benchmark's ring"),
-            }
-        };
-        record(&mut rx, &mut recorder, idle, 1, None)?;
-    }
-    Ok(RunFigures {
-        loss,
-        ..RunFigures::from_report(&recorder.report(), size)?
-    })
-}
-
 /// Receives until `ends` ends of stream have arrived, recording every tuple; gives up at
 /// `deadline` (checked when idle).
 pub(crate) fn record<P: Payload, R: Recorder>(
@@ -253,7 +167,6 @@ pub(crate) fn record<P: Payload, R: Recorder>(
     }
     Ok(())
 }
-
 /// The receiving process; killed if the run ends early.
 pub(crate) struct PeerProcess {
     child: Child,
@@ -338,7 +251,7 @@ impl PeerProcess {
     /// The address a tcp receiving process announced on its first line.
     pub(crate) fn listening(&mut self) -> anyhow::Result<SocketAddr> {
         let line = self.first_line()?;
-        network::announced(&line)
+        announced(&line)
             .with_context(|| format!("the receiving process announced no address: {line:?}"))
     }
 
@@ -364,141 +277,12 @@ impl PeerProcess {
         serde_json::from_str(output.trim()).context("read the receiver's figures")
     }
 }
-
-/// Runs `repeat` cross-process runs, each followed by its baseline.
-pub(crate) fn repeat<P: Payload>(
-    s: &Settings,
-    template: P,
-    load: Load,
-) -> anyhow::Result<Measured> {
-    let mut measured = Measured::new(s.repeat, crate::machine::cores() >= 2);
-    let reflected = match s.bench {
-        Bench::Latency { rate } if s.method.reflects() => Some(rate),
-        _ => None,
-    };
-    for i in 1..=s.repeat {
-        let (run, baseline) = match s.transport.tcp_profile() {
-            _ if let Some(rate) = reflected => (
-                crate::reflect::run(s, template.clone(), rate),
-                crate::reflect::run_baseline(s, template.clone(), rate),
-            ),
-            None if s.transport == Transport::UdpMq => (
-                udp::run_udp_mq(s, template.clone(), load.clone()),
-                udp::run_raw(s, template.clone(), load.clone()),
-            ),
-            Some(profile) => (
-                network::run_tcp(s, template.clone(), load.clone(), profile),
-                network::run_raw(s, template.clone(), load.clone()),
-            ),
-            None if s.transport == Transport::Mpi => (
-                crate::mpi::run(s),
-                network::run_raw(s, template.clone(), load.clone()),
-            ),
-            None if s.transport == Transport::ShmOsr => {
-                (crate::shm_osr::run_once::<P>(s), Ok(hardware_run(s)))
-            }
-            None => (
-                run_vega(s, template.clone(), load.clone()),
-                Ok(hardware_run(s)),
-            ),
-        };
-        let name = s.transport.name();
-        measured
-            .sluice
-            .push(run.with_context(|| format!("{name} run {i}"))?);
-        measured.baseline_run(i, baseline);
-    }
-    Ok(measured)
-}
-
-/// Round trips of the short ping-pong that records where the host put the two cores during a
-/// throughput run's memcpy baseline: a few milliseconds.
-const PLACEMENT_TRIPS: u64 = 20_000;
-
-/// The most copies (a power of two) of the memcpy through a region the ring's size: with tiny
-/// tuples, a gibibyte of copies would take a second per baseline run.
-const RING_MEMCPY_COPIES_LOG2: u32 = 24;
-
-/// Messages of the clock-stamped one-line baseline of a latency run: a tenth of a second.
-const STAMPED_MESSAGES: u64 = 20_000;
-
-/// The hardware baseline of a shared-memory run: the cache-line transfer (its one-way time,
-/// and twice that as the round trip when latency is measured through a reflector) or the
-/// memcpy rate.
-pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
-    let two_cores = crate::machine::cores() >= 2;
-    match s.bench {
-        Bench::Latency { .. } => {
-            const TRIPS: u64 = 200_000;
-            let ns = ping_pong(TRIPS);
-            let reflected = s.method.reflects();
-            RunFigures {
-                tuples: 0,
-                window_s: 0.0,
-                tuples_per_sec: 0.0,
-                gbit_per_sec: 0.0,
-                latency_ns: Some(LatencySummary::flat(ns, TRIPS)),
-                round_trip_ns: reflected.then(|| LatencySummary::flat(2.0 * ns, TRIPS)),
-                loss: None,
-                cacheline_ns: None,
-                handoff_ns: two_cores.then(|| handoff(TRIPS)),
-                ring_memcpy_gbit: None,
-                stamped_ns: (!reflected && two_cores).then(|| stamped_one_way(STAMPED_MESSAGES)),
-            }
-        }
-        Bench::Throughput => {
-            let gbit = memcpy_gbit(s.size, 1 << 30);
-            let rate = gbit * 1e9 / 8.0 / s.size as f64;
-            RunFigures {
-                tuples: 0,
-                window_s: 0.0,
-                tuples_per_sec: rate,
-                gbit_per_sec: gbit_per_sec(rate, s.size),
-                latency_ns: None,
-                round_trip_ns: None,
-                loss: None,
-                cacheline_ns: two_cores.then(|| ping_pong(PLACEMENT_TRIPS)),
-                handoff_ns: None,
-                ring_memcpy_gbit: Some(memcpy_through_gbit(
-                    s.size,
-                    s.ring_bytes,
-                    (1 << 30).min(s.size << RING_MEMCPY_COPIES_LOG2),
-                )),
-                stamped_ns: None,
-            }
-        }
-    }
-}
-
 /// The encoded size of the benchmark's tuples.
 pub(crate) fn encoded_size<P: Payload>(template: &P) -> anyhow::Result<usize> {
     let mut encoded = Vec::new();
     template.encode(&mut encoded)?;
     Ok(encoded.len().max(1))
 }
-
-fn run_vega<P: Payload>(s: &Settings, template: P, load: Load) -> anyhow::Result<RunFigures> {
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let slot_bytes = encoded_size(&template)?;
-    let mut txs = Vec::with_capacity(s.receivers);
-    let mut peers = Vec::with_capacity(s.receivers);
-    for _ in 0..s.receivers {
-        let job = format!(
-            "bench{}r{}",
-            std::process::id(),
-            RUNS.fetch_add(1, Ordering::Relaxed)
-        );
-        txs.push(create_sender::<P>(
-            &segment(&job)?,
-            slot_bytes,
-            vega_slots(slot_bytes, s.ring_bytes),
-        )?);
-        peers.push(PeerProcess::spawn(s, false, &job, slot_bytes, None)?);
-    }
-    send_pinned(s, |idle| send(&mut txs, template, load, s.span(), idle, 0))?;
-    all_figures(peers, s.size)
-}
-
 /// The figures of every receiving process, summed over them.
 pub(crate) fn all_figures(peers: Vec<PeerProcess>, size: usize) -> anyhow::Result<RunFigures> {
     let figures = peers
@@ -636,5 +420,13 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn an_announced_address_reads_back() {
+        let addr: SocketAddr = "127.0.0.1:4567".parse().unwrap();
+        assert_eq!(announced(&format!("{LISTENING}{addr}\n")), Some(addr));
+        assert_eq!(announced("garbage"), None);
+        assert_eq!(announced(""), None);
     }
 }

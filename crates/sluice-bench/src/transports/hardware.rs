@@ -33,8 +33,10 @@ use serde::Serialize;
 use sluice_sync::CachePadded;
 use sluice_types::monotonic_ns;
 
-use crate::machine::{commit, cores, cpu};
-use crate::stats::median;
+use crate::foundation::args::{Bench, Settings};
+use crate::foundation::machine::{commit, cores, cpu};
+use crate::foundation::record::RunFigures;
+use crate::foundation::stats::{gbit_per_sec, median, LatencySummary};
 
 /// Options of `sluice bench baseline`.
 #[derive(Debug, Clone, Args)]
@@ -294,6 +296,65 @@ pub(crate) fn memcpy_through_gbit(bytes: usize, region: usize, volume: usize) ->
         std::hint::black_box(place);
     }
     (copies * bytes * 8) as f64 / start.elapsed().as_secs_f64() / 1e9
+}
+
+/// Round trips of the short ping-pong that records where the host put the two cores during a
+/// throughput run's memcpy baseline: a few milliseconds.
+const PLACEMENT_TRIPS: u64 = 20_000;
+
+/// The most copies (a power of two) of the memcpy through a region the ring's size: with tiny
+/// tuples, a gibibyte of copies would take a second per baseline run.
+const RING_MEMCPY_COPIES_LOG2: u32 = 24;
+
+/// Messages of the clock-stamped one-line baseline of a latency run: a tenth of a second.
+const STAMPED_MESSAGES: u64 = 20_000;
+
+/// The hardware baseline of a shared-memory run: the cache-line transfer (its one-way time,
+/// and twice that as the round trip when latency is measured through a reflector) or the
+/// memcpy rate.
+pub(crate) fn hardware_run(s: &Settings) -> RunFigures {
+    let two_cores = cores() >= 2;
+    match s.bench {
+        Bench::Latency { .. } => {
+            const TRIPS: u64 = 200_000;
+            let ns = ping_pong(TRIPS);
+            let reflected = s.method.reflects();
+            RunFigures {
+                tuples: 0,
+                window_s: 0.0,
+                tuples_per_sec: 0.0,
+                gbit_per_sec: 0.0,
+                latency_ns: Some(LatencySummary::flat(ns, TRIPS)),
+                round_trip_ns: reflected.then(|| LatencySummary::flat(2.0 * ns, TRIPS)),
+                loss: None,
+                cacheline_ns: None,
+                handoff_ns: two_cores.then(|| handoff(TRIPS)),
+                ring_memcpy_gbit: None,
+                stamped_ns: (!reflected && two_cores).then(|| stamped_one_way(STAMPED_MESSAGES)),
+            }
+        }
+        Bench::Throughput => {
+            let gbit = memcpy_gbit(s.size, 1 << 30);
+            let rate = gbit * 1e9 / 8.0 / s.size as f64;
+            RunFigures {
+                tuples: 0,
+                window_s: 0.0,
+                tuples_per_sec: rate,
+                gbit_per_sec: gbit_per_sec(rate, s.size),
+                latency_ns: None,
+                round_trip_ns: None,
+                loss: None,
+                cacheline_ns: two_cores.then(|| ping_pong(PLACEMENT_TRIPS)),
+                handoff_ns: None,
+                ring_memcpy_gbit: Some(memcpy_through_gbit(
+                    s.size,
+                    s.ring_bytes,
+                    (1 << 30).min(s.size << RING_MEMCPY_COPIES_LOG2),
+                )),
+                stamped_ns: None,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

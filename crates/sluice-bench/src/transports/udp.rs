@@ -27,12 +27,12 @@ use sluice_transport::udp_mq::{
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::args::Settings;
-use crate::load::Load;
-use crate::network::{announce, run_baseline, run_sluice, secret_from_env, RawWriter};
-use crate::payload::Payload;
-use crate::processes::{encoded_size, PATIENCE};
-use crate::record::{Loss, Recorder, RunFigures};
+use crate::foundation::args::Settings;
+use crate::foundation::load::Load;
+use crate::foundation::payload::Payload;
+use crate::foundation::record::{Loss, Recorder, RunFigures};
+use crate::transports::endpoints::{announce, encoded_size, PATIENCE};
+use crate::transports::network::{run_baseline, run_sluice, secret_from_env, RawWriter};
 
 /// Each socket's kernel buffer, both sides.
 const SOCKET_BUFFER: usize = 4 << 20;

@@ -21,33 +21,21 @@ use sluice_transport::tcp::{
     bind_receiver, connect_sender, BatchProfile, JobSecret, TcpParams, TcpReceiver,
 };
 
-use crate::args::Settings;
-use crate::load::{Generator, Load, Span};
-use crate::payload::Payload;
-use crate::processes::{
-    all_figures, encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV,
+use crate::foundation::args::Settings;
+use crate::foundation::load::{Generator, Load, Span};
+use crate::foundation::payload::Payload;
+use crate::foundation::record::{Recorder, RunFigures};
+use crate::transports::endpoints::{
+    all_figures, announce, encoded_size, pin, send, send_pinned, PeerProcess, SECRET_ENV,
 };
-use crate::record::{Recorder, RunFigures};
 use sluice_transport::{TransportError, TupleSender};
 
-/// How a receiving process's first line starts.
-const LISTENING: &str = "listening ";
 /// Bytes the raw reader reads into.
 const RAW_BUFFER: usize = 256 << 10;
 
 /// Port 0 on 127.0.0.1: the system chooses the port.
 pub(crate) fn loopback() -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
-}
-
-/// Prints the address a receiving process listens on, for the benchmark process.
-pub(crate) fn announce(addr: SocketAddr) {
-    println!("{LISTENING}{addr}");
-}
-
-/// The address in a receiving process's first line.
-pub(crate) fn announced(line: &str) -> Option<SocketAddr> {
-    line.trim().strip_prefix(LISTENING)?.parse().ok()
 }
 
 /// The benchmark edge's parameters: the profile's defaults, with the tuple as the largest.
@@ -236,18 +224,5 @@ pub(crate) fn raw_receive<P: Payload, R: Recorder>(
         buffer.copy_within(whole..filled, 0);
         filled -= whole;
         idle.after(got);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_announced_address_reads_back() {
-        let addr: SocketAddr = "127.0.0.1:4567".parse().unwrap();
-        assert_eq!(announced(&format!("{LISTENING}{addr}\n")), Some(addr));
-        assert_eq!(announced("garbage"), None);
-        assert_eq!(announced(""), None);
     }
 }

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::args::{LatencyMethod, Transport, TupleEncoding};
-use crate::record::RunFigures;
-use crate::stats::LatencySummary;
+use crate::foundation::args::{LatencyMethod, Transport, TupleEncoding};
+use crate::foundation::record::RunFigures;
+use crate::foundation::stats::LatencySummary;
 
 /// The result of one benchmark.
 #[derive(Debug, Clone, Serialize)]
@@ -139,6 +139,20 @@ pub(crate) fn si(value: f64) -> String {
     format!("{scaled:.2}{unit}")
 }
 
+/// `N run(s) of D s after W s warm-up; commit C, CPU, K core(s)`: how long each of `runs` runs
+/// was measured (`duration_s`) after its warm-up (`warmup_s`), and where.
+pub(crate) fn runs_line(
+    runs: usize,
+    (duration_s, warmup_s): (f64, f64),
+    commit: &str,
+    cpu: &str,
+    cores: usize,
+) -> String {
+    format!(
+        "{runs} run(s) of {duration_s} s after {warmup_s} s warm-up; commit {commit}, {cpu}, {cores} core(s)"
+    )
+}
+
 /// The figures of one line of the table.
 struct Line<'a> {
     tps: f64,
@@ -204,13 +218,14 @@ pub fn render_table(result: &BenchResult) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{} run(s) of {} s after {} s warm-up; commit {}, {}, {} core(s){}",
-        result.runs.len(),
-        result.duration_s,
-        result.warmup_s,
-        result.commit,
-        result.cpu,
-        result.cores,
+        "\n{}{}",
+        runs_line(
+            result.runs.len(),
+            (result.duration_s, result.warmup_s),
+            result.commit,
+            &result.cpu,
+            result.cores
+        ),
         if result.pinned {
             ", threads pinned"
         } else {

@@ -1,6 +1,7 @@
 //! What the receiving side records: the measured window (arrival time of its first and last
 //! tuple and how many arrived) and, for latency, a histogram of arrival minus send time. The
-//! engine's sink and the baselines' receivers share this code.
+//! engine's sink and the baselines' receivers share this code; a benchmark keeps the figures
+//! of every run of both sides ([`Measured`]).
 //!
 //! Tuples arriving before the end of the warm-up are counted but not measured. A throughput
 //! receiver reads the clock only every [`SAMPLE_EVERY`] tuples (a clock read costs more than a
@@ -11,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
 use sluice_types::monotonic_ns;
 
-use crate::payload::Payload;
-use crate::stats::{gbit_per_sec, tuples_per_sec, LatencySummary};
+use crate::foundation::payload::Payload;
+use crate::foundation::stats::{gbit_per_sec, tuples_per_sec, LatencySummary};
 
 /// A throughput receiver reads the clock once per this many tuples (a power of two).
 pub(crate) const SAMPLE_EVERY: u64 = 1024;
@@ -286,6 +287,45 @@ impl RunFigures {
             round_trip_ns: figures.latency_ns,
             ..figures
         })
+    }
+}
+
+/// Every run of both sides.
+pub(crate) struct Measured {
+    /// Sluice's runs.
+    pub(crate) sluice: Vec<RunFigures>,
+    /// The baseline's runs that could be measured.
+    pub(crate) baseline: Vec<RunFigures>,
+    /// Why a baseline run could not be measured (the first such run).
+    pub(crate) baseline_failure: Option<String>,
+    /// Whether Sluice's threads (or processes) were pinned to cores.
+    pub(crate) pinned: bool,
+    /// Whether the baseline's were.
+    pub(crate) baseline_pinned: bool,
+}
+
+impl Measured {
+    /// Nothing measured yet, room for `repeat` runs a side.
+    pub(crate) fn new(repeat: usize, pinned: bool) -> Self {
+        Self {
+            sluice: Vec::with_capacity(repeat),
+            baseline: Vec::with_capacity(repeat),
+            baseline_failure: None,
+            pinned,
+            baseline_pinned: pinned,
+        }
+    }
+
+    /// Keeps baseline run `i`, or why it failed: a baseline that cannot be measured leaves
+    /// Sluice's figures standing, without a ratio.
+    pub(crate) fn baseline_run(&mut self, i: usize, run: anyhow::Result<RunFigures>) {
+        match run {
+            Ok(figures) => self.baseline.push(figures),
+            Err(e) => {
+                self.baseline_failure
+                    .get_or_insert_with(|| format!("baseline run {i}: {e:#}"));
+            }
+        }
     }
 }
 

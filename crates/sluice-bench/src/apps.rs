@@ -1,0 +1,38 @@
+//! The third layer: the application benchmarks, `sluice bench app NAME`. A built-in
+//! application runs under a plan and, in the same invocation, hand-written single-threaded
+//! Rust programs (its yardsticks) do the same computation on the same input; the result gives
+//! the throughputs, the application's ratio to each yardstick and, with `--rate`, the
+//! application's end-to-end latency percentiles. It stands on the foundation and on the
+//! transports layer (for pinning).
+//!
+//! An application becomes benchable by one entry in `registry` (its name, the operator whose
+//! tuples in are its throughput, its yardsticks), its yardsticks in a module of its own
+//! (`wordcount`). Module `measure` runs a benchmark, `result` reports it.
+
+mod entry;
+mod measure;
+mod registry;
+mod result;
+mod wordcount;
+
+pub(crate) use entry::Benchable;
+pub use measure::AppBenchArgs;
+pub(crate) use registry::BENCHABLE;
+
+use measure::{measure, AppSettings};
+
+/// Runs `sluice bench app` and prints the result: a table, or one line of JSON with `--json`.
+/// In a process the runtime started as a PE of the application's job, runs that PE instead.
+pub(crate) fn main(args: &AppBenchArgs) -> anyhow::Result<()> {
+    let settings = AppSettings::from_args(args)?;
+    if sluice_runtime::is_pe_process() {
+        return settings.run_pe();
+    }
+    let result = measure(&settings)?;
+    if settings.json {
+        println!("{}", result.json());
+    } else {
+        print!("{}", result.table());
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! An application benchmark's result: the application's median throughput and latency, each
+//! yardstick's median throughput and the application's ratio to it, every run's figures and
+//! where they were measured; as one line of JSON or as a table.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::foundation::report::{runs_line, si};
+use crate::foundation::stats::LatencySummary;
+
+/// One run of the application.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct AppRun {
+    /// Tuples into the counted operator (words, for WordCount).
+    pub(crate) units: u64,
+    /// Seconds the job ran, start-up and drain included.
+    pub(crate) elapsed_s: f64,
+    /// `units / elapsed_s`.
+    pub(crate) per_sec: f64,
+    /// End-to-end latency (with a rate only).
+    pub(crate) latency_ns: Option<LatencySummary>,
+}
+
+/// One run of a yardstick.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct YardstickRun {
+    /// Units it made (words, for WordCount).
+    pub(crate) units: u64,
+    /// Seconds measured.
+    pub(crate) elapsed_s: f64,
+    /// `units / elapsed_s`.
+    pub(crate) per_sec: f64,
+}
+
+/// A yardstick's side of a result.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct YardstickResult {
+    /// Its name (`naive`, `tuned`).
+    pub(crate) name: &'static str,
+    /// What it does.
+    pub(crate) description: &'static str,
+    /// Median units per second.
+    pub(crate) per_sec: f64,
+    /// The application's median throughput over this one's (below 1: the application is
+    /// slower).
+    pub(crate) ratio: Option<f64>,
+    /// Every run.
+    pub(crate) runs: Vec<YardstickRun>,
+}
+
+/// The result of one application benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct AppResult {
+    /// `app`.
+    pub(crate) bench: &'static str,
+    /// The application.
+    pub(crate) app: &'static str,
+    /// The plan, as named on the command line.
+    pub(crate) plan: String,
+    /// What the throughput counts (`words`).
+    pub(crate) unit: &'static str,
+    /// The operator whose tuples in are the throughput.
+    pub(crate) counted_operator: &'static str,
+    /// What the source emits, which `target_rate` counts (`sentences`).
+    pub(crate) input: &'static str,
+    /// Source tuples per second asked for; absent when as fast as possible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) target_rate: Option<u64>,
+    /// The application's median units per second.
+    pub(crate) per_sec: f64,
+    /// The median of each end-to-end latency figure over the runs (with a rate only).
+    pub(crate) latency_ns: Option<LatencySummary>,
+    /// Every run of the application.
+    pub(crate) runs: Vec<AppRun>,
+    /// The yardsticks, measured in the same invocation.
+    pub(crate) yardsticks: Vec<YardstickResult>,
+    /// Seconds measured per run.
+    pub(crate) duration_s: f64,
+    /// Seconds of warm-up per run.
+    pub(crate) warmup_s: f64,
+    /// The core the yardsticks were pinned to: the plan's core for the counted operator's
+    /// thread; absent when it pins none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) yardstick_core: Option<usize>,
+    /// The commit built, or `unknown`.
+    pub(crate) commit: &'static str,
+    /// The CPU model, or `unknown`.
+    pub(crate) cpu: String,
+    /// Cores available to the process.
+    pub(crate) cores: usize,
+}
+
+impl AppResult {
+    /// One line: `wordcount fused: 2.50 M words/s; naive 13.10 M (ratio 0.19); ...;
+    /// latency p50 .. us, p99 .. us, p99.9 .. us`.
+    pub(crate) fn summary(&self) -> String {
+        let mut line = format!(
+            "{} {}: {} {}/s",
+            self.app,
+            self.plan,
+            si(self.per_sec),
+            self.unit
+        );
+        for y in &self.yardsticks {
+            let ratio = y
+                .ratio
+                .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+            let _ = write!(line, "; {} {} (ratio {ratio})", y.name, si(y.per_sec));
+        }
+        if let Some(l) = self.latency_ns {
+            let _ = write!(
+                line,
+                "; latency p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us",
+                l.p50 / 1e3,
+                l.p99 / 1e3,
+                l.p999 / 1e3
+            );
+        }
+        line
+    }
+
+    /// As one line of JSON.
+    pub(crate) fn json(&self) -> String {
+        // Serializing plain structs of numbers and strings cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// As a readable table: every run of each side, the medians, the summary line.
+    pub(crate) fn table(&self) -> String {
+        let mut out = format!("sluice bench app {}: {} plan, ", self.app, self.plan);
+        match self.target_rate {
+            Some(rate) => {
+                let _ = write!(out, "{rate} {}/s", self.input);
+            }
+            None => {
+                let _ = write!(out, "{} as fast as possible", self.input);
+            }
+        }
+        let pinned = self.yardstick_core.map_or_else(
+            || "not pinned".to_string(),
+            |c| format!("pinned to core {c}"),
+        );
+        let runs = runs_line(
+            self.runs.len(),
+            (self.duration_s, self.warmup_s),
+            self.commit,
+            &self.cpu,
+            self.cores,
+        );
+        let _ = writeln!(out, "\n{runs}; yardsticks {pinned}");
+        for y in &self.yardsticks {
+            let _ = writeln!(out, "{}: {}", y.name, y.description);
+        }
+        let _ = write!(out, "\n{:>6} {:>12}", "run", self.app);
+        for y in &self.yardsticks {
+            let _ = write!(out, " {:>12}", y.name);
+        }
+        let _ = writeln!(out, "  {}/s", self.unit);
+        for (i, run) in self.runs.iter().enumerate() {
+            let _ = write!(out, "{:>6} {:>12}", i + 1, si(run.per_sec));
+            for y in &self.yardsticks {
+                let theirs = y.runs.get(i).map_or(0.0, |r| r.per_sec);
+                let _ = write!(out, " {:>12}", si(theirs));
+            }
+            out.push('\n');
+        }
+        let _ = write!(out, "{:>6} {:>12}", "median", si(self.per_sec));
+        for y in &self.yardsticks {
+            let _ = write!(out, " {:>12}", si(y.per_sec));
+        }
+        let _ = writeln!(out, "\n\n{}", self.summary());
+        out
+    }
+}

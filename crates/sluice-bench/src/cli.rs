@@ -1,0 +1,65 @@
+//! The command line of `sluice bench`: every subcommand and the options it takes. The top of
+//! the crate's layers, the one place that names the benchmarks of every layer below.
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+
+use crate::foundation::args::{Bench, LatencyArgs, Settings, ThroughputArgs};
+
+/// Measure Sluice's transports, each against a hand-written baseline run alongside.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The benchmarks.
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchCommand {
+    /// Tuples per second and Gbit/s from a sender to a receiver, measured at the receiver
+    /// between its first and last tuple.
+    Throughput(ThroughputArgs),
+    /// Latency percentiles at a fixed rate: one way from CLOCK_MONOTONIC send timestamps
+    /// carried in the tuples, or half the round trip through a reflector process (`--method`;
+    /// the default across tcp and udp-mq).
+    Latency(LatencyArgs),
+    /// A built-in application's throughput under a plan, beside hand-written single-threaded
+    /// programs doing the same computation on the same input, and with `--rate` its end-to-end
+    /// latency.
+    App(crate::apps::AppBenchArgs),
+    /// The hardware's own limits: cache-line ping-pong between two cores and one core's
+    /// memcpy bandwidth.
+    Baseline(crate::transports::hardware::BaselineArgs),
+    /// Every experiment of the papers, beside the hardware and the peer libraries, in one run:
+    /// results.jsonl, report.md, report.html and plots in a directory.
+    Suite(crate::suite::SuiteArgs),
+    /// The receiving process of a cross-process benchmark (started by the benchmark itself).
+    #[command(hide = true)]
+    Peer(crate::transports::endpoints::PeerArgs),
+    /// The receiving process of a peer library's benchmark (started by the suite itself).
+    #[command(hide = true)]
+    PeerLib(crate::suite::PeerReceiverArgs),
+    /// A sending process of a `shm-osr` benchmark (started by the benchmark itself).
+    #[command(hide = true)]
+    OsrSender(crate::transports::shm_osr::OsrSenderArgs),
+}
+
+impl BenchArgs {
+    /// The validated settings of a throughput or latency benchmark.
+    pub(crate) fn settings(&self) -> anyhow::Result<Settings> {
+        let (common, bench, method) = match &self.command {
+            BenchCommand::Throughput(t) => (&t.common, Bench::Throughput, None),
+            BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
+            BenchCommand::Baseline(_)
+            | BenchCommand::App(_)
+            | BenchCommand::Suite(_)
+            | BenchCommand::PeerLib(_)
+            | BenchCommand::Peer(_)
+            | BenchCommand::OsrSender(_) => {
+                bail!("this benchmark has no transport settings")
+            }
+        };
+        Settings::from_args(common, bench, method)
+    }
+}

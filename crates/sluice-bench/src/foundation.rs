@@ -1,0 +1,12 @@
+//! The bottom layer: what every benchmark needs and nothing above it. The settings and the
+//! options they come from (`args`), the tuples sent (`payload`), how a sender sends (`load`)
+//! and a receiver records (`record`), the arithmetic of the figures (`stats`), where they were
+//! measured (`machine`) and a transport benchmark's result (`report`). It uses no other layer.
+
+pub(crate) mod args;
+pub(crate) mod load;
+pub(crate) mod machine;
+pub(crate) mod payload;
+pub(crate) mod record;
+pub(crate) mod report;
+pub(crate) mod stats;
