@@ -98,8 +98,8 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
 
     let flow = Dataflow::new("wordcount");
     flow.source("sentences", move |_| SentenceSource::new(input.clone()))
-        .flat_map("split", |line: &String| {
-            text::words(line).collect::<Vec<_>>()
+        .flat_map_into("split", |line: &String, words| {
+            words.extend(text::words(line))
         })
         .key_by(|word: &CompactString| word)
         .count("sum")
@@ -238,6 +238,8 @@ impl Source for SentenceSource {
 pub struct SentenceGenerator {
     vocabulary: Vec<String>,
     words_per_sentence: usize,
+    /// Bytes of the longest sentence, so each is allocated once at its full size.
+    longest: usize,
     state: u64,
 }
 
@@ -260,10 +262,12 @@ impl SentenceGenerator {
                     }
                 }
             })
-            .collect();
+            .collect::<Vec<String>>();
+        let longest_word = vocabulary.iter().map(String::len).max().unwrap_or(0);
         Self {
             vocabulary,
             words_per_sentence,
+            longest: words_per_sentence * (longest_word + 1),
             state: seed.max(1),
         }
     }
@@ -277,7 +281,7 @@ impl SentenceGenerator {
 
     /// The next sentence: words separated by single spaces.
     pub fn sentence(&mut self) -> String {
-        let mut text = String::new();
+        let mut text = String::with_capacity(self.longest);
         for i in 0..self.words_per_sentence {
             if i > 0 {
                 text.push(' ');

@@ -7,7 +7,7 @@
 //!
 //! let flow = Dataflow::new("wordcount");
 //! flow.source("lines", |_| IterSource::new(vec!["a b".to_string(), "b".to_string()].into_iter()))
-//!     .flat_map("split", |line: &String| text::words(line).collect::<Vec<_>>())
+//!     .flat_map_into("split", |line: &String, words| words.extend(text::words(line)))
 //!     .key_by(|word| word)
 //!     .count("sum")
 //!     .sink("counts", |_| TableSink::<CompactString, u64>::new(None));
@@ -261,6 +261,19 @@ impl<T: Tuple> Stream<T> {
         O: Tuple,
         It: IntoIterator<Item = O>,
         F: Fn(&T) -> It + Clone + Send + Sync + 'static,
+    {
+        self.flat_map_into(name, move |tuple: &T, results: &mut Vec<O>| {
+            results.extend(f(tuple))
+        })
+    }
+
+    /// Emits every tuple `f(tuple, results)` pushes into `results`, Flink's `flatMap` with a
+    /// collector: `f` can push items that borrow from the tuple (`results.extend(words(line))`)
+    /// without collecting them first, which [`Stream::flat_map`] needs.
+    pub fn flat_map_into<O, F>(&self, name: &str, f: F) -> Stream<O>
+    where
+        O: Tuple,
+        F: Fn(&T, &mut Vec<O>) + Clone + Send + Sync + 'static,
     {
         self.process(name, move |_| FlatMap::new(f.clone()))
     }

@@ -127,15 +127,17 @@ impl<T: Tuple, F: FnMut(&T) -> bool + Send> Operator for Filter<T, F> {
     }
 }
 
-/// Emits every item of `f(tuple)`.
+/// Emits every tuple `f` pushes for each input tuple. `f` pushes straight into the operator's
+/// run of results, so it can emit items that borrow from its input (the words of a line)
+/// without collecting them into a vector of its own first.
 pub struct FlatMap<I, O, F> {
     f: F,
     results: Vec<O>,
     types: PhantomData<fn(I)>,
 }
 
-impl<I, O, F> FlatMap<I, O, F> {
-    /// A flat-map applying `f`.
+impl<I, O, F: FnMut(&I, &mut Vec<O>)> FlatMap<I, O, F> {
+    /// A flat-map in which `f(tuple, results)` pushes the results of `tuple`.
     pub fn new(f: F) -> Self {
         Self {
             f,
@@ -145,12 +147,11 @@ impl<I, O, F> FlatMap<I, O, F> {
     }
 }
 
-impl<I, O, F, It> Operator for FlatMap<I, O, F>
+impl<I, O, F> Operator for FlatMap<I, O, F>
 where
     I: Tuple,
     O: Tuple,
-    It: IntoIterator<Item = O>,
-    F: FnMut(&I) -> It + Send,
+    F: FnMut(&I, &mut Vec<O>) + Send,
 {
     fn process(
         &mut self,
@@ -158,8 +159,7 @@ where
         tuple: TupleRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        self.results
-            .extend((self.f)(expect_tuple::<I>(port, tuple)?));
+        (self.f)(expect_tuple::<I>(port, tuple)?, &mut self.results);
         out.emit_batch(0, &mut self.results)
     }
 
@@ -169,9 +169,6 @@ where
         batch: BatchRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        let f = &mut self.f;
-        for_each_in(port, batch, &mut self.results, out, |t, results| {
-            results.extend(f(t))
-        })
+        for_each_in(port, batch, &mut self.results, out, &mut self.f)
     }
 }
