@@ -434,11 +434,15 @@ where
             },
         );
         // The windows holding `at` end at `k * slide + size` in (at, at + size]; one that has
-        // already fired (the tuple is late, within the allowed lateness) fires again now.
+        // already fired fires again now if it is within the allowed lateness (the tuple is
+        // late for it, not too late). One ended longer ago keeps the result it fired with: its
+        // older panes may be gone, and it must not fire again with part of its tuples.
         let mut end = at - at % slide + size;
         while end > at {
             if end <= self.now {
-                self.fire_time_window(key, end - size, end);
+                if end.saturating_add(self.lateness()) > self.now {
+                    self.fire_time_window(key, end - size, end);
+                }
             } else {
                 out.set_timer(self.timer(end));
             }
