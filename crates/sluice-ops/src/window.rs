@@ -623,10 +623,13 @@ where
                             let filled = seen % pane;
                             let keep = ((size - filled) / pane) as usize;
                             let whole = panes.iter().skip(panes.len().saturating_sub(keep));
+                            // The window starts at its first tuple: fewer than `size` back
+                            // when the last pane is partial.
+                            let held = (whole.len() as u64 * pane + filled).min(*seen);
                             let partial = (filled > 0).then_some(filling);
                             results.push(Windowed {
                                 key: key.clone(),
-                                start: seen.saturating_sub(size),
+                                start: seen - held,
                                 end: *seen,
                                 value: aggregate
                                     .result(&merge_all(aggregate, whole.chain(partial))),
