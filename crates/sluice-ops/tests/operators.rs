@@ -1,6 +1,6 @@
-//! Differential tests of the operator library: rolling aggregates and windows (by count, by
+//! Differential tests of the operator library: rolling aggregates, windows (by count, by
 //! time, sessions; counted, dropped and late-port late policies; aggregates, sort and top-k)
-//! run under the fused, threaded and processes plans on proptest-generated streams, with
+//! and the count-window join run under the fused, threaded and processes plans on proptest-generated streams, with
 //! event time out of order and late tuples, and compared with a direct computation.
 //!
 //! Why the comparisons are exact: every keyed operator has one upstream instance, so each of
@@ -557,6 +557,47 @@ fn check_windows(steps: &[Step], p: Params, request: &PlanRequest) -> Result<(),
 }
 
 // ---------------------------------------------------------------------------------------
+// Joins
+
+/// Joins two streams by key within a count window large enough that no tuple of a key is
+/// evicted before the last of the other side's arrives: every pair of equal keys joins, in
+/// whatever order the two inputs interleave, so the multiset of pairs is exact.
+fn check_count_join(
+    left: &[Event],
+    right: &[Event],
+    request: &PlanRequest,
+) -> Result<(), TestCaseError> {
+    let flow = Dataflow::new("joining");
+    let source = |name: &str, events: &[Event]| {
+        let events = events.to_vec();
+        flow.source(name, move |_| {
+            sluice_ops::IterSource::new(events.clone().into_iter())
+        })
+        .key_by(|e: &Event| &e.0)
+    };
+    let most = left.len().max(right.len()).max(1);
+    let pairs = source("left", left)
+        .join(
+            "join",
+            &source("right", right),
+            sluice_ops::JoinWindow::Count(most),
+            |l: &Event, r: &Event| (*l, *r),
+        )
+        .parallelism(2);
+    let pairs = collect(&pairs, "pairs");
+    run_in_process(&flow.build().unwrap(), request).unwrap();
+    let mut got = drain(&pairs);
+    got.sort_unstable();
+    let mut expected: Vec<(Event, Event)> = left
+        .iter()
+        .flat_map(|l| right.iter().filter(|r| r.0 == l.0).map(|r| (*l, *r)))
+        .collect();
+    expected.sort_unstable();
+    prop_assert_eq!(got, expected);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
 // Generated streams
 
 /// Events whose times rise with disorder, some far enough behind to be late; a watermark
@@ -619,6 +660,16 @@ proptest! {
     ) {
         for request in every_plan() {
             check_rolling(&events, &request)?;
+        }
+    }
+
+    #[test]
+    fn count_joins_match_every_pair_of_equal_keys_under_every_plan(
+        left in prop::collection::vec((0u64..6, 0u64..1000, -50i64..50), 0..60),
+        right in prop::collection::vec((0u64..6, 0u64..1000, -50i64..50), 0..60),
+    ) {
+        for request in every_plan() {
+            check_count_join(&left, &right, &request)?;
         }
     }
 
