@@ -1,6 +1,6 @@
 //! Differential tests of the operator library: rolling aggregates, windows (by count, by
 //! time, sessions; counted, dropped and late-port late policies; aggregates, sort and top-k)
-//! and the count-window join run under the fused, threaded and processes plans on proptest-generated streams, with
+//! the count-window join and the stream-table join run under the fused, threaded and processes plans on proptest-generated streams, with
 //! event time out of order and late tuples, and compared with a direct computation.
 //!
 //! Why the comparisons are exact: every keyed operator has one upstream instance, so each of
@@ -9,11 +9,14 @@
 //! plans, so results are compared per key, in order. The window tests' source emits
 //! watermarks itself at fixed places in its stream (a punctuation travels in order with the
 //! tuples on every transport), so which tuples are late, and when each window fires, is fixed
-//! whatever the plan and however the transports batch the tuples.
+//! whatever the plan and however the transports batch the tuples. The join of two sources
+//! keeps every tuple (no eviction), so its multiset of pairs is fixed however the inputs
+//! interleave; the table join's probes start once the whole table has arrived.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -597,6 +600,93 @@ fn check_count_join(
     Ok(())
 }
 
+/// A probe of the table join that only records the row it saw.
+const SENTINEL: u64 = u64::MAX;
+
+/// The rows the sentinel probes saw, by key.
+type Seen = Arc<Mutex<BTreeMap<u64, i64>>>;
+
+/// The probe source of the table join: it sends sentinel probes of every key the table
+/// updates until each has seen its key's final row, and only then its probes. As a key's
+/// probes follow its sentinels on one edge, each sees the final row.
+struct Gated {
+    finals: BTreeMap<u64, i64>,
+    seen: Seen,
+    probes: std::vec::IntoIter<Event>,
+    batch: Vec<Event>,
+}
+
+impl Source for Gated {
+    fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
+        let seen = self.seen.lock().unwrap().clone();
+        let waiting = self
+            .finals
+            .iter()
+            .filter(|(k, v)| seen.get(k) != Some(v))
+            .map(|(k, _)| (*k, SENTINEL, 0));
+        self.batch.extend(waiting);
+        if self.batch.is_empty() {
+            self.batch.extend(self.probes.by_ref().take(64));
+            if self.batch.is_empty() {
+                return Ok(Produced::Exhausted);
+            }
+        } else {
+            // Not a timing assumption: only fewer sentinels while the table arrives.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let emitted = self.batch.len();
+        out.emit_batch(0, &mut self.batch)?;
+        Ok(Produced::Emitted(emitted))
+    }
+}
+
+/// Enriches probes from a table stream of `(key, update number)` rows, once the table has
+/// arrived (see [`Gated`]): each probe meets its key's last row, or none.
+fn check_lookup(
+    updates: &[u64],
+    probes: &[Event],
+    request: &PlanRequest,
+) -> Result<(), TestCaseError> {
+    let rows: Vec<(u64, i64)> = updates.iter().zip(0i64..).map(|(k, n)| (*k, n)).collect();
+    let finals: BTreeMap<u64, i64> = rows.iter().copied().collect();
+    let seen: Seen = Default::default();
+    let flow = Dataflow::new("lookup");
+    let table = flow.source("table", move |_| {
+        sluice_ops::IterSource::new(rows.clone().into_iter())
+    });
+    let (gate, input) = (seen.clone(), probes.to_vec());
+    let gate_finals = finals.clone();
+    let enriched = flow
+        .source_of::<Event, _, _>("probes", move |_| Gated {
+            finals: gate_finals.clone(),
+            seen: gate.clone(),
+            probes: input.clone().into_iter(),
+            batch: Vec::new(),
+        })
+        .key_by(|e: &Event| &e.0)
+        .lookup("enrich", &table, move |p: &Event, row: Option<&i64>| {
+            if p.1 != SENTINEL {
+                return Some((*p, row.copied()));
+            }
+            if let Some(row) = row {
+                seen.lock().unwrap().insert(p.0, *row);
+            }
+            None
+        })
+        .parallelism(2);
+    let enriched = collect(&enriched, "enriched");
+    run_in_process(&flow.build().unwrap(), request).unwrap();
+    let expected: BTreeMap<u64, Vec<(Event, Option<i64>)>> = probes
+        .iter()
+        .map(|p| (*p, finals.get(&p.0).copied()))
+        .fold(BTreeMap::new(), |mut keyed, pair| {
+            keyed.entry(pair.0 .0).or_insert_with(Vec::new).push(pair);
+            keyed
+        });
+    prop_assert_eq!(per_key(&enriched, |pair| pair.0 .0), expected);
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // Generated streams
 
@@ -670,6 +760,16 @@ proptest! {
     ) {
         for request in every_plan() {
             check_count_join(&left, &right, &request)?;
+        }
+    }
+
+    #[test]
+    fn table_lookups_meet_the_last_row_of_their_key_under_every_plan(
+        updates in prop::collection::vec(0u64..6, 0..80),
+        probes in prop::collection::vec((0u64..8, 0u64..1000, -50i64..50), 0..80),
+    ) {
+        for request in every_plan() {
+            check_lookup(&updates, &probes, &request)?;
         }
     }
 
