@@ -394,14 +394,14 @@ fn count_windows(events: &[Event], size: u64, slide: u64) -> Model {
         let tuples = seen.entry(e.0).or_default();
         tuples.push(*e);
         let n = tuples.len() as u64;
-        if n % slide == 0 {
+        if n.is_multiple_of(slide) {
             let from = n.saturating_sub(size);
             model.fire(e.0, from, n, tuples[from as usize..].to_vec());
         }
     }
     for (key, tuples) in &seen {
         let n = tuples.len() as u64;
-        if n % slide != 0 {
+        if !n.is_multiple_of(slide) {
             let filled = n % pane;
             let held = ((size - filled) / pane * pane + filled).min(n);
             model.fire(*key, n - held, n, tuples[(n - held) as usize..].to_vec());
