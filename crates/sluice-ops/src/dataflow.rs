@@ -489,14 +489,14 @@ where
     F: Fn(&T) -> &K + Clone + Send + Sync + 'static,
 {
     /// Adds the window operator, with a second output port for late tuples when the
-    /// windows' late policy asks for one.
-    fn add<A>(&self, name: &str, aggregate: A) -> OperatorHandle
+    /// windows' late policy asks for one or `late_port` (the caller takes the late stream).
+    fn add<A>(&self, name: &str, aggregate: A, late_port: bool) -> OperatorHandle
     where
         A: Aggregate<T>,
         Windowed<K, A::Out>: Tuple,
     {
         let mut ports = Ports::new().input::<T>().output::<Windowed<K, A::Out>>();
-        if self.windows.has_late_port() {
+        if late_port || self.windows.has_late_port() {
             ports = ports.output::<T>();
         }
         let (key, windows) = (self.keyed.key.clone(), self.windows.clone());
@@ -515,7 +515,7 @@ where
         A: Aggregate<T>,
         Windowed<K, A::Out>: Tuple,
     {
-        let op = self.add(name, aggregate);
+        let op = self.add(name, aggregate, false);
         Stream::new(self.keyed.stream.flow.clone(), op, 0)
     }
 
@@ -530,7 +530,9 @@ where
         A: Aggregate<T>,
         Windowed<K, A::Out>: Tuple,
     {
-        let op = self.add(name, aggregate);
+        // The port exists either way, so that connecting the late stream cannot hide the
+        // reason the operator is refused.
+        let op = self.add(name, aggregate, true);
         if !self.windows.has_late_port() {
             self.keyed
                 .stream
@@ -569,14 +571,19 @@ where
         self.aggregate(name, SortBy::new(by))
     }
 
-    /// Each window's `k` tuples with the greatest `by`, greatest first.
+    /// Each window's `k` tuples with the greatest `by`, greatest first; a `k` of 0 is refused
+    /// by [`Dataflow::build`].
     pub fn top_k<V, G>(&self, name: &str, k: usize, by: G) -> Stream<Windowed<K, Vec<T>>>
     where
         T: Value,
         V: Ord + 'static,
         G: Fn(&T) -> V + Clone + Send + Sync + 'static,
     {
-        self.aggregate(name, TopK::new(k, by))
+        let best = self.aggregate(name, TopK::new(k, by));
+        if k == 0 {
+            best.flow.refuse(best.op, "a top-k needs k of at least 1");
+        }
+        best
     }
 }
 

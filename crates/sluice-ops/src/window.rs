@@ -434,11 +434,15 @@ where
             },
         );
         // The windows holding `at` end at `k * slide + size` in (at, at + size]; one that has
-        // already fired (the tuple is late, within the allowed lateness) fires again now.
+        // already fired fires again now if it is within the allowed lateness (the tuple is
+        // late for it, not too late). One ended longer ago keeps the result it fired with: its
+        // older panes may be gone, and it must not fire again with part of its tuples.
         let mut end = at - at % slide + size;
         while end > at {
             if end <= self.now {
-                self.fire_time_window(key, end - size, end);
+                if end.saturating_add(self.lateness()) > self.now {
+                    self.fire_time_window(key, end - size, end);
+                }
             } else {
                 out.set_timer(self.timer(end));
             }
@@ -619,10 +623,13 @@ where
                             let filled = seen % pane;
                             let keep = ((size - filled) / pane) as usize;
                             let whole = panes.iter().skip(panes.len().saturating_sub(keep));
+                            // The window starts at its first tuple: fewer than `size` back
+                            // when the last pane is partial.
+                            let held = (whole.len() as u64 * pane + filled).min(*seen);
                             let partial = (filled > 0).then_some(filling);
                             results.push(Windowed {
                                 key: key.clone(),
-                                start: seen.saturating_sub(size),
+                                start: seen - held,
                                 end: *seen,
                                 value: aggregate
                                     .result(&merge_all(aggregate, whole.chain(partial))),

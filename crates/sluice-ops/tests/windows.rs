@@ -4,19 +4,20 @@
 //! windows' counts compared with a direct computation. Tuples later than the allowed
 //! disorder are counted, not lost silently.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use sluice_ops::{Collect, Collected, Dataflow, IterSource, Windowed, Windows};
-use sluice_plan::{plan, PlanOptions, PlanRequest};
-use sluice_runtime::{start, JobReport, Launcher, RunOptions};
+use sluice_plan::PlanRequest;
+use sluice_runtime::JobReport;
+
+use common::{drain, every_plan, run_in_process};
 
 /// A tuple: (key, event time in ns).
 type Event = (u64, u64);
-
-const WATCHDOG: Duration = Duration::from_secs(60);
 
 /// Runs the windowed count over `events` under `request`; returns each window's count by
 /// (key, start) and the job's report.
@@ -38,34 +39,16 @@ fn windowed_counts(
     .count("count")
     .parallelism(2)
     .sink("sink", move |_| Collect::new(sink_into.clone()));
-    let graph = flow.build().unwrap();
-    let physical = plan(&graph, &request, &PlanOptions::default()).unwrap();
-    let options = RunOptions {
-        launcher: Launcher::InProcess,
-        ..RunOptions::default()
-    };
-    let job = start(&graph, &physical, &options).unwrap();
-    let stop = job.stop_handle();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(job.wait());
-    });
-    let report = rx.recv_timeout(WATCHDOG).unwrap_or_else(|_| {
-        stop.stop();
-        panic!("the job did not end within {WATCHDOG:?}")
-    });
-    let report = report.unwrap();
+    let report = run_in_process(&flow.build().unwrap(), &request).unwrap();
     let mut counts = BTreeMap::new();
-    for (_, items) in into.lock().unwrap().drain(..) {
-        for w in items {
-            assert_eq!(w.end - w.start, size);
-            let previous = counts.insert((w.key, w.start), w.value);
-            assert!(
-                previous.is_none(),
-                "window {:?} fired twice",
-                (w.key, w.start)
-            );
-        }
+    for w in drain(&into) {
+        assert_eq!(w.end - w.start, size);
+        let previous = counts.insert((w.key, w.start), w.value);
+        assert!(
+            previous.is_none(),
+            "window {:?} fired twice",
+            (w.key, w.start)
+        );
     }
     (counts, report)
 }
@@ -88,14 +71,6 @@ fn direct(events: &[Event], size: u64, delay: u64) -> (BTreeMap<(u64, u64), u64>
         watermark = watermark.max(greatest.unwrap_or(0).saturating_sub(delay));
     }
     (counts, late)
-}
-
-fn plans() -> [PlanRequest; 3] {
-    [
-        PlanRequest::Fused,
-        PlanRequest::Threaded,
-        PlanRequest::Processes,
-    ]
 }
 
 /// Events whose times rise with some disorder: each is at most `jitter` behind the greatest
@@ -121,7 +96,7 @@ proptest! {
         // A delay covering the disorder: no tuple is late.
         let (expected, late) = direct(&events, size, 30);
         prop_assert_eq!(late, 0);
-        for request in plans() {
+        for request in every_plan() {
             let (got, _) = windowed_counts(events.clone(), size, 30, request.clone());
             prop_assert_eq!(&got, &expected, "{:?}", request);
         }
@@ -138,7 +113,7 @@ fn tuples_later_than_the_watermark_are_counted_late() {
     events.push((2, 320));
     let (expected, late) = direct(&events, 50, 0);
     assert_eq!(late, 1);
-    for request in plans() {
+    for request in every_plan() {
         let (got, report) = windowed_counts(events.clone(), 50, 0, request.clone());
         assert_eq!(got, expected, "{request:?}");
         assert_eq!(

@@ -65,3 +65,22 @@ pub enum RunError {
     #[error("the job aborted")]
     Aborted,
 }
+
+/// Why an instance could not send: the thread (or PE) downstream of it stopped receiving,
+/// which it does only when it failed itself or the job aborts.
+pub(crate) const DOWNSTREAM_GONE: &str = "the downstream thread stopped receiving";
+
+impl RunError {
+    /// Whether this failure follows from another one elsewhere in the job (a neighbour that
+    /// stopped receiving or sending) rather than being a cause of its own.
+    pub(crate) fn is_consequence(&self) -> bool {
+        match self {
+            Self::Disconnected { .. } | Self::Aborted => true,
+            Self::Operator {
+                error: OperatorError::Failed(why),
+                ..
+            } => why == DOWNSTREAM_GONE,
+            _ => false,
+        }
+    }
+}

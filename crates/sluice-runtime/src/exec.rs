@@ -277,9 +277,7 @@ fn send(
             }
             Err(SendError::Full) => return Err(OperatorError::Aborted),
             Err(SendError::Closed) => {
-                return Err(OperatorError::Failed(
-                    "the downstream thread stopped receiving".into(),
-                ))
+                return Err(OperatorError::Failed(crate::error::DOWNSTREAM_GONE.into()))
             }
             Err(other) => return Err(OperatorError::Failed(other.to_string())),
         }

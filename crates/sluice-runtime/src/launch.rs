@@ -172,8 +172,10 @@ pub(crate) struct Children {
     events: Receiver<(usize, Option<FromPe>)>,
     /// Protocol messages received and not yet awaited (`Bound`, `Ready`).
     inbox: VecDeque<FromPe>,
-    /// The first PE that reported a failure, and when.
-    failing: Option<(usize, Instant)>,
+    /// The PE whose failure is reported: the first to fail of its own accord if any has, else
+    /// the first to fail; when the first failure came; and whether the PE failed only as a
+    /// consequence of another failure.
+    failing: Option<(usize, Instant, bool)>,
     segments: Option<JobSegments>,
     /// Where the PEs reach this launcher, for messages.
     listening: String,
@@ -498,7 +500,7 @@ impl Children {
                 self.mpirun_ended = Some((status, now));
             }
         }
-        if let (Some((status, since)), None) = (self.mpirun_ended, self.failing) {
+        if let (Some((status, since)), None) = (self.mpirun_ended, &self.failing) {
             // Its ranks' last words may still be on their way.
             let settled = since.elapsed() >= EXIT_TIMEOUT
                 || self.pes.iter().all(|p| p.has_spoken() || p.hung_up);
@@ -515,10 +517,12 @@ impl Children {
             }
         }
         match self.failing {
-            Some((pe, since)) if since.elapsed() >= ROOT_CAUSE_GRACE => Err(RunError::PeFailed {
-                pe: self.pes[pe].name.clone(),
-                error: self.pes[pe].failure.clone().unwrap_or_default(),
-            }),
+            Some((pe, since, _)) if since.elapsed() >= ROOT_CAUSE_GRACE => {
+                Err(RunError::PeFailed {
+                    pe: self.pes[pe].name.clone(),
+                    error: self.pes[pe].failure.clone().unwrap_or_default(),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -528,9 +532,17 @@ impl Children {
         let p = &mut self.pes[pe];
         match message {
             Some(FromPe::Done { report }) => p.report = Some(report),
-            Some(FromPe::Failed { error }) => {
+            Some(FromPe::Failed { error, consequence }) => {
                 p.failure.get_or_insert(error);
-                self.failing.get_or_insert((pe, Instant::now()));
+                match self.failing {
+                    None => self.failing = Some((pe, Instant::now(), consequence)),
+                    // A cause reported after its consequence (a PE that failed of its own
+                    // accord takes longer to report than the neighbour it cut off).
+                    Some((_, since, true)) if !consequence => {
+                        self.failing = Some((pe, since, false))
+                    }
+                    Some(_) => {}
+                }
             }
             Some(message) => self.inbox.push_back(message),
             None => {
@@ -684,6 +696,7 @@ mod tests {
         let (mut children, sent) = children(3);
         let failed = FromPe::Failed {
             error: "edge broke".into(),
+            consequence: true,
         };
         for event in [
             (2, Some(FromPe::Ready)),
@@ -705,12 +718,35 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_of_its_own_reported_after_its_consequence_is_the_cause() {
+        let (mut children, sent) = children(3);
+        let failed = |error: &str, consequence| FromPe::Failed {
+            error: error.into(),
+            consequence,
+        };
+        for event in [
+            (0, Some(failed("cut off", true))),
+            (1, Some(failed("panicked", false))),
+            (2, Some(failed("cut off too", true))),
+        ] {
+            sent.send(event).unwrap();
+        }
+        match supervise_until_error(&mut children) {
+            RunError::PeFailed { pe, error } => {
+                assert_eq!((pe.as_str(), error.as_str()), ("p1", "panicked"))
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
     fn a_silent_end_during_a_failures_grace_is_the_cause() {
         let (mut children, sent) = children(2);
         sent.send((
             0,
             Some(FromPe::Failed {
                 error: "edge broke".into(),
+                consequence: true,
             }),
         ))
         .unwrap();

@@ -113,6 +113,7 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
         },
         Err(error) => FromPe::Failed {
             error: error.to_string(),
+            consequence: error.is_consequence(),
         },
     };
     let _ = wire::send(&mut link, &message);

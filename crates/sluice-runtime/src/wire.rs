@@ -40,8 +40,11 @@ pub(crate) enum FromPe {
     Done {
         report: WireReport,
     },
+    /// It failed; `consequence`: because of a failure elsewhere (a neighbour that stopped
+    /// receiving), so another PE's failure, if one comes, is the cause.
     Failed {
         error: String,
+        consequence: bool,
     },
 }
 

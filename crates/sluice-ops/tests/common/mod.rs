@@ -1,5 +1,6 @@
-//! What the sources' and sinks' tests share: running a one-source graph into a sink under a
-//! plan, collecting what arrived, and a watchdog for the tests that could hang.
+//! What the sources', sinks' and operators' tests share: running a graph under a plan (in this
+//! process or with the plan's PEs as threads, behind a watchdog), running a one-source graph
+//! into a sink, collecting what arrived, and a watchdog for the tests that could hang.
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
@@ -11,7 +12,7 @@ use sluice_graph::{
 };
 use sluice_ops::{Collect, Collected};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
-use sluice_runtime::{run, JobReport, RunError, RunOptions};
+use sluice_runtime::{run, start, JobReport, Launcher, RunError, RunOptions};
 use sluice_types::{Tuple, TupleRef};
 
 /// Runs `graph` under `request` on two cores with small queues.
@@ -23,6 +24,48 @@ pub fn run_under(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunE
     };
     let p = plan(graph, request, &options).expect("plan");
     run(graph, &p, &RunOptions::default())
+}
+
+/// The fused, threaded and processes plans.
+pub fn every_plan() -> [PlanRequest; 3] {
+    [
+        PlanRequest::Fused,
+        PlanRequest::Threaded,
+        PlanRequest::Processes,
+    ]
+}
+
+/// Longest a job run by [`run_in_process`] may take before the test reports it as hung.
+pub const JOB_WATCHDOG: Duration = Duration::from_secs(60);
+
+/// Runs `graph` under `request` with every PE as threads of this process (edges between PEs
+/// still go through shared memory); stops the job and fails the test if it has not ended
+/// within [`JOB_WATCHDOG`].
+pub fn run_in_process(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunError> {
+    let physical = plan(graph, request, &PlanOptions::default()).expect("plan");
+    let options = RunOptions {
+        launcher: Launcher::InProcess,
+        ..RunOptions::default()
+    };
+    let job = start(graph, &physical, &options)?;
+    let stop = job.stop_handle();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(job.wait());
+    });
+    rx.recv_timeout(JOB_WATCHDOG).unwrap_or_else(|_| {
+        stop.stop();
+        panic!("the job did not end within {JOB_WATCHDOG:?} under {request:?}")
+    })
+}
+
+/// Every tuple `into` holds, taking them out, instance by instance.
+pub fn drain<T>(into: &Collected<T>) -> Vec<T> {
+    into.lock()
+        .expect("sink lock")
+        .drain(..)
+        .flat_map(|(_, v)| v)
+        .collect()
 }
 
 /// `source` (named "source") feeding `sink` (named "sink"), both with parallelism 1.
@@ -55,13 +98,7 @@ where
     let sink_into = into.clone();
     let graph = source_into::<T, _, _>(source, move || Collect::new(sink_into.clone()));
     let report = run_under(&graph, request)?;
-    let tuples = into
-        .lock()
-        .expect("sink lock")
-        .drain(..)
-        .flat_map(|(_, v)| v)
-        .collect();
-    Ok((tuples, report))
+    Ok((drain(&into), report))
 }
 
 /// The counter `name` of operator `operator` in `report` (0 when absent).
