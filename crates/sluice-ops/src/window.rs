@@ -237,7 +237,8 @@ impl<T> Windows<T> {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
+/// `d` in nanoseconds, saturating at `u64::MAX` (584 years).
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Source,
 };
-use sluice_ops::{Collect, Collected};
+use sluice_ops::{Collect, Collected, Dataflow, Stream};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
-use sluice_runtime::{run, JobReport, RunError, RunOptions};
+use sluice_runtime::{run, start, JobReport, Launcher, RunError, RunOptions};
 use sluice_types::{Tuple, TupleRef};
 
 /// Runs `graph` under `request` on two cores with small queues.
@@ -23,6 +23,65 @@ pub fn run_under(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunE
     };
     let p = plan(graph, request, &options).expect("plan");
     run(graph, &p, &RunOptions::default())
+}
+
+/// The three plans a dataflow should behave the same under.
+pub fn every_plan() -> [PlanRequest; 3] {
+    [
+        PlanRequest::Fused,
+        PlanRequest::Threaded,
+        PlanRequest::Processes,
+    ]
+}
+
+/// Builds `flow` and runs it under `request` to its end, every PE as threads of this process;
+/// fails the test if the job fails or has not ended within a minute.
+pub fn run_flow(flow: &Dataflow, request: &PlanRequest) -> JobReport {
+    const LIMIT: Duration = Duration::from_secs(60);
+    let graph = flow.build().expect("a valid dataflow");
+    let options = PlanOptions {
+        cores: 2,
+        queue_capacity: 64,
+        ..PlanOptions::default()
+    };
+    let physical = plan(&graph, request, &options).expect("plan");
+    let run = RunOptions {
+        launcher: Launcher::InProcess,
+        ..RunOptions::default()
+    };
+    let job = start(&graph, &physical, &run).expect("start");
+    let stop = job.stop_handle();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(job.wait());
+    });
+    let Ok(report) = rx.recv_timeout(LIMIT) else {
+        stop.stop();
+        panic!("{request:?}: the job did not end within {LIMIT:?}");
+    };
+    report.unwrap_or_else(|e| panic!("{request:?}: {e}"))
+}
+
+/// Ends `stream` in a [`Collect`] sink called `name`; returns where it collects.
+pub fn sink_into<T: Tuple>(stream: &Stream<T>, name: &str) -> Collected<T> {
+    let into: Collected<T> = Default::default();
+    let sink_into = into.clone();
+    stream.sink(name, move |_| Collect::new(sink_into.clone()));
+    into
+}
+
+/// What the instances of a [`Collect`] sink received, each instance's tuples in arrival
+/// order, by instance; empties `into` for the next run.
+pub fn by_instance<T>(into: &Collected<T>) -> Vec<(usize, Vec<T>)> {
+    let mut parts: Vec<(usize, Vec<T>)> = into.lock().expect("sink lock").drain(..).collect();
+    parts.sort_by_key(|(instance, _)| *instance);
+    parts
+}
+
+/// Everything the instances of a [`Collect`] sink received, in instance order; empties
+/// `into`.
+pub fn all_of<T>(into: &Collected<T>) -> Vec<T> {
+    by_instance(into).into_iter().flat_map(|(_, v)| v).collect()
 }
 
 /// `source` (named "source") feeding `sink` (named "sink"), both with parallelism 1.
