@@ -38,6 +38,7 @@ use crate::dedup::{Dedup, Deduplicate};
 use crate::join::{JoinWindow, TableJoin, WindowJoin};
 use crate::keyed::Key;
 use crate::rolling::RollingAggregate;
+use crate::sinks::{Collect, Collected};
 use crate::split::Split;
 use crate::throttle::Throttle;
 use crate::transforms::{Filter, FlatMap, Map};
@@ -340,6 +341,15 @@ impl<T: Tuple> Stream<T> {
             flow: self.flow.clone(),
             op,
         }
+    }
+
+    /// Ends the stream in a [`Collect`] sink; read what it received with
+    /// [`collected`](crate::collected) once the job has run.
+    pub fn collect(&self, name: &str) -> Collected<T> {
+        let into = Collected::default();
+        let sink_into = into.clone();
+        self.sink(name, move |_| Collect::new(sink_into.clone()));
+        into
     }
 
     /// Event time: passes the tuples on, with watermarks trailing the greatest time `time`

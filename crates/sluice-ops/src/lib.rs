@@ -84,7 +84,7 @@ pub use generate::{Generator, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
 pub use pace::Pacer;
-pub use sinks::{Collect, Collected};
+pub use sinks::{collected, Collect, Collected};
 pub use sources::{IterSource, SOURCE_BATCH};
 pub use split::Split;
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};

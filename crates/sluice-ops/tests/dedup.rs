@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{all_of, counter, every_plan, run_flow, sink_into};
-use sluice_ops::{Dataflow, Dedup, IterSource};
+use common::{counter, every_plan, run_flow};
+use sluice_ops::{collected, Dataflow, Dedup, IterSource};
 
 /// A tuple: (key, event time in ns).
 type Event = (u64, u64);
@@ -33,9 +33,9 @@ fn dedup_under_every_plan(
                 .key_by(|e: &Event| &e.0)
                 .dedup("dedup", dedup())
                 .parallelism(parallelism);
-            let into = sink_into(&passed, "sink");
+            let into = passed.collect("sink");
             let report = run_flow(&flow, &request);
-            let mut got = all_of(&into);
+            let mut got = collected(&into);
             got.sort_unstable();
             (got, counter(&report, "dedup", "duplicate_tuples"))
         })

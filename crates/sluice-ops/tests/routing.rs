@@ -8,8 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{all_of, counter, every_plan, run_flow, sink_into};
-use sluice_ops::{Collected, Dataflow, IterSource, Windows};
+use common::{counter, every_plan, run_flow};
+use sluice_ops::{collected, Collected, Dataflow, IterSource, Windows};
 
 #[test]
 fn split_sends_each_tuple_to_the_port_its_function_picks() {
@@ -21,12 +21,12 @@ fn split_sends_each_tuple_to_the_port_its_function_picks() {
         let sinks: Vec<Collected<u64>> = ports
             .iter()
             .enumerate()
-            .map(|(i, port)| sink_into(port, &format!("port{i}")))
+            .map(|(i, port)| port.collect(&format!("port{i}")))
             .collect();
         let report = run_flow(&flow, &request);
         for (i, into) in sinks.iter().enumerate() {
             let expected: Vec<u64> = (0..1000).filter(|x| x % 4 == i as u64).collect();
-            assert_eq!(all_of(into), expected, "{request:?}: port {i}");
+            assert_eq!(collected(into), expected, "{request:?}: port {i}");
         }
         assert_eq!(counter(&report, "route", "unrouted_tuples"), 250);
     }
@@ -39,16 +39,16 @@ fn duplicate_sends_every_tuple_to_every_port() {
         let copies = flow
             .source("numbers", |_| IterSource::new(0..700u64))
             .duplicate("copy", 2);
-        let first = sink_into(&copies[0], "first");
-        let second = sink_into(&copies[1].map("double", |x: &u64| x * 2), "second");
+        let first = copies[0].collect("first");
+        let second = copies[1].map("double", |x: &u64| x * 2).collect("second");
         run_flow(&flow, &request);
         assert_eq!(
-            all_of(&first),
+            collected(&first),
             (0..700).collect::<Vec<u64>>(),
             "{request:?}"
         );
         let doubled: Vec<u64> = (0..700).map(|x| x * 2).collect();
-        assert_eq!(all_of(&second), doubled, "{request:?}");
+        assert_eq!(collected(&second), doubled, "{request:?}");
     }
 }
 
@@ -62,9 +62,9 @@ fn union_merges_streams_of_any_parallelism_keeping_each_in_order() {
             .map("spread", |x: &u64| *x)
             .parallelism(2);
         let hundreds = flow.source("hundreds", |_| IterSource::new(1000..1100u64));
-        let into = sink_into(&evens.union("merge", &[&odds, &hundreds]), "sink");
+        let into = evens.union("merge", &[&odds, &hundreds]).collect("sink");
         run_flow(&flow, &request);
-        let got = all_of(&into);
+        let got = collected(&into);
         let evens: Vec<u64> = got
             .iter()
             .copied()
@@ -115,11 +115,11 @@ fn event_time_windows_after_a_union_wait_for_every_stream() {
             .window(Windows::tumbling(Duration::from_nanos(100)).event_time(|e: &Event| e.1))
             .count("count")
             .parallelism(2);
-        let into = sink_into(&counts, "sink");
+        let into = counts.collect("sink");
         let report = run_flow(&flow, &request);
         assert_eq!(counter(&report, "count", "late_tuples"), 0, "{request:?}");
         let mut got = BTreeMap::new();
-        for w in all_of(&into) {
+        for w in collected(&into) {
             assert!(
                 got.insert((w.key, w.start), w.value).is_none(),
                 "{request:?}: {w:?} twice"
@@ -136,13 +136,17 @@ fn throttle_passes_every_tuple_in_order_no_faster_than_its_rate() {
         let slowed = flow
             .source("numbers", |_| IterSource::new(0..50u64))
             .throttle("slow", 100.0);
-        let into = sink_into(&slowed, "sink");
+        let into = slowed.collect("sink");
         let began = Instant::now();
         run_flow(&flow, &request);
         // 50 tuples at 100 a second: the last is due half a second after the first call.
         let took = began.elapsed();
         assert!(took >= Duration::from_millis(400), "{request:?}: {took:?}");
-        assert_eq!(all_of(&into), (0..50).collect::<Vec<u64>>(), "{request:?}");
+        assert_eq!(
+            collected(&into),
+            (0..50).collect::<Vec<u64>>(),
+            "{request:?}"
+        );
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Source,
 };
-use sluice_ops::{Collect, Collected, Dataflow, Stream};
+use sluice_ops::{Collect, Collected, Dataflow};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, start, JobReport, Launcher, RunError, RunOptions};
 use sluice_types::{Tuple, TupleRef};
@@ -60,28 +60,6 @@ pub fn run_flow(flow: &Dataflow, request: &PlanRequest) -> JobReport {
         panic!("{request:?}: the job did not end within {LIMIT:?}");
     };
     report.unwrap_or_else(|e| panic!("{request:?}: {e}"))
-}
-
-/// Ends `stream` in a [`Collect`] sink called `name`; returns where it collects.
-pub fn sink_into<T: Tuple>(stream: &Stream<T>, name: &str) -> Collected<T> {
-    let into: Collected<T> = Default::default();
-    let sink_into = into.clone();
-    stream.sink(name, move |_| Collect::new(sink_into.clone()));
-    into
-}
-
-/// What the instances of a [`Collect`] sink received, each instance's tuples in arrival
-/// order, by instance; empties `into` for the next run.
-pub fn by_instance<T>(into: &Collected<T>) -> Vec<(usize, Vec<T>)> {
-    let mut parts: Vec<(usize, Vec<T>)> = into.lock().expect("sink lock").drain(..).collect();
-    parts.sort_by_key(|(instance, _)| *instance);
-    parts
-}
-
-/// Everything the instances of a [`Collect`] sink received, in instance order; empties
-/// `into`.
-pub fn all_of<T>(into: &Collected<T>) -> Vec<T> {
-    by_instance(into).into_iter().flat_map(|(_, v)| v).collect()
 }
 
 /// `source` (named "source") feeding `sink` (named "sink"), both with parallelism 1.
