@@ -1,7 +1,10 @@
 //! The standard operators every application reaches for, typed with closures:
 //! [`IterSource`] (a source over an iterator), [`Map`], [`Filter`], [`FlatMap`], and the
 //! [`Collect`] sink that hands what it received back to the caller, and [`MulticastSource`],
-//! which receives a UDP multicast feed in batches.
+//! which receives a UDP multicast feed in batches. Routing: [`Split`] (to the output port a
+//! function picks, or to all of them) and [`Throttle`] (at most a rate, delaying); per key,
+//! [`Deduplicate`] drops repeats within a [`Dedup`] window. The fluent [`Dataflow`] offers them
+//! all as methods of [`Stream`] and [`KeyedStream`], with the union of several streams.
 //!
 //! The sources and sinks that meet the outside world:
 //! - [`TextFileSource`]: the lines of a text file;

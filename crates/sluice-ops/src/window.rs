@@ -102,7 +102,8 @@ pub enum Shape {
         /// Tuples between windows.
         slide: u64,
     },
-    /// Windows `[k * slide, k * slide + size)` (`size == slide`: tumbling).
+    /// Windows `[k * slide, k * slide + size)` (`size == slide`: tumbling); a sliding window
+    /// that would start before time 0 starts at 0.
     Time {
         /// The window's length.
         size: Duration,
@@ -439,7 +440,7 @@ where
         let mut end = at - at % slide + size;
         while end > at {
             if end <= self.now {
-                self.fire_time_window(key, end - size, end);
+                self.fire_time_window(key, end.saturating_sub(size), end);
             } else {
                 out.set_timer(self.timer(end));
             }
@@ -549,7 +550,7 @@ where
                 let (size, slide) = (nanos(size), nanos(slide));
                 for key in &keys {
                     for end in self.ends_between(key, before, now, size, slide) {
-                        self.fire_time_window(key, end - size, end);
+                        self.fire_time_window(key, end.saturating_sub(size), end);
                     }
                 }
                 self.state.retain(|_, windows| {
