@@ -34,9 +34,13 @@ use sluice_graph::{
 use sluice_types::{partition_hash, Tuple};
 
 use crate::aggregate::{Aggregate, Apply, Count, Max, Mean, Min, Reduce, SortBy, Sum, TopK, Value};
+use crate::dedup::{Dedup, Deduplicate};
 use crate::join::{JoinWindow, TableJoin, WindowJoin};
 use crate::keyed::Key;
 use crate::rolling::RollingAggregate;
+use crate::sinks::{Collect, Collected};
+use crate::split::Split;
+use crate::throttle::Throttle;
 use crate::transforms::{Filter, FlatMap, Map};
 use crate::watermarks::WatermarkAssigner;
 use crate::window::{WindowOperator, Windowed, Windows};
@@ -100,6 +104,13 @@ impl Dataflow {
     /// Records that `operator`'s parameters cannot work (reported by [`Dataflow::build`]).
     pub fn refuse(&self, operator: OperatorHandle, reason: impl Into<String>) {
         self.with(|b| b.builder.refuse(operator, reason));
+    }
+
+    /// Refuses `operator` with the reason `check` gives, if it gives one.
+    fn refuse_unless(&self, operator: OperatorHandle, check: Result<(), String>) {
+        if let Err(reason) = check {
+            self.refuse(operator, reason);
+        }
     }
 
     fn note(&self, result: Result<(), GraphError>) {
@@ -278,6 +289,60 @@ impl<T: Tuple> Stream<T> {
         self.process(name, move |_| FlatMap::new(f.clone()))
     }
 
+    /// Adds an operator reading this stream and writing `n` streams of its type, one per
+    /// output port; `n` of 0 is refused by [`Dataflow::build`].
+    fn fan_out<Op, G>(&self, name: &str, n: usize, factory: G) -> Vec<Stream<T>>
+    where
+        Op: Operator + 'static,
+        G: Fn(&OperatorContext) -> Op + Send + Sync + 'static,
+    {
+        let ports = (0..n).fold(Ports::new().input::<T>(), |ports, _| ports.output::<T>());
+        let op = self.apply(name, ports, factory);
+        if n == 0 {
+            self.flow
+                .refuse(op, "a split needs at least 1 output stream");
+        }
+        (0..n)
+            .map(|port| Stream::new(self.flow.clone(), op, port))
+            .collect()
+    }
+
+    /// Splits the stream in `n`: each tuple goes to the stream `pick(tuple)` (IBM Streams'
+    /// `Split`); a tuple for which `pick` returns `n` or more goes nowhere and is counted
+    /// (`unrouted_tuples`). See [`Split`].
+    pub fn split<G>(&self, name: &str, n: usize, pick: G) -> Vec<Stream<T>>
+    where
+        G: Fn(&T) -> usize + Clone + Send + Sync + 'static,
+    {
+        self.fan_out(name, n, move |_| Split::by(n, pick.clone()))
+    }
+
+    /// `n` copies of the stream: every tuple goes to each.
+    pub fn duplicate(&self, name: &str, n: usize) -> Vec<Stream<T>> {
+        self.fan_out(name, n, move |_| Split::<T, _>::to_all(n))
+    }
+
+    /// This stream and `others` merged into one, each stream's tuples in their order; the
+    /// operator's event time is the least watermark of every instance feeding it. The streams
+    /// may come from operators of any parallelism.
+    pub fn union(&self, name: &str, others: &[&Stream<T>]) -> Stream<T> {
+        let merged = self.filter(name, |_| true);
+        for other in others {
+            other.connect_to(merged.op, 0);
+        }
+        merged
+    }
+
+    /// Passes every tuple on, in order, at most `tuples_per_second` a second, delaying (never
+    /// dropping) them; see [`Throttle`] for how it waits. A rate that is not above 0 and
+    /// finite is refused by [`Dataflow::build`].
+    pub fn throttle(&self, name: &str, tuples_per_second: f64) -> Stream<T> {
+        let throttled = self.process(name, move |_| Throttle::<T>::new(tuples_per_second));
+        self.flow
+            .refuse_unless(throttled.op, Throttle::<T>::check(tuples_per_second));
+        throttled
+    }
+
     /// Ends the stream in a sink (an operator without outputs) made by `factory`.
     pub fn sink<Op, F>(&self, name: &str, factory: F) -> Sink
     where
@@ -289,6 +354,15 @@ impl<T: Tuple> Stream<T> {
             flow: self.flow.clone(),
             op,
         }
+    }
+
+    /// Ends the stream in a [`Collect`] sink; read what it received with
+    /// [`collected`](crate::collected) once the job has run.
+    pub fn collect(&self, name: &str) -> Collected<T> {
+        let into = Collected::default();
+        let sink_into = into.clone();
+        self.sink(name, move |_| Collect::new(sink_into.clone()));
+        into
     }
 
     /// Event time: passes the tuples on, with watermarks trailing the greatest time `time`
@@ -435,9 +509,7 @@ where
             WindowJoin::new(window, kl.clone(), kr.clone(), None, join.clone())
         });
         right.stream.connect_to(op, 1);
-        if let Err(reason) = window.check() {
-            self.stream.flow.refuse(op, reason);
-        }
+        self.stream.flow.refuse_unless(op, window.check());
         Stream::new(self.stream.flow.clone(), op, 0)
     }
 
@@ -460,6 +532,19 @@ where
             .partitioned(Partitioning::by_hash(|row: &(K, V)| partition_hash(&row.0)))
             .connect_to(op, 1);
         Stream::new(self.stream.flow.clone(), op, 0)
+    }
+
+    /// Drops each tuple whose key passed within `dedup`'s window before it (a count of
+    /// tuples, or processing or event time); a window of 0 is refused by [`Dataflow::build`].
+    /// See [`Deduplicate`].
+    pub fn dedup(&self, name: &str, dedup: Dedup<T>) -> Stream<T> {
+        let check = dedup.check();
+        let key = self.key.clone();
+        let deduped = self
+            .stream
+            .process(name, move |_| Deduplicate::new(key.clone(), dedup.clone()));
+        self.stream.flow.refuse_unless(deduped.op, check);
+        deduped
     }
 
     /// The keyed stream cut into `windows`; a specification that cannot work (a window of 0,
@@ -503,9 +588,10 @@ where
         let op = self.keyed.stream.apply(name, ports, move |_| {
             WindowOperator::new(key.clone(), windows.clone(), aggregate.clone())
         });
-        if let Err(reason) = self.windows.check() {
-            self.keyed.stream.flow.refuse(op, reason);
-        }
+        self.keyed
+            .stream
+            .flow
+            .refuse_unless(op, self.windows.check());
         op
     }
 

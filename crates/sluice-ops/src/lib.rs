@@ -1,7 +1,10 @@
 //! The standard operators every application reaches for, typed with closures:
 //! [`IterSource`] (a source over an iterator), [`Map`], [`Filter`], [`FlatMap`], and the
 //! [`Collect`] sink that hands what it received back to the caller, and [`MulticastSource`],
-//! which receives a UDP multicast feed in batches.
+//! which receives a UDP multicast feed in batches. Routing: [`Split`] (to the output port a
+//! function picks, or to all of them) and [`Throttle`] (at most a rate, delaying); per key,
+//! [`Deduplicate`] drops repeats within a [`Dedup`] window. The fluent [`Dataflow`] offers them
+//! all as methods of [`Stream`] and [`KeyedStream`], with the union of several streams.
 //!
 //! The sources and sinks that meet the outside world:
 //! - [`TextFileSource`]: the lines of a text file;
@@ -46,6 +49,7 @@ pub mod aggregate;
 mod counters;
 mod csv_io;
 mod dataflow;
+mod dedup;
 mod files;
 pub mod framing;
 mod generate;
@@ -57,9 +61,11 @@ mod pace;
 mod rolling;
 mod sinks;
 mod sources;
+mod split;
 mod stream_sink;
 mod tcp;
 pub mod text;
+mod throttle;
 mod transforms;
 mod udp;
 mod watermarks;
@@ -67,6 +73,7 @@ pub mod window;
 
 pub use aggregate::{Aggregate, Apply, Count, Max, Mean, Min, Reduce, SortBy, Sum, TopK, Value};
 pub use dataflow::{Dataflow, KeyedStream, Sink, Stream, TypedSource, WindowedStream};
+pub use dedup::{Dedup, Deduplicate};
 pub use join::{JoinWindow, TableJoin, WindowJoin};
 pub use keyed::{Key, KeyedState};
 pub use rolling::{RollingAggregate, TableSink};
@@ -80,9 +87,11 @@ pub use generate::{Generator, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
 pub use pace::Pacer;
-pub use sinks::{Collect, Collected};
+pub use sinks::{collected, Collect, Collected};
 pub use sources::{IterSource, SOURCE_BATCH};
+pub use split::Split;
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
 pub use tcp::TcpSource;
+pub use throttle::{Throttle, BURST};
 pub use transforms::{Filter, FlatMap, Map};
 pub use udp::{UdpSink, UdpSource};

@@ -1,4 +1,4 @@
-//! Sinks.
+//! Sinks: [`Collect`], which hands what it received back to the caller.
 
 use std::sync::{Arc, Mutex};
 
@@ -8,6 +8,16 @@ use sluice_types::{Tuple, TupleRef};
 /// Where [`Collect`] instances put what they received: one vector per instance, filled when
 /// each instance stops.
 pub type Collected<T> = Arc<Mutex<Vec<(usize, Vec<T>)>>>;
+
+/// Every tuple the instances of a [`Collect`] sink handed to `into`, instance by instance,
+/// each instance's in the order they arrived.
+pub fn collected<T: Clone>(into: &Collected<T>) -> Vec<T> {
+    let mut parts = into
+        .lock()
+        .map_or_else(|e| e.into_inner().clone(), |p| p.clone());
+    parts.sort_by_key(|(instance, _)| *instance);
+    parts.into_iter().flat_map(|(_, items)| items).collect()
+}
 
 /// A sink that keeps every tuple it receives and hands them over when it stops.
 pub struct Collect<T> {

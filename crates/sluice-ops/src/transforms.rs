@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 
 use sluice_graph::{expect_tuple, Operator, OperatorError, Output};
-use sluice_types::{BatchRef, Tuple, TupleRef};
+use sluice_types::{BatchRef, Tuple, TupleRef, TupleSlice};
 
 /// The most tuples a transformation gathers before it emits them: enough to amortise a call
 /// downstream, few enough to stay in the cache.
@@ -36,6 +36,35 @@ fn for_each_in<I: Tuple, O: Tuple>(
             .try_for_each(|t| take(expect_tuple::<I>(port, t)?, out))?,
     }
     out.emit_batch(0, results)
+}
+
+/// Runs `f` on every tuple of `batch` (as `T` from input `port`), reading the batch as a slice
+/// when it can.
+pub(crate) fn each_tuple<'b, T: Tuple>(
+    port: usize,
+    batch: BatchRef<'b>,
+    mut f: impl FnMut(&'b T),
+) -> Result<(), OperatorError> {
+    match batch.as_slice::<T>() {
+        Some(tuples) => tuples.iter().for_each(f),
+        None => {
+            for tuple in batch.iter() {
+                f(expect_tuple::<T>(port, tuple)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `tuple` (as `T` from input `port`) as a batch of one, for an operator whose
+/// `process_batch` does its work: `self.process_batch(port, BatchRef::new(&one_tuple(..)?), out)`.
+pub(crate) fn one_tuple<'a, T: Tuple>(
+    port: usize,
+    tuple: TupleRef<'a>,
+) -> Result<TupleSlice<'a, T>, OperatorError> {
+    Ok(TupleSlice(std::slice::from_ref(expect_tuple::<T>(
+        port, tuple,
+    )?)))
 }
 
 /// Emits `f(tuple)` for every tuple.

@@ -102,7 +102,8 @@ pub enum Shape {
         /// Tuples between windows.
         slide: u64,
     },
-    /// Windows `[k * slide, k * slide + size)` (`size == slide`: tumbling).
+    /// Windows `[k * slide, k * slide + size)` (`size == slide`: tumbling); a sliding window
+    /// that would start before time 0 starts at 0.
     Time {
         /// The window's length.
         size: Duration,
@@ -237,7 +238,8 @@ impl<T> Windows<T> {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
+/// `d` in nanoseconds, saturating at `u64::MAX` (584 years).
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -441,7 +443,7 @@ where
         while end > at {
             if end <= self.now {
                 if end.saturating_add(self.lateness()) > self.now {
-                    self.fire_time_window(key, end - size, end);
+                    self.fire_time_window(key, end.saturating_sub(size), end);
                 }
             } else {
                 out.set_timer(self.timer(end));
@@ -552,7 +554,7 @@ where
                 let (size, slide) = (nanos(size), nanos(slide));
                 for key in &keys {
                     for end in self.ends_between(key, before, now, size, slide) {
-                        self.fire_time_window(key, end - size, end);
+                        self.fire_time_window(key, end.saturating_sub(size), end);
                     }
                 }
                 self.state.retain(|_, windows| {

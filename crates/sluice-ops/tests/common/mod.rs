@@ -10,19 +10,23 @@ use std::time::{Duration, Instant};
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Source,
 };
-use sluice_ops::{Collect, Collected};
+use sluice_ops::{Collect, Collected, Dataflow};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, start, JobReport, Launcher, RunError, RunOptions};
 use sluice_types::{Tuple, TupleRef};
 
-/// Runs `graph` under `request` on two cores with small queues.
-pub fn run_under(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunError> {
-    let options = PlanOptions {
+/// Two cores and small queues, so tests see backpressure.
+fn small() -> PlanOptions {
+    PlanOptions {
         cores: 2,
         queue_capacity: 64,
         ..PlanOptions::default()
-    };
-    let p = plan(graph, request, &options).expect("plan");
+    }
+}
+
+/// Runs `graph` under `request` on two cores with small queues.
+pub fn run_under(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunError> {
+    let p = plan(graph, request, &small()).expect("plan");
     run(graph, &p, &RunOptions::default())
 }
 
@@ -42,7 +46,22 @@ pub const JOB_WATCHDOG: Duration = Duration::from_secs(60);
 /// still go through shared memory); stops the job and fails the test if it has not ended
 /// within [`JOB_WATCHDOG`].
 pub fn run_in_process(graph: &Graph, request: &PlanRequest) -> Result<JobReport, RunError> {
-    let physical = plan(graph, request, &PlanOptions::default()).expect("plan");
+    run_planned(graph, request, &PlanOptions::default())
+}
+
+/// Builds `flow` and runs it as [`run_in_process`] does, with two cores and small queues;
+/// fails the test if the job fails.
+pub fn run_flow(flow: &Dataflow, request: &PlanRequest) -> JobReport {
+    let graph = flow.build().expect("a valid dataflow");
+    run_planned(&graph, request, &small()).unwrap_or_else(|e| panic!("{request:?}: {e}"))
+}
+
+fn run_planned(
+    graph: &Graph,
+    request: &PlanRequest,
+    options: &PlanOptions,
+) -> Result<JobReport, RunError> {
+    let physical = plan(graph, request, options).expect("plan");
     let options = RunOptions {
         launcher: Launcher::InProcess,
         ..RunOptions::default()
