@@ -388,6 +388,7 @@ impl<T: Tuple> Stream<T> {
         KeyedStream {
             stream: self.partitioned(Partitioning::by_hash(move |t: &T| partition_hash(hash(t)))),
             key,
+            time: None,
             types: PhantomData,
         }
     }
@@ -397,6 +398,8 @@ impl<T: Tuple> Stream<T> {
 pub struct KeyedStream<T, K, F> {
     stream: Stream<T>,
     key: F,
+    /// The tuples' event time, for a join by event time ([`KeyedStream::event_time`]).
+    time: Option<fn(&T) -> u64>,
     types: PhantomData<fn() -> K>,
 }
 
@@ -487,8 +490,16 @@ where
     K: Key,
     F: Fn(&T) -> &K + Clone + Send + Sync + 'static,
 {
+    /// The keyed stream whose tuples' event time `time` reads, for a join by event time.
+    pub fn event_time(mut self, time: fn(&T) -> u64) -> Self {
+        self.time = Some(time);
+        self
+    }
+
     /// Joins this stream (left, port 0) with `right` (port 1) on equal keys within `window`,
-    /// emitting `join(left, right)` for every pair; see [`WindowJoin`].
+    /// emitting `join(left, right)` for every pair; see [`WindowJoin`]. By
+    /// [`JoinWindow::EventTime`] both sides need their [`KeyedStream::event_time`]: a pair
+    /// then joins when its times are at most the window apart (Flink's interval join).
     pub fn join<R, FR, O, J>(
         &self,
         name: &str,
@@ -504,12 +515,20 @@ where
         J: Fn(&T, &R) -> O + Clone + Send + Sync + 'static,
     {
         let (kl, kr) = (self.key.clone(), right.key.clone());
+        let times = self.time.zip(right.time);
         let ports = Ports::new().input::<T>().input::<R>().output::<O>();
         let op = self.stream.apply(name, ports, move |_| {
-            WindowJoin::new(window, kl.clone(), kr.clone(), None, join.clone())
+            WindowJoin::new(window, kl.clone(), kr.clone(), times, join.clone())
         });
         right.stream.connect_to(op, 1);
-        self.stream.flow.refuse_unless(op, window.check());
+        let by_event_time = matches!(window, JoinWindow::EventTime(_));
+        let check = match window.check() {
+            Ok(()) if by_event_time && times.is_none() => {
+                Err("a join by event time needs both sides' times: key_by(..).event_time(f)".into())
+            }
+            checked => checked,
+        };
+        self.stream.flow.refuse_unless(op, check);
         Stream::new(self.stream.flow.clone(), op, 0)
     }
 
@@ -554,6 +573,7 @@ where
             keyed: KeyedStream {
                 stream: self.stream.clone(),
                 key: self.key.clone(),
+                time: self.time,
                 types: PhantomData,
             },
             windows,

@@ -5,9 +5,12 @@
 //! hash, so tuples with equal keys meet in the same instance.
 //!
 //! [`WindowJoin`]: each side keeps, per key, the tuples of its window: the last `n` tuples of
-//! the key, or those no older than a duration (by arrival time, or by event time evicted as
-//! the watermark passes). A tuple arriving on one side is matched against the other side's
-//! window of its key, every match emits `f(left, right)`, then it joins its own side's window.
+//! the key, or those that arrived within a duration. A tuple arriving on one side is matched
+//! against the other side's window of its key, every match emits `f(left, right)`, then it
+//! joins its own side's window. By event time it is an interval join: a pair matches when
+//! the two times are within the duration of each other, whatever order the tuples arrive in,
+//! and a tuple is kept until the watermark has passed its time by the duration; with no late
+//! tuple the pairs are then the same under every plan.
 //!
 //! [`TableJoin`]: port 1 carries `(key, value)` updates that replace the key's row; each
 //! tuple on port 0 looks up its key and emits `f(tuple, row)` (`row` is `None` for a key
@@ -18,7 +21,7 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use sluice_graph::{expect_tuple, Operator, OperatorError, Output, Snapshot};
+use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output, Snapshot};
 use sluice_types::{monotonic_ns, BatchRef, Tuple, TupleRef};
 
 use crate::aggregate::Value;
@@ -31,7 +34,10 @@ pub enum JoinWindow {
     Count(usize),
     /// The tuples that arrived within this long (processing time).
     Arrival(Duration),
-    /// The tuples whose event time is within this long of the watermark.
+    /// By event time (Flink's interval join): a left and a right tuple pair up when their
+    /// times are at most this far apart. A tuple is kept until the watermark passes its time
+    /// by the duration; a tuple older than the watermark is late, dropped and counted
+    /// (`late_tuples`). Each side's time is read by its [`crate::KeyedStream::event_time`].
     EventTime(Duration),
 }
 
@@ -49,6 +55,16 @@ impl JoinWindow {
 
     fn nanos(d: &Duration) -> u64 {
         u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether tuples at `left` and `right` (their times) pair up: within the duration of
+    /// each other by event time; always by count and arrival, whose kept tuples are all in
+    /// the window.
+    fn pairs(&self, left: u64, right: u64) -> bool {
+        match self {
+            Self::EventTime(d) => left.abs_diff(right) <= Self::nanos(d),
+            Self::Count(_) | Self::Arrival(_) => true,
+        }
     }
 }
 
@@ -71,6 +87,8 @@ pub struct WindowJoin<L, R, K, FL, FR, O, J> {
     results: Vec<O>,
     /// The instance's event time.
     now: u64,
+    /// Tuples dropped for coming after the watermark had passed their time.
+    late: u64,
 }
 
 impl<L, R, K, FL, FR, O, J> WindowJoin<L, R, K, FL, FR, O, J>
@@ -107,14 +125,26 @@ where
             join,
             results: Vec::new(),
             now: 0,
+            late: 0,
         }
+    }
+
+    /// Whether a tuple at `at` is later than the event time allows (always false for the
+    /// windows that are not by event time); such a tuple is dropped and counted.
+    fn is_late(&mut self, at: u64) -> bool {
+        let late = matches!(self.window, JoinWindow::EventTime(_)) && at < self.now;
+        self.late += u64::from(late);
+        late
     }
 
     fn take_left(&mut self, tuple: &L) {
         let key = (self.left.key)(tuple);
         let at = stamp(self.left.time, tuple);
+        if self.is_late(at) {
+            return;
+        }
         if let Some(matches) = self.right.kept.get(key) {
-            for (_, right) in matches {
+            for (_, right) in matches.iter().filter(|(t, _)| self.window.pairs(at, *t)) {
                 self.results.push((self.join)(tuple, right));
             }
         }
@@ -124,8 +154,11 @@ where
     fn take_right(&mut self, tuple: &R) {
         let key = (self.right.key)(tuple);
         let at = stamp(self.right.time, tuple);
+        if self.is_late(at) {
+            return;
+        }
         if let Some(matches) = self.left.kept.get(key) {
-            for (_, left) in matches {
+            for (_, left) in matches.iter().filter(|(t, _)| self.window.pairs(*t, at)) {
                 self.results.push((self.join)(left, tuple));
             }
         }
@@ -224,6 +257,12 @@ where
             evict_before(&mut self.right.kept, oldest);
         }
         out.watermark(watermark)
+    }
+
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        let mut report = OperatorReport::default();
+        report.counters.insert("late_tuples".into(), self.late);
+        Ok(report)
     }
 
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {

@@ -74,7 +74,7 @@ pub mod window;
 pub use aggregate::{Aggregate, Apply, Count, Max, Mean, Min, Reduce, SortBy, Sum, TopK, Value};
 pub use dataflow::{Dataflow, KeyedStream, Sink, Stream, TypedSource, WindowedStream};
 pub use dedup::{Dedup, Deduplicate};
-pub use join::{JoinWindow, TableJoin, WindowJoin};
+pub use join::{JoinEventTimes, JoinWindow, TableJoin, WindowJoin};
 pub use keyed::{Key, KeyedState};
 pub use rolling::{RollingAggregate, TableSink};
 pub use watermarks::WatermarkAssigner;

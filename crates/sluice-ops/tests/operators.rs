@@ -1,7 +1,8 @@
 //! Differential tests of the operator library: rolling aggregates, windows (by count, by
-//! time, sessions; counted, dropped and late-port late policies; aggregates, sort and top-k)
-//! the count-window join and the stream-table join run under the fused, threaded and processes plans on proptest-generated streams, with
-//! event time out of order and late tuples, and compared with a direct computation.
+//! time, sessions; counted, dropped and late-port late policies; aggregates, sort and top-k),
+//! the count-window join, the join by event time (an interval join) and the stream-table join run
+//! under the fused, threaded and processes plans on proptest-generated streams, with event
+//! time out of order and late tuples, and compared with a direct computation.
 //!
 //! Why the comparisons are exact: every keyed operator has one upstream instance, so each of
 //! its instances gets its keys' tuples in the source's order, and its single sink gets each
@@ -600,6 +601,71 @@ fn check_count_join(
     Ok(())
 }
 
+/// The steps of `steps` without the tuples behind the watermark before them.
+fn on_time(steps: &[Step]) -> Vec<Step> {
+    let mut mark = 0;
+    steps
+        .iter()
+        .filter(|step| match step {
+            Step::Tuple(e) => e.1 >= mark,
+            Step::Watermark(w) => {
+                mark = *w;
+                true
+            }
+        })
+        .copied()
+        .collect()
+}
+
+/// Joins two scripted streams by event time, pairs within `within` of each other. Neither
+/// script has a tuple behind its own watermark, so none is behind the join's (the least of
+/// the two), and a tuple is evicted only once the watermark is past every time it could pair
+/// with: the pairs are exactly those of equal keys within `within`, in any interleaving.
+fn check_interval_join(
+    left: &[Step],
+    right: &[Step],
+    within: u64,
+    request: &PlanRequest,
+) -> Result<(), TestCaseError> {
+    let flow = Dataflow::new("interval");
+    let source = |name: &str, steps: &[Step]| {
+        let steps = steps.to_vec();
+        flow.source_of::<Event, _, _>(name, move |_| Script {
+            steps: steps.clone(),
+            next: 0,
+            batch: Vec::new(),
+        })
+        .key_by(|e: &Event| &e.0)
+        .event_time(|e: &Event| e.1)
+    };
+    let pairs = source("left", left)
+        .join(
+            "join",
+            &source("right", right),
+            sluice_ops::JoinWindow::EventTime(Duration::from_nanos(within)),
+            |l: &Event, r: &Event| (*l, *r),
+        )
+        .parallelism(2);
+    let pairs = collect(&pairs, "pairs");
+    let report = run_in_process(&flow.build().unwrap(), request).unwrap();
+    prop_assert_eq!(counter(&report, "join", "late_tuples"), 0);
+    let mut got = drain(&pairs);
+    got.sort_unstable();
+    let (left, right) = (tuples(left), tuples(right));
+    let mut expected: Vec<(Event, Event)> = left
+        .iter()
+        .flat_map(|l| {
+            right
+                .iter()
+                .filter(|r| r.0 == l.0 && r.1.abs_diff(l.1) <= within)
+                .map(|r| (*l, *r))
+        })
+        .collect();
+    expected.sort_unstable();
+    prop_assert_eq!(got, expected);
+    Ok(())
+}
+
 /// A probe of the table join that only records the row it saw.
 const SENTINEL: u64 = u64::MAX;
 
@@ -760,6 +826,18 @@ proptest! {
     ) {
         for request in every_plan() {
             check_count_join(&left, &right, &request)?;
+        }
+    }
+
+    #[test]
+    fn interval_joins_match_every_pair_within_the_interval_under_every_plan(
+        left in script(),
+        right in script(),
+        within in 1u64..40,
+    ) {
+        let (left, right) = (on_time(&left), on_time(&right));
+        for request in every_plan() {
+            check_interval_join(&left, &right, within, &request)?;
         }
     }
 

@@ -131,6 +131,10 @@ fn join_windows_that_cannot_work_are_refused_naming_the_operator() {
             JoinWindow::Arrival(Duration::ZERO),
             "a join window needs a duration above 0",
         ),
+        (
+            JoinWindow::EventTime(Duration::from_secs(1)),
+            "a join by event time needs both sides' times: key_by(..).event_time(f)",
+        ),
     ];
     for (window, expected) in cases {
         let flow = Dataflow::new("bad");
