@@ -56,36 +56,72 @@ impl Iterator for Words<'_> {
     #[inline]
     fn next(&mut self) -> Option<CompactString> {
         match self {
-            Words::Ascii { text, at } => loop {
+            Words::Ascii { text, at } => {
                 let bytes = text.as_bytes();
-                let start = *at + bytes[*at..].iter().position(|b| !is_space(*b))?;
-                let end = bytes[start..]
-                    .iter()
-                    .position(|b| is_space(*b))
-                    .map_or(bytes.len(), |n| start + n);
+                // Leading punctuation is trimmed and a word of punctuation alone dropped, so a
+                // word starts at the first byte that is neither space nor punctuation.
+                let start = *at
+                    + bytes[*at..]
+                        .iter()
+                        .position(|b| class(*b) & (SPACE | PUNCTUATION) == 0)?;
+                let mut end = bytes.len();
+                let mut last = start;
+                let mut capitals = false;
+                for (i, b) in bytes[start..].iter().enumerate() {
+                    let c = class(*b);
+                    if c & SPACE != 0 {
+                        end = start + i;
+                        break;
+                    }
+                    if c & PUNCTUATION == 0 {
+                        last = start + i;
+                    }
+                    capitals |= c & CAPITAL != 0;
+                }
                 *at = end;
-                let word = &bytes[start..end];
-                let Some(first) = word.iter().position(|b| !b.is_ascii_punctuation()) else {
-                    continue;
-                };
-                // A byte that is not punctuation exists, so the search from the end finds one.
-                let last = word
-                    .iter()
-                    .rposition(|b| !b.is_ascii_punctuation())
-                    .unwrap_or(first);
                 // Every byte is ASCII, so every index is a character boundary.
-                return Some(ascii_lowercase(&text[start + first..=start + last]));
-            },
+                let mut word = CompactString::from(&text[start..=last]);
+                if capitals {
+                    word.as_mut_str().make_ascii_lowercase();
+                }
+                Some(word)
+            }
             Words::Unicode(words) => words.next(),
         }
     }
 }
 
-/// Whether an ASCII byte is whitespace as `char::is_whitespace` says (which, unlike
+/// A byte that is whitespace as `char::is_whitespace` says (which, unlike
 /// `u8::is_ascii_whitespace`, counts the vertical tab).
+const SPACE: u8 = 1;
+/// A byte that is ASCII punctuation.
+const PUNCTUATION: u8 = 2;
+/// A capital ASCII letter.
+const CAPITAL: u8 = 4;
+
+/// What each byte is to the tokenizer, one lookup per byte.
+static CLASSES: [u8; 256] = {
+    let mut classes = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        classes[b] = if matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+            SPACE
+        } else if byte.is_ascii_punctuation() {
+            PUNCTUATION
+        } else if byte.is_ascii_uppercase() {
+            CAPITAL
+        } else {
+            0
+        };
+        b += 1;
+    }
+    classes
+};
+
 #[inline]
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+fn class(b: u8) -> u8 {
+    CLASSES[usize::from(b)]
 }
 
 /// `word` without leading and trailing ASCII punctuation.
@@ -137,7 +173,7 @@ mod tests {
     proptest! {
         /// The ASCII path cuts the same words as the Unicode one.
         #[test]
-        fn both_paths_agree(text in "[a-cA-C .,!'\\-\t\n\r\u{b}\u{c}]{0,40}") {
+        fn both_paths_agree(text in "[a-cA-C .,!'\\-\t\n\r\u{b}\u{c}\u{0}~]{0,40}") {
             let unicode: Vec<CompactString> = text
                 .split_whitespace()
                 .map(trim_punctuation)
