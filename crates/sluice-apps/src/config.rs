@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sluice_graph::GraphError;
+use sluice_plan::PlanChoiceError;
 use thiserror::Error;
 
 use crate::AppSpec;
@@ -115,6 +116,29 @@ pub enum AppError {
         /// The path.
         path: String,
         /// What is wrong.
+        reason: String,
+    },
+    /// `--plan` names no plan there is.
+    #[error("--plan {choice}: not 'fused', 'threaded', 'processes', a plan of {app} ({known}) or an existing plan file")]
+    UnknownPlan {
+        /// What was asked for.
+        choice: String,
+        /// The application.
+        app: &'static str,
+        /// The plans it ships.
+        known: String,
+    },
+    /// The plan file `--plan` names cannot be read or parsed.
+    #[error(transparent)]
+    Plan(#[from] PlanChoiceError),
+    /// A plan the application ships does not parse (a bug in the application).
+    #[error("{app}'s plan {plan} does not parse: {reason}")]
+    ShippedPlan {
+        /// The application.
+        app: &'static str,
+        /// The plan.
+        plan: &'static str,
+        /// The parser's message.
         reason: String,
     },
     /// The application's graph is invalid (a bug in the application).

@@ -21,6 +21,7 @@ pub struct ReadmeDoctests;
 pub use summary::{latency_line, throughput_line};
 
 use sluice_graph::Graph;
+use sluice_plan::{PlanChoiceError, PlanFile, PlanRequest};
 use sluice_runtime::JobReport;
 
 /// A built application: its graph and how to summarise a finished run.
@@ -29,6 +30,16 @@ pub struct App {
     pub graph: Graph,
     /// Turns the job's report into the lines printed after the run.
     pub summarize: Box<dyn Fn(&JobReport) -> String + Send + Sync>,
+}
+
+/// A plan an application ships for this kind of machine, chosen with `--plan NAME`.
+pub struct NamedPlan {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// One line on what it does.
+    pub about: &'static str,
+    /// The plan file (TOML), as `--plan FILE` would read it.
+    pub toml: &'static str,
 }
 
 /// An application in the registry.
@@ -41,6 +52,8 @@ pub struct AppSpec {
     pub settings: &'static [(&'static str, &'static str)],
     /// Builds it.
     pub build: fn(&AppConfig) -> Result<App, AppError>,
+    /// The plans it ships beside `fused`, `threaded` and `processes`.
+    pub plans: &'static [NamedPlan],
 }
 
 /// Every built-in application.
@@ -68,4 +81,32 @@ pub fn build(name: &str, config: &AppConfig) -> Result<App, AppError> {
     let spec = find(name)?;
     config.settings.check_keys(spec)?;
     (spec.build)(config)
+}
+
+/// The plan `choice` names for the application `name`: one of the plans it ships
+/// ([`AppSpec::plans`]), else `fused`, `threaded`, `processes` or a plan file's path as
+/// [`PlanRequest::from_choice`] reads it.
+pub fn plan_request(name: &str, choice: &str) -> Result<PlanRequest, AppError> {
+    let spec = find(name)?;
+    if let Some(shipped) = spec.plans.iter().find(|p| p.name == choice) {
+        let file = PlanFile::parse(shipped.toml).map_err(|e| AppError::ShippedPlan {
+            app: spec.name,
+            plan: shipped.name,
+            reason: e.message().trim().to_string(),
+        })?;
+        return Ok(PlanRequest::File(format!("{name}'s plan {choice}"), file));
+    }
+    PlanRequest::from_choice(choice).map_err(|error| match error {
+        PlanChoiceError::Unknown(_) if !spec.plans.is_empty() => AppError::UnknownPlan {
+            choice: choice.to_string(),
+            app: spec.name,
+            known: spec
+                .plans
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        },
+        other => AppError::Plan(other),
+    })
 }

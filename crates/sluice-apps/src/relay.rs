@@ -29,6 +29,7 @@ pub const SPEC: AppSpec = AppSpec {
         "true: the relay runs on another host than the pinger (needs --hosts; default false)",
     )],
     build,
+    plans: &[],
 };
 
 /// Tuples per second unless `--rate` says otherwise.

@@ -24,7 +24,7 @@ use sluice_graph::{OperatorError, Output, Produced, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
 use sluice_types::CompactString;
 
-use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec};
+use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec, NamedPlan};
 
 /// The registry entry.
 pub const SPEC: AppSpec = AppSpec {
@@ -47,7 +47,49 @@ pub const SPEC: AppSpec = AppSpec {
         ),
     ],
     build,
+    plans: &[
+        NamedPlan {
+            name: "two-threads",
+            about: "a pipeline over two cores: sentences and split on one pinned thread, the count and the sink on the other",
+            toml: TWO_THREADS,
+        },
+        NamedPlan {
+            name: "two-processes",
+            about: "the same pipeline as two processes joined by shared memory",
+            toml: TWO_PROCESSES,
+        },
+    ],
 };
+
+/// WordCount's best plan on two cores: tokenizing and counting cost about the same, so the
+/// source and the split share one core and the count and the table sink the other, joined by
+/// one threaded port.
+const TWO_THREADS: &str = r#"
+[[thread]]
+name = "tokenize"
+operators = ["sentences", "split"]
+core = 0
+
+[[thread]]
+name = "count"
+operators = ["sum", "counts"]
+core = 1
+"#;
+
+/// [`TWO_THREADS`] as two PEs, joined by shared memory.
+const TWO_PROCESSES: &str = r#"
+[[thread]]
+name = "tokenize"
+pe = "tokenize"
+operators = ["sentences", "split"]
+core = 0
+
+[[thread]]
+name = "count"
+pe = "count"
+operators = ["sum", "counts"]
+core = 1
+"#;
 
 /// What the source generates or reads.
 #[derive(Debug, Clone)]

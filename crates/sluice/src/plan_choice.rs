@@ -14,8 +14,9 @@ pub(crate) struct AppArgs {
     /// The application (see `sluice apps`).
     pub app: String,
     /// `fused` (one thread), `threaded` (a thread per operator instance), `processes` (a
-    /// process per operator instance, joined by shared memory), or a plan file (TOML) that
-    /// places operators in threads and processes and pins transports.
+    /// process per operator instance, joined by shared memory), a plan the application ships
+    /// (see `sluice apps`), or a plan file (TOML) that places operators in threads and
+    /// processes and pins transports.
     #[arg(long, default_value = "fused")]
     pub plan: String,
     /// A hosts file (TOML): the machines the job's PEs may run on.
@@ -32,7 +33,7 @@ pub(crate) struct AppArgs {
 impl AppArgs {
     /// Parses the plan choice.
     pub fn request(&self) -> anyhow::Result<PlanRequest> {
-        Ok(PlanRequest::from_choice(&self.plan)?)
+        Ok(sluice_apps::plan_request(&self.app, &self.plan)?)
     }
 
     /// Builds the application with `config` (whose settings this fills in) and plans it.

@@ -28,6 +28,7 @@ fn apps_lists_wordcount() {
     let o = sluice(&["apps"]);
     assert!(o.status.success());
     assert!(stdout(&o).starts_with("wordcount "), "{}", stdout(&o));
+    assert!(stdout(&o).contains("--plan two-threads"), "{}", stdout(&o));
 }
 
 #[test]
@@ -120,7 +121,18 @@ fn wordcount_counts_match_under_every_plan() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.txt");
     std::fs::write(&input, "a b, c!\nB a A\n\n...\n").unwrap();
-    let outputs = wordcount_outputs(dir.path(), &input, &["fused", "threaded", "processes"], &[]);
+    let outputs = wordcount_outputs(
+        dir.path(),
+        &input,
+        &[
+            "fused",
+            "threaded",
+            "processes",
+            "two-threads",
+            "two-processes",
+        ],
+        &[],
+    );
     assert_eq!(outputs[0], "a\t3\nb\t2\nc\t1\n");
     assert!(outputs.iter().all(|o| *o == outputs[0]));
 }
@@ -287,6 +299,10 @@ fn bad_input_gets_one_clear_line() {
         "at least 1",
     );
     assert_one_line_error(&["run", "wordcount", "--plan", "/no/plan.toml"], "--plan");
+    assert_one_line_error(
+        &["run", "wordcount", "--plan", "three-threads"],
+        "two-threads, two-processes",
+    );
     assert_one_line_error(
         &["plan", "wordcount", "--plan", bad_plan],
         "line 4, column 1",

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use sluice_apps::{AppConfig, Settings};
-use sluice_plan::{PhysicalPlan, PlanOptions, PlanRequest};
+use sluice_plan::{PhysicalPlan, PlanOptions};
 use sluice_runtime::{JobReport, RunOptions};
 
 use crate::apps::entry::{Benchable, Yardstick, YardstickSpec};
@@ -36,8 +36,8 @@ pub struct AppBenchArgs {
     /// The application (wordcount).
     pub app: String,
     /// `fused` (one thread), `threaded` (a thread per operator instance), `processes` (a
-    /// process per operator instance, joined by shared memory), or a plan file (TOML), as for
-    /// `sluice run`.
+    /// process per operator instance, joined by shared memory), a plan the application ships
+    /// (see `sluice apps`), or a plan file (TOML), as for `sluice run`.
     #[arg(long, default_value = "fused")]
     pub plan: String,
     /// Tuples per second from the application's source (sentences for wordcount); 0 or absent
@@ -97,7 +97,7 @@ impl AppSettings {
             ..AppConfig::default()
         };
         let app = sluice_apps::build(bench.name, &config)?;
-        let request = PlanRequest::from_choice(&args.plan)?;
+        let request = sluice_apps::plan_request(bench.name, &args.plan)?;
         let physical = sluice_plan::plan(&app.graph, &request, &PlanOptions::default())?;
         let core = app
             .graph
