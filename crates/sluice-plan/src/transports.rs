@@ -3,8 +3,15 @@
 //! transport, grouped into [`ChannelPlan`]s.
 //!
 //! Between PEs of one host the default is `shm-vega` (one producer, one consumer, the cheapest
-//! ring), or `shm-osr` where several PEs feed one input port; between hosts it is `tcp` with
-//! adaptive batching. Where several upstream instances in other PEs feed one input port over
+//! ring) for fixed-size (facade) tuples, and `shm-osr` where several PEs feed one input port or
+//! where tuples vary in size; between hosts it is `tcp` with adaptive batching.
+//!
+//! Why variable-size tuples go over `shm-osr`: a Vega slot must hold the largest tuple, so a
+//! stream of 10-byte words took one 1 KiB slot each, and the sender wrote (and the receiver
+//! prefetched) a fresh line for every word across a 1 MiB footprint; the OSR ring packs
+//! records by their size and takes tuples up to half its capacity. WordCount across two
+//! processes went from 10.7 M to 14.5 M words/s (`sluice bench app wordcount --plan
+//! two-processes --repeat 3`, medians), within noise of the same plan with a threaded port. Where several upstream instances in other PEs feed one input port over
 //! a transport that takes many producers (`shm-osr`, `tcp`, `mpi`:
 //! [`TransportSpec::takes_many_senders`]), they share one channel, so the downstream thread
 //! polls one receiver for all of them (the Vega paper, section III).
@@ -20,8 +27,6 @@ use crate::{ChannelPlan, EdgePlan, HostSpec, InstanceId, InstancePlan, PlanError
 
 /// Slots in a shared-memory ring unless the user pins another size.
 pub const DEFAULT_SHM_SLOTS: usize = 1024;
-/// The slot size for serialized (normal) tuples unless the user pins another.
-pub const DEFAULT_NORMAL_SLOT_BYTES: usize = 1024;
 
 /// The physical edges of `graph` between `instances`, with their transports and channels.
 pub(crate) fn choose(
@@ -118,12 +123,12 @@ fn transport_for(
         None if a.thread == b.thread => Ok(TransportSpec::Fused),
         None if a.pe == b.pe => Ok(TransportSpec::Threaded { capacity }),
         None if host_a.name != host_b.name => Ok(TransportSpec::Tcp(TcpParams::default())),
-        None => Ok(TransportSpec::ShmVega {
-            slot_bytes: match encoding {
-                Encoding::Facade { size } => size.max(1),
-                Encoding::Normal => DEFAULT_NORMAL_SLOT_BYTES,
+        None => Ok(match encoding {
+            Encoding::Facade { size } => TransportSpec::ShmVega {
+                slot_bytes: size.max(1),
+                slots: DEFAULT_SHM_SLOTS,
             },
-            slots: DEFAULT_SHM_SLOTS,
+            Encoding::Normal => TransportSpec::shm_osr(),
         }),
     }
 }

@@ -40,10 +40,10 @@ fn graph_with_sum(parallelism: usize) -> Graph {
     );
     let sum = g.operator(
         "sum",
-        Ports::new().input::<String>().output::<String>(),
+        Ports::new().input::<String>().output::<u64>(),
         |_| Pass,
     );
-    let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
+    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Pass);
     g.set_parallelism(sum, parallelism).unwrap();
     g.connect(src.out(0), split.input(0)).unwrap();
     g.connect_with(
@@ -178,45 +178,53 @@ fn processes_plan_inserts_a_sender_and_a_receiver_on_every_edge() {
     let p = plan(&graph(), &PlanRequest::Processes, &options()).unwrap();
     assert_eq!(p.pes.len(), 5, "one PE per instance");
     assert!(p.pes.iter().all(|pe| pe.threads.len() == 1));
-    // source -> split, split -> sum[0], split -> sum[1]: one Vega ring each; sum[0] and sum[1]
-    // -> sink share one OSR ring, so one receiver polls both.
+    // source -> split, split -> sum[0], split -> sum[1]: strings, which vary in size, so one
+    // OSR ring each; sum[0] and sum[1] -> sink share one OSR ring, so one receiver polls both.
     assert_eq!(p.channels.len(), 4);
     for e in &p.edges {
         let c = &p.channels[e.channel.expect("every edge has a channel")];
         assert!(p.crosses_pes(c));
         assert_eq!(c.to, e.to);
+        assert_eq!(e.transport, TransportSpec::shm_osr());
         if p.instance(e.to.instance).name == "sink" {
-            assert_eq!(e.transport, TransportSpec::shm_osr());
             assert_eq!(c.senders.len(), 2);
         } else {
-            assert_eq!(e.transport.name(), "shm-vega");
             assert_eq!(c.senders, vec![e.from.instance]);
         }
     }
-    // Strings are normal tuples: the default slot for serialized tuples.
-    assert_eq!(
-        p.edges[0].transport,
-        TransportSpec::ShmVega {
-            slot_bytes: 1024,
-            slots: 1024
-        }
-    );
     let text = p.to_string();
     assert!(text.contains("PE 1 'split' on localhost"), "{text}");
     assert!(
-        text.contains("+ send c1 (shm-vega) to sum[0]")
-            && text.contains("+ receive c1 (shm-vega) from split")
+        text.contains("+ send c1 (shm-osr) to sum[0]")
+            && text.contains("+ receive c1 (shm-osr) from split")
             && text.contains("+ receive c3 (shm-osr) from sum[0], sum[1]"),
         "{text}"
     );
     let dot = p.to_dot();
     assert!(dot.contains("subgraph \"cluster_pe4\""), "{dot}");
     assert!(
-        dot.contains("s1_1 -> r1 [style=dashed, label=\"shm-vega\"]"),
+        dot.contains("s1_1 -> r1 [style=dashed, label=\"shm-osr\"]"),
         "{dot}"
     );
     let back: PhysicalPlan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
     assert_eq!(back, p);
+}
+
+#[test]
+fn a_fixed_size_stream_between_two_pes_rides_a_vega_ring_of_its_size() {
+    let p = plan(&graph_with_sum(1), &PlanRequest::Processes, &options()).unwrap();
+    let to_sink = p
+        .edges
+        .iter()
+        .find(|e| p.instance(e.to.instance).name == "sink")
+        .unwrap();
+    assert_eq!(
+        to_sink.transport,
+        TransportSpec::ShmVega {
+            slot_bytes: 8,
+            slots: 1024
+        }
+    );
 }
 
 #[test]

@@ -253,8 +253,8 @@ fn plan_shows_threads_edges_and_transports() {
     let dot = stdout(&o);
     assert!(dot.contains("label=\"PE split (localhost)\""), "{dot}");
     assert!(
-        dot.contains("label=\"send c1 (shm-vega) to sum\"")
-            && dot.contains("label=\"receive c1 (shm-vega) from split\""),
+        dot.contains("label=\"send c1 (shm-osr) to sum\"")
+            && dot.contains("label=\"receive c1 (shm-osr) from split\""),
         "{dot}"
     );
     let o = sluice(&["plan", "wordcount", "--json"]);

@@ -156,6 +156,8 @@ struct Plan {
     ring_sweep: Vec<usize>,
     large: Timing,
     app_plans: Vec<&'static str>,
+    /// Whether each application also runs under the plans it ships (`sluice apps`).
+    with_shipped_plans: bool,
     apps: Timing,
 }
 
@@ -188,6 +190,7 @@ impl Level {
                 ring_sweep: [128, 256, 512, 1024, 2048, 4096].map(kb).to_vec(),
                 large: timing(1.0, 0.1, 2),
                 app_plans: vec!["fused", "threaded", "processes"],
+                with_shipped_plans: true,
                 apps: timing(1.0, 0.2, 3),
             },
             Self::Quick => Plan {
@@ -206,6 +209,7 @@ impl Level {
                 ring_sweep: [128, 2048].map(kb).to_vec(),
                 large: timing(0.3, 0.05, 1),
                 app_plans: vec!["fused", "threaded", "processes"],
+                with_shipped_plans: true,
                 apps: timing(0.3, 0.1, 1),
             },
             Self::Smoke => Plan {
@@ -224,6 +228,7 @@ impl Level {
                 ring_sweep: vec![],
                 large: timing(0.1, 0.0, 1),
                 app_plans: vec!["fused"],
+                with_shipped_plans: false,
                 apps: timing(0.1, 0.0, 1),
             },
         }
@@ -470,7 +475,15 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
     }
     if wanted(Experiment::Apps) {
         for bench in crate::apps::BENCHABLE {
-            for &app_plan in &plan.app_plans {
+            let shipped = sluice_apps::find(bench.name)
+                .map(|spec| spec.plans.iter().map(|p| p.name).collect::<Vec<_>>())
+                .unwrap_or_default();
+            let with_shipped = plan.with_shipped_plans;
+            for &app_plan in plan
+                .app_plans
+                .iter()
+                .chain(shipped.iter().filter(|_| with_shipped))
+            {
                 for rate in [None, Some(APP_RATE)] {
                     jobs.push(Job {
                         experiment: Experiment::Apps,
@@ -535,10 +548,15 @@ mod tests {
             3 * 6 * 2 + 5,
             "the sweep reuses 2 MiB"
         );
+        let shipped: usize = crate::apps::BENCHABLE
+            .iter()
+            .map(|b| sluice_apps::find(b.name).unwrap().plans.len())
+            .sum();
+        assert!(shipped > 0, "wordcount ships plans");
         assert_eq!(
             count(Experiment::Apps),
-            crate::apps::BENCHABLE.len() * 3 * 2,
-            "every benchable application, three plans, flooded and paced"
+            (crate::apps::BENCHABLE.len() * 3 + shipped) * 2,
+            "every benchable application, three plans and those it ships, flooded and paced"
         );
         let minutes = jobs
             .iter()
