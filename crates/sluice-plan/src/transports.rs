@@ -10,11 +10,13 @@
 //! stream of 10-byte words took one 1 KiB slot each, and the sender wrote (and the receiver
 //! prefetched) a fresh line for every word across a 1 MiB footprint; the OSR ring packs
 //! records by their size and takes tuples up to half its capacity. WordCount across two
-//! processes went from 10.7 M to 14.5 M words/s (`sluice bench app wordcount --plan
-//! two-processes --repeat 3`, medians), within noise of the same plan with a threaded port. Where several upstream instances in other PEs feed one input port over
-//! a transport that takes many producers (`shm-osr`, `tcp`, `mpi`:
-//! [`TransportSpec::takes_many_senders`]), they share one channel, so the downstream thread
-//! polls one receiver for all of them (the Vega paper, section III).
+//! processes went from 10.7 M to 13.1-14.5 M words/s (`sluice bench app wordcount --plan
+//! two-processes --repeat 3`, medians of separate runs).
+//!
+//! Where several upstream instances in other PEs feed one input port over a transport that
+//! takes many producers (`shm-osr`, `tcp`, `mpi`: [`TransportSpec::takes_many_senders`]), they
+//! share one channel, so the downstream thread polls one receiver for all of them (the Vega
+//! paper, section III).
 
 use std::collections::BTreeMap;
 

@@ -475,15 +475,12 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
     }
     if wanted(Experiment::Apps) {
         for bench in crate::apps::BENCHABLE {
-            let shipped = sluice_apps::find(bench.name)
-                .map(|spec| spec.plans.iter().map(|p| p.name).collect::<Vec<_>>())
-                .unwrap_or_default();
-            let with_shipped = plan.with_shipped_plans;
-            for &app_plan in plan
-                .app_plans
-                .iter()
-                .chain(shipped.iter().filter(|_| with_shipped))
-            {
+            let shipped = match sluice_apps::find(bench.name) {
+                Ok(spec) if plan.with_shipped_plans => spec.plans,
+                _ => &[],
+            };
+            let app_plans = plan.app_plans.iter().copied();
+            for app_plan in app_plans.chain(shipped.iter().map(|p| p.name)) {
                 for rate in [None, Some(APP_RATE)] {
                     jobs.push(Job {
                         experiment: Experiment::Apps,
