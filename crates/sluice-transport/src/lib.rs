@@ -27,6 +27,7 @@
 pub mod datagram;
 mod erased;
 pub mod mpi;
+pub mod parts;
 mod registry;
 pub mod shm_osr;
 pub mod shm_vega;
@@ -36,6 +37,7 @@ pub mod udp_mq;
 mod wire_fields;
 
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
+pub use parts::MAX_TUPLE_BYTES;
 pub use registry::{
     BoundReceiver, ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY,
 };

@@ -35,9 +35,24 @@
 //!                +---------------------+
 //! ```
 //!
-//! A tuple must fit one batch record with its inner header: its encoding may be up to
-//! [`slot_bytes`]`(capacity_bytes)` long (the ring's largest payload, half the ring less the
-//! record header, less the inner header, rounded down to 8 bytes); a longer one is refused with
+//! A tuple whose encoding is longer than [`slot_bytes`]`(capacity_bytes)` (the ring's largest
+//! payload, half the ring less the record header, less the batch's inner header, rounded down
+//! to 8 bytes) does not fit a batch record: it travels in parts ([`crate::parts`]), each a
+//! record of its own, after the sender commits its open batch:
+//!
+//! ```text
+//!  part:       +---------------+-------------------------------------------------+
+//!              | TAG_PART (3)  | up to PART_BYTES of the encoding                |
+//!              +---------------+-------------------------------------------------+
+//!  last part:  +---------------+-------------------------------------------------+
+//!              | TAG_LAST (4)  | the rest of the encoding                        |
+//!              +---------------+-------------------------------------------------+
+//! ```
+//!
+//! Records of different senders interleave, so the receiver reassembles each sender's parts
+//! apart; a sender writes nothing else between a tuple's first and last part (other offers are
+//! refused as `Full`, and [`TupleSender::pending`] holds until a flush gets the last part in).
+//! A tuple's encoding may be up to [`MAX_TUPLE_BYTES`]; a longer one is refused with
 //! [`SendError::TooLarge`] naming both sizes.
 //!
 //! # Ends of stream and liveness
@@ -55,7 +70,8 @@
 //! A sender facing a full ring checks as often whether the receiver's process is alive, and
 //! reports [`SendError::Closed`] if not.
 //!
-//! Malformed records — a tag no sender writes, a punctuation of another length or kind than
+//! Malformed records — a tag no sender writes, anything but a part from a sender whose tuple
+//! is half reassembled, parts beyond [`MAX_TUPLE_BYTES`], a punctuation of another length or kind than
 //! `Punctuation::from_wire` reads, a tuple that does not decode, a sender id beyond the count,
 //! anything after a sender's end of stream, batch framing the ring rejects — poison the ring
 //! and are reported as [`RecvError::Malformed`]; the ring bounds-checks every length it reads,
@@ -73,12 +89,22 @@ use sluice_ring::osr::{
 use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
+use crate::parts::{check_len, Outgoing, Reassembly, MAX_TUPLE_BYTES};
 use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
 
 /// The tag byte of a punctuation record.
 pub const TAG_PUNCTUATION: u8 = 1;
 /// The tag byte of an end-of-stream record.
 pub const TAG_END: u8 = 2;
+/// The tag byte of a record holding a part of a tuple's encoding, not the last.
+pub const TAG_PART: u8 = 3;
+/// The tag byte of a record holding the last part of a tuple's encoding.
+pub const TAG_LAST: u8 = 4;
+/// The most bytes of a tuple's encoding one part record carries (less on a small ring): large
+/// enough that the three atomic operations of a record are spread over many bytes, small
+/// enough that a few parts are in the ring at once, the receiver copying one while the sender
+/// writes the next.
+pub const PART_BYTES: usize = 64 << 10;
 /// Bytes of a punctuation record: its tag, then its wire encoding.
 const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
 
@@ -103,7 +129,7 @@ const CLOCK_POLLS: u32 = 64;
 /// The segment kind of an OSR ring.
 const KIND: SegmentKind = SegmentKind::new(*b"OSR\0\0\0\0\0");
 /// Bumped whenever the framing above changes (the ring checks its own layout version).
-const LAYOUT_VERSION: u32 = 2;
+const LAYOUT_VERSION: u32 = 3;
 /// The ring never skips by itself: the receiver decides (module doc).
 const WINDOW: u64 = u64::MAX;
 
@@ -154,6 +180,8 @@ pub struct ShmOsrSender<T> {
     next_record: usize,
     /// One tuple's encoding, before it is appended.
     scratch: Vec<u8>,
+    /// A tuple too large for a batch record whose last part is not yet written.
+    outgoing: Option<Outgoing>,
     /// When the receiver's process was last checked while the ring was full.
     last_liveness_check: Instant,
     _tuples: PhantomData<fn(T)>,
@@ -175,6 +203,8 @@ enum SenderState {
 pub struct ShmOsrReceiver<T> {
     consumer: OsrConsumer<Segment>,
     senders: Vec<SenderState>,
+    /// Each sender's tuple being reassembled from parts.
+    parts: Vec<Reassembly>,
     ends: usize,
     /// Decoded messages of a record beyond what the caller asked for.
     pending: VecDeque<Message<T>>,
@@ -284,6 +314,7 @@ impl<T: Tuple> ShmOsrSender<T> {
             batch_bytes,
             next_record: batch_bytes,
             scratch: Vec::new(),
+            outgoing: None,
             last_liveness_check: Instant::now(),
             _tuples: PhantomData,
         })
@@ -357,9 +388,56 @@ impl<T: Tuple> ShmOsrSender<T> {
         SendError::Full
     }
 
+    /// Writes what is left of a tuple going out in parts; `Full` while some of it is still
+    /// left.
+    fn finish_outgoing(&mut self) -> Result<(), SendError> {
+        let Some(mut outgoing) = self.outgoing.take() else {
+            return Ok(());
+        };
+        let written = outgoing.write(|rest| self.write_part(rest));
+        match written {
+            Ok(true) => {
+                self.scratch = outgoing.into_buffer();
+                Ok(())
+            }
+            Ok(false) => {
+                self.outgoing = Some(outgoing);
+                Err(SendError::Full)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Writes a part record from the front of `rest` (the last part if it takes all of it);
+    /// returns how many bytes it took.
+    fn write_part(&mut self, rest: &[u8]) -> Result<usize, SendError> {
+        let mut n = rest.len().min(PART_BYTES).min(self.max_payload - 1);
+        loop {
+            let tag = if n == rest.len() { TAG_LAST } else { TAG_PART };
+            let refused = match self.producer.try_reserve(self.id, n + 1) {
+                Ok(mut record) => {
+                    record.write_at(0, &[tag]);
+                    record.write_at(1, &rest[..n]);
+                    return match record.commit() {
+                        Ok(()) => Ok(n),
+                        Err(CommitError::Lost | CommitError::Poisoned) => Err(SendError::Closed),
+                    };
+                }
+                Err(refused) => refused,
+            };
+            match refused {
+                ReserveError::Full => return Err(self.full()),
+                // Holes left by dead senders split the ring: a smaller part fits.
+                ReserveError::TooLarge { max, .. } if max > 1 && max <= n => n = max - 1,
+                _ => return Err(SendError::Closed),
+            }
+        }
+    }
+
     /// Sends a punctuation or end-of-stream record (`record`, its tag first) after the data
     /// before it.
     fn control(&mut self, record: &[u8]) -> Result<(), SendError> {
+        self.finish_outgoing()?;
         self.commit(false)?;
         self.producer
             .try_push(self.id, record)
@@ -408,25 +486,36 @@ impl<T: Tuple> TupleSender<T> for ShmOsrSender<T> {
     }
 
     fn offer_copy(&mut self, tuple: &T) -> Result<(), SendError> {
+        self.finish_outgoing()?;
         self.scratch.clear();
         if tuple.encode(&mut self.scratch).is_err() {
-            Err(SendError::Unencodable {
+            return Err(SendError::Unencodable {
                 type_name: std::any::type_name::<T>(),
-            })
-        } else if self.scratch.len() > self.slot {
-            Err(SendError::TooLarge {
-                tuple: self.scratch.len(),
-                slot: self.slot,
-            })
-        } else {
-            self.append_scratch()
+            });
+        }
+        if self.scratch.len() <= self.slot {
+            return self.append_scratch();
+        }
+        check_len(self.scratch.len(), MAX_TUPLE_BYTES)?;
+        self.commit(false)?;
+        self.outgoing = Some(Outgoing::new(std::mem::take(&mut self.scratch)));
+        // The tuple is taken: what does not fit now follows on later offers and flushes.
+        match self.finish_outgoing() {
+            Ok(()) | Err(SendError::Full) => Ok(()),
+            Err(error) => Err(error),
         }
     }
 
     fn flush(&mut self) {
         // A lost record means the receiver reports this edge disconnected; the next offer is
         // refused as closed.
-        let _ = self.commit(false);
+        if self.finish_outgoing().is_ok() {
+            let _ = self.commit(false);
+        }
+    }
+
+    fn pending(&self) -> bool {
+        self.outgoing.is_some()
     }
 
     fn room(&mut self) -> usize {
@@ -435,7 +524,7 @@ impl<T: Tuple> TupleSender<T> for ShmOsrSender<T> {
             return 0;
         };
         let item = batch_item_bytes(size);
-        if size > self.slot {
+        if size > self.slot || self.outgoing.is_some() {
             return 0;
         }
         if self.producer.batch_room().is_none_or(|room| room < item)
@@ -460,6 +549,7 @@ impl<T: Tuple> ShmOsrReceiver<T> {
         Self {
             consumer,
             senders: vec![SenderState::Open; senders],
+            parts: (0..senders).map(|_| Reassembly::default()).collect(),
             ends: 0,
             pending: VecDeque::new(),
             corrupt_seen: 0,
@@ -549,12 +639,14 @@ impl<T: Tuple> ShmOsrReceiver<T> {
 fn decode_record<T: Tuple>(
     record: OsrRecord<'_>,
     senders: &mut [SenderState],
+    parts: &mut [Reassembly],
     ends: &mut usize,
     max: usize,
     out: &mut Vec<Message<T>>,
     pending: &mut VecDeque<Message<T>>,
 ) -> bool {
-    let Some(state) = senders.get_mut(record.target() as usize) else {
+    let target = record.target() as usize;
+    let (Some(state), Some(parts)) = (senders.get_mut(target), parts.get_mut(target)) else {
         return false;
     };
     if *state == SenderState::Ended {
@@ -567,6 +659,20 @@ fn decode_record<T: Tuple>(
             pending.push_back(message);
         }
     };
+    match (record.is_batch(), record.bytes()) {
+        (false, [TAG_PART, part @ ..]) => return parts.push(part, MAX_TUPLE_BYTES),
+        (false, [TAG_LAST, last @ ..]) => {
+            return match parts.finish(last, MAX_TUPLE_BYTES, T::decode) {
+                Some(Ok(tuple)) => {
+                    emit(Message::Data(tuple));
+                    true
+                }
+                _ => false,
+            }
+        }
+        _ if !parts.is_empty() => return false,
+        _ => {}
+    }
     if record.is_batch() {
         for bytes in record.tuples() {
             match T::decode(bytes) {
@@ -612,12 +718,13 @@ impl<T: Tuple> TupleReceiver<T> for ShmOsrReceiver<T> {
             let Self {
                 consumer,
                 senders,
+                parts,
                 ends,
                 pending,
                 ..
             } = self;
             let polled = consumer.poll(1, |record| {
-                well_formed = decode_record(record, senders, ends, limit, out, pending);
+                well_formed = decode_record(record, senders, parts, ends, limit, out, pending);
             });
             match polled {
                 Ok(0) => break,
@@ -699,6 +806,39 @@ mod tests {
             );
             assert!(p.is_closed(), "the ring is poisoned for senders");
         }
+    }
+
+    #[test]
+    fn anything_but_a_part_inside_a_senders_tuple_is_malformed() {
+        let mut marker = vec![TAG_PUNCTUATION];
+        marker.extend_from_slice(&Punctuation::WindowMarker.to_wire());
+        let part = [TAG_PART, 1, 0, 0, 0];
+        let followers: [(&[u8], bool); 3] =
+            [(&marker, false), (&[TAG_END], false), (&[0; 8], true)];
+        for (record, batch) in followers {
+            let (ring, mut rx) = raw(2);
+            let mut p = ring.join().unwrap();
+            p.try_push(0, &part).unwrap();
+            // Another sender's records between the parts are fine.
+            p.try_push_batch(1, [&7u64.to_le_bytes()[..]]).unwrap();
+            if batch {
+                p.try_push_batch(0, [record]).unwrap();
+            } else {
+                p.try_push(0, record).unwrap();
+            }
+            let mut out = Vec::new();
+            assert_eq!(
+                rx.poll(8, &mut out),
+                Err(RecvError::Malformed),
+                "{record:?}"
+            );
+            assert_eq!(out, vec![Message::Data(7)]);
+        }
+        let (ring, mut rx) = raw(1);
+        let mut p = ring.join().unwrap();
+        p.try_push(0, &part).unwrap();
+        p.try_push(0, &[TAG_LAST, 2, 0, 0, 0]).unwrap();
+        assert_eq!(poll_all(&mut rx), Ok(vec![Message::Data(2 << 32 | 1)]));
     }
 
     #[test]

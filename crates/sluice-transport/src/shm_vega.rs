@@ -11,13 +11,19 @@
 //!  tag 0  data         the tuple's encoding (facade: its bytes; normal: postcard)
 //!  tag 1  punctuation  its wire encoding (sluice_types::Punctuation::WIRE_BYTES bytes)
 //!  tag 2  end          no payload
+//!  tag 3  part         a part of a tuple's encoding, not the last; the next slot continues it
 //! ```
 //!
 //! A transport of `slot_bytes` lays its ring out with slots of `slot_bytes + 1` bytes, at
-//! least `WIRE_BYTES + 1` (room for a punctuation and its tag), and refuses a tuple whose
-//! encoding is longer than `slot_bytes`. The receiver reads a punctuation with `Punctuation::from_wire`: a payload of
-//! another length or an unknown kind, like an unknown tag or a tuple that does not decode, is
-//! [`RecvError::Malformed`] and poisons the ring.
+//! least `WIRE_BYTES + 1` (room for a punctuation and its tag). A tuple whose encoding is
+//! longer than `slot_bytes` travels in parts ([`crate::parts`]): `slot_bytes` of it per slot
+//! tagged 3, the rest in a last slot tagged 0; up to [`MAX_TUPLE_BYTES`] in all, a longer one is
+//! refused naming both sizes. While a tuple's parts are going out, the sender refuses other
+//! offers as `Full` and reports itself [`TupleSender::pending`] until a flush gets the last part
+//! in. The receiver reads a punctuation with `Punctuation::from_wire`: a payload of another
+//! length or an unknown kind, like an unknown tag, a tuple that does not decode, a message other
+//! than a part or the last part while a tuple is being reassembled, or parts beyond
+//! [`MAX_TUPLE_BYTES`], is [`RecvError::Malformed`] and poisons the ring.
 //!
 //! The sender stages messages and publishes them on `flush` (one store per batch), or by itself
 //! once a quarter of the ring is staged. A fixed-size (facade) tuple is encoded straight into
@@ -40,16 +46,18 @@ use sluice_ring::vega::{
 use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
+use crate::parts::{check_len, Outgoing, Reassembly, MAX_TUPLE_BYTES};
 use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
 
 const TAG_DATA: u8 = 0;
 const TAG_PUNCTUATION: u8 = 1;
 const TAG_END: u8 = 2;
+const TAG_PART: u8 = 3;
 
 /// The segment kind of a Vega ring.
 const KIND: SegmentKind = SegmentKind::new(*b"VEGA\0\0\0\0");
 /// Bumped whenever the ring's layout or the framing above changes.
-const LAYOUT_VERSION: u32 = 4;
+const LAYOUT_VERSION: u32 = 5;
 /// How often an idle receiver checks that its sender's process is alive.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 /// An idle receiver reads the clock for the liveness check once per this many empty polls
@@ -83,6 +91,8 @@ pub struct ShmVegaSender<T> {
     producer: VegaProducer<Segment>,
     slot_bytes: usize,
     frame: Vec<u8>,
+    /// A tuple too large for one slot whose last part is not yet written.
+    outgoing: Option<Outgoing>,
     publish_every: usize,
     _tuples: PhantomData<fn(T)>,
 }
@@ -93,6 +103,8 @@ pub struct ShmVegaReceiver<T> {
     /// The most messages one poll takes: [`POLL_BYTES`] of slots, at least one.
     most_per_poll: usize,
     ended: bool,
+    /// The parts of a tuple too large for one slot, received so far.
+    parts: Reassembly,
     /// Empty polls since the clock was last read for the liveness check.
     empty_polls: u32,
     last_liveness_check: Instant,
@@ -198,6 +210,7 @@ impl<T> ShmVegaSender<T> {
             producer,
             slot_bytes,
             frame: Vec::with_capacity(slot_bytes + 1),
+            outgoing: None,
             publish_every,
             _tuples: PhantomData,
         }
@@ -210,6 +223,7 @@ impl<T> ShmVegaReceiver<T> {
             most_per_poll: (POLL_BYTES / consumer.slot_bytes().max(1)).max(1),
             consumer,
             ended: false,
+            parts: Reassembly::default(),
             empty_polls: 0,
             last_liveness_check: Instant::now(),
             _tuples: PhantomData,
@@ -221,6 +235,7 @@ impl<T: Tuple> ShmVegaSender<T> {
     /// Writes `message` into the next slot, staged (published by the next publish).
     #[inline]
     fn write(&mut self, message: &Message<T>) -> Result<(), SendError> {
+        self.finish_outgoing()?;
         match message {
             Message::Data(tuple) => self.write_data(tuple),
             Message::Punctuation(punctuation) => {
@@ -232,7 +247,7 @@ impl<T: Tuple> ShmVegaSender<T> {
         }
     }
 
-    /// Writes `tuple` into the next slot, staged.
+    /// Writes `tuple` into the next slot, staged, or its first parts if it needs several.
     #[inline]
     fn write_data(&mut self, tuple: &T) -> Result<(), SendError> {
         match T::ENCODING {
@@ -271,25 +286,61 @@ impl<T: Tuple> ShmVegaSender<T> {
         Ok(())
     }
 
-    /// Encodes `tuple` into the frame buffer, then copies the frame into the next slot.
+    /// Encodes `tuple` into the frame buffer, then copies the frame into the next slot, or
+    /// starts writing it in parts if it is longer than a slot.
     fn write_encoded(&mut self, tuple: &T) -> Result<(), SendError> {
         let mut frame = std::mem::take(&mut self.frame);
         frame.clear();
-        let written = if tuple.encode(&mut frame).is_err() {
-            Err(SendError::Unencodable {
+        if tuple.encode(&mut frame).is_err() {
+            self.frame = frame;
+            return Err(SendError::Unencodable {
                 type_name: std::any::type_name::<T>(),
-            })
-        } else if frame.len() > self.slot_bytes {
-            Err(SendError::TooLarge {
-                tuple: frame.len(),
-                slot: self.slot_bytes,
-            })
-        } else {
+            });
+        }
+        if frame.len() <= self.slot_bytes {
             frame.push(TAG_DATA);
-            self.write_frame(&frame)
+            let written = self.write_frame(&frame);
+            self.frame = frame;
+            return written;
+        }
+        if let Err(error) = check_len(frame.len(), MAX_TUPLE_BYTES) {
+            self.frame = frame;
+            return Err(error);
+        }
+        self.outgoing = Some(Outgoing::new(frame));
+        // The tuple is taken: what does not fit now follows on later offers and flushes.
+        match self.finish_outgoing() {
+            Ok(()) | Err(SendError::Full) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Writes what is left of a tuple going out in parts, staging a publish every
+    /// `publish_every` slots; `Full` while some of it is still left.
+    fn finish_outgoing(&mut self) -> Result<(), SendError> {
+        let Some(outgoing) = &mut self.outgoing else {
+            return Ok(());
         };
-        self.frame = frame;
-        written
+        let (producer, slot_bytes, publish_every) =
+            (&mut self.producer, self.slot_bytes, self.publish_every);
+        let done = outgoing.write(|rest| {
+            let n = rest.len().min(slot_bytes);
+            let mut claim = producer.claim(n + 1).map_err(send_error)?;
+            copy_bytes(&mut claim[..n], &rest[..n]);
+            claim[n] = if n == rest.len() { TAG_DATA } else { TAG_PART };
+            claim.stage();
+            if producer.staged() >= publish_every {
+                producer.publish();
+            }
+            Ok(n)
+        })?;
+        if !done {
+            return Err(SendError::Full);
+        }
+        if let Some(outgoing) = self.outgoing.take() {
+            self.frame = outgoing.into_buffer();
+        }
+        Ok(())
     }
 
     /// Copies a whole frame (payload and tag) into the next slot.
@@ -321,19 +372,29 @@ impl<T: Tuple> TupleSender<T> for ShmVegaSender<T> {
 
     #[inline]
     fn offer_copy(&mut self, tuple: &T) -> Result<(), SendError> {
-        let written = self.write_data(tuple);
+        let written = self.finish_outgoing().and_then(|()| self.write_data(tuple));
         self.after_write(written)
     }
 
     fn flush(&mut self) {
+        // A refusal here is the next offer's to report.
+        let _ = self.finish_outgoing();
         self.producer.publish();
     }
 
+    fn pending(&self) -> bool {
+        self.outgoing.is_some()
+    }
+
     fn room(&mut self) -> usize {
+        if self.outgoing.is_some() {
+            return 0;
+        }
         self.producer.free()
     }
 
     fn park(&mut self, timeout: Duration) -> bool {
+        let _ = self.finish_outgoing();
         // Publishes what is staged first, so the receiver is not left waiting for it.
         self.producer.park(timeout);
         true
@@ -407,7 +468,18 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
         let mut failure = None;
         for frame in batch {
             let pushed = match frame.split_last() {
-                Some((&TAG_DATA, payload)) => push_data(out, payload),
+                Some((&TAG_DATA, payload)) if self.parts.is_empty() => push_data(out, payload),
+                Some((&TAG_DATA, last)) => self
+                    .parts
+                    .finish(last, MAX_TUPLE_BYTES, |bytes| push_decoded(out, bytes))
+                    .unwrap_or(false),
+                Some((&TAG_PART, part)) => {
+                    if self.parts.push(part, MAX_TUPLE_BYTES) {
+                        continue;
+                    }
+                    false
+                }
+                _ if !self.parts.is_empty() => false,
                 Some((&TAG_PUNCTUATION, wire)) => match Punctuation::from_wire(wire) {
                     Ok(punctuation) => {
                         out.push(Message::Punctuation(punctuation));
@@ -472,29 +544,34 @@ mod tests {
     }
 
     #[test]
-    fn a_punctuation_of_another_length_or_an_unknown_kind_is_malformed() {
+    fn a_punctuation_of_another_length_or_an_unknown_kind_or_inside_a_tuple_is_malformed() {
         let with_tag = |payload: &[u8]| [payload, &[TAG_PUNCTUATION]].concat();
         let wire = Punctuation::Watermark { time: 7, from: 0 }.to_wire();
         let mut unknown_kind = wire;
         unknown_kind[0] = 9;
-        let bad_frames = [
-            with_tag(&[]),
-            with_tag(&wire[..Punctuation::WIRE_BYTES - 1]),
-            with_tag(&[&wire[..], &[0]].concat()),
-            with_tag(&unknown_kind),
+        let part = vec![5, TAG_PART];
+        let bad_runs = [
+            vec![part.clone(), with_tag(&wire)],
+            vec![part, vec![TAG_END]],
+            vec![with_tag(&[])],
+            vec![with_tag(&wire[..Punctuation::WIRE_BYTES - 1])],
+            vec![with_tag(&[&wire[..], &[0]].concat())],
+            vec![with_tag(&unknown_kind)],
         ];
-        for (i, frame) in bad_frames.iter().enumerate() {
+        for (i, frames) in bad_runs.iter().enumerate() {
             let pid = std::process::id();
             let name = SegmentName::new(&format!("t{pid}"), &format!("bad{i}")).unwrap();
             let ring = create_ring(&name, 16, 4).unwrap();
             let mut producer = ring.producer().unwrap();
-            producer.write(frame).unwrap();
+            for frame in frames {
+                producer.write(frame).unwrap();
+            }
             producer.publish();
             let mut rx = ShmVegaReceiver::<u64>::new(ring.consumer().unwrap());
             assert_eq!(
                 rx.poll(4, &mut Vec::new()),
                 Err(RecvError::Malformed),
-                "{frame:?}"
+                "{frames:?}"
             );
         }
     }

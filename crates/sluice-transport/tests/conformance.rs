@@ -450,16 +450,15 @@ fn an_erased_batch_offer_moves_what_fits_and_keeps_the_rest_in_order() {
     }
 }
 
-#[test]
-fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
-    use sluice_types::BytesTuple;
+/// The shared-memory transports with small slots, and a tuple size that needs many parts.
+fn small_shm_transports() -> [(TransportSpec, usize); 3] {
     let osr_capacity = 256;
     let osr_slot = sluice_transport::shm_osr::slot_bytes(osr_capacity).unwrap();
     assert_eq!(
         osr_slot, 112,
         "half of 256, less the record and tuple headers"
     );
-    for (spec, slot) in [
+    [
         (
             TransportSpec::ShmVega {
                 slot_bytes: 32,
@@ -467,8 +466,6 @@ fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
             },
             32,
         ),
-        (small_tcp(BatchProfile::Latency, 32), 32),
-        (small_tcp(BatchProfile::Throughput, 32), 32),
         (
             TransportSpec::ShmOsr {
                 capacity_bytes: osr_capacity,
@@ -476,7 +473,165 @@ fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
             },
             osr_slot,
         ),
-        (udp_mq(1, 32), 32),
+        (
+            TransportSpec::ShmOsr {
+                capacity_bytes: 1 << 20,
+                batch_bytes: 16 << 10,
+            },
+            sluice_transport::shm_osr::slot_bytes(1 << 20).unwrap(),
+        ),
+    ]
+}
+
+/// Sends `messages` from a thread of its own, retrying each while the transport is full and
+/// flushing until nothing is pending, and returns what arrives, up to the end of the stream.
+fn across_threads<T: sluice_types::Tuple + Clone + Send + 'static>(
+    spec: &TransportSpec,
+    messages: Vec<Message<T>>,
+) -> Vec<Message<T>> {
+    let (mut tx, mut rx) = spec.connect_typed::<T>().unwrap();
+    let sender = std::thread::spawn(move || {
+        let deadline = Instant::now() + WATCHDOG;
+        for mut message in messages {
+            loop {
+                match tx.offer(message) {
+                    Ok(()) => break,
+                    Err(refused) => {
+                        assert_eq!(refused.error, SendError::Full);
+                        assert!(Instant::now() < deadline, "the receiver stopped taking");
+                        message = refused.message;
+                        tx.flush();
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        while tx.pending() {
+            assert!(Instant::now() < deadline, "the sender never emptied");
+            tx.flush();
+            std::thread::yield_now();
+        }
+        tx.flush();
+    });
+    let deadline = Instant::now() + WATCHDOG;
+    let mut out = Vec::new();
+    while !matches!(out.last(), Some(Message::EndOfStream)) {
+        assert!(Instant::now() < deadline, "{spec}: the stream never ended");
+        if rx.poll(4, &mut out).unwrap() == 0 {
+            std::thread::yield_now();
+        }
+    }
+    sender.join().unwrap();
+    out
+}
+
+#[test]
+fn tuples_larger_than_a_slot_arrive_whole_in_order_on_shared_memory() {
+    use sluice_types::BytesTuple;
+    for (spec, slot) in small_shm_transports() {
+        let sizes = [0, 1, slot, slot + 1, 2 * slot, 7 * slot + 3, 3, 1 << 20, 5];
+        let mut sent: Vec<_> = sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &len)| {
+                let tuple = BytesTuple((0..len).map(|j| (i * 31 + j * 7) as u8).collect());
+                [
+                    Message::Data(tuple),
+                    Message::Punctuation(Punctuation::Watermark {
+                        time: i as u64,
+                        from: 0,
+                    }),
+                ]
+            })
+            .collect();
+        sent.push(Message::EndOfStream);
+        assert!(
+            across_threads(&spec, sent.clone()) == sent,
+            "{spec}: what arrived differs from what was sent"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn any_mix_of_tuple_sizes_crosses_shared_memory(
+        lens in proptest::collection::vec(0usize..600, 1..40),
+    ) {
+        use sluice_types::BytesTuple;
+        for (spec, _) in small_shm_transports() {
+            let mut sent: Vec<_> = lens
+                .iter()
+                .map(|&len| Message::Data(BytesTuple(vec![len as u8; len])))
+                .collect();
+            sent.push(Message::EndOfStream);
+            prop_assert!(across_threads(&spec, sent.clone()) == sent, "{}", spec);
+        }
+    }
+}
+
+#[test]
+fn osr_reassembles_each_senders_parts_apart() {
+    use sluice_transport::shm_osr;
+    use sluice_types::BytesTuple;
+    const SENDERS: usize = 3;
+    let (senders, mut rx) = shm_osr::connect::<BytesTuple>(256, 16, SENDERS).unwrap();
+    let tuple = |sender: usize, i: usize| BytesTuple(vec![(sender * 16 + i) as u8; 100 + 97 * i]);
+    let threads: Vec<_> = senders
+        .into_iter()
+        .enumerate()
+        .map(|(sender, mut tx)| {
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + WATCHDOG;
+                for mut message in (0..12)
+                    .map(|i| Message::Data(tuple(sender, i)))
+                    .chain([Message::EndOfStream])
+                {
+                    while let Err(refused) = tx.offer(message) {
+                        assert!(Instant::now() < deadline, "the receiver stopped taking");
+                        message = refused.message;
+                        tx.flush();
+                        std::thread::yield_now();
+                    }
+                }
+                while tx.pending() {
+                    tx.flush();
+                }
+                tx.flush();
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + WATCHDOG;
+    let mut out = Vec::new();
+    while out
+        .iter()
+        .filter(|m| matches!(m, Message::EndOfStream))
+        .count()
+        < SENDERS
+    {
+        assert!(Instant::now() < deadline, "the senders never ended");
+        rx.poll(8, &mut out).unwrap();
+    }
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    for sender in 0..SENDERS {
+        let got: Vec<_> = out
+            .iter()
+            .filter_map(|m| match m {
+                Message::Data(t) if t.0[0] as usize / 16 == sender => Some(t.clone()),
+                _ => None,
+            })
+            .collect();
+        let expected: Vec<_> = (0..12).map(|i| tuple(sender, i)).collect();
+        assert!(got == expected, "sender {sender}'s tuples differ");
+    }
+}
+
+#[test]
+fn a_tuple_of_exactly_slot_bytes_passes_and_one_byte_more_is_refused() {
+    use sluice_types::BytesTuple;
+    for (spec, slot) in [
+        (small_tcp(BatchProfile::Latency, 32), 32),
+        (small_tcp(BatchProfile::Throughput, 32), 32),
         (udp_mq(4, 32), 32),
     ] {
         let (mut tx, mut rx) = spec.connect_typed::<BytesTuple>().unwrap();
