@@ -191,10 +191,7 @@ pub(crate) fn start(
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
     // The directory is the launcher's alone (mode 0700), and so its control socket.
-    let dir = tempfile::Builder::new()
-        .prefix("sluice-job-")
-        .tempdir()
-        .map_err(|e| launch(e, "cannot make the job's directory"))?;
+    let dir = link::private_job_dir()?;
     let secret = job_secret()?;
     let listener = match &plan.launcher {
         None => LinkListener::unix(&dir.path().join("control.sock"))?,
