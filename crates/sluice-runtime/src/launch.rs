@@ -17,9 +17,12 @@
 //! start. Each child's output lines come out of this process prefixed with the PE's name.
 //!
 //! Supervision, the same over either stream: a PE that exits or whose stream closes without
-//! reporting (a crash, SIGKILL) or that reports a failure stops the job (a failure waits up to
-//! a second for a neighbour's death, which is then the cause reported): the other PEs are
-//! killed, every segment of the job removed, and the error names the PE and its operators. A
+//! reporting (a crash, SIGKILL, named with its signal) or that reports a failure stops the job:
+//! the other PEs are killed, every segment of the job removed, and the error names the PE and
+//! its operators. The error is the root cause ([`crate::error`]): the launcher collects every
+//! failure until each PE has reported or ended, or a second after the first, and reports the
+//! first failure of a PE's own accord, followed by the others and then by the consequences
+//! (an edge that lost its sender, a receiver gone) in plan order. A
 //! stop (Ctrl-C, the duration) is passed to every PE, whose sources finish so every tuple in
 //! flight drains. Children are in their own process group, so a terminal's Ctrl-C reaches only
 //! the launcher, and die with it if it dies; a PE on another host leaves as soon as its stream
@@ -105,6 +108,8 @@ struct Pe {
     hung_up: bool,
     /// When its exit or the close of its stream was first seen.
     ended_at: Option<Instant>,
+    /// Its silent end is among the job's failures.
+    blamed: bool,
 }
 
 impl Pe {
@@ -120,6 +125,7 @@ impl Pe {
             status: None,
             hung_up: false,
             ended_at: None,
+            blamed: false,
         }
     }
 
@@ -172,10 +178,10 @@ pub(crate) struct Children {
     events: Receiver<(usize, Option<FromPe>)>,
     /// Protocol messages received and not yet awaited (`Bound`, `Ready`).
     inbox: VecDeque<FromPe>,
-    /// The PE whose failure is reported: the first to fail of its own accord if any has, else
-    /// the first to fail; when the first failure came; and whether the PE failed only as a
-    /// consequence of another failure.
-    failing: Option<(usize, Instant, bool)>,
+    /// Every failure seen (reported, or a PE's silent end), in order, with the PE it is of (or
+    /// `None`), and when the first came.
+    failures: Vec<(Option<usize>, RunError)>,
+    first_failure: Option<Instant>,
     segments: Option<JobSegments>,
     /// Where the PEs reach this launcher, for messages.
     listening: String,
@@ -223,7 +229,8 @@ pub(crate) fn start(
         mpirun_ended: None,
         events: mpsc::channel().1,
         inbox: VecDeque::new(),
-        failing: None,
+        failures: Vec::new(),
+        first_failure: None,
         segments: Some(segments),
         listening: control.to_string_lossy().into_owned(),
         _dir: dir,
@@ -367,6 +374,33 @@ fn prefix_lines(from: impl Read + Send + 'static, pe: String, to_stderr: bool) {
     });
 }
 
+/// The name of a signal that ends processes, e.g. `SIGKILL` for 9.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    use rustix::process::Signal;
+    let known = [
+        (Signal::HUP, "SIGHUP"),
+        (Signal::INT, "SIGINT"),
+        (Signal::QUIT, "SIGQUIT"),
+        (Signal::ILL, "SIGILL"),
+        (Signal::ABORT, "SIGABRT"),
+        (Signal::BUS, "SIGBUS"),
+        (Signal::FPE, "SIGFPE"),
+        (Signal::KILL, "SIGKILL"),
+        (Signal::SEGV, "SIGSEGV"),
+        (Signal::PIPE, "SIGPIPE"),
+        (Signal::ALARM, "SIGALRM"),
+        (Signal::TERM, "SIGTERM"),
+        (Signal::USR1, "SIGUSR1"),
+        (Signal::USR2, "SIGUSR2"),
+        (Signal::XCPU, "SIGXCPU"),
+        (Signal::XFSZ, "SIGXFSZ"),
+    ];
+    known
+        .iter()
+        .find(|(s, _)| s.as_raw() == signal)
+        .map(|(_, name)| *name)
+}
+
 /// Reports a connection the launcher turned away: a stranger must not stop the job, but its
 /// user should know.
 fn refused(peer: &str, why: &str) {
@@ -460,9 +494,9 @@ impl Children {
 
     /// One step of supervision: takes the PEs' messages (waiting up to `wait` for the first),
     /// recording reports, failures and closed streams and keeping the rest for
-    /// [`Children::await_all`]; then looks at how the PEs (and `mpirun`) stand. Fails when a PE
-    /// ended without reporting, when `mpirun` ended before every PE reported, or when a PE's
-    /// failure has waited [`ROOT_CAUSE_GRACE`] without a neighbour's death to blame.
+    /// [`Children::await_all`]; then looks at how the PEs (and `mpirun`) stand, counting a PE
+    /// that ended without reporting, and `mpirun` ending before every PE reported, as failures.
+    /// Fails with the job's root cause once the failures are in (see [`Children::verdict`]).
     fn supervise(&mut self, wait: Duration) -> Result<(), RunError> {
         let mut next = self.events.recv_timeout(wait).map_err(|e| match e {
             RecvTimeoutError::Timeout => TryRecvError::Empty,
@@ -489,38 +523,70 @@ impl Children {
                 }
             }
         }
-        if let Some(pe) = self.pes.iter().position(Pe::ended_silently) {
-            return Err(self.died(pe));
+        while let Some(pe) = self
+            .pes
+            .iter()
+            .position(|p| !p.blamed && p.ended_silently())
+        {
+            self.pes[pe].blamed = true;
+            let died = self.died(pe);
+            self.fail(Some(pe), died);
         }
         if let (None, Some(mpirun)) = (self.mpirun_ended, &mut self.mpirun) {
             if let Ok(Some(status)) = mpirun.try_wait() {
                 self.mpirun_ended = Some((status, now));
+                // Its ranks' last words may still be on their way: waited for below.
             }
         }
-        if let (Some((status, since)), None) = (self.mpirun_ended, &self.failing) {
-            // Its ranks' last words may still be on their way.
+        if let Some((status, since)) = self.mpirun_ended {
             let settled = since.elapsed() >= EXIT_TIMEOUT
                 || self.pes.iter().all(|p| p.has_spoken() || p.hung_up);
             if let Some(pe) = self
                 .pes
                 .iter()
-                .find(|p| !p.has_spoken())
-                .filter(|_| settled)
+                .position(|p| !p.has_spoken() && !p.blamed)
+                .filter(|_| settled && self.failures.is_empty())
             {
-                return Err(RunError::Launch(format!(
+                self.pes[pe].blamed = true;
+                let error = RunError::Launch(format!(
                     "mpirun ended ({status}) before PE '{}' reported",
-                    pe.name
-                )));
+                    self.pes[pe].name
+                ));
+                self.fail(Some(pe), error);
             }
         }
-        match self.failing {
-            Some((pe, since, _)) if since.elapsed() >= ROOT_CAUSE_GRACE => {
-                Err(RunError::PeFailed {
-                    pe: self.pes[pe].name.clone(),
-                    error: self.pes[pe].failure.clone().unwrap_or_default(),
-                })
-            }
-            _ => Ok(()),
+        self.verdict()
+    }
+
+    /// Records one of the job's failures, of `pe` if it is one PE's.
+    fn fail(&mut self, pe: Option<usize>, error: RunError) {
+        if self.failures.len() < crate::error::MAX_FAILURES {
+            self.failures.push((pe, error));
+        }
+        self.first_failure.get_or_insert_with(Instant::now);
+    }
+
+    /// The job's error, once its failures are in: when every PE has reported or ended, or
+    /// [`ROOT_CAUSE_GRACE`] after the first failure (a cause may be reported after its
+    /// consequence: the PE that failed of its own accord reports once its threads have left,
+    /// the neighbour it cut off as soon as it notices). Consequences are listed in plan order
+    /// of their PEs, as they spread along the edges, whatever order their reports came in.
+    fn verdict(&mut self) -> Result<(), RunError> {
+        let Some(first) = self.first_failure else {
+            return Ok(());
+        };
+        let settled = self
+            .pes
+            .iter()
+            .all(|p| p.has_spoken() || p.ended_at.is_some());
+        if !settled && first.elapsed() < ROOT_CAUSE_GRACE {
+            return Ok(());
+        }
+        let mut failures = std::mem::take(&mut self.failures);
+        failures.sort_by_key(|(pe, f)| f.is_consequence().then_some(*pe));
+        match crate::error::root_cause(failures.into_iter().map(|(_, f)| f).collect()) {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
     }
 
@@ -530,15 +596,14 @@ impl Children {
         match message {
             Some(FromPe::Done { report }) => p.report = Some(report),
             Some(FromPe::Failed { error, consequence }) => {
-                p.failure.get_or_insert(error);
-                match self.failing {
-                    None => self.failing = Some((pe, Instant::now(), consequence)),
-                    // A cause reported after its consequence (a PE that failed of its own
-                    // accord takes longer to report than the neighbour it cut off).
-                    Some((_, since, true)) if !consequence => {
-                        self.failing = Some((pe, since, false))
-                    }
-                    Some(_) => {}
+                if p.failure.is_none() {
+                    p.failure = Some(error.clone());
+                    let failed = RunError::PeFailed {
+                        pe: p.name.clone(),
+                        error,
+                        consequence,
+                    };
+                    self.fail(Some(pe), failed);
                 }
             }
             Some(message) => self.inbox.push_back(message),
@@ -554,7 +619,10 @@ impl Children {
         let how = match p.status {
             Some(status) => match (status.code(), status.signal()) {
                 (Some(code), _) => format!("exited with status {code}"),
-                (_, Some(signal)) => format!("was killed by signal {signal}"),
+                (_, Some(signal)) => format!(
+                    "was killed by signal {signal}{}",
+                    signal_name(signal).map_or(String::new(), |n| format!(" ({n})"))
+                ),
                 _ => "ended".to_string(),
             },
             None => "ended without reporting".to_string(),
@@ -663,7 +731,8 @@ mod tests {
             mpirun_ended: None,
             events,
             inbox: VecDeque::new(),
-            failing: None,
+            failures: Vec::new(),
+            first_failure: None,
             segments: None,
             listening: "here".into(),
             _dir: tempfile::tempdir().unwrap(),
@@ -705,7 +774,7 @@ mod tests {
             sent.send(event).unwrap();
         }
         match supervise_until_error(&mut children) {
-            RunError::PeFailed { pe, error } => {
+            RunError::PeFailed { pe, error, .. } => {
                 assert_eq!((pe.as_str(), error.as_str()), ("p0", "edge broke"))
             }
             other => panic!("{other}"),
@@ -722,18 +791,17 @@ mod tests {
             consequence,
         };
         for event in [
-            (0, Some(failed("cut off", true))),
-            (1, Some(failed("panicked", false))),
             (2, Some(failed("cut off too", true))),
+            (1, Some(failed("panicked", false))),
+            (0, Some(failed("cut off", true))),
         ] {
             sent.send(event).unwrap();
         }
-        match supervise_until_error(&mut children) {
-            RunError::PeFailed { pe, error } => {
-                assert_eq!((pe.as_str(), error.as_str()), ("p1", "panicked"))
-            }
-            other => panic!("{other}"),
-        }
+        assert_eq!(
+            supervise_until_error(&mut children).to_string(),
+            "PE 'p1': panicked\n  followed by: PE 'p0': cut off\n  followed by: PE 'p2': cut \
+             off too"
+        );
     }
 
     #[test]
@@ -748,12 +816,10 @@ mod tests {
         ))
         .unwrap();
         sent.send((1, None)).unwrap();
-        match supervise_until_error(&mut children) {
-            RunError::PeDied { pe, operators, how } => {
-                assert_eq!((pe.as_str(), operators.as_str()), ("p1", "op1"));
-                assert_eq!(how, "ended without reporting");
-            }
-            other => panic!("{other}"),
-        }
+        assert_eq!(
+            supervise_until_error(&mut children).to_string(),
+            "PE 'p1' (operators: op1) ended without reporting; the job was stopped\n  followed \
+             by: PE 'p0': edge broke"
+        );
     }
 }
