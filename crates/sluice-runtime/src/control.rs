@@ -93,15 +93,32 @@ impl JobControl {
     }
 }
 
-/// Asks a running job to stop: sources finish, in-flight tuples drain, the job ends normally.
+/// Asks a running job to stop: sources finish, in-flight tuples drain, the job ends normally;
+/// or to abort.
 #[derive(Clone)]
 pub struct StopHandle {
     control: Arc<JobControl>,
 }
 
+impl Default for StopHandle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl StopHandle {
-    pub(crate) fn new(control: Arc<JobControl>) -> Self {
+    /// A handle for a job not started yet ([`crate::start_with`]), so that a stop can come
+    /// during its start-up.
+    pub fn new() -> Self {
+        Self::from_control(Arc::new(JobControl::new(true)))
+    }
+
+    pub(crate) fn from_control(control: Arc<JobControl>) -> Self {
         Self { control }
+    }
+
+    pub(crate) fn control(&self) -> Arc<JobControl> {
+        self.control.clone()
     }
 
     /// Requests the stop; returns at once.
@@ -112,5 +129,16 @@ impl StopHandle {
     /// Whether a stop was already requested.
     pub fn is_stopping(&self) -> bool {
         self.control.stop_requested()
+    }
+
+    /// Aborts the job without draining (a second Ctrl-C): its PEs are killed, its segments
+    /// and directory removed, and it fails with [`RunError::Interrupted`]. Returns at once.
+    pub fn abort(&self) {
+        let during = if self.control.stop_requested() {
+            "again during the drain"
+        } else {
+            "while running"
+        };
+        self.control.fail_with(RunError::Interrupted(during));
     }
 }

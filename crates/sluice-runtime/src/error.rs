@@ -74,6 +74,9 @@ pub enum RunError {
         /// How it ended, e.g. `was killed by signal 9`.
         how: String,
     },
+    /// A PE lost its stream to the launcher: the launcher is gone.
+    #[error("the launcher is gone: {0}")]
+    LauncherLost(String),
     /// A thread made no progress (its work loop, or a wait on a full queue, did not come
     /// round) for the run's stall timeout: an operator is stuck in a call.
     #[error(

@@ -67,6 +67,8 @@ impl ControlAddress {
     }
 }
 
+/// What the name of a job's private directory starts with.
+pub(crate) const JOB_DIR_PREFIX: &str = "sluice-job-";
 /// The mode of the job's directory, which holds its control socket: its user's alone.
 const PRIVATE_DIR_MODE: u32 = 0o700;
 
@@ -77,7 +79,7 @@ pub(crate) fn private_job_dir() -> Result<tempfile::TempDir, RunError> {
         RunError::Launch(format!("cannot make the job's private directory: {e}"))
     };
     let dir = tempfile::Builder::new()
-        .prefix("sluice-job-")
+        .prefix(JOB_DIR_PREFIX)
         .permissions(std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
         .tempdir()
         .map_err(cannot)?;
