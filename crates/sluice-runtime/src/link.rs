@@ -252,8 +252,13 @@ impl LinkListener {
     /// ([`check_private_dir`]).
     pub(crate) fn unix(path: &Path) -> Result<Self, RunError> {
         check_private_dir(socket_dir(path)?)?;
+        // The umask narrows the socket's mode too, and connecting needs write permission: its
+        // user's alone, set before any PE is started.
         let listener = UnixListener::bind(path)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .and_then(|l| {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map(|()| l)
+            })
             .map_err(|e| RunError::Launch(format!("cannot listen for PEs: {e}")))?;
         Ok(Self::Unix(listener))
     }
