@@ -1,8 +1,9 @@
 //! The fault suite's process and signal cases, on the real `sluice` binary running WordCount
 //! with one PE per operator: a PE killed (source, middle, sink) at a random moment, the
 //! launcher killed, a PE stopped, a source stuck in a read, a launch command that never starts
-//! its PE, interrupts during start-up and during a drain, SIGTERM, an output file system full,
-//! `/dev/shm` full, a slow sink, random bytes as input, and the control directory's mode.
+//! its PE, interrupts during start-up and during a drain, a drain past its deadline, SIGTERM,
+//! an output file system full, `/dev/shm` full, a slow sink, random bytes as input, and the
+//! control directory's mode.
 //!
 //! Every test has a watchdog; every failed job must exit non-zero with its cause on the first
 //! error line; every job must leave no process, no segment of its own in `/dev/shm` and no
@@ -452,6 +453,24 @@ fn counting_job(rate: &str, duration: &str) -> (tempfile::TempDir, PathBuf, Job)
         output.to_str().unwrap(),
     ]);
     (dir, output, job)
+}
+
+#[test]
+fn a_drain_past_its_deadline_aborts_and_leaves_nothing() {
+    let job = generating_job(&["--stall-timeout", "60", "--drain-timeout", "1"]);
+    let pes = job.running_pes(4);
+    signal(pes[3].pid, "STOP");
+    signal(job.launcher(), "INT");
+    let o = job.finish(&pids(&pes));
+    let error = assert_failed(
+        &o,
+        1,
+        "the drain did not end within 1 s of the stop (still draining: ",
+    );
+    assert!(
+        error.contains("PE 'counts'") && error.contains("; the job was aborted"),
+        "{error}"
+    );
 }
 
 #[test]
