@@ -43,6 +43,14 @@ pub enum RunError {
         /// The edge, as `from -> to`.
         edge: String,
     },
+    /// A receiver got what its transport does not send: a broken or hostile peer.
+    #[error("edge {edge}: {error}")]
+    Received {
+        /// The edge, as `from -> to`.
+        edge: String,
+        /// What the transport found wrong (and, where it knows it, from which peer).
+        error: String,
+    },
     /// A thread could not be started.
     #[error("cannot start thread '{thread}': {source}")]
     Spawn {
@@ -241,6 +249,23 @@ mod tests {
              was stopped\n  followed by: operator 'counts' failed: panicked: boom\n  followed \
              by: the edge sentences -> split lost its sender without an end of stream\n  \
              followed by: PE 'sum': the downstream thread stopped receiving"
+        );
+    }
+
+    #[test]
+    fn a_malformed_message_is_a_cause_and_a_lost_sender_a_consequence() {
+        let received = RunError::Received {
+            edge: "split -> sum".into(),
+            error: sluice_transport::RecvError::Malformed.to_string(),
+        };
+        assert!(!received.is_consequence());
+        assert!(disconnected("split -> sum").is_consequence());
+        let error = root_cause(vec![disconnected("sum -> counts"), received]).unwrap();
+        assert!(
+            error
+                .to_string()
+                .starts_with("edge split -> sum: a malformed message arrived"),
+            "{error}"
         );
     }
 
