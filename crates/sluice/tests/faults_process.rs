@@ -440,18 +440,20 @@ fn a_second_interrupt_during_a_drain_aborts_and_leaves_nothing() {
 }
 
 /// A job generating sentences at `rate` for `duration` seconds and writing its counts to a
-/// file: the directory holding it, the file's path, the job.
-fn counting_job(rate: &str, duration: &str) -> (tempfile::TempDir, PathBuf, Job) {
+/// file, with `extra` arguments: the directory holding the file, its path, the job.
+fn counting_job(rate: &str, duration: &str, extra: &[&str]) -> (tempfile::TempDir, PathBuf, Job) {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("counts.tsv");
-    let job = Job::start(&[
+    let mut args = vec![
         "--rate",
         rate,
         "--duration",
         duration,
         "--output",
         output.to_str().unwrap(),
-    ]);
+    ];
+    args.extend(extra);
+    let job = Job::start(&args);
     (dir, output, job)
 }
 
@@ -475,7 +477,7 @@ fn a_drain_past_its_deadline_aborts_and_leaves_nothing() {
 
 #[test]
 fn sigterm_drains_and_counts_every_word() {
-    let (_dir, output, job) = counting_job("20000", "60");
+    let (_dir, output, job) = counting_job("20000", "60", &[]);
     let pes = job.running_pes(4);
     std::thread::sleep(random_moment());
     signal(job.launcher(), "TERM");
@@ -546,6 +548,25 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// The CPU time process `pid` has used, from `/proc/PID/stat` (in clock ticks, `getconf
+/// CLK_TCK` a second).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are the 14th and 15th fields, the 12th and 13th after the name.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let hz: u64 = stdout(&Command::new("getconf").arg("CLK_TCK").output().unwrap())
+        .trim()
+        .parse()
+        .unwrap();
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 /// What one PE of a debug build holds at most: the program, its threads' stacks, its mapped
 /// segments (1 MiB a channel) and bounded queues. A queue that grew without bound would pass
 /// it within the test's seconds at full rate.
@@ -553,13 +574,14 @@ const RSS_BOUND_KIB: u64 = 64 * 1024;
 
 #[test]
 fn a_slow_sink_holds_the_source_back_with_bounded_memory_and_loses_nothing() {
-    // The source runs as fast as it can: only backpressure holds it back.
-    let (_dir, output, job) = counting_job("0", "4");
+    // The source runs as fast as it can: only backpressure holds it back. Idle threads park,
+    // so a source held back uses little CPU.
+    let (_dir, output, job) = counting_job("0", "5", &["--idle", "park"]);
     let pes = job.running_pes(4);
     let sink = pes[3].pid;
     let mut highest = 0;
-    // The sink works a quarter of the time: stopped 150 ms, running 50 ms, for three seconds.
-    let slow_until = Instant::now() + Duration::from_secs(3);
+    // The sink works a quarter of the time: stopped 150 ms, running 50 ms, for two seconds.
+    let slow_until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < slow_until {
         signal(sink, "STOP");
         std::thread::sleep(Duration::from_millis(150));
@@ -576,6 +598,19 @@ fn a_slow_sink_holds_the_source_back_with_bounded_memory_and_loses_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     println!("the largest PE held {highest} KiB");
+    // Then the sink stops for longer: once the queues are full, the source waits.
+    signal(sink, "STOP");
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_time(pes[0].pid);
+    let window = Duration::from_millis(500);
+    std::thread::sleep(window);
+    let used = cpu_time(pes[0].pid) - before;
+    signal(sink, "CONT");
+    println!("the source used {used:?} of CPU in {window:?} with the sink stopped");
+    assert!(
+        used < window / 2,
+        "the source ran on: {used:?} of {window:?}"
+    );
     let o = job.finish(&pids(&pes));
     // Bounded memory and every word counted: the source was held back, nothing dropped.
     assert_every_word_counted(&o, &output);
