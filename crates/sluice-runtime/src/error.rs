@@ -69,7 +69,8 @@ pub enum RunError {
         pe: String,
         /// Its error.
         error: String,
-        /// It failed because of a failure elsewhere (see [`RunError::is_consequence`]).
+        /// It failed because of a failure elsewhere (a neighbour that stopped sending or
+        /// receiving).
         consequence: bool,
     },
     /// A PE process ended without reporting: it crashed or was killed.

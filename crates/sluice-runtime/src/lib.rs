@@ -85,8 +85,8 @@ pub struct RunOptions {
     /// in order with the data; every instance records how long they took to reach it, and
     /// the sinks' figures are the job's end-to-end latency ([`JobReport::latency`]).
     pub latency_every: u64,
-    /// A thread that makes no progress (see [`watch`]) or a PE that sends no heartbeat for this
-    /// long fails the job, naming it.
+    /// A thread that makes no progress (a round of its loop, a batch, a wait on a full queue)
+    /// or a PE that sends no heartbeat for this long fails the job, naming it.
     pub stall_timeout: Duration,
     /// A drain (after a stop) that has not ended this long after the stop aborts the job.
     pub drain_timeout: Duration,

@@ -9,7 +9,9 @@
 //! in one call of an operator (an endless loop, a read that never returns) and fails the job,
 //! named with its operators. Such a thread cannot be stopped: it is left behind, and the
 //! process should exit (a PE does). An operator call that legitimately takes longer than the
-//! timeout (a `finish` writing a very large output) needs a longer one (`--stall-timeout`).
+//! timeout needs a longer one (`--stall-timeout`): a `finish` writing a very large output, a
+//! sink whose write to a network client blocks (backpressure from outside the job is a wait in
+//! a call). Start hooks (a sink accepting its client) are not watched.
 //!
 //! A drain that has not ended [`RunOptions::drain_timeout`](crate::RunOptions::drain_timeout)
 //! after the stop (30 s by default) aborts the job. An aborted job's threads get
