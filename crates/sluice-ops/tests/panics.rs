@@ -116,5 +116,10 @@ fn a_panicking_map_in_a_pe_process_fails_the_job_and_leaves_no_segment() {
         .find(|l| l.starts_with("error: "))
         .unwrap_or_else(|| panic!("no error reported: {stderr}"));
     assert_names_the_panic(error, "processes");
+    // The root cause comes first, whatever its neighbours reported.
+    assert!(
+        error.starts_with("error: PE 'explode': operator 'explode' failed: panicked: tuple"),
+        "{stderr}"
+    );
     assert_eq!(segments_of("panicking", launcher), Vec::<String>::new());
 }

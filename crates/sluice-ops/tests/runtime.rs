@@ -220,6 +220,51 @@ fn a_failing_operator_stops_the_job_with_its_error() {
     }
 }
 
+#[test]
+fn an_operator_in_an_endless_loop_fails_the_job_naming_its_thread() {
+    let release = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut g = GraphBuilder::new("stuck");
+    let src = g.source("numbers", Ports::new().output::<u64>(), |_| {
+        IterSource::new(0..1_000u64)
+    });
+    let spin = release.clone();
+    // Stuck in an endless loop on its first tuple, until released.
+    let stuck = g.operator(
+        "spin",
+        Ports::new().input::<u64>().output::<u64>(),
+        move |_| {
+            let spin = spin.clone();
+            Map::new(move |x: &u64| {
+                while !spin.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Kind to the other tests' cores.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                *x
+            })
+        },
+    );
+    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| {
+        Collect::<u64>::new(Default::default())
+    });
+    g.connect(src.out(0), stuck.input(0)).unwrap();
+    g.connect(stuck.out(0), sink.input(0)).unwrap();
+    let graph = g.build().unwrap();
+    for request in requests() {
+        let p = plan(&graph, &request, &PlanOptions::default()).unwrap();
+        let options = RunOptions {
+            stall_timeout: Duration::from_millis(300),
+            ..RunOptions::default()
+        };
+        // The watch, not this test, ends the job: a hang would be the test binary's timeout.
+        let message = run(&graph, &p, &options).unwrap_err().to_string();
+        assert!(
+            message.contains("spin") && message.contains("made no progress for 0.3 s"),
+            "{request:?}: {message}"
+        );
+    }
+    release.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A source that never ends by itself and counts what it emitted.
 struct Endless {
     next: u64,

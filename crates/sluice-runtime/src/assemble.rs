@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Barrier};
-use std::thread::JoinHandle;
 
 use sluice_graph::{Graph, OperatorContext, OperatorKind, Partitioning};
 use sluice_plan::{ChannelPlan, InstanceId, PhysicalPlan};
@@ -18,8 +17,9 @@ use sluice_transport::{ChannelSite, ErasedReceiver};
 
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
-use crate::exec::{Body, Env, Fan, Inbound, Node, Picker, Target, ThreadExec};
-use crate::{InstanceReport, RunError, RunOptions};
+use crate::exec::{Body, Env, Fan, Inbound, InstanceName, Node, Picker, Target, ThreadExec};
+use crate::watch::{Progress, Worker};
+use crate::{RunError, RunOptions};
 
 /// Which PEs of a plan this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +176,7 @@ pub(crate) fn start(
     bound: Bound,
     options: &RunOptions,
     control: &Arc<JobControl>,
-) -> Result<Vec<JoinHandle<Vec<InstanceReport>>>, RunError> {
+) -> Result<Vec<Worker>, RunError> {
     let threads: Vec<_> = plan
         .pes
         .iter()
@@ -324,10 +324,17 @@ pub(crate) fn start(
     let ready = Arc::new(Barrier::new(execs.len()));
     let poll_batch = options.poll_batch.max(1);
     let latency_every = options.latency_every;
-    let mut handles = Vec::with_capacity(execs.len());
+    let mut workers = Vec::with_capacity(execs.len());
     for exec in execs {
         let (control_t, ready_t) = (control.clone(), ready.clone());
         let name = exec.name.clone();
+        let operators: Vec<String> = exec
+            .nodes
+            .iter()
+            .map(|n| n.borrow().ctx.name_of_instance())
+            .collect();
+        let progress = Progress::default();
+        let progress_t = progress.clone();
         let spawned = std::thread::Builder::new()
             .name(name.clone())
             .spawn(move || {
@@ -336,11 +343,17 @@ pub(crate) fn start(
                     idle,
                     poll_batch,
                     latency_every,
+                    progress: &progress_t,
                 };
                 exec.run(&env, &ready_t)
             });
         match spawned {
-            Ok(handle) => handles.push(handle),
+            Ok(handle) => workers.push(Worker {
+                handle,
+                name,
+                operators: operators.join(", "),
+                progress,
+            }),
             Err(source) => {
                 // The OS is out of threads. Threads already started stay parked at the
                 // start barrier until the process exits; the caller reports the error.
@@ -352,7 +365,7 @@ pub(crate) fn start(
             }
         }
     }
-    Ok(handles)
+    Ok(workers)
 }
 
 fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {

@@ -1,11 +1,13 @@
 //! The flags every thread of a job watches: go (sources may start), stop (drain and end) and
-//! abort (leave now), and the first error.
+//! abort (leave now), and the job's failures, from which [`crate::error::root_cause`] makes its
+//! error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sluice_graph::OperatorError;
 
+use crate::error::{root_cause, MAX_FAILURES};
 use crate::RunError;
 
 /// Job-wide control shared by all threads.
@@ -13,7 +15,8 @@ pub(crate) struct JobControl {
     go: AtomicBool,
     stop: AtomicBool,
     abort: AtomicBool,
-    first_error: Mutex<Option<RunError>>,
+    /// Every failure recorded, in order (at most [`MAX_FAILURES`]).
+    failures: Mutex<Vec<RunError>>,
 }
 
 impl JobControl {
@@ -24,7 +27,7 @@ impl JobControl {
             go: AtomicBool::new(go),
             stop: AtomicBool::new(false),
             abort: AtomicBool::new(false),
-            first_error: Mutex::new(None),
+            failures: Mutex::new(Vec::new()),
         }
     }
 
@@ -55,14 +58,13 @@ impl JobControl {
         self.abort.load(Ordering::Relaxed)
     }
 
-    /// Records `error` from `instance` (unless an earlier error is already recorded, or this is
-    /// the echo of an abort) and aborts the job.
+    /// Records `error` from `instance` (unless it is the echo of an abort) and aborts the job.
     pub(crate) fn fail(&self, instance: String, error: OperatorError) {
-        if !matches!(error, OperatorError::Aborted) {
-            let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
-            first.get_or_insert(RunError::Operator { instance, error });
+        if matches!(error, OperatorError::Aborted) {
+            self.abort();
+        } else {
+            self.fail_with(RunError::Operator { instance, error });
         }
-        self.abort.store(true, Ordering::Relaxed);
     }
 
     /// Leaves at once without recording a cause (the launcher reports why).
@@ -70,16 +72,20 @@ impl JobControl {
         self.abort.store(true, Ordering::Relaxed);
     }
 
-    /// Records a runtime failure that is not an operator's and aborts the job.
+    /// Records a failure and aborts the job.
     pub(crate) fn fail_with(&self, error: RunError) {
-        let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
-        first.get_or_insert(error);
-        self.abort.store(true, Ordering::Relaxed);
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if failures.len() < MAX_FAILURES {
+            failures.push(error);
+        }
+        self.abort();
     }
 
+    /// The job's error: its root cause followed by the rest ([`root_cause`]); `Aborted` if it
+    /// aborted without a recorded failure; `None` if it did not fail.
     pub(crate) fn take_error(&self) -> Option<RunError> {
-        let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
-        let error = first.take();
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let error = root_cause(std::mem::take(&mut *failures));
         if error.is_none() && self.aborting() {
             return Some(RunError::Aborted);
         }
@@ -87,15 +93,32 @@ impl JobControl {
     }
 }
 
-/// Asks a running job to stop: sources finish, in-flight tuples drain, the job ends normally.
+/// Asks a running job to stop: sources finish, in-flight tuples drain, the job ends normally;
+/// or to abort.
 #[derive(Clone)]
 pub struct StopHandle {
     control: Arc<JobControl>,
 }
 
+impl Default for StopHandle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl StopHandle {
-    pub(crate) fn new(control: Arc<JobControl>) -> Self {
+    /// A handle for a job not started yet ([`crate::start_with`]), so that a stop can come
+    /// during its start-up.
+    pub fn new() -> Self {
+        Self::from_control(Arc::new(JobControl::new(true)))
+    }
+
+    pub(crate) fn from_control(control: Arc<JobControl>) -> Self {
         Self { control }
+    }
+
+    pub(crate) fn control(&self) -> Arc<JobControl> {
+        self.control.clone()
     }
 
     /// Requests the stop; returns at once.
@@ -106,5 +129,16 @@ impl StopHandle {
     /// Whether a stop was already requested.
     pub fn is_stopping(&self) -> bool {
         self.control.stop_requested()
+    }
+
+    /// Aborts the job without draining (a second Ctrl-C): its PEs are killed, its segments
+    /// and directory removed, and it fails with [`RunError::Interrupted`]. Returns at once.
+    pub fn abort(&self) {
+        let during = if self.control.stop_requested() {
+            "again during the drain"
+        } else {
+            "while running"
+        };
+        self.control.fail_with(RunError::Interrupted(during));
     }
 }

@@ -1,4 +1,15 @@
-//! Why a job failed.
+//! Why a job failed, its root cause first.
+//!
+//! A failure in one place makes others elsewhere: a PE whose source fails drops its senders,
+//! and its downstream PE then finds its edge `lost its sender without an end of stream`; a PE
+//! whose receiver is gone finds `the downstream thread stopped receiving`. Those are
+//! consequences ([`RunError::is_consequence`]). Every failure of a job is collected
+//! ([`root_cause`]): the error reported is the first failure of its own accord (an operator's
+//! error or panic, an errno with its path, a PE killed by a signal, a stalled thread or PE, a
+//! peer's bad frame), and every other failure follows it, original ones first, as `followed
+//! by:` lines.
+
+use std::time::Duration;
 
 use sluice_graph::OperatorError;
 use sluice_transport::TransportError;
@@ -32,6 +43,14 @@ pub enum RunError {
         /// The edge, as `from -> to`.
         edge: String,
     },
+    /// A receiver got what its transport does not send: a broken or hostile peer.
+    #[error("edge {edge}: {error}")]
+    Received {
+        /// The edge, as `from -> to`.
+        edge: String,
+        /// What the transport found wrong (and, where it knows it, from which peer).
+        error: String,
+    },
     /// A thread could not be started.
     #[error("cannot start thread '{thread}': {source}")]
     Spawn {
@@ -50,6 +69,9 @@ pub enum RunError {
         pe: String,
         /// Its error.
         error: String,
+        /// It failed because of a failure elsewhere (a neighbour that stopped sending or
+        /// receiving).
+        consequence: bool,
     },
     /// A PE process ended without reporting: it crashed or was killed.
     #[error("PE '{pe}' (operators: {operators}) {how}; the job was stopped")]
@@ -61,9 +83,106 @@ pub enum RunError {
         /// How it ended, e.g. `was killed by signal 9`.
         how: String,
     },
+    /// A PE lost its stream to the launcher: the launcher is gone.
+    #[error("the launcher is gone: {0}")]
+    LauncherLost(String),
+    /// A thread made no progress (its work loop, or a wait on a full queue, did not come
+    /// round) for the run's stall timeout: an operator is stuck in a call.
+    #[error(
+        "thread '{thread}' (operators: {operators}) made no progress for {} s: an operator is \
+         stuck in a call (an endless loop, or a wait that never ends); the job was stopped",
+        seconds(*stalled_for)
+    )]
+    Stalled {
+        /// The thread's name.
+        thread: String,
+        /// The instances it runs.
+        operators: String,
+        /// How long it was seen making no progress.
+        stalled_for: Duration,
+    },
+    /// A PE's heartbeat stopped for the run's stall timeout.
+    #[error(
+        "PE '{pe}' (operators: {operators}) sent no heartbeat for {} s{state}; the job was \
+         stopped",
+        seconds(*silent_for)
+    )]
+    Silent {
+        /// The PE's name.
+        pe: String,
+        /// The instances it ran.
+        operators: String,
+        /// How long it was silent.
+        silent_for: Duration,
+        /// What its process's state says, e.g. `: its process is stopped (SIGSTOP)`.
+        state: String,
+    },
+    /// A drain (after Ctrl-C, SIGTERM or the duration) did not end in time.
+    #[error(
+        "the drain did not end within {} s of the stop{waiting}; the job was aborted",
+        seconds(*limit)
+    )]
+    DrainTimeout {
+        /// The drain timeout.
+        limit: Duration,
+        /// What had not finished, e.g. ` (still draining: PE 'sum')`.
+        waiting: String,
+    },
+    /// The user interrupted the job (a second Ctrl-C, or one during start-up).
+    #[error("interrupted {0}; the job was aborted")]
+    Interrupted(&'static str),
+    /// A failure and the failures that followed it.
+    #[error("{cause}{}", followed_by(consequences))]
+    Followed {
+        /// The root cause.
+        cause: Box<RunError>,
+        /// What followed, original failures first.
+        consequences: Vec<RunError>,
+    },
     /// The job aborted without a recorded cause.
     #[error("the job aborted")]
     Aborted,
+}
+
+/// A duration in seconds, as messages show it.
+fn seconds(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs:.1}")
+    }
+}
+
+/// The lines listing what followed a failure.
+fn followed_by(consequences: &[RunError]) -> String {
+    consequences
+        .iter()
+        .map(|c| format!("\n  followed by: {c}"))
+        .collect()
+}
+
+/// The most failures of one job kept for its report; the rest add nothing.
+pub(crate) const MAX_FAILURES: usize = 16;
+
+/// The job's error from every failure recorded, in the order they were seen: the first
+/// original failure (else the first consequence) as the cause, followed by the other original
+/// ones, then the consequences. `None` when there is none.
+pub(crate) fn root_cause(failures: Vec<RunError>) -> Option<RunError> {
+    let (mut ordered, consequences): (Vec<RunError>, Vec<RunError>) =
+        failures.into_iter().partition(|f| !f.is_consequence());
+    ordered.extend(consequences);
+    let mut ordered = ordered.into_iter();
+    let cause = ordered.next()?;
+    let consequences: Vec<RunError> = ordered.collect();
+    Some(if consequences.is_empty() {
+        cause
+    } else {
+        RunError::Followed {
+            cause: Box::new(cause),
+            consequences,
+        }
+    })
 }
 
 /// Why an instance could not send: the thread (or PE) downstream of it stopped receiving,
@@ -76,11 +195,94 @@ impl RunError {
     pub(crate) fn is_consequence(&self) -> bool {
         match self {
             Self::Disconnected { .. } | Self::Aborted => true,
+            Self::PeFailed { consequence, .. } => *consequence,
+            Self::Followed { cause, .. } => cause.is_consequence(),
             Self::Operator {
                 error: OperatorError::Failed(why),
                 ..
             } => why == DOWNSTREAM_GONE,
             _ => false,
         }
+    }
+
+    /// Whether the user interrupted the job (a shell reports that as exit status 130).
+    pub fn is_interrupt(&self) -> bool {
+        match self {
+            Self::Interrupted(_) => true,
+            Self::Followed { cause, .. } => cause.is_interrupt(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn disconnected(edge: &str) -> RunError {
+        RunError::Disconnected { edge: edge.into() }
+    }
+
+    #[test]
+    fn the_first_original_failure_is_the_cause_and_the_rest_follow_it() {
+        let failures = vec![
+            disconnected("sentences -> split"),
+            RunError::PeDied {
+                pe: "sentences".into(),
+                operators: "sentences".into(),
+                how: "was killed by signal 9 (SIGKILL)".into(),
+            },
+            RunError::PeFailed {
+                pe: "sum".into(),
+                error: DOWNSTREAM_GONE.into(),
+                consequence: true,
+            },
+            RunError::Operator {
+                instance: "counts".into(),
+                error: OperatorError::Panicked("boom".into()),
+            },
+        ];
+        let error = root_cause(failures).unwrap();
+        assert!(!error.is_consequence());
+        assert_eq!(
+            error.to_string(),
+            "PE 'sentences' (operators: sentences) was killed by signal 9 (SIGKILL); the job \
+             was stopped\n  followed by: operator 'counts' failed: panicked: boom\n  followed \
+             by: the edge sentences -> split lost its sender without an end of stream\n  \
+             followed by: PE 'sum': the downstream thread stopped receiving"
+        );
+    }
+
+    #[test]
+    fn a_malformed_message_is_a_cause_and_a_lost_sender_a_consequence() {
+        let received = RunError::Received {
+            edge: "split -> sum".into(),
+            error: sluice_transport::RecvError::Malformed.to_string(),
+        };
+        assert!(!received.is_consequence());
+        assert!(disconnected("split -> sum").is_consequence());
+        let error = root_cause(vec![disconnected("sum -> counts"), received]).unwrap();
+        assert!(
+            error
+                .to_string()
+                .starts_with("edge split -> sum: a malformed message arrived"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn consequences_alone_name_the_first_as_the_cause() {
+        let error = root_cause(vec![disconnected("a -> b"), disconnected("b -> c")]).unwrap();
+        assert!(error.is_consequence());
+        assert!(error
+            .to_string()
+            .starts_with("the edge a -> b lost its sender"));
+        assert!(root_cause(Vec::new()).is_none());
+        let alone = root_cause(vec![RunError::Interrupted("during start-up")]).unwrap();
+        assert!(alone.is_interrupt());
+        assert_eq!(
+            alone.to_string(),
+            "interrupted during start-up; the job was aborted"
+        );
     }
 }

@@ -15,11 +15,12 @@ use sluice_graph::{
     OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
 };
 use sluice_sync::IdleStrategy;
-use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, SendError};
+use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, RecvError, SendError};
 use sluice_types::{monotonic_ns, pick_instance, BatchRef, Punctuation, TupleRef, TupleSchema};
 
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
+use crate::watch::Progress;
 use crate::{InstanceReport, RunError};
 
 /// What a node is.
@@ -125,6 +126,8 @@ pub(crate) struct Env<'a> {
     pub(crate) poll_batch: usize,
     /// A source sends a latency marker after this many tuples (0: never).
     pub(crate) latency_every: u64,
+    /// The thread's progress, which the job's watch reads ([`crate::watch`]).
+    pub(crate) progress: &'a Progress,
 }
 
 /// The `OutputSink` of the instance currently running: routes its emissions.
@@ -174,6 +177,8 @@ impl OutputSink for Router<'_> {
         if items.is_empty() {
             return Ok(());
         }
+        // An operator that paces its output (sleeping between batches) is making progress.
+        self.env.progress.beat();
         *self.tuples_out += items.len() as u64;
         // The common cases: one edge to one instance in this thread gets the whole batch in
         // one call; one edge to one instance in another thread takes it in one offer.
@@ -273,7 +278,13 @@ fn send(
         match offer(sender.as_mut()) {
             Ok(()) => return Ok(()),
             Err(SendError::Full) if !env.control.aborting() => {
+                // Backpressure is no stall of this thread's.
+                env.progress.beat();
                 idle.wait_or_park(|timeout| sender.park(timeout))
+            }
+            // Once the job aborts, a receiver gone is the echo of its cause.
+            Err(SendError::Full | SendError::Closed) if env.control.aborting() => {
+                return Err(OperatorError::Aborted)
             }
             Err(SendError::Full) => return Err(OperatorError::Aborted),
             Err(SendError::Closed) => {
@@ -401,7 +412,8 @@ fn finish_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(
     Ok(())
 }
 
-trait InstanceName {
+/// An instance's name in messages: `sum[1]`, or `sum` when it has one instance.
+pub(crate) trait InstanceName {
     fn name_of_instance(&self) -> String;
 }
 
@@ -442,6 +454,7 @@ impl ThreadExec {
         }
         let mut reports = Vec::with_capacity(nodes.len());
         for cell in &nodes {
+            env.progress.beat();
             let mut node = cell.borrow_mut();
             let stopped = match &mut node.body {
                 Body::Source(s) => catch_unwind(AssertUnwindSafe(|| s.stop())),
@@ -483,6 +496,7 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
     // The receiver a `park` wait sleeps on next, when the thread has several.
     let mut park_next = 0;
     loop {
+        env.progress.beat();
         if env.control.aborting() {
             return;
         }
@@ -568,10 +582,18 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
     match polled {
         Ok(_) if failed => Err(()),
         Ok(n) => Ok(n),
-        Err(_) => {
+        Err(error) => {
             if !env.control.aborting() {
-                env.control.fail_with(RunError::Disconnected {
-                    edge: input.edge.clone(),
+                let edge = input.edge.clone();
+                env.control.fail_with(match error {
+                    // A consequence: the failure is the sender's.
+                    RecvError::Disconnected => RunError::Disconnected { edge },
+                    // A cause: what arrived is this edge's failure (the peer, if the transport
+                    // names it, is in the error).
+                    other => RunError::Received {
+                        edge,
+                        error: other.to_string(),
+                    },
                 });
             }
             Err(())

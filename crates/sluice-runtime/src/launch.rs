@@ -17,13 +17,24 @@
 //! start. Each child's output lines come out of this process prefixed with the PE's name.
 //!
 //! Supervision, the same over either stream: a PE that exits or whose stream closes without
-//! reporting (a crash, SIGKILL) or that reports a failure stops the job (a failure waits up to
-//! a second for a neighbour's death, which is then the cause reported): the other PEs are
-//! killed, every segment of the job removed, and the error names the PE and its operators. A
-//! stop (Ctrl-C, the duration) is passed to every PE, whose sources finish so every tuple in
-//! flight drains. Children are in their own process group, so a terminal's Ctrl-C reaches only
-//! the launcher, and die with it if it dies; a PE on another host leaves as soon as its stream
-//! to the launcher closes.
+//! reporting (a crash, SIGKILL, named with its signal) or that reports a failure stops the job:
+//! the other PEs are killed, every segment of the job removed, and the error names the PE and
+//! its operators. The error is the root cause ([`crate::error`]): the launcher collects every
+//! failure until each PE has reported or ended, or a second after the first, and reports the
+//! first failure of a PE's own accord, followed by the others and then by the consequences
+//! (an edge that lost its sender, a receiver gone) in plan order.
+//!
+//! Each running PE sends a heartbeat every 250 ms: one not heard from for the stall timeout
+//! (5 s by default) fails the job, named with what its process's state says (`stopped` after
+//! SIGSTOP). A stop (Ctrl-C, the duration) is passed to every PE, whose sources finish so every
+//! tuple in flight drains; a drain not over within the drain timeout (30 s) aborts the job, as
+//! does an abort (a second Ctrl-C). Each step of start-up has the start timeout (30 s), after
+//! which the job fails naming the PEs that are late, with their host and launch command; a
+//! stop during start-up ends it at once. Children are in their own process group, so a
+//! terminal's Ctrl-C reaches only the launcher; killing a PE kills its group, so whatever its
+//! launch command started goes too. A PE whose stream to the launcher closes (the launcher
+//! died, even by SIGKILL, or it is on another host) leaves, removing the job's segments and
+//! control directory on its way out ([`crate::pe`]).
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -45,8 +56,6 @@ use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::wire::{self, FromPe, ToPe};
 use crate::{InstanceReport, JobReport, RunError, RunOptions, Running, RunningJob};
 
-/// How long PEs may take to connect, bind, and build before the launcher gives up.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long PEs may take to exit once they reported, and how long an ended PE's last words
 /// (or its exit status) are waited for.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -94,6 +103,9 @@ pub(crate) struct PeEnvironment {
 struct Pe {
     name: String,
     operators: String,
+    /// Where and how it was started, for messages: empty, or ` on host 'h' (launched with
+    /// `ssh h`)`.
+    placed: String,
     /// Its process, when this launcher started it directly.
     process: Option<Child>,
     control: Option<Link>,
@@ -105,14 +117,19 @@ struct Pe {
     hung_up: bool,
     /// When its exit or the close of its stream was first seen.
     ended_at: Option<Instant>,
+    /// Its silent end (or its silence) is among the job's failures.
+    blamed: bool,
+    /// When it was last heard from, once heartbeats are due.
+    last_heard: Option<Instant>,
 }
 
 impl Pe {
     /// A PE not started yet.
-    fn new(name: String, operators: String) -> Self {
+    fn new(name: String, operators: String, placed: String) -> Self {
         Self {
             name,
             operators,
+            placed,
             process: None,
             control: None,
             report: None,
@@ -120,6 +137,8 @@ impl Pe {
             status: None,
             hung_up: false,
             ended_at: None,
+            blamed: false,
+            last_heard: None,
         }
     }
 
@@ -170,12 +189,14 @@ pub(crate) struct Children {
     /// How and when `mpirun` was seen to end.
     mpirun_ended: Option<(ExitStatus, Instant)>,
     events: Receiver<(usize, Option<FromPe>)>,
-    /// Protocol messages received and not yet awaited (`Bound`, `Ready`).
-    inbox: VecDeque<FromPe>,
-    /// The PE whose failure is reported: the first to fail of its own accord if any has, else
-    /// the first to fail; when the first failure came; and whether the PE failed only as a
-    /// consequence of another failure.
-    failing: Option<(usize, Instant, bool)>,
+    /// Protocol messages received and not yet awaited (`Bound`, `Ready`), with their PE.
+    inbox: VecDeque<(usize, FromPe)>,
+    /// How long a running PE may go unheard, once heartbeats are due.
+    stall_timeout: Option<Duration>,
+    /// Every failure seen (reported, or a PE's silent end), in order, with the PE it is of (or
+    /// `None`), and when the first came.
+    failures: Vec<(Option<usize>, RunError)>,
+    first_failure: Option<Instant>,
     segments: Option<JobSegments>,
     /// Where the PEs reach this launcher, for messages.
     listening: String,
@@ -187,14 +208,12 @@ pub(crate) fn start(
     plan: &PhysicalPlan,
     options: &RunOptions,
     spawner: Spawner,
+    control: Arc<JobControl>,
 ) -> Result<RunningJob, RunError> {
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
     // The directory is the launcher's alone (mode 0700), and so its control socket.
-    let dir = tempfile::Builder::new()
-        .prefix("sluice-job-")
-        .tempdir()
-        .map_err(|e| launch(e, "cannot make the job's directory"))?;
+    let dir = link::private_job_dir()?;
     let secret = job_secret()?;
     let listener = match &plan.launcher {
         None => LinkListener::unix(&dir.path().join("control.sock"))?,
@@ -204,10 +223,10 @@ pub(crate) fn start(
         )?)?,
     };
     let exe = std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?;
-    let control = listener.address()?.to_env();
+    let address = listener.address()?.to_env();
     let environment = PeEnvironment {
         public: vec![
-            (ENV_CONTROL, control.clone()),
+            (ENV_CONTROL, address.clone()),
             (ENV_JOB_ID, segments.job().into()),
         ],
         secret: secret.to_hex(),
@@ -219,16 +238,26 @@ pub(crate) fn start(
             .map(|pe| {
                 let operators: Vec<&str> =
                     plan.pe_instances(pe.id).map(|i| i.name.as_str()).collect();
-                Pe::new(pe.name.clone(), operators.join(", "))
+                let placed = match plan.host_of(pe) {
+                    Some(host) if !host.launch.is_empty() => format!(
+                        " on host '{}' (launched with `{}`)",
+                        host.name,
+                        host.launch.join(" ")
+                    ),
+                    _ => String::new(),
+                };
+                Pe::new(pe.name.clone(), operators.join(", "), placed)
             })
             .collect(),
         mpirun: None,
         mpirun_ended: None,
         events: mpsc::channel().1,
         inbox: VecDeque::new(),
-        failing: None,
+        stall_timeout: None,
+        failures: Vec::new(),
+        first_failure: None,
         segments: Some(segments),
-        listening: control.to_string_lossy().into_owned(),
+        listening: address.to_string_lossy().into_owned(),
         _dir: dir,
     };
     let spawned = match spawner {
@@ -240,8 +269,12 @@ pub(crate) fn start(
         children.kill_all();
         return Err(error);
     }
+    let starting = Starting {
+        control: &control,
+        timeout: options.start_timeout,
+    };
     let result = children
-        .connect_all(listener, &secret, plan)
+        .connect_all(listener, &secret, plan, &starting)
         .and_then(|()| {
             let mut endpoints = Vec::new();
             children.await_all(
@@ -253,9 +286,10 @@ pub(crate) fn start(
                     _ => false,
                 },
                 "bind its receivers",
+                &starting,
             )?;
             children.tell_all(&ToPe::Connect { endpoints });
-            children.await_all(|m| matches!(m, FromPe::Ready), "start")?;
+            children.await_all(|m| matches!(m, FromPe::Ready), "start", &starting)?;
             children.tell_all(&ToPe::Go);
             Ok(())
         });
@@ -263,11 +297,12 @@ pub(crate) fn start(
         children.kill_all();
         return Err(error);
     }
+    children.hear_from_now_on(options.stall_timeout);
     Ok(RunningJob {
-        control: Arc::new(JobControl::new(true)),
-        running: Running::Processes(children),
+        control,
+        running: Running::Processes(Box::new(children)),
         started: Instant::now(),
-        duration: options.duration,
+        options: *options,
     })
 }
 
@@ -370,6 +405,65 @@ fn prefix_lines(from: impl Read + Send + 'static, pe: String, to_stderr: bool) {
     });
 }
 
+/// The name of a signal that ends processes, e.g. `SIGKILL` for 9.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    use rustix::process::Signal;
+    let known = [
+        (Signal::HUP, "SIGHUP"),
+        (Signal::INT, "SIGINT"),
+        (Signal::QUIT, "SIGQUIT"),
+        (Signal::ILL, "SIGILL"),
+        (Signal::ABORT, "SIGABRT"),
+        (Signal::BUS, "SIGBUS"),
+        (Signal::FPE, "SIGFPE"),
+        (Signal::KILL, "SIGKILL"),
+        (Signal::SEGV, "SIGSEGV"),
+        (Signal::PIPE, "SIGPIPE"),
+        (Signal::ALARM, "SIGALRM"),
+        (Signal::TERM, "SIGTERM"),
+        (Signal::USR1, "SIGUSR1"),
+        (Signal::USR2, "SIGUSR2"),
+        (Signal::XCPU, "SIGXCPU"),
+        (Signal::XFSZ, "SIGXFSZ"),
+    ];
+    known
+        .iter()
+        .find(|(s, _)| s.as_raw() == signal)
+        .map(|(_, name)| *name)
+}
+
+/// What start-up is bounded by: the user's stop, and the start timeout of each step.
+struct Starting<'a> {
+    control: &'a JobControl,
+    timeout: Duration,
+}
+
+impl Starting<'_> {
+    /// Fails when the user stopped the job, or when the step that `began` has taken longer
+    /// than the start timeout (saying who is late, by `late`).
+    fn check(&self, began: Instant, late: impl FnOnce() -> String) -> Result<(), RunError> {
+        if self.control.stop_requested() || self.control.aborting() {
+            return Err(RunError::Interrupted("during start-up"));
+        }
+        if began.elapsed() > self.timeout {
+            return Err(RunError::Launch(format!(
+                "{} within {} s (the start timeout)",
+                late(),
+                self.timeout.as_secs_f64()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The state letter of process `pid` in `/proc/PID/stat` (`R`, `S`, `D`, `T`, ...).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything: the state follows the last.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.trim_start().chars().next()
+}
+
 /// Reports a connection the launcher turned away: a stranger must not stop the job, but its
 /// user should know.
 fn refused(peer: &str, why: &str) {
@@ -387,6 +481,7 @@ impl Children {
         listener: LinkListener,
         secret: &JobSecret,
         plan: &PhysicalPlan,
+        starting: &Starting<'_>,
     ) -> Result<(), RunError> {
         let (events, received) = mpsc::channel();
         self.events = received;
@@ -395,7 +490,7 @@ impl Children {
         let plan = ToPe::Plan {
             plan: Box::new(plan.clone()),
         };
-        let deadline = Instant::now() + START_TIMEOUT;
+        let began = Instant::now();
         let mut connected = 0;
         while connected < self.pes.len() {
             listener.admit(secret, &handshakes, &admit)?;
@@ -426,12 +521,9 @@ impl Children {
                 Err(_) => {}
             }
             self.supervise(Duration::ZERO)?;
-            if Instant::now() > deadline {
-                return Err(RunError::Launch(format!(
-                    "PEs did not connect within {} s",
-                    START_TIMEOUT.as_secs()
-                )));
-            }
+            starting.check(began, || {
+                self.late(|p| p.control.is_none(), "reach the launcher")
+            })?;
         }
         Ok(())
     }
@@ -441,31 +533,79 @@ impl Children {
         &mut self,
         mut expected: impl FnMut(&FromPe) -> bool,
         step: &str,
+        starting: &Starting<'_>,
     ) -> Result<(), RunError> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let mut waiting = self.pes.len();
-        while waiting > 0 {
+        let began = Instant::now();
+        let mut done = vec![false; self.pes.len()];
+        while done.contains(&false) {
             self.supervise(SUPERVISION_PERIOD)?;
-            while let Some(message) = self.inbox.pop_front() {
+            while let Some((pe, message)) = self.inbox.pop_front() {
                 if expected(&message) {
-                    waiting -= 1;
+                    done[pe] = true;
                 }
             }
-            if Instant::now() > deadline {
-                return Err(RunError::Launch(format!(
-                    "PEs did not {step} within {} s",
-                    START_TIMEOUT.as_secs()
-                )));
-            }
+            starting.check(began, || {
+                let mut late = done.iter().map(|d| !d);
+                self.late(|_| late.next().unwrap_or(false), step)
+            })?;
         }
         Ok(())
     }
 
+    /// The message for the PEs `late` picks, which did not `step` in time.
+    fn late(&self, mut late: impl FnMut(&Pe) -> bool, step: &str) -> String {
+        let named: Vec<String> = self
+            .pes
+            .iter()
+            .filter(|p| late(p))
+            .map(|p| format!("PE '{}'{}", p.name, p.placed))
+            .collect();
+        format!("{} did not {step}", named.join(", "))
+    }
+
+    /// Heartbeats are due from now on: a PE not heard from for `timeout` is reported.
+    fn hear_from_now_on(&mut self, timeout: Duration) {
+        let now = Instant::now();
+        for pe in &mut self.pes {
+            pe.last_heard = Some(now);
+        }
+        self.stall_timeout = Some(timeout);
+    }
+
+    /// Counts every running PE not heard from for the stall timeout as a failure, naming what
+    /// its process's state says (a stopped process, one in an uninterruptible wait).
+    fn check_heartbeats(&mut self) {
+        let Some(timeout) = self.stall_timeout else {
+            return;
+        };
+        for pe in 0..self.pes.len() {
+            let p = &self.pes[pe];
+            let silent = p.last_heard.is_some_and(|heard| heard.elapsed() >= timeout);
+            if !silent || p.blamed || p.has_spoken() || p.ended_at.is_some() {
+                continue;
+            }
+            let state = match p.process.as_ref().and_then(|c| process_state(c.id())) {
+                Some('T') => ": its process is stopped (SIGSTOP?)",
+                Some('t') => ": its process is stopped by a debugger",
+                Some('D') => ": its process is stuck in an uninterruptible wait",
+                _ => ": it does not respond",
+            };
+            let silent = RunError::Silent {
+                pe: p.name.clone(),
+                operators: p.operators.clone(),
+                silent_for: timeout,
+                state: state.into(),
+            };
+            self.pes[pe].blamed = true;
+            self.fail(Some(pe), silent);
+        }
+    }
+
     /// One step of supervision: takes the PEs' messages (waiting up to `wait` for the first),
     /// recording reports, failures and closed streams and keeping the rest for
-    /// [`Children::await_all`]; then looks at how the PEs (and `mpirun`) stand. Fails when a PE
-    /// ended without reporting, when `mpirun` ended before every PE reported, or when a PE's
-    /// failure has waited [`ROOT_CAUSE_GRACE`] without a neighbour's death to blame.
+    /// [`Children::await_all`]; then looks at how the PEs (and `mpirun`) stand, counting a PE
+    /// that ended without reporting, and `mpirun` ending before every PE reported, as failures.
+    /// Fails with the job's root cause once the failures are in (see [`Children::verdict`]).
     fn supervise(&mut self, wait: Duration) -> Result<(), RunError> {
         let mut next = self.events.recv_timeout(wait).map_err(|e| match e {
             RecvTimeoutError::Timeout => TryRecvError::Empty,
@@ -492,59 +632,95 @@ impl Children {
                 }
             }
         }
-        if let Some(pe) = self.pes.iter().position(Pe::ended_silently) {
-            return Err(self.died(pe));
+        while let Some(pe) = self
+            .pes
+            .iter()
+            .position(|p| !p.blamed && p.ended_silently())
+        {
+            self.pes[pe].blamed = true;
+            let died = self.died(pe);
+            self.fail(Some(pe), died);
         }
         if let (None, Some(mpirun)) = (self.mpirun_ended, &mut self.mpirun) {
             if let Ok(Some(status)) = mpirun.try_wait() {
                 self.mpirun_ended = Some((status, now));
+                // Its ranks' last words may still be on their way: waited for below.
             }
         }
-        if let (Some((status, since)), None) = (self.mpirun_ended, &self.failing) {
-            // Its ranks' last words may still be on their way.
+        self.check_heartbeats();
+        if let Some((status, since)) = self.mpirun_ended {
             let settled = since.elapsed() >= EXIT_TIMEOUT
                 || self.pes.iter().all(|p| p.has_spoken() || p.hung_up);
             if let Some(pe) = self
                 .pes
                 .iter()
-                .find(|p| !p.has_spoken())
-                .filter(|_| settled)
+                .position(|p| !p.has_spoken() && !p.blamed)
+                .filter(|_| settled && self.failures.is_empty())
             {
-                return Err(RunError::Launch(format!(
+                self.pes[pe].blamed = true;
+                let error = RunError::Launch(format!(
                     "mpirun ended ({status}) before PE '{}' reported",
-                    pe.name
-                )));
+                    self.pes[pe].name
+                ));
+                self.fail(Some(pe), error);
             }
         }
-        match self.failing {
-            Some((pe, since, _)) if since.elapsed() >= ROOT_CAUSE_GRACE => {
-                Err(RunError::PeFailed {
-                    pe: self.pes[pe].name.clone(),
-                    error: self.pes[pe].failure.clone().unwrap_or_default(),
-                })
-            }
-            _ => Ok(()),
+        self.verdict()
+    }
+
+    /// Records one of the job's failures, of `pe` if it is one PE's.
+    fn fail(&mut self, pe: Option<usize>, error: RunError) {
+        if self.failures.len() < crate::error::MAX_FAILURES {
+            self.failures.push((pe, error));
+        }
+        self.first_failure.get_or_insert_with(Instant::now);
+    }
+
+    /// The job's error, once its failures are in: when every PE has reported or ended, or
+    /// [`ROOT_CAUSE_GRACE`] after the first failure (a cause may be reported after its
+    /// consequence: the PE that failed of its own accord reports once its threads have left,
+    /// the neighbour it cut off as soon as it notices). Consequences are listed in plan order
+    /// of their PEs, as they spread along the edges, whatever order their reports came in.
+    fn verdict(&mut self) -> Result<(), RunError> {
+        let Some(first) = self.first_failure else {
+            return Ok(());
+        };
+        let settled = self
+            .pes
+            .iter()
+            .all(|p| p.has_spoken() || p.ended_at.is_some());
+        if !settled && first.elapsed() < ROOT_CAUSE_GRACE {
+            return Ok(());
+        }
+        let mut failures = std::mem::take(&mut self.failures);
+        failures.sort_by_key(|(pe, f)| f.is_consequence().then_some(*pe));
+        match crate::error::root_cause(failures.into_iter().map(|(_, f)| f).collect()) {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
     }
 
     /// Takes in one message of `pe`'s (`None`: its stream closed).
     fn record(&mut self, pe: usize, message: Option<FromPe>) {
         let p = &mut self.pes[pe];
+        if message.is_some() && p.last_heard.is_some() {
+            p.last_heard = Some(Instant::now());
+        }
         match message {
+            Some(FromPe::Heartbeat) => {}
             Some(FromPe::Done { report }) => p.report = Some(report),
             Some(FromPe::Failed { error, consequence }) => {
-                p.failure.get_or_insert(error);
-                match self.failing {
-                    None => self.failing = Some((pe, Instant::now(), consequence)),
-                    // A cause reported after its consequence (a PE that failed of its own
-                    // accord takes longer to report than the neighbour it cut off).
-                    Some((_, since, true)) if !consequence => {
-                        self.failing = Some((pe, since, false))
-                    }
-                    Some(_) => {}
+                if p.failure.is_none() {
+                    p.failure = Some(error.clone());
+                    let failed = RunError::PeFailed {
+                        pe: p.name.clone(),
+                        error,
+                        consequence,
+                    };
+                    self.fail(Some(pe), failed);
                 }
             }
-            Some(message) => self.inbox.push_back(message),
+            Some(message) => self.inbox.push_back((pe, message)),
             None => {
                 p.hung_up = true;
                 p.ended_at.get_or_insert_with(Instant::now);
@@ -557,7 +733,10 @@ impl Children {
         let how = match p.status {
             Some(status) => match (status.code(), status.signal()) {
                 (Some(code), _) => format!("exited with status {code}"),
-                (_, Some(signal)) => format!("was killed by signal {signal}"),
+                (_, Some(signal)) => format!(
+                    "was killed by signal {signal}{}",
+                    signal_name(signal).map_or(String::new(), |n| format!(" ({n})"))
+                ),
                 _ => "ended".to_string(),
             },
             None => "ended without reporting".to_string(),
@@ -588,7 +767,17 @@ impl Children {
     fn kill_all(&mut self) {
         for pe in &mut self.pes {
             if let (None, Some(process)) = (pe.status, pe.process.as_mut()) {
-                let _ = process.kill();
+                // Its whole process group: what a launch prefix started too (a shell's
+                // children). The group is the process's own while it is not reaped.
+                let group = rustix::process::Pid::from_raw(process.id() as i32);
+                if group
+                    .and_then(|g| {
+                        rustix::process::kill_process_group(g, rustix::process::Signal::KILL).ok()
+                    })
+                    .is_none()
+                {
+                    let _ = process.kill();
+                }
                 pe.status = process.wait().ok();
             }
         }
@@ -601,22 +790,39 @@ impl Children {
     }
 
     /// Supervises the PEs until all have reported, passing on a stop; returns the merged
-    /// report or the first failure (after killing the rest).
+    /// report or the job's error (after killing the rest): a PE's failure, its silence, a
+    /// drain past [`RunOptions::drain_timeout`], or an abort.
     pub(crate) fn wait(
         mut self,
         control: &JobControl,
+        options: &RunOptions,
         stop_when_due: impl Fn(),
         started: Instant,
     ) -> Result<JobReport, RunError> {
-        let mut stop_sent = false;
+        let mut stop_sent: Option<Instant> = None;
         let result = loop {
             if self.pes.iter().all(|p| p.report.is_some()) {
                 break Ok(());
             }
             stop_when_due();
-            if control.stop_requested() && !stop_sent {
-                stop_sent = true;
+            if control.aborting() {
+                break Err(control.take_error().unwrap_or(RunError::Aborted));
+            }
+            if control.stop_requested() && stop_sent.is_none() {
+                stop_sent = Some(Instant::now());
                 self.tell_all(&ToPe::Stop);
+            }
+            if stop_sent.is_some_and(|sent| sent.elapsed() >= options.drain_timeout) {
+                let waiting: Vec<String> = self
+                    .pes
+                    .iter()
+                    .filter(|p| p.report.is_none())
+                    .map(|p| format!("PE '{}'", p.name))
+                    .collect();
+                break Err(RunError::DrainTimeout {
+                    limit: options.drain_timeout,
+                    waiting: format!(" (still draining: {})", waiting.join(", ")),
+                });
             }
             if let Err(e) = self.supervise(SUPERVISION_PERIOD) {
                 break Err(e);
@@ -660,13 +866,15 @@ mod tests {
         let (sent, events) = mpsc::channel();
         let children = Children {
             pes: (0..n)
-                .map(|i| Pe::new(format!("p{i}"), format!("op{i}")))
+                .map(|i| Pe::new(format!("p{i}"), format!("op{i}"), String::new()))
                 .collect(),
             mpirun: None,
             mpirun_ended: None,
             events,
             inbox: VecDeque::new(),
-            failing: None,
+            stall_timeout: None,
+            failures: Vec::new(),
+            first_failure: None,
             segments: None,
             listening: "here".into(),
             _dir: tempfile::tempdir().unwrap(),
@@ -708,13 +916,16 @@ mod tests {
             sent.send(event).unwrap();
         }
         match supervise_until_error(&mut children) {
-            RunError::PeFailed { pe, error } => {
+            RunError::PeFailed { pe, error, .. } => {
                 assert_eq!((pe.as_str(), error.as_str()), ("p0", "edge broke"))
             }
             other => panic!("{other}"),
         }
         assert!(children.pes[1].report.is_some());
-        assert!(matches!(children.inbox.pop_front(), Some(FromPe::Ready)));
+        assert!(matches!(
+            children.inbox.pop_front(),
+            Some((2, FromPe::Ready))
+        ));
     }
 
     #[test]
@@ -725,18 +936,17 @@ mod tests {
             consequence,
         };
         for event in [
-            (0, Some(failed("cut off", true))),
-            (1, Some(failed("panicked", false))),
             (2, Some(failed("cut off too", true))),
+            (1, Some(failed("panicked", false))),
+            (0, Some(failed("cut off", true))),
         ] {
             sent.send(event).unwrap();
         }
-        match supervise_until_error(&mut children) {
-            RunError::PeFailed { pe, error } => {
-                assert_eq!((pe.as_str(), error.as_str()), ("p1", "panicked"))
-            }
-            other => panic!("{other}"),
-        }
+        assert_eq!(
+            supervise_until_error(&mut children).to_string(),
+            "PE 'p1': panicked\n  followed by: PE 'p0': cut off\n  followed by: PE 'p2': cut \
+             off too"
+        );
     }
 
     #[test]
@@ -751,12 +961,10 @@ mod tests {
         ))
         .unwrap();
         sent.send((1, None)).unwrap();
-        match supervise_until_error(&mut children) {
-            RunError::PeDied { pe, operators, how } => {
-                assert_eq!((pe.as_str(), operators.as_str()), ("p1", "op1"));
-                assert_eq!(how, "ended without reporting");
-            }
-            other => panic!("{other}"),
-        }
+        assert_eq!(
+            supervise_until_error(&mut children).to_string(),
+            "PE 'p1' (operators: op1) ended without reporting; the job was stopped\n  followed \
+             by: PE 'p0': edge broke"
+        );
     }
 }

@@ -16,9 +16,12 @@
 //!
 //! Stopping: a finite source ends its stream, end-of-stream flows downstream, and a thread
 //! ends when all its instances have finished. [`StopHandle::stop`] makes every source finish
-//! early, so every tuple already emitted is still processed (a drain). A failed or panicking
-//! operator aborts the job: every thread leaves its loop, blocked senders give up, and
-//! [`RunningJob::wait`] returns the first error, naming the operator instance.
+//! early, so every tuple already emitted is still processed (a drain), within
+//! [`RunOptions::drain_timeout`]. A failed or panicking operator aborts the job: every thread
+//! leaves its loop, blocked senders give up, and [`RunningJob::wait`] returns the error, its
+//! root cause first ([`RunError`]). A thread stuck in an operator's call, or a PE that stops
+//! sending heartbeats, fails the job within [`RunOptions::stall_timeout`] (see `watch`);
+//! [`StopHandle::abort`] aborts it at once, still removing everything it made.
 #![forbid(unsafe_code)]
 
 mod assemble;
@@ -31,6 +34,7 @@ mod link;
 mod mpi;
 mod pe;
 mod report;
+mod watch;
 mod wire;
 
 use std::sync::Arc;
@@ -81,7 +85,23 @@ pub struct RunOptions {
     /// in order with the data; every instance records how long they took to reach it, and
     /// the sinks' figures are the job's end-to-end latency ([`JobReport::latency`]).
     pub latency_every: u64,
+    /// A thread that makes no progress (a round of its loop, a batch, a wait on a full queue)
+    /// or a PE that sends no heartbeat for this long fails the job, naming it.
+    pub stall_timeout: Duration,
+    /// A drain (after a stop) that has not ended this long after the stop aborts the job.
+    pub drain_timeout: Duration,
+    /// How long the PEs may take to start (each step of start-up: reaching the launcher,
+    /// binding, starting), through their hosts' launch commands too.
+    pub start_timeout: Duration,
 }
+
+/// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
+/// scheduling delay, a full queue is no pause: waiting on one counts as progress).
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// [`RunOptions::drain_timeout`] unless set.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// [`RunOptions::start_timeout`] unless set: room for `ssh` to log in and start a PE.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Default for RunOptions {
     fn default() -> Self {
@@ -91,6 +111,9 @@ impl Default for RunOptions {
             poll_batch: 256,
             launcher: Launcher::Local,
             latency_every: DEFAULT_LATENCY_EVERY,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            start_timeout: DEFAULT_START_TIMEOUT,
         }
     }
 }
@@ -100,17 +123,17 @@ pub struct RunningJob {
     control: Arc<JobControl>,
     running: Running,
     started: Instant,
-    duration: Option<Duration>,
+    options: RunOptions,
 }
 
 enum Running {
     /// Threads of this process, and the job's shared segments while they run.
     Threads {
-        threads: Vec<std::thread::JoinHandle<Vec<InstanceReport>>>,
+        workers: Vec<watch::Worker>,
         segments: Option<JobSegments>,
     },
     /// Child processes, one per PE.
-    Processes(launch::Children),
+    Processes(Box<launch::Children>),
 }
 
 /// Starts `plan` for `graph`: in this process, or as one process per PE (see [`Launcher`]).
@@ -123,16 +146,28 @@ pub fn start(
     plan: &PhysicalPlan,
     options: &RunOptions,
 ) -> Result<RunningJob, RunError> {
+    start_with(graph, plan, options, &StopHandle::new())
+}
+
+/// As [`start`], controlled by `stop` from the beginning: a stop (or an abort) during
+/// start-up ends the start with [`RunError::Interrupted`], after removing what it made.
+pub fn start_with(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+    stop: &StopHandle,
+) -> Result<RunningJob, RunError> {
     if is_pe_process() {
         pe::serve(graph, options)
     }
     check_mpi(plan, options.launcher)?;
+    let control = stop.control();
     match options.launcher {
         Launcher::Local if plan.pes.len() > 1 => {
-            launch::start(plan, options, launch::Spawner::Direct)
+            launch::start(plan, options, launch::Spawner::Direct, control)
         }
-        Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi),
-        _ => start_threads(graph, plan, options),
+        Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi, control),
+        _ => start_threads(graph, plan, options, control),
     }
 }
 
@@ -174,65 +209,56 @@ fn start_threads(
     graph: &Graph,
     plan: &PhysicalPlan,
     options: &RunOptions,
+    control: Arc<JobControl>,
 ) -> Result<RunningJob, RunError> {
     let segments = launch::job_segments(plan)?;
     let mut sites = Sites::new(segments.job(), launch::job_secret()?);
     let bound = assemble::bind(graph, plan, Scope::All, &sites)?;
     sites.endpoints.extend(bound.endpoints.iter().copied());
-    let control = Arc::new(JobControl::new(true));
-    let threads = assemble::start(graph, plan, Scope::All, &sites, bound, options, &control)?;
+    let workers = assemble::start(graph, plan, Scope::All, &sites, bound, options, &control)?;
     Ok(RunningJob {
         control,
         running: Running::Threads {
-            threads,
+            workers,
             segments: Some(segments),
         },
         started: Instant::now(),
-        duration: options.duration,
+        options: *options,
     })
 }
 
 impl RunningJob {
     /// A handle that asks the job to stop and drain, e.g. from a Ctrl-C handler.
     pub fn stop_handle(&self) -> StopHandle {
-        StopHandle::new(self.control.clone())
+        StopHandle::from_control(self.control.clone())
     }
 
     /// Waits for the job to end (stopping it after the run's duration, if one was set) and
-    /// returns its report or its first error.
+    /// returns its report or its error: its root cause first ([`RunError`]). A thread or PE
+    /// that stalls, a drain past its deadline, and an abort ([`StopHandle::abort`]) end it
+    /// too (see [`RunOptions`]).
     pub fn wait(self) -> Result<JobReport, RunError> {
         let Self {
             control,
             running,
             started,
-            duration,
+            options,
         } = self;
         let stop_when_due = || {
-            if duration.is_some_and(|limit| started.elapsed() >= limit) {
+            if options
+                .duration
+                .is_some_and(|limit| started.elapsed() >= limit)
+            {
                 control.request_stop();
             }
         };
         match running {
-            Running::Processes(children) => children.wait(&control, stop_when_due, started),
-            Running::Threads { threads, segments } => {
-                let poll = Duration::from_millis(5);
-                while threads.iter().any(|t| !t.is_finished()) {
-                    stop_when_due();
-                    std::thread::sleep(poll);
-                }
+            Running::Processes(children) => {
+                children.wait(&control, &options, stop_when_due, started)
+            }
+            Running::Threads { workers, segments } => {
+                let instances = watch::wait_threads(workers, &control, &options, stop_when_due);
                 let elapsed = started.elapsed();
-                let mut instances = Vec::new();
-                for thread in threads {
-                    match thread.join() {
-                        Ok(reports) => instances.extend(reports),
-                        Err(_) => control.fail(
-                            "runtime".into(),
-                            sluice_graph::OperatorError::Panicked(
-                                "a runtime thread panicked".into(),
-                            ),
-                        ),
-                    }
-                }
                 drop(segments);
                 if let Some(error) = control.take_error() {
                     return Err(error);

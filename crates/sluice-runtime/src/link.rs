@@ -6,7 +6,9 @@
 //! Either way a PE opens the stream with the hello of the `tcp` transport carrying the job's
 //! secret ([`sluice_transport::tcp::hello`]), then `Hello { pe }`; the launcher checks the
 //! secret as a `tcp` receiver does (in constant time) and refuses, and reports, a peer without
-//! it. A peer gets [`HANDSHAKE_PATIENCE`] to say both, each checked on a thread of its own
+//! it. The Unix socket's directory is made mode 0700 whatever the umask, and checked (a directory
+//! of this user's, mode 0700, not a link) by the launcher before it listens there and by each PE
+//! before it presents the secret there. A peer gets [`HANDSHAKE_PATIENCE`] to say both, each checked on a thread of its own
 //! (at most [`MAX_HANDSHAKES`] at once), so a silent stranger cannot hold the start up. The
 //! TCP listener binds only to the address it is given, on a port the system picks, and is
 //! closed once every PE is in.
@@ -14,6 +16,7 @@
 use std::ffi::{OsStr, OsString};
 use std::io::{BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,6 +67,68 @@ impl ControlAddress {
     }
 }
 
+/// What the name of a job's private directory starts with.
+pub(crate) const JOB_DIR_PREFIX: &str = "sluice-job-";
+/// The mode of the job's directory, which holds its control socket: its user's alone.
+const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// Makes the job's private directory (`sluice-job-*` in the temporary directory), mode 0700
+/// whatever the umask, and removed when the guard drops.
+pub(crate) fn private_job_dir() -> Result<tempfile::TempDir, RunError> {
+    let cannot = |e: std::io::Error| {
+        RunError::Launch(format!("cannot make the job's private directory: {e}"))
+    };
+    let dir = tempfile::Builder::new()
+        .prefix(JOB_DIR_PREFIX)
+        .permissions(std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
+        .tempdir()
+        .map_err(cannot)?;
+    // The umask may have narrowed the mode `mkdir` used; `chmod` is not subject to it.
+    std::fs::set_permissions(
+        dir.path(),
+        std::fs::Permissions::from_mode(PRIVATE_DIR_MODE),
+    )
+    .map_err(cannot)?;
+    check_private_dir(dir.path())?;
+    Ok(dir)
+}
+
+/// Refuses `dir` unless it is a directory (not a link to one) of this user's with mode 0700:
+/// no one else may reach the control socket in it.
+pub(crate) fn check_private_dir(dir: &Path) -> Result<(), RunError> {
+    let refuse = |why: String| {
+        RunError::Launch(format!(
+            "the job's control directory {} is not private: {why}",
+            dir.display()
+        ))
+    };
+    let metadata = std::fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
+    let uid = rustix::process::geteuid().as_raw();
+    let mode = metadata.mode() & 0o7777;
+    if !metadata.is_dir() {
+        Err(refuse("it is not a directory".into()))
+    } else if metadata.uid() != uid {
+        Err(refuse(format!(
+            "it belongs to uid {}, not {uid}",
+            metadata.uid()
+        )))
+    } else if mode != PRIVATE_DIR_MODE {
+        Err(refuse(format!("its mode is {mode:04o}, not 0700")))
+    } else {
+        Ok(())
+    }
+}
+
+/// The private directory a control socket at `path` must be in.
+fn socket_dir(path: &Path) -> Result<&Path, RunError> {
+    path.parent().ok_or_else(|| {
+        RunError::Launch(format!(
+            "the control socket {} has no directory",
+            path.display()
+        ))
+    })
+}
+
 /// The hello that opens a control stream: the `tcp` transport's, as its only sender of bytes.
 fn control_hello(secret: &JobSecret) -> Result<[u8; HELLO_LEN], RunError> {
     tcp::hello::<BytesTuple>(secret, 0, &TcpParams::default())
@@ -98,6 +163,8 @@ impl Link {
             |e: std::io::Error| RunError::Launch(format!("cannot reach the launcher: {e}"));
         let mut link = match address {
             ControlAddress::Unix(path) => {
+                // The secret goes only to a socket no one else can have put there.
+                check_private_dir(socket_dir(path)?)?;
                 Self::Unix(UnixStream::connect(path).map_err(unreachable)?)
             }
             ControlAddress::Tcp(addr) => {
@@ -181,10 +248,17 @@ pub(crate) enum LinkListener {
 }
 
 impl LinkListener {
-    /// Listens on a Unix socket at `path`.
+    /// Listens on a Unix socket at `path`, in a private directory
+    /// ([`check_private_dir`]).
     pub(crate) fn unix(path: &Path) -> Result<Self, RunError> {
+        check_private_dir(socket_dir(path)?)?;
+        // The umask narrows the socket's mode too, and connecting needs write permission: its
+        // user's alone, set before any PE is started.
         let listener = UnixListener::bind(path)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .and_then(|l| {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map(|()| l)
+            })
             .map_err(|e| RunError::Launch(format!("cannot listen for PEs: {e}")))?;
         Ok(Self::Unix(listener))
     }
@@ -405,8 +479,27 @@ mod tests {
     }
 
     #[test]
+    fn the_job_directory_is_private_and_checked_on_use() {
+        let dir = private_job_dir().unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o700);
+        let socket = dir.path().join("control.sock");
+        drop(LinkListener::unix(&socket).unwrap());
+        std::fs::remove_file(&socket).unwrap();
+        // Opened up afterwards: neither the launcher nor a PE uses it.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let message = LinkListener::unix(&socket).err().unwrap().to_string();
+        assert!(message.contains("its mode is 0755, not 0700"), "{message}");
+        let secret = JobSecret::random().unwrap();
+        let message = Link::open(&ControlAddress::Unix(socket), &secret, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("is not private"), "{message}");
+    }
+
+    #[test]
     fn unix_links_carry_the_same_handshake() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_job_dir().unwrap();
         let listener = LinkListener::unix(&dir.path().join("control.sock")).unwrap();
         let address = listener.address().unwrap();
         assert!(matches!(address, ControlAddress::Unix(_)));

@@ -20,6 +20,8 @@ use crate::launch::{assignment, spawn_logged, PeEnvironment};
 use crate::pe::ENV_SECRET;
 use crate::RunError;
 
+/// The MPI hostfile's name in the job's private directory.
+pub(crate) const HOSTFILE: &str = "hostfile";
 /// How long `mpirun` gets to take its ranks down after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -43,7 +45,7 @@ pub(crate) fn spawn_mpirun(
     }
     let remote = plan.pes.iter().any(|pe| pe.host != "localhost");
     if remote {
-        let hostfile = dir.join("hostfile");
+        let hostfile = dir.join(HOSTFILE);
         let lines: String = plan
             .hosts
             .iter()

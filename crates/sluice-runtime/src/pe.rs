@@ -1,17 +1,25 @@
 //! The PE side of the local launcher: a process started as one PE of a job finds its role in
 //! the environment, builds its part of the plan, follows the launcher's steps over the control
 //! stream ([`crate::link`]), which also brings it the plan, runs, reports, and exits.
+//!
+//! Once its sources may start it sends a heartbeat every
+//! [`HEARTBEAT_PERIOD`](crate::wire::HEARTBEAT_PERIOD), from a thread of its own, so its
+//! launcher notices a PE that is stopped (SIGSTOP) or starved; a stuck thread of its own it
+//! reports as its failure ([`crate::watch`]). When its stream to the launcher closes (the
+//! launcher died, even by SIGKILL) it aborts, and since no launcher will clean up after the
+//! job, removes every shared segment of the job and the launcher's control directory on its
+//! way out.
 
-use std::io::{BufRead, BufReader};
-use std::sync::Arc;
+use std::io::{BufRead, BufReader, Write};
+use std::sync::{Arc, Mutex};
 
 use sluice_graph::Graph;
 use sluice_transport::tcp::JobSecret;
 
 use crate::assemble::{self, Scope, Sites};
 use crate::control::JobControl;
-use crate::link::{ControlAddress, Link};
-use crate::wire::{self, FromPe, ToPe, WireReport};
+use crate::link::{check_private_dir, ControlAddress, Link};
+use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
 
 /// The PE this process runs.
@@ -80,11 +88,19 @@ impl PeRole {
     }
 }
 
+/// The writing end of the control stream, shared by the heartbeat and the PE's reports.
+#[derive(Clone)]
+struct Reporter(Arc<Mutex<Link>>);
+
+impl Reporter {
+    fn send(&self, message: &FromPe) -> std::io::Result<()> {
+        let mut link = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        wire::send(&mut *link, message)
+    }
+}
+
 /// Runs this process's PE of the job and exits: 0 after a clean end, 1 after a failure.
 pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
-    // Die with whatever started this process (the launcher, or the command that runs it on
-    // its host), even if it is killed outright; if the launcher is already gone, leave.
-    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     let role = match PeRole::from_env() {
         Ok(role) => role,
         Err(error) => {
@@ -99,30 +115,67 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
     {
         std::process::exit(1);
     }
-    let mut link = match Link::open(&role.control, &role.secret, role.pe) {
-        Ok(link) => link,
-        Err(error) => {
-            eprintln!("error: {error}");
-            std::process::exit(1);
+    let link = Link::open(&role.control, &role.secret, role.pe);
+    let outcome = link.and_then(|link| {
+        let reader = link.try_clone().map_err(launcher_lost)?;
+        let reporter = Reporter(Arc::new(Mutex::new(link)));
+        let outcome = run(graph, &role, options, BufReader::new(reader), &reporter);
+        let message = match &outcome {
+            Ok(report) => FromPe::Done {
+                report: WireReport::from_report(report),
+            },
+            Err(error) => FromPe::Failed {
+                error: error.to_string(),
+                consequence: error.is_consequence(),
+            },
+        };
+        reporter.send(&message).map_err(launcher_lost)?;
+        outcome
+    });
+    match outcome {
+        Ok(_) => {
+            // After the report: MPI_Finalize waits for every rank, and a rank that failed
+            // never comes (mpirun takes the job down once it exits).
+            end_mpi();
+            std::process::exit(0)
         }
-    };
-    let outcome = run(graph, role, options, &mut link);
-    let message = match &outcome {
-        Ok(report) => FromPe::Done {
-            report: WireReport::from_report(report),
-        },
-        Err(error) => FromPe::Failed {
-            error: error.to_string(),
-            consequence: error.is_consequence(),
-        },
-    };
-    let _ = wire::send(&mut link, &message);
-    if outcome.is_ok() {
-        // After the report: MPI_Finalize waits for every rank, and a rank that failed never
-        // comes (mpirun takes the job down once it exits).
-        end_mpi();
+        Err(RunError::LauncherLost(why)) => {
+            leave_no_trace(&role);
+            // Its standard error may have gone with it: a failed write is no matter.
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: the launcher is gone ({why}); the job's segments were removed"
+            );
+            std::process::exit(1)
+        }
+        Err(_) => std::process::exit(1),
     }
-    std::process::exit(if outcome.is_ok() { 0 } else { 1 })
+}
+
+/// The stream to the launcher broke.
+fn launcher_lost(error: std::io::Error) -> RunError {
+    RunError::LauncherLost(error.to_string())
+}
+
+/// Removes what the job left on this host when its launcher is gone and cannot: every shared
+/// segment of the job, and the launcher's private directory with its control socket.
+fn leave_no_trace(role: &PeRole) {
+    if let Ok(segments) = sluice_shm::JobSegments::begin(&role.job) {
+        let _ = segments.end();
+    }
+    if let ControlAddress::Unix(socket) = &role.control {
+        let Some(dir) = socket.parent() else { return };
+        let is_job_dir = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(crate::link::JOB_DIR_PREFIX));
+        if is_job_dir && check_private_dir(dir).is_ok() {
+            // Another PE may be removing them too.
+            let _ = std::fs::remove_file(socket);
+            let _ = std::fs::remove_file(dir.join(crate::mpi::HOSTFILE));
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Initialises MPI in this PE (every PE of a job with an `mpi` edge must: Open MPI's
@@ -152,13 +205,12 @@ fn end_mpi() {
 
 fn run(
     graph: &Graph,
-    role: PeRole,
+    role: &PeRole,
     options: &RunOptions,
-    link: &mut Link,
+    mut reader: BufReader<Link>,
+    reporter: &Reporter,
 ) -> Result<crate::JobReport, RunError> {
-    let lost = |e: std::io::Error| RunError::Launch(format!("the launcher is gone: {e}"));
-    let mut reader = BufReader::new(link.try_clone().map_err(lost)?);
-    let gone = || RunError::Launch("the launcher is gone".into());
+    let gone = || RunError::LauncherLost("its stream ended".into());
     let plan = match wire::receive::<ToPe>(&mut reader) {
         Ok(Some(ToPe::Plan { plan })) => plan,
         _ => return Err(gone()),
@@ -167,11 +219,13 @@ fn run(
         start_mpi(role.pe)?;
     }
     let scope = Scope::Pe(role.pe);
-    let mut sites = Sites::new(role.job, role.secret);
+    let mut sites = Sites::new(role.job.clone(), role.secret.clone());
 
     let bound = assemble::bind(graph, &plan, scope, &sites)?;
     let endpoints = bound.endpoints.clone();
-    wire::send(link, &FromPe::Bound { endpoints }).map_err(lost)?;
+    reporter
+        .send(&FromPe::Bound { endpoints })
+        .map_err(launcher_lost)?;
     match wire::receive::<ToPe>(&mut reader) {
         Ok(Some(ToPe::Connect { endpoints })) => sites.endpoints.extend(endpoints),
         _ => return Err(gone()),
@@ -182,32 +236,44 @@ fn run(
         duration: None,
         ..*options
     };
-    let threads = assemble::start(graph, &plan, scope, &sites, bound, &own, &control)?;
-    wire::send(link, &FromPe::Ready).map_err(lost)?;
+    let workers = assemble::start(graph, &plan, scope, &sites, bound, &own, &control)?;
+    reporter.send(&FromPe::Ready).map_err(launcher_lost)?;
     if !matches!(wire::receive::<ToPe>(&mut reader), Ok(Some(ToPe::Go))) {
+        // Its threads leave at once: nobody waits for this PE's work.
+        control.abort();
         return Err(gone());
     }
     control.go();
+    // The launcher is gone when its stream ends or a heartbeat cannot reach it: this PE's
+    // work is wanted no more, and the wait below ends (the failure to report it then tells
+    // `serve` to clean up).
     let listener = control.clone();
     std::thread::spawn(move || loop {
         match wire::receive::<ToPe>(&mut reader) {
             Ok(Some(ToPe::Stop)) => listener.request_stop(),
             Ok(Some(_)) => {}
-            // The launcher is gone: nobody waits for this PE's work.
             _ => {
                 listener.abort();
                 break;
             }
         }
     });
+    let (heart, beating) = (reporter.clone(), control.clone());
+    std::thread::spawn(move || loop {
+        std::thread::sleep(HEARTBEAT_PERIOD);
+        if heart.send(&FromPe::Heartbeat).is_err() {
+            beating.abort();
+            break;
+        }
+    });
     let job = crate::RunningJob {
         control,
         running: crate::Running::Threads {
-            threads,
+            workers,
             segments: None,
         },
         started: std::time::Instant::now(),
-        duration: None,
+        options: own,
     };
     job.wait()
 }

@@ -10,6 +10,7 @@
 //!                            ◀──     Connect { endpoints }   PEs open their senders
 //!  Ready                     ──▶     (every PE is built and started)
 //!                            ◀──     Go            sources start
+//!  Heartbeat                 ──▶     every 250 ms from then on (see crate::watch)
 //!                            ◀──     Stop          (Ctrl-C, duration): sources finish, drain
 //!  Done { report } | Failed { error }
 //! ```
@@ -37,6 +38,8 @@ pub(crate) enum FromPe {
         endpoints: Vec<(usize, SocketAddr)>,
     },
     Ready,
+    /// It is alive (sent every [`HEARTBEAT_PERIOD`] once its sources may start).
+    Heartbeat,
     Done {
         report: WireReport,
     },
@@ -47,6 +50,9 @@ pub(crate) enum FromPe {
         consequence: bool,
     },
 }
+
+/// How often a running PE tells its launcher it is alive.
+pub(crate) const HEARTBEAT_PERIOD: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// What the launcher tells a PE.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

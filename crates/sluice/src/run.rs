@@ -1,4 +1,9 @@
 //! `sluice run`: build, plan and run an application in this process, then print its summary.
+//!
+//! Ctrl-C or SIGTERM stops the job and drains it (exit status 0 once it drained); a second one
+//! aborts it (its PEs killed, its segments and directory removed) and exits with 130, as does
+//! one during start-up. A failed job prints its root cause, then what followed from it, and
+//! exits with 1.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use sluice_apps::AppConfig;
-use sluice_runtime::{Launcher, RunOptions};
+use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
 use crate::plan_choice::{parse_seconds, AppArgs};
@@ -38,7 +43,22 @@ pub(crate) struct RunArgs {
     /// thread and core counts).
     #[arg(long, value_parser = IdleStrategy::parse)]
     idle: Option<IdleStrategy>,
+    /// Fail the job when a thread makes no progress, or a PE sends no heartbeat, for this many
+    /// seconds (default 5).
+    #[arg(long, value_parser = parse_seconds)]
+    stall_timeout: Option<Duration>,
+    /// Abort the job when a drain (after Ctrl-C, SIGTERM or --duration) has not ended this
+    /// many seconds after the stop (default 30).
+    #[arg(long, value_parser = parse_seconds)]
+    drain_timeout: Option<Duration>,
+    /// Fail the job when its PEs (through their hosts' launch commands too) take longer than
+    /// this many seconds for a step of start-up (default 30).
+    #[arg(long, value_parser = parse_seconds)]
+    start_timeout: Option<Duration>,
 }
+
+/// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
+const INTERRUPTED_STATUS: i32 = 130;
 
 /// Generated input runs this long unless `--duration` says otherwise.
 const DEFAULT_GENERATED_DURATION: Duration = Duration::from_secs(5);
@@ -58,6 +78,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         .duration
         .or(generated.then_some(DEFAULT_GENERATED_DURATION));
     let (app, plan) = args.app.build(config)?;
+    let defaults = RunOptions::default();
     let options = RunOptions {
         idle: args.idle,
         duration,
@@ -66,7 +87,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             "in-process" => Launcher::InProcess,
             _ => Launcher::Local,
         },
-        ..RunOptions::default()
+        stall_timeout: args.stall_timeout.unwrap_or(defaults.stall_timeout),
+        drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
+        start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
+        ..defaults
     };
     if !sluice_runtime::is_pe_process() {
         eprintln!(
@@ -78,19 +102,33 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
         );
     }
-    let job = sluice_runtime::start(&app.graph, &plan, &options)?;
-    let stop = job.stop_handle();
-    let interrupts = Arc::new(AtomicUsize::new(0));
-    ctrlc::set_handler(move || {
-        if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
-            eprintln!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
-            stop.stop();
-        } else {
-            std::process::exit(130);
-        }
-    })
-    .context("cannot install the Ctrl-C handler")?;
-    let report = job.wait()?;
+    let stop = StopHandle::new();
+    if !sluice_runtime::is_pe_process() {
+        // Before the start, so that an interrupt during it is a stop too. A PE keeps the
+        // default actions: its launcher stops it over its control stream.
+        let handle = stop.clone();
+        let interrupts = Arc::new(AtomicUsize::new(0));
+        ctrlc::set_handler(move || {
+            if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
+                eprintln!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
+                handle.stop();
+            } else {
+                eprintln!("aborting: removing the job's processes and segments");
+                handle.abort();
+            }
+        })
+        .context("cannot install the Ctrl-C handler")?;
+    }
+    let report = sluice_runtime::start_with(&app.graph, &plan, &options, &stop)
+        .and_then(|job| job.wait())
+        .map_err(|error| {
+            if error.is_interrupt() {
+                // Everything the job made is gone by now.
+                eprintln!("error: {error}");
+                std::process::exit(INTERRUPTED_STATUS);
+            }
+            error
+        })?;
     println!("{}", (app.summarize)(&report));
     if let Some(output) = &args.output {
         println!("output: {}", output.display());

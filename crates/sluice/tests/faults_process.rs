@@ -1,0 +1,660 @@
+//! The fault suite's process and signal cases, on the real `sluice` binary running WordCount
+//! with one PE per operator: a PE killed (source, middle, sink) at a random moment, the
+//! launcher killed, a PE stopped, a source stuck in a read, a launch command that never starts
+//! its PE, interrupts during start-up and during a drain, a drain past its deadline, SIGTERM,
+//! an output file system full, `/dev/shm` full, a slow sink, random bytes as input, and the
+//! control directory's mode.
+//!
+//! Every test has a watchdog; every failed job must exit non-zero with its cause on the first
+//! error line; every job must leave no process, no segment of its own in `/dev/shm` and no
+//! directory in its temporary directory (each job gets a `TMPDIR` of its own, so tests running
+//! in parallel cannot mix up their directories); a job that drains must count out every word
+//! it counted in.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Longest any job of this suite may take before the test calls it a hang.
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// A PE of a running job, as its process's environment describes it.
+#[derive(Debug, Clone)]
+struct Pe {
+    pid: u32,
+    /// Its index in the plan: 0 sentences, 1 split, 2 sum, 3 counts.
+    index: usize,
+}
+
+/// A `sluice run` under test, with a private temporary directory.
+struct Job {
+    child: Child,
+    tmp: tempfile::TempDir,
+    started: Instant,
+}
+
+impl Job {
+    /// Starts `sluice run wordcount ARGS` (`--plan processes` unless `args` has a plan).
+    fn start(args: &[&str]) -> Self {
+        Self::start_through(None, args)
+    }
+
+    /// As [`Job::start`], through `sh -c SCRIPT` (which must `exec "$@"`) when given.
+    fn start_through(script: Option<&str>, args: &[&str]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let exe = env!("CARGO_BIN_EXE_sluice");
+        let mut command = match script {
+            Some(script) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", script, exe]);
+                c
+            }
+            None => Command::new(exe),
+        };
+        command.args(["run", "wordcount"]);
+        if !args.contains(&"--plan") {
+            command.args(["--plan", "processes"]);
+        }
+        let child = command
+            .args(args)
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            tmp,
+            started: Instant::now(),
+        }
+    }
+
+    fn launcher(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The job's id, which names its segments.
+    fn id(&self) -> String {
+        format!("wordcount-{}-0", self.launcher())
+    }
+
+    /// Waits (within the watchdog) until `n` PEs run and have made their segments (one per
+    /// edge between PEs).
+    fn running_pes(&self, n: usize) -> Vec<Pe> {
+        loop {
+            let pes = pes_of(self.launcher());
+            if pes.len() == n && segments_of(&self.id()).len() == n - 1 {
+                return pes;
+            }
+            self.watch("the PEs to start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Fails the test (killing the job) once the watchdog has passed.
+    fn watch(&self, what: &str) {
+        if self.started.elapsed() > WATCHDOG {
+            kill_tree(self.launcher());
+            panic!("waited {WATCHDOG:?} for {what}");
+        }
+    }
+
+    /// Waits for the job to end, within the watchdog; the job's output, after checking it left
+    /// no segment and no directory behind, and that none of `pes` still runs.
+    fn finish(self, pes: &[u32]) -> Output {
+        let Job {
+            child,
+            tmp,
+            started,
+        } = self;
+        let (launcher, id) = (child.id(), format!("wordcount-{}-0", child.id()));
+        let (sent, received) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sent.send(child.wait_with_output());
+        });
+        let output = match received.recv_timeout(WATCHDOG.saturating_sub(started.elapsed())) {
+            Ok(output) => output.unwrap(),
+            Err(_) => {
+                kill_tree(launcher);
+                panic!("the job did not end within {WATCHDOG:?}");
+            }
+        };
+        assert_clean(&id, tmp.path(), pes, &output);
+        output
+    }
+}
+
+/// Asserts that the job `id` left nothing: no PE of `pes` running, no segment, nothing in its
+/// temporary directory.
+fn assert_clean(id: &str, tmp: &Path, pes: &[u32], output: &Output) {
+    let err = stderr(output);
+    // A PE ends as soon as it sees its launcher gone; allow it the moment that takes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pes.iter().any(|&pid| runs(pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &pid in pes {
+        assert!(!runs(pid), "process {pid} was left behind\n{err}");
+    }
+    assert_eq!(segments_of(id), Vec::<String>::new(), "{err}");
+    let left: Vec<PathBuf> = std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left, Vec::<PathBuf>::new(), "{err}");
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, s)| !s.starts_with(" Z"))
+    })
+}
+
+/// Kills `pid` and its descendants (a watchdog's last resort).
+fn kill_tree(pid: u32) {
+    for child in children_of(pid) {
+        kill_tree(child);
+    }
+    signal(pid, "KILL");
+}
+
+fn signal(pid: u32, name: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status();
+}
+
+fn children_of(parent: u32) -> Vec<u32> {
+    let o = Command::new("pgrep")
+        .args(["-P", &parent.to_string()])
+        .output()
+        .unwrap();
+    stdout(&o)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The PEs the launcher `launcher` started directly, by their environment.
+fn pes_of(launcher: u32) -> Vec<Pe> {
+    let mut pes: Vec<Pe> = children_of(launcher)
+        .into_iter()
+        .filter_map(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let index = environ
+                .split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"SLUICE_PE="))
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())?;
+            Some(Pe { pid, index })
+        })
+        .collect();
+    pes.sort_by_key(|p| p.index);
+    pes
+}
+
+/// The segments of job `id` in `/dev/shm` (a job id's `-` is `_2d` in a segment's name).
+fn segments_of(id: &str) -> Vec<String> {
+    let prefix = format!("sluice-{}-", id.replace('-', "_2d"));
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The first `error:` line of the job's output, with the lines that follow it.
+fn error_of(o: &Output) -> String {
+    let err = stderr(o);
+    assert!(!err.contains("panicked"), "{err}");
+    err.find("error: ")
+        .map(|at| err[at..].to_string())
+        .unwrap_or_else(|| panic!("no error in:\n{err}"))
+}
+
+fn pids(pes: &[Pe]) -> Vec<u32> {
+    pes.iter().map(|p| p.pid).collect()
+}
+
+/// A delay between 0 and 800 ms that differs from run to run, printed so a failure can be
+/// replayed by hand.
+fn random_moment() -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let delay = Duration::from_millis(u64::from(nanos % 800));
+    println!("the fault comes {delay:?} after the PEs started");
+    delay
+}
+
+/// The `N` of the summary line `NAME: N ...`.
+fn summary_count(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} line in:\n{text}"))
+}
+
+/// Asserts that a drained job counted out every word it counted in: ten words a generated
+/// sentence, and the output's counts adding up to the words.
+fn assert_every_word_counted(o: &Output, output: &Path) {
+    assert!(o.status.success(), "{}", stderr(o));
+    let text = stdout(o);
+    let words = summary_count(&text, "words");
+    assert!(words > 0, "{text}");
+    assert_eq!(words, summary_count(&text, "sentences") * 10, "{text}");
+    let counted: u64 = std::fs::read_to_string(output)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(counted, words);
+}
+
+/// A job generating 20,000 sentences a second for a minute (it ends by a fault long before),
+/// with `extra` arguments.
+fn generating_job(extra: &[&str]) -> Job {
+    let mut args = vec!["--rate", "20000", "--duration", "60"];
+    args.extend(extra);
+    Job::start(&args)
+}
+
+/// Asserts that the job exited with `code`, and its error begins with `cause`; returns the
+/// error with what followed it.
+fn assert_failed(o: &Output, code: i32, cause: &str) -> String {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    let error = error_of(o);
+    assert!(error.starts_with(&format!("error: {cause}")), "{error}");
+    error
+}
+
+/// Kills PE `index` (named `name`) at a random moment of a running job.
+fn a_killed_pe_fails_the_job_naming_it(index: usize, name: &str) {
+    let job = generating_job(&[]);
+    let pes = job.running_pes(4);
+    std::thread::sleep(random_moment());
+    signal(pes[index].pid, "KILL");
+    let o = job.finish(&pids(&pes));
+    let cause = format!(
+        "PE '{name}' (operators: {name}) was killed by signal 9 (SIGKILL); the job was stopped"
+    );
+    assert_failed(&o, 1, &cause);
+}
+
+#[test]
+fn a_killed_source_pe_fails_the_job_naming_it() {
+    a_killed_pe_fails_the_job_naming_it(0, "sentences");
+}
+
+#[test]
+fn a_killed_middle_pe_fails_the_job_naming_it() {
+    a_killed_pe_fails_the_job_naming_it(1, "split");
+}
+
+#[test]
+fn a_killed_sink_pe_fails_the_job_naming_it() {
+    a_killed_pe_fails_the_job_naming_it(3, "counts");
+}
+
+#[test]
+fn a_killed_launcher_takes_its_pes_segments_and_directory_with_it() {
+    let job = generating_job(&[]);
+    let pes = job.running_pes(4);
+    std::thread::sleep(random_moment());
+    signal(job.launcher(), "KILL");
+    let o = job.finish(&pids(&pes));
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&o.status),
+        Some(9)
+    );
+}
+
+#[test]
+fn a_stopped_pe_is_named_within_the_stall_timeout() {
+    let job = generating_job(&["--stall-timeout", "2"]);
+    let pes = job.running_pes(4);
+    signal(pes[1].pid, "STOP");
+    let o = job.finish(&pids(&pes));
+    assert_failed(
+        &o,
+        1,
+        "PE 'split' (operators: split) sent no heartbeat for 2 s: its process is stopped \
+         (SIGSTOP?); the job was stopped",
+    );
+}
+
+#[test]
+fn a_source_stuck_in_a_read_is_named_within_the_stall_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("never-written");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Held open for writing, never written: every read of it waits for ever.
+    let _writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let job = Job::start(&["--input", fifo.to_str().unwrap(), "--stall-timeout", "2"]);
+    let pes = job.running_pes(4);
+    let o = job.finish(&pids(&pes));
+    assert_failed(
+        &o,
+        1,
+        "PE 'sentences': thread 'sentences' (operators: sentences) made no progress for 2 s: \
+         an operator is stuck in a call",
+    );
+}
+
+/// A hosts file of one host, this machine, whose PEs start through `launch`.
+fn hosts_file(dir: &Path, launch: &[&str]) -> PathBuf {
+    let path = dir.join("hosts.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[host]]\nname = \"here\"\naddress = \"127.0.0.1\"\ncores = 2\nlaunch = {launch:?}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Waits until the launch commands of `job`'s four PEs run, each a shell with one child;
+/// returns their pids.
+fn launch_commands(job: &Job) -> Vec<u32> {
+    loop {
+        let launched: Vec<u32> = children_of(job.launcher())
+            .into_iter()
+            .flat_map(|pid| std::iter::once(pid).chain(children_of(pid)))
+            .collect();
+        if launched.len() == 8 {
+            return launched;
+        }
+        job.watch("the launch commands to start");
+    }
+}
+
+#[test]
+fn a_launch_command_that_never_starts_its_pe_fails_naming_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two commands, so the shell forks `sleep` rather than becoming it.
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 60; exit 1", "sh"]);
+    let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--start-timeout", "1"]);
+    let launched = launch_commands(&job);
+    let o = job.finish(&launched);
+    let error = assert_failed(
+        &o,
+        1,
+        "launching the job: PE 'sentences' on host 'here' (launched with `sh -c sleep 60; \
+         exit 1 sh`)",
+    );
+    assert!(
+        error.contains("did not reach the launcher within 1 s (the start timeout)"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_interrupt_during_start_up_aborts_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each PE starts two seconds late: the interrupt comes while the launcher waits for them.
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 2; exec \"$@\"", "sh"]);
+    let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--duration", "60"]);
+    let launched = launch_commands(&job);
+    signal(job.launcher(), "INT");
+    let o = job.finish(&launched);
+    assert_failed(&o, 130, "interrupted during start-up; the job was aborted");
+}
+
+#[test]
+fn a_second_interrupt_during_a_drain_aborts_and_leaves_nothing() {
+    let job = generating_job(&["--stall-timeout", "60"]);
+    let pes = job.running_pes(4);
+    // A stopped sink: the drain cannot end.
+    signal(pes[3].pid, "STOP");
+    signal(job.launcher(), "INT");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(job.launcher(), "INT");
+    let o = job.finish(&pids(&pes));
+    assert_failed(
+        &o,
+        130,
+        "interrupted again during the drain; the job was aborted",
+    );
+}
+
+/// A job generating sentences at `rate` for `duration` seconds and writing its counts to a
+/// file, with `extra` arguments: the directory holding the file, its path, the job.
+fn counting_job(rate: &str, duration: &str, extra: &[&str]) -> (tempfile::TempDir, PathBuf, Job) {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("counts.tsv");
+    let mut args = vec![
+        "--rate",
+        rate,
+        "--duration",
+        duration,
+        "--output",
+        output.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let job = Job::start(&args);
+    (dir, output, job)
+}
+
+#[test]
+fn a_drain_past_its_deadline_aborts_and_leaves_nothing() {
+    let job = generating_job(&["--stall-timeout", "60", "--drain-timeout", "1"]);
+    let pes = job.running_pes(4);
+    signal(pes[3].pid, "STOP");
+    signal(job.launcher(), "INT");
+    let o = job.finish(&pids(&pes));
+    let error = assert_failed(
+        &o,
+        1,
+        "the drain did not end within 1 s of the stop (still draining: ",
+    );
+    assert!(
+        error.contains("PE 'counts'") && error.contains("; the job was aborted"),
+        "{error}"
+    );
+}
+
+#[test]
+fn sigterm_drains_and_counts_every_word() {
+    let (_dir, output, job) = counting_job("20000", "60", &[]);
+    let pes = job.running_pes(4);
+    std::thread::sleep(random_moment());
+    signal(job.launcher(), "TERM");
+    let o = job.finish(&pids(&pes));
+    assert_every_word_counted(&o, &output);
+}
+
+#[test]
+fn an_output_file_system_full_at_the_end_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "to be or not to be\n".repeat(1000)).unwrap();
+    let job = Job::start(&["--input", input.to_str().unwrap(), "--output", "/dev/full"]);
+    let o = job.finish(&[]);
+    assert_failed(
+        &o,
+        1,
+        "PE 'counts': operator 'counts' failed: write /dev/full: No space left on device (os \
+         error 28)",
+    );
+}
+
+#[test]
+fn a_full_dev_shm_when_a_segment_is_made_is_named() {
+    if !is_root() {
+        println!("skipped: mounting a small /dev/shm needs root");
+        return;
+    }
+    // A private mount namespace with a 64 KiB tmpfs on /dev/shm, too small for a segment: the
+    // segment code always uses /dev/shm, so the test changes what /dev/shm is.
+    let probe = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        println!("skipped: cannot make a mount namespace here (unshare --mount failed)");
+        return;
+    }
+    let job = Job::start_through(
+        Some("exec unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=64k sluice-faults /dev/shm && exec \"$0\" \"$@\"' \"$0\" \"$@\""),
+        &["--rate", "20000", "--duration", "60"],
+    );
+    let o = job.finish(&[]);
+    let error = assert_failed(&o, 1, "PE '");
+    assert!(
+        error.contains("cannot create shared segment /dev/shm/sluice-")
+            && error.contains("no space left on its file system"),
+        "{error}"
+    );
+}
+
+/// Whether this process runs as root, from `/proc/self/status` (no extra dependency).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
+
+/// The resident memory of `pid` in KiB, from `/proc/PID/status`.
+fn rss_kib(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// The CPU time process `pid` has used, from `/proc/PID/stat` (in clock ticks, `getconf
+/// CLK_TCK` a second).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are the 14th and 15th fields, the 12th and 13th after the name.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let hz: u64 = stdout(&Command::new("getconf").arg("CLK_TCK").output().unwrap())
+        .trim()
+        .parse()
+        .unwrap();
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
+/// What one PE of a debug build holds at most: the program, its threads' stacks, its mapped
+/// segments (1 MiB a channel) and bounded queues. A queue that grew without bound would pass
+/// it within the test's seconds at full rate.
+const RSS_BOUND_KIB: u64 = 64 * 1024;
+
+#[test]
+fn a_slow_sink_holds_the_source_back_with_bounded_memory_and_loses_nothing() {
+    // The source runs as fast as it can: only backpressure holds it back. Idle threads park,
+    // so a source held back uses little CPU.
+    let (_dir, output, job) = counting_job("0", "5", &["--idle", "park"]);
+    let pes = job.running_pes(4);
+    let sink = pes[3].pid;
+    let mut highest = 0;
+    // The sink works a quarter of the time: stopped 150 ms, running 50 ms, for two seconds.
+    let slow_until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < slow_until {
+        signal(sink, "STOP");
+        std::thread::sleep(Duration::from_millis(150));
+        for pe in &pes {
+            let rss = rss_kib(pe.pid).unwrap_or(0);
+            assert!(
+                rss < RSS_BOUND_KIB,
+                "PE {} holds {rss} KiB, over {RSS_BOUND_KIB}",
+                pe.index
+            );
+            highest = highest.max(rss);
+        }
+        signal(sink, "CONT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("the largest PE held {highest} KiB");
+    // Then the sink stops for longer: once the queues are full, the source waits.
+    signal(sink, "STOP");
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_time(pes[0].pid);
+    let window = Duration::from_millis(500);
+    std::thread::sleep(window);
+    let used = cpu_time(pes[0].pid) - before;
+    signal(sink, "CONT");
+    println!("the source used {used:?} of CPU in {window:?} with the sink stopped");
+    assert!(
+        used < window / 2,
+        "the source ran on: {used:?} of {window:?}"
+    );
+    let o = job.finish(&pids(&pes));
+    // Bounded memory and every word counted: the source was held back, nothing dropped.
+    assert_every_word_counted(&o, &output);
+}
+
+#[test]
+fn random_bytes_as_input_name_the_source_first_then_what_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("random.bin");
+    let bytes: Vec<u8> = (0..2_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(&input, bytes).unwrap();
+    let job = Job::start(&["--input", input.to_str().unwrap()]);
+    let o = job.finish(&[]);
+    let cause = format!(
+        "PE 'sentences': operator 'sentences' failed: read {}: stream did not contain valid \
+         UTF-8",
+        input.display()
+    );
+    let error = assert_failed(&o, 1, &cause);
+    for line in error.lines().skip(1) {
+        assert!(line.starts_with("  followed by: PE '"), "{error}");
+    }
+}
+
+#[test]
+fn the_control_directory_is_private_under_any_umask() {
+    for umask in ["000", "277"] {
+        let job = Job::start_through(
+            Some(&format!("umask {umask}; exec \"$0\" \"$@\"")),
+            &["--rate", "1000", "--duration", "3"],
+        );
+        let pes = job.running_pes(4);
+        let dirs: Vec<PathBuf> = std::fs::read_dir(job.tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&dirs[0]).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o7777, 0o700, "under umask {umask}");
+        let o = job.finish(&pids(&pes));
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+}
