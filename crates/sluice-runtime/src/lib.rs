@@ -126,6 +126,7 @@ pub fn start(
     if is_pe_process() {
         pe::serve(graph, options)
     }
+    plan.check()?;
     check_mpi(plan, options.launcher)?;
     match options.launcher {
         Launcher::Local if plan.pes.len() > 1 => {
@@ -136,21 +137,12 @@ pub fn start(
     }
 }
 
-/// Refuses a plan with an `mpi` edge unless its PEs are launched by `mpirun` and this program
-/// has the `mpi` transport.
+/// Refuses a plan with an `mpi` edge unless its PEs are launched by `mpirun` (whether this
+/// program has the `mpi` transport is the plan's check, [`PhysicalPlan::check`]).
 fn check_mpi(plan: &PhysicalPlan, launcher: Launcher) -> Result<(), RunError> {
     let Some(edge) = assemble::mpi_channel(plan) else {
         return Ok(());
     };
-    if !cfg!(feature = "mpi") {
-        return Err(RunError::Transport {
-            edge,
-            error: sluice_transport::TransportError::NotBuilt {
-                transport: "mpi",
-                feature: "mpi",
-            },
-        });
-    }
     if launcher != Launcher::Mpi {
         return Err(RunError::Launch(format!(
             "edge {edge} uses the mpi transport, which runs only between PEs launched by \

@@ -38,6 +38,7 @@ mod wire_fields;
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
 pub use registry::{
     BoundReceiver, ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY,
+    MAX_QUEUE_CAPACITY,
 };
 
 use std::time::Duration;
