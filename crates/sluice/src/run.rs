@@ -1,5 +1,6 @@
 //! `sluice run`: build, plan and run an application in this process, then print its summary.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -91,9 +92,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     })
     .context("cannot install the Ctrl-C handler")?;
     let report = job.wait()?;
-    println!("{}", (app.summarize)(&report));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", (app.summarize)(&report))?;
     if let Some(output) = &args.output {
-        println!("output: {}", output.display());
+        writeln!(out, "output: {}", output.display())?;
     }
     Ok(())
 }
