@@ -1,6 +1,7 @@
 //! What the command line gives an application, and its errors.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -78,6 +79,30 @@ impl Settings {
                 reason: format!("'{text}': {e}"),
             }),
         }
+    }
+}
+
+impl Settings {
+    /// The value of `key` as a count in `range`, or `default` when absent: a size a user types
+    /// is refused with its bounds, never allocated beyond them.
+    pub fn get_in(
+        &self,
+        key: &str,
+        default: usize,
+        range: RangeInclusive<usize>,
+    ) -> Result<usize, AppError> {
+        let value = self.get(key, default)?;
+        if !range.contains(&value) {
+            return Err(AppError::BadSetting {
+                key: key.to_string(),
+                reason: format!(
+                    "{value} is out of range: must be between {} and {}",
+                    range.start(),
+                    range.end()
+                ),
+            });
+        }
+        Ok(value)
     }
 }
 

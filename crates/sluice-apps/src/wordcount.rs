@@ -12,6 +12,9 @@
 //! `--set sentences=N`, after N sentences). End-to-end latency comes from the runtime's
 //! sampled latency markers.
 //!
+//! The sizes `--set` takes are bounded ([`MAX_PARALLELISM`], [`MAX_WORDS_PER_SENTENCE`],
+//! [`MAX_VOCABULARY`]); a value beyond is refused with its bounds rather than allocated.
+//!
 //! Words ([`sluice_ops::text::words`]): split on whitespace, lowercased, leading and trailing
 //! ASCII punctuation stripped, empty words dropped. Output (`--output FILE`): `word<TAB>count`
 //! lines sorted by word.
@@ -33,12 +36,12 @@ pub const SPEC: AppSpec = AppSpec {
     settings: &[
         (
             "parallelism",
-            "instances of the keyed sum operator (default 1)",
+            "instances of the keyed sum operator (1 to 1024, default 1)",
         ),
-        ("words", "words per generated sentence (default 10)"),
+        ("words", "words per generated sentence (1 to 65536, default 10)"),
         (
             "vocabulary",
-            "distinct words the generator draws from (default 1000)",
+            "distinct words the generator draws from (1 to 16777216, default 1000)",
         ),
         ("seed", "seed of the sentence generator (default 1)"),
         (
@@ -102,31 +105,28 @@ struct Input {
     sentences: Option<u64>,
 }
 
+/// The most instances of the count (`--set parallelism`): each is a thread, or a process
+/// under `--plan processes`, and a `tcp` receiver takes at most 1024 senders.
+pub const MAX_PARALLELISM: usize = 1024;
+/// The most words of a generated sentence (`--set words`): one sentence is one string.
+pub const MAX_WORDS_PER_SENTENCE: usize = 1 << 16;
+/// The most distinct words the generator draws from (`--set vocabulary`), all made up front:
+/// 16 Mi words, a few hundred MiB.
+pub const MAX_VOCABULARY: usize = 1 << 24;
+
 fn build(config: &AppConfig) -> Result<App, AppError> {
-    let parallelism: usize = config.settings.get("parallelism", 1)?;
+    let settings = &config.settings;
+    let parallelism = settings.get_in("parallelism", 1, 1..=MAX_PARALLELISM)?;
     let input = Input {
         file: config.input.clone(),
         rate: config.rate.filter(|r| *r > 0),
-        words_per_sentence: config.settings.get("words", 10)?,
-        vocabulary: config.settings.get("vocabulary", 1000)?,
-        seed: config.settings.get("seed", 1)?,
-        sentences: config
-            .settings
+        words_per_sentence: settings.get_in("words", 10, 1..=MAX_WORDS_PER_SENTENCE)?,
+        vocabulary: settings.get_in("vocabulary", 1000, 1..=MAX_VOCABULARY)?,
+        seed: settings.get("seed", 1)?,
+        sentences: settings
             .get("sentences", 0u64)
             .map(|n| (n > 0).then_some(n))?,
     };
-    for (key, value) in [
-        ("parallelism", parallelism),
-        ("words", input.words_per_sentence),
-        ("vocabulary", input.vocabulary),
-    ] {
-        if value == 0 {
-            return Err(AppError::BadSetting {
-                key: key.into(),
-                reason: "must be at least 1".into(),
-            });
-        }
-    }
     if let Some(path) = &input.file {
         File::open(path).map_err(|e| AppError::File {
             path: path.display().to_string(),

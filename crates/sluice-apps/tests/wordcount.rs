@@ -152,3 +152,30 @@ fn counts_equal_the_reference_under_every_plan() {
         assert_eq!(read_counts(&output), expected, "plan {name}");
     }
 }
+
+#[test]
+fn sizes_beyond_their_bounds_are_refused_before_anything_is_made() {
+    for (setting, message) in [
+        (
+            "parallelism=1025",
+            "setting parallelism: 1025 is out of range: must be between 1 and 1024",
+        ),
+        (
+            "words=0",
+            "setting words: 0 is out of range: must be between 1 and 65536",
+        ),
+        (
+            "vocabulary=1099511627776",
+            "setting vocabulary: 1099511627776 is out of range: must be between 1 and 16777216",
+        ),
+    ] {
+        let config = AppConfig {
+            settings: Settings::parse([setting]).unwrap(),
+            ..AppConfig::default()
+        };
+        let error = sluice_apps::build("wordcount", &config)
+            .err()
+            .expect(setting);
+        assert_eq!(error.to_string(), message);
+    }
+}

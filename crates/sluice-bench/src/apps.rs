@@ -19,6 +19,8 @@ pub(crate) use entry::Benchable;
 pub use measure::AppBenchArgs;
 pub(crate) use registry::BENCHABLE;
 
+use std::io::Write;
+
 use measure::{measure, AppSettings};
 
 /// Runs `sluice bench app` and prints the result: a table, or one line of JSON with `--json`.
@@ -29,10 +31,11 @@ pub(crate) fn main(args: &AppBenchArgs) -> anyhow::Result<()> {
         return settings.run_pe();
     }
     let result = measure(&settings)?;
+    let mut out = std::io::stdout().lock();
     if settings.json {
-        println!("{}", result.json());
+        writeln!(out, "{}", result.json())?;
     } else {
-        print!("{}", result.table());
+        write!(out, "{}", result.table())?;
     }
     Ok(())
 }

@@ -25,6 +25,7 @@ mod plots;
 mod report;
 mod rows;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -98,11 +99,12 @@ pub(crate) fn main(args: &SuiteArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", docs.display());
     }
     let skipped = records.iter().filter(|r| output::is_skipped(r)).count();
-    println!(
+    writeln!(
+        std::io::stdout(),
         "{} measurements ({skipped} skipped) in {}",
         records.len(),
         dir.display()
-    );
+    )?;
     Ok(())
 }
 

@@ -151,6 +151,15 @@ fn the_command_line_is_well_formed_and_documented() {
 }
 
 #[test]
+fn a_huge_repeat_is_refused_before_anything_is_allocated() {
+    let err = sluice_bench::main(parse("bench baseline --repeat 1000000000000000000")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--repeat must be between 1 and 10000, got 1000000000000000000"
+    );
+}
+
+#[test]
 fn bad_input_is_one_clear_line() {
     let cases = [
         (
@@ -171,7 +180,7 @@ fn bad_input_is_one_clear_line() {
         ),
         (
             "throughput --transport fused --size 8 --repeat 0",
-            "--repeat must be at least 1",
+            "--repeat must be between 1 and 10000, got 0",
         ),
         (
             "throughput --transport fused --size 8 --duration 0",

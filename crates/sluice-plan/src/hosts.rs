@@ -85,8 +85,9 @@ fn one() -> usize {
 }
 
 impl HostsFile {
-    /// Parses a hosts file; errors carry the line and column. Names must be unique and every
-    /// host must have a core.
+    /// Parses a hosts file; errors carry the line and column. Names must be unique, non-empty
+    /// and free of spaces and control characters; every host must have a core; a launch
+    /// prefix's words must be non-empty and free of NUL bytes.
     pub fn parse(text: &str) -> Result<Self, HostsError> {
         let file: Self = toml::from_str(text)?;
         let invalid = |m: String| Err(HostsError::Invalid(m));
@@ -97,8 +98,23 @@ impl HostsFile {
             if file.hosts[..i].iter().any(|o| o.name == h.name) {
                 return invalid(format!("host '{}' is listed twice", h.name));
             }
+            if h.name.is_empty() || h.name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return invalid(format!(
+                    "host name '{}' is empty or holds a space or a control character (it is a \
+                     line of mpirun's hostfile and an argument of its -host)",
+                    h.name.escape_debug()
+                ));
+            }
             if h.cores == 0 {
                 return invalid(format!("host '{}' has cores = 0", h.name));
+            }
+            if let Some(word) = h.launch.iter().find(|w| w.is_empty() || w.contains('\0')) {
+                return invalid(format!(
+                    "host '{}': launch word '{}' is empty or holds a NUL byte (it is an \
+                     argument of a command)",
+                    h.name,
+                    word.escape_debug()
+                ));
             }
         }
         Ok(file)

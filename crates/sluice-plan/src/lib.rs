@@ -13,6 +13,7 @@
 //! another. Every PE runs on `localhost` today.
 #![forbid(unsafe_code)]
 
+mod check;
 mod choice;
 mod file;
 mod hosts;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use sluice_graph::Graph;
-use sluice_transport::TransportSpec;
+use sluice_transport::{TransportError, TransportSpec, MAX_QUEUE_CAPACITY};
 use thiserror::Error;
 
 use crate::{
@@ -118,9 +118,39 @@ pub enum PlanError {
         /// How many cores there are.
         cores: usize,
     },
-    /// A zero queue capacity.
-    #[error("queue_capacity must be at least 1")]
-    ZeroCapacity,
+    /// A threaded port's capacity out of range.
+    #[error("{setting} {value} is out of range: a threaded port holds 1 to {MAX_QUEUE_CAPACITY} messages")]
+    QueueCapacity {
+        /// The setting that gave it: `queue_capacity`, or a plan file's.
+        setting: String,
+        /// The value given.
+        value: usize,
+    },
+    /// A plan file pins two transports on one edge.
+    #[error("{file}: [[edge]] {from} -> {to} is pinned twice")]
+    PinnedTwice {
+        /// The plan file.
+        file: String,
+        /// The upstream operator named.
+        from: String,
+        /// The downstream operator named.
+        to: String,
+    },
+    /// Two threads of a plan with one name.
+    #[error("two threads are named '{0}'; every thread needs a name of its own")]
+    DuplicateThread(String),
+    /// A thread name an OS thread cannot take.
+    #[error("thread name '{}' is empty or holds a NUL byte", .0.escape_debug())]
+    ThreadName(String),
+    /// A channel's transport refuses its parameters or its senders, or is not built in: the
+    /// runtime's message for the same plan.
+    #[error("edge {edge}: {error}")]
+    Transport {
+        /// The channel, as `from -> to`.
+        edge: String,
+        /// What the transport refuses.
+        error: TransportError,
+    },
     /// A plan file pins a transport on an edge the graph lacks.
     #[error("{file}: [[edge]] {from} -> {to} is not an edge of {job}")]
     UnknownEdge {
@@ -215,8 +245,17 @@ pub fn plan(
             file.queue_capacity.unwrap_or(options.queue_capacity),
         ),
     };
-    if capacity == 0 {
-        return Err(PlanError::ZeroCapacity);
+    if !(1..=MAX_QUEUE_CAPACITY).contains(&capacity) {
+        let setting = match request {
+            PlanRequest::File(path, file) if file.queue_capacity.is_some() => {
+                format!("{path}: queue_capacity")
+            }
+            _ => "queue_capacity".to_string(),
+        };
+        return Err(PlanError::QueueCapacity {
+            setting,
+            value: capacity,
+        });
     }
     let mut pes = group_into_pes(placed);
     for pe in &pes {
@@ -263,7 +302,7 @@ pub fn plan(
     let threads: Vec<ThreadPlan> = pes.iter().flat_map(|p| p.threads.clone()).collect();
     check_thread_cycles(&threads, &instances, &edges)?;
 
-    Ok(PhysicalPlan {
+    let plan = PhysicalPlan {
         job: graph.name().to_string(),
         strategy,
         pes,
@@ -272,7 +311,9 @@ pub fn plan(
         channels,
         hosts,
         launcher: options.hosts.as_ref().map(|h| h.launcher.clone()),
-    })
+    };
+    plan.check()?;
+    Ok(plan)
 }
 
 /// The PE of threads that name none.
@@ -323,7 +364,13 @@ fn pinned_transports(
                 job: graph.name().to_string(),
             });
         };
-        pinned.insert(edge.id.0, spec.transport.clone());
+        if pinned.insert(edge.id.0, spec.transport.clone()).is_some() {
+            return Err(PlanError::PinnedTwice {
+                file: path.to_string(),
+                from: spec.from.clone(),
+                to: spec.to.clone(),
+            });
+        }
     }
     Ok(pinned)
 }

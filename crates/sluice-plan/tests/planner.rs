@@ -313,17 +313,38 @@ fn pinned_transports_that_cannot_work_are_refused() {
 
 #[test]
 fn an_edge_between_pes_may_be_pinned_to_mpi_and_shares_one_receiver() {
+    let e = plan(
+        &graph(),
+        &file(
+            "[[thread]]\nname='a'\noperators=['source','split']\n\
+             [[thread]]\nname='b'\noperators=['sum','sink']\n\
+             [[edge]]\nfrom='split'\nto='sum'\ntransport={kind='mpi'}\n",
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("both ends run in one PE"), "{e}");
     let four_pes = "[[thread]]\nname='a'\npe='x'\noperators=['source','split']\n\
                    [[thread]]\nname='b'\npe='y'\noperators=['sum[0]']\n\
                    [[thread]]\nname='c'\npe='z'\noperators=['sum[1]']\n\
                    [[thread]]\nname='d'\npe='w'\noperators=['sink']\n\
                    [[edge]]\nfrom='sum'\nto='sink'\n";
-    let p = plan(
+    let planned = plan(
         &graph(),
         &file(&format!("{four_pes}transport={{kind='mpi'}}\n")),
         &options(),
-    )
-    .unwrap();
+    );
+    let mpi_built = TransportSpec::Mpi(Default::default()).validate(1).is_ok();
+    if !mpi_built {
+        // Refused up front, with the runtime's message, where this program lacks mpi.
+        assert_eq!(
+            planned.unwrap_err().to_string(),
+            "edge sum[0], sum[1] -> sink: the mpi transport: this program was built without \
+             the mpi feature (rebuild with --features mpi)"
+        );
+        return;
+    }
+    let p = planned.unwrap();
     let mpi: Vec<_> = p
         .channels
         .iter()
@@ -346,17 +367,6 @@ fn an_edge_between_pes_may_be_pinned_to_mpi_and_shares_one_receiver() {
         .channels
         .iter()
         .any(|c| c.transport.to_string().contains("credit=2")));
-    let e = plan(
-        &graph(),
-        &file(
-            "[[thread]]\nname='a'\noperators=['source','split']\n\
-             [[thread]]\nname='b'\noperators=['sum','sink']\n\
-             [[edge]]\nfrom='split'\nto='sum'\ntransport={kind='mpi'}\n",
-        ),
-        &options(),
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("both ends run in one PE"), "{e}");
 }
 
 #[test]
@@ -572,4 +582,192 @@ fn a_shared_receiver_takes_one_sender_per_thread() {
         distinct.dedup();
         assert_eq!(threads, distinct, "{p}");
     }
+}
+
+/// A plan file of two PEs, `x` (source, split) and `y` (sum, sink), with `extra` appended.
+fn two_pes(extra: &str) -> PlanRequest {
+    file(&format!(
+        "[[thread]]\nname='a'\npe='x'\noperators=['source','split']\n\
+         [[thread]]\nname='b'\npe='y'\noperators=['sum','sink']\n{extra}"
+    ))
+}
+
+/// The message of the plan `request` refused.
+fn refusal(graph: &Graph, request: &PlanRequest) -> String {
+    plan(graph, request, &options())
+        .expect_err("the plan is refused")
+        .to_string()
+}
+
+#[test]
+fn what_the_runtime_would_refuse_the_planner_refuses_with_its_message() {
+    let pinned = |transport: &str| {
+        two_pes(&format!(
+            "[[edge]]\nfrom='split'\nto='sum'\ntransport={transport}\n"
+        ))
+    };
+    let g = graph();
+    // Every sum instance in its own PE: the sink's shm-osr ring would take 17 senders.
+    assert_eq!(
+        refusal(&graph_with_sum(17), &PlanRequest::Processes),
+        "edge sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[8], sum[9], \
+         sum[10], sum[11], sum[12], sum[13], sum[14], sum[15], sum[16] -> sink: transport \
+         shm-osr: senders must be between 1 and 16, got 17"
+    );
+    plan(&graph_with_sum(16), &PlanRequest::Processes, &options()).unwrap();
+    assert_eq!(
+        refusal(&g, &pinned("{kind='shm-vega', slot_bytes=0, slots=16}")),
+        "edge split -> sum[0]: transport shm-vega: slot_bytes must be at least 1, got 0"
+    );
+    assert!(refusal(
+        &g,
+        &pinned("{kind='shm-vega', slot_bytes=4294967296, slots=16}")
+    )
+    .starts_with("edge split -> sum[0]: transport shm-vega: slot_bytes/slots a slot of 4294967297 bytes is above the limit"));
+    assert_eq!(
+        refusal(&g, &pinned("{kind='shm-vega', slot_bytes=64, slots=0}")),
+        "edge split -> sum[0]: transport shm-vega: slot_bytes/slots a Vega ring needs at least one slot"
+    );
+    assert!(refusal(&g, &pinned("{kind='shm-osr', capacity_bytes=100}"))
+        .starts_with("edge split -> sum[0]: transport shm-osr: capacity_bytes "));
+    assert!(refusal(&g, &pinned("{kind='tcp', batch_bytes=0}"))
+        .starts_with("edge split -> sum[0]: transport tcp: batch_bytes must be between 1 and"));
+    assert!(refusal(&g, &pinned("{kind='udp-mq', queues=0}"))
+        .starts_with("edge split -> sum[0]: transport udp-mq: queues must be between 1 and"));
+}
+
+#[test]
+fn a_plan_file_says_each_thing_once() {
+    let g = graph();
+    let e = plan(
+        &g,
+        &file(
+            "[[thread]]\nname='a'\noperators=['source','split']\n\
+             [[thread]]\nname='a'\noperators=['sum','sink']\n",
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert_eq!(e, PlanError::DuplicateThread("a".into()));
+    assert_eq!(
+        e.to_string(),
+        "two threads are named 'a'; every thread needs a name of its own"
+    );
+    let pin = "[[edge]]\nfrom='split'\nto='sum'\ntransport={kind='tcp'}\n";
+    assert_eq!(
+        refusal(&g, &two_pes(&format!("{pin}{pin}"))),
+        "test.toml: [[edge]] split -> sum is pinned twice"
+    );
+    let e = plan(
+        &g,
+        &file(
+            "[[thread]]\nname=\"a\\u0000b\"\noperators=['source','split']\n\
+             [[thread]]\nname='c'\noperators=['sum','sink']\n",
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "thread name 'a\\0b' is empty or holds a NUL byte"
+    );
+}
+
+#[test]
+fn an_unknown_transport_parameter_is_a_syntax_error_with_its_place() {
+    let text = "[[thread]]\nname='a'\npe='x'\noperators=['source','split']\n\
+                [[thread]]\nname='b'\npe='y'\noperators=['sum','sink']\n\
+                [[edge]]\nfrom='split'\nto='sum'\n\
+                transport={kind='shm-vega', slot_bytes=64, slots=16, slot=3}\n";
+    let e = PlanFile::parse(text).unwrap_err();
+    assert!(e.message().contains("unknown field `slot`"), "{e}");
+    let error = sluice_plan::TomlSyntaxError::new("plan file", "p.toml".as_ref(), text, &e);
+    assert_eq!((error.line, error.what), (12, "plan file"));
+}
+
+#[test]
+fn queue_capacities_are_bounded_and_the_setting_named() {
+    let g = graph();
+    let huge = PlanOptions {
+        queue_capacity: 1 << 32,
+        ..options()
+    };
+    assert_eq!(
+        plan(&g, &PlanRequest::Threaded, &huge)
+            .unwrap_err()
+            .to_string(),
+        "queue_capacity 4294967296 is out of range: a threaded port holds 1 to 16777216 messages"
+    );
+    let zero = PlanOptions {
+        queue_capacity: 0,
+        ..options()
+    };
+    assert!(plan(&g, &PlanRequest::Fused, &zero).is_err());
+    assert_eq!(
+        refusal(
+            &g,
+            &file(
+                "queue_capacity = 16777217\n[[thread]]\nname='a'\n\
+                 operators=['source','split','sum','sink']\n"
+            )
+        ),
+        "test.toml: queue_capacity 16777217 is out of range: a threaded port holds 1 to \
+         16777216 messages"
+    );
+    let pinned = two_pes(
+        "[[edge]]\nfrom='split'\nto='sum'\ntransport={kind='threaded', capacity=99999999999}\n",
+    );
+    // A threaded port between PEs is refused first for crossing PEs; inside a PE its capacity
+    // is checked like any other parameter.
+    assert!(refusal(&g, &pinned).contains("different PEs"));
+    let one_pe = file(
+        "[[thread]]\nname='a'\noperators=['source','split']\n\
+         [[thread]]\nname='b'\noperators=['sum','sink']\n\
+         [[edge]]\nfrom='split'\nto='sum'\ntransport={kind='threaded', capacity=99999999999}\n",
+    );
+    assert_eq!(
+        refusal(&g, &one_pe),
+        "edge split -> sum[0]: transport threaded: capacity must be between 1 and 16777216, got \
+         99999999999"
+    );
+}
+
+#[test]
+fn a_plan_handed_over_is_checked_like_a_planned_one() {
+    let mut p = plan(&graph(), &PlanRequest::Processes, &options()).unwrap();
+    p.check().unwrap();
+    p.channels[0].transport = TransportSpec::ShmVega {
+        slot_bytes: 0,
+        slots: 8,
+    };
+    assert!(matches!(p.check(), Err(PlanError::Transport { .. })));
+    let mut p = plan(&graph(), &PlanRequest::Threaded, &options()).unwrap();
+    let first = p.pes[0].threads[0].name.clone();
+    p.pes[0].threads[1].name = first.clone();
+    assert_eq!(p.check(), Err(PlanError::DuplicateThread(first)));
+}
+
+#[test]
+fn host_names_and_launch_words_that_would_break_a_command_are_refused() {
+    use sluice_plan::HostsFile;
+    let host = |name: &str, launch: &str| {
+        HostsFile::parse(&format!(
+            "[[host]]\nname=\"{name}\"\naddress='10.0.0.1'\nlaunch={launch}\n"
+        ))
+        .map(drop)
+        .map_err(|e| e.to_string())
+    };
+    assert!(host("a", "['ssh', 'a']").is_ok());
+    assert!(host("", "[]")
+        .unwrap_err()
+        .contains("host name '' is empty"));
+    assert!(host("a b", "[]").unwrap_err().contains("holds a space"));
+    assert!(host("a\\nslots=99", "[]")
+        .unwrap_err()
+        .contains("host name 'a\\nslots=99'"));
+    assert_eq!(
+        host("a", "['ssh', \"a\\u0000\"]").unwrap_err(),
+        "host 'a': launch word 'a\\0' is empty or holds a NUL byte (it is an argument of a \
+         command)"
+    );
 }

@@ -113,21 +113,7 @@ pub(crate) fn mpi_channel(plan: &PhysicalPlan) -> Option<String> {
     plan.channels
         .iter()
         .find(|c| c.transport.needs_mpi_launcher())
-        .map(|c| channel_label(plan, c))
-}
-
-/// The label of a channel in messages: `up -> down`, or `up1, up2 -> down`.
-fn channel_label(plan: &PhysicalPlan, channel: &ChannelPlan) -> String {
-    let senders: Vec<&str> = channel
-        .senders
-        .iter()
-        .map(|s| plan.instance(*s).name.as_str())
-        .collect();
-    format!(
-        "{} -> {}",
-        senders.join(", "),
-        plan.instance(channel.to.instance).name
-    )
+        .map(|c| plan.channel_label(c))
 }
 
 /// Binds the receivers of this process's channels that senders open by name, before any
@@ -154,7 +140,7 @@ pub(crate) fn bind(
                 channel.senders.len(),
             )
             .map_err(|error| RunError::Transport {
-                edge: channel_label(plan, channel),
+                edge: plan.channel_label(channel),
                 error,
             })?;
         receivers.push((channel.id, receiver));
@@ -224,7 +210,7 @@ pub(crate) fn start(
             receiver,
             node: to_node,
             port: c.to.port,
-            edge: channel_label(plan, c),
+            edge: plan.channel_label(c),
             open: c.senders.len(),
         });
     }

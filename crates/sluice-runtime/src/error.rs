@@ -34,6 +34,9 @@ pub enum RunError {
         /// What went wrong.
         error: TransportError,
     },
+    /// The plan cannot run whatever the graph: the planner's own check refuses it.
+    #[error(transparent)]
+    Plan(#[from] sluice_plan::PlanError),
     /// The plan does not fit the graph it is run with.
     #[error("the plan does not match the graph: {0}")]
     PlanMismatch(String),

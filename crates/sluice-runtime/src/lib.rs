@@ -160,6 +160,7 @@ pub fn start_with(
     if is_pe_process() {
         pe::serve(graph, options)
     }
+    plan.check()?;
     check_mpi(plan, options.launcher)?;
     let control = stop.control();
     match options.launcher {
@@ -171,21 +172,12 @@ pub fn start_with(
     }
 }
 
-/// Refuses a plan with an `mpi` edge unless its PEs are launched by `mpirun` and this program
-/// has the `mpi` transport.
+/// Refuses a plan with an `mpi` edge unless its PEs are launched by `mpirun` (whether this
+/// program has the `mpi` transport is the plan's check, [`PhysicalPlan::check`]).
 fn check_mpi(plan: &PhysicalPlan, launcher: Launcher) -> Result<(), RunError> {
     let Some(edge) = assemble::mpi_channel(plan) else {
         return Ok(());
     };
-    if !cfg!(feature = "mpi") {
-        return Err(RunError::Transport {
-            edge,
-            error: sluice_transport::TransportError::NotBuilt {
-                transport: "mpi",
-                feature: "mpi",
-            },
-        });
-    }
     if launcher != Launcher::Mpi {
         return Err(RunError::Launch(format!(
             "edge {edge} uses the mpi transport, which runs only between PEs launched by \

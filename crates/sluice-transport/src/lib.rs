@@ -40,6 +40,7 @@ pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType}
 pub use parts::MAX_TUPLE_BYTES;
 pub use registry::{
     BoundReceiver, ChannelSite, TransportError, TransportSpec, TypedPair, DEFAULT_QUEUE_CAPACITY,
+    MAX_QUEUE_CAPACITY,
 };
 
 use std::time::Duration;

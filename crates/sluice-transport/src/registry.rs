@@ -19,13 +19,20 @@ use crate::{TupleReceiver, TupleSender};
 
 /// The default number of messages a threaded port holds.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
+/// The most messages a threaded port holds: 2^24, 16 Mi messages (512 MiB of 32-byte
+/// messages, allocated up front). A larger capacity is refused rather than allocated, so a
+/// typo cannot abort the program on a failed allocation.
+pub const MAX_QUEUE_CAPACITY: usize = 1 << 24;
 
 /// A connected pair of typed endpoints.
 pub type TypedPair<T> = (Box<dyn TupleSender<T>>, Box<dyn TupleReceiver<T>>);
 
 /// A transport and its parameters, as chosen for one edge of a plan.
+///
+/// A parameter the transport does not take is refused when the spec is read (a plan file's
+/// misspelt parameter is an error, not a default silently kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum TransportSpec {
     /// Both ends in one thread: the upstream operator calls the downstream one directly.
     Fused,
@@ -190,17 +197,90 @@ impl TransportSpec {
         matches!(self, Self::Mpi(_))
     }
 
+    /// Checks every parameter, and that one receiver of this transport takes `senders`
+    /// senders and that this program has the transport built in, without building anything:
+    /// what the planner checks of every channel, and what building the receiver checks first,
+    /// so a plan the planner accepts is never refused for its parameters when it runs. The
+    /// error names the first parameter out of range and its bounds.
+    pub fn validate(&self, senders: usize) -> Result<(), TransportError> {
+        let invalid = |parameter, reason: String| {
+            Err(TransportError::InvalidParameter {
+                transport: self.name(),
+                parameter,
+                reason,
+            })
+        };
+        let senders_at_most = |most: usize| {
+            if (1..=most).contains(&senders) {
+                Ok(())
+            } else {
+                invalid(
+                    "senders",
+                    format!("must be between 1 and {most}, got {senders}"),
+                )
+            }
+        };
+        match *self {
+            Self::Fused => Ok(()),
+            Self::Threaded { capacity } => {
+                if !(1..=MAX_QUEUE_CAPACITY).contains(&capacity) {
+                    return invalid(
+                        "capacity",
+                        format!("must be between 1 and {MAX_QUEUE_CAPACITY}, got {capacity}"),
+                    );
+                }
+                senders_at_most(1)
+            }
+            Self::ShmVega { slot_bytes, slots } => {
+                if senders != 1 {
+                    return Err(TransportError::OneSenderOnly {
+                        transport: self.name(),
+                        senders,
+                    });
+                }
+                if slot_bytes == 0 {
+                    return invalid("slot_bytes", "must be at least 1, got 0".into());
+                }
+                crate::shm_vega::layout(slot_bytes, slots).map(drop)
+            }
+            Self::ShmOsr {
+                capacity_bytes,
+                batch_bytes,
+            } => {
+                senders_at_most(crate::shm_osr::MAX_SENDERS)?;
+                crate::shm_osr::slot_bytes(capacity_bytes)?;
+                crate::shm_osr::check_batch_bytes(batch_bytes)
+            }
+            Self::Tcp(params) => {
+                params.validate()?;
+                senders_at_most(crate::tcp::MAX_SENDERS)
+            }
+            Self::UdpMq(params) => {
+                params.validate()?;
+                senders_at_most(crate::udp_mq::MAX_SENDERS)
+            }
+            Self::Mpi(params) => {
+                params.validate()?;
+                if !cfg!(feature = "mpi") {
+                    return Err(TransportError::NotBuilt {
+                        transport: self.name(),
+                        feature: "mpi",
+                    });
+                }
+                senders_at_most(crate::mpi::MAX_SENDERS as usize)
+            }
+        }
+    }
+
     /// Builds a connected pair of typed endpoints.
     pub fn connect_typed<T: Tuple>(&self) -> Result<TypedPair<T>, TransportError> {
+        self.validate(1)?;
         match *self {
             Self::Fused => Err(TransportError::NoEndpoints),
             Self::Threaded { capacity } => {
-                let (tx, rx) =
-                    threaded_port::<T>(capacity).ok_or(TransportError::InvalidParameter {
-                        transport: "threaded",
-                        parameter: "capacity",
-                        reason: format!("must be between 1 and 2^62, got {capacity}"),
-                    })?;
+                let (tx, rx) = threaded_port::<T>(capacity).ok_or(TransportError::Setup(
+                    format!("no threaded port of capacity {capacity}"),
+                ))?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
             Self::ShmVega { slot_bytes, slots } => {
@@ -240,6 +320,9 @@ impl TransportSpec {
         site: &ChannelSite,
         senders: usize,
     ) -> Result<BoundReceiver<T>, TransportError> {
+        if !matches!(self, Self::Fused | Self::Threaded { .. }) {
+            self.validate(senders)?;
+        }
         match *self {
             Self::Fused | Self::Threaded { .. } => Err(TransportError::InProcessOnly {
                 transport: self.name(),

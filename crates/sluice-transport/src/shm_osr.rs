@@ -160,6 +160,18 @@ fn slot_of(layout: &OsrLayout) -> usize {
     (layout.max_payload() - batch_item_bytes(0)) & !7
 }
 
+/// Refuses a batch record size of 0 (a larger one than a record holds is capped to it).
+pub(crate) fn check_batch_bytes(batch_bytes: usize) -> Result<(), TransportError> {
+    if batch_bytes == 0 {
+        return Err(TransportError::InvalidParameter {
+            transport: "shm-osr",
+            parameter: "batch_bytes",
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Turns a setup failure of the segment or the ring into the transport's error.
 fn setup(error: impl std::fmt::Display) -> TransportError {
     TransportError::Setup(error.to_string())
@@ -294,13 +306,7 @@ pub fn connect<T: Tuple>(
 
 impl<T: Tuple> ShmOsrSender<T> {
     fn join(ring: &OsrRing<Segment>, batch_bytes: usize) -> Result<Self, TransportError> {
-        if batch_bytes == 0 {
-            return Err(TransportError::InvalidParameter {
-                transport: "shm-osr",
-                parameter: "batch_bytes",
-                reason: "must be at least 1".into(),
-            });
-        }
+        check_batch_bytes(batch_bytes)?;
         let layout = ring.layout();
         let producer = ring.join().map_err(setup)?;
         let id = producer.id().unwrap_or(0);

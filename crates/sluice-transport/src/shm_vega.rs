@@ -66,7 +66,10 @@ const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 const LIVENESS_POLLS: u32 = 256;
 
 /// The ring layout and segment spec of a transport with these parameters.
-fn layout(slot_bytes: usize, slots: usize) -> Result<(VegaLayout, SegmentSpec), TransportError> {
+pub(crate) fn layout(
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<(VegaLayout, SegmentSpec), TransportError> {
     let invalid = |reason: String| TransportError::InvalidParameter {
         transport: "shm-vega",
         parameter: "slot_bytes/slots",

@@ -101,7 +101,7 @@ mod sender;
 mod wire;
 
 pub use params::{BatchProfile, TcpParams};
-pub use receiver::{bind_receiver, TcpReceiver};
+pub use receiver::{bind_receiver, TcpReceiver, MAX_SENDERS};
 pub use secret::{InvalidSecret, JobSecret, SECRET_LEN};
 pub use sender::{connect_sender, TcpSender, CONNECT_PATIENCE, DROP_DRAIN};
 pub use wire::{HELLO_LEN, MAGIC, VERSION};

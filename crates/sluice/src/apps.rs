@@ -1,14 +1,17 @@
 //! `sluice apps`: the built-in applications, one line each, with their settings and the
 //! plans they ship.
 
+use std::io::Write;
+
 pub(crate) fn list() -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
     for app in sluice_apps::registry() {
-        println!("{:<12} {}", app.name, app.about);
+        writeln!(out, "{:<12} {}", app.name, app.about)?;
         for (key, about) in app.settings {
-            println!("{:<12}   --set {key}=...  {about}", "");
+            writeln!(out, "{:<12}   --set {key}=...  {about}", "")?;
         }
         for plan in app.plans {
-            println!("{:<12}   --plan {}  {}", "", plan.name, plan.about);
+            writeln!(out, "{:<12}   --plan {}  {}", "", plan.name, plan.about)?;
         }
     }
     Ok(())

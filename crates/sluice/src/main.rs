@@ -6,6 +6,7 @@ mod apps;
 mod plan;
 mod plan_choice;
 mod run;
+mod stdout;
 
 use clap::{Parser, Subcommand};
 
@@ -38,6 +39,16 @@ fn main() {
         Command::Bench(args) => sluice_bench::main(args),
     };
     if let Err(error) = result {
+        if stdout::was_closed(&error) {
+            // The reader of standard output went away (`sluice plan ... | head -1`): what it
+            // did not read, it chose not to read. The status says whether sluice's own work
+            // succeeded, so it is 0, as it would be had the reader read to the end; a failed
+            // job still fails (its error is not a broken pipe). The conventional 141 of a
+            // program killed by SIGPIPE would fail `set -o pipefail` pipelines for the
+            // reader's choice, and SIGPIPE's default action, which gives it, would kill a
+            // launcher between its children and shared segments without cleaning up.
+            std::process::exit(0);
+        }
         eprintln!("error: {error:#}");
         std::process::exit(1);
     }

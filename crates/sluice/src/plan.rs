@@ -1,5 +1,7 @@
 //! `sluice plan`: print the physical plan of an application.
 
+use std::io::Write;
+
 use clap::Args;
 use sluice_apps::AppConfig;
 
@@ -20,16 +22,13 @@ pub(crate) struct PlanArgs {
 
 pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
     let (_, plan) = args.app.build(AppConfig::default())?;
+    let mut out = std::io::stdout().lock();
     if args.dot {
-        print!("{}", plan.to_dot());
+        write!(out, "{}", plan.to_dot())?;
     } else if args.json {
-        println!("{}", serde_json_string(&plan)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&plan)?)?;
     } else {
-        print!("{plan}");
+        write!(out, "{plan}")?;
     }
     Ok(())
-}
-
-fn serde_json_string(plan: &sluice_plan::PhysicalPlan) -> anyhow::Result<String> {
-    Ok(serde_json::to_string_pretty(plan)?)
 }

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use sluice_apps::{AppConfig, Settings};
 use sluice_plan::{HostsError, HostsFile, PhysicalPlan, PlanOptions, PlanRequest, TomlSyntaxError};
+use sluice_transport::MAX_QUEUE_CAPACITY;
 
 /// Options that choose the application and its plan.
 #[derive(Args, Debug, Clone)]
@@ -22,7 +23,7 @@ pub(crate) struct AppArgs {
     /// A hosts file (TOML): the machines the job's PEs may run on.
     #[arg(long)]
     pub hosts: Option<PathBuf>,
-    /// Messages each threaded port holds.
+    /// Messages each threaded port holds (1 to 16777216).
     #[arg(long)]
     pub queue_capacity: Option<usize>,
     /// Application setting, `key=value`; repeatable (see `sluice apps`).
@@ -42,6 +43,12 @@ impl AppArgs {
         let app = sluice_apps::build(&self.app, &config)?;
         let mut options = PlanOptions::default();
         if let Some(capacity) = self.queue_capacity {
+            if !(1..=MAX_QUEUE_CAPACITY).contains(&capacity) {
+                anyhow::bail!(
+                    "--queue-capacity {capacity} is out of range: a threaded port holds 1 to \
+                     {MAX_QUEUE_CAPACITY} messages"
+                );
+            }
             options.queue_capacity = capacity;
         }
         if let Some(path) = &self.hosts {

@@ -5,6 +5,7 @@
 //! one during start-up. A failed job prints its root cause, then what followed from it, and
 //! exits with 1.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -129,9 +130,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             }
             error
         })?;
-    println!("{}", (app.summarize)(&report));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", (app.summarize)(&report))?;
     if let Some(output) = &args.output {
-        println!("output: {}", output.display());
+        writeln!(out, "output: {}", output.display())?;
     }
     Ok(())
 }

@@ -296,7 +296,7 @@ fn bad_input_gets_one_clear_line() {
     );
     assert_one_line_error(
         &["run", "wordcount", "--set", "parallelism=0"],
-        "at least 1",
+        "setting parallelism: 0 is out of range: must be between 1 and 1024",
     );
     assert_one_line_error(&["run", "wordcount", "--plan", "/no/plan.toml"], "--plan");
     assert_one_line_error(
@@ -313,7 +313,7 @@ fn bad_input_gets_one_clear_line() {
     );
     assert_one_line_error(
         &["plan", "wordcount", "--queue-capacity", "0"],
-        "at least 1",
+        "--queue-capacity 0 is out of range: a threaded port holds 1 to 16777216 messages",
     );
     // clap's own errors: non-zero exit, no panic.
     let o = sluice(&["run", "wordcount", "--duration", "-3"]);

@@ -165,13 +165,10 @@ impl RunArgs {
     /// The measured duration, the warm-up and the number of runs, checked; every problem is one
     /// line naming the option.
     pub(crate) fn checked(&self) -> anyhow::Result<(Duration, Duration, usize)> {
-        if self.repeat == 0 {
-            bail!("--repeat must be at least 1");
-        }
         Ok((
             seconds("--duration", self.duration, false)?,
             seconds("--warmup", self.warmup, true)?,
-            self.repeat,
+            checked_repeat(self.repeat)?,
         ))
     }
 }
@@ -345,6 +342,18 @@ const MAX_PRODUCERS: usize = sluice_transport::shm_osr::MAX_SENDERS;
 const MIN_RING_BYTES: usize = 4 << 10;
 /// The largest OSR ring a benchmark takes (the transport's own limit).
 const MAX_RING_BYTES: usize = 64 << 20;
+
+/// The most runs `--repeat` asks for (every run's figures are kept, and a run lasts at least
+/// a fraction of a second).
+pub(crate) const MAX_REPEAT: usize = 10_000;
+
+/// `--repeat`, checked: 1 to [`MAX_REPEAT`] runs.
+pub(crate) fn checked_repeat(repeat: usize) -> anyhow::Result<usize> {
+    if !(1..=MAX_REPEAT).contains(&repeat) {
+        bail!("--repeat must be between 1 and {MAX_REPEAT}, got {repeat}");
+    }
+    Ok(repeat)
+}
 
 /// The longest duration or warm-up accepted, in seconds (a day).
 const MAX_SECONDS: f64 = 86_400.0;

@@ -25,6 +25,7 @@
 //!
 //! Each figure is the median of `--repeat` runs, after a warm-up run.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -33,7 +34,7 @@ use serde::Serialize;
 use sluice_sync::CachePadded;
 use sluice_types::monotonic_ns;
 
-use crate::foundation::args::{Bench, Settings};
+use crate::foundation::args::{checked_repeat, Bench, Settings};
 use crate::foundation::machine::{commit, cores, cpu};
 use crate::foundation::record::RunFigures;
 use crate::foundation::stats::{gbit_per_sec, median, LatencySummary};
@@ -91,37 +92,44 @@ const MEMCPY_VOLUME: usize = 2 << 30;
 
 /// Measures and prints the hardware baseline.
 pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
-    if args.repeat == 0 {
-        anyhow::bail!("--repeat must be at least 1");
-    }
-    let result = measure(args.repeat, ROUND_TRIPS, MEMCPY_VOLUME);
+    let result = measure(checked_repeat(args.repeat)?, ROUND_TRIPS, MEMCPY_VOLUME);
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string(&result)?);
+        writeln!(out, "{}", serde_json::to_string(&result)?)?;
     } else {
         match result.cacheline_oneway_ns {
-            Some(ns) => println!(
+            Some(ns) => writeln!(
+                out,
                 "cache-line one-way, cores 0 -> 1{}: {ns:.1} ns",
                 if result.pinned { "" } else { " (unpinned)" }
-            ),
-            None => println!("cache-line one-way: needs two cores"),
+            )?,
+            None => writeln!(out, "cache-line one-way: needs two cores")?,
         }
         if let Some(ns) = result.handoff_oneway_ns {
-            println!("two lines, one writer each (a queue's hand-off), cores 0 -> 1: {ns:.1} ns");
+            writeln!(
+                out,
+                "two lines, one writer each (a queue's hand-off), cores 0 -> 1: {ns:.1} ns"
+            )?;
         }
         if let Some(ns) = result.stamped_oneway_ns {
-            println!("one line, clock-stamped one-way, cores 0 -> 1: {ns:.1} ns");
+            writeln!(
+                out,
+                "one line, clock-stamped one-way, cores 0 -> 1: {ns:.1} ns"
+            )?;
         }
         for m in &result.memcpy {
-            println!(
+            writeln!(
+                out,
                 "memcpy, one core, {} KiB: {:.1} Gbit/s",
                 m.bytes >> 10,
                 m.gbit_per_sec
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "commit {}, {}, {} core(s)",
             result.commit, result.cpu, result.cores
-        );
+        )?;
     }
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! baseline's (in process here, across processes in module `processes`), summarised into a
 //! [`BenchResult`] of medians and ratios.
 
+use std::io::Write;
+
 use crate::foundation::args::{Bench, Settings, Transport, TupleEncoding};
 use crate::foundation::load::{Load, Pacer};
 use crate::foundation::machine;
@@ -19,10 +21,11 @@ pub(crate) fn main(settings: &Settings) -> anyhow::Result<()> {
         return mpi::rank(settings);
     }
     let result = measure(settings)?;
+    let mut out = std::io::stdout().lock();
     if settings.json {
-        println!("{}", render_json(&result));
+        writeln!(out, "{}", render_json(&result))?;
     } else {
-        print!("{}", render_table(&result));
+        write!(out, "{}", render_table(&result))?;
     }
     Ok(())
 }

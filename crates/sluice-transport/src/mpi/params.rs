@@ -7,7 +7,7 @@ use crate::TransportError;
 
 /// The parameters of an `mpi` edge; the senders and the receiver of an edge use the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct MpiParams {
     /// A batch (one MPI message) is sent once it holds this many bytes of records, or at the
     /// next flush.

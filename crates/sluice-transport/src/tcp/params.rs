@@ -35,7 +35,7 @@ impl BatchProfile {
 /// The parameters of a `tcp` edge; the sender and the receiver of an edge must use the same.
 /// A plan file may give any of them; the rest keep their defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TcpParams {
     /// When the sender writes.
     pub profile: BatchProfile,

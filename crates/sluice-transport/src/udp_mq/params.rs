@@ -34,7 +34,7 @@ impl QueueChoice {
 /// The parameters of a `udp-mq` edge; the senders and the receiver of an edge must use the
 /// same. Fields left out of a plan take their defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct UdpMqParams {
     /// Sockets on each side, standing in for a NIC's hardware queues (1 to [`MAX_QUEUES`]).
     pub queues: usize,

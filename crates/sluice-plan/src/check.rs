@@ -1,0 +1,57 @@
+//! What a physical plan must satisfy to run: the one check that the planner makes of every plan
+//! it returns and the runtime makes of every plan it is handed, so `sluice plan` accepts
+//! exactly the plans `sluice run` would build, and refuses the others with the same message.
+//!
+//! - Every channel's transport takes its parameters and its number of senders, and is built
+//!   into this program ([`TransportSpec::validate`]): a `shm-osr` ring takes at most 16
+//!   senders, a `shm-vega` slot at least one byte and below 4 GiB, a threaded port 1 to
+//!   [`MAX_QUEUE_CAPACITY`] messages; `mpi` needs the `mpi` feature.
+//! - Thread names are unique, not empty and without a NUL byte (they name OS threads and
+//!   appear in every message about a thread).
+//!
+//! What depends on how the job is launched (an `mpi` edge needs `--launcher mpi`) is checked
+//! by the runtime when it starts.
+//!
+//! [`TransportSpec::validate`]: sluice_transport::TransportSpec::validate
+//! [`MAX_QUEUE_CAPACITY`]: sluice_transport::MAX_QUEUE_CAPACITY
+
+use crate::{ChannelPlan, PhysicalPlan, PlanError};
+
+impl PhysicalPlan {
+    /// Checks that the plan can run (module doc); the error is the one running it would give.
+    pub fn check(&self) -> Result<(), PlanError> {
+        let threads: Vec<&str> = self.threads().map(|t| t.name.as_str()).collect();
+        for (i, name) in threads.iter().enumerate() {
+            if name.is_empty() || name.contains('\0') {
+                return Err(PlanError::ThreadName(name.to_string()));
+            }
+            if threads[..i].contains(name) {
+                return Err(PlanError::DuplicateThread(name.to_string()));
+            }
+        }
+        for channel in &self.channels {
+            channel
+                .transport
+                .validate(channel.senders.len())
+                .map_err(|error| PlanError::Transport {
+                    edge: self.channel_label(channel),
+                    error,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The label of a channel in messages: `up -> down`, or `up1, up2 -> down`.
+    pub fn channel_label(&self, channel: &ChannelPlan) -> String {
+        let senders: Vec<&str> = channel
+            .senders
+            .iter()
+            .map(|s| self.instance(*s).name.as_str())
+            .collect();
+        format!(
+            "{} -> {}",
+            senders.join(", "),
+            self.instance(channel.to.instance).name
+        )
+    }
+}
