@@ -1,7 +1,7 @@
 //! Why a job failed.
 
 use sluice_graph::OperatorError;
-use sluice_transport::TransportError;
+use sluice_transport::{RecvError, TransportError};
 use thiserror::Error;
 
 /// A job that did not complete.
@@ -31,6 +31,15 @@ pub enum RunError {
     Disconnected {
         /// The edge, as `from -> to`.
         edge: String,
+    },
+    /// What arrived on an edge is not what its sender sends: the sender (a peer, where the
+    /// transport names it) is broken or hostile.
+    #[error("the edge {edge} failed: {error}")]
+    Received {
+        /// The edge, as `from -> to`.
+        edge: String,
+        /// What arrived, and from whom.
+        error: RecvError,
     },
     /// A thread could not be started.
     #[error("cannot start thread '{thread}': {source}")]

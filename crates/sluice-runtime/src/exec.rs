@@ -15,7 +15,7 @@ use sluice_graph::{
     OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
 };
 use sluice_sync::IdleStrategy;
-use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, SendError};
+use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, RecvError, SendError};
 use sluice_types::{monotonic_ns, pick_instance, BatchRef, Punctuation, TupleRef, TupleSchema};
 
 use crate::clock::{EventClock, Timers};
@@ -568,10 +568,12 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
     match polled {
         Ok(_) if failed => Err(()),
         Ok(n) => Ok(n),
-        Err(_) => {
+        Err(error) => {
             if !env.control.aborting() {
-                env.control.fail_with(RunError::Disconnected {
-                    edge: input.edge.clone(),
+                let edge = input.edge.clone();
+                env.control.fail_with(match error {
+                    RecvError::Disconnected => RunError::Disconnected { edge },
+                    error => RunError::Received { edge, error },
                 });
             }
             Err(())

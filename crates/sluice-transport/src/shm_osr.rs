@@ -486,7 +486,7 @@ impl<T: Tuple> ShmOsrReceiver<T> {
         if error == RecvError::Malformed {
             self.consumer.poison();
         }
-        self.failure = Some(error);
+        self.failure = Some(error.clone());
         error
     }
 
@@ -593,8 +593,8 @@ fn decode_record<T: Tuple>(
 
 impl<T: Tuple> TupleReceiver<T> for ShmOsrReceiver<T> {
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
-        if let Some(error) = self.failure {
-            return Err(error);
+        if let Some(error) = &self.failure {
+            return Err(error.clone());
         }
         let start = out.len();
         let limit = start.saturating_add(max);
