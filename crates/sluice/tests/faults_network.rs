@@ -100,6 +100,17 @@ impl Job {
         }
     }
 
+    /// The port of the launcher's control listener, once it listens.
+    fn control_port(&mut self) -> u16 {
+        loop {
+            if let [port] = listening_ports(self.launcher.id())[..] {
+                return port;
+            }
+            self.check_watchdog("the launcher never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The PEs of this job on host `a` (children of the launcher without a launch prefix).
     fn local_pes(&self) -> Vec<u32> {
         let parent = format!("SLUICE_LAUNCHER_PID={}\0", self.launcher.id());
@@ -217,17 +228,31 @@ fn peak_virtual_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Runs the job with strangers made by `attack` at the receiver of `sum` before `split`
-/// connects, and checks that the job went on to the counts of one thread and that the
-/// receiving PE's memory stayed bounded; returns the job's standard error, the strangers'
-/// addresses and the receiver's, for the caller to check each stranger was named.
+/// Where strangers connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// The receiver `sum` listens on for `split`.
+    SumReceiver,
+    /// The launcher's control listener, which `split` and `counts` have not reached yet.
+    Launcher,
+}
+
+/// Runs the job with strangers made by `attack` at `target` before `split` connects, and
+/// checks that the job went on to the counts of one thread and that the receiving PE's
+/// memory stayed bounded; returns the job's standard error, the strangers' addresses and the
+/// target's, for the caller to check each stranger was named.
 fn strangers_are_refused_and_the_job_goes_on(
+    target: Target,
     attack: impl FnOnce(SocketAddr) -> Vec<TcpStream>,
 ) -> (String, Vec<SocketAddr>, SocketAddr) {
     let mut job = Job::start();
     let (pe, port) = job.sum_receiver();
-    let receiver = SocketAddr::from(([127, 0, 0, 1], port));
-    let strangers = attack(receiver);
+    let port = match target {
+        Target::SumReceiver => port,
+        Target::Launcher => job.control_port(),
+    };
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    let strangers = attack(address);
     let named: Vec<SocketAddr> = strangers.iter().map(|s| s.local_addr().unwrap()).collect();
     job.open_gate();
     let fused = job.fused_output();
@@ -241,7 +266,7 @@ fn strangers_are_refused_and_the_job_goes_on(
         samples.iter().all(|&kib| kib < MEMORY_BOUND_KIB),
         "{samples:?}"
     );
-    (ended.stderr, named, receiver)
+    (ended.stderr, named, address)
 }
 
 /// The warning about refusing `stranger` at `receiver`.
@@ -258,9 +283,10 @@ fn connect_and_send(to: SocketAddr, bytes: &[u8]) -> TcpStream {
 #[test]
 fn many_connections_that_say_nothing_cannot_stop_the_job() {
     // More than the old limit of 16 pending handshakes, which made the job fail.
-    let (stderr, strangers, receiver) = strangers_are_refused_and_the_job_goes_on(|to| {
-        (0..40).map(|_| TcpStream::connect(to).unwrap()).collect()
-    });
+    let (stderr, strangers, receiver) =
+        strangers_are_refused_and_the_job_goes_on(Target::SumReceiver, |to| {
+            (0..40).map(|_| TcpStream::connect(to).unwrap()).collect()
+        });
     // The first to connect are pushed out first; after eight, refusals of one address are
     // counted rather than shown.
     let first = warning(receiver, strangers[0]);
@@ -278,12 +304,13 @@ fn many_connections_that_say_nothing_cannot_stop_the_job() {
 
 #[test]
 fn a_stranger_sending_garbage_is_refused_and_named() {
-    let (stderr, strangers, receiver) = strangers_are_refused_and_the_job_goes_on(|to| {
-        vec![connect_and_send(
-            to,
-            b"GET / HTTP/1.1\r\nHost: sluice\r\n\r\n",
-        )]
-    });
+    let (stderr, strangers, receiver) =
+        strangers_are_refused_and_the_job_goes_on(Target::SumReceiver, |to| {
+            vec![connect_and_send(
+                to,
+                b"GET / HTTP/1.1\r\nHost: sluice\r\n\r\n",
+            )]
+        });
     let expected = format!(
         "{}it did not open with a sluice tcp hello of version 2 \
          (it sent 474554202f20485454502f312e310d0a)",
@@ -294,9 +321,10 @@ fn a_stranger_sending_garbage_is_refused_and_named() {
 
 #[test]
 fn a_stranger_sending_a_frame_length_of_4_gib_is_refused_and_named() {
-    let (stderr, strangers, receiver) = strangers_are_refused_and_the_job_goes_on(|to| {
-        vec![connect_and_send(to, &u32::MAX.to_le_bytes())]
-    });
+    let (stderr, strangers, receiver) =
+        strangers_are_refused_and_the_job_goes_on(Target::SumReceiver, |to| {
+            vec![connect_and_send(to, &u32::MAX.to_le_bytes())]
+        });
     let expected = format!(
         "{}it did not open with a sluice tcp hello of version 2 (it sent ffffffff)",
         warning(receiver, strangers[0])
@@ -306,12 +334,13 @@ fn a_stranger_sending_a_frame_length_of_4_gib_is_refused_and_named() {
 
 #[test]
 fn a_stranger_sending_a_cut_hello_is_refused_and_named() {
-    let (stderr, strangers, receiver) = strangers_are_refused_and_the_job_goes_on(|to| {
-        // The hello's magic and version, then the stranger goes away.
-        let s = connect_and_send(to, b"SLUICETP\x02\x00");
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        vec![s]
-    });
+    let (stderr, strangers, receiver) =
+        strangers_are_refused_and_the_job_goes_on(Target::SumReceiver, |to| {
+            // The hello's magic and version, then the stranger goes away.
+            let s = connect_and_send(to, b"SLUICETP\x02\x00");
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            vec![s]
+        });
     let expected = format!(
         "{}it closed its connection after 10 of the hello's 60 bytes",
         warning(receiver, strangers[0])
@@ -367,4 +396,20 @@ fn a_peer_with_the_secret_sending_a_frame_of_4_gib_fails_the_job_naming_it() {
         samples.iter().all(|&kib| kib < MEMORY_BOUND_KIB),
         "{samples:?}"
     );
+}
+
+#[test]
+fn many_connections_that_say_nothing_to_the_launcher_cannot_stop_the_job() {
+    // Three times as many as the launcher checks at once (which refused the PEs that came
+    // after them, failing the job).
+    let (stderr, strangers, _) =
+        strangers_are_refused_and_the_job_goes_on(Target::Launcher, |to| {
+            (0..192).map(|_| TcpStream::connect(to).unwrap()).collect()
+        });
+    let first = format!(
+        "warning: refused a control connection from {}: it had waited longest for its hello \
+         when more connections came",
+        strangers[0]
+    );
+    assert!(stderr.contains(&first), "{stderr}");
 }
