@@ -50,8 +50,9 @@ impl Job {
         let gate = dir.path().join("gate");
         let (input, hosts) = (dir.path().join("in.txt"), dir.path().join("hosts.toml"));
         common::write_wordcount_input(&input, 20_000);
+        // The wait ends, and the PE is not started, if the launcher is gone.
         let wait = format!(
-            "while [ ! -e '{}' ]; do sleep 0.01; done; exec \"$@\"",
+            "while [ ! -e '{}' ]; do kill -0 $PPID || exit 1; sleep 0.01; done; exec \"$@\"",
             gate.display()
         );
         std::fs::write(
@@ -177,6 +178,16 @@ impl Job {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         std::fs::read_to_string(output).unwrap()
+    }
+}
+
+impl Drop for Job {
+    /// Stops a job a failed test left running.
+    fn drop(&mut self) {
+        if matches!(self.launcher.try_wait(), Ok(None)) {
+            let _ = self.launcher.kill();
+            let _ = self.launcher.wait();
+        }
     }
 }
 
