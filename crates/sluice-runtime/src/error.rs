@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use sluice_graph::OperatorError;
-use sluice_transport::TransportError;
+use sluice_transport::{RecvError, TransportError};
 use thiserror::Error;
 
 /// A job that did not complete.
@@ -46,13 +46,14 @@ pub enum RunError {
         /// The edge, as `from -> to`.
         edge: String,
     },
-    /// A receiver got what its transport does not send: a broken or hostile peer.
-    #[error("edge {edge}: {error}")]
+    /// What arrived on an edge is not what its sender sends: the sender (a peer, where the
+    /// transport names it) is broken or hostile.
+    #[error("the edge {edge} failed: {error}")]
     Received {
         /// The edge, as `from -> to`.
         edge: String,
-        /// What the transport found wrong (and, where it knows it, from which peer).
-        error: String,
+        /// What arrived, and from whom.
+        error: RecvError,
     },
     /// A thread could not be started.
     #[error("cannot start thread '{thread}': {source}")]

@@ -586,14 +586,8 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
             if !env.control.aborting() {
                 let edge = input.edge.clone();
                 env.control.fail_with(match error {
-                    // A consequence: the failure is the sender's.
                     RecvError::Disconnected => RunError::Disconnected { edge },
-                    // A cause: what arrived is this edge's failure (the peer, if the transport
-                    // names it, is in the error).
-                    other => RunError::Received {
-                        edge,
-                        error: other.to_string(),
-                    },
+                    error => RunError::Received { edge, error },
                 });
             }
             Err(())

@@ -486,7 +486,7 @@ impl Children {
         let (events, received) = mpsc::channel();
         self.events = received;
         let (admit, admissions) = mpsc::channel();
-        let handshakes = Arc::new(AtomicUsize::new(0));
+        let handshakes = link::Handshakes::default();
         let plan = ToPe::Plan {
             plan: Box::new(plan.clone()),
         };

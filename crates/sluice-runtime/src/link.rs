@@ -8,20 +8,23 @@
 //! secret as a `tcp` receiver does (in constant time) and refuses, and reports, a peer without
 //! it. The Unix socket's directory is made mode 0700 whatever the umask, and checked (a directory
 //! of this user's, mode 0700, not a link) by the launcher before it listens there and by each PE
-//! before it presents the secret there. A peer gets [`HANDSHAKE_PATIENCE`] to say both, each checked on a thread of its own
-//! (at most [`MAX_HANDSHAKES`] at once), so a silent stranger cannot hold the start up. The
+//! before it presents the secret there. A peer gets [`HANDSHAKE_PATIENCE`] to say both, each
+//! checked on a thread of its own (at most [`MAX_HANDSHAKES`] at once: another pushes out the one
+//! that has waited longest), so silent strangers cannot hold the start up or keep a PE out. The
 //! TCP listener binds only to the address it is given, on a port the system picks, and is
 //! closed once every PE is in.
 
+use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::io::{BufReader, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket,
+};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sluice_plan::HostSpec;
@@ -33,7 +36,7 @@ use crate::RunError;
 
 /// How long a peer has to present the secret and say which PE it is.
 pub(crate) const HANDSHAKE_PATIENCE: Duration = Duration::from_secs(10);
-/// Handshakes checked at once; more waiting connections are refused.
+/// Handshakes checked at once; another connection pushes out the one that has waited longest.
 const MAX_HANDSHAKES: usize = 64;
 /// How long a PE tries to reach its launcher's TCP address.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
@@ -193,6 +196,15 @@ impl Link {
         })
     }
 
+    /// Shuts both directions of the stream: a read blocked on it returns.
+    fn shutdown(&self) {
+        // A stream already closed needs nothing more.
+        let _ = match self {
+            Self::Unix(s) => s.shutdown(Shutdown::Both),
+            Self::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+
     fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
         match self {
             Self::Unix(s) => s.set_read_timeout(timeout),
@@ -290,7 +302,7 @@ impl LinkListener {
     pub(crate) fn admit(
         &self,
         secret: &JobSecret,
-        pending: &Arc<AtomicUsize>,
+        handshakes: &Handshakes,
         admissions: &Sender<Admission>,
     ) -> Result<(), RunError> {
         loop {
@@ -309,25 +321,74 @@ impl LinkListener {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(RunError::Launch(format!("control listener: {e}"))),
             };
-            // SYNC: the counter only bounds how many handshake threads run; Relaxed, as
-            // nothing else is published through it (pairs with the fetch_sub below).
-            if pending.fetch_add(1, Ordering::Relaxed) >= MAX_HANDSHAKES {
-                pending.fetch_sub(1, Ordering::Relaxed);
+            let Ok(handshake_id) = handshakes.begin(&link) else {
                 let _ = admissions.send(Admission::Refused {
                     peer,
-                    why: "too many connections at once",
+                    why: "its connection failed",
                 });
                 continue;
-            }
-            let (secret, pending, admissions) =
-                (secret.clone(), pending.clone(), admissions.clone());
+            };
+            let (secret, handshakes, admissions) =
+                (secret.clone(), handshakes.clone(), admissions.clone());
             std::thread::spawn(move || {
-                let admission = handshake(link, peer, &secret);
-                // SYNC: pairs with the fetch_add above; Relaxed for the same reason.
-                pending.fetch_sub(1, Ordering::Relaxed);
+                let admission = handshake(link, peer.clone(), &secret);
+                let admission = if handshakes.end(handshake_id) {
+                    admission
+                } else {
+                    Admission::Refused {
+                        peer,
+                        why: "it had waited longest for its hello when more connections came",
+                    }
+                };
                 let _ = admissions.send(admission);
             });
         }
+    }
+}
+
+/// The handshakes under way on a listener, oldest first, each with a handle on its stream:
+/// when [`MAX_HANDSHAKES`] are, a new connection pushes out (shuts the stream of) the one that
+/// has waited longest, so that silent connections cannot keep a PE out. A PE writes its hello
+/// as soon as it connects, so its handshake is over long before that many more come.
+#[derive(Clone, Default)]
+pub(crate) struct Handshakes(Arc<Mutex<PendingHandshakes>>);
+
+/// What [`Handshakes`] guards.
+#[derive(Default)]
+struct PendingHandshakes {
+    next_id: u64,
+    /// Oldest first: each handshake's number, and a clone of its stream.
+    streams: VecDeque<(u64, Link)>,
+}
+
+impl Handshakes {
+    fn pending(&self) -> std::sync::MutexGuard<'_, PendingHandshakes> {
+        // A panic while holding the lock leaves the queue whole (it only pushes and pops).
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a handshake on `link`, first pushing out the oldest if [`MAX_HANDSHAKES`]
+    /// are under way; returns its number.
+    fn begin(&self, link: &Link) -> std::io::Result<u64> {
+        let handle = link.try_clone()?;
+        let mut pending = self.pending();
+        if pending.streams.len() >= MAX_HANDSHAKES {
+            if let Some((_, oldest)) = pending.streams.pop_front() {
+                // Its thread's read then fails, and finds it was pushed out.
+                oldest.shutdown();
+            }
+        }
+        let id = pending.next_id;
+        pending.next_id += 1;
+        pending.streams.push_back((id, handle));
+        Ok(id)
+    }
+
+    /// Ends handshake `id`; false if it was pushed out.
+    fn end(&self, id: u64) -> bool {
+        let mut pending = self.pending();
+        let at = pending.streams.iter().position(|(i, _)| *i == id);
+        at.and_then(|at| pending.streams.remove(at)).is_some()
     }
 }
 
@@ -419,10 +480,10 @@ mod tests {
 
     fn admitted(listener: &LinkListener, secret: &JobSecret, connect: impl FnOnce()) -> Admission {
         let (sent, received) = mpsc::channel();
-        let pending = Arc::new(AtomicUsize::new(0));
+        let handshakes = Handshakes::default();
         connect();
         loop {
-            listener.admit(secret, &pending, &sent).unwrap();
+            listener.admit(secret, &handshakes, &sent).unwrap();
             if let Ok(admission) = received.recv_timeout(Duration::from_millis(10)) {
                 return admission;
             }
@@ -495,6 +556,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(message.contains("is not private"), "{message}");
+    }
+
+    #[test]
+    fn a_new_handshake_pushes_out_the_one_that_waited_longest() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handshakes = Handshakes::default();
+        let mut peers = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..=MAX_HANDSHAKES {
+            peers.push(TcpStream::connect(addr).unwrap());
+            let (stream, _) = listener.accept().unwrap();
+            ids.push(handshakes.begin(&Link::Tcp(stream)).unwrap());
+        }
+        // The first was pushed out: its peer finds the stream shut, and its end says so.
+        peers[0]
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        assert!(matches!(peers[0].read(&mut [0]), Ok(0) | Err(_)));
+        assert!(!handshakes.end(ids[0]));
+        assert!(ids[1..].iter().all(|&id| handshakes.end(id)));
     }
 
     #[test]

@@ -26,6 +26,8 @@
 
 pub mod datagram;
 mod erased;
+#[cfg(any(test, fuzzing))]
+pub mod fuzzing;
 pub mod mpi;
 pub mod parts;
 mod registry;
@@ -81,7 +83,7 @@ pub enum SendError {
 }
 
 /// Why a receiver could not be polled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RecvError {
     /// The sender vanished without sending end-of-stream: it crashed or was torn down.
     #[error("the sending end went away without ending its stream")]
@@ -89,6 +91,15 @@ pub enum RecvError {
     /// What arrived is not a message this transport sends: the peer is broken or hostile.
     #[error("a malformed message arrived; the edge is poisoned")]
     Malformed,
+    /// A network peer that had proved it belongs to the job sent what its transport never
+    /// sends: the peer is broken or hostile, and it is named.
+    #[error("the sender at {peer} sent {what}; the edge is poisoned")]
+    Misbehaved {
+        /// The peer's address.
+        peer: std::net::SocketAddr,
+        /// What it sent, and the limit or rule it broke.
+        what: String,
+    },
 }
 
 /// A message that was not sent, handed back with the reason.

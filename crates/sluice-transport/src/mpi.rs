@@ -75,8 +75,9 @@ mod request;
 mod sender;
 #[cfg(feature = "mpi")]
 pub mod session;
-#[cfg(feature = "mpi")]
-mod wire;
+// Pure decoding and encoding: built without MPI too, for its tests and for fuzzing.
+#[cfg(any(feature = "mpi", test, fuzzing))]
+pub(crate) mod wire;
 
 pub use params::{
     MpiParams, DEFAULT_BATCH_BYTES, DEFAULT_CREDIT, DEFAULT_MAX_TUPLE_BYTES, MAX_BYTES_PARAMETER,

@@ -582,7 +582,7 @@ impl<T: Tuple> ShmOsrReceiver<T> {
         if error == RecvError::Malformed {
             self.consumer.poison();
         }
-        self.failure = Some(error);
+        self.failure = Some(error.clone());
         error
     }
 
@@ -705,8 +705,8 @@ fn decode_record<T: Tuple>(
 
 impl<T: Tuple> TupleReceiver<T> for ShmOsrReceiver<T> {
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
-        if let Some(error) = self.failure {
-            return Err(error);
+        if let Some(error) = &self.failure {
+            return Err(error.clone());
         }
         let start = out.len();
         let limit = start.saturating_add(max);

@@ -25,7 +25,8 @@
 //! exact, the secret matches (compared in constant time), the index is below the number of
 //! senders and not taken, the encoding matches its own tuple type and the frame limit is no
 //! larger than its own. A refused sender finds its connection closed ([`SendError::Closed`]);
-//! a refusal never poisons the edge, so a stranger cannot break a job by connecting to it.
+//! a refusal never poisons the edge, so a stranger cannot break a job by connecting to it
+//! (see [Limits](#limits-what-a-peer-can-make-a-receiver-do)).
 //!
 //! Then frames, each a length and a body of whole records:
 //!
@@ -51,11 +52,47 @@
 //! longer than its frame limit, a run of zero tuples or more tuples than the frame holds, a
 //! tuple longer than its maximum, an unknown tag, a punctuation cut by its frame or of a kind
 //! `Punctuation::from_wire` refuses, a tuple that does not decode, or a byte after the end of
-//! the stream poison the edge with [`RecvError::Malformed`]. Its buffers are sized from its
-//! own parameters once, so nothing a peer sends makes it allocate.
+//! the stream poison the edge with [`RecvError::Misbehaved`], which names the sender's
+//! address and what it sent. Its buffers are sized from its own parameters once, so nothing a
+//! peer sends makes it allocate.
 //!
 //! A punctuation's 9 bytes are its wire encoding, the one every transport uses (drawn in
 //! `sluice_types::Punctuation`'s module).
+//!
+//! # Limits: what a peer can make a receiver do
+//!
+//! A receiver listens until all its senders are in, and anybody who can reach its address may
+//! connect meanwhile. What a connection can cost it is bounded:
+//!
+//! - **Handshakes.** A connection's hello is read as soon as the connection is accepted, and
+//!   one whose first bytes cannot begin a hello (garbage, a frame length) is refused as soon as
+//!   they arrive. A hello not whole within [`HANDSHAKE_TIMEOUT`] (5 s) is dropped. At most
+//!   [`MAX_PENDING_PER_ADDRESS`] (8) connections from one IP address, and [`MAX_PENDING`]
+//!   (64) in all, wait for their hello at once; one more pushes out the one that has waited
+//!   longest from its address (or from all). A sender writes its hello right after it
+//!   connects, so it is judged at once: connections that say nothing, however many, cannot
+//!   keep it out, and a stranger connecting over and over pushes out only its own. At most
+//!   [`MAX_PENDING`] connections are accepted per poll, so a flood cannot hold the receiving
+//!   thread. At most [`MAX_SENDERS`] (1024) senders per receiver.
+//! - **Warnings.** Every refused connection is named on standard error (a PE's lines reach the
+//!   launcher's, prefixed by the PE's name): `warning: the tcp receiver at ADDRESS refused a
+//!   connection from PEER: WHY`, where WHY is a hello too slow (and how much of it came),
+//!   pushed out, cut short, not a hello (its first 16 bytes in hex: never the secret, which
+//!   starts at byte 28), without the job's secret, of another tuple encoding or frame limit, or
+//!   for a sender index out of range or taken. After [`WARNINGS_PER_ADDRESS`] (8) warnings
+//!   about one IP address, and for addresses beyond the first [`MAX_WARNED_ADDRESSES`] (256),
+//!   refusals are only counted ([`TcpReceiver::refused`]), so a flood cannot flood the log.
+//! - **Frames.** A frame body is at most the frame limit, `max(batch_bytes, max_tuple_bytes +
+//!   9)`: 65,545 bytes by default, at most 64 MiB + 9 (both parameters are at most 64 MiB).
+//!   A longer length, up to the 4 GiB a `u32` can say, is
+//!   refused when its four bytes arrive, before anything is read or allocated for it. Each
+//!   admitted sender has one read buffer of `max(256 KiB, 2 × (max_tuple_bytes + 4))` bytes,
+//!   allocated when it is admitted (after it presented the secret), never grown.
+//! - **An admitted peer that breaks the format** fails the edge with
+//!   [`RecvError::Misbehaved`], e.g. `the sender at 10.0.0.2:41234 sent a frame of 4294967295
+//!   bytes, over the limit of 65545; the edge is poisoned`, and the job stops with that as
+//!   its cause (it holds the job's secret: it is one of the job's PEs, broken, or the secret
+//!   leaked). One that closes in the middle of a frame is reported as disconnected.
 //!
 //! # Batching
 //!
@@ -93,13 +130,19 @@
 //! writes what it still holds (waiting at most [`DROP_DRAIN`]) and closes the connection; a
 //! sender dropped without offering the end of stream is reported as disconnected.
 
+mod admission;
+pub(crate) mod frames;
 mod params;
 mod readiness;
 mod receiver;
 mod secret;
 mod sender;
-mod wire;
+pub(crate) mod wire;
 
+pub use admission::{
+    HANDSHAKE_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_ADDRESS, MAX_WARNED_ADDRESSES,
+    WARNINGS_PER_ADDRESS,
+};
 pub use params::{BatchProfile, TcpParams};
 pub use receiver::{bind_receiver, TcpReceiver, MAX_SENDERS};
 pub use secret::{InvalidSecret, JobSecret, SECRET_LEN};
@@ -138,7 +181,9 @@ pub fn accepted_sender<T: Tuple>(
     senders: usize,
     params: &TcpParams,
 ) -> Result<Option<usize>, TransportError> {
-    Ok(wire::Framing::new::<T>(params)?.accepts(hello, secret, senders))
+    Ok(wire::Framing::new::<T>(params)?
+        .accepts(hello, secret, senders)
+        .ok())
 }
 
 /// Both ends of one edge over loopback, for two threads of one process: a receiver on

@@ -95,9 +95,9 @@
 //! lost leaves the receiver waiting.
 
 mod params;
-mod receiver;
+pub(crate) mod receiver;
 mod sender;
-mod wire;
+pub(crate) mod wire;
 
 pub use params::{
     QueueChoice, UdpMqParams, DEFAULT_BATCH, DEFAULT_DATAGRAM_BYTES, DEFAULT_QUEUES,

@@ -1,19 +1,22 @@
 //! What the `tcp` transport does beyond the conformance suite: it admits only senders with the
-//! job's secret and a free index, survives hostile bytes (a proptest feeds random frames
-//! through a raw socket), reports a sender cut off mid-stream, merges several senders, waits
-//! for a receiver that is still starting, and batches as its profile says.
+//! job's secret and a free index, while strangers that connect and say nothing (more than any
+//! limit), send garbage, a cut hello or a huge length cannot keep its sender out; survives
+//! hostile bytes from an admitted peer and names it (a proptest feeds random frames through a
+//! raw socket), reports a sender cut off mid-stream, merges several senders, waits for a
+//! receiver that is still starting, and batches as its profile says.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use sluice_transport::tcp::{
     bind_receiver, connect_sender, BatchProfile, JobSecret, TcpParams, TcpReceiver, HELLO_LEN,
-    MAGIC, SECRET_LEN, VERSION,
+    MAGIC, MAX_PENDING, MAX_PENDING_PER_ADDRESS, SECRET_LEN, VERSION,
 };
 use sluice_transport::{RecvError, SendError, TupleReceiver, TupleSender};
 use sluice_types::{BytesTuple, Message, Punctuation, Tuple};
+use socket2::{Domain, Socket, Type};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 const SECRET: [u8; SECRET_LEN] = [0x5a; SECRET_LEN];
@@ -68,28 +71,41 @@ fn receive<T: Tuple + PartialEq>(
     (out, None)
 }
 
+/// What a receiver made of a raw peer's bytes: the messages, its failure, and the peer's
+/// address.
+type Outcome<T> = (Vec<Message<T>>, Option<RecvError>, SocketAddr);
+
 /// Connects a raw socket to a fresh `u64` receiver, presents a good hello, writes `bytes` and
 /// closes; returns what the receiver made of it.
-fn hostile_u64(bytes: &[u8]) -> (Vec<Message<u64>>, Option<RecvError>) {
+fn hostile_u64(bytes: &[u8]) -> Outcome<u64> {
     let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
     let mut raw = TcpStream::connect(addr).unwrap();
+    let peer = raw.local_addr().unwrap();
     raw.write_all(&hello(&SECRET, 0, Some(8), DEFAULT_FRAME_LIMIT))
         .unwrap();
     raw.write_all(bytes).unwrap();
     drop(raw);
     let (mut out, error) = receive(&mut rx, usize::MAX);
     if error.is_some() {
-        return (out, error);
+        return (out, error, peer);
     }
     // Whatever followed the end of stream was written before it was read: a few more polls
     // see it.
     for _ in 0..100 {
         if let Err(e) = rx.poll(64, &mut out) {
-            return (out, Some(e));
+            return (out, Some(e), peer);
         }
         std::thread::yield_now();
     }
-    (out, None)
+    (out, None, peer)
+}
+
+/// The failure of an edge whose sender at `peer` sent `what`.
+fn misbehaved(peer: SocketAddr, what: &str) -> Option<RecvError> {
+    Some(RecvError::Misbehaved {
+        peer,
+        what: what.to_string(),
+    })
 }
 
 fn frame(body: &[u8]) -> Vec<u8> {
@@ -121,7 +137,7 @@ fn a_hand_made_hello_and_frames_are_understood() {
     // A latency marker: the tag, then the kind, the value and a sender of 0.
     bytes.extend(frame(&[2, 3, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0]));
     bytes.extend(frame(&[3]));
-    let (out, error) = hostile_u64(&bytes);
+    let (out, error, _) = hostile_u64(&bytes);
     assert_eq!(error, None);
     assert_eq!(
         out,
@@ -203,48 +219,238 @@ fn bad_hellos_and_taken_indices_are_refused() {
     assert_eq!(rx.refused(), 7);
 }
 
+/// Polls `rx` (receiving nothing) until it has refused `n` connections.
+fn poll_until_refused<T: Tuple>(rx: &mut TcpReceiver<T>, n: u64) {
+    let deadline = Instant::now() + WATCHDOG;
+    while rx.refused() < n {
+        assert!(Instant::now() < deadline, "refused {} of {n}", rx.refused());
+        assert_eq!(rx.poll(8, &mut Vec::new()), Ok(0));
+        rx.park(Duration::from_millis(10));
+    }
+}
+
+/// Whether the receiver closed `stream`: a read finds its end (or a reset) within the
+/// watchdog.
+fn closed_by_peer(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(WATCHDOG)).unwrap();
+    matches!(stream.read(&mut [0; 1]), Ok(0) | Err(_))
+}
+
+/// Sends `values` and the end of the stream through a new sender and checks they all arrive.
+fn a_sender_gets_through(rx: &mut TcpReceiver<u64>, addr: SocketAddr, values: &[u64]) {
+    let mut tx = connect_sender::<u64>(addr, &secret(), 0, &TcpParams::default()).unwrap();
+    for &v in values {
+        tx.offer(Message::Data(v)).unwrap();
+    }
+    tx.offer(Message::EndOfStream).unwrap();
+    tx.flush();
+    let (out, error) = receive(rx, values.len() + 1);
+    assert_eq!(error, None);
+    let mut expected: Vec<Message<u64>> = values.iter().map(|&v| Message::Data(v)).collect();
+    expected.push(Message::EndOfStream);
+    assert_eq!(out, expected);
+}
+
 #[test]
-fn hostile_frames_poison_the_edge_as_malformed() {
+fn silent_connections_cannot_keep_the_sender_out() {
+    // Far more than the old limit of 16 pending handshakes, and than the places of one
+    // address, all opened before the sender connects.
+    const SILENT: usize = 3 * MAX_PENDING_PER_ADDRESS + 16;
+    let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    let mut silent: Vec<TcpStream> = (0..SILENT)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    poll_until_refused(&mut rx, (SILENT - MAX_PENDING_PER_ADDRESS) as u64);
+    a_sender_gets_through(&mut rx, addr, &[1, 2, 3]);
+    // Once the sender is in, the connections still waiting are refused too, and every
+    // silent connection finds itself closed.
+    assert_eq!(rx.refused(), SILENT as u64);
+    assert!(silent.iter_mut().all(closed_by_peer));
+}
+
+#[test]
+fn a_flood_from_one_address_does_not_push_out_a_sender_from_another() {
+    let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    // The sender's connection is in, its hello only half written.
+    let mut sender = TcpStream::connect(addr).unwrap();
+    let good = hello(&SECRET, 0, Some(8), DEFAULT_FRAME_LIMIT);
+    sender.write_all(&good[..HELLO_LEN / 2]).unwrap();
+    assert_eq!(rx.poll(8, &mut Vec::new()), Ok(0));
+    // A stranger at another loopback address opens more connections than may wait in all.
+    let flood = MAX_PENDING + MAX_PENDING_PER_ADDRESS;
+    let stranger: SocketAddr = (Ipv4Addr::new(127, 0, 0, 2), 0).into();
+    let _flood: Vec<TcpStream> = (0..flood)
+        .map(|_| {
+            let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+            socket.bind(&stranger.into()).unwrap();
+            socket.connect(&addr.into()).unwrap();
+            socket.into()
+        })
+        .collect();
+    poll_until_refused(&mut rx, (flood - MAX_PENDING_PER_ADDRESS) as u64);
+    sender.write_all(&good[HELLO_LEN / 2..]).unwrap();
+    let mut bytes = frame(&run_of_u64(&[5]));
+    bytes.extend(frame(&[3]));
+    sender.write_all(&bytes).unwrap();
+    let (out, error) = receive(&mut rx, 2);
+    assert_eq!(error, None);
+    assert_eq!(out, vec![Message::Data(5), Message::EndOfStream]);
+    assert_eq!(rx.connected(), 1);
+}
+
+#[test]
+fn strangers_sending_garbage_a_cut_hello_or_a_huge_length_are_refused_and_the_edge_lives_on() {
+    let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    let good = hello(&SECRET, 0, Some(8), DEFAULT_FRAME_LIMIT);
+    let wrong_secret = hello(&[0x5b; SECRET_LEN], 0, Some(8), DEFAULT_FRAME_LIMIT);
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("garbage", b"GET / HTTP/1.1\r\n\r\n".to_vec()),
+        (
+            "a frame length of 4 GiB",
+            [u32::MAX.to_le_bytes(); 4].concat(),
+        ),
+        ("a cut hello", good[..HELLO_LEN / 2].to_vec()),
+        (
+            "a frame of 4 GiB after a hello without the secret",
+            [wrong_secret, u32::MAX.to_le_bytes().to_vec()].concat(),
+        ),
+    ];
+    let mut strangers = Vec::new();
+    for (_, bytes) in &cases {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(bytes).unwrap();
+        // The cut hello's stranger goes away; the others wait for an answer.
+        if bytes.len() < HELLO_LEN && bytes.starts_with(&MAGIC) {
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        strangers.push(s);
+    }
+    poll_until_refused(&mut rx, cases.len() as u64);
+    for ((what, _), s) in cases.iter().zip(&mut strangers) {
+        assert!(closed_by_peer(s), "{what}: still open");
+    }
+    a_sender_gets_through(&mut rx, addr, &[7]);
+    assert_eq!(rx.refused(), cases.len() as u64);
+}
+
+#[test]
+fn a_connection_that_says_nothing_is_dropped_after_the_handshake_timeout() {
+    let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(&MAGIC).unwrap();
+    // Quiet is not refused at once: both wait for the rest of their hello.
+    assert_eq!(rx.poll(8, &mut Vec::new()), Ok(0));
+    assert_eq!(rx.refused(), 0);
+    poll_until_refused(&mut rx, 2);
+    assert!(closed_by_peer(&mut silent) && closed_by_peer(&mut slow));
+    a_sender_gets_through(&mut rx, addr, &[9]);
+}
+
+#[test]
+fn hostile_frames_poison_the_edge_naming_the_peer_and_what_it_sent() {
     let huge = u32::MAX.to_le_bytes().to_vec();
     let too_long = (DEFAULT_FRAME_LIMIT + 1).to_le_bytes().to_vec();
     let mut run_longer_than_frame = frame(&run_of_u64(&[1, 2]));
     run_longer_than_frame[5] = 3; // the run claims 3 tuples, the frame holds 2
     let mut after_end = frame(&[3]);
     after_end.extend(frame(&[2]));
-    let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("a frame length of 4 GiB", huge),
-        ("a frame longer than the limit", too_long),
-        ("an empty frame", frame(&[])),
-        ("an unknown tag", frame(&[9])),
-        ("a run of no tuples", frame(&[1, 0, 0, 0, 0])),
-        ("a run of 2^32-1 tuples", frame(&[1, 255, 255, 255, 255])),
-        ("a run longer than its frame", run_longer_than_frame),
-        ("a tuple cut by its frame", frame(&[1, 1, 0, 0, 0, 1, 2, 3])),
-        ("a run header cut by its frame", frame(&[1, 1])),
-        ("the end of stream before more records", frame(&[3, 2])),
-        ("a punctuation without its value", frame(&[2])),
+    let over = format!("over the limit of {DEFAULT_FRAME_LIMIT}");
+    let cases: Vec<(&str, Vec<u8>, String)> = vec![
+        (
+            "a frame length of 4 GiB",
+            huge,
+            format!("a frame of 4294967295 bytes, {over}"),
+        ),
+        (
+            "a frame longer than the limit",
+            too_long,
+            format!("a frame of {} bytes, {over}", DEFAULT_FRAME_LIMIT + 1),
+        ),
+        ("an empty frame", frame(&[]), "an empty frame".into()),
+        (
+            "an unknown tag",
+            frame(&[9]),
+            "a record of unknown tag 0x09".into(),
+        ),
+        (
+            "a run of no tuples",
+            frame(&[1, 0, 0, 0, 0]),
+            "a run of 0 tuples, which its frame of 0 bytes left cannot hold".into(),
+        ),
+        (
+            "a run of 2^32-1 tuples",
+            frame(&[1, 255, 255, 255, 255]),
+            "a run of 4294967295 tuples, which its frame of 0 bytes left cannot hold".into(),
+        ),
+        (
+            "a run longer than its frame",
+            run_longer_than_frame,
+            "a run of 3 tuples, which its frame of 16 bytes left cannot hold".into(),
+        ),
+        (
+            "a tuple cut by its frame",
+            frame(&[1, 1, 0, 0, 0, 1, 2, 3]),
+            "a run of 1 tuples, which its frame of 3 bytes left cannot hold".into(),
+        ),
+        (
+            "a run header cut by its frame",
+            frame(&[1, 1]),
+            "a record cut by the end of its frame".into(),
+        ),
+        (
+            "the end of stream before more records",
+            frame(&[3, 2]),
+            "an end of stream inside its frame".into(),
+        ),
+        (
+            "a punctuation without its value",
+            frame(&[2]),
+            "a record cut by the end of its frame".into(),
+        ),
         (
             "a punctuation cut by its frame",
             frame(&[2, 2, 0, 0, 0, 0, 0, 0, 0]),
+            "a record cut by the end of its frame".into(),
         ),
         (
             "a punctuation of an unknown kind",
-            frame(&[2, 9, 0, 0, 0, 0, 0, 0, 0, 0]),
+            frame(&[2, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+            "a punctuation that does not decode".into(),
         ),
         (
             "a window marker with a value",
-            frame(&[2, 1, 1, 0, 0, 0, 0, 0, 0, 0]),
+            frame(&[2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+            "a punctuation that does not decode".into(),
         ),
-        ("a frame after the end of stream", after_end),
+        (
+            "a frame after the end of stream",
+            after_end,
+            "bytes after the end of its stream".into(),
+        ),
     ];
-    for (what, bytes) in cases {
-        let (_, error) = hostile_u64(&bytes);
-        assert_eq!(error, Some(RecvError::Malformed), "{what}");
+    for (case, bytes, what) in cases {
+        let (_, error, peer) = hostile_u64(&bytes);
+        match &error {
+            Some(RecvError::Misbehaved {
+                peer: named,
+                what: said,
+            }) => {
+                assert_eq!(*named, peer, "{case}");
+                assert!(said.starts_with(&what), "{case}: {said}");
+            }
+            other => panic!("{case}: {other:?}"),
+        }
+        let text = error.unwrap().to_string();
+        assert!(
+            text.starts_with(&format!("the sender at {peer} sent {what}")),
+            "{text}"
+        );
     }
 }
 
 #[test]
-fn a_normal_tuple_longer_than_the_limit_is_malformed() {
+fn a_normal_tuple_longer_than_the_limit_names_its_length() {
     let params = TcpParams {
         max_tuple_bytes: 16,
         batch_bytes: 64,
@@ -259,10 +465,14 @@ fn a_normal_tuple_longer_than_the_limit_is_malformed() {
     raw.write_all(&frame(&body)).unwrap();
     let (out, error) = receive(&mut rx, usize::MAX);
     assert!(out.is_empty());
-    assert_eq!(error, Some(RecvError::Malformed));
+    let expected = misbehaved(
+        raw.local_addr().unwrap(),
+        "a tuple of 17 bytes, over the limit of 16",
+    );
+    assert_eq!(error, expected);
     assert_eq!(
-        rx.poll(1, &mut Vec::new()),
-        Err(RecvError::Malformed),
+        rx.poll(1, &mut Vec::new()).err(),
+        expected,
         "stays poisoned"
     );
 }
@@ -271,7 +481,7 @@ fn a_normal_tuple_longer_than_the_limit_is_malformed() {
 fn a_sender_cut_off_mid_frame_is_disconnected_not_malformed() {
     let mut bytes = frame(&run_of_u64(&[7, 8]));
     bytes.extend_from_slice(&frame(&run_of_u64(&[9, 10]))[..10]);
-    let (out, error) = hostile_u64(&bytes);
+    let (out, error, _) = hostile_u64(&bytes);
     assert_eq!(out, vec![Message::Data(7), Message::Data(8)]);
     assert_eq!(error, Some(RecvError::Disconnected));
 }
@@ -287,7 +497,7 @@ proptest! {
     ) {
         // Half the cases wrap the bytes in a frame of the right length, to reach the records.
         let bytes = if framed && !bytes.is_empty() { frame(&bytes) } else { bytes };
-        let (out, error) = hostile_u64(&bytes);
+        let (out, error, _) = hostile_u64(&bytes);
         prop_assert!(out.len() <= bytes.len());
         let ended = out.last() == Some(&Message::EndOfStream);
         prop_assert!(ended || error.is_some(), "a stream cut without its end is reported");

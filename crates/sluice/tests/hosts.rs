@@ -130,18 +130,6 @@ fn sluice(args: &[&str]) -> Output {
         .expect("sluice runs")
 }
 
-fn write_input(path: &Path) {
-    let mut text = String::new();
-    for i in 0..2000u64 {
-        let words: Vec<String> = (0..(i % 11))
-            .map(|k| format!("w{}", (i * 13 + k * 17) % 211))
-            .collect();
-        text.push_str(&words.join(" "));
-        text.push('\n');
-    }
-    std::fs::write(path, text).unwrap();
-}
-
 /// Runs WordCount over `input` fused, then as processes on the hosts of `hosts_file` (the
 /// launcher with `env` set), and returns both outputs after checking the runs succeeded.
 fn wordcount_fused_and_on_hosts(
@@ -188,7 +176,7 @@ fn wordcount_across_three_hosts_matches_one_thread() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (input, hosts_file) = (dir.path().join("in.txt"), dir.path().join("hosts.toml"));
-    write_input(&input);
+    common::write_wordcount_input(&input, 2000);
     std::fs::write(&hosts_file, hosts.file(71)).unwrap();
     let outputs = wordcount_fused_and_on_hosts(dir.path(), &input, &hosts_file, &[]);
     assert_eq!(outputs[0].lines().count(), 211);
@@ -286,7 +274,7 @@ fn pes_that_cannot_see_the_launchers_files_get_everything_over_tcp() {
     // its own where `jobs` is an empty tmpfs, so nothing the launcher wrote there is visible.
     let jobs = dir.path().join("jobs");
     std::fs::create_dir(&jobs).unwrap();
-    write_input(&input);
+    common::write_wordcount_input(&input, 2000);
     let hide = format!(
         "mount -t tmpfs none '{0}' && test -z \"$(ls -A '{0}')\" && exec \"$@\"",
         jobs.display()

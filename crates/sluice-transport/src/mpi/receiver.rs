@@ -155,8 +155,8 @@ impl<T: Tuple> TupleReceiver<T> for MpiReceiver<T> {
                 }
             }
         }
-        match self.failure {
-            Some(failure) if received == 0 => Err(failure),
+        match &self.failure {
+            Some(failure) if received == 0 => Err(failure.clone()),
             _ => Ok(received),
         }
     }

@@ -1,5 +1,9 @@
 //! The byte layout of one batch of the `mpi` transport (drawn in [`crate::mpi`]): the writer a
 //! sender fills and the reader that checks every length before it reads.
+//!
+//! Built without the `mpi` feature too, for its tests and for fuzzing (`crate::fuzzing`),
+//! which reads batches only: the writing half is unused there.
+#![cfg_attr(all(fuzzing, not(feature = "mpi")), allow(dead_code))]
 
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 

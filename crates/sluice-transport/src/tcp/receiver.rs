@@ -1,12 +1,11 @@
-//! The receiving end of a `tcp` edge: a non-blocking listener that admits the job's senders,
-//! and per sender a fixed buffer that non-blocking reads fill and a checked decoder empties.
+//! The receiving end of a `tcp` edge: a non-blocking listener that admits the job's senders
+//! ([`super::admission`]), and per sender a [`FrameReader`] that non-blocking reads fill and
+//! that decodes what they bring.
 //!
 //! Nothing here blocks: `poll` accepts whoever is waiting, advances their hellos, reads at
-//! most once per sender and decodes what is complete. Every length read from a peer is
-//! compared with this end's own limits before it is used, and every slice is taken within
-//! the bytes actually received, so a peer can make `poll` return
-//! [`RecvError::Malformed`] but never read, write or allocate outside what this end sized
-//! from its own parameters.
+//! most once per sender and decodes what is complete. A peer can make `poll` return
+//! [`RecvError::Misbehaved`], naming it and what it sent, but never read, write or allocate
+//! outside what this end sized from its own parameters.
 
 use std::io::{ErrorKind, Read};
 use std::marker::PhantomData;
@@ -14,27 +13,19 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use sluice_types::{Message, Punctuation, Tuple};
+use sluice_types::{Message, Tuple};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::admission::{Admission, Greeted, Refusal};
+use super::frames::{FrameFault, FrameReader};
 use super::params::TcpParams;
 use super::readiness::{wait_until, Ready};
 use super::secret::JobSecret;
-use super::wire::{
-    Framing, FRAME_HEADER, HELLO_LEN, LEN_PREFIX, PUNCTUATION_RECORD, RUN_HEADER, TAG_DATA,
-    TAG_END, TAG_PUNCTUATION,
-};
-use crate::wire_fields::get_u32;
+use super::wire::Framing;
 use crate::{RecvError, TransportError, TupleReceiver};
 
 /// The most senders one receiver accepts.
 pub const MAX_SENDERS: usize = 1024;
-/// Connections whose hello is still incomplete at once; more are refused at once.
-const MAX_HANDSHAKES: usize = 16;
-/// How long a connection may take to send its hello.
-const HANDSHAKE_PATIENCE: Duration = Duration::from_secs(10);
-/// The least bytes a sender's read buffer holds (one read can take many frames).
-const MIN_READ_BUFFER: usize = 256 << 10;
 /// The listener's backlog.
 const BACKLOG: i32 = 128;
 /// A read shorter than this acknowledges at once (`TCP_QUICKACK`; see [`Peer::fill`]).
@@ -44,39 +35,24 @@ const QUICKACK_BELOW: usize = 64 << 10;
 pub struct TcpReceiver<T> {
     listener: Option<TcpListener>,
     local_addr: SocketAddr,
-    handshakes: Vec<Handshake>,
+    admission: Admission,
     peers: Vec<Peer>,
     taken: Vec<bool>,
     secret: JobSecret,
     framing: Framing,
     /// The sender polled first next time, so no sender starves the others.
     next: usize,
-    refused: u64,
     failure: Option<RecvError>,
     _tuples: PhantomData<fn() -> T>,
-}
-
-/// A connection whose hello is not complete yet.
-struct Handshake {
-    stream: TcpStream,
-    hello: [u8; HELLO_LEN],
-    got: usize,
-    since: Instant,
 }
 
 /// What one sender's connection has given so far.
 struct Peer {
     /// `None` once the sender closed after its end of stream.
     stream: Option<TcpStream>,
-    buffer: Box<[u8]>,
-    /// Received bytes not decoded yet are `buffer[start..end]`.
-    start: usize,
-    end: usize,
-    /// Body bytes of the current frame not decoded yet; 0 between frames.
-    frame_left: usize,
-    /// Tuples of the current run not decoded yet.
-    run_left: u32,
-    ended: bool,
+    /// Its address, for the error that names it.
+    addr: SocketAddr,
+    frames: FrameReader,
 }
 
 /// Binds a receiver for `senders` senders presenting `secret` to exactly `addr` (port 0 lets
@@ -104,13 +80,12 @@ pub fn bind_receiver<T: Tuple>(
     let receiver = TcpReceiver {
         listener: Some(listener),
         local_addr,
-        handshakes: Vec::new(),
+        admission: Admission::new(local_addr),
         peers: Vec::with_capacity(senders),
         taken: vec![false; senders],
         secret: secret.clone(),
         framing,
         next: 0,
-        refused: 0,
         failure: None,
         _tuples: PhantomData,
     };
@@ -145,10 +120,11 @@ impl<T> TcpReceiver<T> {
         self.peers.len()
     }
 
-    /// Connections refused so far: a wrong secret or hello, a sender index out of range or
-    /// already taken, a hello too slow, or too many hellos at once.
+    /// Connections refused so far (each also named in a warning on standard error, up to
+    /// the limits in [`crate::tcp`]): a wrong secret or hello, a sender index out of range or
+    /// already taken, a hello too slow, or pushed out by too many hellos at once.
     pub fn refused(&self) -> u64 {
-        self.refused
+        self.admission.refused()
     }
 
     /// Accepts and admits senders until all have connected, for at most `patience` (for a
@@ -178,78 +154,24 @@ impl<T> TcpReceiver<T> {
         let Some(listener) = &self.listener else {
             return;
         };
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    if self.handshakes.len() >= MAX_HANDSHAKES
-                        || stream.set_nonblocking(true).is_err()
-                    {
-                        self.refused += 1;
-                        continue;
-                    }
-                    self.handshakes.push(Handshake {
-                        stream,
-                        hello: [0; HELLO_LEN],
-                        got: 0,
-                        since: Instant::now(),
-                    });
+        for Greeted {
+            stream,
+            peer,
+            hello,
+        } in self.admission.poll(listener)
+        {
+            match self.framing.accepts(&hello, &self.secret, self.taken.len()) {
+                Ok(index) if !self.taken[index] => {
+                    self.taken[index] = true;
+                    self.peers.push(Peer::new(stream, peer, &self.framing));
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                // WouldBlock: nobody waiting. Anything else (out of descriptors, a connection
-                // reset while queued) is tried again at the next poll.
-                Err(_) => break,
-            }
-        }
-        let mut i = 0;
-        while i < self.handshakes.len() {
-            match self.handshakes[i].advance() {
-                Some(true) => {
-                    let handshake = self.handshakes.swap_remove(i);
-                    let index =
-                        self.framing
-                            .accepts(&handshake.hello, &self.secret, self.taken.len());
-                    match index {
-                        Some(index) if !self.taken[index] => {
-                            self.taken[index] = true;
-                            self.peers.push(Peer::new(handshake.stream, &self.framing));
-                        }
-                        _ => self.refused += 1,
-                    }
-                }
-                None => {
-                    self.handshakes.swap_remove(i);
-                    self.refused += 1;
-                }
-                Some(false) => i += 1,
+                Ok(index) => self.admission.refuse(peer, &Refusal::Taken(index)),
+                Err(fault) => self.admission.refuse(peer, &Refusal::hello(fault, &hello)),
             }
         }
         if self.peers.len() == self.taken.len() {
             self.listener = None;
-            self.refused += self.handshakes.len() as u64;
-            self.handshakes.clear();
-        }
-    }
-}
-
-impl Handshake {
-    /// Reads more of the hello: `Some(true)` when complete, `Some(false)` while waiting, `None`
-    /// when the connection failed or took too long.
-    fn advance(&mut self) -> Option<bool> {
-        loop {
-            match self.stream.read(&mut self.hello[self.got..]) {
-                Ok(0) => return None,
-                Ok(n) => {
-                    self.got += n;
-                    if self.got == HELLO_LEN {
-                        return Some(true);
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    return (self.since.elapsed() < HANDSHAKE_PATIENCE).then_some(false);
-                }
-                Err(_) => return None,
-            }
+            self.admission.close();
         }
     }
 }
@@ -263,16 +185,19 @@ enum Filled {
 }
 
 impl Peer {
-    fn new(stream: TcpStream, framing: &Framing) -> Self {
-        let largest_item = LEN_PREFIX + framing.max_tuple;
+    fn new(stream: TcpStream, addr: SocketAddr, framing: &Framing) -> Self {
         Self {
             stream: Some(stream),
-            buffer: vec![0; MIN_READ_BUFFER.max(2 * largest_item)].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            frame_left: 0,
-            run_left: 0,
-            ended: false,
+            addr,
+            frames: FrameReader::new(framing),
+        }
+    }
+
+    /// The failure of an edge whose sender sent `fault`.
+    fn misbehaved(&self, fault: FrameFault) -> RecvError {
+        RecvError::Misbehaved {
+            peer: self.addr,
+            what: fault.to_string(),
         }
     }
 
@@ -286,9 +211,9 @@ impl Peer {
     ) -> (usize, Option<RecvError>) {
         let mut received = 0;
         for attempt in 0..2 {
-            match self.decode(framing, max - received, out) {
+            match self.frames.decode(framing, max - received, out) {
                 Ok(n) => received += n,
-                Err(e) => return (received, Some(e)),
+                Err(fault) => return (received, Some(self.misbehaved(fault))),
             }
             if attempt == 1 || received == max || self.stream.is_none() {
                 break;
@@ -296,19 +221,20 @@ impl Peer {
             match self.fill() {
                 Filled::Bytes => {}
                 Filled::Nothing => break,
-                Filled::Gone if self.ended && self.start == self.end => {
+                Filled::Gone if self.frames.ended() && self.frames.drained() => {
                     self.stream = None;
                     break;
                 }
-                Filled::Gone if self.ended => return (received, Some(RecvError::Malformed)),
+                Filled::Gone if self.frames.ended() => {
+                    return (received, Some(self.misbehaved(FrameFault::AfterEnd)))
+                }
                 Filled::Gone => return (received, Some(RecvError::Disconnected)),
             }
         }
         (received, None)
     }
 
-    /// One non-blocking read into the free end of the buffer, after moving undecoded bytes to
-    /// its front if the free end might not hold the next item.
+    /// One non-blocking read into the free end of the buffer.
     ///
     /// After a short read the receiver acknowledges at once. Linux delays the acknowledgement
     /// of small segments (up to 40 ms) until two full-sized segments are unacknowledged, while
@@ -321,21 +247,11 @@ impl Peer {
         let Some(stream) = self.stream.as_mut() else {
             return Filled::Gone;
         };
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        } else if self.buffer.len() - self.end < self.buffer.len() / 2 {
-            // Undecoded bytes are less than one item (decode stopped for want of bytes), and
-            // the buffer holds two of the largest items, so half of it is then free.
-            self.buffer.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
         loop {
-            match stream.read(&mut self.buffer[self.end..]) {
+            match stream.read(self.frames.free()) {
                 Ok(0) => return Filled::Gone,
                 Ok(n) => {
-                    self.end += n;
+                    self.frames.filled(n);
                     if n < QUICKACK_BELOW {
                         acknowledge_now(stream);
                     }
@@ -347,122 +263,12 @@ impl Peer {
             }
         }
     }
-
-    /// Decodes up to `max` messages from the received bytes; stops at the first incomplete
-    /// item. Every length is checked against the frame and this end's limits first.
-    fn decode<T: Tuple>(
-        &mut self,
-        framing: &Framing,
-        max: usize,
-        out: &mut Vec<Message<T>>,
-    ) -> Result<usize, RecvError> {
-        use RecvError::Malformed;
-        let mut decoded = 0;
-        while decoded < max {
-            let available = &self.buffer[self.start..self.end];
-            if self.ended {
-                // Nothing may follow the end of the stream.
-                return if available.is_empty() {
-                    Ok(decoded)
-                } else {
-                    Err(Malformed)
-                };
-            }
-            let taken = if self.run_left > 0 {
-                let (prefix, len) = match framing.facade {
-                    Some(size) => (0, size),
-                    None => {
-                        if self.frame_left < LEN_PREFIX {
-                            return Err(Malformed);
-                        }
-                        if available.len() < LEN_PREFIX {
-                            break;
-                        }
-                        let len = get_u32(available, 0) as usize;
-                        if len > framing.max_tuple {
-                            return Err(Malformed);
-                        }
-                        (LEN_PREFIX, len)
-                    }
-                };
-                let item = prefix + len;
-                if item > self.frame_left {
-                    return Err(Malformed);
-                }
-                if available.len() < item {
-                    break;
-                }
-                let tuple = T::decode(&available[prefix..item]).map_err(|_| Malformed)?;
-                out.push(Message::Data(tuple));
-                decoded += 1;
-                self.run_left -= 1;
-                item
-            } else if self.frame_left == 0 {
-                if available.len() < FRAME_HEADER {
-                    break;
-                }
-                let len = get_u32(available, 0) as usize;
-                if len == 0 || len > framing.frame_limit {
-                    return Err(Malformed);
-                }
-                self.frame_left = len + FRAME_HEADER;
-                FRAME_HEADER
-            } else {
-                let Some(&tag) = available.first() else {
-                    break;
-                };
-                match tag {
-                    TAG_DATA => {
-                        if self.frame_left < RUN_HEADER {
-                            return Err(Malformed);
-                        }
-                        if available.len() < RUN_HEADER {
-                            break;
-                        }
-                        let count = get_u32(available, 1);
-                        let least_per_tuple = framing.facade.unwrap_or(LEN_PREFIX);
-                        let least = (count as usize).checked_mul(least_per_tuple);
-                        if count == 0 || least.is_none_or(|l| l > self.frame_left - RUN_HEADER) {
-                            return Err(Malformed);
-                        }
-                        self.run_left = count;
-                        RUN_HEADER
-                    }
-                    TAG_PUNCTUATION => {
-                        if self.frame_left < PUNCTUATION_RECORD {
-                            return Err(Malformed);
-                        }
-                        let Some(wire) = available.get(1..PUNCTUATION_RECORD) else {
-                            break;
-                        };
-                        let punctuation = Punctuation::from_wire(wire).map_err(|_| Malformed)?;
-                        out.push(Message::Punctuation(punctuation));
-                        decoded += 1;
-                        PUNCTUATION_RECORD
-                    }
-                    TAG_END => {
-                        if self.frame_left != 1 {
-                            return Err(Malformed);
-                        }
-                        out.push(Message::EndOfStream);
-                        decoded += 1;
-                        self.ended = true;
-                        1
-                    }
-                    _ => return Err(Malformed),
-                }
-            };
-            self.start += taken;
-            self.frame_left -= taken;
-        }
-        Ok(decoded)
-    }
 }
 
 impl<T: Tuple> TupleReceiver<T> for TcpReceiver<T> {
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
-        if let Some(failure) = self.failure {
-            return Err(failure);
+        if let Some(failure) = &self.failure {
+            return Err(failure.clone());
         }
         if self.listener.is_some() {
             self.admit();
@@ -482,8 +288,8 @@ impl<T: Tuple> TupleReceiver<T> for TcpReceiver<T> {
             }
         }
         self.next = (self.next + 1) % peers.max(1);
-        match self.failure {
-            Some(failure) if received == 0 => Err(failure),
+        match &self.failure {
+            Some(failure) if received == 0 => Err(failure.clone()),
             _ => Ok(received),
         }
     }
@@ -502,7 +308,7 @@ impl<T> TcpReceiver<T> {
             return;
         }
         let listener = self.listener.iter().map(AsFd::as_fd);
-        let hellos = self.handshakes.iter().map(|h| h.stream.as_fd());
+        let hellos = self.admission.sockets();
         let senders = self.peers.iter().filter_map(|p| p.stream.as_ref());
         let sockets: Vec<BorrowedFd<'_>> = listener
             .chain(hellos)

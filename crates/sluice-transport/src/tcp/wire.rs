@@ -25,7 +25,7 @@ const SENDER_AT: usize = 12;
 const ENCODING_AT: usize = 16;
 const TUPLE_SIZE_AT: usize = 20;
 const FRAME_LIMIT_AT: usize = 24;
-const SECRET_AT: usize = 28;
+pub(crate) const SECRET_AT: usize = 28;
 const _: () = assert!(Preamble::<8, 2>::LEN == RESERVED_AT);
 const _: () = assert!(HELLO_LEN == 60);
 
@@ -103,22 +103,33 @@ impl Framing {
 
     /// The sender index a hello presents, if a receiver with this framing, `secret` and
     /// `senders` senders may accept it (whether the index is already taken is the receiver's
-    /// to check).
+    /// to check); else why not.
     pub(crate) fn accepts(
         &self,
         hello: &[u8; HELLO_LEN],
         secret: &JobSecret,
         senders: usize,
-    ) -> Option<usize> {
-        // The secret is checked whatever else is wrong, so the time taken tells nothing.
+    ) -> Result<usize, HelloFault> {
+        // The secret is checked whatever else is wrong, so the time taken tells nothing (and
+        // the peer learns nothing of the fault: it finds its connection closed either way).
         let secret_ok = secret.matches(&hello[SECRET_AT..]);
-        let framing_ok = PREAMBLE.begins(hello)
-            && hello[RESERVED_AT..SENDER_AT] == [0, 0]
-            && (get_u32(hello, ENCODING_AT), get_u32(hello, TUPLE_SIZE_AT))
-                == self.encoding_fields()
+        if !PREAMBLE.begins(hello) || hello[RESERVED_AT..SENDER_AT] != [0, 0] {
+            return Err(HelloFault::NotAHello);
+        }
+        if !secret_ok {
+            return Err(HelloFault::WrongSecret);
+        }
+        let framing_ok = (get_u32(hello, ENCODING_AT), get_u32(hello, TUPLE_SIZE_AT))
+            == self.encoding_fields()
             && get_u32(hello, FRAME_LIMIT_AT) <= saturating_u32(self.frame_limit);
-        let sender = usize::try_from(get_u32(hello, SENDER_AT)).ok()?;
-        (secret_ok && framing_ok && sender < senders).then_some(sender)
+        if !framing_ok {
+            return Err(HelloFault::OtherFraming);
+        }
+        let index = get_u32(hello, SENDER_AT);
+        usize::try_from(index)
+            .ok()
+            .filter(|&i| i < senders)
+            .ok_or(HelloFault::NoSuchSender { index, senders })
     }
 
     fn encoding_fields(&self) -> (u32, u32) {
@@ -127,6 +138,37 @@ impl Framing {
             None => (ENCODING_NORMAL, 0),
         }
     }
+}
+
+/// Why a hello was refused; the peer is never told (it finds its connection closed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HelloFault {
+    /// Another magic, version or reserved field: not a `tcp` hello of this version.
+    #[error("it did not open with a sluice tcp hello of version {VERSION}")]
+    NotAHello,
+    /// The job's secret was not presented.
+    #[error("it did not present the job's secret")]
+    WrongSecret,
+    /// The secret was right, the tuple encoding or frame limit is not this edge's.
+    #[error("its tuple encoding or frame limit is not this edge's")]
+    OtherFraming,
+    /// The secret was right, the sender index out of range.
+    #[error("it claimed sender {index} of an edge of {senders}")]
+    NoSuchSender {
+        /// The index it presented.
+        index: u32,
+        /// The edge's senders.
+        senders: usize,
+    },
+}
+
+/// Whether `start`, the first bytes of a connection, may begin a hello: its magic, version
+/// and reserved field so far are right.
+pub(crate) fn may_be_hello(start: &[u8]) -> bool {
+    let mut expected = [0u8; SENDER_AT];
+    PREAMBLE.write(&mut expected);
+    let n = start.len().min(SENDER_AT);
+    start[..n] == expected[..n]
 }
 
 fn saturating_u32(value: usize) -> u32 {
@@ -148,30 +190,45 @@ mod tests {
         let f = framing::<u64>();
         let hello = f.hello(&secret, 2);
         assert_eq!(&hello[..8], b"SLUICETP");
-        assert_eq!(f.accepts(&hello, &secret, 3), Some(2));
-        assert_eq!(f.accepts(&hello, &secret, 2), None, "index out of range");
+        assert_eq!(f.accepts(&hello, &secret, 3), Ok(2));
+        assert_eq!(
+            f.accepts(&hello, &secret, 2),
+            Err(HelloFault::NoSuchSender {
+                index: 2,
+                senders: 2
+            })
+        );
         let wrong = JobSecret::from_bytes([4; SECRET_LEN]);
-        assert_eq!(f.accepts(&hello, &wrong, 3), None, "wrong secret");
+        assert_eq!(f.accepts(&hello, &wrong, 3), Err(HelloFault::WrongSecret));
         assert_eq!(
             framing::<BytesTuple>().accepts(&hello, &secret, 3),
-            None,
+            Err(HelloFault::OtherFraming),
             "another encoding"
         );
         assert_eq!(
             framing::<u32>().accepts(&hello, &secret, 3),
-            None,
+            Err(HelloFault::OtherFraming),
             "another tuple size"
         );
-        for at in [
-            0,
-            Preamble::<8, 2>::LEN - 1,
-            RESERVED_AT,
-            FRAME_LIMIT_AT + 3,
+        for (at, fault) in [
+            (0, HelloFault::NotAHello),
+            (Preamble::<8, 2>::LEN - 1, HelloFault::NotAHello),
+            (RESERVED_AT, HelloFault::NotAHello),
+            (FRAME_LIMIT_AT + 3, HelloFault::OtherFraming),
+            (SECRET_AT + 5, HelloFault::WrongSecret),
         ] {
             let mut bad = hello;
             bad[at] ^= 0x40;
-            assert_eq!(f.accepts(&bad, &secret, 3), None, "byte {at} changed");
+            assert_eq!(f.accepts(&bad, &secret, 3), Err(fault), "byte {at} changed");
         }
+        assert_eq!(
+            HelloFault::NoSuchSender {
+                index: 7,
+                senders: 2
+            }
+            .to_string(),
+            "it claimed sender 7 of an edge of 2"
+        );
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub struct UdpMqReceiver<T> {
 }
 
 /// Everything but the sockets: the state that datagrams update.
-struct Intake<T> {
+pub(crate) struct Intake<T> {
     job: u64,
     queues: usize,
     datagram_bytes: usize,
@@ -155,7 +155,6 @@ pub fn bind_receiver<T: Tuple>(
     for _ in 1..params.queues {
         sockets.push(bind_one(local_addr, params).map_err(setup)?);
     }
-    let now = Instant::now();
     let receiver = UdpMqReceiver {
         rings: sockets
             .into_iter()
@@ -164,28 +163,7 @@ pub fn bind_receiver<T: Tuple>(
         local_addr,
         threshold: params.recv_threshold,
         next: 0,
-        intake: Intake {
-            job: job_tag(secret),
-            queues: params.queues,
-            datagram_bytes: params.datagram_bytes,
-            flows: vec![Flow::default(); senders * params.queues],
-            senders: vec![
-                Peer {
-                    open_flows: params.queues,
-                    punctuations_delivered: 0,
-                    awaiting: VecDeque::new(),
-                    last_heard: now,
-                    gone: false,
-                };
-                senders
-            ],
-            staged: VecDeque::new(),
-            incoming: Vec::new(),
-            stats: UdpMqStats::default(),
-            idle_limit: params.idle_limit(),
-            disconnected: false,
-            _tuples: PhantomData,
-        },
+        intake: Intake::new(job_tag(secret), senders, params),
     };
     Ok((receiver, local_addr))
 }
@@ -232,8 +210,36 @@ impl<T> UdpMqReceiver<T> {
 }
 
 impl<T: Tuple> Intake<T> {
+    /// The state of an edge of job `job` from `senders` senders under `params`, before any
+    /// datagram.
+    pub(crate) fn new(job: u64, senders: usize, params: &UdpMqParams) -> Self {
+        let now = Instant::now();
+        Self {
+            job,
+            queues: params.queues,
+            datagram_bytes: params.datagram_bytes,
+            flows: vec![Flow::default(); senders * params.queues],
+            senders: vec![
+                Peer {
+                    open_flows: params.queues,
+                    punctuations_delivered: 0,
+                    awaiting: VecDeque::new(),
+                    last_heard: now,
+                    gone: false,
+                };
+                senders
+            ],
+            staged: VecDeque::new(),
+            incoming: Vec::new(),
+            stats: UdpMqStats::default(),
+            idle_limit: params.idle_limit(),
+            disconnected: false,
+            _tuples: PhantomData,
+        }
+    }
+
     /// Checks one datagram and, if it is good, stages its messages; counts it either way.
-    fn accept(&mut self, datagram: &[u8]) {
+    pub(crate) fn accept(&mut self, datagram: &[u8]) {
         match self.check(datagram) {
             Ok(()) => {}
             Err(Rejection::Foreign) => self.stats.foreign += 1,
@@ -403,6 +409,29 @@ impl<T: Tuple> Intake<T> {
         self.senders
             .iter()
             .any(|peer| peer.open_flows > 0 && now.duration_since(peer.last_heard) > limit)
+    }
+}
+
+/// What the fuzzing entry points look at after feeding datagrams to an intake.
+#[cfg(any(test, fuzzing))]
+impl<T> Intake<T> {
+    /// Takes the messages staged so far.
+    pub(crate) fn take_staged(&mut self) -> VecDeque<Message<T>> {
+        std::mem::take(&mut self.staged)
+    }
+
+    /// The most punctuation values any sender has waiting.
+    pub(crate) fn most_awaiting(&self) -> usize {
+        self.senders
+            .iter()
+            .map(|p| p.awaiting.len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// What it has counted.
+    pub(crate) fn stats(&self) -> UdpMqStats {
+        self.stats
     }
 }
 

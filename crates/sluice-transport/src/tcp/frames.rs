@@ -1,0 +1,350 @@
+//! Reading one sender's stream of frames (drawn in [`crate::tcp`]): a buffer sized once from
+//! this end's own limits, which reads fill, and a decoder that checks every length a peer
+//! sends against the frame and those limits before it uses it.
+//!
+//! A peer can make [`FrameReader::decode`] return a [`FrameFault`] (what it sent, and the
+//! limit or rule it broke, for the error naming it), never read, write or allocate outside
+//! the buffer: a frame length of 4 GiB is refused when its four bytes arrive.
+
+use sluice_types::{Message, Punctuation, Tuple};
+
+use super::wire::{
+    Framing, FRAME_HEADER, LEN_PREFIX, PUNCTUATION_RECORD, RUN_HEADER, TAG_DATA, TAG_END,
+    TAG_PUNCTUATION,
+};
+use crate::wire_fields::get_u32;
+
+/// The least bytes a sender's read buffer holds (one read can take many frames).
+const MIN_READ_BUFFER: usize = 256 << 10;
+
+/// What a sender sent that no sender sends: the decoder's refusal, worded for the error that
+/// names the peer ("the sender at ... sent {fault}").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FrameFault {
+    /// A frame length of zero.
+    #[error("an empty frame")]
+    EmptyFrame,
+    /// A frame length over the frame limit.
+    #[error("a frame of {len} bytes, over the limit of {limit}")]
+    FrameTooLong {
+        /// The length it sent.
+        len: u32,
+        /// This end's frame limit.
+        limit: usize,
+    },
+    /// A record that does not fit what is left of its frame.
+    #[error("a record cut by the end of its frame")]
+    RecordCut,
+    /// A run of data tuples that holds none, or more than its frame can.
+    #[error("a run of {count} tuples, which its frame of {left} bytes left cannot hold")]
+    BadRun {
+        /// The tuple count it sent.
+        count: u32,
+        /// The bytes left in its frame after the run's header.
+        left: usize,
+    },
+    /// A normal tuple's length over the largest tuple.
+    #[error("a tuple of {len} bytes, over the limit of {limit}")]
+    TupleTooLong {
+        /// The length it sent.
+        len: u32,
+        /// This end's largest tuple.
+        limit: usize,
+    },
+    /// A tuple whose bytes do not decode as the edge's tuple type.
+    #[error("a tuple that does not decode: {0}")]
+    Undecodable(String),
+    /// A punctuation whose kind or value is not one.
+    #[error("a punctuation that does not decode: {0}")]
+    BadPunctuation(String),
+    /// A record tag no sender writes.
+    #[error("a record of unknown tag {0:#04x}")]
+    UnknownTag(u8),
+    /// The end of the stream with more of its frame after it.
+    #[error("an end of stream inside its frame")]
+    EndInsideFrame,
+    /// Bytes after the end of the stream.
+    #[error("bytes after the end of its stream")]
+    AfterEnd,
+}
+
+/// One sender's received bytes and where decoding is in its stream.
+#[derive(Debug)]
+pub(crate) struct FrameReader {
+    buffer: Box<[u8]>,
+    /// Received bytes not decoded yet are `buffer[start..end]`.
+    start: usize,
+    end: usize,
+    /// Body bytes of the current frame not decoded yet; 0 between frames.
+    frame_left: usize,
+    /// Tuples of the current run not decoded yet.
+    run_left: u32,
+    ended: bool,
+}
+
+impl FrameReader {
+    /// A reader for frames of `framing`, its buffer sized from it (holding two of the largest
+    /// items, so moving undecoded bytes to the front always frees half of it).
+    pub(crate) fn new(framing: &Framing) -> Self {
+        let largest_item = LEN_PREFIX + framing.max_tuple;
+        Self {
+            buffer: vec![0; MIN_READ_BUFFER.max(2 * largest_item)].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            frame_left: 0,
+            run_left: 0,
+            ended: false,
+        }
+    }
+
+    /// Bytes the buffer holds, received or not: fixed at creation.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn capacity(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Whether the end of the stream was decoded.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether every received byte was decoded.
+    pub(crate) fn drained(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// The free end of the buffer for the next read, after moving undecoded bytes to its
+    /// front if the free end might not hold the next item; never empty.
+    pub(crate) fn free(&mut self) -> &mut [u8] {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.buffer.len() - self.end < self.buffer.len() / 2 {
+            // Undecoded bytes are less than one item (decode stopped for want of bytes), and
+            // the buffer holds two of the largest items, so half of it is then free.
+            self.buffer.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut self.buffer[self.end..]
+    }
+
+    /// Takes `n` bytes a read put at the start of [`FrameReader::free`].
+    pub(crate) fn filled(&mut self, n: usize) {
+        self.end = (self.end + n).min(self.buffer.len());
+    }
+
+    /// Decodes up to `max` messages from the received bytes into `out`; stops at the first
+    /// incomplete item. Every length is checked against the frame and `framing` first.
+    pub(crate) fn decode<T: Tuple>(
+        &mut self,
+        framing: &Framing,
+        max: usize,
+        out: &mut Vec<Message<T>>,
+    ) -> Result<usize, FrameFault> {
+        let mut decoded = 0;
+        while decoded < max {
+            let available = &self.buffer[self.start..self.end];
+            if self.ended {
+                // Nothing may follow the end of the stream.
+                return if available.is_empty() {
+                    Ok(decoded)
+                } else {
+                    Err(FrameFault::AfterEnd)
+                };
+            }
+            let taken = if self.run_left > 0 {
+                let (prefix, len) = match framing.facade {
+                    Some(size) => (0, size),
+                    None => {
+                        if self.frame_left < LEN_PREFIX {
+                            return Err(FrameFault::RecordCut);
+                        }
+                        if available.len() < LEN_PREFIX {
+                            break;
+                        }
+                        let len = get_u32(available, 0);
+                        if len as usize > framing.max_tuple {
+                            return Err(FrameFault::TupleTooLong {
+                                len,
+                                limit: framing.max_tuple,
+                            });
+                        }
+                        (LEN_PREFIX, len as usize)
+                    }
+                };
+                let item = prefix + len;
+                if item > self.frame_left {
+                    return Err(FrameFault::RecordCut);
+                }
+                if available.len() < item {
+                    break;
+                }
+                let tuple = T::decode(&available[prefix..item])
+                    .map_err(|e| FrameFault::Undecodable(e.to_string()))?;
+                out.push(Message::Data(tuple));
+                decoded += 1;
+                self.run_left -= 1;
+                item
+            } else if self.frame_left == 0 {
+                if available.len() < FRAME_HEADER {
+                    break;
+                }
+                let len = get_u32(available, 0);
+                if len == 0 {
+                    return Err(FrameFault::EmptyFrame);
+                }
+                if len as usize > framing.frame_limit {
+                    return Err(FrameFault::FrameTooLong {
+                        len,
+                        limit: framing.frame_limit,
+                    });
+                }
+                self.frame_left = len as usize + FRAME_HEADER;
+                FRAME_HEADER
+            } else {
+                let Some(&tag) = available.first() else {
+                    break;
+                };
+                match tag {
+                    TAG_DATA => {
+                        if self.frame_left < RUN_HEADER {
+                            return Err(FrameFault::RecordCut);
+                        }
+                        if available.len() < RUN_HEADER {
+                            break;
+                        }
+                        let count = get_u32(available, 1);
+                        let left = self.frame_left - RUN_HEADER;
+                        let least_per_tuple = framing.facade.unwrap_or(LEN_PREFIX);
+                        let least = (count as usize).checked_mul(least_per_tuple);
+                        if count == 0 || least.is_none_or(|l| l > left) {
+                            return Err(FrameFault::BadRun { count, left });
+                        }
+                        self.run_left = count;
+                        RUN_HEADER
+                    }
+                    TAG_PUNCTUATION => {
+                        if self.frame_left < PUNCTUATION_RECORD {
+                            return Err(FrameFault::RecordCut);
+                        }
+                        let Some(wire) = available.get(1..PUNCTUATION_RECORD) else {
+                            break;
+                        };
+                        let punctuation = Punctuation::from_wire(wire)
+                            .map_err(|e| FrameFault::BadPunctuation(e.to_string()))?;
+                        out.push(Message::Punctuation(punctuation));
+                        decoded += 1;
+                        PUNCTUATION_RECORD
+                    }
+                    TAG_END => {
+                        if self.frame_left != 1 {
+                            return Err(FrameFault::EndInsideFrame);
+                        }
+                        out.push(Message::EndOfStream);
+                        decoded += 1;
+                        self.ended = true;
+                        1
+                    }
+                    _ => return Err(FrameFault::UnknownTag(tag)),
+                }
+            };
+            self.start += taken;
+            self.frame_left -= taken;
+        }
+        Ok(decoded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::TcpParams;
+
+    fn framing() -> Framing {
+        Framing::new::<u64>(&TcpParams {
+            batch_bytes: 64,
+            max_tuple_bytes: 16,
+            ..TcpParams::default()
+        })
+        .unwrap()
+    }
+
+    /// Feeds `bytes` to a fresh reader and decodes everything.
+    fn decode_all(bytes: &[u8]) -> Result<Vec<Message<u64>>, FrameFault> {
+        let f = framing();
+        let mut reader = FrameReader::new(&f);
+        reader.free()[..bytes.len()].copy_from_slice(bytes);
+        reader.filled(bytes.len());
+        let mut out = Vec::new();
+        reader.decode(&f, usize::MAX, &mut out)?;
+        Ok(out)
+    }
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut bytes = (body.len() as u32).to_le_bytes().to_vec();
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    #[test]
+    fn a_frame_decodes_and_an_incomplete_one_waits() {
+        let mut body = vec![TAG_DATA, 2, 0, 0, 0];
+        body.extend_from_slice(&7u64.to_le_bytes());
+        body.extend_from_slice(&8u64.to_le_bytes());
+        let mut bytes = frame(&body);
+        bytes.extend(frame(&[TAG_END]));
+        assert_eq!(
+            decode_all(&bytes),
+            Ok(vec![
+                Message::Data(7),
+                Message::Data(8),
+                Message::EndOfStream
+            ])
+        );
+        assert_eq!(
+            decode_all(&bytes[..bytes.len() - 1]),
+            Ok(vec![Message::Data(7), Message::Data(8)])
+        );
+    }
+
+    #[test]
+    fn each_fault_says_what_was_sent() {
+        let limit = framing().frame_limit;
+        let cases: [(Vec<u8>, FrameFault, &str); 6] = [
+            (
+                u32::MAX.to_le_bytes().to_vec(),
+                FrameFault::FrameTooLong {
+                    len: u32::MAX,
+                    limit,
+                },
+                "a frame of 4294967295 bytes, over the limit of 64",
+            ),
+            (vec![0; 4], FrameFault::EmptyFrame, "an empty frame"),
+            (
+                frame(&[9]),
+                FrameFault::UnknownTag(9),
+                "a record of unknown tag 0x09",
+            ),
+            (
+                frame(&[TAG_DATA, 9, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]),
+                FrameFault::BadRun { count: 9, left: 8 },
+                "a run of 9 tuples, which its frame of 8 bytes left cannot hold",
+            ),
+            (
+                frame(&[TAG_END, TAG_END]),
+                FrameFault::EndInsideFrame,
+                "an end of stream inside its frame",
+            ),
+            (
+                [frame(&[TAG_END]), vec![1]].concat(),
+                FrameFault::AfterEnd,
+                "bytes after the end of its stream",
+            ),
+        ];
+        for (bytes, fault, text) in cases {
+            assert_eq!(decode_all(&bytes), Err(fault.clone()), "{bytes:?}");
+            assert_eq!(fault.to_string(), text);
+        }
+    }
+}
