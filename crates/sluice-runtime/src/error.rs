@@ -261,7 +261,7 @@ mod tests {
     fn a_malformed_message_is_a_cause_and_a_lost_sender_a_consequence() {
         let received = RunError::Received {
             edge: "split -> sum".into(),
-            error: sluice_transport::RecvError::Malformed.to_string(),
+            error: sluice_transport::RecvError::Malformed,
         };
         assert!(!received.is_consequence());
         assert!(disconnected("split -> sum").is_consequence());
@@ -269,7 +269,7 @@ mod tests {
         assert!(
             error
                 .to_string()
-                .starts_with("edge split -> sum: a malformed message arrived"),
+                .starts_with("the edge split -> sum failed: a malformed message arrived"),
             "{error}"
         );
     }
