@@ -96,6 +96,12 @@ pub(crate) struct Reassembly {
     bytes: Vec<u8>,
 }
 
+impl std::fmt::Debug for Reassembly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Reassembly({} bytes)", self.bytes.len())
+    }
+}
+
 impl Reassembly {
     /// Whether no tuple is being reassembled.
     #[inline]

@@ -15,7 +15,7 @@
 //!  0          8        10        12          16         20           24            28                60
 //!  +----------+--------+---------+-----------+----------+------------+-------------+-----------------+
 //!  | magic    | version| reserved| sender    | encoding | tuple size | frame limit | job secret      |
-//!  | SLUICETP | u16 = 2| u16 = 0 | index u32 | u32 0|1  | u32        | u32         | 32 bytes        |
+//!  | SLUICETP | u16 = 3| u16 = 0 | index u32 | u32 0|1  | u32        | u32         | 32 bytes        |
 //!  +----------+--------+---------+-----------+----------+------------+-------------+-----------------+
 //! ```
 //!
@@ -40,12 +40,22 @@
 //!           | 0x02 | punctuation: kind u8, value u64, from u32 (13 bytes) |      a punctuation
 //!           +------+-------------------------------------------+
 //!           | 0x03 |                                               the end of the stream
-//!           +------+
+//!           +------+---------------------------+------------+
+//!           | 0x04 | len u32 <= max tuple, > 0 | len bytes  |   a part of a tuple, more follow
+//!           +------+---------------------------+------------+
+//!           | 0x05 | len u32 <= max tuple, > 0 | len bytes  |   the last part of a tuple
+//!           +------+---------------------------+------------+
 //!  tuple:   facade: its `tuple size` bytes
 //!           normal: +-------------------------+---------------+
 //!                   | len u32 <= max tuple    | len bytes     |
 //!                   +-------------------------+---------------+
 //! ```
+//!
+//! A normal tuple whose encoding is longer than `max_tuple_bytes` is sent as part records of
+//! up to that size, consecutive in the stream (nothing else between them), and reassembled by
+//! the receiver ([`crate::parts`]): a transport carries any tuple up to
+//! [`MAX_TUPLE_BYTES`](crate::MAX_TUPLE_BYTES), whatever its parameters. Fixed-size tuples
+//! never come in parts.
 //!
 //! A record never spans two frames, and nothing follows the end of the stream. The receiver
 //! checks every length against its own limits before it reads or copies anything: a frame
@@ -87,7 +97,10 @@
 //!   A longer length, up to the 4 GiB a `u32` can say, is
 //!   refused when its four bytes arrive, before anything is read or allocated for it. Each
 //!   admitted sender has one read buffer of `max(256 KiB, 2 × (max_tuple_bytes + 4))` bytes,
-//!   allocated when it is admitted (after it presented the secret), never grown.
+//!   allocated when it is admitted (after it presented the secret), never grown. The only
+//!   other memory a peer's bytes take is the reassembly of a tuple sent in parts, which grows
+//!   as the parts arrive (never ahead of them) and is refused past
+//!   [`MAX_TUPLE_BYTES`](crate::MAX_TUPLE_BYTES).
 //! - **An admitted peer that breaks the format** fails the edge with
 //!   [`RecvError::Misbehaved`], e.g. `the sender at 10.0.0.2:41234 sent a frame of 4294967295
 //!   bytes, over the limit of 65545; the edge is poisoned`, and the job stops with that as

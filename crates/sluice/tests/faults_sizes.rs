@@ -1,6 +1,7 @@
 //! A user's data decides how large a tuple is, not the plan: WordCount counts the same words
 //! under every plan whatever the length of a line, from an empty line to one of 50 MB, across
-//! the shared-memory transports' slot sizes (1 KiB for shm-vega, half of 1 MiB for shm-osr).
+//! the transports' slot sizes (1 KiB for shm-vega, half of 1 MiB for shm-osr, 64 KiB for a tcp
+//! record between hosts).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,14 +37,16 @@ fn direct_counts(text: &str) -> BTreeMap<String, u64> {
     counts
 }
 
-/// Runs WordCount on `input` under `plan` and returns the counts it wrote.
-fn wordcount(dir: &Path, input: &Path, plan: &str) -> BTreeMap<String, u64> {
+/// Runs WordCount on `input` under `plan` (with `extra` arguments) and returns the counts it
+/// wrote.
+fn wordcount(dir: &Path, input: &Path, plan: &str, extra: &[&str]) -> BTreeMap<String, u64> {
     let output = dir.join(format!("{plan}.tsv"));
     let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", "wordcount", "--plan", plan, "--input"])
         .arg(input)
         .arg("--output")
         .arg(&output)
+        .args(extra)
         .output()
         .expect("sluice runs");
     assert!(
@@ -83,10 +86,27 @@ fn lines_of_every_size_give_the_same_counts_under_every_plan() {
         "two-processes",
     ] {
         assert!(
-            wordcount(dir.path(), &input, plan) == expected,
+            wordcount(dir.path(), &input, plan, &[]) == expected,
             "{plan}: the counts differ from a direct count"
         );
     }
+    // Two hosts on loopback: the edges between them are tcp.
+    let hosts = dir.path().join("hosts.toml");
+    std::fs::write(
+        &hosts,
+        "[[host]]\nname = \"a\"\naddress = \"127.0.0.1\"\ncores = 2\n\n\
+         [[host]]\nname = \"b\"\naddress = \"127.0.0.1\"\ncores = 2\n",
+    )
+    .unwrap();
+    assert!(
+        wordcount(
+            dir.path(),
+            &input,
+            "processes",
+            &["--hosts", hosts.to_str().unwrap()]
+        ) == expected,
+        "two hosts: the counts differ from a direct count"
+    );
 }
 
 /// Its words are up to 8,000 bytes long, beyond shm-vega's slot too; few enough (about 12,000)
@@ -98,7 +118,7 @@ fn a_line_of_50_megabytes_crosses_processes() {
     let text = line(50_000_000, 8000, 99) + "\n";
     std::fs::write(&input, &text).unwrap();
     assert!(
-        wordcount(dir.path(), &input, "processes") == direct_counts(&text),
+        wordcount(dir.path(), &input, "processes", &[]) == direct_counts(&text),
         "the counts differ from a direct count"
     );
 }

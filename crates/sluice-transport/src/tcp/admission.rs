@@ -313,6 +313,7 @@ impl Warnings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tcp::VERSION;
 
     fn addr(text: &str) -> SocketAddr {
         text.parse().unwrap()
@@ -360,12 +361,16 @@ mod tests {
         let text = Refusal::hello(HelloFault::NotAHello, &hello).to_string();
         assert_eq!(
             text,
-            "it did not open with a sluice tcp hello of version 2 \
-             (it sent 474554202f204854abababababababab)"
+            format!(
+                "it did not open with a sluice tcp hello of version {VERSION} \
+                 (it sent 474554202f204854abababababababab)"
+            )
         );
         assert_eq!(
             Refusal::hello(HelloFault::NotAHello, &[0xff; 4]).to_string(),
-            "it did not open with a sluice tcp hello of version 2 (it sent ffffffff)"
+            format!(
+                "it did not open with a sluice tcp hello of version {VERSION} (it sent ffffffff)"
+            )
         );
     }
 }

@@ -9,9 +9,10 @@
 use sluice_types::{Message, Punctuation, Tuple};
 
 use super::wire::{
-    Framing, FRAME_HEADER, LEN_PREFIX, PUNCTUATION_RECORD, RUN_HEADER, TAG_DATA, TAG_END,
-    TAG_PUNCTUATION,
+    Framing, FRAME_HEADER, LEN_PREFIX, PART_HEADER, PUNCTUATION_RECORD, RUN_HEADER, TAG_DATA,
+    TAG_END, TAG_LAST, TAG_PART, TAG_PUNCTUATION,
 };
+use crate::parts::{Reassembly, MAX_TUPLE_BYTES};
 use crate::wire_fields::get_u32;
 
 /// The least bytes a sender's read buffer holds (one read can take many frames).
@@ -51,6 +52,21 @@ pub(crate) enum FrameFault {
         /// This end's largest tuple.
         limit: usize,
     },
+    /// A part of a tuple that is empty or longer than the largest tuple, or on an edge of
+    /// fixed-size tuples, which never come in parts.
+    #[error("a part of {len} bytes, where parts are 1 to {limit} bytes of a variable-size tuple")]
+    BadPart {
+        /// The length it sent.
+        len: u32,
+        /// This end's largest tuple (0 on an edge of fixed-size tuples).
+        limit: usize,
+    },
+    /// Parts adding up to more than any tuple.
+    #[error("parts of a tuple over {MAX_TUPLE_BYTES} bytes")]
+    PartsTooLong,
+    /// Another record between the parts of a tuple.
+    #[error("a record of tag {0:#04x} between the parts of a tuple")]
+    InsideParts(u8),
     /// A tuple whose bytes do not decode as the edge's tuple type.
     #[error("a tuple that does not decode: {0}")]
     Undecodable(String),
@@ -80,6 +96,8 @@ pub(crate) struct FrameReader {
     /// Tuples of the current run not decoded yet.
     run_left: u32,
     ended: bool,
+    /// The parts of a tuple larger than `max_tuple`, received so far.
+    parts: Reassembly,
 }
 
 impl FrameReader {
@@ -94,6 +112,7 @@ impl FrameReader {
             frame_left: 0,
             run_left: 0,
             ended: false,
+            parts: Reassembly::default(),
         }
     }
 
@@ -206,7 +225,49 @@ impl FrameReader {
                 let Some(&tag) = available.first() else {
                     break;
                 };
+                if !self.parts.is_empty() && tag != TAG_PART && tag != TAG_LAST {
+                    return Err(FrameFault::InsideParts(tag));
+                }
                 match tag {
+                    TAG_PART | TAG_LAST => {
+                        if self.frame_left < PART_HEADER {
+                            return Err(FrameFault::RecordCut);
+                        }
+                        if available.len() < PART_HEADER {
+                            break;
+                        }
+                        let len = get_u32(available, 1);
+                        let limit = if framing.facade.is_some() {
+                            0
+                        } else {
+                            framing.max_tuple
+                        };
+                        if len == 0 || len as usize > limit {
+                            return Err(FrameFault::BadPart { len, limit });
+                        }
+                        let item = PART_HEADER + len as usize;
+                        if item > self.frame_left {
+                            return Err(FrameFault::RecordCut);
+                        }
+                        if available.len() < item {
+                            break;
+                        }
+                        let part = &available[PART_HEADER..item];
+                        if tag == TAG_PART {
+                            if !self.parts.push(part, MAX_TUPLE_BYTES) {
+                                return Err(FrameFault::PartsTooLong);
+                            }
+                        } else {
+                            let tuple = self
+                                .parts
+                                .finish(part, MAX_TUPLE_BYTES, T::decode)
+                                .ok_or(FrameFault::PartsTooLong)?
+                                .map_err(|e| FrameFault::Undecodable(e.to_string()))?;
+                            out.push(Message::Data(tuple));
+                            decoded += 1;
+                        }
+                        item
+                    }
                     TAG_DATA => {
                         if self.frame_left < RUN_HEADER {
                             return Err(FrameFault::RecordCut);
@@ -272,7 +333,12 @@ mod tests {
 
     /// Feeds `bytes` to a fresh reader and decodes everything.
     fn decode_all(bytes: &[u8]) -> Result<Vec<Message<u64>>, FrameFault> {
-        let f = framing();
+        decode_all_as(&framing(), bytes)
+    }
+
+    /// [`decode_all`] for tuples of type `T` framed as `f` says.
+    fn decode_all_as<T: Tuple>(f: &Framing, bytes: &[u8]) -> Result<Vec<Message<T>>, FrameFault> {
+        let f = *f;
         let mut reader = FrameReader::new(&f);
         reader.free()[..bytes.len()].copy_from_slice(bytes);
         reader.filled(bytes.len());
@@ -346,5 +412,56 @@ mod tests {
             assert_eq!(decode_all(&bytes), Err(fault.clone()), "{bytes:?}");
             assert_eq!(fault.to_string(), text);
         }
+    }
+
+    #[test]
+    fn parts_make_one_tuple_and_nothing_may_come_between_them() {
+        use sluice_types::BytesTuple;
+        let bytes_framing = Framing::new::<BytesTuple>(&TcpParams {
+            batch_bytes: 64,
+            max_tuple_bytes: 16,
+            ..TcpParams::default()
+        })
+        .unwrap();
+        let part = |tag: u8, bytes: &[u8]| {
+            let mut record = vec![tag];
+            record.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            record.extend_from_slice(bytes);
+            record
+        };
+        let whole = [
+            frame(&part(TAG_PART, b"abc")),
+            frame(&[part(TAG_PART, b"de"), part(TAG_LAST, b"f")].concat()),
+        ]
+        .concat();
+        assert_eq!(
+            decode_all_as(&bytes_framing, &whole),
+            Ok(vec![Message::Data(BytesTuple(b"abcdef".to_vec()))])
+        );
+        let faults = [
+            (
+                frame(&part(TAG_PART, &[0; 17])),
+                FrameFault::BadPart { len: 17, limit: 16 },
+            ),
+            (
+                frame(&part(TAG_LAST, &[])),
+                FrameFault::BadPart { len: 0, limit: 16 },
+            ),
+            (
+                frame(&[part(TAG_PART, b"ab"), vec![TAG_END]].concat()),
+                FrameFault::InsideParts(TAG_END),
+            ),
+        ];
+        for (bytes, fault) in faults {
+            assert_eq!(
+                decode_all_as::<BytesTuple>(&bytes_framing, &bytes),
+                Err(fault)
+            );
+        }
+        // Fixed-size tuples never come in parts.
+        assert_eq!(
+            decode_all(&frame(&part(TAG_LAST, &[1; 8]))),
+            Err(FrameFault::BadPart { len: 8, limit: 0 })
+        );
     }
 }

@@ -47,7 +47,8 @@ pub struct TcpParams {
     /// A frame is written once it holds this many bytes; the sender's buffer holds at most
     /// about this much before `offer` reports the edge full.
     pub batch_bytes: usize,
-    /// The largest encoded tuple the edge carries; a longer one is refused as too large.
+    /// The largest encoded tuple one record carries; a longer one goes in parts of this size
+    /// (module doc), up to [`MAX_TUPLE_BYTES`](crate::MAX_TUPLE_BYTES).
     pub max_tuple_bytes: usize,
     /// The kernel's send and receive buffer sizes for the connection (`SO_SNDBUF`,
     /// `SO_RCVBUF`); `None` leaves them to the kernel's autotuning.

@@ -28,8 +28,10 @@ use super::params::{BatchProfile, TcpParams};
 use super::readiness::{wait_until, Ready};
 use super::secret::JobSecret;
 use super::wire::{
-    Framing, FRAME_HEADER, LEN_PREFIX, RUN_HEADER, TAG_DATA, TAG_END, TAG_PUNCTUATION,
+    Framing, FRAME_HEADER, LEN_PREFIX, PART_HEADER, RUN_HEADER, TAG_DATA, TAG_END, TAG_LAST,
+    TAG_PART, TAG_PUNCTUATION,
 };
+use crate::parts::{check_len, MAX_TUPLE_BYTES};
 use crate::wire_fields::put_u32;
 use crate::{Refused, SendError, TransportError, TupleSender};
 
@@ -281,6 +283,26 @@ impl<T> TcpSender<T> {
         encode(&mut self.buffer);
     }
 
+    /// Appends a normal tuple's `encoding`, longer than the largest tuple, as part records of
+    /// up to that size each, the last tagged as such.
+    fn append_parts(&mut self, encoding: &[u8]) {
+        self.finish_run();
+        let mut parts = encoding.chunks(self.framing.max_tuple).peekable();
+        while let Some(part) = parts.next() {
+            let tag = if parts.peek().is_some() {
+                TAG_PART
+            } else {
+                TAG_LAST
+            };
+            self.make_room(PART_HEADER + part.len());
+            self.buffer.push(tag);
+            // A part is at most max_tuple_bytes, which fits a u32 (params.rs).
+            self.buffer
+                .extend_from_slice(&(part.len() as u32).to_le_bytes());
+            self.buffer.extend_from_slice(part);
+        }
+    }
+
     /// Appends a record that is not data: `tag`, then `payload`.
     fn append_control(&mut self, tag: u8, payload: &[u8]) {
         self.finish_run();
@@ -445,7 +467,7 @@ impl<T: Tuple> TcpSender<T> {
                 let outcome = match encoded {
                     Err(_) => Err(unencodable),
                     Ok(()) if len > self.framing.max_tuple => {
-                        Err(too_large(len, self.framing.max_tuple))
+                        check_len(len, MAX_TUPLE_BYTES).map(|()| self.append_parts(&scratch))
                     }
                     Ok(()) => {
                         self.append_tuple(len, |out| out.extend_from_slice(&scratch));

@@ -11,7 +11,7 @@ use crate::TransportError;
 /// The first bytes of every connection.
 pub const MAGIC: [u8; 8] = *b"SLUICETP";
 /// The wire format's version; bumped whenever anything drawn in [`crate::tcp`] changes.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Bytes in the hello.
 pub const HELLO_LEN: usize = SECRET_AT + SECRET_LEN;
 
@@ -47,6 +47,12 @@ pub(crate) const TAG_PUNCTUATION: u8 = 2;
 pub(crate) const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
 /// The end of the stream.
 pub(crate) const TAG_END: u8 = 3;
+/// A part of a normal tuple's encoding that is not the last, followed by its length and bytes.
+pub(crate) const TAG_PART: u8 = 4;
+/// The last part of a normal tuple's encoding, followed by its length and bytes.
+pub(crate) const TAG_LAST: u8 = 5;
+/// Bytes of a part record's tag and length.
+pub(crate) const PART_HEADER: usize = 5;
 
 /// What both ends derive from the tuple type and the parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
