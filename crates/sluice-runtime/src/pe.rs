@@ -2,9 +2,9 @@
 //! the environment, builds its part of the plan, follows the launcher's steps over the control
 //! stream ([`crate::link`]), which also brings it the plan, runs, reports, and exits.
 //!
-//! Once its sources may start it sends a heartbeat every
+//! From the moment it reaches its launcher it sends a heartbeat every
 //! [`HEARTBEAT_PERIOD`](crate::wire::HEARTBEAT_PERIOD), from a thread of its own, so its
-//! launcher notices a PE that is stopped (SIGSTOP) or starved; a stuck thread of its own it
+//! launcher notices a PE that is stopped (SIGSTOP) or starved, during start-up too; a stuck thread of its own it
 //! reports as its failure ([`crate::watch`]). When its stream to the launcher closes (the
 //! launcher died, even by SIGKILL) it aborts, and since no launcher will clean up after the
 //! job, removes every shared segment of the job and the launcher's control directory on its
@@ -119,6 +119,15 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
     let outcome = link.and_then(|link| {
         let reader = link.try_clone().map_err(launcher_lost)?;
         let reporter = Reporter(Arc::new(Mutex::new(link)));
+        // From now on, through start-up too: a PE stopped while it builds is noticed as well.
+        // When the launcher is gone the stream's reader finds out and ends the PE.
+        let heart = reporter.clone();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(HEARTBEAT_PERIOD);
+            if heart.send(&FromPe::Heartbeat).is_err() {
+                break;
+            }
+        });
         let outcome = run(graph, &role, options, BufReader::new(reader), &reporter);
         let message = match &outcome {
             Ok(report) => FromPe::Done {
@@ -244,9 +253,8 @@ fn run(
         return Err(gone());
     }
     control.go();
-    // The launcher is gone when its stream ends or a heartbeat cannot reach it: this PE's
-    // work is wanted no more, and the wait below ends (the failure to report it then tells
-    // `serve` to clean up).
+    // The launcher is gone when its stream ends: this PE's work is wanted no more, and the
+    // wait below ends (the failure to report it then tells `serve` to clean up).
     let listener = control.clone();
     std::thread::spawn(move || loop {
         match wire::receive::<ToPe>(&mut reader) {
@@ -256,14 +264,6 @@ fn run(
                 listener.abort();
                 break;
             }
-        }
-    });
-    let (heart, beating) = (reporter.clone(), control.clone());
-    std::thread::spawn(move || loop {
-        std::thread::sleep(HEARTBEAT_PERIOD);
-        if heart.send(&FromPe::Heartbeat).is_err() {
-            beating.abort();
-            break;
         }
     });
     let job = crate::RunningJob {
