@@ -108,39 +108,21 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
             std::process::exit(1);
         }
     };
-    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
-    if role
-        .launcher
-        .is_some_and(|launcher| parent != Some(launcher))
-    {
+    if launcher_left(&role) {
         std::process::exit(1);
     }
-    let link = Link::open(&role.control, &role.secret, role.pe);
-    let outcome = link.and_then(|link| {
-        let reader = link.try_clone().map_err(launcher_lost)?;
-        let reporter = Reporter(Arc::new(Mutex::new(link)));
-        // From now on, through start-up too: a PE stopped while it builds is noticed as well.
-        // When the launcher is gone the stream's reader finds out and ends the PE.
-        let heart = reporter.clone();
-        std::thread::spawn(move || loop {
-            std::thread::sleep(HEARTBEAT_PERIOD);
-            if heart.send(&FromPe::Heartbeat).is_err() {
-                break;
+    let link = match Link::open(&role.control, &role.secret, role.pe) {
+        Ok(link) => link,
+        Err(error) => {
+            // A launcher killed before this PE reached it left its job's directory behind.
+            if launcher_left(&role) {
+                leave_no_trace(&role);
             }
-        });
-        let outcome = run(graph, &role, options, BufReader::new(reader), &reporter);
-        let message = match &outcome {
-            Ok(report) => FromPe::Done {
-                report: WireReport::from_report(report),
-            },
-            Err(error) => FromPe::Failed {
-                error: error.to_string(),
-                consequence: error.is_consequence(),
-            },
-        };
-        reporter.send(&message).map_err(launcher_lost)?;
-        outcome
-    });
+            let _ = writeln!(std::io::stderr(), "error: {error}");
+            std::process::exit(1);
+        }
+    };
+    let outcome = run_and_report(graph, &role, options, link);
     match outcome {
         Ok(_) => {
             // After the report: MPI_Finalize waits for every rank, and a rank that failed
@@ -159,6 +141,46 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
         }
         Err(_) => std::process::exit(1),
     }
+}
+
+/// Runs the PE over its stream to the launcher, heartbeats and all, and reports how it ended;
+/// `LauncherLost` if the report could not be sent.
+fn run_and_report(
+    graph: &Graph,
+    role: &PeRole,
+    options: &RunOptions,
+    link: Link,
+) -> Result<crate::JobReport, RunError> {
+    let reader = link.try_clone().map_err(launcher_lost)?;
+    let reporter = Reporter(Arc::new(Mutex::new(link)));
+    // From now on, through start-up too: a PE stopped while it builds is noticed as well.
+    // When the launcher is gone the stream's reader finds out and ends the PE.
+    let heart = reporter.clone();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(HEARTBEAT_PERIOD);
+        if heart.send(&FromPe::Heartbeat).is_err() {
+            break;
+        }
+    });
+    let outcome = run(graph, role, options, BufReader::new(reader), &reporter);
+    let message = match &outcome {
+        Ok(report) => FromPe::Done {
+            report: WireReport::from_report(report),
+        },
+        Err(error) => FromPe::Failed {
+            error: error.to_string(),
+            consequence: error.is_consequence(),
+        },
+    };
+    reporter.send(&message).map_err(launcher_lost)?;
+    outcome
+}
+
+/// Whether the launcher that started this PE directly is no longer its parent (it died).
+fn launcher_left(role: &PeRole) -> bool {
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
+    role.launcher
+        .is_some_and(|launcher| parent != Some(launcher))
 }
 
 /// The stream to the launcher broke.
