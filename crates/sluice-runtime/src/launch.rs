@@ -939,6 +939,30 @@ mod tests {
     }
 
     #[test]
+    fn a_pe_unheard_for_the_stall_timeout_fails_the_job_and_a_heartbeat_keeps_it() {
+        let (mut children, sent) = children(2);
+        children.stall_timeout = Duration::from_millis(300);
+        let now = Instant::now();
+        for pe in &mut children.pes {
+            pe.last_heard = Some(now);
+        }
+        // p0 beats throughout; p1 falls silent.
+        let watchdog = now + Duration::from_secs(10);
+        let error = loop {
+            sent.send((0, Some(FromPe::Heartbeat))).unwrap();
+            if let Err(error) = children.supervise(SUPERVISION_PERIOD) {
+                break error;
+            }
+            assert!(Instant::now() < watchdog, "the silence was never noticed");
+        };
+        assert_eq!(
+            error.to_string(),
+            "PE 'p1' (operators: op1) sent no heartbeat for 0.3 s: it does not respond; the job \
+             was stopped"
+        );
+    }
+
+    #[test]
     fn a_silent_end_during_a_failures_grace_is_the_cause() {
         let (mut children, sent) = children(2);
         sent.send((
