@@ -416,7 +416,8 @@ fn a_launch_command_that_never_starts_its_pe_fails_naming_the_host() {
     let dir = tempfile::tempdir().unwrap();
     // Two commands, so the shell forks `sleep` rather than becoming it.
     let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 60; exit 1", "sh"]);
-    let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--start-timeout", "1"]);
+    // Room for the shells to start, on a loaded machine, before the timeout kills them.
+    let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--start-timeout", "3"]);
     let launched = launch_commands(&job);
     let o = job.finish(&launched);
     let error = assert_failed(
@@ -426,7 +427,7 @@ fn a_launch_command_that_never_starts_its_pe_fails_naming_the_host() {
          exit 1 sh`)",
     );
     assert!(
-        error.contains("did not reach the launcher within 1 s (the start timeout)"),
+        error.contains("did not reach the launcher within 3 s (the start timeout)"),
         "{error}"
     );
 }
@@ -434,8 +435,8 @@ fn a_launch_command_that_never_starts_its_pe_fails_naming_the_host() {
 #[test]
 fn an_interrupt_during_start_up_aborts_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    // Each PE starts two seconds late: the interrupt comes while the launcher waits for them.
-    let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 2; exec \"$@\"", "sh"]);
+    // Each PE starts ten seconds late: the interrupt comes while the launcher waits for them.
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 10; exec \"$@\"", "sh"]);
     let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--duration", "60"]);
     let launched = launch_commands(&job);
     signal(job.launcher(), "INT");
