@@ -24,8 +24,8 @@
 //! first failure of a PE's own accord, followed by the others and then by the consequences
 //! (an edge that lost its sender, a receiver gone) in plan order.
 //!
-//! Each running PE sends a heartbeat every 250 ms: one not heard from for the stall timeout
-//! (5 s by default) fails the job, named with what its process's state says (`stopped` after
+//! Each PE sends a heartbeat every 250 ms once it reached the launcher: one not heard from for
+//! the stall timeout (5 s by default) fails the job, named with what its process's state says (`stopped` after
 //! SIGSTOP). A stop (Ctrl-C, the duration) is passed to every PE, whose sources finish so every
 //! tuple in flight drains; a drain not over within the drain timeout (30 s) aborts the job, as
 //! does an abort (a second Ctrl-C). Each step of start-up has the start timeout (30 s), after
@@ -119,7 +119,7 @@ struct Pe {
     ended_at: Option<Instant>,
     /// Its silent end (or its silence) is among the job's failures.
     blamed: bool,
-    /// When it was last heard from, once heartbeats are due.
+    /// When it was last heard from, once it reached the launcher.
     last_heard: Option<Instant>,
 }
 
@@ -191,8 +191,8 @@ pub(crate) struct Children {
     events: Receiver<(usize, Option<FromPe>)>,
     /// Protocol messages received and not yet awaited (`Bound`, `Ready`), with their PE.
     inbox: VecDeque<(usize, FromPe)>,
-    /// How long a running PE may go unheard, once heartbeats are due.
-    stall_timeout: Option<Duration>,
+    /// How long a PE may go unheard once it reached the launcher.
+    stall_timeout: Duration,
     /// Every failure seen (reported, or a PE's silent end), in order, with the PE it is of (or
     /// `None`), and when the first came.
     failures: Vec<(Option<usize>, RunError)>,
@@ -253,7 +253,7 @@ pub(crate) fn start(
         mpirun_ended: None,
         events: mpsc::channel().1,
         inbox: VecDeque::new(),
-        stall_timeout: None,
+        stall_timeout: options.stall_timeout,
         failures: Vec::new(),
         first_failure: None,
         segments: Some(segments),
@@ -297,7 +297,6 @@ pub(crate) fn start(
         children.kill_all();
         return Err(error);
     }
-    children.hear_from_now_on(options.stall_timeout);
     Ok(RunningJob {
         control,
         running: Running::Processes(Box::new(children)),
@@ -507,6 +506,7 @@ impl Children {
                     // A PE that cannot be told has died; supervision reports it.
                     let _ = wire::send(&mut link, &plan);
                     self.pes[pe].control = Some(link);
+                    self.pes[pe].last_heard = Some(Instant::now());
                     connected += 1;
                     let events = events.clone();
                     std::thread::spawn(move || loop {
@@ -563,21 +563,10 @@ impl Children {
         format!("{} did not {step}", named.join(", "))
     }
 
-    /// Heartbeats are due from now on: a PE not heard from for `timeout` is reported.
-    fn hear_from_now_on(&mut self, timeout: Duration) {
-        let now = Instant::now();
-        for pe in &mut self.pes {
-            pe.last_heard = Some(now);
-        }
-        self.stall_timeout = Some(timeout);
-    }
-
     /// Counts every running PE not heard from for the stall timeout as a failure, naming what
     /// its process's state says (a stopped process, one in an uninterruptible wait).
     fn check_heartbeats(&mut self) {
-        let Some(timeout) = self.stall_timeout else {
-            return;
-        };
+        let timeout = self.stall_timeout;
         for pe in 0..self.pes.len() {
             let p = &self.pes[pe];
             let silent = p.last_heard.is_some_and(|heard| heard.elapsed() >= timeout);
@@ -872,7 +861,7 @@ mod tests {
             mpirun_ended: None,
             events,
             inbox: VecDeque::new(),
-            stall_timeout: None,
+            stall_timeout: crate::DEFAULT_STALL_TIMEOUT,
             failures: Vec::new(),
             first_failure: None,
             segments: None,
@@ -946,6 +935,30 @@ mod tests {
             supervise_until_error(&mut children).to_string(),
             "PE 'p1': panicked\n  followed by: PE 'p0': cut off\n  followed by: PE 'p2': cut \
              off too"
+        );
+    }
+
+    #[test]
+    fn a_pe_unheard_for_the_stall_timeout_fails_the_job_and_a_heartbeat_keeps_it() {
+        let (mut children, sent) = children(2);
+        children.stall_timeout = Duration::from_millis(300);
+        let now = Instant::now();
+        for pe in &mut children.pes {
+            pe.last_heard = Some(now);
+        }
+        // p0 beats throughout; p1 falls silent.
+        let watchdog = now + Duration::from_secs(10);
+        let error = loop {
+            sent.send((0, Some(FromPe::Heartbeat))).unwrap();
+            if let Err(error) = children.supervise(SUPERVISION_PERIOD) {
+                break error;
+            }
+            assert!(Instant::now() < watchdog, "the silence was never noticed");
+        };
+        assert_eq!(
+            error.to_string(),
+            "PE 'p1' (operators: op1) sent no heartbeat for 0.3 s: it does not respond; the job \
+             was stopped"
         );
     }
 

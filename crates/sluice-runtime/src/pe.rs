@@ -2,9 +2,9 @@
 //! the environment, builds its part of the plan, follows the launcher's steps over the control
 //! stream ([`crate::link`]), which also brings it the plan, runs, reports, and exits.
 //!
-//! Once its sources may start it sends a heartbeat every
+//! From the moment it reaches its launcher it sends a heartbeat every
 //! [`HEARTBEAT_PERIOD`](crate::wire::HEARTBEAT_PERIOD), from a thread of its own, so its
-//! launcher notices a PE that is stopped (SIGSTOP) or starved; a stuck thread of its own it
+//! launcher notices a PE that is stopped (SIGSTOP) or starved, during start-up too; a stuck thread of its own it
 //! reports as its failure ([`crate::watch`]). When its stream to the launcher closes (the
 //! launcher died, even by SIGKILL) it aborts, and since no launcher will clean up after the
 //! job, removes every shared segment of the job and the launcher's control directory on its
@@ -108,30 +108,21 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
             std::process::exit(1);
         }
     };
-    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
-    if role
-        .launcher
-        .is_some_and(|launcher| parent != Some(launcher))
-    {
+    if launcher_left(&role) {
         std::process::exit(1);
     }
-    let link = Link::open(&role.control, &role.secret, role.pe);
-    let outcome = link.and_then(|link| {
-        let reader = link.try_clone().map_err(launcher_lost)?;
-        let reporter = Reporter(Arc::new(Mutex::new(link)));
-        let outcome = run(graph, &role, options, BufReader::new(reader), &reporter);
-        let message = match &outcome {
-            Ok(report) => FromPe::Done {
-                report: WireReport::from_report(report),
-            },
-            Err(error) => FromPe::Failed {
-                error: error.to_string(),
-                consequence: error.is_consequence(),
-            },
-        };
-        reporter.send(&message).map_err(launcher_lost)?;
-        outcome
-    });
+    let link = match Link::open(&role.control, &role.secret, role.pe) {
+        Ok(link) => link,
+        Err(error) => {
+            // A launcher killed before this PE reached it left its job's directory behind.
+            if launcher_left(&role) {
+                leave_no_trace(&role);
+            }
+            let _ = writeln!(std::io::stderr(), "error: {error}");
+            std::process::exit(1);
+        }
+    };
+    let outcome = run_and_report(graph, &role, options, link);
     match outcome {
         Ok(_) => {
             // After the report: MPI_Finalize waits for every rank, and a rank that failed
@@ -150,6 +141,46 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
         }
         Err(_) => std::process::exit(1),
     }
+}
+
+/// Runs the PE over its stream to the launcher, heartbeats and all, and reports how it ended;
+/// `LauncherLost` if the report could not be sent.
+fn run_and_report(
+    graph: &Graph,
+    role: &PeRole,
+    options: &RunOptions,
+    link: Link,
+) -> Result<crate::JobReport, RunError> {
+    let reader = link.try_clone().map_err(launcher_lost)?;
+    let reporter = Reporter(Arc::new(Mutex::new(link)));
+    // From now on, through start-up too: a PE stopped while it builds is noticed as well.
+    // When the launcher is gone the stream's reader finds out and ends the PE.
+    let heart = reporter.clone();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(HEARTBEAT_PERIOD);
+        if heart.send(&FromPe::Heartbeat).is_err() {
+            break;
+        }
+    });
+    let outcome = run(graph, role, options, BufReader::new(reader), &reporter);
+    let message = match &outcome {
+        Ok(report) => FromPe::Done {
+            report: WireReport::from_report(report),
+        },
+        Err(error) => FromPe::Failed {
+            error: error.to_string(),
+            consequence: error.is_consequence(),
+        },
+    };
+    reporter.send(&message).map_err(launcher_lost)?;
+    outcome
+}
+
+/// Whether the launcher that started this PE directly is no longer its parent (it died).
+fn launcher_left(role: &PeRole) -> bool {
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
+    role.launcher
+        .is_some_and(|launcher| parent != Some(launcher))
 }
 
 /// The stream to the launcher broke.
@@ -244,9 +275,8 @@ fn run(
         return Err(gone());
     }
     control.go();
-    // The launcher is gone when its stream ends or a heartbeat cannot reach it: this PE's
-    // work is wanted no more, and the wait below ends (the failure to report it then tells
-    // `serve` to clean up).
+    // The launcher is gone when its stream ends: this PE's work is wanted no more, and the
+    // wait below ends (the failure to report it then tells `serve` to clean up).
     let listener = control.clone();
     std::thread::spawn(move || loop {
         match wire::receive::<ToPe>(&mut reader) {
@@ -256,14 +286,6 @@ fn run(
                 listener.abort();
                 break;
             }
-        }
-    });
-    let (heart, beating) = (reporter.clone(), control.clone());
-    std::thread::spawn(move || loop {
-        std::thread::sleep(HEARTBEAT_PERIOD);
-        if heart.send(&FromPe::Heartbeat).is_err() {
-            beating.abort();
-            break;
         }
     });
     let job = crate::RunningJob {

@@ -5,12 +5,12 @@
 //! ```text
 //!  PE                                launcher
 //!  Hello { pe }              ──▶     (after the hello with the secret)
+//!  Heartbeat                 ──▶     every 250 ms from then on (see crate::watch)
 //!                            ◀──     Plan { plan }   the whole plan: a PE reads no file
 //!  Bound { endpoints }       ──▶     (every PE has bound its receivers)
 //!                            ◀──     Connect { endpoints }   PEs open their senders
 //!  Ready                     ──▶     (every PE is built and started)
 //!                            ◀──     Go            sources start
-//!  Heartbeat                 ──▶     every 250 ms from then on (see crate::watch)
 //!                            ◀──     Stop          (Ctrl-C, duration): sources finish, drain
 //!  Done { report } | Failed { error }
 //! ```
@@ -38,7 +38,7 @@ pub(crate) enum FromPe {
         endpoints: Vec<(usize, SocketAddr)>,
     },
     Ready,
-    /// It is alive (sent every [`HEARTBEAT_PERIOD`] once its sources may start).
+    /// It is alive (sent every [`HEARTBEAT_PERIOD`] from its `Hello` on).
     Heartbeat,
     Done {
         report: WireReport,

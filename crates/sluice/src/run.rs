@@ -121,7 +121,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("cannot install the Ctrl-C handler")?;
     }
     let report = sluice_runtime::start_with(&app.graph, &plan, &options, &stop)
-        .and_then(|job| job.wait())
+        .and_then(|job| {
+            eprintln!("started: the sources run (Ctrl-C stops and drains)");
+            job.wait()
+        })
         .map_err(|error| {
             if error.is_interrupt() {
                 // Everything the job made is gone by now.

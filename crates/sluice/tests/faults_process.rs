@@ -11,9 +11,10 @@
 //! in parallel cannot mix up their directories); a job that drains must count out every word
 //! it counted in.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest any job of this suite may take before the test calls it a hang.
@@ -30,6 +31,8 @@ struct Pe {
 /// A `sluice run` under test, with a private temporary directory.
 struct Job {
     child: Child,
+    /// Its standard error so far, read as it comes.
+    stderr: Arc<Mutex<String>>,
     tmp: tempfile::TempDir,
     started: Instant,
 }
@@ -56,15 +59,26 @@ impl Job {
         if !args.contains(&"--plan") {
             command.args(["--plan", "processes"]);
         }
-        let child = command
+        let mut child = command
             .args(args)
             .env("TMPDIR", tmp.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (pipe, into) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                let mut text = into.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
         Self {
             child,
+            stderr,
             tmp,
             started: Instant::now(),
         }
@@ -74,17 +88,12 @@ impl Job {
         self.child.id()
     }
 
-    /// The job's id, which names its segments.
-    fn id(&self) -> String {
-        format!("wordcount-{}-0", self.launcher())
-    }
-
-    /// Waits (within the watchdog) until `n` PEs run and have made their segments (one per
-    /// edge between PEs).
+    /// Waits (within the watchdog) until the job's `n` PEs have started and its sources run.
     fn running_pes(&self, n: usize) -> Vec<Pe> {
         loop {
+            let started = self.stderr.lock().unwrap().contains("\nstarted: ");
             let pes = pes_of(self.launcher());
-            if pes.len() == n && segments_of(&self.id()).len() == n - 1 {
+            if started && pes.len() == n {
                 return pes;
             }
             self.watch("the PEs to start");
@@ -105,21 +114,29 @@ impl Job {
     fn finish(self, pes: &[u32]) -> Output {
         let Job {
             child,
+            stderr,
             tmp,
             started,
         } = self;
+        // The job's id, which names its segments.
         let (launcher, id) = (child.id(), format!("wordcount-{}-0", child.id()));
         let (sent, received) = mpsc::channel();
         std::thread::spawn(move || {
             let _ = sent.send(child.wait_with_output());
         });
-        let output = match received.recv_timeout(WATCHDOG.saturating_sub(started.elapsed())) {
+        let mut output = match received.recv_timeout(WATCHDOG.saturating_sub(started.elapsed())) {
             Ok(output) => output.unwrap(),
             Err(_) => {
                 kill_tree(launcher);
                 panic!("the job did not end within {WATCHDOG:?}");
             }
         };
+        // The reader has seen the end of the pipe once the process is gone and its PEs with it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(&stderr) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        output.stderr = std::mem::take(&mut *stderr.lock().unwrap()).into_bytes();
         assert_clean(&id, tmp.path(), pes, &output);
         output
     }
@@ -167,14 +184,18 @@ fn signal(pid: u32, name: &str) {
         .status();
 }
 
+/// The pids of `parent`'s children, from each of its threads' `/proc/PID/task/TID/children`.
 fn children_of(parent: u32) -> Vec<u32> {
-    let o = Command::new("pgrep")
-        .args(["-P", &parent.to_string()])
-        .output()
-        .unwrap();
-    stdout(&o)
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
         .collect()
 }
 
@@ -395,7 +416,8 @@ fn a_launch_command_that_never_starts_its_pe_fails_naming_the_host() {
     let dir = tempfile::tempdir().unwrap();
     // Two commands, so the shell forks `sleep` rather than becoming it.
     let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 60; exit 1", "sh"]);
-    let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--start-timeout", "1"]);
+    // Room for the shells to start, on a loaded machine, before the timeout kills them.
+    let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--start-timeout", "3"]);
     let launched = launch_commands(&job);
     let o = job.finish(&launched);
     let error = assert_failed(
@@ -405,7 +427,7 @@ fn a_launch_command_that_never_starts_its_pe_fails_naming_the_host() {
          exit 1 sh`)",
     );
     assert!(
-        error.contains("did not reach the launcher within 1 s (the start timeout)"),
+        error.contains("did not reach the launcher within 3 s (the start timeout)"),
         "{error}"
     );
 }
@@ -413,8 +435,8 @@ fn a_launch_command_that_never_starts_its_pe_fails_naming_the_host() {
 #[test]
 fn an_interrupt_during_start_up_aborts_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    // Each PE starts two seconds late: the interrupt comes while the launcher waits for them.
-    let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 2; exec \"$@\"", "sh"]);
+    // Each PE starts ten seconds late: the interrupt comes while the launcher waits for them.
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "sleep 10; exec \"$@\"", "sh"]);
     let job = Job::start(&["--hosts", hosts.to_str().unwrap(), "--duration", "60"]);
     let launched = launch_commands(&job);
     signal(job.launcher(), "INT");
