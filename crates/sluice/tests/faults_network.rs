@@ -21,6 +21,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use sluice_transport::tcp::{MAGIC, VERSION};
+
 /// The longest any step may take: only a hang takes this long.
 const WATCHDOG: Duration = Duration::from_secs(90);
 /// A receiving PE's virtual memory stays under this (a debug PE maps about 230 MiB; one
@@ -323,7 +325,7 @@ fn a_stranger_sending_garbage_is_refused_and_named() {
             )]
         });
     let expected = format!(
-        "{}it did not open with a sluice tcp hello of version 2 \
+        "{}it did not open with a sluice tcp hello of version {VERSION} \
          (it sent 474554202f20485454502f312e310d0a)",
         warning(receiver, strangers[0])
     );
@@ -337,7 +339,7 @@ fn a_stranger_sending_a_frame_length_of_4_gib_is_refused_and_named() {
             vec![connect_and_send(to, &u32::MAX.to_le_bytes())]
         });
     let expected = format!(
-        "{}it did not open with a sluice tcp hello of version 2 (it sent ffffffff)",
+        "{}it did not open with a sluice tcp hello of version {VERSION} (it sent ffffffff)",
         warning(receiver, strangers[0])
     );
     assert!(stderr.contains(&expected), "{stderr}");
@@ -348,7 +350,7 @@ fn a_stranger_sending_a_cut_hello_is_refused_and_named() {
     let (stderr, strangers, receiver) =
         strangers_are_refused_and_the_job_goes_on(Target::SumReceiver, |to| {
             // The hello's magic and version, then the stranger goes away.
-            let s = connect_and_send(to, b"SLUICETP\x02\x00");
+            let s = connect_and_send(to, &[&MAGIC[..], &VERSION.to_le_bytes()].concat());
             s.shutdown(std::net::Shutdown::Write).unwrap();
             vec![s]
         });
@@ -361,7 +363,7 @@ fn a_stranger_sending_a_cut_hello_is_refused_and_named() {
 
 /// A hello of sender 0 of an edge of normal tuples, presenting `secret` (hex).
 fn hello(secret: &str) -> Vec<u8> {
-    let mut h = b"SLUICETP\x02\x00\x00\x00".to_vec();
+    let mut h = [&MAGIC[..], &VERSION.to_le_bytes(), &[0, 0]].concat();
     h.extend_from_slice(&0u32.to_le_bytes()); // sender 0
     h.extend_from_slice(&0u32.to_le_bytes()); // normal tuples
     h.extend_from_slice(&0u32.to_le_bytes()); // of no fixed size
