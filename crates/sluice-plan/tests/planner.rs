@@ -1,60 +1,11 @@
 //! Planner tests on a small WordCount-shaped graph: source -> split -> sum (x2, key-by) -> sink.
 
-use sluice_graph::{
-    Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Placement, Ports, Produced,
-    Source,
-};
+mod common;
+
+use common::{graph, graph_with_sum, Nothing, Pass};
+use sluice_graph::{Graph, GraphBuilder, Placement, Ports};
 use sluice_plan::{plan, PhysicalPlan, PlanError, PlanFile, PlanOptions, PlanRequest};
 use sluice_transport::TransportSpec;
-use sluice_types::TupleRef;
-
-struct Nothing;
-impl Source for Nothing {
-    fn produce(&mut self, _: &mut Output<'_>) -> Result<Produced, OperatorError> {
-        Ok(Produced::Exhausted)
-    }
-}
-struct Pass;
-impl Operator for Pass {
-    fn process(
-        &mut self,
-        _: usize,
-        _: TupleRef<'_>,
-        _: &mut Output<'_>,
-    ) -> Result<(), OperatorError> {
-        Ok(())
-    }
-}
-
-fn graph() -> Graph {
-    graph_with_sum(2)
-}
-
-fn graph_with_sum(parallelism: usize) -> Graph {
-    let mut g = GraphBuilder::new("wc");
-    let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
-    let split = g.operator(
-        "split",
-        Ports::new().input::<String>().output::<String>(),
-        |_| Pass,
-    );
-    let sum = g.operator(
-        "sum",
-        Ports::new().input::<String>().output::<u64>(),
-        |_| Pass,
-    );
-    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Pass);
-    g.set_parallelism(sum, parallelism).unwrap();
-    g.connect(src.out(0), split.input(0)).unwrap();
-    g.connect_with(
-        split.out(0),
-        sum.input(0),
-        Partitioning::key_by(|w: &String| w.clone()),
-    )
-    .unwrap();
-    g.connect(sum.out(0), sink.input(0)).unwrap();
-    g.build().unwrap()
-}
 
 fn options() -> PlanOptions {
     PlanOptions {
