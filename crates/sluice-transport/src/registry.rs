@@ -278,9 +278,10 @@ impl TransportSpec {
         match *self {
             Self::Fused => Err(TransportError::NoEndpoints),
             Self::Threaded { capacity } => {
-                let (tx, rx) = threaded_port::<T>(capacity).ok_or(TransportError::Setup(
-                    format!("no threaded port of capacity {capacity}"),
-                ))?;
+                // `validate` bounded the capacity, so the port exists.
+                let (tx, rx) = threaded_port::<T>(capacity).ok_or_else(|| {
+                    TransportError::Setup(format!("no threaded port of capacity {capacity}"))
+                })?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
             Self::ShmVega { slot_bytes, slots } => {
