@@ -588,6 +588,30 @@ fn what_the_runtime_would_refuse_the_planner_refuses_with_its_message() {
 }
 
 #[test]
+fn a_fixed_size_stream_pinned_to_a_transport_too_small_for_its_tuples_is_refused() {
+    // sum -> sink carries u64, 8-byte facade tuples.
+    let file = |transport: &str| {
+        file(&format!(
+            "[[thread]]\nname='a'\npe='x'\noperators=['source','split','sum']\n\
+             [[thread]]\nname='b'\npe='y'\noperators=['sink']\n\
+             [[edge]]\nfrom='sum'\nto='sink'\ntransport={transport}\n"
+        ))
+    };
+    assert_eq!(
+        refusal(&graph(), &file("{kind='tcp', max_tuple_bytes=4}")),
+        "edge sum[0] -> sink is pinned to tcp(profile=adaptive, min_batch_us=0, \
+         max_batch_us=200, batch_bytes=65536, max_tuple_bytes=4), but its tuples are 8 bytes \
+         each and the transport carries at most 4"
+    );
+    plan(
+        &graph(),
+        &file("{kind='tcp', max_tuple_bytes=8}"),
+        &options(),
+    )
+    .unwrap();
+}
+
+#[test]
 fn a_plan_file_says_each_thing_once() {
     let g = graph();
     let e = plan(

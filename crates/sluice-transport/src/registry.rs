@@ -197,6 +197,18 @@ impl TransportSpec {
         matches!(self, Self::Mpi(_))
     }
 
+    /// The largest encoded tuple the transport carries where its parameters set one
+    /// (`max_tuple_bytes` of `tcp` and `mpi`, a datagram's payload for `udp-mq`); `None` for
+    /// the others, whose limit is not a parameter of this kind.
+    pub fn max_tuple_bytes(&self) -> Option<usize> {
+        match self {
+            Self::Tcp(params) => Some(params.max_tuple_bytes),
+            Self::Mpi(params) => Some(params.max_tuple_bytes),
+            Self::UdpMq(params) => Some(params.max_tuple_bytes()),
+            _ => None,
+        }
+    }
+
     /// Checks every parameter, and that one receiver of this transport takes `senders`
     /// senders and that this program has the transport built in, without building anything:
     /// what the planner checks of every channel, and what building the receiver checks first,
