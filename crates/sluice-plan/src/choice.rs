@@ -82,8 +82,7 @@ impl PlanRequest {
                         path: shown.clone(),
                         source,
                     })?;
-                let file = PlanFile::parse(&text)
-                    .map_err(|e| TomlSyntaxError::new("plan file", &path, &text, &e))?;
+                let file = PlanFile::read(&path, &text)?;
                 Ok(Self::File(shown, file))
             }
         }

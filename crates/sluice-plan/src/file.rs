@@ -21,8 +21,12 @@
 //! transport = { kind = "shm-vega", slot_bytes = 256, slots = 4096 }
 //! ```
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 use sluice_transport::TransportSpec;
+
+use crate::TomlSyntaxError;
 
 /// A parsed plan file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,5 +75,11 @@ impl PlanFile {
     /// Parses a plan file; errors carry the line and column.
     pub fn parse(text: &str) -> Result<Self, toml::de::Error> {
         toml::from_str(text)
+    }
+
+    /// Decodes `text`, the contents of the plan file at `path`; the error names the file, the
+    /// line and the column.
+    pub fn read(path: &Path, text: &str) -> Result<Self, TomlSyntaxError> {
+        Self::parse(text).map_err(|e| TomlSyntaxError::new("plan file", path, text, &e))
     }
 }

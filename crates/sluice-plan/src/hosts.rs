@@ -23,9 +23,12 @@
 //! setting, at the address of this machine that its routes use toward the hosts.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use crate::TomlSyntaxError;
 
 /// Why a hosts file was refused.
 #[derive(Debug, Error)]
@@ -36,6 +39,23 @@ pub enum HostsError {
     /// It parses but makes no sense.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// Why a hosts file read from a path was refused, with the path, and the line and column of
+/// a syntax error.
+#[derive(Debug, Error)]
+pub enum HostsFileError {
+    /// It is not valid TOML for a hosts file.
+    #[error(transparent)]
+    Syntax(#[from] TomlSyntaxError),
+    /// It parses but makes no sense.
+    #[error("hosts file {path}: {reason}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// A parsed hosts file.
@@ -118,6 +138,18 @@ impl HostsFile {
             }
         }
         Ok(file)
+    }
+
+    /// Decodes `text`, the contents of the hosts file at `path` ([`HostsFile::parse`]); the
+    /// error names the file, and the line and column of a syntax error.
+    pub fn read(path: &Path, text: &str) -> Result<Self, HostsFileError> {
+        Self::parse(text).map_err(|e| match e {
+            HostsError::Syntax(e) => TomlSyntaxError::new("hosts file", path, text, &e).into(),
+            HostsError::Invalid(reason) => HostsFileError::Invalid {
+                path: path.display().to_string(),
+                reason,
+            },
+        })
     }
 
     /// The single host of a job without a hosts file: this machine.

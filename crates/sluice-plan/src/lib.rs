@@ -25,7 +25,7 @@ mod transports;
 
 pub use choice::{PlanChoiceError, TomlSyntaxError};
 pub use file::{EdgeSpec, PlanFile, ThreadSpec};
-pub use hosts::{HostSpec, HostsError, HostsFile, LauncherSpec};
+pub use hosts::{HostSpec, HostsError, HostsFile, HostsFileError, LauncherSpec};
 pub use plan::{
     ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
 };

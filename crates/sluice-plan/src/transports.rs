@@ -13,6 +13,11 @@
 //! processes went from 10.7 M to 13.1-14.5 M words/s (`sluice bench app wordcount --plan
 //! two-processes --repeat 3`, medians of separate runs).
 //!
+//! A pinned transport must be able to join the edge's ends where they run, and, for a stream
+//! of fixed-size (facade) tuples, carry them: a `tcp`, `mpi` or `udp-mq` edge whose largest
+//! tuple ([`TransportSpec::max_tuple_bytes`]) is smaller would refuse every tuple when sent,
+//! so the plan is refused instead.
+//!
 //! Where several upstream instances in other PEs feed one input port over a transport that
 //! takes many producers (`shm-osr`, `tcp`, `mpi`: [`TransportSpec::takes_many_senders`]), they
 //! share one channel, so the downstream thread polls one receiver for all of them (the Vega
@@ -121,7 +126,14 @@ fn transport_for(
             spec,
             "both ends run in one PE; mpi joins PEs (the ranks of mpirun), a threaded port joins threads",
         )),
-        Some(spec) => Ok(spec.clone()),
+        Some(spec) => match (encoding, spec.max_tuple_bytes()) {
+            // Every tuple of a fixed-size stream would be refused when sent.
+            (Encoding::Facade { size }, Some(most)) if size > most => Err(refuse(
+                spec,
+                &format!("its tuples are {size} bytes each and the transport carries at most {most}"),
+            )),
+            _ => Ok(spec.clone()),
+        },
         None if a.thread == b.thread => Ok(TransportSpec::Fused),
         None if a.pe == b.pe => Ok(TransportSpec::Threaded { capacity }),
         None if host_a.name != host_b.name => Ok(TransportSpec::Tcp(TcpParams::default())),

@@ -1,60 +1,11 @@
 //! Planner tests on a small WordCount-shaped graph: source -> split -> sum (x2, key-by) -> sink.
 
-use sluice_graph::{
-    Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Placement, Ports, Produced,
-    Source,
-};
+mod common;
+
+use common::{graph, graph_with_sum, Nothing, Pass};
+use sluice_graph::{Graph, GraphBuilder, Placement, Ports};
 use sluice_plan::{plan, PhysicalPlan, PlanError, PlanFile, PlanOptions, PlanRequest};
 use sluice_transport::TransportSpec;
-use sluice_types::TupleRef;
-
-struct Nothing;
-impl Source for Nothing {
-    fn produce(&mut self, _: &mut Output<'_>) -> Result<Produced, OperatorError> {
-        Ok(Produced::Exhausted)
-    }
-}
-struct Pass;
-impl Operator for Pass {
-    fn process(
-        &mut self,
-        _: usize,
-        _: TupleRef<'_>,
-        _: &mut Output<'_>,
-    ) -> Result<(), OperatorError> {
-        Ok(())
-    }
-}
-
-fn graph() -> Graph {
-    graph_with_sum(2)
-}
-
-fn graph_with_sum(parallelism: usize) -> Graph {
-    let mut g = GraphBuilder::new("wc");
-    let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
-    let split = g.operator(
-        "split",
-        Ports::new().input::<String>().output::<String>(),
-        |_| Pass,
-    );
-    let sum = g.operator(
-        "sum",
-        Ports::new().input::<String>().output::<u64>(),
-        |_| Pass,
-    );
-    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| Pass);
-    g.set_parallelism(sum, parallelism).unwrap();
-    g.connect(src.out(0), split.input(0)).unwrap();
-    g.connect_with(
-        split.out(0),
-        sum.input(0),
-        Partitioning::key_by(|w: &String| w.clone()),
-    )
-    .unwrap();
-    g.connect(sum.out(0), sink.input(0)).unwrap();
-    g.build().unwrap()
-}
 
 fn options() -> PlanOptions {
     PlanOptions {
@@ -634,6 +585,30 @@ fn what_the_runtime_would_refuse_the_planner_refuses_with_its_message() {
         .starts_with("edge split -> sum[0]: transport tcp: batch_bytes must be between 1 and"));
     assert!(refusal(&g, &pinned("{kind='udp-mq', queues=0}"))
         .starts_with("edge split -> sum[0]: transport udp-mq: queues must be between 1 and"));
+}
+
+#[test]
+fn a_fixed_size_stream_pinned_to_a_transport_too_small_for_its_tuples_is_refused() {
+    // sum -> sink carries u64, 8-byte facade tuples.
+    let file = |transport: &str| {
+        file(&format!(
+            "[[thread]]\nname='a'\npe='x'\noperators=['source','split','sum']\n\
+             [[thread]]\nname='b'\npe='y'\noperators=['sink']\n\
+             [[edge]]\nfrom='sum'\nto='sink'\ntransport={transport}\n"
+        ))
+    };
+    assert_eq!(
+        refusal(&graph(), &file("{kind='tcp', max_tuple_bytes=4}")),
+        "edge sum[0] -> sink is pinned to tcp(profile=adaptive, min_batch_us=0, \
+         max_batch_us=200, batch_bytes=65536, max_tuple_bytes=4), but its tuples are 8 bytes \
+         each and the transport carries at most 4"
+    );
+    plan(
+        &graph(),
+        &file("{kind='tcp', max_tuple_bytes=8}"),
+        &options(),
+    )
+    .unwrap();
 }
 
 #[test]

@@ -197,6 +197,18 @@ impl TransportSpec {
         matches!(self, Self::Mpi(_))
     }
 
+    /// The largest encoded tuple the transport carries where its parameters set one
+    /// (`max_tuple_bytes` of `tcp` and `mpi`, a datagram's payload for `udp-mq`); `None` for
+    /// the others, whose limit is not a parameter of this kind.
+    pub fn max_tuple_bytes(&self) -> Option<usize> {
+        match self {
+            Self::Tcp(params) => Some(params.max_tuple_bytes),
+            Self::Mpi(params) => Some(params.max_tuple_bytes),
+            Self::UdpMq(params) => Some(params.max_tuple_bytes()),
+            _ => None,
+        }
+    }
+
     /// Checks every parameter, and that one receiver of this transport takes `senders`
     /// senders and that this program has the transport built in, without building anything:
     /// what the planner checks of every channel, and what building the receiver checks first,
@@ -278,9 +290,10 @@ impl TransportSpec {
         match *self {
             Self::Fused => Err(TransportError::NoEndpoints),
             Self::Threaded { capacity } => {
-                let (tx, rx) = threaded_port::<T>(capacity).ok_or(TransportError::Setup(
-                    format!("no threaded port of capacity {capacity}"),
-                ))?;
+                // `validate` bounded the capacity, so the port exists.
+                let (tx, rx) = threaded_port::<T>(capacity).ok_or_else(|| {
+                    TransportError::Setup(format!("no threaded port of capacity {capacity}"))
+                })?;
                 Ok((Box::new(tx), Box::new(rx)))
             }
             Self::ShmVega { slot_bytes, slots } => {

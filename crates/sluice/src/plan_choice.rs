@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use sluice_apps::{AppConfig, Settings};
-use sluice_plan::{HostsError, HostsFile, PhysicalPlan, PlanOptions, PlanRequest, TomlSyntaxError};
+use sluice_plan::{HostsFile, PhysicalPlan, PlanOptions, PlanRequest};
 use sluice_transport::MAX_QUEUE_CAPACITY;
 
 /// Options that choose the application and its plan.
@@ -54,10 +54,7 @@ impl AppArgs {
         if let Some(path) = &self.hosts {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read hosts file {}", path.display()))?;
-            options.hosts = Some(HostsFile::parse(&text).map_err(|e| match e {
-                HostsError::Syntax(e) => TomlSyntaxError::new("hosts file", path, &text, &e).into(),
-                HostsError::Invalid(m) => anyhow::anyhow!("hosts file {}: {m}", path.display()),
-            })?);
+            options.hosts = Some(HostsFile::read(path, &text)?);
         }
         let plan = sluice_plan::plan(&app.graph, &self.request()?, &options)?;
         Ok((app, plan))

@@ -94,7 +94,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         ..defaults
     };
     if !sluice_runtime::is_pe_process() {
-        eprintln!(
+        // A closed standard error loses the line, and nothing else.
+        let _ = writeln!(
+            std::io::stderr(),
             "running {} ({}, {} process(es), {} thread(s)){}",
             plan.job,
             plan.strategy,

@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 /// The longest any case may take; beyond it the case hangs and fails.
 const WATCHDOG: Duration = Duration::from_secs(60);
 
-/// Waits for `child` under the watchdog, reading its standard error; kills it on a hang.
+/// Waits for `child` under the watchdog, reading its standard error if it is piped; kills it
+/// on a hang.
 fn wait_watched(mut child: Child, args: &[&str]) -> (Option<i32>, String) {
-    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
+        if let Some(mut stderr) = stderr {
+            let _ = stderr.read_to_string(&mut text);
+        }
         text
     });
     let started = Instant::now();
@@ -330,4 +333,35 @@ fn plan_piped_into_head_exits_zero_under_pipefail() {
     let (code, stderr) = wait_watched(child, &["bash", "-c", &script]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stderr, "");
+}
+
+/// The exit code of `sluice args` with standard output and standard error both pipes whose
+/// reader is already gone (`sluice ... 2>&1 | head -1`, once head has left).
+fn with_closed_stdout_and_stderr(args: &[&str]) -> Option<i32> {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone().expect("a second handle"))
+        .stderr(writer)
+        .spawn()
+        .expect("sluice starts");
+    wait_watched(child, args).0
+}
+
+#[test]
+fn closed_stdout_and_stderr_leave_the_status_to_the_job() {
+    // A panic would exit 101.
+    let run = [
+        "run",
+        "wordcount",
+        "--plan",
+        "threaded",
+        "--set",
+        "sentences=100",
+    ];
+    assert_eq!(with_closed_stdout_and_stderr(&run), Some(0));
+    let refused = ["run", "wordcount", "--set", "parallelism=0"];
+    assert_eq!(with_closed_stdout_and_stderr(&refused), Some(1));
 }
