@@ -197,9 +197,10 @@ impl TransportSpec {
         matches!(self, Self::Mpi(_))
     }
 
-    /// The largest encoded tuple the transport carries where its parameters set one
-    /// (`max_tuple_bytes` of `tcp` and `mpi`, a datagram's payload for `udp-mq`); `None` for
-    /// the others, whose limit is not a parameter of this kind.
+    /// The largest encoded tuple one record of the transport carries where its parameters set
+    /// one (`max_tuple_bytes` of `tcp` and `mpi`, a datagram's payload for `udp-mq`); `None`
+    /// for the others. A fixed-size tuple must fit it; a variable-size one longer than it
+    /// crosses `tcp` and `mpi` in parts (`crate::parts`) and is refused by `udp-mq`.
     pub fn max_tuple_bytes(&self) -> Option<usize> {
         match self {
             Self::Tcp(params) => Some(params.max_tuple_bytes),
