@@ -104,7 +104,8 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
     let role = match PeRole::from_env() {
         Ok(role) => role,
         Err(error) => {
-            eprintln!("error: this PE cannot start: {error}");
+            // Written, not `eprintln!`: a closed standard error must not turn this into a panic.
+            let _ = writeln!(std::io::stderr(), "error: this PE cannot start: {error}");
             std::process::exit(1);
         }
     };

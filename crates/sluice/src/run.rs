@@ -94,16 +94,14 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         ..defaults
     };
     if !sluice_runtime::is_pe_process() {
-        // A closed standard error loses the line, and nothing else.
-        let _ = writeln!(
-            std::io::stderr(),
+        tell(format_args!(
             "running {} ({}, {} process(es), {} thread(s)){}",
             plan.job,
             plan.strategy,
             plan.pes.len(),
             plan.threads().count(),
             duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
-        );
+        ));
     }
     let stop = StopHandle::new();
     if !sluice_runtime::is_pe_process() {
@@ -113,10 +111,14 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         let interrupts = Arc::new(AtomicUsize::new(0));
         ctrlc::set_handler(move || {
             if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
-                eprintln!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
+                tell(format_args!(
+                    "stopping: draining in-flight tuples (Ctrl-C again to abort)"
+                ));
                 handle.stop();
             } else {
-                eprintln!("aborting: removing the job's processes and segments");
+                tell(format_args!(
+                    "aborting: removing the job's processes and segments"
+                ));
                 handle.abort();
             }
         })
@@ -124,13 +126,15 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let report = sluice_runtime::start_with(&app.graph, &plan, &options, &stop)
         .and_then(|job| {
-            eprintln!("started: the sources run (Ctrl-C stops and drains)");
+            tell(format_args!(
+                "started: the sources run (Ctrl-C stops and drains)"
+            ));
             job.wait()
         })
         .map_err(|error| {
             if error.is_interrupt() {
                 // Everything the job made is gone by now.
-                eprintln!("error: {error}");
+                tell(format_args!("error: {error}"));
                 std::process::exit(INTERRUPTED_STATUS);
             }
             error
@@ -141,4 +145,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         writeln!(out, "output: {}", output.display())?;
     }
     Ok(())
+}
+
+/// Writes a line to standard error; a closed standard error loses the line and nothing else
+/// (`eprintln!` would panic).
+fn tell(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
