@@ -14,6 +14,7 @@ use sluice_types::{BytesTuple, Message, Tuple};
 
 use crate::mpi::wire as mpi_wire;
 use crate::mpi::MpiParams;
+use crate::parts::Reassembly;
 use crate::tcp::frames::FrameReader;
 use crate::tcp::wire::{may_be_hello, Framing, HELLO_LEN, SECRET_AT};
 use crate::tcp::{JobSecret, TcpParams, SECRET_LEN};
@@ -154,12 +155,15 @@ pub fn udp_mq_datagrams(bytes: &[u8]) {
 }
 
 /// Decodes `bytes` as one `mpi` batch of a `u64` edge and of a byte-tuple edge of
-/// [`SENDERS`] senders (the receiver refuses a longer message before it reads it).
+/// [`SENDERS`] senders (the receiver refuses a longer message before it reads it), from a
+/// sender with no tuple in parts so far; if the batch leaves the stream open, decodes it
+/// again as that sender's next batch, so a tuple in parts carries over. A tuple made of
+/// parts is at most as long as the batches that carried it.
 pub fn mpi_batch(bytes: &[u8]) {
     mpi_batch_of::<u64>(bytes);
     let tuples = mpi_batch_of::<BytesTuple>(bytes);
     assert!(tuples.iter().all(|m| match m {
-        Message::Data(t) => t.0.len() <= MAX_TUPLE,
+        Message::Data(t) => t.0.len() <= 2 * bytes.len(),
         _ => true,
     }));
 }
@@ -171,8 +175,12 @@ fn mpi_batch_of<T: Tuple>(bytes: &[u8]) -> Vec<Message<T>> {
     if bytes.len() > framing.message_limit() || mpi_wire::sender_of(bytes, SENDERS).is_err() {
         return out;
     }
-    let _ = mpi_wire::decode(&framing, bytes, &mut out);
-    assert!(out.len() <= bytes.len());
+    let mut parts = Reassembly::default();
+    if mpi_wire::decode(&framing, bytes, &mut parts, &mut out) == Ok(mpi_wire::Ending::Open) {
+        let _ = mpi_wire::decode(&framing, bytes, &mut parts, &mut out);
+    }
+    // Every message takes at least one byte of the batches.
+    assert!(out.len() <= 2 * bytes.len());
     out
 }
 

@@ -35,18 +35,53 @@
 //!           +------+-------------------------------------------+
 //!           | 0x03 |                                             the end of the stream
 //!           | 0x04 |                                             dropped without an end
-//!           +------+
+//!           +------+---------------------------+------------+
+//!           | 0x05 | len u32 <= max tuple, > 0 | len bytes  |   a part of a tuple, more follow
+//!           +------+---------------------------+------------+
+//!           | 0x06 | len u32 <= max tuple, > 0 | len bytes  |   the last part of a tuple
+//!           +------+---------------------------+------------+
 //!  tuple:   facade: its size in bytes; normal: len u32 <= max tuple, then len bytes
 //! ```
 //!
 //! An end (0x03) or abandon (0x04) record is the batch's last byte and the sender's last
-//! batch. The receiver checks the length of a probed batch against its limit before it
+//! batch.
+//!
+//! # Tuples of any size
+//!
+//! A normal tuple whose encoding is longer than `max_tuple_bytes` is sent as part records of
+//! that size (the last one shorter), in as many batches as it takes ([`crate::parts`]): a
+//! part record goes in the current batch if it fits `batch_bytes`, else in a batch of its
+//! own, which always fits the receiver's limit. The parts of a tuple are consecutive in
+//! their sender's stream, nothing else between them but an abandon record (a sender dropped
+//! mid-tuple: its parts are dropped with it); the receiver reassembles them per sender,
+//! across batches, as they arrive, up to [`MAX_TUPLE_BYTES`](crate::MAX_TUPLE_BYTES): an
+//! `mpi` edge carries any tuple up to that, whatever its parameters, and refuses a longer
+//! one at the sender as [`SendError::TooLarge`] naming both sizes. Fixed-size tuples never
+//! come in parts (one larger than `max_tuple_bytes` is refused as too large). Any other
+//! record between one sender's parts, an empty part or one longer than `max_tuple_bytes`, a
+//! part on an edge of fixed-size tuples, or parts adding up to more than
+//! [`MAX_TUPLE_BYTES`](crate::MAX_TUPLE_BYTES) is [`RecvError::Malformed`]. The batches of
+//! a tuple in parts take credits like any other, so a large tuple never puts more than
+//! `credit` batches in flight: while its parts wait for credits, the sender refuses other
+//! offers as [`SendError::Full`] and reports itself [`pending`](crate::TupleSender::pending)
+//! until a flush gets the last part into a batch.
+//!
+//! # Limits
+//!
+//! The receiver checks the length of a probed batch against its limit before it
 //! receives it (a longer one is never received, and poisons the edge), then the sender index
 //! (below the channel's senders, from the same rank as before, not ended), then every count
 //! and length against what remains of the batch before reading, and every punctuation's kind
 //! as `Punctuation::from_wire` does: nothing a peer sends makes a PE read out of bounds
 //! ([`RecvError::Malformed`] instead). A punctuation's 13 bytes are its wire encoding, the one
-//! every transport uses (drawn in `sluice_types::Punctuation`'s module).
+//! every transport uses (drawn in `sluice_types::Punctuation`'s module). The receiver holds
+//! one batch of at most `4 + max(batch_bytes, max_tuple_bytes + 9)` bytes at a time, and per
+//! sender the parts of a tuple received so far, which grow only as parts arrive (never ahead
+//! of them) and never past [`MAX_TUPLE_BYTES`](crate::MAX_TUPLE_BYTES).
+//!
+//! The batch layout has no version field: every rank of an `mpirun` job runs the same
+//! `sluice` binary. Part records (0x05, 0x06) are new with tuples of any size; an older
+//! receiver would refuse them as malformed.
 //!
 //! # Backpressure and sending
 //!

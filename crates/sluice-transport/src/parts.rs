@@ -90,6 +90,39 @@ impl Outgoing {
     }
 }
 
+/// A sender that writes a tuple too long for one slot or record as parts, one [`Outgoing`] at
+/// a time, refusing everything else until its last part is written.
+pub(crate) trait SendsInParts {
+    /// The tuple going out in parts, if any.
+    fn outgoing(&mut self) -> &mut Option<Outgoing>;
+
+    /// Where the buffer of a tuple all written goes, for the sender's next encoding.
+    fn spare(&mut self) -> &mut Vec<u8>;
+
+    /// Writes a part from the front of `rest` (the last part if it takes all of it); returns
+    /// how many bytes it took, or `Full` if the transport has no room for it now.
+    fn write_part(&mut self, rest: &[u8]) -> Result<usize, SendError>;
+
+    /// Writes what is left of the tuple going out in parts, if any; `Full` while some of it
+    /// is still left. Any other refusal is returned and drops the tuple.
+    fn finish_outgoing(&mut self) -> Result<(), SendError> {
+        let Some(mut outgoing) = self.outgoing().take() else {
+            return Ok(());
+        };
+        match outgoing.write(|rest| self.write_part(rest)) {
+            Ok(true) => {
+                *self.spare() = outgoing.into_buffer();
+                Ok(())
+            }
+            Ok(false) => {
+                *self.outgoing() = Some(outgoing);
+                Err(SendError::Full)
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
 /// The parts of one sender's tuple received so far.
 #[derive(Default)]
 pub(crate) struct Reassembly {

@@ -89,7 +89,7 @@ use sluice_ring::osr::{
 use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
-use crate::parts::{check_len, Outgoing, Reassembly, MAX_TUPLE_BYTES};
+use crate::parts::{check_len, Outgoing, Reassembly, SendsInParts, MAX_TUPLE_BYTES};
 use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
 
 /// The tag byte of a punctuation record.
@@ -394,52 +394,6 @@ impl<T: Tuple> ShmOsrSender<T> {
         SendError::Full
     }
 
-    /// Writes what is left of a tuple going out in parts; `Full` while some of it is still
-    /// left.
-    fn finish_outgoing(&mut self) -> Result<(), SendError> {
-        let Some(mut outgoing) = self.outgoing.take() else {
-            return Ok(());
-        };
-        let written = outgoing.write(|rest| self.write_part(rest));
-        match written {
-            Ok(true) => {
-                self.scratch = outgoing.into_buffer();
-                Ok(())
-            }
-            Ok(false) => {
-                self.outgoing = Some(outgoing);
-                Err(SendError::Full)
-            }
-            Err(error) => Err(error),
-        }
-    }
-
-    /// Writes a part record from the front of `rest` (the last part if it takes all of it);
-    /// returns how many bytes it took.
-    fn write_part(&mut self, rest: &[u8]) -> Result<usize, SendError> {
-        let mut n = rest.len().min(PART_BYTES).min(self.max_payload - 1);
-        loop {
-            let tag = if n == rest.len() { TAG_LAST } else { TAG_PART };
-            let refused = match self.producer.try_reserve(self.id, n + 1) {
-                Ok(mut record) => {
-                    record.write_at(0, &[tag]);
-                    record.write_at(1, &rest[..n]);
-                    return match record.commit() {
-                        Ok(()) => Ok(n),
-                        Err(CommitError::Lost | CommitError::Poisoned) => Err(SendError::Closed),
-                    };
-                }
-                Err(refused) => refused,
-            };
-            match refused {
-                ReserveError::Full => return Err(self.full()),
-                // Holes left by dead senders split the ring: a smaller part fits.
-                ReserveError::TooLarge { max, .. } if max > 1 && max <= n => n = max - 1,
-                _ => return Err(SendError::Closed),
-            }
-        }
-    }
-
     /// Sends a punctuation or end-of-stream record (`record`, its tag first) after the data
     /// before it.
     fn control(&mut self, record: &[u8]) -> Result<(), SendError> {
@@ -474,6 +428,42 @@ impl<T: Tuple> ShmOsrSender<T> {
             let _ = self.commit(true);
         }
         Ok(())
+    }
+}
+
+impl<T: Tuple> SendsInParts for ShmOsrSender<T> {
+    fn outgoing(&mut self) -> &mut Option<Outgoing> {
+        &mut self.outgoing
+    }
+
+    fn spare(&mut self) -> &mut Vec<u8> {
+        &mut self.scratch
+    }
+
+    /// Writes a part record from the front of `rest` (the last part if it takes all of it);
+    /// returns how many bytes it took.
+    fn write_part(&mut self, rest: &[u8]) -> Result<usize, SendError> {
+        let mut n = rest.len().min(PART_BYTES).min(self.max_payload - 1);
+        loop {
+            let tag = if n == rest.len() { TAG_LAST } else { TAG_PART };
+            let refused = match self.producer.try_reserve(self.id, n + 1) {
+                Ok(mut record) => {
+                    record.write_at(0, &[tag]);
+                    record.write_at(1, &rest[..n]);
+                    return match record.commit() {
+                        Ok(()) => Ok(n),
+                        Err(CommitError::Lost | CommitError::Poisoned) => Err(SendError::Closed),
+                    };
+                }
+                Err(refused) => refused,
+            };
+            match refused {
+                ReserveError::Full => return Err(self.full()),
+                // Holes left by dead senders split the ring: a smaller part fits.
+                ReserveError::TooLarge { max, .. } if max > 1 && max <= n => n = max - 1,
+                _ => return Err(SendError::Closed),
+            }
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! The conformance checks of the `mpi` transport, across the ranks of a real `mpirun`: order
 //! kept (punctuations of every kind in their place, with their values), nothing lost or
 //! duplicated, many senders into one receiver, backpressure, a clean
-//! close, a closed receiver and a vanished sender reported, an oversized tuple refused, and
-//! a hostile peer's batch refused without being read out of bounds.
+//! close, a closed receiver and a vanished sender reported, tuples longer than a record
+//! arriving whole, an oversized fixed-size tuple refused, and a hostile peer's batch refused
+//! without being read out of bounds.
 //!
 //! Each test starts `mpirun` on this test binary, filtered to that one test; in the ranks
 //! (where Open MPI sets `OMPI_COMM_WORLD_RANK`) the same test runs its rank's part. Skips,
@@ -100,6 +101,14 @@ mod ranks {
         }
     }
 
+    /// The route of sender 0 of `channel` to rank 1.
+    fn on_channel(channel: u32) -> Route {
+        Route {
+            channel,
+            ..route(1, 0)
+        }
+    }
+
     /// Offers `message`, flushing and retrying while the edge is full.
     fn offer<T: sluice_types::Tuple>(tx: &mut dyn TupleSender<T>, mut message: Message<T>) {
         let deadline = Instant::now() + WATCHDOG;
@@ -166,6 +175,27 @@ mod ranks {
                 _ => {}
             }
         }
+        messages.push(Message::EndOfStream);
+        messages
+    }
+
+    /// Strings around and far beyond `max_tuple` bytes, each of its own letter, among short
+    /// ones and a punctuation, and the end of the stream.
+    fn long_strings(max_tuple: usize) -> Vec<Message<String>> {
+        let lens = [
+            1,
+            max_tuple - 4,
+            max_tuple + 1,
+            7,
+            3 * max_tuple,
+            100_000,
+            0,
+        ];
+        let mut messages: Vec<_> = (b'a'..)
+            .zip(lens)
+            .map(|(letter, len)| Message::Data(char::from(letter).to_string().repeat(len)))
+            .collect();
+        messages.insert(3, Message::Punctuation(Punctuation::Latency(3)));
         messages.push(Message::EndOfStream);
         messages
     }
@@ -314,33 +344,23 @@ mod ranks {
                     }
                     drop(tx);
                     // A sender dropped without an end of stream.
-                    let mut tx = open_sender::<u64>(
-                        Route {
-                            channel: 8,
-                            ..route(1, 0)
-                        },
-                        &params,
-                    )
-                    .unwrap();
+                    let mut tx = open_sender::<u64>(on_channel(8), &params).unwrap();
                     offer(&mut tx, Message::Data(5));
                     drop(tx);
-                    // A tuple longer than the edge's largest is refused naming both sizes.
-                    let mut tx = open_sender::<String>(
-                        Route {
-                            channel: 9,
-                            ..route(1, 0)
-                        },
-                        &params,
-                    )
-                    .unwrap();
-                    let long = "x".repeat(params.max_tuple_bytes);
-                    let refused = tx.offer(Message::Data(long)).unwrap_err();
-                    match refused.error {
-                        SendError::TooLarge { tuple, slot } => {
-                            assert!(tuple > slot && slot == params.max_tuple_bytes)
-                        }
-                        other => panic!("refused as {other:?}"),
+                    // Tuples longer than the edge's largest arrive whole, in order.
+                    let mut tx = open_sender::<String>(on_channel(9), &params).unwrap();
+                    for message in long_strings(params.max_tuple_bytes) {
+                        offer(&mut tx, message);
                     }
+                    flush_all(&mut tx);
+                    // A fixed-size tuple longer than the largest is refused naming both sizes.
+                    let narrow = MpiParams {
+                        max_tuple_bytes: 4,
+                        ..params
+                    };
+                    let mut tx = open_sender::<u64>(on_channel(10), &narrow).unwrap();
+                    let refused = tx.offer(Message::Data(1)).unwrap_err();
+                    assert_eq!(refused.error, SendError::TooLarge { tuple: 8, slot: 4 });
                     offer(&mut tx, Message::EndOfStream);
                     flush_all(&mut tx);
                 } else {
@@ -354,15 +374,7 @@ mod ranks {
                     }
                     drop(rx);
                     barrier();
-                    let mut rx = bind_receiver::<u64>(
-                        Route {
-                            channel: 8,
-                            ..route(1, 0)
-                        },
-                        1,
-                        &params,
-                    )
-                    .unwrap();
+                    let mut rx = bind_receiver::<u64>(on_channel(8), 1, &params).unwrap();
                     let mut got = Vec::new();
                     let deadline = Instant::now() + WATCHDOG;
                     let error = loop {
@@ -373,13 +385,24 @@ mod ranks {
                     };
                     assert_eq!(error, RecvError::Disconnected);
                     assert_eq!(got, vec![Message::Data(5)]);
-                    let mut rx = bind_receiver::<String>(
-                        Route {
-                            channel: 9,
-                            ..route(1, 0)
-                        },
+                    let mut rx = bind_receiver::<String>(on_channel(9), 1, &params).unwrap();
+                    let mut got = Vec::new();
+                    let deadline = Instant::now() + WATCHDOG;
+                    while got.last() != Some(&Message::EndOfStream) {
+                        rx.poll(10, &mut got).unwrap();
+                        assert!(Instant::now() < deadline, "the long tuples never ended");
+                    }
+                    assert!(
+                        got == long_strings(params.max_tuple_bytes),
+                        "a long tuple arrived cut, changed or out of order"
+                    );
+                    let mut rx = bind_receiver::<u64>(
+                        on_channel(10),
                         1,
-                        &params,
+                        &MpiParams {
+                            max_tuple_bytes: 4,
+                            ..params
+                        },
                     )
                     .unwrap();
                     let mut got = Vec::new();
@@ -407,12 +430,11 @@ mod ranks {
                 huge_run.extend_from_slice(&[0; 8]);
                 let too_long = vec![0u8; 4 + 64 + 5 + 4 + 32 + 1];
                 let stranger = vec![9, 0, 0, 0, 2];
-                let batches = [huge_run, too_long, stranger];
+                // A fixed-size tuple in parts.
+                let part = [&[0, 0, 0, 0, 6, 8, 0, 0, 0][..], &[0; 8]].concat();
+                let batches = [huge_run, too_long, stranger, part];
                 for (channel, batch) in (20..).zip(&batches) {
-                    let route = Route {
-                        channel,
-                        ..route(1, 0)
-                    };
+                    let route = on_channel(channel);
                     if rank == 0 {
                         SimpleCommunicator::world()
                             .process_at_rank(1)
@@ -434,10 +456,7 @@ mod ranks {
                     }
                 }
                 // A credit message of several bytes closes the sender's edge, unreceived.
-                let route = Route {
-                    channel: 30,
-                    ..route(1, 0)
-                };
+                let route = on_channel(30);
                 if rank == 1 {
                     SimpleCommunicator::world()
                         .process_at_rank(0)

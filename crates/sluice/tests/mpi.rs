@@ -97,6 +97,63 @@ fn wordcount_over_the_mpi_transport_matches_one_thread() {
     wordcount_on_mpi_ranks_matches_one_thread(&three_pes_over_mpi());
 }
 
+/// WordCount's source alone in a PE of its own before the three PEs, so lines cross an edge
+/// too, and every edge pinned to the `mpi` transport (each with its default largest record,
+/// 64 KiB).
+#[cfg(feature = "mpi")]
+fn four_pes_over_mpi() -> String {
+    let three = three_pes_over_mpi().replace(
+        r#"operators = ["sentences", "split"]"#,
+        r#"operators = ["split"]"#,
+    );
+    format!(
+        "[[thread]]\nname = \"source\"\npe = \"source\"\noperators = [\"sentences\"]\n{three}\
+         [[edge]]\nfrom = \"sentences\"\nto = \"split\"\ntransport = {{ kind = \"mpi\" }}\n"
+    )
+}
+
+/// Lines around and beyond an `mpi` record of 64 KiB, and words of up to 100 KB (beyond it
+/// too, on the edges after the split), cross the `mpi` edges in parts and are counted as a
+/// direct count does.
+#[cfg(feature = "mpi")]
+#[test]
+fn lines_and_words_longer_than_an_mpi_record_are_counted_whole() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (input, plan) = (dir.path().join("in.txt"), dir.path().join("four.toml"));
+    let lines = [
+        (0, 6),
+        (65_535, 6),
+        (65_536, 6),
+        (65_537, 6),
+        (3, 6),
+        (600_000, 6),
+        (300_000, 100_000),
+    ];
+    let text: String = (0..)
+        .zip(lines)
+        .map(|(seed, (len, longest))| common::line(len, longest, seed) + "\n")
+        .collect();
+    std::fs::write(&input, &text).unwrap();
+    std::fs::write(&plan, four_pes_over_mpi()).unwrap();
+    let counts = common::wordcount(
+        dir.path(),
+        &input,
+        plan.to_str().unwrap(),
+        &["--launcher", "mpi"],
+    );
+    assert!(
+        counts == common::direct_counts(&text),
+        "the counts differ from a direct count"
+    );
+    assert!(
+        counts.keys().any(|word| word.len() > 64 << 10),
+        "a word longer than a record"
+    );
+}
+
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn wordcount_over_the_mpi_transport_is_skipped_without_the_feature() {

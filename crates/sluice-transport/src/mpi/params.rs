@@ -15,7 +15,9 @@ pub struct MpiParams {
     /// How many batches one sender may have sent that its receiver has not taken yet: the
     /// edge's backpressure. The receiver returns a credit per batch it takes.
     pub credit: usize,
-    /// The largest encoded tuple the edge carries; a longer one is refused as too large.
+    /// The largest encoded tuple one record carries; a longer normal tuple goes in parts of
+    /// this size (module doc), up to [`MAX_TUPLE_BYTES`](crate::MAX_TUPLE_BYTES). A
+    /// fixed-size tuple longer than this is refused as too large.
     pub max_tuple_bytes: usize,
 }
 
@@ -23,7 +25,7 @@ pub struct MpiParams {
 pub const DEFAULT_BATCH_BYTES: usize = 16 << 10;
 /// The default number of batches in flight per sender.
 pub const DEFAULT_CREDIT: usize = 8;
-/// The default largest tuple.
+/// The default largest tuple of one record.
 pub const DEFAULT_MAX_TUPLE_BYTES: usize = 64 << 10;
 /// The largest batch budget or tuple size accepted (so a message length always fits MPI's
 /// `int` count with room to spare, and a typo cannot ask for gigabytes of buffer).

@@ -13,15 +13,19 @@ use super::params::MpiParams;
 use super::request::OwnedSend;
 use super::wire::{self, Ending, Framing};
 use super::{session, Route};
+use crate::parts::Reassembly;
 use crate::{RecvError, TransportError, TupleReceiver};
 
 /// What the receiver knows of one sender of its channel.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 struct Peer {
     /// The rank its batches come from, once one came.
     rank: Option<i32>,
     /// Its stream ended.
     ended: bool,
+    /// The parts of its tuple larger than the largest, received so far (they may span many
+    /// batches).
+    parts: Reassembly,
 }
 
 /// The receiving end of one `mpi` edge, for all of its senders.
@@ -68,7 +72,9 @@ pub fn bind_receiver<T: Tuple>(
     Ok(MpiReceiver {
         route,
         framing,
-        peers: vec![Peer::default(); senders],
+        peers: std::iter::repeat_with(Peer::default)
+            .take(senders)
+            .collect(),
         buffer: Vec::new(),
         decoded: VecDeque::new(),
         scratch: Vec::new(),
@@ -109,7 +115,12 @@ impl<T: Tuple> MpiReceiver<T> {
         }
         peer.rank = Some(source);
         self.scratch.clear();
-        let ending = wire::decode(&self.framing, &self.buffer, &mut self.scratch)?;
+        let ending = wire::decode(
+            &self.framing,
+            &self.buffer,
+            &mut peer.parts,
+            &mut self.scratch,
+        )?;
         self.decoded.extend(self.scratch.drain(..));
         match ending {
             Ending::Open => {

@@ -1,5 +1,7 @@
 //! The sending end of an `mpi` edge: fills a batch, sends it with `MPI_Isend` when it is full
-//! or flushed and a credit allows, and takes credits back from the receiver.
+//! or flushed and a credit allows, and takes credits back from the receiver. A tuple longer
+//! than the largest goes out in parts, as many batches as it takes, as credits allow: until
+//! its last part is in a batch, other offers are refused as full.
 
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
@@ -12,6 +14,7 @@ use super::params::MpiParams;
 use super::request::OwnedSend;
 use super::wire::{self, BatchWriter, Control, Framing};
 use super::{session, Route};
+use crate::parts::{Outgoing, SendsInParts};
 use crate::{Refused, SendError, TransportError, TupleSender};
 
 /// How long dropping a sender waits for its last batches to be taken.
@@ -33,6 +36,9 @@ pub struct MpiSender<T> {
     spare: Vec<Vec<u8>>,
     /// Encoding space for one tuple.
     scratch: Vec<u8>,
+    /// A tuple going out in parts (its encoding, in what was `scratch`), not all in batches
+    /// yet.
+    outgoing: Option<Outgoing>,
     /// The end of the stream is in the batch or sent: nothing more is accepted.
     ended: bool,
     /// The receiver said it is gone, or broke the credit protocol.
@@ -57,6 +63,7 @@ pub fn open_sender<T: Tuple>(
         in_flight: Vec::new(),
         spare: Vec::new(),
         scratch: Vec::new(),
+        outgoing: None,
         ended: false,
         closed: false,
         _tuples: PhantomData,
@@ -140,6 +147,56 @@ impl<T> MpiSender<T> {
             Err(SendError::Full)
         }
     }
+
+    /// Ships a batch that is too full for another record, if a credit allows.
+    fn ship_if_full(&mut self) {
+        if !self.batch.fits_control() {
+            self.ship();
+        }
+    }
+
+    /// Appends a tuple's `encoding` to the batch, or starts sending it in parts if it is
+    /// longer than the largest tuple; `encoding` is what was `scratch`, and comes back to it
+    /// once the sender is done with it.
+    fn send_encoded(&mut self, encoding: Vec<u8>) -> Result<(), SendError> {
+        if self.framing.in_parts(encoding.len()) {
+            self.outgoing = Some(Outgoing::new(encoding));
+            // The tuple is taken: what does not fit now follows on later offers and flushes.
+            return match self.finish_outgoing() {
+                Ok(()) | Err(SendError::Full) => Ok(()),
+                Err(error) => Err(error),
+            };
+        }
+        let fits = self.batch.fits_tuple(&self.framing, encoding.len());
+        let outcome = self.room_for(fits);
+        if outcome.is_ok() {
+            self.batch.push_tuple(&self.framing, &encoding);
+            // A full batch goes at once if a credit allows.
+            self.ship_if_full();
+        }
+        self.scratch = encoding;
+        outcome
+    }
+}
+
+impl<T> SendsInParts for MpiSender<T> {
+    fn outgoing(&mut self) -> &mut Option<Outgoing> {
+        &mut self.outgoing
+    }
+
+    fn spare(&mut self) -> &mut Vec<u8> {
+        &mut self.scratch
+    }
+
+    /// Puts a part into the batch, shipping the batch first if the part does not fit it and
+    /// after if it is full: `Full` while the batch waits for a credit.
+    fn write_part(&mut self, rest: &[u8]) -> Result<usize, SendError> {
+        let len = self.framing.part_len(rest.len());
+        self.room_for(self.batch.fits_part(len))?;
+        self.batch.push_part(&rest[..len], len == rest.len());
+        self.ship_if_full();
+        Ok(len)
+    }
 }
 
 impl<T: Tuple> TupleSender<T> for MpiSender<T> {
@@ -148,26 +205,20 @@ impl<T: Tuple> TupleSender<T> for MpiSender<T> {
         if self.ended {
             return refuse(SendError::Closed, message);
         }
+        if let Err(error) = self.finish_outgoing() {
+            return refuse(error, message);
+        }
         let control = match &message {
             Message::Data(tuple) => {
                 let mut scratch = std::mem::take(&mut self.scratch);
-                let outcome = wire::encode(&self.framing, tuple, &mut scratch).and_then(|()| {
-                    let fits = self.batch.fits_tuple(&self.framing, scratch.len());
-                    self.room_for(fits)
-                });
-                if outcome.is_ok() {
-                    self.batch.push_tuple(&self.framing, &scratch);
-                }
-                self.scratch = scratch;
-                return match outcome {
-                    Ok(()) if !self.batch.fits_control() => {
-                        // A full batch goes at once if a credit allows.
-                        self.ship();
-                        Ok(())
+                let outcome = match wire::encode(&self.framing, tuple, &mut scratch) {
+                    Ok(()) => self.send_encoded(scratch),
+                    Err(error) => {
+                        self.scratch = scratch;
+                        Err(error)
                     }
-                    Ok(()) => Ok(()),
-                    Err(error) => refuse(error, message),
                 };
+                return outcome.or_else(|error| refuse(error, message));
             }
             Message::Punctuation(punctuation) => Control::Punctuation(*punctuation),
             Message::EndOfStream => Control::End,
@@ -184,18 +235,22 @@ impl<T: Tuple> TupleSender<T> for MpiSender<T> {
     fn flush(&mut self) {
         self.reap();
         self.take_credits();
+        // A refusal here is the next offer's to report.
+        let _ = self.finish_outgoing();
         self.ship();
     }
 
     fn pending(&self) -> bool {
-        !self.batch.is_empty() || !self.in_flight.is_empty()
+        self.outgoing.is_some() || !self.batch.is_empty() || !self.in_flight.is_empty()
     }
 }
 
 impl<T> Drop for MpiSender<T> {
     fn drop(&mut self) {
         // A stream dropped without its end says so, so the receiver reports the loss instead
-        // of waiting for more.
+        // of waiting for more; a tuple whose parts are not all out is lost with it (the
+        // receiver drops the parts it has).
+        self.outgoing = None;
         let mut abandon = !self.ended && !self.closed;
         let deadline = Instant::now() + DROP_DRAIN;
         loop {

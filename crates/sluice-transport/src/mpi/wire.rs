@@ -8,6 +8,7 @@
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use super::params::MpiParams;
+use crate::parts::{check_len, Reassembly, MAX_TUPLE_BYTES};
 use crate::wire_fields::{get_u32, put_u32};
 use crate::{RecvError, SendError, TransportError};
 
@@ -28,14 +29,22 @@ const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
 const TAG_END: u8 = 3;
 /// The sender went away without ending its stream; the last byte of its last batch.
 const TAG_ABANDONED: u8 = 4;
+/// A part of a normal tuple's encoding that is not the last, followed by its length and bytes.
+const TAG_PART: u8 = 5;
+/// The last part of a normal tuple's encoding, followed by its length and bytes.
+const TAG_LAST: u8 = 6;
+/// Bytes of a part record's tag and length.
+const PART_HEADER: usize = 5;
 
 /// What both ends derive from the tuple type and the parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Framing {
     /// The size of a facade tuple; `None` for normal tuples, which carry their length.
     pub(crate) facade: Option<usize>,
-    /// The largest encoded tuple.
+    /// The largest encoded tuple one record carries, and the largest part of a longer one.
     pub(crate) max_tuple: usize,
+    /// The longest normal tuple, carried in parts: [`MAX_TUPLE_BYTES`] (less in tests).
+    pub(crate) most_in_parts: usize,
     /// The most record bytes in one batch.
     pub(crate) records_limit: usize,
 }
@@ -59,6 +68,7 @@ impl Framing {
         Ok(Self {
             facade,
             max_tuple: params.max_tuple_bytes,
+            most_in_parts: MAX_TUPLE_BYTES,
             // Both are at most 64 MiB, so a batch's length fits MPI's `int` count.
             records_limit: params
                 .batch_bytes
@@ -69,6 +79,17 @@ impl Framing {
     /// The most bytes in one batch, header included.
     pub(crate) fn message_limit(&self) -> usize {
         HEADER + self.records_limit
+    }
+
+    /// Whether a tuple of `len` encoded bytes goes in parts (only a normal one can be longer
+    /// than the largest tuple, see [`encode`]).
+    pub(crate) fn in_parts(&self, len: usize) -> bool {
+        len > self.max_tuple
+    }
+
+    /// The length of the next part of an encoding of which `rest` bytes are not sent yet.
+    pub(crate) fn part_len(&self, rest: usize) -> usize {
+        rest.min(self.max_tuple)
     }
 }
 
@@ -126,6 +147,11 @@ impl BatchWriter {
         self.fits(run + prefix + len)
     }
 
+    /// Whether a part record of `len` bytes fits now.
+    pub(crate) fn fits_part(&self, len: usize) -> bool {
+        self.fits(PART_HEADER + len)
+    }
+
     /// Whether any record that is not data (punctuation, end) fits now.
     pub(crate) fn fits_control(&self) -> bool {
         self.fits(PUNCTUATION_RECORD)
@@ -151,6 +177,17 @@ impl BatchWriter {
                 .extend_from_slice(&(encoded.len() as u32).to_le_bytes());
         }
         self.bytes.extend_from_slice(encoded);
+    }
+
+    /// Appends a part of a normal tuple's encoding, `last` if it ends the tuple; the caller
+    /// checked that it fits and is [`Framing::part_len`] long.
+    pub(crate) fn push_part(&mut self, part: &[u8], last: bool) {
+        self.run_at = None;
+        self.bytes.push(if last { TAG_LAST } else { TAG_PART });
+        // A part is at most the largest tuple (at most 64 MiB).
+        self.bytes
+            .extend_from_slice(&(part.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(part);
     }
 
     /// Appends a record that is not data; the caller checked that it fits.
@@ -210,17 +247,52 @@ pub(crate) fn sender_of(bytes: &[u8], senders: usize) -> Result<usize, RecvError
 
 /// Decodes the records of a whole batch (`bytes`, header included, at most the framing's
 /// message limit) into `out`; every length is checked against the batch and the framing
-/// before anything is read. An end or abandon record must be the batch's last byte.
+/// before anything is read. An end or abandon record must be the batch's last byte. `parts`
+/// is the batch's sender's tuple being reassembled, carried from its earlier batches: while
+/// one is, only its next part or an abandon record may follow.
 pub(crate) fn decode<T: Tuple>(
     framing: &Framing,
     bytes: &[u8],
+    parts: &mut Reassembly,
     out: &mut Vec<Message<T>>,
 ) -> Result<Ending, RecvError> {
     use RecvError::Malformed;
     let mut at = HEADER;
     while at < bytes.len() {
         let rest = &bytes[at..];
-        match rest[0] {
+        let tag = rest[0];
+        if !parts.is_empty() && !matches!(tag, TAG_PART | TAG_LAST | TAG_ABANDONED) {
+            return Err(Malformed);
+        }
+        match tag {
+            TAG_PART | TAG_LAST => {
+                if rest.len() < PART_HEADER {
+                    return Err(Malformed);
+                }
+                let len = get_u32(rest, 1) as usize;
+                // Fixed-size tuples never come in parts.
+                let limit = if framing.facade.is_some() {
+                    0
+                } else {
+                    framing.max_tuple
+                };
+                if len == 0 || len > limit || len > rest.len() - PART_HEADER {
+                    return Err(Malformed);
+                }
+                let part = &rest[PART_HEADER..PART_HEADER + len];
+                if tag == TAG_PART {
+                    if !parts.push(part, framing.most_in_parts) {
+                        return Err(Malformed);
+                    }
+                } else {
+                    let tuple = parts
+                        .finish(part, framing.most_in_parts, T::decode)
+                        .ok_or(Malformed)?
+                        .map_err(|_| Malformed)?;
+                    out.push(Message::Data(tuple));
+                }
+                at += PART_HEADER + len;
+            }
             TAG_DATA => {
                 if rest.len() < RUN_HEADER {
                     return Err(Malformed);
@@ -261,14 +333,20 @@ pub(crate) fn decode<T: Tuple>(
                 out.push(Message::EndOfStream);
                 return Ok(Ending::Ended);
             }
-            TAG_ABANDONED => return Ok(Ending::Abandoned),
+            TAG_ABANDONED => {
+                // A tuple cut short by its sender's going away is dropped with it.
+                *parts = Reassembly::default();
+                return Ok(Ending::Abandoned);
+            }
             _ => return Err(Malformed),
         }
     }
     Ok(Ending::Open)
 }
 
-/// Encodes `tuple` into `scratch` (cleared first) and checks it against the framing.
+/// Encodes `tuple` into `scratch` (cleared first) and checks it against the framing: a
+/// fixed-size tuple fits one record; a normal one may be up to [`Framing::most_in_parts`]
+/// bytes, in parts if it is longer than the largest tuple ([`Framing::in_parts`]).
 pub(crate) fn encode<T: Tuple>(
     framing: &Framing,
     tuple: &T,
@@ -282,18 +360,17 @@ pub(crate) fn encode<T: Tuple>(
     if framing.facade.is_some_and(|size| size != scratch.len()) {
         return Err(unencodable);
     }
-    if scratch.len() > framing.max_tuple {
-        return Err(SendError::TooLarge {
-            tuple: scratch.len(),
-            slot: framing.max_tuple,
-        });
-    }
-    Ok(())
+    let limit = match framing.facade {
+        Some(_) => framing.max_tuple,
+        None => framing.most_in_parts,
+    };
+    check_len(scratch.len(), limit)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_types::BytesTuple;
 
     fn framing<T: Tuple>(batch_bytes: usize) -> Framing {
         Framing::new::<T>(&MpiParams {
@@ -302,6 +379,15 @@ mod tests {
             max_tuple_bytes: 16,
         })
         .unwrap()
+    }
+
+    /// Decodes a batch of a sender with no tuple in parts so far.
+    fn decode_alone<T: Tuple>(
+        framing: &Framing,
+        bytes: &[u8],
+        out: &mut Vec<Message<T>>,
+    ) -> Result<Ending, RecvError> {
+        decode(framing, bytes, &mut Reassembly::default(), out)
     }
 
     fn written<T: Tuple>(framing: &Framing, messages: Vec<Message<T>>) -> Vec<u8> {
@@ -340,7 +426,7 @@ mod tests {
         assert_eq!(sender_of(&bytes, 4), Ok(3));
         assert_eq!(sender_of(&bytes, 3), Err(RecvError::Malformed));
         let mut out = Vec::new();
-        assert_eq!(decode(&f, &bytes, &mut out), Ok(Ending::Ended));
+        assert_eq!(decode_alone(&f, &bytes, &mut out), Ok(Ending::Ended));
         assert_eq!(out, sent);
 
         let f = framing::<String>(256);
@@ -350,7 +436,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         assert_eq!(
-            decode(&f, &written(&f, sent.clone()), &mut out),
+            decode_alone(&f, &written(&f, sent.clone()), &mut out),
             Ok(Ending::Open)
         );
         assert_eq!(out, sent);
@@ -365,7 +451,7 @@ mod tests {
         for cut in HEADER + 1..good.len() {
             let mut out = Vec::<Message<u64>>::new();
             assert_eq!(
-                decode(&f, &good[..cut], &mut out),
+                decode_alone(&f, &good[..cut], &mut out),
                 Err(RecvError::Malformed)
             );
         }
@@ -379,7 +465,7 @@ mod tests {
             bad[at] = value;
             let mut out = Vec::<Message<u64>>::new();
             assert_eq!(
-                decode(&f, &bad, &mut out),
+                decode_alone(&f, &bad, &mut out),
                 Err(RecvError::Malformed),
                 "{at}"
             );
@@ -389,13 +475,13 @@ mod tests {
         let mut bad = written(&f, vec![Message::Data("x".to_string())]);
         bad[HEADER + RUN_HEADER..HEADER + RUN_HEADER + 4].copy_from_slice(&17u32.to_le_bytes());
         assert_eq!(
-            decode(&f, &bad, &mut Vec::<Message<String>>::new()),
+            decode_alone(&f, &bad, &mut Vec::<Message<String>>::new()),
             Err(RecvError::Malformed)
         );
         let mut bad = written::<String>(&f, vec![Message::EndOfStream]);
         bad.push(TAG_PUNCTUATION);
         assert_eq!(
-            decode(&f, &bad, &mut Vec::<Message<String>>::new()),
+            decode_alone(&f, &bad, &mut Vec::<Message<String>>::new()),
             Err(RecvError::Malformed)
         );
     }
@@ -406,7 +492,7 @@ mod tests {
         let marker = Message::Punctuation(Punctuation::Latency(5));
         let good = written(&f, vec![marker.clone(), Message::Data(7u64)]);
         let mut out = Vec::new();
-        assert_eq!(decode(&f, &good, &mut out), Ok(Ending::Open));
+        assert_eq!(decode_alone(&f, &good, &mut out), Ok(Ending::Open));
         assert_eq!(out, vec![marker, Message::Data(7)]);
         let kind_at = HEADER + 1;
         let mut unknown_kind = good.clone();
@@ -425,7 +511,7 @@ mod tests {
         ];
         for (what, bad) in cases {
             assert_eq!(
-                decode(&f, &bad, &mut Vec::<Message<u64>>::new()),
+                decode_alone(&f, &bad, &mut Vec::<Message<u64>>::new()),
                 Err(RecvError::Malformed),
                 "{what}"
             );
@@ -446,5 +532,220 @@ mod tests {
         let bytes = writer.take(Vec::new());
         assert_eq!(bytes.len(), HEADER + RUN_HEADER + 16 + PUNCTUATION_RECORD);
         assert!(writer.is_empty() && writer.fits_tuple(&f, 16));
+    }
+
+    /// The batches a sender writes for `messages`, a tuple longer than the largest one in
+    /// parts, as the sender does: a batch goes when the next record does not fit it.
+    fn batches(framing: &Framing, messages: &[Message<BytesTuple>]) -> Vec<Vec<u8>> {
+        let mut writer = BatchWriter::new(0, 64);
+        let mut out = Vec::new();
+        let mut ship = |fits: bool, writer: &mut BatchWriter| {
+            if !fits {
+                out.push(writer.take(Vec::new()));
+            }
+        };
+        let mut scratch = Vec::new();
+        for m in messages {
+            match m {
+                Message::Data(t) => {
+                    encode(framing, t, &mut scratch).unwrap();
+                    if framing.in_parts(scratch.len()) {
+                        let mut rest = &scratch[..];
+                        while !rest.is_empty() {
+                            let len = framing.part_len(rest.len());
+                            ship(writer.fits_part(len), &mut writer);
+                            writer.push_part(&rest[..len], len == rest.len());
+                            rest = &rest[len..];
+                        }
+                    } else {
+                        ship(writer.fits_tuple(framing, scratch.len()), &mut writer);
+                        writer.push_tuple(framing, &scratch);
+                    }
+                }
+                Message::Punctuation(p) => {
+                    ship(writer.fits_control(), &mut writer);
+                    writer.push_control(Control::Punctuation(*p));
+                }
+                Message::EndOfStream => {
+                    ship(writer.fits_control(), &mut writer);
+                    writer.push_control(Control::End);
+                }
+            }
+        }
+        out.push(writer.take(Vec::new()));
+        out
+    }
+
+    /// Decodes `batches` of one sender in order, the first error ending it.
+    fn decode_batches<T: Tuple>(
+        framing: &Framing,
+        batches: &[Vec<u8>],
+    ) -> Result<Vec<Message<T>>, RecvError> {
+        let mut parts = Reassembly::default();
+        let mut out = Vec::new();
+        for batch in batches {
+            decode(framing, batch, &mut parts, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// A part record: `tag`, the length of `bytes`, `bytes`.
+    fn part(tag: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut record = vec![tag];
+        record.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        record.extend_from_slice(bytes);
+        record
+    }
+
+    /// A batch of sender 0 holding `records`.
+    fn batch(records: &[&[u8]]) -> Vec<u8> {
+        [&[0u8; HEADER][..]]
+            .iter()
+            .chain(records)
+            .copied()
+            .collect::<Vec<_>>()
+            .concat()
+    }
+
+    #[test]
+    fn a_tuple_longer_than_the_largest_arrives_whole_across_batches() {
+        let f = framing::<BytesTuple>(64);
+        let tuple = |len: usize| Message::Data(BytesTuple((0..len).map(|i| i as u8).collect()));
+        let sent = vec![
+            tuple(3),
+            tuple(17),
+            Message::Punctuation(Punctuation::Latency(4)),
+            tuple(16),
+            tuple(200),
+            tuple(33),
+            tuple(0),
+            Message::EndOfStream,
+        ];
+        let written = batches(&f, &sent);
+        assert!(written.len() > 4, "the parts span batches");
+        assert!(written.iter().all(|b| b.len() <= f.message_limit()));
+        assert_eq!(decode_batches(&f, &written), Ok(sent));
+    }
+
+    #[test]
+    fn a_part_out_of_place_or_of_a_wrong_length_is_malformed() {
+        let f = framing::<BytesTuple>(64);
+        let data = [TAG_DATA, 1, 0, 0, 0, 1, 0, 0, 0, b'x'];
+        let punctuation = [&[TAG_PUNCTUATION][..], &Punctuation::Latency(1).to_wire()].concat();
+        let cases: [(&str, Vec<Vec<u8>>); 10] = [
+            (
+                "a data run between parts",
+                vec![batch(&[&part(TAG_PART, b"ab"), &data])],
+            ),
+            (
+                "a data run in the batch after a part",
+                vec![batch(&[&part(TAG_PART, b"ab")]), batch(&[&data])],
+            ),
+            (
+                "a punctuation between parts",
+                vec![batch(&[&part(TAG_PART, b"ab"), &punctuation])],
+            ),
+            (
+                "an end between parts",
+                vec![batch(&[&part(TAG_PART, b"ab"), &[TAG_END]])],
+            ),
+            ("an empty part", vec![batch(&[&part(TAG_PART, &[])])]),
+            ("an empty last part", vec![batch(&[&part(TAG_LAST, &[])])]),
+            (
+                "a part longer than the largest tuple",
+                vec![batch(&[&part(TAG_PART, &[1; 17])])],
+            ),
+            (
+                "a part cut short",
+                vec![batch(&[&part(TAG_LAST, b"abcdef")[..PART_HEADER + 3]])],
+            ),
+            (
+                "a part's length cut short",
+                vec![batch(&[&part(TAG_LAST, b"a")[..3]])],
+            ),
+            (
+                "parts longer than the longest tuple",
+                vec![
+                    batch(&[&part(TAG_PART, &[1; 16])]),
+                    batch(&[&part(TAG_PART, &[1; 16])]),
+                    batch(&[&part(TAG_LAST, &[1; 9])]),
+                ],
+            ),
+        ];
+        let f_short = Framing {
+            most_in_parts: 40,
+            ..f
+        };
+        for (what, batches) in cases {
+            assert_eq!(
+                decode_batches::<BytesTuple>(&f_short, &batches),
+                Err(RecvError::Malformed),
+                "{what}"
+            );
+        }
+        // The same parts within the longest tuple make one.
+        let within = [
+            batch(&[&part(TAG_PART, &[1; 16])]),
+            batch(&[&part(TAG_PART, &[1; 16]), &part(TAG_LAST, &[1; 8])]),
+        ];
+        assert_eq!(
+            decode_batches(&f_short, &within),
+            Ok(vec![Message::Data(BytesTuple(vec![1; 40]))])
+        );
+        // Fixed-size tuples never come in parts, and parts must decode as the edge's type.
+        let fixed = framing::<u64>(64);
+        assert_eq!(
+            decode_batches::<u64>(&fixed, &[batch(&[&part(TAG_LAST, &[1; 8])])]),
+            Err(RecvError::Malformed)
+        );
+        let strings = framing::<String>(64);
+        assert_eq!(
+            decode_batches::<String>(&strings, &[batch(&[&part(TAG_LAST, &[2, 0xff, 0xfe])])]),
+            Err(RecvError::Malformed)
+        );
+    }
+
+    #[test]
+    fn a_sender_gone_between_parts_abandons_its_tuple() {
+        let f = framing::<BytesTuple>(64);
+        let mut parts = Reassembly::default();
+        let mut out = Vec::<Message<BytesTuple>>::new();
+        let first = batch(&[&part(TAG_PART, b"abc")]);
+        assert_eq!(decode(&f, &first, &mut parts, &mut out), Ok(Ending::Open));
+        assert!(!parts.is_empty());
+        let last = batch(&[&part(TAG_PART, b"de"), &[TAG_ABANDONED]]);
+        assert_eq!(
+            decode(&f, &last, &mut parts, &mut out),
+            Ok(Ending::Abandoned)
+        );
+        assert!(parts.is_empty() && out.is_empty());
+    }
+
+    #[test]
+    fn a_fixed_size_tuple_larger_than_the_largest_is_refused_and_a_normal_one_only_past_the_longest(
+    ) {
+        let fixed = Framing {
+            max_tuple: 4,
+            ..framing::<u64>(64)
+        };
+        assert_eq!(
+            encode(&fixed, &7u64, &mut Vec::new()),
+            Err(SendError::TooLarge { tuple: 8, slot: 4 })
+        );
+        let f = Framing {
+            most_in_parts: 40,
+            ..framing::<BytesTuple>(64)
+        };
+        assert_eq!(
+            encode(&f, &BytesTuple(vec![0; 40]), &mut Vec::new()),
+            Ok(())
+        );
+        assert_eq!(
+            encode(&f, &BytesTuple(vec![0; 41]), &mut Vec::new()),
+            Err(SendError::TooLarge {
+                tuple: 41,
+                slot: 40
+            })
+        );
     }
 }

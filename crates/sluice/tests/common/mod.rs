@@ -1,8 +1,9 @@
-//! What the tests that run jobs of processes share: killing a PE of a running job, and an
-//! input for WordCount.
+//! What the tests that run jobs of processes share: killing a PE of a running job, inputs for
+//! WordCount, and running it to compare its counts with a direct count.
 // Each test binary includes this module and uses a part of it.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
@@ -33,4 +34,62 @@ pub fn write_wordcount_input(path: &Path, lines: u64) {
         text.push('\n');
     }
     std::fs::write(path, text).unwrap();
+}
+
+/// A line of about `len` bytes: words of one letter `a`-`j` repeated `1..=longest` times, drawn
+/// from a fixed pseudo-random sequence seeded by `seed`, separated by single spaces.
+pub fn line(len: usize, longest: u64, seed: u64) -> String {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut line = String::with_capacity(len + 8);
+    while line.len() < len {
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        let letter = (b'a' + (next() % 10) as u8) as char;
+        line.extend(std::iter::repeat_n(letter, 1 + (next() % longest) as usize));
+    }
+    line
+}
+
+/// The counts of the words of `text`, computed directly.
+pub fn direct_counts(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for word in text.split_ascii_whitespace() {
+        *counts.entry(word.to_owned()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Runs WordCount on `input` under `plan` (with `extra` arguments) and returns the counts it
+/// wrote.
+pub fn wordcount(dir: &Path, input: &Path, plan: &str, extra: &[&str]) -> BTreeMap<String, u64> {
+    let name = Path::new(plan).file_name().expect("a plan's name or file");
+    let output = dir.join(name).with_extension("tsv");
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "wordcount", "--plan", plan, "--input"])
+        .arg(input)
+        .arg("--output")
+        .arg(&output)
+        .args(extra)
+        .output()
+        .expect("sluice runs");
+    assert!(
+        o.status.success(),
+        "{plan}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (word, count) = l.split_once('\t').expect("word<TAB>count");
+            (word.to_owned(), count.parse().expect("a count"))
+        })
+        .collect()
 }
