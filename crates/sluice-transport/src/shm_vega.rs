@@ -46,7 +46,7 @@ use sluice_ring::vega::{
 use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
-use crate::parts::{check_len, Outgoing, Reassembly, MAX_TUPLE_BYTES};
+use crate::parts::{check_len, Outgoing, Reassembly, SendsInParts, MAX_TUPLE_BYTES};
 use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
 
 const TAG_DATA: u8 = 0;
@@ -318,38 +318,34 @@ impl<T: Tuple> ShmVegaSender<T> {
         }
     }
 
-    /// Writes what is left of a tuple going out in parts, staging a publish every
-    /// `publish_every` slots; `Full` while some of it is still left.
-    fn finish_outgoing(&mut self) -> Result<(), SendError> {
-        let Some(outgoing) = &mut self.outgoing else {
-            return Ok(());
-        };
-        let (producer, slot_bytes, publish_every) =
-            (&mut self.producer, self.slot_bytes, self.publish_every);
-        let done = outgoing.write(|rest| {
-            let n = rest.len().min(slot_bytes);
-            let mut claim = producer.claim(n + 1).map_err(send_error)?;
-            copy_bytes(&mut claim[..n], &rest[..n]);
-            claim[n] = if n == rest.len() { TAG_DATA } else { TAG_PART };
-            claim.stage();
-            if producer.staged() >= publish_every {
-                producer.publish();
-            }
-            Ok(n)
-        })?;
-        if !done {
-            return Err(SendError::Full);
-        }
-        if let Some(outgoing) = self.outgoing.take() {
-            self.frame = outgoing.into_buffer();
-        }
-        Ok(())
-    }
-
     /// Copies a whole frame (payload and tag) into the next slot.
     #[inline]
     fn write_frame(&mut self, frame: &[u8]) -> Result<(), SendError> {
         self.producer.write(frame).map_err(send_error)
+    }
+}
+
+impl<T: Tuple> SendsInParts for ShmVegaSender<T> {
+    fn outgoing(&mut self) -> &mut Option<Outgoing> {
+        &mut self.outgoing
+    }
+
+    fn spare(&mut self) -> &mut Vec<u8> {
+        &mut self.frame
+    }
+
+    /// Writes a slot of up to `slot_bytes` from the front of `rest`, staged, and publishes
+    /// every `publish_every` slots so the receiver copies one part while the next is written.
+    fn write_part(&mut self, rest: &[u8]) -> Result<usize, SendError> {
+        let n = rest.len().min(self.slot_bytes);
+        let mut claim = self.producer.claim(n + 1).map_err(send_error)?;
+        copy_bytes(&mut claim[..n], &rest[..n]);
+        claim[n] = if n == rest.len() { TAG_DATA } else { TAG_PART };
+        claim.stage();
+        if self.producer.staged() >= self.publish_every {
+            self.producer.publish();
+        }
+        Ok(n)
     }
 }
 
@@ -459,6 +455,51 @@ fn push_decoded_out_of_line<T: Tuple>(out: &mut Vec<Message<T>>, payload: &[u8])
     push_decoded(out, payload)
 }
 
+/// What reading one frame gave.
+enum Read {
+    /// A message, pushed onto the output.
+    Message,
+    /// A part of a tuple, kept for its reassembly.
+    Part,
+    /// Something no sender writes.
+    Malformed,
+}
+
+/// Reads a frame that is not a whole tuple arriving while nothing is being reassembled: a part,
+/// the last part, a punctuation or the end of the stream. Anything but a part or the last part
+/// while a tuple is being reassembled is malformed.
+#[inline(never)]
+fn read_other<T: Tuple>(
+    frame: &[u8],
+    parts: &mut Reassembly,
+    ended: &mut bool,
+    out: &mut Vec<Message<T>>,
+) -> Read {
+    let message = |ok: bool| if ok { Read::Message } else { Read::Malformed };
+    match frame.split_last() {
+        Some((&TAG_DATA, last)) => message(
+            parts
+                .finish(last, MAX_TUPLE_BYTES, |bytes| push_decoded(out, bytes))
+                .unwrap_or(false),
+        ),
+        Some((&TAG_PART, part)) if parts.push(part, MAX_TUPLE_BYTES) => Read::Part,
+        _ if !parts.is_empty() => Read::Malformed,
+        Some((&TAG_PUNCTUATION, wire)) => match Punctuation::from_wire(wire) {
+            Ok(punctuation) => {
+                out.push(Message::Punctuation(punctuation));
+                Read::Message
+            }
+            Err(_) => Read::Malformed,
+        },
+        Some((&TAG_END, _)) => {
+            *ended = true;
+            out.push(Message::EndOfStream);
+            Read::Message
+        }
+        _ => Read::Malformed,
+    }
+}
+
 impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError> {
         let max = max.min(self.most_per_poll);
@@ -469,39 +510,32 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
         };
         let mut received = 0;
         let mut failure = None;
+        // A local, so the common case, a whole tuple while nothing is being reassembled,
+        // costs one register test per frame.
+        let mut reassembling = !self.parts.is_empty();
         for frame in batch {
-            let pushed = match frame.split_last() {
-                Some((&TAG_DATA, payload)) if self.parts.is_empty() => push_data(out, payload),
-                Some((&TAG_DATA, last)) => self
-                    .parts
-                    .finish(last, MAX_TUPLE_BYTES, |bytes| push_decoded(out, bytes))
-                    .unwrap_or(false),
-                Some((&TAG_PART, part)) => {
-                    if self.parts.push(part, MAX_TUPLE_BYTES) {
-                        continue;
+            let read = match frame.split_last() {
+                Some((&TAG_DATA, payload)) if !reassembling => {
+                    if push_data(out, payload) {
+                        Read::Message
+                    } else {
+                        Read::Malformed
                     }
-                    false
                 }
-                _ if !self.parts.is_empty() => false,
-                Some((&TAG_PUNCTUATION, wire)) => match Punctuation::from_wire(wire) {
-                    Ok(punctuation) => {
-                        out.push(Message::Punctuation(punctuation));
-                        true
-                    }
-                    Err(_) => false,
-                },
-                Some((&TAG_END, _)) => {
-                    self.ended = true;
-                    out.push(Message::EndOfStream);
-                    true
+                _ => {
+                    let read = read_other(frame, &mut self.parts, &mut self.ended, out);
+                    reassembling = !self.parts.is_empty();
+                    read
                 }
-                _ => false,
             };
-            if !pushed {
-                failure = Some(RecvError::Malformed);
-                break;
+            match read {
+                Read::Message => received += 1,
+                Read::Part => {}
+                Read::Malformed => {
+                    failure = Some(RecvError::Malformed);
+                    break;
+                }
             }
-            received += 1;
         }
         self.consumer.release();
         if let Some(error) = failure {
