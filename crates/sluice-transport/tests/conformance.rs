@@ -414,7 +414,7 @@ proptest! {
 }
 
 #[test]
-fn an_erased_batch_offer_moves_what_fits_and_keeps_the_rest_in_order() {
+fn an_erased_batch_offer_holds_what_does_not_fit_and_sends_it_first() {
     use sluice_transport::{Delivery, StreamType};
     for spec in transports() {
         let (mut tx, mut rx) = StreamType::of::<u64>().connect(&spec).unwrap();
@@ -422,7 +422,16 @@ fn an_erased_batch_offer_moves_what_fits_and_keeps_the_rest_in_order() {
         const N: u64 = 20_000;
         let mut batch: Vec<u64> = (0..N).collect();
         assert_eq!(tx.offer_batch(&mut batch), Err(SendError::Full), "{spec}");
-        assert!(!batch.is_empty() && batch.len() < N as usize, "{spec}");
+        assert!(batch.is_empty(), "{spec}: the sender took the batch");
+        assert!(tx.pending(), "{spec}: and holds what did not fit");
+        // Nothing overtakes the held tuples.
+        let mut late = Some(N);
+        assert_eq!(tx.offer_tuple(&mut late), Err(SendError::Full), "{spec}");
+        assert_eq!(
+            tx.offer_punctuation(Punctuation::WindowMarker),
+            Err(SendError::Full),
+            "{spec}"
+        );
         let mut received = Vec::new();
         let mut drain = |rx: &mut Box<dyn sluice_transport::ErasedReceiver>| {
             while let Ok(1..) = rx.poll(64, &mut |d| {
@@ -433,15 +442,23 @@ fn an_erased_batch_offer_moves_what_fits_and_keeps_the_rest_in_order() {
             }) {}
         };
         let deadline = Instant::now() + WATCHDOG;
-        while !batch.is_empty() || tx.pending() {
+        // The next batch joins the held tuples behind them.
+        let mut next: Vec<u64> = vec![N + 1, N + 2];
+        while tx.offer_batch(&mut next).is_err() || tx.pending() {
             assert!(Instant::now() < deadline, "{spec}: the batch never went");
+            assert!(next.is_empty(), "{spec}");
             tx.flush();
             drain(&mut rx);
-            let _ = tx.offer_batch(&mut batch);
         }
+        assert!(
+            next.capacity() > 0,
+            "{spec}: a buffer comes back for the next batch"
+        );
         tx.flush();
         drain(&mut rx);
-        assert_eq!(received, (0..N).collect::<Vec<_>>(), "{spec}");
+        let mut expected: Vec<u64> = (0..N).collect();
+        expected.extend([N + 1, N + 2]);
+        assert_eq!(received, expected, "{spec}");
         let mut wrong: Vec<u32> = vec![1];
         assert!(matches!(
             tx.offer_batch(&mut wrong),
