@@ -8,11 +8,11 @@
 //! through the transport of their channel: a threaded port inside a PE, and between PEs the
 //! sender and receiver the planner inserted (shared memory on one host). A thread's work loop polls
 //! its sources and its receivers; a poll reports the work it did and the thread idles by its
-//! [`IdleStrategy`](sluice_sync::IdleStrategy) when a round did none.
+//! [`IdleStrategy`] when a round did none.
 //!
 //! The executor is hand-written because it *is* the fused transport: the cost of a hop between
-//! fused operators is the cost of [`exec`]'s dispatch, so it avoids allocation, locking and
-//! dynamic lookups on the per-tuple path.
+//! fused operators is the cost of the `exec` module's dispatch, so it avoids allocation, locking
+//! and dynamic lookups on the per-tuple path.
 //!
 //! Stopping: a finite source ends its stream, end-of-stream flows downstream, and a thread
 //! ends when all its instances have finished. [`StopHandle::stop`] makes every source finish

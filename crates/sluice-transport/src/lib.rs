@@ -2,7 +2,7 @@
 //!
 //! Every transport is a pair of endpoints implementing [`TupleSender`] and [`TupleReceiver`]
 //! for a tuple type `T`. The runtime never names a transport: it asks the registry
-//! ([`TransportSpec::connect`]) for a pair of type-erased endpoints ([`ErasedSender`],
+//! ([`StreamType::connect`]) for a pair of type-erased endpoints ([`ErasedSender`],
 //! [`ErasedReceiver`]) for the edge's [`StreamType`], so adding a transport touches this crate
 //! only (the Vega paper's point: a transport is a sender and a receiver operator, nothing more).
 //!

@@ -95,9 +95,9 @@
 //!
 //! # MPI's lifetime
 //!
-//! [`session::initialize`] initialises MPI once per PE process with `MPI_THREAD_MULTIPLE`
+//! `session::initialize` initialises MPI once per PE process with `MPI_THREAD_MULTIPLE`
 //! (refusing a lower level, or a process `mpirun` did not start), and
-//! [`session::finalize`] ends it; the runtime calls both in every PE of a job with an `mpi`
+//! `session::finalize` ends it; the runtime calls both in every PE of a job with an `mpi`
 //! edge. The buffers of sends in flight are owned by the sender (`request`, the one module
 //! with `unsafe`).
 

@@ -17,7 +17,7 @@
 //! Each transport's module doc gives its tags. The parts of one tuple are consecutive in
 //! their sender's stream: a sender writes nothing else until its last part is in (an offer
 //! meanwhile is refused as `Full`, the backpressure of any full ring), so a receiver keeps one
-//! [`Reassembly`] per sender.
+//! reassembly buffer per sender.
 //!
 //! # Why parts and not an overflow segment
 //! The other way to carry a large tuple is to write it to a shared segment of its own and put
