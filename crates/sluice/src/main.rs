@@ -8,8 +8,6 @@ mod plan_choice;
 mod run;
 mod stdout;
 
-use std::io::Write;
-
 use clap::{Parser, Subcommand};
 
 /// Sluice: a low-latency stream processing engine.
@@ -51,8 +49,7 @@ fn main() {
             // launcher between its children and shared segments without cleaning up.
             std::process::exit(0);
         }
-        // Written, not `eprintln!`, which would panic were standard error closed too.
-        let _ = writeln!(std::io::stderr(), "error: {error:#}");
+        stdout::tell(format_args!("error: {error:#}"));
         std::process::exit(1);
     }
 }

@@ -18,6 +18,7 @@ use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
 use crate::plan_choice::{parse_seconds, AppArgs};
+use crate::stdout::tell;
 
 /// Arguments of `sluice run`.
 #[derive(Args, Debug)]
@@ -145,10 +146,4 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         writeln!(out, "output: {}", output.display())?;
     }
     Ok(())
-}
-
-/// Writes a line to standard error; a closed standard error loses the line and nothing else
-/// (`eprintln!` would panic).
-fn tell(line: std::fmt::Arguments<'_>) {
-    let _ = writeln!(std::io::stderr(), "{line}");
 }

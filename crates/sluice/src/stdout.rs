@@ -2,9 +2,10 @@
 //! `writeln!` on [`std::io::stdout`] and passes a failed write up as an error (Rust ignores
 //! SIGPIPE, so a write to a pipe whose reader has gone fails with `EPIPE` instead of killing
 //! the process, and `println!` would panic); `main` then tells that error apart from every
-//! other with [`was_closed`] and exits with status 0 (`main` says why).
+//! other with [`was_closed`] and exits with status 0 (`main` says why). Lines for standard
+//! error go through [`tell`], which a closed standard error cannot turn into a panic.
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write};
 use std::os::fd::AsFd;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -30,4 +31,10 @@ fn reader_gone() -> bool {
         && fds[0]
             .revents()
             .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+}
+
+/// Writes a line to standard error; a closed standard error loses the line and nothing else
+/// (`eprintln!` would panic).
+pub(crate) fn tell(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
