@@ -1,0 +1,329 @@
+//! Recording a feed to a file and replaying it, as the paper's feed senders replay prerecorded
+//! OPRA data.
+//!
+//! # File format
+//!
+//! A 16-byte file header, then one record per packet, in send order. Integers are
+//! little-endian.
+//!
+//! ```text
+//! file header:
+//!  0                  8         10         12                  16
+//!  +------------------+---------+----------+-------------------+
+//!  | magic "SLFEED\r\n" | version | channels | reserved (0)      |
+//!  |                  | u16 = 1 | u16      | u32               |
+//!  +------------------+---------+----------+-------------------+
+//! record:
+//!  0         2         4                  12
+//!  +---------+---------+------------------+---------------------+
+//!  | channel | length  | send offset (ns) | packet (length bytes)|
+//!  | u16     | u16     | u64              | as `fast` encodes it |
+//!  +---------+---------+------------------+---------------------+
+//! ```
+//!
+//! The send offset is the packet's send time from the start of the recording (the generator's
+//! schedule at the recorded rate). [`Replay`] refuses a file without the magic, of another
+//! version, with a record whose channel is not below the header's channel count, or that ends
+//! inside a record, naming the byte. It does not decode the packets: a recording may hold
+//! corrupt packets on purpose (to test a feed handler).
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::FeedError;
+
+/// The first 8 bytes of a recording.
+pub const RECORDING_MAGIC: [u8; 8] = *b"SLFEED\r\n";
+/// The recording format's version.
+pub const RECORDING_VERSION: u16 = 1;
+/// Bytes of the file header.
+pub const FILE_HEADER_BYTES: u64 = 16;
+/// Bytes of a record's header, before the packet.
+pub const RECORD_HEADER_BYTES: usize = 12;
+
+/// Writes packets to a recording.
+pub struct Recorder {
+    path: PathBuf,
+    writer: BufWriter<File>,
+    channels: u16,
+    packets: u64,
+}
+
+impl Recorder {
+    /// Creates (or truncates) the recording `path` of a feed of `channels` channels.
+    pub fn create(path: &Path, channels: usize) -> Result<Self, FeedError> {
+        let channels = u16::try_from(channels)
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| {
+                FeedError::Config(format!("channels must be 1 to 65,535, got {channels}"))
+            })?;
+        let context = || format!("create {}", path.display());
+        let file = File::create(path).map_err(|e| FeedError::io(context(), e))?;
+        let mut writer = BufWriter::new(file);
+        let mut header = [0u8; FILE_HEADER_BYTES as usize];
+        header[..8].copy_from_slice(&RECORDING_MAGIC);
+        header[8..10].copy_from_slice(&RECORDING_VERSION.to_le_bytes());
+        header[10..12].copy_from_slice(&channels.to_le_bytes());
+        writer
+            .write_all(&header)
+            .map_err(|e| FeedError::io(context(), e))?;
+        Ok(Self {
+            path: path.to_owned(),
+            writer,
+            channels,
+            packets: 0,
+        })
+    }
+
+    /// Appends `packet`, sent on `channel` at `send_offset_ns` from the start.
+    pub fn record(
+        &mut self,
+        channel: usize,
+        send_offset_ns: u64,
+        packet: &[u8],
+    ) -> Result<(), FeedError> {
+        if channel >= usize::from(self.channels) {
+            return Err(FeedError::Config(format!(
+                "channel {channel} is not below the recording's {} channels",
+                self.channels
+            )));
+        }
+        let length = u16::try_from(packet.len()).map_err(|_| {
+            FeedError::Config(format!(
+                "a packet of {} bytes is longer than a record holds (65,535)",
+                packet.len()
+            ))
+        })?;
+        let mut header = [0u8; RECORD_HEADER_BYTES];
+        header[..2].copy_from_slice(&(channel as u16).to_le_bytes());
+        header[2..4].copy_from_slice(&length.to_le_bytes());
+        header[4..].copy_from_slice(&send_offset_ns.to_le_bytes());
+        self.writer
+            .write_all(&header)
+            .and_then(|()| self.writer.write_all(packet))
+            .map_err(|e| FeedError::io(format!("write {}", self.path.display()), e))?;
+        self.packets += 1;
+        Ok(())
+    }
+
+    /// Flushes the file; returns how many packets it holds.
+    pub fn finish(mut self) -> Result<u64, FeedError> {
+        self.writer
+            .flush()
+            .map_err(|e| FeedError::io(format!("write {}", self.path.display()), e))?;
+        Ok(self.packets)
+    }
+}
+
+/// A packet read back from a recording (its bytes go to the caller's buffer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayedPacket {
+    /// The channel it was sent on.
+    pub channel: usize,
+    /// When it was sent, from the start of the recording.
+    pub send_offset_ns: u64,
+}
+
+/// Reads a recording back, packet by packet.
+pub struct Replay {
+    path: PathBuf,
+    reader: BufReader<File>,
+    channels: usize,
+    /// The file offset of the next record.
+    at: u64,
+}
+
+impl Replay {
+    /// Opens the recording `path`, checking its header.
+    pub fn open(path: &Path) -> Result<Self, FeedError> {
+        let file =
+            File::open(path).map_err(|e| FeedError::io(format!("open {}", path.display()), e))?;
+        let mut reader = BufReader::new(file);
+        let mut header = [0u8; FILE_HEADER_BYTES as usize];
+        let bad = |reason: String| FeedError::Recording {
+            path: path.to_owned(),
+            reason,
+        };
+        match read_full(&mut reader, &mut header) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(bad(format!(
+                    "not a recorded feed: shorter than the {FILE_HEADER_BYTES}-byte header"
+                )))
+            }
+            Err(e) => return Err(FeedError::io(format!("read {}", path.display()), e)),
+        }
+        if header[..8] != RECORDING_MAGIC {
+            return Err(bad("not a recorded feed (no SLFEED magic)".into()));
+        }
+        let version = u16::from_le_bytes([header[8], header[9]]);
+        if version != RECORDING_VERSION {
+            return Err(bad(format!(
+                "recording version {version}; this build reads version {RECORDING_VERSION}"
+            )));
+        }
+        let channels = u16::from_le_bytes([header[10], header[11]]);
+        if channels == 0 {
+            return Err(bad("the header says 0 channels".into()));
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            reader,
+            channels: channels.into(),
+            at: FILE_HEADER_BYTES,
+        })
+    }
+
+    /// The feed's channels, as recorded.
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+
+    /// Reads the next packet into `out` (cleared first); `None` at the end of the file.
+    pub fn next_packet(&mut self, out: &mut Vec<u8>) -> Result<Option<ReplayedPacket>, FeedError> {
+        out.clear();
+        let mut header = [0u8; RECORD_HEADER_BYTES];
+        let io = |e| FeedError::io(format!("read {}", self.path.display()), e);
+        let mut first = [0u8; 1];
+        // The end of the file is only clean between records.
+        if self.reader.read(&mut first).map_err(io)? == 0 {
+            return Ok(None);
+        }
+        header[0] = first[0];
+        let whole = read_full(&mut self.reader, &mut header[1..]).map_err(io)?;
+        let channel = usize::from(u16::from_le_bytes([header[0], header[1]]));
+        let length = usize::from(u16::from_le_bytes([header[2], header[3]]));
+        let send_offset_ns = u64::from_le_bytes(header[4..].try_into().unwrap_or_default());
+        let bad = |reason: String| FeedError::Recording {
+            path: self.path.clone(),
+            reason,
+        };
+        if !whole {
+            return Err(bad(format!(
+                "the file ends inside the record at byte {}",
+                self.at
+            )));
+        }
+        if channel >= self.channels {
+            return Err(bad(format!(
+                "the record at byte {} is on channel {channel}, not below the file's {} channels",
+                self.at, self.channels
+            )));
+        }
+        out.resize(length, 0);
+        if !read_full(&mut self.reader, out).map_err(io)? {
+            out.clear();
+            return Err(bad(format!(
+                "the file ends inside the packet of the record at byte {}",
+                self.at
+            )));
+        }
+        self.at += (RECORD_HEADER_BYTES + length) as u64;
+        Ok(Some(ReplayedPacket {
+            channel,
+            send_offset_ns,
+        }))
+    }
+
+    /// Goes back to the first packet.
+    pub fn rewind(&mut self) -> Result<(), FeedError> {
+        self.reader
+            .seek(SeekFrom::Start(FILE_HEADER_BYTES))
+            .map_err(|e| FeedError::io(format!("seek {}", self.path.display()), e))?;
+        self.at = FILE_HEADER_BYTES;
+        Ok(())
+    }
+}
+
+/// Fills `buf`; `Ok(false)` if the file ended first.
+fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    match reader.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Feed, FeedConfig};
+
+    #[test]
+    fn a_recording_replays_the_same_packets_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("feed.rec");
+        let config = FeedConfig::default();
+        let mut feed = Feed::new(&config).unwrap();
+        let mut recorder = Recorder::create(&path, config.channels).unwrap();
+        let mut sent = Vec::new();
+        let mut packet = Vec::new();
+        for i in 0..100u64 {
+            let channel = (i % 4) as usize;
+            feed.next_packet(channel, 0, &mut packet);
+            recorder.record(channel, i * 1_000, &packet).unwrap();
+            sent.push((channel, i * 1_000, packet.clone()));
+        }
+        assert_eq!(recorder.finish().unwrap(), 100);
+        let mut replay = Replay::open(&path).unwrap();
+        assert_eq!(replay.channels(), 4);
+        for _ in 0..2 {
+            let mut read = Vec::new();
+            while let Some(p) = replay.next_packet(&mut packet).unwrap() {
+                read.push((p.channel, p.send_offset_ns, packet.clone()));
+            }
+            assert_eq!(read, sent);
+            replay.rewind().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_recording_or_is_cut_is_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        std::fs::write(&path, b"hello").unwrap();
+        let error = Replay::open(&path).err().unwrap().to_string();
+        assert!(
+            error.ends_with("x: not a recorded feed: shorter than the 16-byte header"),
+            "{error}"
+        );
+        std::fs::write(&path, [b'z'; 40]).unwrap();
+        let error = Replay::open(&path).err().unwrap().to_string();
+        assert!(
+            error.ends_with("not a recorded feed (no SLFEED magic)"),
+            "{error}"
+        );
+
+        let mut recorder = Recorder::create(&path, 2).unwrap();
+        recorder.record(1, 7, &[1, 2, 3]).unwrap();
+        assert!(recorder.record(2, 7, &[1]).is_err());
+        recorder.finish().unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let mut bytes = whole.clone();
+        bytes[8] = 2;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = Replay::open(&path).err().unwrap().to_string();
+        assert!(
+            error.ends_with("recording version 2; this build reads version 1"),
+            "{error}"
+        );
+        for cut in [whole.len() - 1, 20] {
+            std::fs::write(&path, &whole[..cut]).unwrap();
+            let mut replay = Replay::open(&path).unwrap();
+            let error = replay.next_packet(&mut Vec::new()).unwrap_err().to_string();
+            assert!(error.contains("the file ends inside"), "{error}");
+            assert!(error.contains("record at byte 16"), "{error}");
+        }
+        bytes = whole.clone();
+        bytes[16] = 5;
+        std::fs::write(&path, &bytes).unwrap();
+        let mut replay = Replay::open(&path).unwrap();
+        let error = replay.next_packet(&mut Vec::new()).unwrap_err().to_string();
+        assert!(
+            error.contains("on channel 5, not below the file's 2 channels"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,392 @@
+//! The feed sender: each channel's packets over UDP at a given rate, from the generator or
+//! from a recording, as the paper's feed senders multicast prerecorded OPRA packets to the feed
+//! handlers from processes outside the measured application.
+//!
+//! # Destinations
+//!
+//! - Multicast: channel `c` goes to the group `group + c` (the address counted up by `c`) at
+//!   `port`, sent on the interface `interface` (127.0.0.1 for loopback) with TTL 0, so nothing
+//!   leaves the host, and multicast loopback on, so local members receive it. A receiver joins
+//!   its channel's group (`sluice_ops::multicast::MulticastSource` does).
+//! - Unicast: channel `c` goes to the `c`-th address, for hosts or containers without
+//!   multicast.
+//!
+//! Each channel has its own connected socket and a [`SendRing`] that hands a burst of its
+//! packets to the kernel with one `sendmmsg`.
+//!
+//! # Pacing
+//!
+//! At a rate multiple `R` the aggregate rate is `R x` [`OPRA_FEB_2008_PACKETS_PER_SEC`], split
+//! evenly over the channels: packet `n` of the whole feed goes to channel `n mod channels` and
+//! is due `n / rate` seconds after the start ([`Pacing::RateMultiple`]). A replayed feed is
+//! paced the same way in file order, or at its recorded send offsets ([`Pacing::Recorded`]).
+//! The sender sleeps until the next packet is due (so a slow feed costs no core), then builds
+//! every packet due by then, stamps each channel's burst with
+//! [`sluice_types::monotonic_ns`] just before its `sendmmsg`, and sends. At high rates the
+//! sleep's overshoot (tens of microseconds) makes the bursts larger, not the rate lower; a
+//! sender that cannot keep up falls behind its schedule, and [`SendReport`] says by how much
+//! ([`SendReport::max_lag`]) and what rate it achieved.
+//!
+//! A packet the kernel refuses for want of buffer space is retried, never dropped: a UDP
+//! receiver that falls behind loses packets in its own socket buffer, which is what a feed
+//! handler's sequence numbers are there to count.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use sluice_transport::datagram::SendRing;
+use sluice_types::monotonic_ns;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::fast::{declared_count, stamp_sent_ns, MTU_PAYLOAD_BYTES};
+use crate::{Feed, FeedConfig, FeedError, Replay, OPRA_FEB_2008_PACKETS_PER_SEC};
+
+/// The longest the sender sleeps at once, so it notices the stop flag and the duration.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+
+/// Where each channel's packets go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Destinations {
+    /// Channel `c` to the multicast group `group + c` at `port`, sent on `interface`.
+    Multicast {
+        /// The first channel's group (224.0.0.0/4).
+        group: Ipv4Addr,
+        /// The UDP port of every channel.
+        port: u16,
+        /// The address of the sending interface (127.0.0.1: loopback).
+        interface: Ipv4Addr,
+    },
+    /// Channel `c` to the `c`-th address.
+    Unicast(Vec<SocketAddr>),
+}
+
+impl Destinations {
+    /// Multicast groups from `group` on, at `port`, on loopback.
+    pub fn loopback_multicast(group: Ipv4Addr, port: u16) -> Self {
+        Self::Multicast {
+            group,
+            port,
+            interface: Ipv4Addr::LOCALHOST,
+        }
+    }
+
+    /// The address of `channel`'s packets.
+    pub fn address_of(&self, channel: usize) -> Result<SocketAddr, FeedError> {
+        match self {
+            Self::Multicast { group, port, .. } => {
+                let address = u32::from(*group)
+                    .checked_add(u32::try_from(channel).unwrap_or(u32::MAX))
+                    .map(Ipv4Addr::from)
+                    .filter(Ipv4Addr::is_multicast)
+                    .ok_or_else(|| {
+                        FeedError::Config(format!(
+                            "channel {channel}'s group ({group} + {channel}) is not a multicast \
+                             address: groups are 224.0.0.0 to 239.255.255.255"
+                        ))
+                    })?;
+                Ok(SocketAddr::V4(SocketAddrV4::new(address, *port)))
+            }
+            Self::Unicast(addresses) => addresses.get(channel).copied().ok_or_else(|| {
+                FeedError::Config(format!(
+                    "{} addresses for a feed of more channels: give one per channel",
+                    addresses.len()
+                ))
+            }),
+        }
+    }
+}
+
+/// Where the packets come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PacketSource {
+    /// The generator of this feed.
+    Generate(FeedConfig),
+    /// A recording, replayed once from its start.
+    Replay(PathBuf),
+}
+
+/// When each packet is sent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pacing {
+    /// This multiple of [`OPRA_FEB_2008_PACKETS_PER_SEC`] in aggregate, split evenly over the
+    /// channels.
+    RateMultiple(f64),
+    /// At the send offsets of a recording ([`PacketSource::Replay`] only).
+    Recorded,
+}
+
+/// What to send, where, how fast, for how long.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SendOptions {
+    /// The packets.
+    pub source: PacketSource,
+    /// Where each channel goes.
+    pub destinations: Destinations,
+    /// How fast.
+    pub pacing: Pacing,
+    /// Stop after this long (`None`: at the stop flag, the packet limit or the recording's end).
+    pub duration: Option<Duration>,
+    /// Stop after this many packets.
+    pub max_packets: Option<u64>,
+    /// The most packets of a channel per `sendmmsg` (1 to 1,024; default 64).
+    pub batch: usize,
+}
+
+impl SendOptions {
+    /// The generated feed `config` to `destinations` at `rate_multiple`, until stopped.
+    pub fn new(config: FeedConfig, destinations: Destinations, rate_multiple: f64) -> Self {
+        Self {
+            source: PacketSource::Generate(config),
+            destinations,
+            pacing: Pacing::RateMultiple(rate_multiple),
+            duration: None,
+            max_packets: None,
+            batch: 64,
+        }
+    }
+}
+
+/// What a send did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SendReport {
+    /// Packets sent.
+    pub packets: u64,
+    /// Messages in them (as their headers declare).
+    pub messages: u64,
+    /// Packets sent on each channel.
+    pub packets_per_channel: Vec<u64>,
+    /// From the start to the last send.
+    pub elapsed: Duration,
+    /// The aggregate rate asked for (`None` when pacing by recorded offsets).
+    pub target_packets_per_sec: Option<f64>,
+    /// The aggregate rate achieved: packets over elapsed.
+    pub achieved_packets_per_sec: f64,
+    /// The furthest behind its schedule the sender got (when a burst went out after its first
+    /// packet was due).
+    pub max_lag: Duration,
+    /// `sendmmsg` calls made.
+    pub system_calls: u64,
+}
+
+/// Where the next packet comes from, and when it is due.
+enum Packets {
+    Generated(Feed),
+    Replayed(Replay),
+}
+
+/// One channel: its socket and ring, and the packets built for the next burst.
+struct Channel {
+    address: SocketAddr,
+    ring: SendRing,
+    staged: Vec<Vec<u8>>,
+    len: usize,
+    sent: u64,
+}
+
+impl Channel {
+    /// The next staging buffer, cleared.
+    fn stage(&mut self) -> &mut Vec<u8> {
+        if self.len == self.staged.len() {
+            self.staged.push(Vec::with_capacity(MTU_PAYLOAD_BYTES));
+        }
+        self.len += 1;
+        let buffer = &mut self.staged[self.len - 1];
+        buffer.clear();
+        buffer
+    }
+
+    /// Stamps the staged packets and hands them to the kernel; waits (yielding) while the
+    /// socket buffer is full, unless `stop` is raised.
+    fn flush(&mut self, stop: &AtomicBool) -> Result<(), FeedError> {
+        let now = monotonic_ns();
+        for packet in &mut self.staged[..self.len] {
+            stamp_sent_ns(packet, now);
+            let Some(slot) = self.ring.filling() else {
+                break;
+            };
+            slot.clear();
+            slot.extend_from_slice(packet);
+            self.ring.close();
+        }
+        self.len = 0;
+        while self.ring.closed() > 0 {
+            match self.ring.send() {
+                Ok(0) if stop.load(Ordering::Relaxed) => break,
+                Ok(0) => std::thread::yield_now(),
+                Ok(n) => self.sent += n as u64,
+                // Nobody listens at a unicast destination yet (an ICMP error from an earlier
+                // datagram, reported once): the datagrams are the receiver's loss.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => {
+                    return Err(FeedError::io(format!("send to {}", self.address), e));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens a socket connected to `address`, set up for multicast on `interface` when given.
+fn open_socket(address: SocketAddr, interface: Option<Ipv4Addr>) -> io::Result<UdpSocket> {
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    if let Some(interface) = interface {
+        socket.set_multicast_if_v4(&interface)?;
+        socket.set_multicast_ttl_v4(0)?;
+        socket.set_multicast_loop_v4(true)?;
+        let local = SocketAddr::new(IpAddr::V4(interface), 0);
+        socket.bind(&SockAddr::from(local))?;
+    }
+    socket.connect(&SockAddr::from(address))?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// Sends the feed `options` describes until `stop` is raised (or the duration, the packet
+/// limit or the recording's end); returns what it did.
+pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, FeedError> {
+    if !(1..=sluice_transport::datagram::MAX_BATCH).contains(&options.batch) {
+        return Err(FeedError::Config(format!(
+            "the batch must be 1 to {}, got {}",
+            sluice_transport::datagram::MAX_BATCH,
+            options.batch
+        )));
+    }
+    let (mut packets, channel_count) = match &options.source {
+        PacketSource::Generate(config) => (Packets::Generated(Feed::new(config)?), config.channels),
+        PacketSource::Replay(path) => {
+            let replay = Replay::open(path)?;
+            let channels = replay.channels();
+            (Packets::Replayed(replay), channels)
+        }
+    };
+    let interval_ns = match options.pacing {
+        Pacing::RateMultiple(multiple) => {
+            let rate = multiple * OPRA_FEB_2008_PACKETS_PER_SEC as f64;
+            if !(rate.is_finite() && rate >= 1.0) {
+                return Err(FeedError::Config(format!(
+                    "the rate multiple must be positive and give at least a packet per second, \
+                     got {multiple}"
+                )));
+            }
+            Some(1e9 / rate)
+        }
+        Pacing::Recorded => {
+            if matches!(packets, Packets::Generated(_)) {
+                return Err(FeedError::Config(
+                    "recorded pacing needs a recording to replay".into(),
+                ));
+            }
+            None
+        }
+    };
+    let interface = match options.destinations {
+        Destinations::Multicast { interface, .. } => Some(interface),
+        Destinations::Unicast(_) => None,
+    };
+    let mut channels = (0..channel_count)
+        .map(|c| {
+            let address = options.destinations.address_of(c)?;
+            let socket = open_socket(address, interface)
+                .map_err(|e| FeedError::io(format!("open a socket to {address}"), e))?;
+            Ok(Channel {
+                address,
+                ring: SendRing::new(socket, options.batch, MTU_PAYLOAD_BYTES),
+                staged: Vec::new(),
+                len: 0,
+                sent: 0,
+            })
+        })
+        .collect::<Result<Vec<_>, FeedError>>()?;
+
+    let start = Instant::now();
+    let deadline = options.duration.map(|d| start + d);
+    let limit = options.max_packets.unwrap_or(u64::MAX);
+    let mut pending = Vec::with_capacity(MTU_PAYLOAD_BYTES);
+    let mut sent = 0u64;
+    let mut messages = 0u64;
+    let mut max_lag = Duration::ZERO;
+    let mut finished_at = start;
+    // The next packet: its channel and when it is due (ns from the start).
+    let mut next = |n: u64, out: &mut Vec<u8>| -> Result<Option<(usize, u64)>, FeedError> {
+        match &mut packets {
+            Packets::Generated(feed) => {
+                let channel = (n % channel_count as u64) as usize;
+                feed.next_packet(channel, 0, out);
+                Ok(Some((
+                    channel,
+                    (n as f64 * interval_ns.unwrap_or(0.0)) as u64,
+                )))
+            }
+            Packets::Replayed(replay) => Ok(replay.next_packet(out)?.map(|p| {
+                let due = interval_ns.map_or(p.send_offset_ns, |i| (n as f64 * i) as u64);
+                (p.channel, due)
+            })),
+        }
+    };
+    let mut upcoming = if limit > 0 {
+        next(0, &mut pending)?
+    } else {
+        None
+    };
+    while let Some((_, due_ns)) = upcoming {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let due = start + Duration::from_nanos(due_ns);
+        if deadline.is_some_and(|d| due >= d) {
+            break;
+        }
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep((due - now).min(MAX_SLEEP));
+            continue;
+        }
+        max_lag = max_lag.max(now - due);
+        // Build every packet due by now, flushing a channel whenever its ring's worth is staged.
+        while let Some((channel, due_ns)) = upcoming {
+            if start + Duration::from_nanos(due_ns) > now {
+                break;
+            }
+            let target = &mut channels[channel];
+            std::mem::swap(target.stage(), &mut pending);
+            messages += u64::from(declared_count(&target.staged[target.len - 1]));
+            if target.len == options.batch {
+                target.flush(stop)?;
+            }
+            sent += 1;
+            upcoming = if sent < limit {
+                next(sent, &mut pending)?
+            } else {
+                None
+            };
+        }
+        for channel in &mut channels {
+            if channel.len > 0 {
+                channel.flush(stop)?;
+            }
+        }
+        finished_at = Instant::now();
+    }
+    let elapsed = finished_at - start;
+    Ok(SendReport {
+        packets: channels.iter().map(|c| c.sent).sum(),
+        messages,
+        packets_per_channel: channels.iter().map(|c| c.sent).collect(),
+        elapsed,
+        target_packets_per_sec: interval_ns.map(|i| 1e9 / i),
+        achieved_packets_per_sec: if elapsed.is_zero() {
+            0.0
+        } else {
+            sent as f64 / elapsed.as_secs_f64()
+        },
+        max_lag,
+        system_calls: channels.iter().map(|c| c.ring.system_calls()).sum(),
+    })
+}
