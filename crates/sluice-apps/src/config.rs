@@ -23,6 +23,9 @@ pub struct AppConfig {
     pub rate: Option<u64>,
     /// `--duration S`.
     pub duration: Option<Duration>,
+    /// `--rate-multiple R`: for applications whose source rate is a multiple of a reference
+    /// rate (OMDP: the February 2008 OPRA rate).
+    pub rate_multiple: Option<f64>,
     /// `--set key=value` pairs.
     pub settings: Settings,
 }
@@ -166,7 +169,14 @@ pub enum AppError {
         /// The parser's message.
         reason: String,
     },
-    /// The application's graph is invalid (a bug in the application).
+    /// The application's graph is invalid (a bug in the application). The graph's error is
+    /// in the message, not a source, so `{:#}` does not print it twice.
     #[error("the application's graph is invalid: {0}")]
-    Graph(#[from] GraphError),
+    Graph(GraphError),
+}
+
+impl From<GraphError> for AppError {
+    fn from(error: GraphError) -> Self {
+        Self::Graph(error)
+    }
 }

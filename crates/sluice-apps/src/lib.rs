@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod omdp;
 pub mod relay;
 mod summary;
 pub mod wordcount;
@@ -24,12 +25,45 @@ use sluice_graph::Graph;
 use sluice_plan::{PlanChoiceError, PlanFile, PlanRequest};
 use sluice_runtime::JobReport;
 
-/// A built application: its graph and how to summarise a finished run.
+/// A built application: its graph, how to summarise a finished run, and the processes it
+/// needs outside the job.
 pub struct App {
     /// The validated graph.
     pub graph: Graph,
     /// Turns the job's report into the lines printed after the run.
-    pub summarize: Box<dyn Fn(&JobReport) -> String + Send + Sync>,
+    pub summarize: Summarize<String>,
+    /// Processes that run beside the job, outside it (OMDP's feed senders).
+    pub companions: Vec<Companion>,
+    /// Turns the job's report into one JSON object (`sluice run --json`), if the application
+    /// has one.
+    pub json: Option<Summarize<serde_json::Value>>,
+}
+
+/// A function from a finished job's report to its summary.
+pub type Summarize<T> = Box<dyn Fn(&JobReport) -> T + Send + Sync>;
+
+impl App {
+    /// An application with no companions and no JSON summary.
+    pub fn new(graph: Graph, summarize: Summarize<String>) -> Self {
+        Self {
+            graph,
+            summarize,
+            companions: Vec::new(),
+            json: None,
+        }
+    }
+}
+
+/// A process an application runs beside its job and outside it, as the paper's feed senders
+/// run outside the measured application: the `sluice` binary with `args`, started once the
+/// job's sources run and stopped when the job ends. Only the process that launched the job
+/// starts them, never a PE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Companion {
+    /// What it is, for messages.
+    pub name: String,
+    /// Its arguments after the `sluice` binary.
+    pub args: Vec<String>,
 }
 
 /// A plan an application ships for this kind of machine, chosen with `--plan NAME`.
@@ -58,7 +92,7 @@ pub struct AppSpec {
 
 /// Every built-in application.
 pub fn registry() -> &'static [AppSpec] {
-    &[wordcount::SPEC, relay::SPEC]
+    &[wordcount::SPEC, relay::SPEC, omdp::SPEC]
 }
 
 /// The application called `name`, or an error listing the ones there are.

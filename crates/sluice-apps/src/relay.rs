@@ -142,9 +142,9 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     if apart {
         g.place(relay, Placement::ExlocateFrom("pinger".into()))?;
     }
-    Ok(App {
-        graph: g.build()?,
-        summarize: Box::new(|report| {
+    Ok(App::new(
+        g.build()?,
+        Box::new(|report| {
             let latency = report.operator_report("pong").latency;
             format!(
                 "{}\nround trip, {}\none way (half the round trip): p50 {:.1} us",
@@ -155,5 +155,5 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
                     .map_or(0.0, |h| h.value_at_quantile(0.5) as f64 / 2000.0)
             )
         }),
-    })
+    ))
 }

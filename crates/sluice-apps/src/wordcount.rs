@@ -149,9 +149,9 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         .sink("counts", move |_| {
             TableSink::<CompactString, u64>::new(output.clone())
         });
-    Ok(App {
-        graph: flow.build()?,
-        summarize: Box::new(|report| {
+    Ok(App::new(
+        flow.build()?,
+        Box::new(|report| {
             [
                 throughput_line("sentences", report.tuples_out("sentences"), report.elapsed),
                 throughput_line("words", report.tuples_in("sum"), report.elapsed),
@@ -168,7 +168,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             ]
             .join("\n")
         }),
-    })
+    ))
 }
 
 fn check_writable(path: &Path) -> Result<(), AppError> {

@@ -11,12 +11,14 @@
 
 mod entry;
 mod measure;
+pub(crate) mod omdp;
 mod registry;
 mod result;
 mod wordcount;
 
 pub(crate) use entry::Benchable;
 pub use measure::AppBenchArgs;
+pub use omdp::OmdpBenchArgs;
 pub(crate) use registry::BENCHABLE;
 
 use std::io::Write;

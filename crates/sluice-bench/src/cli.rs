@@ -28,6 +28,9 @@ pub enum BenchCommand {
     /// programs doing the same computation on the same input, and with `--rate` its end-to-end
     /// latency.
     App(crate::apps::AppBenchArgs),
+    /// OMDP's per-hop latency against the feed rate under each plan (the Vega paper's Figure
+    /// 8), and the highest rate multiple each sustains.
+    Omdp(crate::apps::OmdpBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -53,6 +56,7 @@ impl BenchArgs {
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
             BenchCommand::Baseline(_)
             | BenchCommand::App(_)
+            | BenchCommand::Omdp(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

@@ -71,6 +71,7 @@ use transports::{hardware, measure, processes, shm_osr};
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     match &args.command {
         BenchCommand::App(app) => apps::main(app),
+        BenchCommand::Omdp(args) => apps::omdp::main(args),
         BenchCommand::Baseline(baseline) => hardware::main(baseline),
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),

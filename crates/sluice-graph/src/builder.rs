@@ -334,9 +334,6 @@ impl GraphBuilder {
         if parallelism == 0 {
             return Err(GraphError::ZeroParallelism(def.name.clone()));
         }
-        if def.is_source() && parallelism > 1 {
-            return Err(GraphError::ParallelSource(def.name.clone()));
-        }
         self.graph.operators[operator.0 .0].parallelism = parallelism;
         Ok(())
     }
@@ -679,10 +676,7 @@ mod tests {
             g.set_parallelism(p, 0),
             Err(GraphError::ZeroParallelism(_))
         ));
-        assert!(matches!(
-            g.set_parallelism(s, 2),
-            Err(GraphError::ParallelSource(_))
-        ));
+        assert!(matches!(g.set_parallelism(s, 2), Ok(())));
         g.connect(s.out(0), p.input(0)).unwrap();
         assert!(matches!(
             g.connect(s.out(0), p.input(0)),

@@ -83,9 +83,6 @@ pub enum GraphError {
     /// Parallelism of zero.
     #[error("operator '{0}' has parallelism 0; it must be at least 1")]
     ZeroParallelism(String),
-    /// Sources cannot be parallel yet.
-    #[error("source '{0}' has parallelism above 1; sources run as one instance")]
-    ParallelSource(String),
     /// An operator that is not a source but has no input ports would never run.
     #[error("operator '{0}' has no input ports; add it as a source instead")]
     NoInputs(String),

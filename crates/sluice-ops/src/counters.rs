@@ -10,8 +10,8 @@ pub(crate) fn add_counters(report: &mut OperatorReport, counters: &[(&str, u64)]
     }
 }
 
-/// A report of `counters`.
-pub(crate) fn counter_report(counters: &[(&str, u64)]) -> OperatorReport {
+/// A report of `counters`, for any operator that reports what it counted.
+pub fn counter_report(counters: &[(&str, u64)]) -> OperatorReport {
     let mut report = OperatorReport::default();
     add_counters(&mut report, counters);
     report

@@ -72,6 +72,7 @@ mod watermarks;
 pub mod window;
 
 pub use aggregate::{Aggregate, Apply, Count, Max, Mean, Min, Reduce, SortBy, Sum, TopK, Value};
+pub use counters::counter_report;
 pub use dataflow::{Dataflow, KeyedStream, Sink, Stream, TypedSource, WindowedStream};
 pub use dedup::{Dedup, Deduplicate};
 pub use join::{JoinEventTimes, JoinWindow, TableJoin, WindowJoin};

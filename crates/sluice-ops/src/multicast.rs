@@ -78,8 +78,9 @@ impl MulticastConfig {
         }
     }
 
-    /// Opens the socket: bound to the group's address and port, a member of the group.
-    fn open(&self) -> Result<UdpSocket, OperatorError> {
+    /// Opens the socket: bound to the group's address and port, a member of the group,
+    /// non-blocking.
+    pub fn open(&self) -> Result<UdpSocket, OperatorError> {
         let context = format!("join {}:{} on {}", self.group, self.port, self.interface);
         let invalid = |reason: String| OperatorError::Failed(format!("{context}: {reason}"));
         if !self.group.is_multicast() {

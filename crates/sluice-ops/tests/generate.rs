@@ -74,3 +74,32 @@ fn a_paced_generator_emits_small_batches() {
     assert_eq!(sizes.iter().sum::<usize>(), 5_000);
     assert!(sizes.iter().all(|&n| n <= PACED_BATCH), "{sizes:?}");
 }
+
+#[test]
+fn a_parallel_source_runs_an_instance_each_under_every_plan() {
+    use sluice_graph::{GraphBuilder, Ports};
+    use sluice_ops::Collect;
+
+    for request in common::every_plan() {
+        let into: sluice_ops::Collected<u64> = Default::default();
+        let sink_into = into.clone();
+        let mut g = GraphBuilder::new("parallel-source");
+        let source = g.source("source", Ports::new().output::<u64>(), |ctx| {
+            let instance = ctx.instance as u64;
+            Generator::new(move |i| Some(instance * 1_000_000 + i)).count(1_000)
+        });
+        g.set_parallelism(source, 3).unwrap();
+        let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| {
+            Collect::new(sink_into.clone())
+        });
+        g.connect(source.out(0), sink.input(0)).unwrap();
+        let report = common::run_in_process(&g.build().unwrap(), &request).unwrap();
+        let mut tuples = common::drain(&into);
+        tuples.sort_unstable();
+        let expected: Vec<u64> = (0..3u64)
+            .flat_map(|s| (0..1_000).map(move |i| s * 1_000_000 + i))
+            .collect();
+        assert_eq!(tuples, expected, "{request:?}");
+        assert_eq!(report.tuples_out("source"), 3_000, "{request:?}");
+    }
+}

@@ -39,6 +39,17 @@ pub fn pick_instance(hash: u64, n: usize) -> usize {
     (((hash >> 32) * n as u64) >> 32) as usize
 }
 
+/// A hash that [`pick_instance`] maps to `instance` among `n` (`instance < n`): for a
+/// key-partitioned edge whose key function has already chosen the instance, from a routing
+/// table, say, instead of from a hash of the key.
+#[inline]
+pub fn hash_of_instance(instance: usize, n: usize) -> u64 {
+    debug_assert!(instance < n);
+    // The smallest high half h with h * n >= instance * 2^32; then h * n is below
+    // (instance + 1) * 2^32 because n <= 2^32.
+    ((instance as u64) << 32).div_ceil(n as u64) << 32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +63,18 @@ mod tests {
         }
         assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
         assert!((0..1000u64).all(|h| pick_instance(h << 40, 3) < 3));
+    }
+
+    #[test]
+    fn hash_of_instance_picks_that_instance() {
+        for n in [1, 2, 3, 7, 64, 1000, 1 << 20] {
+            for instance in [0, n / 3, n / 2, n - 1] {
+                assert_eq!(
+                    pick_instance(hash_of_instance(instance, n), n),
+                    instance,
+                    "{n}"
+                );
+            }
+        }
     }
 }

@@ -28,7 +28,7 @@ pub mod tuple_codec {
 pub use clock::{monotonic_ns, Stopwatch};
 pub use compact_str::CompactString;
 pub use erased::{BatchRef, ErasedItems, TupleRef, TupleSlice};
-pub use keys::{partition_hash, pick_instance, KeyHasher, KeyMap, KeySet};
+pub use keys::{hash_of_instance, partition_hash, pick_instance, KeyHasher, KeyMap, KeySet};
 pub use punctuation::{Punctuation, PunctuationWireError};
 pub use tuple::{
     BytesTuple, DecodeError, EncodeError, Encoding, FacadeTuple, FixedBytes, Tuple, TupleSchema,

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod apps;
+mod companions;
 mod plan;
 mod plan_choice;
 mod run;

@@ -17,6 +17,7 @@ use sluice_apps::AppConfig;
 use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
+use crate::companions::Companions;
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::stdout::tell;
 
@@ -34,6 +35,13 @@ pub(crate) struct RunArgs {
     /// Tuples per second from generating sources (0: as fast as possible).
     #[arg(long)]
     rate: Option<u64>,
+    /// The source rate as a multiple of the application's reference rate (omdp: the February
+    /// 2008 OPRA rate, 24,000 packets/s; default 25).
+    #[arg(long)]
+    rate_multiple: Option<f64>,
+    /// Print the summary as one JSON object (applications that have one: omdp).
+    #[arg(long)]
+    json: bool,
     /// Stop (and drain) after this many seconds; generating sources default to 5.
     #[arg(long, value_parser = parse_seconds)]
     duration: Option<Duration>,
@@ -74,12 +82,16 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         output: args.output.clone(),
         rate: args.rate.or(generated.then_some(DEFAULT_GENERATED_RATE)),
         duration: args.duration,
+        rate_multiple: args.rate_multiple,
         settings: Default::default(),
     };
     let duration = args
         .duration
         .or(generated.then_some(DEFAULT_GENERATED_DURATION));
     let (app, plan) = args.app.build(config)?;
+    if args.json && app.json.is_none() {
+        anyhow::bail!("{} has no JSON summary (--json): omdp has", args.app.app);
+    }
     let defaults = RunOptions::default();
     let options = RunOptions {
         idle: args.idle,
@@ -125,23 +137,35 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         })
         .context("cannot install the Ctrl-C handler")?;
     }
-    let report = sluice_runtime::start_with(&app.graph, &plan, &options, &stop)
-        .and_then(|job| {
-            tell(format_args!(
-                "started: the sources run (Ctrl-C stops and drains)"
-            ));
-            job.wait()
-        })
-        .map_err(|error| {
-            if error.is_interrupt() {
-                // Everything the job made is gone by now.
-                tell(format_args!("error: {error}"));
-                std::process::exit(INTERRUPTED_STATUS);
-            }
-            error
-        })?;
+    let mut companions = Companions::default();
+    let result = sluice_runtime::start_with(&app.graph, &plan, &options, &stop).and_then(|job| {
+        tell(format_args!(
+            "started: the sources run (Ctrl-C stops and drains)"
+        ));
+        if !sluice_runtime::is_pe_process() {
+            companions.start(&app.companions, &stop);
+        }
+        job.wait()
+    });
+    let companions_ended = companions.stop();
+    let report = result.map_err(|error| {
+        if error.is_interrupt() {
+            // Everything the job made is gone by now.
+            tell(format_args!("error: {error}"));
+            std::process::exit(INTERRUPTED_STATUS);
+        }
+        error
+    })?;
+    companions_ended?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", (app.summarize)(&report))?;
+    match (&app.json, args.json) {
+        (Some(json), true) => {
+            let mut object = json(&report);
+            object["plan"] = serde_json::Value::from(args.app.plan.as_str());
+            writeln!(out, "{object}")?;
+        }
+        _ => writeln!(out, "{}", (app.summarize)(&report))?,
+    }
     if let Some(output) = &args.output {
         writeln!(out, "output: {}", output.display())?;
     }

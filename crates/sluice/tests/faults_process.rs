@@ -17,16 +17,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{children_of, pes_of, signal, Pe};
+
 /// Longest any job of this suite may take before the test calls it a hang.
 const WATCHDOG: Duration = Duration::from_secs(60);
-
-/// A PE of a running job, as its process's environment describes it.
-#[derive(Debug, Clone)]
-struct Pe {
-    pid: u32,
-    /// Its index in the plan: 0 sentences, 1 split, 2 sum, 3 counts.
-    index: usize,
-}
 
 /// A `sluice run` under test, with a private temporary directory.
 struct Job {
@@ -176,44 +171,6 @@ fn kill_tree(pid: u32) {
         kill_tree(child);
     }
     signal(pid, "KILL");
-}
-
-fn signal(pid: u32, name: &str) {
-    let _ = Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status();
-}
-
-/// The pids of `parent`'s children, from each of its threads' `/proc/PID/task/TID/children`.
-fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
-/// The PEs the launcher `launcher` started directly, by their environment.
-fn pes_of(launcher: u32) -> Vec<Pe> {
-    let mut pes: Vec<Pe> = children_of(launcher)
-        .into_iter()
-        .filter_map(|pid| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-            let index = environ
-                .split(|&b| b == 0)
-                .find_map(|v| v.strip_prefix(b"SLUICE_PE="))
-                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())?;
-            Some(Pe { pid, index })
-        })
-        .collect();
-    pes.sort_by_key(|p| p.index);
-    pes
 }
 
 /// The segments of job `id` in `/dev/shm` (a job id's `-` is `_2d` in a segment's name).

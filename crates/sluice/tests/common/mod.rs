@@ -93,3 +93,50 @@ pub fn wordcount(dir: &Path, input: &Path, plan: &str, extra: &[&str]) -> BTreeM
         })
         .collect()
 }
+
+/// A PE of a running job, as its process's environment describes it.
+#[derive(Debug, Clone)]
+pub struct Pe {
+    pub pid: u32,
+    /// Its index in the plan.
+    pub index: usize,
+}
+
+/// Sends the signal `name` (`STOP`, `KILL`, ...) to `pid`.
+pub fn signal(pid: u32, name: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status();
+}
+
+/// The pids of `parent`'s children, from each of its threads' `/proc/PID/task/TID/children`.
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// The PEs the launcher `launcher` started directly, by their environment.
+pub fn pes_of(launcher: u32) -> Vec<Pe> {
+    let mut pes: Vec<Pe> = children_of(launcher)
+        .into_iter()
+        .filter_map(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let index = environ
+                .split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"SLUICE_PE="))
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())?;
+            Some(Pe { pid, index })
+        })
+        .collect();
+    pes.sort_by_key(|p| p.index);
+    pes
+}

@@ -1,0 +1,325 @@
+//! OMDP, the options market-data application of the Vega paper (section V.A.2): feed
+//! handlers decode a FAST-encoded OPRA-style feed, decision engines keep every option's book,
+//! and a metrics collector breaks the latency of a sample of the messages down by hop.
+//!
+//! ```text
+//!  feed senders (processes outside the job: `sluice feed send`)
+//!      | UDP, a multicast group per channel on loopback (or unicast: --set feed=unicast)
+//!      v
+//!  fh (x channels) --key-by(engine of the underlying)--> de (x engines) --1 in N--> metrics
+//!      \--counts--> ingest
+//! ```
+//!
+//! The paper ran 2 feed senders, 20 feed handlers, 8 decision engines and 2 collectors on 32
+//! cores. On this project's two cores the default is one sender process (it sleeps between
+//! bursts, so a second only adds wake-ups), 2 channels and their 2 handlers, 2 decision
+//! engines, and the 2 collectors: the same plies, fan-out and fan-in, with a handler and an
+//! engine per core (`--set channels=N`, `--set engines=N` scale it up).
+//!
+//! `--rate-multiple R` sends R times the February 2008 OPRA rate, 24,000 packets/s in aggregate
+//! (`sluice_feed::OPRA_FEB_2008_PACKETS_PER_SEC`), split evenly over the channels. A handler
+//! stamps each packet's arrival; the message whose channel sequence number is a multiple of
+//! `sample-every` (1,600, as the paper's engines forward 1 message in 1,600) is stamped at
+//! each operator's exit and entry and reaches the metrics collector, which reports FH, To DE,
+//! DE, To MC and end to end over the middle two thirds of the first `samples` (150,000, as
+//! the paper) samples. The ingest collector counts the messages missed (gaps in the channels'
+//! sequence numbers): above 0.01% missed, as in the paper, the rate is not sustained.
+
+mod collector;
+mod engine;
+mod handler;
+mod summary;
+mod tick;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sluice_feed::{FeedConfig, Router, OPRA_FEB_2008_PACKETS_PER_SEC};
+use sluice_graph::{GraphBuilder, Partitioning, Ports};
+use sluice_types::hash_of_instance;
+
+pub use collector::{IngestCollector, MetricsCollector, HOPS, PAPER_SAMPLES};
+pub use engine::DecisionEngine;
+pub use handler::{Endpoint, FeedHandler};
+pub use summary::Breakdown;
+pub use tick::{IngestTick, Tick};
+
+use crate::{App, AppConfig, AppError, AppSpec, Companion, NamedPlan};
+
+/// The registry entry.
+pub const SPEC: AppSpec = AppSpec {
+    name: "omdp",
+    about: "options market data (Vega paper): FAST feed -> feed handlers -> decision engines -> per-hop latency (--rate-multiple R)",
+    settings: &[
+        ("channels", "feed channels, one feed handler each (1 to 24, default 2)"),
+        ("engines", "decision engines (1 to 64, default 2)"),
+        (
+            "sample-every",
+            "one message in this many is timed through to the metrics collector (default 1600)",
+        ),
+        (
+            "samples",
+            "latency samples kept; the middle two thirds are reported (default 150000)",
+        ),
+        ("seed", "seed of the generated feed (default 1)"),
+        (
+            "replay",
+            "a feed recorded with `sluice feed record`, sent instead of a generated one",
+        ),
+        (
+            "feed",
+            "multicast (a group per channel on loopback, default) or unicast (to 127.0.0.1)",
+        ),
+        ("group", "the first channel's multicast group (default 239.255.90.1; channel i adds i)"),
+        ("port", "the first channel's UDP port (default 31400; channel i adds i)"),
+        (
+            "socket-buffer",
+            "each handler's socket receive buffer in bytes (default 4194304; capped by net.core.rmem_max)",
+        ),
+    ],
+    build,
+    plans: &[
+        NamedPlan {
+            name: "two-threads",
+            about: "the feed handlers on one pinned thread, the engines and collectors on the other",
+            toml: TWO_THREADS,
+        },
+        NamedPlan {
+            name: "two-processes",
+            about: "the feed handlers in one process, the engines and collectors in another, joined by shared memory (the paper's Vega pipelining on two cores)",
+            toml: TWO_PROCESSES,
+        },
+    ],
+};
+
+const TWO_THREADS: &str = r#"
+[[thread]]
+name = "handlers"
+operators = ["fh"]
+core = 0
+
+[[thread]]
+name = "engines"
+operators = ["de", "metrics", "ingest"]
+core = 1
+"#;
+
+const TWO_PROCESSES: &str = r#"
+[[thread]]
+name = "handlers"
+pe = "handlers"
+operators = ["fh"]
+core = 0
+
+[[thread]]
+name = "engines"
+pe = "engines"
+operators = ["de", "metrics", "ingest"]
+core = 1
+"#;
+
+/// The rate multiple unless `--rate-multiple` says otherwise: the paper's shared-memory
+/// headline.
+pub const DEFAULT_RATE_MULTIPLE: f64 = 25.0;
+/// The most channels: OPRA's 24.
+pub const MAX_CHANNELS: usize = 24;
+/// The most decision engines.
+pub const MAX_ENGINES: usize = 64;
+
+/// OMDP's settings, read from the command line.
+#[derive(Debug, Clone)]
+pub struct OmdpConfig {
+    /// The feed's shape (channels, symbols, seed).
+    pub feed: FeedConfig,
+    /// Decision engines.
+    pub engines: usize,
+    /// One message in this many is sampled.
+    pub sample_every: u64,
+    /// Samples kept.
+    pub samples: usize,
+    /// The rate, as a multiple of the February 2008 OPRA rate.
+    pub rate_multiple: f64,
+    /// Where each channel arrives.
+    pub endpoints: Vec<Endpoint>,
+    /// A recorded feed to replay.
+    pub replay: Option<PathBuf>,
+    /// Each handler's socket receive buffer.
+    pub socket_buffer: usize,
+}
+
+impl OmdpConfig {
+    /// Reads the settings of `config`.
+    pub fn from_app(config: &AppConfig) -> Result<Self, AppError> {
+        let s = &config.settings;
+        let channels = s.get_in("channels", 2, 1..=MAX_CHANNELS)?;
+        let engines = s.get_in("engines", 2, 1..=MAX_ENGINES)?;
+        let sample_every = s.get_in("sample-every", 1600, 1..=1 << 30)? as u64;
+        let samples = s.get_in("samples", PAPER_SAMPLES, 3..=10_000_000)?;
+        let socket_buffer = s.get_in("socket-buffer", 4 << 20, 4096..=1 << 30)?;
+        let seed: u64 = s.get("seed", 1)?;
+        let replay: Option<PathBuf> = s
+            .get("replay", String::new())
+            .map(|p| (!p.is_empty()).then(|| PathBuf::from(p)))?;
+        let group: Ipv4Addr = s.get("group", Ipv4Addr::new(239, 255, 90, 1))?;
+        let port = s.get_in("port", 31400, 1..=usize::from(u16::MAX))?;
+        if port + channels - 1 > usize::from(u16::MAX) {
+            return Err(AppError::BadSetting {
+                key: "port".into(),
+                reason: format!("{port} + {channels} channels runs past port 65535"),
+            });
+        }
+        let multicast = match s.get("feed", "multicast".to_string())?.as_str() {
+            "multicast" => {
+                if !group.is_multicast() {
+                    return Err(AppError::BadSetting {
+                        key: "group".into(),
+                        reason: format!("{group} is not a multicast address (224.0.0.0/4)"),
+                    });
+                }
+                true
+            }
+            "unicast" => false,
+            other => {
+                return Err(AppError::BadSetting {
+                    key: "feed".into(),
+                    reason: format!("'{other}': expected multicast or unicast"),
+                })
+            }
+        };
+        let endpoints = (0..channels)
+            .map(|c| {
+                let port = (port + c) as u16;
+                if multicast {
+                    let group = Ipv4Addr::from(u32::from(group).wrapping_add(c as u32));
+                    Endpoint::Multicast(SocketAddrV4::new(group, port))
+                } else {
+                    Endpoint::Unicast(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
+                }
+            })
+            .collect();
+        let rate_multiple = config.rate_multiple.unwrap_or(DEFAULT_RATE_MULTIPLE);
+        if !(rate_multiple > 0.0 && rate_multiple <= 10_000.0) {
+            return Err(AppError::BadSetting {
+                key: "--rate-multiple".into(),
+                reason: format!(
+                    "{rate_multiple} is out of range: must be above 0 and at most 10000"
+                ),
+            });
+        }
+        let feed = FeedConfig {
+            channels,
+            seed,
+            ..FeedConfig::default()
+        };
+        feed.validate().map_err(|e| AppError::BadSetting {
+            key: "channels".into(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            feed,
+            engines,
+            sample_every,
+            samples,
+            rate_multiple,
+            endpoints,
+            replay,
+            socket_buffer,
+        })
+    }
+
+    /// Packets per second asked of all channels together.
+    pub fn packets_per_sec(&self) -> f64 {
+        self.rate_multiple * OPRA_FEB_2008_PACKETS_PER_SEC as f64
+    }
+
+    /// The feed sender's command line (after the `sluice` binary) for a run of `duration`
+    /// seconds.
+    fn sender_args(&self, duration: f64) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "feed".into(),
+            "send".into(),
+            "--rate-multiple".into(),
+            self.rate_multiple.to_string(),
+            "--channels".into(),
+            self.feed.channels.to_string(),
+            "--seed".into(),
+            self.feed.seed.to_string(),
+            "--duration".into(),
+            duration.to_string(),
+        ];
+        match self.endpoints[0] {
+            Endpoint::Multicast(first) => args.extend([
+                "--group".into(),
+                first.ip().to_string(),
+                "--port".into(),
+                first.port().to_string(),
+            ]),
+            Endpoint::Unicast(_) => {
+                let to: Vec<String> = self
+                    .endpoints
+                    .iter()
+                    .map(|e| e.address().to_string())
+                    .collect();
+                args.extend(["--to".into(), to.join(",")]);
+            }
+        }
+        if let Some(file) = &self.replay {
+            args.extend(["--replay".into(), file.display().to_string()]);
+        }
+        args
+    }
+}
+
+fn build(config: &AppConfig) -> Result<App, AppError> {
+    let omdp = OmdpConfig::from_app(config)?;
+    let channels = omdp.feed.channels;
+    let engines = omdp.engines;
+    let router = Arc::new(Router::new(&omdp.feed, engines));
+    let mut g = GraphBuilder::new("omdp");
+    let (endpoints, buffer, sample_every) = (
+        omdp.endpoints.clone(),
+        omdp.socket_buffer,
+        omdp.sample_every,
+    );
+    let fh = g.source(
+        "fh",
+        Ports::new().output::<Tick>().output::<IngestTick>(),
+        move |_| FeedHandler::new(endpoints.clone(), buffer, sample_every),
+    );
+    g.set_parallelism(fh, channels)?;
+    let de = g.operator("de", Ports::new().input::<Tick>().output::<Tick>(), |_| {
+        DecisionEngine::default()
+    });
+    g.set_parallelism(de, engines)?;
+    let keep = omdp.samples;
+    let metrics = g.operator("metrics", Ports::new().input::<Tick>(), move |_| {
+        MetricsCollector::new(keep)
+    });
+    let ingest = g.operator("ingest", Ports::new().input::<IngestTick>(), |_| {
+        IngestCollector::default()
+    });
+    g.connect_with(
+        fh.out(0),
+        de.input(0),
+        Partitioning::by_hash(move |t: &Tick| {
+            hash_of_instance(router.engine_of(t.underlying), engines)
+        }),
+    )?;
+    g.connect(fh.out(1), ingest.input(0))?;
+    g.connect(de.out(0), metrics.input(0))?;
+    let duration = config.duration.map_or(5.0, |d| d.as_secs_f64());
+    let companions = vec![Companion {
+        name: "feed sender".into(),
+        args: omdp.sender_args(duration),
+    }];
+    let text = omdp.clone();
+    Ok(App {
+        graph: g.build()?,
+        summarize: Box::new(move |report| Breakdown::of(report, &text).to_text()),
+        companions,
+        json: Some(Box::new(move |report| {
+            Breakdown::of(report, &omdp).to_json()
+        })),
+    })
+}
