@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod apps;
+mod feed;
 mod plan;
 mod plan_choice;
 mod run;
@@ -28,6 +29,8 @@ enum Command {
     Apps,
     /// Measure a transport: throughput or latency, beside a baseline measured in the same run.
     Bench(sluice_bench::BenchArgs),
+    /// Send, record or print the synthetic OPRA-style options feed.
+    Feed(feed::FeedArgs),
 }
 
 fn main() {
@@ -37,6 +40,7 @@ fn main() {
         Command::Plan(args) => plan::plan(args),
         Command::Apps => apps::list(),
         Command::Bench(args) => sluice_bench::main(args),
+        Command::Feed(args) => feed::feed(args),
     };
     if let Err(error) = result {
         if stdout::was_closed(&error) {
