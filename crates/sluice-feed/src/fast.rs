@@ -802,6 +802,8 @@ fn decode_message(
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn uint_bytes(value: u64) -> Vec<u8> {
@@ -932,6 +934,98 @@ mod tests {
         let trade = [0xc4, 0x82, 0x80, 0x80, 0x85];
         let expected: Vec<u8> = [&first_quote[..], &second_quote, &trade].concat();
         assert_eq!(bytes[HEADER_BYTES..], expected);
+    }
+
+    /// `m` with only the fields its kind's template carries (the others 0).
+    fn carried(m: Message) -> Message {
+        let mut out = Message::zeroed(m.kind);
+        for &(field, _) in template_of(m.kind).fields {
+            field.set(&mut out, field.get(&m));
+        }
+        out
+    }
+
+    fn kind(trade: bool) -> MessageKind {
+        if trade {
+            MessageKind::Trade
+        } else {
+            MessageKind::Quote
+        }
+    }
+
+    fn arbitrary_message() -> impl Strategy<Value = Message> {
+        (
+            any::<bool>(),
+            any::<[u64; 4]>(),
+            any::<[u32; 5]>(),
+            any::<u8>(),
+        )
+            .prop_map(
+                |(trade, [seq, p1, p2, p3], [u, series, s1, s2, s3], exchange)| {
+                    carried(Message {
+                        kind: kind(trade),
+                        seq,
+                        underlying: u,
+                        series,
+                        exchange,
+                        bid_price: p1,
+                        bid_size: s1,
+                        ask_price: p2,
+                        ask_size: s2,
+                        trade_price: p3,
+                        trade_size: s3,
+                    })
+                },
+            )
+    }
+
+    /// Messages like a feed's: runs of equal or neighbouring values, so the operators'
+    /// absent-field paths are taken often.
+    fn feedlike_message() -> impl Strategy<Value = Message> {
+        (any::<bool>(), 0..3u64, 0..3u32, 0..2u8, 0..3u64, 0..2u32).prop_map(
+            |(trade, seq, small, exchange, price, size)| {
+                carried(Message {
+                    kind: kind(trade),
+                    seq,
+                    underlying: small,
+                    series: small,
+                    exchange,
+                    bid_price: price * 100,
+                    bid_size: size * 10,
+                    ask_price: price * 100 + 100,
+                    ask_size: size * 10,
+                    trade_price: price,
+                    trade_size: size,
+                })
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn any_messages_round_trip(
+            messages in proptest::collection::vec(
+                prop_oneof![arbitrary_message(), feedlike_message()],
+                0..30,
+            ),
+            channel in any::<u16>(),
+            packet_seq in any::<u64>(),
+            first_seq in any::<u64>(),
+            sent_ns in any::<u64>(),
+        ) {
+            let header = PacketHeader { channel, packet_seq, first_seq, count: 0, sent_ns };
+            let mut bytes = Vec::new();
+            encode_packet(&header, &messages, &mut bytes);
+            let mut decoded = Vec::new();
+            let got = decode_packet(&bytes, &mut decoded).unwrap();
+            prop_assert_eq!(&decoded, &messages);
+            prop_assert_eq!(got, PacketHeader {
+                count: messages.len() as u16,
+                first_seq: messages.first().map_or(first_seq, |m| m.seq),
+                ..header
+            });
+            prop_assert!(bytes.len() <= HEADER_BYTES + messages.len() * MAX_MESSAGE_BYTES);
+        }
     }
 
     #[test]

@@ -14,12 +14,15 @@
 //! - [`record`]: [`Recorder`] and [`Replay`], a feed to and from a file.
 //! - [`send`]: [`send`], the paced UDP sender (multicast on loopback, or unicast), in `sendmmsg`
 //!   batches.
+//! - `fuzzing` (under test and `--cfg fuzzing`): the decoder's fuzzing entry point.
 //!
 //! Rates are multiples of [`OPRA_FEB_2008_PACKETS_PER_SEC`], the February 2008 OPRA rate the
 //! paper measures against (its 30x is 720,000 packets/s in aggregate).
 
 pub mod config;
 pub mod fast;
+#[cfg(any(test, fuzzing))]
+pub mod fuzzing;
 pub mod generator;
 pub mod record;
 pub mod router;
@@ -33,7 +36,7 @@ pub use fast::{
     PacketHeader,
 };
 pub use generator::Feed;
-pub use record::{Recorder, Replay, ReplayedPacket};
+pub use record::{record_generated, Recorder, Replay, ReplayedPacket};
 pub use router::Router;
 pub use send::{send, Destinations, Pacing, PacketSource, SendOptions, SendReport};
 

@@ -31,7 +31,8 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::FeedError;
+use crate::send::{generated_slot, packet_interval_ns};
+use crate::{Feed, FeedConfig, FeedError};
 
 /// The first 8 bytes of a recording.
 pub const RECORDING_MAGIC: [u8; 8] = *b"SLFEED\r\n";
@@ -115,6 +116,29 @@ impl Recorder {
             .map_err(|e| FeedError::io(format!("write {}", self.path.display()), e))?;
         Ok(self.packets)
     }
+}
+
+/// Records the first `packets` packets of the generated feed `config` to `path`, in the order
+/// and with the send offsets the sender gives them at `rate_multiple`; returns the messages
+/// they carry.
+pub fn record_generated(
+    config: &FeedConfig,
+    path: &Path,
+    packets: u64,
+    rate_multiple: f64,
+) -> Result<u64, FeedError> {
+    let interval_ns = packet_interval_ns(rate_multiple)?;
+    let mut feed = Feed::new(config)?;
+    let mut recorder = Recorder::create(path, config.channels)?;
+    let mut packet = Vec::new();
+    let mut messages = 0;
+    for n in 0..packets {
+        let (channel, send_offset_ns) = generated_slot(n, config.channels, interval_ns);
+        messages += feed.next_packet(channel, 0, &mut packet) as u64;
+        recorder.record(channel, send_offset_ns, &packet)?;
+    }
+    recorder.finish()?;
+    Ok(messages)
 }
 
 /// A packet read back from a recording (its bytes go to the caller's buffer).
@@ -249,7 +273,6 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Feed, FeedConfig};
 
     #[test]
     fn a_recording_replays_the_same_packets_twice() {
@@ -277,6 +300,28 @@ mod tests {
             assert_eq!(read, sent);
             replay.rewind().unwrap();
         }
+    }
+
+    #[test]
+    fn a_generated_recording_holds_the_senders_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("feed.rec");
+        let config = FeedConfig::default();
+        let messages = record_generated(&config, &path, 10, 1.0).unwrap();
+        let mut replay = Replay::open(&path).unwrap();
+        let mut packet = Vec::new();
+        let mut counted = 0;
+        let mut n = 0;
+        while let Some(p) = replay.next_packet(&mut packet).unwrap() {
+            assert_eq!(p.channel, n % 4);
+            // 1x: 24,000 packets/s, one every 41,666 ns.
+            assert_eq!(p.send_offset_ns, (n as u64 * 1_000_000_000) / 24_000);
+            counted += u64::from(crate::fast::declared_count(&packet));
+            n += 1;
+        }
+        assert_eq!((n, counted), (10, messages));
+        let error = record_generated(&config, &path, 1, 0.0).unwrap_err();
+        assert!(error.to_string().contains("rate multiple"), "{error}");
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl Destinations {
             }
             Self::Unicast(addresses) => addresses.get(channel).copied().ok_or_else(|| {
                 FeedError::Config(format!(
-                    "{} addresses for a feed of more channels: give one per channel",
+                    "no unicast address for channel {channel}: {} given, one per channel needed",
                     addresses.len()
                 ))
             }),
@@ -229,6 +229,27 @@ impl Channel {
     }
 }
 
+/// Nanoseconds between packets of the whole feed at `multiple` x the February 2008 OPRA rate.
+pub(crate) fn packet_interval_ns(multiple: f64) -> Result<f64, FeedError> {
+    let rate = multiple * OPRA_FEB_2008_PACKETS_PER_SEC as f64;
+    if !(rate.is_finite() && rate >= 1.0) {
+        return Err(FeedError::Config(format!(
+            "the rate multiple must be positive and give at least a packet per second, got \
+             {multiple}"
+        )));
+    }
+    Ok(1e9 / rate)
+}
+
+/// The channel of the generated feed's packet `n` and when it is due (ns from the start):
+/// round robin over the channels, one every `interval_ns`.
+pub(crate) fn generated_slot(n: u64, channels: usize, interval_ns: f64) -> (usize, u64) {
+    (
+        (n % channels as u64) as usize,
+        (n as f64 * interval_ns) as u64,
+    )
+}
+
 /// Opens a socket connected to `address`, set up for multicast on `interface` when given.
 fn open_socket(address: SocketAddr, interface: Option<Ipv4Addr>) -> io::Result<UdpSocket> {
     let socket = Socket::new(
@@ -267,16 +288,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
         }
     };
     let interval_ns = match options.pacing {
-        Pacing::RateMultiple(multiple) => {
-            let rate = multiple * OPRA_FEB_2008_PACKETS_PER_SEC as f64;
-            if !(rate.is_finite() && rate >= 1.0) {
-                return Err(FeedError::Config(format!(
-                    "the rate multiple must be positive and give at least a packet per second, \
-                     got {multiple}"
-                )));
-            }
-            Some(1e9 / rate)
-        }
+        Pacing::RateMultiple(multiple) => Some(packet_interval_ns(multiple)?),
         Pacing::Recorded => {
             if matches!(packets, Packets::Generated(_)) {
                 return Err(FeedError::Config(
@@ -286,8 +298,15 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             None
         }
     };
-    let interface = match options.destinations {
-        Destinations::Multicast { interface, .. } => Some(interface),
+    let interface = match &options.destinations {
+        Destinations::Multicast { interface, .. } => Some(*interface),
+        Destinations::Unicast(addresses) if addresses.len() != channel_count => {
+            return Err(FeedError::Config(format!(
+                "a feed of {channel_count} channels needs {channel_count} unicast addresses, \
+                 one per channel; got {}",
+                addresses.len()
+            )));
+        }
         Destinations::Unicast(_) => None,
     };
     let mut channels = (0..channel_count)

@@ -4,6 +4,7 @@
 
 mod apps;
 mod companions;
+mod feed;
 mod plan;
 mod plan_choice;
 mod run;
@@ -29,6 +30,8 @@ enum Command {
     Apps,
     /// Measure a transport: throughput or latency, beside a baseline measured in the same run.
     Bench(sluice_bench::BenchArgs),
+    /// Send, record or print the synthetic OPRA-style options feed.
+    Feed(feed::FeedArgs),
 }
 
 fn main() {
@@ -38,6 +41,7 @@ fn main() {
         Command::Plan(args) => plan::plan(args),
         Command::Apps => apps::list(),
         Command::Bench(args) => sluice_bench::main(args),
+        Command::Feed(args) => feed::feed(args),
     };
     if let Err(error) = result {
         if stdout::was_closed(&error) {

@@ -62,7 +62,7 @@ pub const SPEC: AppSpec = AppSpec {
             "samples",
             "latency samples kept; the middle two thirds are reported (default 150000)",
         ),
-        ("seed", "seed of the generated feed (default 1)"),
+        ("seed", "seed of the generated feed (default 20080204)"),
         (
             "replay",
             "a feed recorded with `sluice feed record`, sent instead of a generated one",
@@ -72,7 +72,10 @@ pub const SPEC: AppSpec = AppSpec {
             "multicast (a group per channel on loopback, default) or unicast (to 127.0.0.1)",
         ),
         ("group", "the first channel's multicast group (default 239.255.90.1; channel i adds i)"),
-        ("port", "the first channel's UDP port (default 31400; channel i adds i)"),
+        (
+            "port",
+            "the feed's UDP port (default 31400; every multicast group uses it, unicast channel i adds i)",
+        ),
         (
             "socket-buffer",
             "each handler's socket receive buffer in bytes (default 4194304; capped by net.core.rmem_max)",
@@ -157,7 +160,7 @@ impl OmdpConfig {
         let sample_every = s.get_in("sample-every", 1600, 1..=1 << 30)? as u64;
         let samples = s.get_in("samples", PAPER_SAMPLES, 3..=10_000_000)?;
         let socket_buffer = s.get_in("socket-buffer", 4 << 20, 4096..=1 << 30)?;
-        let seed: u64 = s.get("seed", 1)?;
+        let seed: u64 = s.get("seed", FeedConfig::default().seed)?;
         let replay: Option<PathBuf> = s
             .get("replay", String::new())
             .map(|p| (!p.is_empty()).then(|| PathBuf::from(p)))?;
@@ -189,12 +192,11 @@ impl OmdpConfig {
         };
         let endpoints = (0..channels)
             .map(|c| {
-                let port = (port + c) as u16;
                 if multicast {
                     let group = Ipv4Addr::from(u32::from(group).wrapping_add(c as u32));
-                    Endpoint::Multicast(SocketAddrV4::new(group, port))
+                    Endpoint::Multicast(SocketAddrV4::new(group, port as u16))
                 } else {
-                    Endpoint::Unicast(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
+                    Endpoint::Unicast(SocketAddrV4::new(Ipv4Addr::LOCALHOST, (port + c) as u16))
                 }
             })
             .collect();
