@@ -359,10 +359,12 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             break;
         }
         let due = start + Duration::from_nanos(due_ns);
-        if deadline.is_some_and(|d| due >= d) {
+        let now = Instant::now();
+        // A packet due after the deadline is not sent, nor is one due before it when the
+        // sender is behind: the duration bounds the run, not the number of packets.
+        if deadline.is_some_and(|d| due >= d || now >= d) {
             break;
         }
-        let now = Instant::now();
         if due > now {
             std::thread::sleep((due - now).min(MAX_SLEEP));
             continue;

@@ -35,7 +35,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sluice_feed::{FeedConfig, Router, OPRA_FEB_2008_PACKETS_PER_SEC};
+use sluice_feed::{FeedConfig, Replay, Router, OPRA_FEB_2008_PACKETS_PER_SEC};
 use sluice_graph::{GraphBuilder, Partitioning, Ports};
 use sluice_types::hash_of_instance;
 
@@ -52,7 +52,10 @@ pub const SPEC: AppSpec = AppSpec {
     name: "omdp",
     about: "options market data (Vega paper): FAST feed -> feed handlers -> decision engines -> per-hop latency (--rate-multiple R)",
     settings: &[
-        ("channels", "feed channels, one feed handler each (1 to 24, default 2)"),
+        (
+            "channels",
+            "feed channels, one feed handler each (1 to 24, default 2; a replayed recording has its own)",
+        ),
         ("engines", "decision engines (1 to 64, default 2)"),
         (
             "sample-every",
@@ -155,7 +158,27 @@ impl OmdpConfig {
     /// Reads the settings of `config`.
     pub fn from_app(config: &AppConfig) -> Result<Self, AppError> {
         let s = &config.settings;
-        let channels = s.get_in("channels", 2, 1..=MAX_CHANNELS)?;
+        let replay: Option<PathBuf> = s
+            .get("replay", String::new())
+            .map(|p| (!p.is_empty()).then(|| PathBuf::from(p)))?;
+        let channels = match &replay {
+            // A recording has its own channels: a handler for each.
+            Some(file) => Replay::open(file)
+                .map_err(|e| AppError::BadSetting {
+                    key: "replay".into(),
+                    reason: e.to_string(),
+                })?
+                .channels(),
+            None => s.get_in("channels", 2, 1..=MAX_CHANNELS)?,
+        };
+        if !(1..=MAX_CHANNELS).contains(&channels) {
+            return Err(AppError::BadSetting {
+                key: "replay".into(),
+                reason: format!(
+                    "the recording has {channels} channels; OMDP takes 1 to {MAX_CHANNELS}"
+                ),
+            });
+        }
         let engines = s.get_in("engines", 2, 1..=MAX_ENGINES)?;
         let sample_every = s.get_in("sample-every", 1600, 1..=1 << 30)? as u64;
         let samples = s.get_in("samples", PAPER_SAMPLES, 3..=10_000_000)?;
@@ -243,13 +266,18 @@ impl OmdpConfig {
             "send".into(),
             "--rate-multiple".into(),
             self.rate_multiple.to_string(),
-            "--channels".into(),
-            self.feed.channels.to_string(),
-            "--seed".into(),
-            self.feed.seed.to_string(),
             "--duration".into(),
             duration.to_string(),
         ];
+        match &self.replay {
+            Some(file) => args.extend(["--replay".into(), file.display().to_string()]),
+            None => args.extend([
+                "--channels".into(),
+                self.feed.channels.to_string(),
+                "--seed".into(),
+                self.feed.seed.to_string(),
+            ]),
+        }
         match self.endpoints[0] {
             Endpoint::Multicast(first) => args.extend([
                 "--group".into(),
@@ -265,9 +293,6 @@ impl OmdpConfig {
                     .collect();
                 args.extend(["--to".into(), to.join(",")]);
             }
-        }
-        if let Some(file) = &self.replay {
-            args.extend(["--replay".into(), file.display().to_string()]);
         }
         args
     }
