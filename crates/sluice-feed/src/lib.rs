@@ -9,6 +9,7 @@
 //!   popularity, packet sizes, seed; which channel carries an underlying.
 //! - [`generator`]: [`Feed`], a deterministic generator of quotes and trades with Zipf
 //!   popularity over underlyings and prices moving by small steps per series.
+//! - [`gaps`]: [`SequenceGaps`], missed messages counted from a channel's sequence numbers.
 //! - [`router`]: [`Router`], which decision engine each underlying goes to, balanced from the
 //!   popularity weights.
 //! - [`record`]: [`Recorder`] and [`Replay`], a feed to and from a file.
@@ -23,6 +24,7 @@ pub mod config;
 pub mod fast;
 #[cfg(any(test, fuzzing))]
 pub mod fuzzing;
+pub mod gaps;
 pub mod generator;
 pub mod record;
 pub mod router;
@@ -35,6 +37,7 @@ pub use fast::{
     decode_packet, encode_packet, stamp_sent_ns, DecodeError, DecodeProblem, Message, MessageKind,
     PacketHeader,
 };
+pub use gaps::{Observed, SequenceGaps};
 pub use generator::Feed;
 pub use record::{record_generated, Recorder, Replay, ReplayedPacket};
 pub use router::Router;

@@ -1,7 +1,8 @@
 //! `sluice feed`: the synthetic OPRA-style options feed of `sluice-feed`, outside any job.
 //!
 //! - `sluice feed send --rate-multiple R [--group G --port P | --to ADDR,...] [--duration S]
-//!   [--packets N] [--replay FILE [--recorded-pacing]] [feed settings] [--json]` sends each
+//!   [--packets N] [--replay FILE [--recorded-pacing]] [--only-channels C,...] [feed settings]
+//!   [--json]` sends each
 //!   channel's packets over UDP at `R` x 24,000 packets/s in aggregate (the February 2008 OPRA
 //!   rate), to a multicast group per channel on loopback (`G`, `G + 1`, ...) or to one unicast
 //!   address per channel, until the duration, the packet count, the recording's end or Ctrl-C;
@@ -137,6 +138,10 @@ struct SendArgs {
     /// With --replay: send at the recording's send offsets instead of --rate-multiple.
     #[arg(long, requires = "replay")]
     recorded_pacing: bool,
+    /// Send only these channels (comma-separated; default all), each at its share of the
+    /// rate: a feed split over several sender processes.
+    #[arg(long, value_delimiter = ',')]
+    only_channels: Vec<usize>,
     /// The most packets of a channel per sendmmsg call.
     #[arg(long, default_value_t = 64)]
     batch: usize,
@@ -209,6 +214,7 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
         duration: args.duration,
         max_packets: args.packets,
         batch: args.batch,
+        channels: (!args.only_channels.is_empty()).then(|| args.only_channels.clone()),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
