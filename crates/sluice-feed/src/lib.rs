@@ -19,6 +19,27 @@
 //!
 //! Rates are multiples of [`OPRA_FEB_2008_PACKETS_PER_SEC`], the February 2008 OPRA rate the
 //! paper measures against (its 30x is 720,000 packets/s in aggregate).
+//!
+//! A feed handler's loop, in short:
+//!
+//! ```
+//! use sluice_feed::{decode_packet, Feed, FeedConfig, Router, SequenceGaps};
+//!
+//! let config = FeedConfig::default();
+//! let mut feed = Feed::new(&config)?;
+//! let router = Router::new(&config, 4);
+//! let mut gaps = SequenceGaps::from_seq(1);
+//! let (mut packet, mut messages) = (Vec::new(), Vec::new());
+//! feed.next_packet(0, sluice_types::monotonic_ns(), &mut packet); // what a sender sends
+//! let header = decode_packet(&packet, &mut messages)?; // what a handler receives
+//! gaps.observe(&header);
+//! for message in &messages {
+//!     assert_eq!(config.channel_of(message.underlying), 0);
+//!     let _engine = router.engine_of(message.underlying); // where it goes
+//! }
+//! assert_eq!(gaps.missed(), 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod config;
 pub mod fast;
