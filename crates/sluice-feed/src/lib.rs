@@ -13,7 +13,7 @@
 //! - [`router`]: [`Router`], which decision engine each underlying goes to, balanced from the
 //!   popularity weights.
 //! - [`record`]: [`Recorder`] and [`Replay`], a feed to and from a file.
-//! - [`send`]: [`send`], the paced UDP sender (multicast on loopback, or unicast), in `sendmmsg`
+//! - [`mod@send`]: [`send()`], the paced UDP sender (multicast on loopback, or unicast), in `sendmmsg`
 //!   batches.
 //! - `fuzzing` (under test and `--cfg fuzzing`): the decoder's fuzzing entry point.
 //!
