@@ -225,8 +225,8 @@ impl Channel {
                 Ok(0) if stop.load(Ordering::Relaxed) => break,
                 Ok(0) => std::thread::yield_now(),
                 Ok(n) => self.sent += n as u64,
-                // Nobody listens at a unicast destination yet (an ICMP error from an earlier
-                // datagram, reported once): the datagrams are the receiver's loss.
+                // Nobody listened at a unicast destination (an ICMP error from an earlier
+                // datagram, reported once, by this call, which sent nothing): send again.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
                 Err(e) => {
                     return Err(FeedError::io(format!("send to {}", self.address), e));
