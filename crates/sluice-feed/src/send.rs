@@ -191,7 +191,6 @@ struct Channel {
     ring: SendRing,
     staged: Vec<Vec<u8>>,
     len: usize,
-    sent: u64,
 }
 
 impl Channel {
@@ -224,7 +223,7 @@ impl Channel {
             match self.ring.send() {
                 Ok(0) if stop.load(Ordering::Relaxed) => break,
                 Ok(0) => std::thread::yield_now(),
-                Ok(n) => self.sent += n as u64,
+                Ok(_) => {}
                 // Nobody listened at a unicast destination (an ICMP error from an earlier
                 // datagram, reported once, by this call, which sent nothing): send again.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
@@ -340,7 +339,6 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
                 ring: SendRing::new(socket, options.batch, MTU_PAYLOAD_BYTES),
                 staged: Vec::new(),
                 len: 0,
-                sent: 0,
             }))
         })
         .collect::<Result<Vec<_>, FeedError>>()?;
@@ -358,6 +356,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
     // stamps stay fresh when the sender is behind.
     let burst = options.batch * own_count;
     let mut pending = Vec::with_capacity(MTU_PAYLOAD_BYTES);
+    // Packets built (all go to the kernel unless stopped).
     let mut sent = 0u64;
     let mut messages = 0u64;
     let mut max_lag = Duration::ZERO;
@@ -407,13 +406,17 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
         finished_at = Instant::now();
     }
     let elapsed = finished_at - start;
-    let packets: u64 = channels.iter().flatten().map(|c| c.sent).sum();
+    let packets: u64 = channels
+        .iter()
+        .flatten()
+        .map(|c| c.ring.datagrams_sent())
+        .sum();
     Ok(SendReport {
         packets,
         messages,
         packets_per_channel: channels
             .iter()
-            .map(|c| c.as_ref().map_or(0, |c| c.sent))
+            .map(|c| c.as_ref().map_or(0, |c| c.ring.datagrams_sent()))
             .collect(),
         elapsed,
         target_packets_per_sec: interval_ns
