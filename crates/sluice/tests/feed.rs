@@ -111,6 +111,14 @@ fn record_dump_and_send_generated_and_replayed() {
 }
 
 #[test]
+fn every_feed_command_has_help() {
+    for command in ["send", "record", "dump"] {
+        let out = succeed(&["feed", command, "--help"]);
+        assert!(out.contains("Usage: sluice feed"), "{command}: {out}");
+    }
+}
+
+#[test]
 fn bad_input_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let not_a_recording = dir.path().join("x");
