@@ -146,27 +146,42 @@ impl Feed {
     /// returns its message count. A channel out of range leaves `out` empty and returns 0.
     pub fn next_packet(&mut self, channel: usize, sent_ns: u64, out: &mut Vec<u8>) -> usize {
         out.clear();
-        let Some(state) = self.channels.get_mut(channel) else {
-            return 0;
+        let mut messages = std::mem::take(&mut self.messages);
+        let count = match self.next_messages(channel, sent_ns, &mut messages) {
+            Some(header) => {
+                encode_packet(&header, &messages, out);
+                messages.len()
+            }
+            None => 0,
         };
-        let count = state
-            .rng
-            .usize(1..=usize::from(self.config.max_messages_per_packet));
-        self.messages.clear();
-        for _ in 0..count {
-            let message = next_message(&self.config, state, &mut self.quotes);
-            self.messages.push(message);
-        }
+        self.messages = messages;
+        count
+    }
+
+    /// The next packet of `channel` unencoded: its messages into `out` (cleared first) and its
+    /// header, stamped `sent_ns` (what [`decode_packet`](crate::decode_packet) gives for the
+    /// packet [`Feed::next_packet`] would have encoded). `None` for a channel out of range.
+    pub fn next_messages(
+        &mut self,
+        channel: usize,
+        sent_ns: u64,
+        out: &mut Vec<Message>,
+    ) -> Option<PacketHeader> {
+        out.clear();
+        let state = self.channels.get_mut(channel)?;
+        let count = state.rng.u16(1..=self.config.max_messages_per_packet);
         let header = PacketHeader {
             channel: channel as u16,
             packet_seq: state.next_packet_seq,
-            first_seq: 0,
-            count: 0,
+            first_seq: state.next_seq,
+            count,
             sent_ns,
         };
+        for _ in 0..count {
+            out.push(next_message(&self.config, state, &mut self.quotes));
+        }
         state.next_packet_seq += 1;
-        encode_packet(&header, &self.messages, out);
-        count
+        Some(header)
     }
 }
 
@@ -240,6 +255,21 @@ mod tests {
             &[0],
         );
         assert_ne!(reseeded[0], forward[0]);
+    }
+
+    #[test]
+    fn unencoded_packets_are_what_the_encoded_ones_decode_to() {
+        let config = FeedConfig::default();
+        let (mut encoding, mut plain) = (Feed::new(&config).unwrap(), Feed::new(&config).unwrap());
+        let (mut bytes, mut decoded, mut messages) = (Vec::new(), Vec::new(), Vec::new());
+        for n in 0..50 {
+            encoding.next_packet(n % 4, 9, &mut bytes);
+            let header = plain.next_messages(n % 4, 9, &mut messages).unwrap();
+            assert_eq!(decode_packet(&bytes, &mut decoded), Ok(header));
+            assert_eq!(decoded, messages);
+        }
+        assert_eq!(plain.next_messages(4, 0, &mut messages), None);
+        assert!(messages.is_empty());
     }
 
     #[test]
