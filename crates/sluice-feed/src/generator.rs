@@ -5,8 +5,9 @@
 //! packets are the same whatever order the channels are asked in.
 //!
 //! A packet carries 1 to [`FeedConfig::max_messages_per_packet`] messages (uniformly). Each
-//! message picks an underlying of the channel by its Zipf weight (inverse transform over the
-//! channel's cumulative weights, a binary search), one of its series uniformly, and an
+//! message picks an underlying of the channel by its Zipf weight (Walker's alias method: one
+//! uniform index and one coin per draw, whatever the number of underlyings), one of its series
+//! uniformly, and an
 //! exchange uniformly. It is a trade with probability [`FeedConfig::trade_fraction`] (at the
 //! series' bid or ask), else a quote: the series' bid moves by -2 to +2 cents (never below a
 //! cent) and the ask sits 1 to 4 cents above it, so prices move by small steps per series as
@@ -34,10 +35,53 @@ struct Channel {
     rng: fastrand::Rng,
     /// The channel's underlyings, in rank order.
     underlyings: Vec<u32>,
-    /// Their cumulative weights.
-    cumulative: Vec<f64>,
+    /// Draws an index into `underlyings` by their weights.
+    popularity: AliasTable,
     next_seq: u64,
     next_packet_seq: u64,
+}
+
+/// Walker's alias table (Vose's construction): draws index `i` with probability
+/// `weights[i] / sum(weights)` from one uniform index and one uniform coin.
+struct AliasTable {
+    /// The chance of keeping the drawn index rather than taking its alias.
+    keep: Vec<f64>,
+    alias: Vec<u32>,
+}
+
+impl AliasTable {
+    /// A table of `weights` (positive, at least one).
+    fn new(weights: &[f64]) -> Self {
+        let n = weights.len();
+        let total: f64 = weights.iter().sum();
+        // Each index's weight in units of the mean: under 1 it needs an alias to fill its slot.
+        let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / total).collect();
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
+            (0..n).partition(|&i| scaled[i] < 1.0);
+        let mut keep = vec![1.0; n];
+        let mut alias: Vec<u32> = (0..n as u32).collect();
+        while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
+            small.pop();
+            keep[s] = scaled[s];
+            alias[s] = l as u32;
+            scaled[l] -= 1.0 - scaled[s];
+            if scaled[l] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        // What is left has a weight of 1 up to rounding: it keeps its own slot.
+        Self { keep, alias }
+    }
+
+    fn sample(&self, rng: &mut fastrand::Rng) -> usize {
+        let i = rng.usize(..self.keep.len());
+        if rng.f64() < self.keep[i] {
+            i
+        } else {
+            self.alias[i] as usize
+        }
+    }
 }
 
 /// A deterministic generator of the feed (module docs): the same config and seed give the
@@ -66,18 +110,11 @@ impl Feed {
             .into_iter()
             .enumerate()
             .map(|(c, underlyings)| {
-                let mut total = 0.0;
-                let cumulative = underlyings
-                    .iter()
-                    .map(|&u| {
-                        total += config.popularity(u);
-                        total
-                    })
-                    .collect();
+                let weights: Vec<f64> = underlyings.iter().map(|&u| config.popularity(u)).collect();
                 Channel {
                     rng: fastrand::Rng::with_seed(mix(config.seed ^ mix(c as u64))),
                     underlyings,
-                    cumulative,
+                    popularity: AliasTable::new(&weights),
                     next_seq: 1,
                     next_packet_seq: 1,
                 }
@@ -109,40 +146,49 @@ impl Feed {
     /// returns its message count. A channel out of range leaves `out` empty and returns 0.
     pub fn next_packet(&mut self, channel: usize, sent_ns: u64, out: &mut Vec<u8>) -> usize {
         out.clear();
-        let Some(state) = self.channels.get_mut(channel) else {
-            return 0;
+        let mut messages = std::mem::take(&mut self.messages);
+        let count = match self.next_messages(channel, sent_ns, &mut messages) {
+            Some(header) => {
+                encode_packet(&header, &messages, out);
+                messages.len()
+            }
+            None => 0,
         };
-        let count = state
-            .rng
-            .usize(1..=usize::from(self.config.max_messages_per_packet));
-        self.messages.clear();
-        for _ in 0..count {
-            let message = next_message(&self.config, state, &mut self.quotes);
-            self.messages.push(message);
-        }
+        self.messages = messages;
+        count
+    }
+
+    /// The next packet of `channel` unencoded: its messages into `out` (cleared first) and its
+    /// header, stamped `sent_ns` (what [`decode_packet`](crate::decode_packet) gives for the
+    /// packet [`Feed::next_packet`] would have encoded). `None` for a channel out of range.
+    pub fn next_messages(
+        &mut self,
+        channel: usize,
+        sent_ns: u64,
+        out: &mut Vec<Message>,
+    ) -> Option<PacketHeader> {
+        out.clear();
+        let state = self.channels.get_mut(channel)?;
+        let count = state.rng.u16(1..=self.config.max_messages_per_packet);
         let header = PacketHeader {
             channel: channel as u16,
             packet_seq: state.next_packet_seq,
-            first_seq: 0,
-            count: 0,
+            first_seq: state.next_seq,
+            count,
             sent_ns,
         };
+        for _ in 0..count {
+            out.push(next_message(&self.config, state, &mut self.quotes));
+        }
         state.next_packet_seq += 1;
-        encode_packet(&header, &self.messages, out);
-        count
+        Some(header)
     }
 }
 
 /// The channel's next message, moving its series' quote.
 fn next_message(config: &FeedConfig, channel: &mut Channel, quotes: &mut [SeriesQuote]) -> Message {
     let rng = &mut channel.rng;
-    let total = channel.cumulative.last().copied().unwrap_or(0.0);
-    let pick = rng.f64() * total;
-    let index = channel
-        .cumulative
-        .partition_point(|&c| c <= pick)
-        .min(channel.underlyings.len() - 1);
-    let underlying = channel.underlyings[index];
+    let underlying = channel.underlyings[channel.popularity.sample(rng)];
     let series = config.series_range(underlying).start + rng.u32(0..config.series_per_underlying);
     let exchange = rng.u8(0..config.exchanges);
     let quote = &mut quotes[series as usize];
@@ -212,6 +258,21 @@ mod tests {
     }
 
     #[test]
+    fn unencoded_packets_are_what_the_encoded_ones_decode_to() {
+        let config = FeedConfig::default();
+        let (mut encoding, mut plain) = (Feed::new(&config).unwrap(), Feed::new(&config).unwrap());
+        let (mut bytes, mut decoded, mut messages) = (Vec::new(), Vec::new(), Vec::new());
+        for n in 0..50 {
+            encoding.next_packet(n % 4, 9, &mut bytes);
+            let header = plain.next_messages(n % 4, 9, &mut messages).unwrap();
+            assert_eq!(decode_packet(&bytes, &mut decoded), Ok(header));
+            assert_eq!(decoded, messages);
+        }
+        assert_eq!(plain.next_messages(4, 0, &mut messages), None);
+        assert!(messages.is_empty());
+    }
+
+    #[test]
     fn sequence_numbers_run_without_gaps_per_channel() {
         let config = FeedConfig::default();
         let mut feed = Feed::new(&config).unwrap();
@@ -243,6 +304,27 @@ mod tests {
         }
         assert!(trades > 0 && trades * 10 < total, "{trades} of {total}");
         assert!(feed.next_packet(4, 0, &mut out) == 0 && out.is_empty());
+    }
+
+    #[test]
+    fn the_alias_table_draws_each_index_by_its_weight() {
+        let weights = [1.0, 2.0, 3.0, 4.0, 0.5, 9.5];
+        let table = AliasTable::new(&weights);
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut counts = [0u32; 6];
+        const DRAWS: u32 = 200_000;
+        for _ in 0..DRAWS {
+            counts[table.sample(&mut rng)] += 1;
+        }
+        for (weight, count) in weights.iter().zip(counts) {
+            let expected = weight / 20.0 * f64::from(DRAWS);
+            assert!(
+                (f64::from(count) - expected).abs() < 0.05 * expected,
+                "{counts:?}"
+            );
+        }
+        let single = AliasTable::new(&[3.0]);
+        assert_eq!(single.sample(&mut rng), 0);
     }
 
     #[test]

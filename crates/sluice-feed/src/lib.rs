@@ -9,20 +9,43 @@
 //!   popularity, packet sizes, seed; which channel carries an underlying.
 //! - [`generator`]: [`Feed`], a deterministic generator of quotes and trades with Zipf
 //!   popularity over underlyings and prices moving by small steps per series.
+//! - [`gaps`]: [`SequenceGaps`], missed messages counted from a channel's sequence numbers.
 //! - [`router`]: [`Router`], which decision engine each underlying goes to, balanced from the
 //!   popularity weights.
 //! - [`record`]: [`Recorder`] and [`Replay`], a feed to and from a file.
-//! - [`send`]: [`send`], the paced UDP sender (multicast on loopback, or unicast), in `sendmmsg`
+//! - [`mod@send`]: [`send()`], the paced UDP sender (multicast on loopback, or unicast), in `sendmmsg`
 //!   batches.
 //! - `fuzzing` (under test and `--cfg fuzzing`): the decoder's fuzzing entry point.
 //!
 //! Rates are multiples of [`OPRA_FEB_2008_PACKETS_PER_SEC`], the February 2008 OPRA rate the
 //! paper measures against (its 30x is 720,000 packets/s in aggregate).
+//!
+//! A feed handler's loop, in short:
+//!
+//! ```
+//! use sluice_feed::{decode_packet, Feed, FeedConfig, Router, SequenceGaps};
+//!
+//! let config = FeedConfig::default();
+//! let mut feed = Feed::new(&config)?;
+//! let router = Router::new(&config, 4);
+//! let mut gaps = SequenceGaps::from_seq(1);
+//! let (mut packet, mut messages) = (Vec::new(), Vec::new());
+//! feed.next_packet(0, sluice_types::monotonic_ns(), &mut packet); // what a sender sends
+//! let header = decode_packet(&packet, &mut messages)?; // what a handler receives
+//! gaps.observe(&header);
+//! for message in &messages {
+//!     assert_eq!(config.channel_of(message.underlying), 0);
+//!     let _engine = router.engine_of(message.underlying); // where it goes
+//! }
+//! assert_eq!(gaps.missed(), 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod config;
 pub mod fast;
 #[cfg(any(test, fuzzing))]
 pub mod fuzzing;
+pub mod gaps;
 pub mod generator;
 pub mod record;
 pub mod router;
@@ -35,6 +58,7 @@ pub use fast::{
     decode_packet, encode_packet, stamp_sent_ns, DecodeError, DecodeProblem, Message, MessageKind,
     PacketHeader,
 };
+pub use gaps::{Observed, SequenceGaps};
 pub use generator::Feed;
 pub use record::{record_generated, Recorder, Replay, ReplayedPacket};
 pub use router::Router;

@@ -3,29 +3,39 @@
 //!
 //! # File format
 //!
-//! A 16-byte file header, then one record per packet, in send order. Integers are
-//! little-endian.
+//! A 64-byte file header, then one record per packet, in send order. Integers are
+//! little-endian; the two fractions are IEEE 754 doubles.
 //!
 //! ```text
 //! file header:
-//!  0                  8         10         12                  16
-//!  +------------------+---------+----------+-------------------+
-//!  | magic "SLFEED\r\n" | version | channels | reserved (0)      |
-//!  |                  | u16 = 1 | u16      | u32               |
-//!  +------------------+---------+----------+-------------------+
+//!  0                    8         10         12         16             20                24
+//!  +--------------------+---------+----------+----------+--------------+-----------------+
+//!  | magic "SLFEED\r\n"   | version | channels | flags    | underlyings  | series per      |
+//!  |                    | u16 = 1 | u16      | u32      | u32          | underlying u32  |
+//!  +--------------------+---------+----------+----------+--------------+-----------------+
+//!  24               32               40               48         50         51        64
+//!  +----------------+----------------+----------------+----------+----------+---------+
+//!  | zipf exponent  | trade fraction | seed           | messages | exchanges| 0 ...   |
+//!  | f64            | f64            | u64            | per pkt  | u8       |         |
+//!  +----------------+----------------+----------------+----------+----------+---------+
 //! record:
 //!  0         2         4                  12
-//!  +---------+---------+------------------+---------------------+
+//!  +---------+---------+------------------+----------------------+
 //!  | channel | length  | send offset (ns) | packet (length bytes)|
 //!  | u16     | u16     | u64              | as `fast` encodes it |
-//!  +---------+---------+------------------+---------------------+
+//!  +---------+---------+------------------+----------------------+
 //! ```
+//!
+//! Flag bit 0 says that bytes 16 to 51 hold the [`FeedConfig`] that generated the packets
+//! ([`record_generated`] writes it; [`Replay::config`] reads it back, so a replay knows the
+//! feed's shape, for a [`crate::Router`] say); without it they are 0. Other flag bits are 0.
 //!
 //! The send offset is the packet's send time from the start of the recording (the generator's
 //! schedule at the recorded rate). [`Replay`] refuses a file without the magic, of another
-//! version, with a record whose channel is not below the header's channel count, or that ends
-//! inside a record, naming the byte. It does not decode the packets: a recording may hold
-//! corrupt packets on purpose (to test a feed handler).
+//! version, with unknown flags or an invalid config, with a record whose channel is not below
+//! the header's channel count, or that ends inside a record, naming the byte. It does not
+//! decode the packets: a recording may hold corrupt packets on purpose (to test a feed
+//! handler).
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};
@@ -39,7 +49,9 @@ pub const RECORDING_MAGIC: [u8; 8] = *b"SLFEED\r\n";
 /// The recording format's version.
 pub const RECORDING_VERSION: u16 = 1;
 /// Bytes of the file header.
-pub const FILE_HEADER_BYTES: u64 = 16;
+pub const FILE_HEADER_BYTES: u64 = 64;
+/// Flag bit 0: the header holds the generator's config.
+const HAS_CONFIG: u32 = 1;
 /// Bytes of a record's header, before the packet.
 pub const RECORD_HEADER_BYTES: usize = 12;
 
@@ -54,6 +66,21 @@ pub struct Recorder {
 impl Recorder {
     /// Creates (or truncates) the recording `path` of a feed of `channels` channels.
     pub fn create(path: &Path, channels: usize) -> Result<Self, FeedError> {
+        Self::create_with(path, channels, None)
+    }
+
+    /// Creates (or truncates) the recording `path` of the feed `config` generates, keeping the
+    /// config in the file's header ([`Replay::config`]).
+    pub fn create_for(path: &Path, config: &FeedConfig) -> Result<Self, FeedError> {
+        config.validate()?;
+        Self::create_with(path, config.channels, Some(config))
+    }
+
+    fn create_with(
+        path: &Path,
+        channels: usize,
+        config: Option<&FeedConfig>,
+    ) -> Result<Self, FeedError> {
         let channels = u16::try_from(channels)
             .ok()
             .filter(|&c| c > 0)
@@ -67,6 +94,16 @@ impl Recorder {
         header[..8].copy_from_slice(&RECORDING_MAGIC);
         header[8..10].copy_from_slice(&RECORDING_VERSION.to_le_bytes());
         header[10..12].copy_from_slice(&channels.to_le_bytes());
+        if let Some(c) = config {
+            header[12..16].copy_from_slice(&HAS_CONFIG.to_le_bytes());
+            header[16..20].copy_from_slice(&c.underlyings.to_le_bytes());
+            header[20..24].copy_from_slice(&c.series_per_underlying.to_le_bytes());
+            header[24..32].copy_from_slice(&c.zipf_exponent.to_le_bytes());
+            header[32..40].copy_from_slice(&c.trade_fraction.to_le_bytes());
+            header[40..48].copy_from_slice(&c.seed.to_le_bytes());
+            header[48..50].copy_from_slice(&c.max_messages_per_packet.to_le_bytes());
+            header[50] = c.exchanges;
+        }
         writer
             .write_all(&header)
             .map_err(|e| FeedError::io(context(), e))?;
@@ -129,7 +166,7 @@ pub fn record_generated(
 ) -> Result<u64, FeedError> {
     let interval_ns = packet_interval_ns(rate_multiple)?;
     let mut feed = Feed::new(config)?;
-    let mut recorder = Recorder::create(path, config.channels)?;
+    let mut recorder = Recorder::create_for(path, config)?;
     let mut packet = Vec::new();
     let mut messages = 0;
     for n in 0..packets {
@@ -155,6 +192,7 @@ pub struct Replay {
     path: PathBuf,
     reader: BufReader<File>,
     channels: usize,
+    config: Option<FeedConfig>,
     /// The file offset of the next record.
     at: u64,
 }
@@ -192,10 +230,36 @@ impl Replay {
         if channels == 0 {
             return Err(bad("the header says 0 channels".into()));
         }
+        let field = |at: usize| -> [u8; 8] { header[at..at + 8].try_into().unwrap_or_default() };
+        let config = match u32::from_le_bytes([header[12], header[13], header[14], header[15]]) {
+            0 => None,
+            HAS_CONFIG => {
+                let config = FeedConfig {
+                    channels: channels.into(),
+                    underlyings: u32::from_le_bytes([
+                        header[16], header[17], header[18], header[19],
+                    ]),
+                    series_per_underlying: u32::from_le_bytes([
+                        header[20], header[21], header[22], header[23],
+                    ]),
+                    zipf_exponent: f64::from_le_bytes(field(24)),
+                    trade_fraction: f64::from_le_bytes(field(32)),
+                    seed: u64::from_le_bytes(field(40)),
+                    max_messages_per_packet: u16::from_le_bytes([header[48], header[49]]),
+                    exchanges: header[50],
+                };
+                config
+                    .validate()
+                    .map_err(|e| bad(format!("the header's feed config: {e}")))?;
+                Some(config)
+            }
+            flags => return Err(bad(format!("unknown flags {flags:#x} in the header"))),
+        };
         Ok(Self {
             path: path.to_owned(),
             reader,
             channels: channels.into(),
+            config,
             at: FILE_HEADER_BYTES,
         })
     }
@@ -203,6 +267,11 @@ impl Replay {
     /// The feed's channels, as recorded.
     pub fn channels(&self) -> usize {
         self.channels
+    }
+
+    /// The config that generated the recording, if the header holds it.
+    pub fn config(&self) -> Option<&FeedConfig> {
+        self.config.as_ref()
     }
 
     /// Reads the next packet into `out` (cleared first); `None` at the end of the file.
@@ -272,6 +341,8 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -292,6 +363,7 @@ mod tests {
         assert_eq!(recorder.finish().unwrap(), 100);
         let mut replay = Replay::open(&path).unwrap();
         assert_eq!(replay.channels(), 4);
+        assert_eq!(replay.config(), None);
         for _ in 0..2 {
             let mut read = Vec::new();
             while let Some(p) = replay.next_packet(&mut packet).unwrap() {
@@ -307,8 +379,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("feed.rec");
         let config = FeedConfig::default();
+        let config = FeedConfig {
+            zipf_exponent: 1.25,
+            trade_fraction: 0.5,
+            seed: u64::MAX,
+            ..config
+        };
         let messages = record_generated(&config, &path, 10, 1.0).unwrap();
         let mut replay = Replay::open(&path).unwrap();
+        assert_eq!(replay.config(), Some(&config));
         let mut packet = Vec::new();
         let mut counted = 0;
         let mut n = 0;
@@ -331,10 +410,10 @@ mod tests {
         std::fs::write(&path, b"hello").unwrap();
         let error = Replay::open(&path).err().unwrap().to_string();
         assert!(
-            error.ends_with("x: not a recorded feed: shorter than the 16-byte header"),
+            error.ends_with("x: not a recorded feed: shorter than the 64-byte header"),
             "{error}"
         );
-        std::fs::write(&path, [b'z'; 40]).unwrap();
+        std::fs::write(&path, [b'z'; 80]).unwrap();
         let error = Replay::open(&path).err().unwrap().to_string();
         assert!(
             error.ends_with("not a recorded feed (no SLFEED magic)"),
@@ -354,15 +433,31 @@ mod tests {
             error.ends_with("recording version 2; this build reads version 1"),
             "{error}"
         );
-        for cut in [whole.len() - 1, 20] {
+        for cut in [whole.len() - 1, 70] {
             std::fs::write(&path, &whole[..cut]).unwrap();
             let mut replay = Replay::open(&path).unwrap();
             let error = replay.next_packet(&mut Vec::new()).unwrap_err().to_string();
             assert!(error.contains("the file ends inside"), "{error}");
-            assert!(error.contains("record at byte 16"), "{error}");
+            assert!(error.contains("record at byte 64"), "{error}");
         }
         bytes = whole.clone();
-        bytes[16] = 5;
+        bytes[12] = 2;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = Replay::open(&path).err().unwrap().to_string();
+        assert!(
+            error.ends_with("unknown flags 0x2 in the header"),
+            "{error}"
+        );
+        // A config of 0 underlyings.
+        bytes[12] = 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = Replay::open(&path).err().unwrap().to_string();
+        assert!(
+            error.contains("the header's feed config: invalid feed setting"),
+            "{error}"
+        );
+        bytes = whole.clone();
+        bytes[64] = 5;
         std::fs::write(&path, &bytes).unwrap();
         let mut replay = Replay::open(&path).unwrap();
         let error = replay.next_packet(&mut Vec::new()).unwrap_err().to_string();
@@ -370,5 +465,43 @@ mod tests {
             error.contains("on channel 5, not below the file's 2 channels"),
             "{error}"
         );
+    }
+
+    /// Reads every record of the file `bytes`; whatever they are, the reader returns records
+    /// or an error, never panics, and never returns more records than the bytes can hold.
+    fn replay_all(bytes: &[u8]) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        std::fs::write(&path, bytes).unwrap();
+        let Ok(mut replay) = Replay::open(&path) else {
+            return;
+        };
+        let mut packet = Vec::new();
+        let mut records = 0;
+        while let Ok(Some(_)) = replay.next_packet(&mut packet) {
+            records += 1;
+            assert!(packet.len() <= bytes.len());
+        }
+        assert!(records <= bytes.len() / RECORD_HEADER_BYTES);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_file_is_read_or_refused_without_panic(
+            tail in proptest::collection::vec(any::<u8>(), 0..300),
+            flags in 0..3u8,
+            channels in 0..3u8,
+        ) {
+            let mut bytes = vec![0u8; FILE_HEADER_BYTES as usize];
+            bytes[..8].copy_from_slice(&RECORDING_MAGIC);
+            bytes[8] = 1;
+            bytes[10] = channels;
+            bytes[12] = flags;
+            bytes.extend_from_slice(&tail);
+            replay_all(&bytes);
+            replay_all(&tail);
+        }
     }
 }

@@ -20,6 +20,9 @@
 //! evenly over the channels: packet `n` of the whole feed goes to channel `n mod channels` and
 //! is due `n / rate` seconds after the start ([`Pacing::RateMultiple`]). A replayed feed is
 //! paced the same way in file order, or at its recorded send offsets ([`Pacing::Recorded`]).
+//! With [`SendOptions::channels`] a sender sends only some channels, each still at its share of
+//! the rate, so that several sender processes can split a feed.
+//!
 //! The sender sleeps until the next packet is due (so a slow feed costs no core), then builds
 //! every packet due by then, stamps each channel's burst with
 //! [`sluice_types::monotonic_ns`] just before its `sendmmsg`, and sends. At high rates the
@@ -133,6 +136,9 @@ pub struct SendOptions {
     pub max_packets: Option<u64>,
     /// The most packets of a channel per `sendmmsg` (1 to 1,024; default 64).
     pub batch: usize,
+    /// Send only these channels (`None`: all), each at its share of the rate: a feed split over
+    /// several sender processes, as the paper's two feed senders split theirs.
+    pub channels: Option<Vec<usize>>,
 }
 
 impl SendOptions {
@@ -145,6 +151,7 @@ impl SendOptions {
             duration: None,
             max_packets: None,
             batch: 64,
+            channels: None,
         }
     }
 }
@@ -156,13 +163,14 @@ pub struct SendReport {
     pub packets: u64,
     /// Messages in them (as their headers declare).
     pub messages: u64,
-    /// Packets sent on each channel.
+    /// Packets sent on each channel of the feed (0 on those not sent).
     pub packets_per_channel: Vec<u64>,
     /// From the start to the last send.
     pub elapsed: Duration,
-    /// The aggregate rate asked for (`None` when pacing by recorded offsets).
+    /// The rate asked for of the channels sent, in aggregate (`None` when pacing by recorded
+    /// offsets).
     pub target_packets_per_sec: Option<f64>,
-    /// The aggregate rate achieved: packets over elapsed.
+    /// The rate achieved, in aggregate over the channels sent: packets over elapsed.
     pub achieved_packets_per_sec: f64,
     /// The furthest behind its schedule the sender got (when a burst went out after its first
     /// packet was due).
@@ -183,7 +191,6 @@ struct Channel {
     ring: SendRing,
     staged: Vec<Vec<u8>>,
     len: usize,
-    sent: u64,
 }
 
 impl Channel {
@@ -216,9 +223,9 @@ impl Channel {
             match self.ring.send() {
                 Ok(0) if stop.load(Ordering::Relaxed) => break,
                 Ok(0) => std::thread::yield_now(),
-                Ok(n) => self.sent += n as u64,
-                // Nobody listens at a unicast destination yet (an ICMP error from an earlier
-                // datagram, reported once): the datagrams are the receiver's loss.
+                Ok(_) => {}
+                // Nobody listened at a unicast destination (an ICMP error from an earlier
+                // datagram, reported once, by this call, which sent nothing): send again.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
                 Err(e) => {
                     return Err(FeedError::io(format!("send to {}", self.address), e));
@@ -279,7 +286,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             options.batch
         )));
     }
-    let (mut packets, channel_count) = match &options.source {
+    let (packets, channel_count) = match &options.source {
         PacketSource::Generate(config) => (Packets::Generated(Feed::new(config)?), config.channels),
         PacketSource::Replay(path) => {
             let replay = Replay::open(path)?;
@@ -289,14 +296,12 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
     };
     let interval_ns = match options.pacing {
         Pacing::RateMultiple(multiple) => Some(packet_interval_ns(multiple)?),
-        Pacing::Recorded => {
-            if matches!(packets, Packets::Generated(_)) {
-                return Err(FeedError::Config(
-                    "recorded pacing needs a recording to replay".into(),
-                ));
-            }
-            None
+        Pacing::Recorded if matches!(packets, Packets::Generated(_)) => {
+            return Err(FeedError::Config(
+                "recorded pacing needs a recording to replay".into(),
+            ));
         }
+        Pacing::Recorded => None,
     };
     let interface = match &options.destinations {
         Destinations::Multicast { interface, .. } => Some(*interface),
@@ -309,60 +314,62 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
         }
         Destinations::Unicast(_) => None,
     };
+    let mut own = vec![options.channels.is_none(); channel_count];
+    for &c in options.channels.iter().flatten() {
+        *own.get_mut(c).ok_or_else(|| {
+            FeedError::Config(format!(
+                "channel {c} is not one of the feed's {channel_count} channels"
+            ))
+        })? = true;
+    }
+    let own_count = own.iter().filter(|&&o| o).count();
+    if own_count == 0 {
+        return Err(FeedError::Config("no channel to send".into()));
+    }
     let mut channels = (0..channel_count)
         .map(|c| {
+            if !own[c] {
+                return Ok(None);
+            }
             let address = options.destinations.address_of(c)?;
             let socket = open_socket(address, interface)
                 .map_err(|e| FeedError::io(format!("open a socket to {address}"), e))?;
-            Ok(Channel {
+            Ok(Some(Channel {
                 address,
                 ring: SendRing::new(socket, options.batch, MTU_PAYLOAD_BYTES),
                 staged: Vec::new(),
                 len: 0,
-                sent: 0,
-            })
+            }))
         })
         .collect::<Result<Vec<_>, FeedError>>()?;
+    let mut schedule = Schedule {
+        packets,
+        interval_ns,
+        own,
+        slot: 0,
+    };
 
     let start = Instant::now();
     let deadline = options.duration.map(|d| start + d);
     let limit = options.max_packets.unwrap_or(u64::MAX);
+    // Packets built per burst at most, so that the stop flag and the deadline are seen and
+    // stamps stay fresh when the sender is behind.
+    let burst = options.batch * own_count;
     let mut pending = Vec::with_capacity(MTU_PAYLOAD_BYTES);
+    // Packets built (all go to the kernel unless stopped).
     let mut sent = 0u64;
     let mut messages = 0u64;
     let mut max_lag = Duration::ZERO;
     let mut finished_at = start;
-    // The next packet: its channel and when it is due (ns from the start).
-    let mut next = |n: u64, out: &mut Vec<u8>| -> Result<Option<(usize, u64)>, FeedError> {
-        match &mut packets {
-            Packets::Generated(feed) => {
-                let channel = (n % channel_count as u64) as usize;
-                feed.next_packet(channel, 0, out);
-                Ok(Some((
-                    channel,
-                    (n as f64 * interval_ns.unwrap_or(0.0)) as u64,
-                )))
-            }
-            Packets::Replayed(replay) => Ok(replay.next_packet(out)?.map(|p| {
-                let due = interval_ns.map_or(p.send_offset_ns, |i| (n as f64 * i) as u64);
-                (p.channel, due)
-            })),
-        }
-    };
     let mut upcoming = if limit > 0 {
-        next(0, &mut pending)?
+        schedule.next(&mut pending)?
     } else {
         None
     };
     while let Some((_, due_ns)) = upcoming {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let due = start + Duration::from_nanos(due_ns);
         let now = Instant::now();
-        // A packet due after the deadline is not sent, nor is one due before it when the
-        // sender is behind: the duration bounds the run, not the number of packets.
-        if deadline.is_some_and(|d| due >= d || now >= d) {
+        let due = start + Duration::from_nanos(due_ns);
+        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d || due >= d) {
             break;
         }
         if due > now {
@@ -370,25 +377,28 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             continue;
         }
         max_lag = max_lag.max(now - due);
-        // Build every packet due by now, flushing a channel whenever its ring's worth is staged.
+        let mut built = 0;
         while let Some((channel, due_ns)) = upcoming {
-            if start + Duration::from_nanos(due_ns) > now {
+            if built == burst || start + Duration::from_nanos(due_ns) > now {
                 break;
             }
-            let target = &mut channels[channel];
-            std::mem::swap(target.stage(), &mut pending);
-            messages += u64::from(declared_count(&target.staged[target.len - 1]));
-            if target.len == options.batch {
-                target.flush(stop)?;
+            // The schedule yields only the sender's own channels, which all have sockets.
+            if let Some(target) = channels[channel].as_mut() {
+                std::mem::swap(target.stage(), &mut pending);
+                messages += u64::from(declared_count(&target.staged[target.len - 1]));
+                if target.len == options.batch {
+                    target.flush(stop)?;
+                }
             }
+            built += 1;
             sent += 1;
             upcoming = if sent < limit {
-                next(sent, &mut pending)?
+                schedule.next(&mut pending)?
             } else {
                 None
             };
         }
-        for channel in &mut channels {
+        for channel in channels.iter_mut().flatten() {
             if channel.len > 0 {
                 channel.flush(stop)?;
             }
@@ -396,18 +406,76 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
         finished_at = Instant::now();
     }
     let elapsed = finished_at - start;
+    let packets: u64 = channels
+        .iter()
+        .flatten()
+        .map(|c| c.ring.datagrams_sent())
+        .sum();
     Ok(SendReport {
-        packets: channels.iter().map(|c| c.sent).sum(),
+        packets,
         messages,
-        packets_per_channel: channels.iter().map(|c| c.sent).collect(),
+        packets_per_channel: channels
+            .iter()
+            .map(|c| c.as_ref().map_or(0, |c| c.ring.datagrams_sent()))
+            .collect(),
         elapsed,
-        target_packets_per_sec: interval_ns.map(|i| 1e9 / i),
+        target_packets_per_sec: interval_ns
+            .map(|i| 1e9 / i * own_count as f64 / channel_count as f64),
         achieved_packets_per_sec: if elapsed.is_zero() {
             0.0
         } else {
-            sent as f64 / elapsed.as_secs_f64()
+            packets as f64 / elapsed.as_secs_f64()
         },
         max_lag,
-        system_calls: channels.iter().map(|c| c.ring.system_calls()).sum(),
+        system_calls: channels
+            .iter()
+            .flatten()
+            .map(|c| c.ring.system_calls())
+            .sum(),
     })
+}
+
+/// The packets in send order, with their channels and due times, skipping those of channels
+/// the sender does not own.
+struct Schedule {
+    packets: Packets,
+    interval_ns: Option<f64>,
+    own: Vec<bool>,
+    /// The feed's packet number of the next packet, owned or not.
+    slot: u64,
+}
+
+impl Schedule {
+    /// The next packet of an owned channel into `out`: its channel and when it is due (ns from
+    /// the start); `None` at the end of a recording.
+    fn next(&mut self, out: &mut Vec<u8>) -> Result<Option<(usize, u64)>, FeedError> {
+        loop {
+            let n = self.slot;
+            self.slot += 1;
+            let (channel, due) = match &mut self.packets {
+                Packets::Generated(feed) => {
+                    let channels = self.own.len();
+                    let (channel, due) =
+                        generated_slot(n, channels, self.interval_ns.unwrap_or(0.0));
+                    if !self.own[channel] {
+                        continue;
+                    }
+                    feed.next_packet(channel, 0, out);
+                    (channel, due)
+                }
+                Packets::Replayed(replay) => {
+                    let Some(packet) = replay.next_packet(out)? else {
+                        return Ok(None);
+                    };
+                    let due = self
+                        .interval_ns
+                        .map_or(packet.send_offset_ns, |i| (n as f64 * i) as u64);
+                    (packet.channel, due)
+                }
+            };
+            if self.own[channel] {
+                return Ok(Some((channel, due)));
+            }
+        }
+    }
 }

@@ -119,6 +119,62 @@ fn loopback_multicast_delivers_every_packet_in_order() {
 }
 
 #[test]
+fn a_sender_of_some_channels_sends_only_those_at_their_share_of_the_rate() {
+    let sockets: Vec<UdpSocket> = (0..CHANNELS)
+        .map(|_| receiver("127.0.0.1:0".parse().unwrap(), None).unwrap())
+        .collect();
+    let addresses = sockets.iter().map(|s| s.local_addr().unwrap()).collect();
+    let config = FeedConfig {
+        channels: CHANNELS,
+        ..FeedConfig::default()
+    };
+    let options = SendOptions {
+        max_packets: Some(100),
+        channels: Some(vec![1]),
+        ..SendOptions::new(config, Destinations::Unicast(addresses), 1.0)
+    };
+    let report = send(&options, &AtomicBool::new(false)).unwrap();
+    assert_eq!(report.packets_per_channel, [0, 100]);
+    assert_eq!(report.target_packets_per_sec, Some(12_000.0));
+    let mut buffer = [0u8; 2048];
+    let mut messages = Vec::new();
+    for packet_seq in 1..=100 {
+        let n = sockets[1].recv(&mut buffer).unwrap();
+        let header = decode_packet(&buffer[..n], &mut messages).unwrap();
+        assert_eq!((header.channel, header.packet_seq), (1, packet_seq));
+    }
+    sockets[0].set_nonblocking(true).unwrap();
+    assert!(
+        sockets[0].recv(&mut buffer).is_err(),
+        "channel 0 was not to be sent"
+    );
+}
+
+#[test]
+fn a_sender_that_cannot_keep_up_still_stops_at_its_duration() {
+    let sink = receiver("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let config = FeedConfig {
+        channels: 1,
+        ..FeedConfig::default()
+    };
+    let options = SendOptions {
+        duration: Some(Duration::from_millis(300)),
+        // 240 million packets/s: far beyond any sender.
+        ..SendOptions::new(
+            config,
+            Destinations::Unicast(vec![sink.local_addr().unwrap()]),
+            10_000.0,
+        )
+    };
+    let watchdog = std::time::Instant::now();
+    let report = send(&options, &AtomicBool::new(false)).unwrap();
+    assert!(watchdog.elapsed() < Duration::from_secs(10), "{report:?}");
+    assert!(report.packets > 0);
+    assert!(report.achieved_packets_per_sec < report.target_packets_per_sec.unwrap());
+    assert!(report.max_lag > Duration::ZERO);
+}
+
+#[test]
 fn bad_destinations_are_clear_errors() {
     let stop = AtomicBool::new(false);
     let config = FeedConfig::default();

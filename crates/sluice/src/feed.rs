@@ -1,14 +1,20 @@
 //! `sluice feed`: the synthetic OPRA-style options feed of `sluice-feed`, outside any job.
 //!
 //! - `sluice feed send --rate-multiple R [--group G --port P | --to ADDR,...] [--duration S]
-//!   [--packets N] [--replay FILE [--recorded-pacing]] [feed settings] [--json]` sends each
+//!   [--packets N] [--replay FILE [--recorded-pacing]] [--only-channels C,...] [feed settings]
+//!   [--json]` sends each
 //!   channel's packets over UDP at `R` x 24,000 packets/s in aggregate (the February 2008 OPRA
 //!   rate), to a multicast group per channel on loopback (`G`, `G + 1`, ...) or to one unicast
 //!   address per channel, until the duration, the packet count, the recording's end or Ctrl-C;
 //!   then prints what it sent and the rate it achieved.
 //! - `sluice feed record FILE --packets N [--rate-multiple R] [feed settings]` writes the first
 //!   `N` packets of the generated feed to a recording, with the send offsets of rate `R`.
-//! - `sluice feed dump FILE [--packets N]` prints a recording's first packets, decoded.
+//! - `sluice feed dump FILE [--packets N]` prints what generated a recording and its first
+//!   packets, decoded.
+//!
+//! A recording keeps the feed settings that generated it, so `send --replay` accepts settings
+//! that repeat them (a caller may pass the same command line either way) and refuses any that
+//! contradict them.
 //!
 //! The feed settings (`--channels`, `--underlyings`, `--series-per-underlying`,
 //! `--zipf-exponent`, `--messages-per-packet`, `--trade-fraction`, `--exchanges`, `--seed`)
@@ -16,7 +22,7 @@
 
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,29 +84,59 @@ struct FeedSettings {
 }
 
 impl FeedSettings {
-    fn config(&self) -> anyhow::Result<FeedConfig> {
-        let d = FeedConfig::default();
-        let config = FeedConfig {
-            channels: self.channels.unwrap_or(d.channels),
-            underlyings: self.underlyings.unwrap_or(d.underlyings),
+    /// `base` with the settings given.
+    fn over(&self, base: &FeedConfig) -> FeedConfig {
+        FeedConfig {
+            channels: self.channels.unwrap_or(base.channels),
+            underlyings: self.underlyings.unwrap_or(base.underlyings),
             series_per_underlying: self
                 .series_per_underlying
-                .unwrap_or(d.series_per_underlying),
-            zipf_exponent: self.zipf_exponent.unwrap_or(d.zipf_exponent),
+                .unwrap_or(base.series_per_underlying),
+            zipf_exponent: self.zipf_exponent.unwrap_or(base.zipf_exponent),
             max_messages_per_packet: self
                 .messages_per_packet
-                .unwrap_or(d.max_messages_per_packet),
-            trade_fraction: self.trade_fraction.unwrap_or(d.trade_fraction),
-            exchanges: self.exchanges.unwrap_or(d.exchanges),
-            seed: self.seed.unwrap_or(d.seed),
-        };
+                .unwrap_or(base.max_messages_per_packet),
+            trade_fraction: self.trade_fraction.unwrap_or(base.trade_fraction),
+            exchanges: self.exchanges.unwrap_or(base.exchanges),
+            seed: self.seed.unwrap_or(base.seed),
+        }
+    }
+
+    /// The default feed with the settings given, checked.
+    fn config(&self) -> anyhow::Result<FeedConfig> {
+        let config = self.over(&FeedConfig::default());
         config.validate()?;
         Ok(config)
     }
 
-    fn any_given(&self) -> bool {
-        self.channels.is_some()
-            || self.underlyings.is_some()
+    /// Checks that the settings given agree with the recording `path`'s: a replay sends the
+    /// recorded packets, so settings may only repeat what they were generated with.
+    fn check_against_recording(&self, path: &Path) -> anyhow::Result<()> {
+        let replay = Replay::open(path)?;
+        match replay.config() {
+            Some(recorded) if self.over(recorded) != *recorded => anyhow::bail!(
+                "the feed settings given disagree with the recording {}, generated with {}",
+                path.display(),
+                describe(recorded)
+            ),
+            Some(_) => Ok(()),
+            None if self.over_any_but_channels()
+                || self.channels.is_some_and(|c| c != replay.channels()) =>
+            {
+                anyhow::bail!(
+                    "the recording {} does not say what generated it: give no feed settings but \
+                     --channels {}",
+                    path.display(),
+                    replay.channels()
+                )
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a setting other than `--channels` was given.
+    fn over_any_but_channels(&self) -> bool {
+        self.underlyings.is_some()
             || self.series_per_underlying.is_some()
             || self.zipf_exponent.is_some()
             || self.messages_per_packet.is_some()
@@ -108,6 +144,22 @@ impl FeedSettings {
             || self.exchanges.is_some()
             || self.seed.is_some()
     }
+}
+
+/// A feed config as its settings.
+fn describe(c: &FeedConfig) -> String {
+    format!(
+        "--channels {} --underlyings {} --series-per-underlying {} --zipf-exponent {} \
+         --messages-per-packet {} --trade-fraction {} --exchanges {} --seed {}",
+        c.channels,
+        c.underlyings,
+        c.series_per_underlying,
+        c.zipf_exponent,
+        c.max_messages_per_packet,
+        c.trade_fraction,
+        c.exchanges,
+        c.seed
+    )
 }
 
 /// Arguments of `sluice feed send`.
@@ -131,12 +183,17 @@ struct SendArgs {
     /// Stop after this many packets.
     #[arg(long)]
     packets: Option<u64>,
-    /// Replay this recording (once) instead of generating.
+    /// Replay this recording (once) instead of generating; feed settings given must agree
+    /// with those it was generated with.
     #[arg(long)]
     replay: Option<PathBuf>,
     /// With --replay: send at the recording's send offsets instead of --rate-multiple.
     #[arg(long, requires = "replay")]
     recorded_pacing: bool,
+    /// Send only these channels (comma-separated; default all), each at its share of the
+    /// rate: a feed split over several sender processes.
+    #[arg(long, value_delimiter = ',')]
+    only_channels: Vec<usize>,
     /// The most packets of a channel per sendmmsg call.
     #[arg(long, default_value_t = 64)]
     batch: usize,
@@ -183,12 +240,7 @@ pub(crate) fn feed(args: FeedArgs) -> anyhow::Result<()> {
 fn send(args: SendArgs) -> anyhow::Result<()> {
     let source = match &args.replay {
         Some(path) => {
-            if args.settings.any_given() {
-                anyhow::bail!(
-                    "the feed settings (--channels, --seed, ...) do not apply to --replay: the \
-                     recording holds its packets"
-                );
-            }
+            args.settings.check_against_recording(path)?;
             PacketSource::Replay(path.clone())
         }
         None => PacketSource::Generate(args.settings.config()?),
@@ -209,6 +261,7 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
         duration: args.duration,
         max_packets: args.packets,
         batch: args.batch,
+        channels: (!args.only_channels.is_empty()).then(|| args.only_channels.clone()),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -295,6 +348,10 @@ fn dollars(price: u64) -> String {
 fn dump(args: DumpArgs) -> anyhow::Result<()> {
     let mut replay = Replay::open(&args.file)?;
     let mut out = std::io::stdout().lock();
+    match replay.config() {
+        Some(config) => writeln!(out, "generated with {}", describe(config))?,
+        None => writeln!(out, "{} channels", replay.channels())?,
+    }
     let mut packet = Vec::new();
     let mut messages = Vec::new();
     let mut printed = 0;

@@ -58,12 +58,30 @@ fn record_dump_and_send_generated_and_replayed() {
     assert!(out.starts_with("recorded 40 packets ("), "{out}");
 
     let out = succeed(&["feed", "dump", file, "--packets", "2"]);
-    assert!(out.starts_with("channel 0 packet 1 at 0 ns: "), "{out}");
+    assert!(
+        out.starts_with("generated with --channels 2 --underlyings 2000 "),
+        "{out}"
+    );
+    assert!(out.contains("\nchannel 0 packet 1 at 0 ns: "), "{out}");
     assert!(out.contains("\nchannel 1 packet 1 at 41666 ns: "), "{out}");
     assert!(out.contains(" quote underlying "), "{out}");
 
     let (sockets, to) = receivers();
-    let out = succeed(&["feed", "send", "--to", &to, "--replay", file, "--json"]);
+    // Settings may repeat the recording's, not contradict them.
+    let (code, _, err) = run(&["feed", "send", "--to", &to, "--replay", file, "--seed", "9"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("disagree with the recording"), "{err}");
+    let out = succeed(&[
+        "feed",
+        "send",
+        "--to",
+        &to,
+        "--replay",
+        file,
+        "--channels",
+        "2",
+        "--json",
+    ]);
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["packets"], 40);
     assert_eq!(report["packets_per_channel"], serde_json::json!([20, 20]));
@@ -93,16 +111,21 @@ fn record_dump_and_send_generated_and_replayed() {
 }
 
 #[test]
+fn every_feed_command_has_help() {
+    for command in ["send", "record", "dump"] {
+        let out = succeed(&["feed", command, "--help"]);
+        assert!(out.contains("Usage: sluice feed"), "{command}: {out}");
+    }
+}
+
+#[test]
 fn bad_input_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let not_a_recording = dir.path().join("x");
     std::fs::write(&not_a_recording, "hello, world, this is not a feed").unwrap();
     let not_a_recording = not_a_recording.to_str().unwrap();
     for (args, expected) in [
-        (
-            vec!["feed", "dump", not_a_recording],
-            "not a recorded feed (no SLFEED magic)",
-        ),
+        (vec!["feed", "dump", not_a_recording], "not a recorded feed"),
         (
             vec!["feed", "send", "--to", "127.0.0.1:9", "--packets", "1"],
             "a feed of 4 channels needs 4 unicast addresses",
