@@ -173,9 +173,9 @@ fn a_recorded_feed_replayed_twice_leaves_the_engines_in_the_same_state() {
     let run = |port: &str| {
         omdp(&[
             "--duration",
-            "2",
+            "2.5",
             "--rate-multiple",
-            "0.25",
+            "0.1",
             "--set",
             &replay,
             "--set",

@@ -6,13 +6,15 @@
 //! Packets come in batches from one `recvmmsg` ([`ReceiveRing`]); every packet of a batch gets
 //! the batch's arrival stamp, taken right after the call returned. A packet the decoder
 //! refuses (truncated, corrupt, another channel's) is counted as malformed and skipped; a
-//! packet whose messages were all seen already is counted as late and skipped. Neither stops
+//! packet that starts before the end of what was seen (late, or a duplicate) is counted as
+//! late and skipped; messages missing before a packet are counted as missed
+//! ([`SequenceGaps`]). Neither stops
 //! the handler. Every [`INGEST_EVERY`] packets, and when it stops, the handler sends its counts
 //! to the ingest metrics collector on port 1.
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 
-use sluice_feed::{decode_packet, Message};
+use sluice_feed::{decode_packet, Message, Observed, SequenceGaps};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_ops::MulticastConfig;
 use sluice_transport::datagram::ReceiveRing;
@@ -83,6 +85,8 @@ pub struct FeedHandler {
     sample_every: u64,
     ring: Option<ReceiveRing>,
     messages: Vec<Message>,
+    /// The channel's sequence, from its first packet on.
+    gaps: SequenceGaps,
     counts: IngestTick,
     /// Arrival of the first and the last packet.
     first_ns: u64,
@@ -101,6 +105,7 @@ impl FeedHandler {
             sample_every,
             ring: None,
             messages: Vec::new(),
+            gaps: SequenceGaps::default(),
             counts: IngestTick::default(),
             first_ns: 0,
             last_ns: 0,
@@ -121,11 +126,8 @@ impl FeedHandler {
                 return Ok(());
             }
         };
-        let Some(last) = self.messages.last().map(|m| m.seq) else {
-            return Ok(());
-        };
-        if self.counts.first_seq != 0 && last <= self.counts.last_seq {
-            self.counts.late += 1;
+        if self.gaps.observe(&header) == Observed::Late {
+            self.counts.late = self.gaps.late_packets();
             return Ok(());
         }
         if self.first_ns == 0 {
@@ -134,20 +136,14 @@ impl FeedHandler {
         self.last_ns = arrived;
         self.counts.packets += 1;
         for message in &self.messages {
-            if message.seq <= self.counts.last_seq {
-                continue;
-            }
             let mut tick = Tick::new(message, self.channel, header.sent_ns, arrived);
             if message.seq.is_multiple_of(self.sample_every) {
                 tick.fh_out_ns = monotonic_ns();
             }
             out.emit(MESSAGES, tick)?;
-            self.counts.messages += 1;
-            if self.counts.first_seq == 0 {
-                self.counts.first_seq = message.seq;
-            }
-            self.counts.last_seq = message.seq;
         }
+        self.counts.messages = self.gaps.received();
+        self.counts.missed = self.gaps.missed();
         if self.counts.packets.is_multiple_of(INGEST_EVERY) {
             out.emit(INGEST, self.counts)?;
         }
@@ -214,7 +210,7 @@ impl Source for FeedHandler {
             ("messages", self.counts.messages),
             ("malformed_packets", self.counts.malformed),
             ("late_packets", self.counts.late),
-            ("missed_messages", self.counts.missed()),
+            ("missed_messages", self.counts.missed),
             ("first_arrival_ns", self.first_ns),
             ("last_arrival_ns", self.last_ns),
             (

@@ -104,26 +104,14 @@ pub struct IngestTick {
     pub packets: u64,
     /// Messages decoded.
     pub messages: u64,
-    /// The lowest message sequence number seen (0: none yet).
-    pub first_seq: u64,
-    /// The highest message sequence number seen.
-    pub last_seq: u64,
+    /// Messages missing from the channel's sequence since its first packet.
+    pub missed: u64,
     /// Packets refused: truncated, corrupt, or not of this channel.
     pub malformed: u64,
-    /// Packets whose messages were all at or below `last_seq` (late or duplicated).
+    /// Packets that started before the end of what was seen (late or duplicated).
     pub late: u64,
 }
 facade_tuple!(IngestTick);
 
 /// Packets between two [`IngestTick`]s of a handler.
 pub const INGEST_EVERY: u64 = 1024;
-
-impl IngestTick {
-    /// Messages missing from the sequence between the first and the last seen.
-    pub fn missed(&self) -> u64 {
-        if self.first_seq == 0 {
-            return 0;
-        }
-        (self.last_seq - self.first_seq + 1).saturating_sub(self.messages)
-    }
-}
