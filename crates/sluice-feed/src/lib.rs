@@ -50,6 +50,7 @@ pub mod generator;
 pub mod record;
 pub mod router;
 pub mod send;
+pub mod shm;
 
 use std::path::PathBuf;
 

@@ -10,6 +10,9 @@
 //!   its channel's group (`sluice_ops::multicast::MulticastSource` does).
 //! - Unicast: channel `c` goes to the `c`-th address, for hosts or containers without
 //!   multicast.
+//! - Shared memory: channel `c` goes to the Vega ring its feed handler made ([`crate::shm`]),
+//!   for rates beyond what the kernel's UDP path carries on the host; a packet that finds
+//!   the ring full is dropped, as a UDP receiver's full socket buffer drops it.
 //!
 //! Each channel has its own connected socket and a [`SendRing`] that hands a burst of its
 //! packets to the kernel with one `sendmmsg`.
@@ -41,7 +44,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_transport::datagram::SendRing;
-use sluice_types::monotonic_ns;
+use sluice_transport::shm_vega::ShmVegaSender;
+use sluice_transport::{Refused, SendError, TupleSender};
+use sluice_types::{monotonic_ns, BytesTuple, Message};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::fast::{declared_count, stamp_sent_ns, MTU_PAYLOAD_BYTES};
@@ -64,6 +69,8 @@ pub enum Destinations {
     },
     /// Channel `c` to the `c`-th address.
     Unicast(Vec<SocketAddr>),
+    /// Channel `c` to the ring of channel `c` of the shared-memory feed of this name.
+    Shm(String),
 }
 
 impl Destinations {
@@ -98,6 +105,9 @@ impl Destinations {
                     addresses.len()
                 ))
             }),
+            Self::Shm(feed) => Err(FeedError::Config(format!(
+                "channel {channel} of the shared-memory feed '{feed}' has no network address"
+            ))),
         }
     }
 }
@@ -177,6 +187,9 @@ pub struct SendReport {
     pub max_lag: Duration,
     /// `sendmmsg` calls made.
     pub system_calls: u64,
+    /// Packets dropped because a shared-memory ring was full (its handler was behind), as a
+    /// full socket buffer drops them at a UDP receiver.
+    pub dropped: u64,
 }
 
 /// Where the next packet comes from, and when it is due.
@@ -185,10 +198,56 @@ enum Packets {
     Replayed(Replay),
 }
 
-/// One channel: its socket and ring, and the packets built for the next burst.
+/// Where one channel's packets go.
+enum Outlet {
+    /// A connected UDP socket, and its ring of datagrams for `sendmmsg`.
+    Udp { address: SocketAddr, ring: SendRing },
+    /// A Vega ring in shared memory.
+    Shm {
+        sender: Box<ShmVegaSender<BytesTuple>>,
+        /// Packets handed to the ring.
+        sent: u64,
+        /// Packets that found the ring full.
+        dropped: u64,
+        /// The handler left (its job ended): nothing more goes to it.
+        closed: bool,
+    },
+}
+
+impl Outlet {
+    /// Packets handed over so far.
+    fn sent(&self) -> u64 {
+        match self {
+            Self::Udp { ring, .. } => ring.datagrams_sent(),
+            Self::Shm { sent, .. } => *sent,
+        }
+    }
+
+    /// Packets dropped for want of room.
+    fn dropped(&self) -> u64 {
+        match self {
+            Self::Udp { .. } => 0,
+            Self::Shm { dropped, .. } => *dropped,
+        }
+    }
+
+    /// Whether the receiving end left for good (a shared-memory feed's handler).
+    fn closed(&self) -> bool {
+        matches!(self, Self::Shm { closed: true, .. })
+    }
+
+    /// System calls made to send.
+    fn system_calls(&self) -> u64 {
+        match self {
+            Self::Udp { ring, .. } => ring.system_calls(),
+            Self::Shm { .. } => 0,
+        }
+    }
+}
+
+/// One channel: where its packets go, and the packets built for the next burst.
 struct Channel {
-    address: SocketAddr,
-    ring: SendRing,
+    outlet: Outlet,
     staged: Vec<Vec<u8>>,
     len: usize,
 }
@@ -209,27 +268,68 @@ impl Channel {
     /// socket buffer is full, unless `stop` is raised.
     fn flush(&mut self, stop: &AtomicBool) -> Result<(), FeedError> {
         let now = monotonic_ns();
-        for packet in &mut self.staged[..self.len] {
-            stamp_sent_ns(packet, now);
-            let Some(slot) = self.ring.filling() else {
-                break;
-            };
-            slot.clear();
-            slot.extend_from_slice(packet);
-            self.ring.close();
-        }
+        let staged = &mut self.staged[..self.len];
         self.len = 0;
-        while self.ring.closed() > 0 {
-            match self.ring.send() {
-                Ok(0) if stop.load(Ordering::Relaxed) => break,
-                Ok(0) => std::thread::yield_now(),
-                Ok(_) => {}
-                // Nobody listened at a unicast destination (an ICMP error from an earlier
-                // datagram, reported once, by this call, which sent nothing): send again.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                Err(e) => {
-                    return Err(FeedError::io(format!("send to {}", self.address), e));
+        match &mut self.outlet {
+            Outlet::Udp { address, ring } => {
+                for packet in staged.iter_mut() {
+                    stamp_sent_ns(packet, now);
+                    let Some(slot) = ring.filling() else {
+                        break;
+                    };
+                    slot.clear();
+                    slot.extend_from_slice(packet);
+                    ring.close();
                 }
+                while ring.closed() > 0 {
+                    match ring.send() {
+                        Ok(0) if stop.load(Ordering::Relaxed) => break,
+                        Ok(0) => std::thread::yield_now(),
+                        Ok(_) => {}
+                        // Nobody listened at a unicast destination (an ICMP error from an
+                        // earlier datagram, reported once, by this call, which sent nothing):
+                        // send again.
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                        Err(e) => {
+                            return Err(FeedError::io(format!("send to {address}"), e));
+                        }
+                    }
+                }
+            }
+            Outlet::Shm {
+                sender,
+                sent,
+                dropped,
+                closed,
+            } => {
+                for packet in staged.iter_mut() {
+                    if *closed {
+                        break;
+                    }
+                    stamp_sent_ns(packet, now);
+                    let message = Message::Data(BytesTuple(std::mem::take(packet)));
+                    match sender.offer(message) {
+                        Ok(()) => *sent += 1,
+                        Err(Refused {
+                            error: SendError::Full,
+                            message: Message::Data(BytesTuple(back)),
+                        }) => {
+                            *dropped += 1;
+                            *packet = back;
+                        }
+                        Err(Refused {
+                            error: SendError::Closed,
+                            ..
+                        }) => *closed = true,
+                        Err(refused) => {
+                            return Err(FeedError::Config(format!(
+                                "the shared-memory feed refused a packet: {}",
+                                refused.error
+                            )));
+                        }
+                    }
+                }
+                sender.flush();
             }
         }
         Ok(())
@@ -312,7 +412,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
                 addresses.len()
             )));
         }
-        Destinations::Unicast(_) => None,
+        Destinations::Unicast(_) | Destinations::Shm(_) => None,
     };
     let mut own = vec![options.channels.is_none(); channel_count];
     for &c in options.channels.iter().flatten() {
@@ -331,12 +431,25 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             if !own[c] {
                 return Ok(None);
             }
-            let address = options.destinations.address_of(c)?;
-            let socket = open_socket(address, interface)
-                .map_err(|e| FeedError::io(format!("open a socket to {address}"), e))?;
+            let outlet = match &options.destinations {
+                Destinations::Shm(feed) => Outlet::Shm {
+                    sender: Box::new(crate::shm::open_sender(feed, c)?),
+                    sent: 0,
+                    dropped: 0,
+                    closed: false,
+                },
+                _ => {
+                    let address = options.destinations.address_of(c)?;
+                    let socket = open_socket(address, interface)
+                        .map_err(|e| FeedError::io(format!("open a socket to {address}"), e))?;
+                    Outlet::Udp {
+                        address,
+                        ring: SendRing::new(socket, options.batch, MTU_PAYLOAD_BYTES),
+                    }
+                }
+            };
             Ok(Some(Channel {
-                address,
-                ring: SendRing::new(socket, options.batch, MTU_PAYLOAD_BYTES),
+                outlet,
                 staged: Vec::new(),
                 len: 0,
             }))
@@ -404,19 +517,18 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             }
         }
         finished_at = Instant::now();
+        if channels.iter().flatten().all(|c| c.outlet.closed()) {
+            break;
+        }
     }
     let elapsed = finished_at - start;
-    let packets: u64 = channels
-        .iter()
-        .flatten()
-        .map(|c| c.ring.datagrams_sent())
-        .sum();
+    let packets: u64 = channels.iter().flatten().map(|c| c.outlet.sent()).sum();
     Ok(SendReport {
         packets,
         messages,
         packets_per_channel: channels
             .iter()
-            .map(|c| c.as_ref().map_or(0, |c| c.ring.datagrams_sent()))
+            .map(|c| c.as_ref().map_or(0, |c| c.outlet.sent()))
             .collect(),
         elapsed,
         target_packets_per_sec: interval_ns
@@ -430,8 +542,9 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
         system_calls: channels
             .iter()
             .flatten()
-            .map(|c| c.ring.system_calls())
+            .map(|c| c.outlet.system_calls())
             .sum(),
+        dropped: channels.iter().flatten().map(|c| c.outlet.dropped()).sum(),
     })
 }
 

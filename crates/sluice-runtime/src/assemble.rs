@@ -152,8 +152,9 @@ pub(crate) fn bind(
     })
 }
 
-/// Builds this process's threads (opening the senders of channels bound elsewhere) and starts
-/// them; their sources wait for `control` to say go.
+/// Builds this process's threads (opening the senders of channels bound elsewhere), starts
+/// them and returns once each has run its operators' start hooks; their sources wait for
+/// `control` to say go.
 pub(crate) fn start(
     graph: &Graph,
     plan: &PhysicalPlan,
@@ -307,7 +308,10 @@ pub(crate) fn start(
     let idle = options
         .idle
         .unwrap_or_else(|| IdleStrategy::default_for(plan.threads().count(), cores));
-    let ready = Arc::new(Barrier::new(execs.len()));
+    // Every thread, and this one: `start` returns once every operator's start hook has run,
+    // so that what the caller does next (print "started", start an application's companion
+    // processes) finds every source's socket bound and every segment made.
+    let ready = Arc::new(Barrier::new(execs.len() + 1));
     let poll_batch = options.poll_batch.max(1);
     let latency_every = options.latency_every;
     let mut workers = Vec::with_capacity(execs.len());
@@ -351,6 +355,7 @@ pub(crate) fn start(
             }
         }
     }
+    ready.wait();
     Ok(workers)
 }
 

@@ -175,8 +175,12 @@ struct SendArgs {
     #[arg(long, default_value_t = 31_000, conflicts_with = "to")]
     port: u16,
     /// Unicast instead: one address per channel, comma-separated, in channel order.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', conflicts_with = "shm")]
     to: Vec<SocketAddr>,
+    /// Shared memory instead: into the rings the feed handlers of the shared-memory feed of
+    /// this name made (`sluice run omdp --set feed=shm`), dropping a packet whose ring is full.
+    #[arg(long)]
+    shm: Option<String>,
     /// Stop after this many seconds.
     #[arg(long, value_parser = parse_seconds)]
     duration: Option<Duration>,
@@ -245,10 +249,10 @@ fn send(args: SendArgs) -> anyhow::Result<()> {
         }
         None => PacketSource::Generate(args.settings.config()?),
     };
-    let destinations = if args.to.is_empty() {
-        Destinations::loopback_multicast(args.group, args.port)
-    } else {
-        Destinations::Unicast(args.to.clone())
+    let destinations = match (&args.shm, args.to.is_empty()) {
+        (Some(feed), _) => Destinations::Shm(feed.clone()),
+        (None, true) => Destinations::loopback_multicast(args.group, args.port),
+        (None, false) => Destinations::Unicast(args.to.clone()),
     };
     let options = SendOptions {
         source,
@@ -299,6 +303,7 @@ fn print_report(report: &SendReport, json: bool) -> anyhow::Result<()> {
                 report.achieved_packets_per_sec / OPRA_FEB_2008_PACKETS_PER_SEC as f64,
             "max_lag_us": report.max_lag.as_secs_f64() * 1e6,
             "system_calls": report.system_calls,
+            "dropped": report.dropped,
         });
         writeln!(out, "{object}")?;
         return Ok(());
@@ -319,9 +324,10 @@ fn print_report(report: &SendReport, json: bool) -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "{} sendmmsg calls; at worst {:.0} us behind schedule",
+        "{} sendmmsg calls; at worst {:.0} us behind schedule; {} dropped (a full ring)",
         report.system_calls,
-        report.max_lag.as_secs_f64() * 1e6
+        report.max_lag.as_secs_f64() * 1e6,
+        report.dropped
     )?;
     Ok(())
 }

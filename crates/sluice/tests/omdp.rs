@@ -191,3 +191,31 @@ fn a_recorded_feed_replayed_twice_leaves_the_engines_in_the_same_state() {
     );
     assert_ne!(number(&first, "engine_state_digest"), 0);
 }
+
+#[test]
+fn the_shared_memory_feed_loses_nothing_and_leaves_no_segment() {
+    let v = omdp(&[
+        "--plan",
+        "two-processes",
+        "--duration",
+        "2",
+        "--rate-multiple",
+        "0.5",
+        "--set",
+        "feed=shm",
+        "--set",
+        "sample-every=64",
+        "--set",
+        "port=31670",
+    ]);
+    assert!(number(&v, "messages") > 1000, "{v}");
+    assert_eq!(number(&v, "missed"), 0, "{v}");
+    assert!(number(&v, "samples_used") > 10, "{v}");
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("omdp31670"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -3,13 +3,14 @@
 //! each message on port 0, whose edge routes it to the decision engine of its underlying
 //! symbol.
 //!
-//! Packets come in batches from one `recvmmsg` ([`ReceiveRing`]); every packet of a batch gets
-//! the batch's arrival stamp, taken right after the call returned. A packet the decoder
-//! refuses (truncated, corrupt, another channel's) is counted as malformed and skipped; a
-//! packet that starts before the end of what was seen (late, or a duplicate) is counted as
-//! late and skipped; messages missing before a packet are counted as missed
-//! ([`SequenceGaps`]). Neither stops
-//! the handler. Every [`INGEST_EVERY`] packets, and when it stops, the handler sends its counts
+//! Packets arrive on a UDP socket (multicast or unicast) in batches of one `recvmmsg`
+//! ([`ReceiveRing`]), or from a Vega ring in shared memory ([`sluice_feed::shm`]) in batches
+//! of one poll; every packet of a batch gets the batch's arrival stamp, taken right after the
+//! call returned. A packet the decoder refuses (truncated, corrupt, another channel's) is
+//! counted as malformed and skipped; a packet that starts before the end of what was seen
+//! (late, or a duplicate) is counted as late and skipped; messages missing before a packet are
+//! counted as missed ([`SequenceGaps`]). None of them stops the handler, nor does a
+//! shared-memory sender that leaves (its feed is over). Every [`INGEST_EVERY`] packets, and when it stops, the handler sends its counts
 //! to the ingest metrics collector on port 1.
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -18,55 +19,96 @@ use sluice_feed::{decode_packet, Message, Observed, SequenceGaps};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_ops::MulticastConfig;
 use sluice_transport::datagram::ReceiveRing;
-use sluice_types::monotonic_ns;
+use sluice_transport::shm_vega::ShmVegaReceiver;
+use sluice_transport::{RecvError, TupleReceiver};
+use sluice_types::{monotonic_ns, BytesTuple, Message as TransportMessage};
 
 use super::tick::{IngestTick, Tick, INGEST_EVERY};
 
-/// Packets received per system call at most.
+/// Packets received per system call (or ring poll) at most.
 const RECEIVE_BATCH: usize = 64;
 /// The largest packet taken; a longer one is malformed (a packet fits an Ethernet MTU).
 const MAX_PACKET: usize = 2048;
 
 /// Where a channel's packets arrive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
     /// A multicast group joined on the loopback interface.
     Multicast(SocketAddrV4),
     /// A unicast address bound on this host.
     Unicast(SocketAddrV4),
+    /// Channel `channel`'s ring of the shared-memory feed `feed` ([`sluice_feed::shm`]).
+    Shm {
+        /// The feed's name.
+        feed: String,
+        /// The channel.
+        channel: usize,
+    },
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Multicast(a) => write!(f, "multicast {a}"),
+            Self::Unicast(a) => write!(f, "{a}"),
+            Self::Shm { feed, channel } => {
+                write!(f, "channel {channel} of the shared-memory feed '{feed}'")
+            }
+        }
+    }
 }
 
 impl Endpoint {
-    /// The address the feed sender sends to.
-    pub fn address(&self) -> SocketAddrV4 {
-        match *self {
-            Self::Multicast(a) | Self::Unicast(a) => a,
-        }
-    }
-
-    /// Opens a non-blocking socket that receives what is sent to the endpoint, with a receive
-    /// buffer of `buffer_bytes` (the kernel caps it at `net.core.rmem_max`).
-    fn open(&self, buffer_bytes: usize) -> Result<UdpSocket, OperatorError> {
-        match *self {
+    /// Opens the endpoint: a non-blocking socket with a receive buffer of `buffer_bytes`
+    /// (the kernel caps it at `net.core.rmem_max`), or the channel's ring.
+    fn open(&self, buffer_bytes: usize) -> Result<Input, OperatorError> {
+        let context = format!("open {self}");
+        let socket = match self {
             Self::Multicast(group) => {
                 let mut config =
                     MulticastConfig::new(*group.ip(), group.port(), Ipv4Addr::LOCALHOST);
                 config.socket_buffer_bytes = Some(buffer_bytes);
                 config.max_datagram = MAX_PACKET;
-                config.open()
+                config.open()?
             }
             Self::Unicast(address) => {
-                let context = format!("bind {address}");
                 let open = || -> std::io::Result<UdpSocket> {
                     let socket = UdpSocket::bind(address)?;
                     socket2::SockRef::from(&socket).set_recv_buffer_size(buffer_bytes)?;
                     socket.set_nonblocking(true)?;
                     Ok(socket)
                 };
-                open().map_err(|e| OperatorError::io(context, e))
+                open().map_err(|e| OperatorError::io(context, e))?
             }
-        }
+            Self::Shm { feed, channel } => {
+                let ring = sluice_feed::shm::create_receiver(feed, *channel)
+                    .map_err(|e| OperatorError::Failed(e.to_string()))?;
+                return Ok(Input::Shm {
+                    ring: Box::new(ring),
+                    polled: Vec::with_capacity(RECEIVE_BATCH),
+                    sender_gone: false,
+                });
+            }
+        };
+        Ok(Input::Udp(ReceiveRing::new(
+            socket,
+            RECEIVE_BATCH,
+            MAX_PACKET,
+        )))
     }
+}
+
+/// An open endpoint.
+enum Input {
+    /// A UDP socket, read with `recvmmsg`.
+    Udp(ReceiveRing),
+    /// A Vega ring.
+    Shm {
+        ring: Box<ShmVegaReceiver<BytesTuple>>,
+        polled: Vec<TransportMessage<BytesTuple>>,
+        /// The sender left: the feed is over, the handler idles until the job stops.
+        sender_gone: bool,
+    },
 }
 
 /// The output port of the messages.
@@ -78,12 +120,18 @@ const INGEST: usize = 1;
 pub struct FeedHandler {
     /// Where each channel's packets arrive; this handler's is its instance's.
     endpoints: Vec<Endpoint>,
-    channel: u16,
+    /// This handler's, once started.
     endpoint: Option<Endpoint>,
     buffer_bytes: usize,
+    input: Option<Input>,
+    packets: Packets,
+}
+
+/// What a handler does with a packet, and what it counted.
+struct Packets {
+    channel: u16,
     /// A message whose sequence number is a multiple of this is sampled.
     sample_every: u64,
-    ring: Option<ReceiveRing>,
     messages: Vec<Message>,
     /// The channel's sequence, from its first packet on.
     gaps: SequenceGaps,
@@ -99,19 +147,23 @@ impl FeedHandler {
     pub fn new(endpoints: Vec<Endpoint>, buffer_bytes: usize, sample_every: u64) -> Self {
         Self {
             endpoints,
-            channel: 0,
             endpoint: None,
             buffer_bytes,
-            sample_every,
-            ring: None,
-            messages: Vec::new(),
-            gaps: SequenceGaps::default(),
-            counts: IngestTick::default(),
-            first_ns: 0,
-            last_ns: 0,
+            input: None,
+            packets: Packets {
+                channel: 0,
+                sample_every,
+                messages: Vec::new(),
+                gaps: SequenceGaps::default(),
+                counts: IngestTick::default(),
+                first_ns: 0,
+                last_ns: 0,
+            },
         }
     }
+}
 
+impl Packets {
     /// Decodes one packet received at `arrived` and passes its messages on.
     fn take(
         &mut self,
@@ -119,6 +171,10 @@ impl FeedHandler {
         arrived: u64,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
+        if packet.len() > MAX_PACKET {
+            self.counts.malformed += 1;
+            return Ok(());
+        }
         let header = match decode_packet(packet, &mut self.messages) {
             Ok(header) if header.channel == self.channel => header,
             _ => {
@@ -153,7 +209,7 @@ impl FeedHandler {
 
 impl Source for FeedHandler {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
-        let endpoint = *self.endpoints.get(ctx.instance).ok_or_else(|| {
+        let endpoint = self.endpoints.get(ctx.instance).cloned().ok_or_else(|| {
             OperatorError::Failed(format!(
                 "instance {} of {} has no channel: the feed has {}",
                 ctx.instance,
@@ -161,62 +217,94 @@ impl Source for FeedHandler {
                 self.endpoints.len()
             ))
         })?;
-        self.channel = ctx.instance as u16;
-        self.counts.channel = ctx.instance as u64;
+        self.packets.channel = ctx.instance as u16;
+        self.packets.counts.channel = ctx.instance as u64;
+        self.input = Some(endpoint.open(self.buffer_bytes)?);
         self.endpoint = Some(endpoint);
-        let socket = endpoint.open(self.buffer_bytes)?;
-        self.ring = Some(ReceiveRing::new(socket, RECEIVE_BATCH, MAX_PACKET));
         Ok(())
     }
 
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
-        let Some(mut ring) = self.ring.take() else {
-            return Err(OperatorError::Failed("the feed was not opened".into()));
+        let receive_error = |endpoint: &Option<Endpoint>, e: String| {
+            let endpoint = endpoint.as_ref().map_or(String::new(), |e| e.to_string());
+            OperatorError::Failed(format!("receive from {endpoint}: {e}"))
         };
-        let result = (|| {
-            let endpoint = self.endpoint;
-            let receive_error = move |e| {
-                let address = endpoint.map_or(String::new(), |e| e.address().to_string());
-                OperatorError::io(format!("receive from {address}"), e)
-            };
-            if ring.refill().map_err(receive_error)? == 0 {
-                return Ok(Produced::Idle);
-            }
-            let arrived = monotonic_ns();
-            let before = self.counts.messages;
-            while ring.ready() > 0 {
-                let Some(packet) = ring.next(1).map_err(receive_error)? else {
-                    break;
-                };
-                if packet.len() > MAX_PACKET {
-                    self.counts.malformed += 1;
-                    continue;
+        let before = self.packets.counts.messages;
+        match &mut self.input {
+            None => return Err(OperatorError::Failed("the feed was not opened".into())),
+            Some(Input::Udp(ring)) => {
+                let arrived_any = ring
+                    .refill()
+                    .map_err(|e| receive_error(&self.endpoint, e.to_string()))?;
+                if arrived_any == 0 {
+                    return Ok(Produced::Idle);
                 }
-                self.take(packet, arrived, out)?;
+                let arrived = monotonic_ns();
+                while ring.ready() > 0 {
+                    let packet = ring
+                        .next(1)
+                        .map_err(|e| receive_error(&self.endpoint, e.to_string()))?;
+                    let Some(packet) = packet else {
+                        break;
+                    };
+                    self.packets.take(packet, arrived, out)?;
+                }
             }
-            Ok(Produced::Emitted((self.counts.messages - before) as usize))
-        })();
-        self.ring = Some(ring);
-        result
+            Some(Input::Shm {
+                ring,
+                polled,
+                sender_gone,
+            }) => {
+                if *sender_gone {
+                    return Ok(Produced::Idle);
+                }
+                match ring.poll(RECEIVE_BATCH, polled) {
+                    Ok(0) => return Ok(Produced::Idle),
+                    Ok(_) => {}
+                    // The sender process ended (its feed is over, or it was stopped): a feed
+                    // handler outlives its feed.
+                    Err(RecvError::Disconnected) => {
+                        *sender_gone = true;
+                        return Ok(Produced::Idle);
+                    }
+                    Err(e) => return Err(receive_error(&self.endpoint, e.to_string())),
+                }
+                let arrived = monotonic_ns();
+                for message in polled.drain(..) {
+                    match message {
+                        TransportMessage::Data(BytesTuple(packet)) => {
+                            self.packets.take(&packet, arrived, out)?
+                        }
+                        TransportMessage::EndOfStream => *sender_gone = true,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(Produced::Emitted(
+            (self.packets.counts.messages - before) as usize,
+        ))
     }
 
     fn finish(&mut self, out: &mut Output<'_>) -> Result<(), OperatorError> {
-        out.emit(INGEST, self.counts)
+        out.emit(INGEST, self.packets.counts)
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        let p = &self.packets;
+        let system_calls = match &self.input {
+            Some(Input::Udp(ring)) => ring.system_calls(),
+            _ => 0,
+        };
         Ok(sluice_ops::counter_report(&[
-            ("packets", self.counts.packets),
-            ("messages", self.counts.messages),
-            ("malformed_packets", self.counts.malformed),
-            ("late_packets", self.counts.late),
-            ("missed_messages", self.counts.missed),
-            ("first_arrival_ns", self.first_ns),
-            ("last_arrival_ns", self.last_ns),
-            (
-                "receive_system_calls",
-                self.ring.as_ref().map_or(0, ReceiveRing::system_calls),
-            ),
+            ("packets", p.counts.packets),
+            ("messages", p.counts.messages),
+            ("malformed_packets", p.counts.malformed),
+            ("late_packets", p.counts.late),
+            ("missed_messages", p.counts.missed),
+            ("first_arrival_ns", p.first_ns),
+            ("last_arrival_ns", p.last_ns),
+            ("receive_system_calls", system_calls),
         ]))
     }
 }

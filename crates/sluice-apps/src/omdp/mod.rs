@@ -72,7 +72,7 @@ pub const SPEC: AppSpec = AppSpec {
         ),
         (
             "feed",
-            "multicast (a group per channel on loopback, default) or unicast (to 127.0.0.1)",
+            "how the feed senders reach the handlers: multicast (a group per channel on loopback, default), unicast (to 127.0.0.1) or shm (a Vega ring per channel, for rates beyond what UDP carries here)",
         ),
         ("group", "the first channel's multicast group (default 239.255.90.1; channel i adds i)"),
         (
@@ -195,6 +195,7 @@ impl OmdpConfig {
                 reason: format!("{port} + {channels} channels runs past port 65535"),
             });
         }
+        let mut shm = false;
         let multicast = match s.get("feed", "multicast".to_string())?.as_str() {
             "multicast" => {
                 if !group.is_multicast() {
@@ -206,16 +207,25 @@ impl OmdpConfig {
                 true
             }
             "unicast" => false,
+            "shm" => {
+                shm = true;
+                false
+            }
             other => {
                 return Err(AppError::BadSetting {
                     key: "feed".into(),
-                    reason: format!("'{other}': expected multicast or unicast"),
+                    reason: format!("'{other}': expected multicast, unicast or shm"),
                 })
             }
         };
         let endpoints = (0..channels)
             .map(|c| {
-                if multicast {
+                if shm {
+                    Endpoint::Shm {
+                        feed: format!("omdp{port}"),
+                        channel: c,
+                    }
+                } else if multicast {
                     let group = Ipv4Addr::from(u32::from(group).wrapping_add(c as u32));
                     Endpoint::Multicast(SocketAddrV4::new(group, port as u16))
                 } else {
@@ -278,7 +288,8 @@ impl OmdpConfig {
                 self.feed.seed.to_string(),
             ]),
         }
-        match self.endpoints[0] {
+        match &self.endpoints[0] {
+            Endpoint::Shm { feed, .. } => args.extend(["--shm".into(), feed.clone()]),
             Endpoint::Multicast(first) => args.extend([
                 "--group".into(),
                 first.ip().to_string(),
@@ -286,11 +297,7 @@ impl OmdpConfig {
                 first.port().to_string(),
             ]),
             Endpoint::Unicast(_) => {
-                let to: Vec<String> = self
-                    .endpoints
-                    .iter()
-                    .map(|e| e.address().to_string())
-                    .collect();
+                let to: Vec<String> = self.endpoints.iter().map(|e| e.to_string()).collect();
                 args.extend(["--to".into(), to.join(",")]);
             }
         }
