@@ -5,8 +5,12 @@
 //!
 //! Packets arrive on a UDP socket (multicast or unicast) in batches of one `recvmmsg`
 //! ([`ReceiveRing`]), or from a Vega ring in shared memory ([`sluice_feed::shm`]) in batches
-//! of one poll; every packet of a batch gets the batch's arrival stamp, taken right after the
-//! call returned. A packet the decoder refuses (truncated, corrupt, another channel's) is
+//! of one poll. A packet's arrival is stamped when the handler takes it from its batch, as a
+//! handler reading one packet per call would stamp it: time a packet waits behind the others
+//! of its batch is queueing before the handler, with the time in the socket buffer or ring
+//! (the `feed` hop), not time in it. Every message of a packet carries the packet's stamp,
+//! so a message's FH time includes the handling of the messages before it in its packet, as
+//! in the paper. A packet the decoder refuses (truncated, corrupt, another channel's) is
 //! counted as malformed and skipped; a packet that starts before the end of what was seen
 //! (late, or a duplicate) is counted as late and skipped; messages missing before a packet are
 //! counted as missed ([`SequenceGaps`]). None of them stops the handler, nor does a
@@ -239,7 +243,6 @@ impl Source for FeedHandler {
                 if arrived_any == 0 {
                     return Ok(Produced::Idle);
                 }
-                let arrived = monotonic_ns();
                 while ring.ready() > 0 {
                     let packet = ring
                         .next(1)
@@ -247,7 +250,7 @@ impl Source for FeedHandler {
                     let Some(packet) = packet else {
                         break;
                     };
-                    self.packets.take(packet, arrived, out)?;
+                    self.packets.take(packet, monotonic_ns(), out)?;
                 }
             }
             Some(Input::Shm {
@@ -269,11 +272,10 @@ impl Source for FeedHandler {
                     }
                     Err(e) => return Err(receive_error(&self.endpoint, e.to_string())),
                 }
-                let arrived = monotonic_ns();
                 for message in polled.drain(..) {
                     match message {
                         TransportMessage::Data(BytesTuple(packet)) => {
-                            self.packets.take(&packet, arrived, out)?
+                            self.packets.take(&packet, monotonic_ns(), out)?
                         }
                         TransportMessage::EndOfStream => *sender_gone = true,
                         _ => {}

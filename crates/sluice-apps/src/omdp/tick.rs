@@ -10,7 +10,7 @@ use sluice_types::facade_tuple;
 /// serialization on any transport), in the 60-100 bytes of an OPRA message the paper cites.
 ///
 /// The stamps are `sluice_types::monotonic_ns` (CLOCK_MONOTONIC, one clock for every process
-/// of the host). A feed handler stamps `fh_in_ns` once per packet, when the packet is received,
+/// of the host). A feed handler stamps `fh_in_ns` once per packet, when it takes the packet,
 /// so every message of a packet carries its packet's arrival, as in the paper; it stamps
 /// `fh_out_ns` only on sampled messages (0 on the others: a sampled message is one whose
 /// `fh_out_ns` is set), the decision engine `de_in_ns` and `de_out_ns` on those, and the
