@@ -155,7 +155,7 @@ impl Breakdown {
             "NOT sustained: more than 0.01% of messages missed".to_string()
         };
         let mut text = format!(
-            "rate: {:.0}x OPRA Feb 2008 = {:.0} packets/s asked, {:.0} received\n\
+            "rate: {}x OPRA Feb 2008 = {:.0} packets/s asked, {:.0} received\n\
              messages: {} in {} packets, {} missed ({:.4}%), {} malformed packets: {verdict}\n\
              latency (us) over {} of {} samples:\n\
              {:<12} {:>9} {:>9} {:>9}\n",
