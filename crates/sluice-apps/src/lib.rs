@@ -8,8 +8,12 @@
 #![forbid(unsafe_code)]
 
 mod config;
+#[macro_use]
+pub mod storm;
 pub mod relay;
+pub mod sol;
 mod summary;
+pub mod throughput_test;
 pub mod wordcount;
 
 pub use config::{AppConfig, AppError, Settings};
@@ -58,7 +62,12 @@ pub struct AppSpec {
 
 /// Every built-in application.
 pub fn registry() -> &'static [AppSpec] {
-    &[wordcount::SPEC, relay::SPEC]
+    &[
+        wordcount::SPEC,
+        relay::SPEC,
+        sol::SPEC,
+        throughput_test::SPEC,
+    ]
 }
 
 /// The application called `name`, or an error listing the ones there are.
