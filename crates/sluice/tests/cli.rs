@@ -46,6 +46,34 @@ fn help_is_everywhere() {
     }
 }
 
+#[test]
+fn run_help_of_an_application_lists_its_settings_and_plans() {
+    let generic = stdout(&sluice(&["run", "--help"]));
+    assert!(!generic.contains("Settings (--set"), "{generic}");
+    for app in ["sol", "throughput-test", "wordcount", "relay"] {
+        for help in ["--help", "-h"] {
+            let o = sluice(&["run", "--plan", "fused", app, help]);
+            assert!(o.status.success(), "{app} {help}");
+            let text = stdout(&o);
+            assert!(text.contains("Usage:"), "{text}");
+            let own = text.split_once(&format!("\n{app}: ")).expect(app).1;
+            assert!(own.contains("Settings (--set KEY=VALUE):"), "{text}");
+            assert!(own.contains("Plans (--plan NAME): fused"), "{text}");
+        }
+    }
+    let sol = stdout(&sluice(&["run", "sol", "--help"]));
+    assert!(sol.contains("\n  levels       bolts in the chain"), "{sol}");
+    assert!(
+        sol.contains("\n  parallelism  tasks (instances) of each bolt"),
+        "{sol}"
+    );
+    let wordcount = stdout(&sluice(&["run", "wordcount", "--help"]));
+    assert!(
+        wordcount.contains("\n  two-threads    a pipeline"),
+        "{wordcount}"
+    );
+}
+
 /// A plan file mixing threads and PEs, with a pinned shared-memory transport and the counting
 /// operator in three key-partitioned instances spread over two PEs.
 const MIXED_PLAN: &str = r#"
@@ -724,6 +752,33 @@ fn relay_measures_round_trips_in_one_thread_and_across_processes() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn storm_topologies_deliver_every_tuple_once_across_processes() {
+    for (app, shape) in [("sol", "levels=3"), ("throughput-test", "ids=3")] {
+        let o = sluice(&[
+            "run",
+            app,
+            "--plan",
+            "processes",
+            "--set",
+            shape,
+            "--set",
+            "parallelism=2",
+            "--set",
+            "tuples=2000",
+            "--rate",
+            "20000",
+        ]);
+        assert!(o.status.success(), "{app}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(
+            text.contains("integrity: ok, every tuple arrived once with its payload intact: sent 2000, received 2000"),
+            "{text}"
+        );
+        assert!(text.contains("end-to-end latency (us): p50"), "{text}");
+    }
 }
 
 /// Runs `sluice bench app wordcount` with `extra` arguments and returns its JSON line, after
