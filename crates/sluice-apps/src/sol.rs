@@ -50,7 +50,7 @@ pub const MESSAGES: usize = 100;
 pub const SINK: &str = "sink";
 
 /// The messages of SOL's spout under `settings`.
-pub fn pool(settings: &TopologySettings) -> MessagePool {
+fn pool(settings: &TopologySettings) -> MessagePool {
     MessagePool::new(storm::random_letters(
         MESSAGES,
         settings.size,
@@ -59,10 +59,16 @@ pub fn pool(settings: &TopologySettings) -> MessagePool {
     ))
 }
 
-fn build(config: &AppConfig) -> Result<App, AppError> {
+/// The settings `config` gives SOL, its number of levels and its spout's messages.
+pub fn read(config: &AppConfig) -> Result<(TopologySettings, usize, MessagePool), AppError> {
     let settings = TopologySettings::read(config, 5, 100)?;
     let levels = config.settings.get_in("levels", 5, 1..=MAX_LEVELS)?;
     let pool = pool(&settings);
+    Ok((settings, levels, pool))
+}
+
+fn build(config: &AppConfig) -> Result<App, AppError> {
+    let (settings, levels, pool) = read(config)?;
     let mut g = GraphBuilder::new("sol");
     let mut upstream = storm::add_spout(&mut g, &pool, &settings);
     for level in 1..levels {

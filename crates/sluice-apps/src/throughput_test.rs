@@ -63,7 +63,7 @@ pub const IDS: &str = "ids";
 
 /// The messages of the spout under `settings` with `ids` spout tasks: for each task, its id
 /// followed by its item, sent in turn.
-pub fn pool(settings: &TopologySettings, ids: usize) -> MessagePool {
+fn pool(settings: &TopologySettings, ids: usize) -> MessagePool {
     let letters = b'a'..=b'h';
     let names = storm::random_letters(ids, ID_LEN, letters.clone(), settings.seed);
     let items = storm::random_letters(ids, settings.size, letters, settings.seed ^ 0x5eed);
@@ -78,15 +78,45 @@ pub fn pool(settings: &TopologySettings, ids: usize) -> MessagePool {
     MessagePool::new(messages).in_turn()
 }
 
+/// The settings `config` gives the topology, and its spout's messages.
+pub fn read(config: &AppConfig) -> Result<(TopologySettings, MessagePool), AppError> {
+    let settings = TopologySettings::read(config, 8, 100)?;
+    let ids = config.settings.get_in("ids", 8, 1..=MAX_IDS)?;
+    let pool = pool(&settings, ids);
+    Ok((settings, pool))
+}
+
 /// The id a tuple carries: the first [`ID_LEN`] bytes of its payload.
 fn id(tuple: &StormTuple) -> &[u8] {
     &tuple.payload[..ID_LEN.min(tuple.payload.len())]
 }
 
 /// `CountBolt`: counts tuples per id, and checks each.
-struct Count {
+pub struct Count {
     check: Check,
     counts: KeyMap<Box<[u8]>, u64>,
+}
+
+impl Count {
+    /// Counts and checks tuples from the spout of `pool`.
+    pub fn new(pool: MessagePool) -> Self {
+        Self {
+            check: Check::new(pool),
+            counts: KeyMap::default(),
+        }
+    }
+
+    /// Counts and checks `tuple`, which arrived at `now_ns`.
+    #[inline]
+    pub fn record(&mut self, tuple: &StormTuple, now_ns: u64) {
+        self.check.record(tuple, now_ns);
+        match self.counts.get_mut(id(tuple)) {
+            Some(count) => *count += 1,
+            None => {
+                self.counts.insert(id(tuple).into(), 1);
+            }
+        }
+    }
 }
 
 impl Operator for Count {
@@ -96,14 +126,7 @@ impl Operator for Count {
         tuple: TupleRef<'_>,
         _out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        let tuple = expect_tuple::<StormTuple>(port, tuple)?;
-        self.check.record(tuple, monotonic_ns());
-        match self.counts.get_mut(id(tuple)) {
-            Some(count) => *count += 1,
-            None => {
-                self.counts.insert(id(tuple).into(), 1);
-            }
-        }
+        self.record(expect_tuple::<StormTuple>(port, tuple)?, monotonic_ns());
         Ok(())
     }
 
@@ -115,9 +138,7 @@ impl Operator for Count {
 }
 
 fn build(config: &AppConfig) -> Result<App, AppError> {
-    let settings = TopologySettings::read(config, 8, 100)?;
-    let ids = config.settings.get_in("ids", 8, 1..=MAX_IDS)?;
-    let pool = pool(&settings, ids);
+    let (settings, pool) = read(config)?;
     let mut g = GraphBuilder::new("throughput-test");
     let spout = storm::add_spout(&mut g, &pool, &settings);
     let identity = storm::add_bolt(
@@ -134,10 +155,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         (COUNT, true),
         settings.parallelism,
         Partitioning::by_hash(|t: &StormTuple| partition_hash(id(t))),
-        move |_| Count {
-            check: Check::new(pool.clone()),
-            counts: KeyMap::default(),
-        },
+        move |_| Count::new(pool.clone()),
     )?;
     Ok(App {
         graph: g.build()?,

@@ -28,6 +28,10 @@ pub enum BenchCommand {
     /// programs doing the same computation on the same input, and with `--rate` its end-to-end
     /// latency.
     App(crate::apps::AppBenchArgs),
+    /// A Storm topology's (sol, throughput-test) end-to-end latency against its input rate
+    /// under each plan: average, p50 and p99, and the rate the spout reached (marked when full
+    /// queues held it back).
+    Topology(crate::suite::TopologyArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -53,6 +57,7 @@ impl BenchArgs {
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
             BenchCommand::Baseline(_)
             | BenchCommand::App(_)
+            | BenchCommand::Topology(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

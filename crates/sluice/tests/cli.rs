@@ -781,6 +781,55 @@ fn storm_topologies_deliver_every_tuple_once_across_processes() {
     }
 }
 
+#[test]
+fn bench_topology_prints_latency_against_rate_under_each_plan() {
+    let o = sluice(&[
+        "bench",
+        "topology",
+        "throughput-test",
+        "--rates",
+        "500,2000",
+        "--plans",
+        "fused,processes",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--set",
+        "parallelism=2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.starts_with("sluice bench topology throughput-test"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(
+        rows[0],
+        "| plan | rate/s | reached/s | mean us | p50 us | p99 us | p99.9 us |"
+    );
+    for (row, (plan, rate)) in rows[2..].iter().zip([
+        ("fused", 500),
+        ("fused", 2000),
+        ("processes", 500),
+        ("processes", 2000),
+    ]) {
+        assert!(row.starts_with(&format!("| {plan} | {rate} | ")), "{text}");
+        assert!(!row.contains("skipped") && !row.contains(" - "), "{text}");
+    }
+    assert_eq!(rows.len(), 6, "{text}");
+    let o = sluice(&["bench", "topology", "wordcount"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no topology named 'wordcount'; topologies: sol, throughput-test"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// Runs `sluice bench app wordcount` with `extra` arguments and returns its JSON line, after
 /// checking the fields every result has.
 fn app_bench(extra: &[&str]) -> serde_json::Value {
