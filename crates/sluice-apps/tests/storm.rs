@@ -77,6 +77,14 @@ fn assert_delivered(report: &JobReport, summary: &str, terminal: &str, bolts: &[
         "{summary}"
     );
     assert_eq!(report.latency().unwrap().len(), TUPLES, "{summary}");
+    // The runtime's latency markers (one every 64 tuples by default) take one path each: a
+    // fan-out followed by a fan-in does not multiply them.
+    let markers = report.arrival_latency(terminal).map_or(0, |h| h.len());
+    let sent = TUPLES.div_ceil(sluice_runtime::DEFAULT_LATENCY_EVERY);
+    assert!(
+        markers > 0 && markers <= sent,
+        "{markers} markers at {terminal}, {sent} sent"
+    );
     for bolt in bolts {
         let shares: Vec<u64> = report
             .instances
