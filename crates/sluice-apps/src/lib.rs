@@ -9,8 +9,12 @@
 
 mod config;
 pub mod omdp;
+#[macro_use]
+pub mod storm;
 pub mod relay;
+pub mod sol;
 mod summary;
+pub mod throughput_test;
 pub mod wordcount;
 
 pub use config::{AppConfig, AppError, Settings};
@@ -92,7 +96,13 @@ pub struct AppSpec {
 
 /// Every built-in application.
 pub fn registry() -> &'static [AppSpec] {
-    &[wordcount::SPEC, relay::SPEC, omdp::SPEC]
+    &[
+        wordcount::SPEC,
+        relay::SPEC,
+        sol::SPEC,
+        throughput_test::SPEC,
+        omdp::SPEC,
+    ]
 }
 
 /// The application called `name`, or an error listing the ones there are.

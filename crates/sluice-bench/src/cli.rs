@@ -31,6 +31,10 @@ pub enum BenchCommand {
     /// OMDP's per-hop latency against the feed rate under each plan (the Vega paper's Figure
     /// 8), and the highest rate multiple each sustains.
     Omdp(crate::apps::OmdpBenchArgs),
+    /// A Storm topology's (sol, throughput-test) end-to-end latency against its input rate
+    /// under each plan: average, p50 and p99, and the rate the spout reached (marked when full
+    /// queues held it back).
+    Topology(crate::suite::TopologyArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -57,6 +61,7 @@ impl BenchArgs {
             BenchCommand::Baseline(_)
             | BenchCommand::App(_)
             | BenchCommand::Omdp(_)
+            | BenchCommand::Topology(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

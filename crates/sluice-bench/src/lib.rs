@@ -34,6 +34,11 @@
 //!   plan beside hand-written single-threaded programs doing the same computation (its
 //!   yardsticks), and with a rate its end-to-end latency (module `apps`).
 //!
+//! - `sluice bench topology NAME --rates R,... [--plans P,...]`: a Storm topology's (`sol`,
+//!   `throughput-test`) end-to-end latency and the input rate it reached, against the input
+//!   rate asked, under each plan (module `suite::topology`, which runs `sluice bench app` for
+//!   each point).
+//!
 //! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
 //! without printing.
 //!
@@ -61,7 +66,7 @@ pub use foundation::payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
 pub use foundation::record::{Loss, RunFigures};
 pub use foundation::report::{render_json, render_table, BaselineResult, BenchResult};
 pub use foundation::stats::{gbit_per_sec, median, tuples_per_sec, LatencySummary};
-pub use suite::{Experiment, PeerReceiverArgs, SuiteArgs};
+pub use suite::{Experiment, PeerReceiverArgs, SuiteArgs, TopologyArgs};
 pub use transports::hardware::{BaselineArgs, HardwareResult, MemcpyFigure};
 
 use transports::{hardware, measure, processes, shm_osr};
@@ -76,6 +81,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),
         BenchCommand::Suite(suite) => suite::main(suite),
+        BenchCommand::Topology(topology) => suite::topology(topology),
         BenchCommand::PeerLib(receiver) => suite::peer_receiver(receiver),
         BenchCommand::Throughput(_) | BenchCommand::Latency(_) => measure::main(&args.settings()?),
     }

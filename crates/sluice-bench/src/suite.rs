@@ -13,6 +13,10 @@
 //! figures beside the papers' (module `papers`). `--from results.jsonl` rebuilds all of that
 //! from an earlier run without measuring again.
 //!
+//! `sluice bench topology` (module `topology`) lives here too: it sweeps one topology's input
+//! rate under each plan with the jobs the suite's `topology` experiment runs, and prints the
+//! report's table of them.
+//!
 //! A measurement that fails does not stop the suite: its line says `"skipped": true` with the
 //! reason, as does a peer library this binary was built without.
 
@@ -24,6 +28,7 @@ mod peers;
 mod plots;
 mod report;
 mod rows;
+mod topology;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,13 +41,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub use matrix::Experiment;
 pub(crate) use peers::peer_receiver;
 pub use peers::PeerReceiverArgs;
+pub(crate) use topology::main as topology;
+pub use topology::TopologyArgs;
 
 use matrix::Level;
 
 /// Options of `sluice bench suite`.
 #[derive(Debug, Clone, Args)]
 pub struct SuiteArgs {
-    /// About a minute: a handful of sizes, short runs, one repeat.
+    /// About a minute and a half: a handful of sizes, short runs, one repeat.
     #[arg(long, conflicts_with = "smoke")]
     pub quick: bool,
     /// A few seconds: one size per experiment and the shortest runs that still measure; for

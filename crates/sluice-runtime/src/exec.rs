@@ -665,7 +665,12 @@ fn produce(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<usize
 }
 
 /// A latency marker stamped at `stamp` reached node `index`: records how long it took (at
-/// every instance but its source) and passes it to every instance downstream.
+/// every instance but its source) and passes it on along every logical edge: to one of the
+/// fan's targets (drawn from the stamp's low bits), or to each on a broadcast edge, whose
+/// tuples go to each. Passing it to every target would multiply it at every fan-out that a
+/// fan-in follows: a chain of L shuffled operators of P instances each would deliver P^L
+/// copies of one marker to its sinks (3,125 for SOL's five bolts of five tasks, 50 markers a
+/// tuple at one marker every 64 tuples).
 fn pass_marker(
     nodes: &[RefCell<Node>],
     index: usize,
@@ -681,17 +686,23 @@ fn pass_marker(
             .get_or_insert_with(latency_histogram)
             .saturating_record(monotonic_ns().saturating_sub(stamp));
     }
-    for target in node
-        .routes
-        .iter_mut()
-        .flatten()
-        .flat_map(|f| f.targets.iter_mut())
-    {
-        match target {
-            Target::Fused { node, .. } => pass_marker(nodes, *node, stamp, env)?,
-            Target::Remote(sender) => send(env, sender, |s| {
-                s.offer_punctuation(Punctuation::Latency(stamp))
-            })?,
+    for fan in node.routes.iter_mut().flatten() {
+        let n = fan.targets.len();
+        let targets = match fan.picker {
+            Picker::Broadcast => &mut fan.targets[..],
+            _ if n == 0 => &mut [],
+            _ => {
+                let one = (stamp % n as u64) as usize;
+                &mut fan.targets[one..=one]
+            }
+        };
+        for target in targets {
+            match target {
+                Target::Fused { node, .. } => pass_marker(nodes, *node, stamp, env)?,
+                Target::Remote(sender) => send(env, sender, |s| {
+                    s.offer_punctuation(Punctuation::Latency(stamp))
+                })?,
+            }
         }
     }
     Ok(())

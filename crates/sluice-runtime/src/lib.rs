@@ -82,8 +82,10 @@ pub struct RunOptions {
     /// Where the PEs run.
     pub launcher: Launcher,
     /// Each source sends a latency marker after this many tuples (0: none). Markers travel
-    /// in order with the data; every instance records how long they took to reach it, and
-    /// the sinks' figures are the job's end-to-end latency ([`JobReport::latency`]).
+    /// in order with the data, each along one path: an instance passes a marker to one
+    /// instance of each downstream operator (to all on a broadcast edge), as Flink's latency
+    /// markers take one channel. Every instance a marker reaches records how long it took,
+    /// and the sinks' figures are the job's end-to-end latency ([`JobReport::latency`]).
     pub latency_every: u64,
     /// A thread that makes no progress (a round of its loop, a batch, a wait on a full queue)
     /// or a PE that sends no heartbeat for this long fails the job, naming it.

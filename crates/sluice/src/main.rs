@@ -10,7 +10,7 @@ mod plan_choice;
 mod run;
 mod stdout;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Sluice: a low-latency stream processing engine.
 #[derive(Parser)]
@@ -34,8 +34,19 @@ enum Command {
     Feed(feed::FeedArgs),
 }
 
+/// Parses the command line; `sluice run NAME --help` also lists NAME's settings and plans.
+fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut command = Cli::command();
+    if let Some(app) = apps::help_asked_for(&args) {
+        command = command.mut_subcommand("run", |run| run.after_help(apps::help(app)));
+    }
+    let matches = command.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Plan(args) => plan::plan(args),

@@ -46,6 +46,34 @@ fn help_is_everywhere() {
     }
 }
 
+#[test]
+fn run_help_of_an_application_lists_its_settings_and_plans() {
+    let generic = stdout(&sluice(&["run", "--help"]));
+    assert!(!generic.contains("Settings (--set"), "{generic}");
+    for app in ["sol", "throughput-test", "wordcount", "relay"] {
+        for help in ["--help", "-h"] {
+            let o = sluice(&["run", "--plan", "fused", app, help]);
+            assert!(o.status.success(), "{app} {help}");
+            let text = stdout(&o);
+            assert!(text.contains("Usage:"), "{text}");
+            let own = text.split_once(&format!("\n{app}: ")).expect(app).1;
+            assert!(own.contains("Settings (--set KEY=VALUE):"), "{text}");
+            assert!(own.contains("Plans (--plan NAME): fused"), "{text}");
+        }
+    }
+    let sol = stdout(&sluice(&["run", "sol", "--help"]));
+    assert!(sol.contains("\n  levels       bolts in the chain"), "{sol}");
+    assert!(
+        sol.contains("\n  parallelism  tasks (instances) of each bolt"),
+        "{sol}"
+    );
+    let wordcount = stdout(&sluice(&["run", "wordcount", "--help"]));
+    assert!(
+        wordcount.contains("\n  two-threads    a pipeline"),
+        "{wordcount}"
+    );
+}
+
 /// A plan file mixing threads and PEs, with a pinned shared-memory transport and the counting
 /// operator in three key-partitioned instances spread over two PEs.
 const MIXED_PLAN: &str = r#"
@@ -721,6 +749,82 @@ fn relay_measures_round_trips_in_one_thread_and_across_processes() {
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("operator 'relay' must run never on the same host as 'pinger'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn storm_topologies_deliver_every_tuple_once_across_processes() {
+    for (app, shape) in [("sol", "levels=3"), ("throughput-test", "ids=3")] {
+        let o = sluice(&[
+            "run",
+            app,
+            "--plan",
+            "processes",
+            "--set",
+            shape,
+            "--set",
+            "parallelism=2",
+            "--set",
+            "tuples=2000",
+            "--rate",
+            "20000",
+        ]);
+        assert!(o.status.success(), "{app}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(
+            text.contains("integrity: ok, every tuple arrived once with its payload intact: sent 2000, received 2000"),
+            "{text}"
+        );
+        assert!(text.contains("end-to-end latency (us): p50"), "{text}");
+    }
+}
+
+#[test]
+fn bench_topology_prints_latency_against_rate_under_each_plan() {
+    let o = sluice(&[
+        "bench",
+        "topology",
+        "throughput-test",
+        "--rates",
+        "500,2000",
+        "--plans",
+        "fused,processes",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--set",
+        "parallelism=2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.starts_with("sluice bench topology throughput-test"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(
+        rows[0],
+        "| plan | rate/s | reached/s | mean us | p50 us | p99 us | p99.9 us |"
+    );
+    for (row, (plan, rate)) in rows[2..].iter().zip([
+        ("fused", 500),
+        ("fused", 2000),
+        ("processes", 500),
+        ("processes", 2000),
+    ]) {
+        assert!(row.starts_with(&format!("| {plan} | {rate} | ")), "{text}");
+        assert!(!row.contains("skipped") && !row.contains(" - "), "{text}");
+    }
+    assert_eq!(rows.len(), 6, "{text}");
+    let o = sluice(&["bench", "topology", "wordcount"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no topology named 'wordcount'; topologies: sol, throughput-test"),
         "{}",
         stderr(&o)
     );

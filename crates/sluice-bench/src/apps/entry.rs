@@ -2,6 +2,7 @@
 //! throughput, and the hand-written programs (yardsticks) it is measured against.
 
 use sluice_apps::Settings;
+use sluice_runtime::JobReport;
 
 /// A hand-written single-threaded program doing an application's computation. It generates
 /// its input in the same loop as it processes it, as the application's source does, so the two
@@ -32,6 +33,9 @@ pub(crate) struct Benchable {
     pub(crate) counted: &'static str,
     /// What those tuples are, plural.
     pub(crate) unit: &'static str,
+    /// The input rate a run reached (its source's tuples per second while it sent), when the
+    /// application reports it.
+    pub(crate) input_rate: Option<fn(&JobReport) -> f64>,
     /// The programs it is measured against.
     pub(crate) yardsticks: &'static [YardstickSpec],
 }

@@ -51,6 +51,10 @@ pub struct AppBenchArgs {
     /// generate the input the settings describe.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<String>,
+    /// Run the application only, not its yardsticks (for a sweep of rates, as `sluice bench
+    /// topology` runs).
+    #[arg(long)]
+    pub no_yardsticks: bool,
 }
 
 /// How many yardstick inputs go between two readings of the clock.
@@ -80,6 +84,8 @@ pub(crate) struct AppSettings {
     settings: Settings,
     /// The core the plan pins the counted operator's thread to, where the yardsticks run.
     pub(crate) core: Option<usize>,
+    /// Whether the yardsticks run.
+    yardsticks: bool,
 }
 
 impl AppSettings {
@@ -117,6 +123,7 @@ impl AppSettings {
             json: args.run.json,
             settings,
             core,
+            yardsticks: !args.no_yardsticks,
         })
     }
 
@@ -151,6 +158,7 @@ impl AppSettings {
             units,
             elapsed_s,
             per_sec: units as f64 / elapsed_s,
+            input_per_sec: self.bench.input_rate.map(|rate| rate(&report)),
             latency_ns: self
                 .rate
                 .and(report.latency())
@@ -175,13 +183,17 @@ impl AppSettings {
     }
 }
 
-/// Runs the benchmark `s` describes: `repeat` rounds of the application then each yardstick.
+/// Runs the benchmark `s` describes: `repeat` rounds of the application then each yardstick
+/// (unless `--no-yardsticks`).
 pub(crate) fn measure(s: &AppSettings) -> anyhow::Result<AppResult> {
     let mut runs = Vec::with_capacity(s.repeat);
     let mut yardsticks = vec![Vec::with_capacity(s.repeat); s.bench.yardsticks.len()];
     for i in 1..=s.repeat {
         let run = s.run_app();
         runs.push(run.with_context(|| format!("{} run {i}", s.bench.name))?);
+        if !s.yardsticks {
+            continue;
+        }
         for (spec, runs) in s.bench.yardsticks.iter().zip(&mut yardsticks) {
             let run = s.run_yardstick(spec);
             runs.push(run.with_context(|| format!("{} run {i}", spec.name))?);
@@ -204,6 +216,7 @@ fn summarise(s: &AppSettings, runs: Vec<AppRun>, yardsticks: Vec<Vec<YardstickRu
         .yardsticks
         .iter()
         .zip(yardsticks)
+        .filter(|(_, runs)| !runs.is_empty())
         .map(|(spec, runs)| {
             let theirs = median_rate(&runs, |r| r.per_sec);
             YardstickResult {
@@ -224,6 +237,10 @@ fn summarise(s: &AppSettings, runs: Vec<AppRun>, yardsticks: Vec<Vec<YardstickRu
         input: s.bench.input,
         target_rate: s.rate,
         per_sec,
+        input_per_sec: s
+            .bench
+            .input_rate
+            .map(|_| median_rate(&runs, |r| r.input_per_sec.unwrap_or(0.0))),
         latency_ns: LatencySummary::median_of(&latencies),
         runs,
         yardsticks,

@@ -4,10 +4,11 @@
 use anyhow::bail;
 
 use crate::apps::entry::Benchable;
-use crate::apps::wordcount;
+use crate::apps::{storm, wordcount};
 
 /// Every benchable application.
-pub(crate) static BENCHABLE: &[Benchable] = &[wordcount::BENCHABLE];
+pub(crate) static BENCHABLE: &[Benchable] =
+    &[wordcount::BENCHABLE, storm::SOL, storm::THROUGHPUT_TEST];
 
 /// The benchable application `name`, or an error listing those there are.
 pub(crate) fn find(name: &str) -> anyhow::Result<&'static Benchable> {
@@ -38,7 +39,7 @@ mod tests {
         }
         let unknown = find("nosuch").err().unwrap().to_string();
         assert!(
-            unknown.contains("'nosuch'") && unknown.ends_with("wordcount"),
+            unknown.contains("'nosuch'") && unknown.contains("wordcount, sol, throughput-test"),
             "{unknown}"
         );
         let relay = find("relay").err().unwrap().to_string();

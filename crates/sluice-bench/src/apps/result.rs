@@ -18,6 +18,9 @@ pub(crate) struct AppRun {
     pub(crate) elapsed_s: f64,
     /// `units / elapsed_s`.
     pub(crate) per_sec: f64,
+    /// The input rate the source reached while it sent, when the application reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) input_per_sec: Option<f64>,
     /// End-to-end latency (with a rate only).
     pub(crate) latency_ns: Option<LatencySummary>,
 }
@@ -69,6 +72,10 @@ pub(crate) struct AppResult {
     pub(crate) target_rate: Option<u64>,
     /// The application's median units per second.
     pub(crate) per_sec: f64,
+    /// The median input rate its source reached while it sent (source tuples per second),
+    /// when the application reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) input_per_sec: Option<f64>,
     /// The median of each end-to-end latency figure over the runs (with a rate only).
     pub(crate) latency_ns: Option<LatencySummary>,
     /// Every run of the application.
@@ -107,6 +114,9 @@ impl AppResult {
                 .ratio
                 .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
             let _ = write!(line, "; {} {} (ratio {ratio})", y.name, si(y.per_sec));
+        }
+        if let (Some(reached), Some(_)) = (self.input_per_sec, self.target_rate) {
+            let _ = write!(line, "; {} reached {}/s", self.input, si(reached));
         }
         if let Some(l) = self.latency_ns {
             let _ = write!(

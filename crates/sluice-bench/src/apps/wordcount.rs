@@ -24,6 +24,7 @@ pub(crate) const BENCHABLE: Benchable = Benchable {
     input: "sentences",
     counted: "sum",
     unit: "words",
+    input_rate: None,
     yardsticks: &[
         YardstickSpec {
             name: "naive",

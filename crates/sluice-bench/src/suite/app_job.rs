@@ -1,5 +1,6 @@
-//! The `apps` experiment's jobs: `sluice bench app NAME --json` for a benchable application
-//! under one plan, as fast as possible or at a rate. Each runs as a child process of its own,
+//! The `apps` and `topology` experiments' jobs (and `sluice bench topology`'s):
+//! `sluice bench app NAME --json` for a benchable application under one plan, as fast as
+//! possible or at a rate, with or without its yardsticks. Each runs as a child process of its own,
 //! because the `processes` plan re-executes the command that runs it once per PE, and that
 //! command must be `sluice bench app`, not the suite. Its line of JSON is the record.
 
@@ -21,10 +22,12 @@ pub(crate) struct AppJob {
     app: &'static str,
     /// How many yardsticks run beside it.
     yardsticks: usize,
-    plan: &'static str,
+    plan: String,
     rate: Option<u64>,
     /// Duration, warm-up and repeats.
     timing: (Duration, Duration, usize),
+    /// `--set` values.
+    settings: Vec<String>,
 }
 
 impl AppJob {
@@ -32,17 +35,26 @@ impl AppJob {
     /// `None`), with the suite's `timing` (duration, warm-up, repeats).
     pub(crate) fn new(
         bench: &Benchable,
-        plan: &'static str,
+        plan: impl Into<String>,
         rate: Option<u64>,
         timing: (Duration, Duration, usize),
     ) -> Self {
         Self {
             app: bench.name,
             yardsticks: bench.yardsticks.len(),
-            plan,
+            plan: plan.into(),
             rate,
             timing,
+            settings: Vec::new(),
         }
+    }
+
+    /// The same job without the yardsticks (`--no-yardsticks`), with the application's
+    /// `settings` (`key=value`, each passed as `--set`).
+    pub(crate) fn app_only(mut self, settings: &[String]) -> Self {
+        self.yardsticks = 0;
+        self.settings = settings.to_vec();
+        self
     }
 
     /// How long it should take: each round runs the application twice (a warm-up run) and
@@ -66,7 +78,7 @@ impl AppJob {
     /// The command line after `sluice`.
     fn args(&self) -> Vec<String> {
         let (duration, warmup, repeat) = self.timing;
-        let mut args: Vec<String> = ["bench", "app", self.app, "--plan", self.plan, "--json"]
+        let mut args: Vec<String> = ["bench", "app", self.app, "--plan", &self.plan, "--json"]
             .map(String::from)
             .to_vec();
         for (option, value) in [
@@ -76,6 +88,12 @@ impl AppJob {
             ("--rate", self.rate.unwrap_or(0).to_string()),
         ] {
             args.extend([option.to_string(), value]);
+        }
+        if self.yardsticks == 0 {
+            args.push("--no-yardsticks".into());
+        }
+        for setting in &self.settings {
+            args.extend(["--set".to_string(), setting.clone()]);
         }
         args
     }
@@ -136,5 +154,11 @@ mod tests {
         assert!(flat.args().join(" ").ends_with("--rate 0"));
         assert!(flat.label().ends_with("fused as fast as possible"));
         assert!(job.estimate() > Duration::from_millis(2 * 400 * 3));
+        let sweep = job.clone().app_only(&["size=8".to_string()]);
+        assert!(sweep
+            .args()
+            .join(" ")
+            .ends_with("--rate 40000 --no-yardsticks --set size=8"));
+        assert!(sweep.estimate() < job.estimate());
     }
 }

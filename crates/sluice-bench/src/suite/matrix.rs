@@ -11,6 +11,7 @@
 //! | `fanout` | IBM Table 6 | one sender to 1..6 receivers at 22, 108 and 1,004 bytes |
 //! | `large` | TurboStream Fig. 8 | 10 KB..320 KB messages at 100..3,000/s, shm-osr and tcp, and the ring size |
 //! | `apps` | TurboStream's WordCount | every benchable application under the fused, threaded and processes plans beside its hand-written yardsticks, as fast as possible and at 40,000 source tuples/s (latency) |
+//! | `topology` | TurboStream Fig. 10 | SOL and the Throughput Test under the fused, threaded and processes plans at 1,000 to 80,000 tuples/s: latency against input rate (`sluice bench topology`) |
 //! | `peers` | what a user would pick instead | ZeroMQ (ipc, tcp), iceoryx2; crossbeam comes with `threaded` |
 
 use std::time::Duration;
@@ -51,6 +52,8 @@ pub enum Experiment {
     /// The built-in applications under each plan beside their hand-written yardsticks, as
     /// fast as possible and at a rate.
     Apps,
+    /// The Storm topologies' latency against their input rate under each plan.
+    Topology,
     /// The peer libraries: ZeroMQ and iceoryx2 (crossbeam comes with `threaded`).
     Peers,
 }
@@ -67,6 +70,7 @@ impl Experiment {
             Self::Fanout => "fanout",
             Self::Large => "large",
             Self::Apps => "apps",
+            Self::Topology => "topology",
             Self::Peers => "peers",
         }
     }
@@ -77,7 +81,7 @@ impl Experiment {
 pub(crate) enum Level {
     /// Every size, three repeats: under 30 minutes on two cores.
     Full,
-    /// A handful of sizes, short runs, one repeat: about a minute.
+    /// A handful of sizes, short runs, one repeat: about a minute and a half.
     Quick,
     /// One size per experiment, the shortest runs: seconds (for tests).
     Smoke,
@@ -139,6 +143,9 @@ pub(crate) const RING_SWEEP_RATE: u64 = 3_000;
 /// The source rate (tuples per second) at which the applications' latency is measured.
 pub(crate) const APP_RATE: u64 = 40_000;
 
+/// The input rates of the topology experiment: TurboStream's Figure 10.
+pub(crate) const TOPOLOGY_RATES: [u64; 6] = [1_000, 5_000, 10_000, 20_000, 40_000, 80_000];
+
 /// Everything a level measures.
 struct Plan {
     hardware: (usize, u64, usize),
@@ -159,6 +166,9 @@ struct Plan {
     /// Whether each application also runs under the plans it ships (`sluice apps`).
     with_shipped_plans: bool,
     apps: Timing,
+    topology_plans: Vec<&'static str>,
+    topology_rates: Vec<u64>,
+    topology: Timing,
 }
 
 impl Level {
@@ -192,6 +202,9 @@ impl Level {
                 app_plans: vec!["fused", "threaded", "processes"],
                 with_shipped_plans: true,
                 apps: timing(1.0, 0.2, 3),
+                topology_plans: vec!["fused", "threaded", "processes"],
+                topology_rates: TOPOLOGY_RATES.to_vec(),
+                topology: timing(1.0, 0.2, 3),
             },
             Self::Quick => Plan {
                 hardware: (1, 50_000, 256 << 20),
@@ -211,6 +224,9 @@ impl Level {
                 app_plans: vec!["fused", "threaded", "processes"],
                 with_shipped_plans: true,
                 apps: timing(0.3, 0.1, 1),
+                topology_plans: vec!["fused", "threaded", "processes"],
+                topology_rates: vec![40_000],
+                topology: timing(0.3, 0.1, 1),
             },
             Self::Smoke => Plan {
                 hardware: (1, 5_000, 16 << 20),
@@ -230,6 +246,9 @@ impl Level {
                 app_plans: vec!["fused"],
                 with_shipped_plans: false,
                 apps: timing(0.1, 0.0, 1),
+                topology_plans: vec!["fused"],
+                topology_rates: vec![1_000],
+                topology: timing(0.1, 0.0, 1),
             },
         }
     }
@@ -490,6 +509,22 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
             }
         }
     }
+    if wanted(Experiment::Topology) {
+        let topologies = crate::apps::BENCHABLE
+            .iter()
+            .filter(|b| b.input_rate.is_some());
+        for bench in topologies {
+            for &topology_plan in &plan.topology_plans {
+                for &rate in &plan.topology_rates {
+                    let job = AppJob::new(bench, topology_plan, Some(rate), plan.topology);
+                    jobs.push(Job {
+                        experiment: Experiment::Topology,
+                        what: What::App(job.app_only(&[])),
+                    });
+                }
+            }
+        }
+    }
     if wanted(Experiment::Peers) {
         for peer in Peer::OUT_OF_PROCESS {
             for &size in &plan.throughput_sizes {
@@ -555,6 +590,11 @@ mod tests {
             (crate::apps::BENCHABLE.len() * 3 + shipped) * 2,
             "every benchable application, three plans and those it ships, flooded and paced"
         );
+        assert_eq!(
+            count(Experiment::Topology),
+            2 * 3 * 6,
+            "SOL and the Throughput Test, three plans, six rates"
+        );
         let minutes = jobs
             .iter()
             .map(Job::estimate)
@@ -569,7 +609,7 @@ mod tests {
 
     #[test]
     fn quick_and_smoke_are_short_and_only_selects() {
-        for (level, most_s) in [(Level::Quick, 75.0), (Level::Smoke, 15.0)] {
+        for (level, most_s) in [(Level::Quick, 95.0), (Level::Smoke, 15.0)] {
             let seconds: f64 = jobs(level, &[])
                 .iter()
                 .map(|j| j.estimate().as_secs_f64())

@@ -249,6 +249,54 @@ const TURBOSTREAM: &str = "TurboStream (Figure 8; 8 nodes of 16 x 1.2 GHz cores,
 
 const IBM_LATENCY: &str = "IBM Streams 2.0's latency test (source -> relay -> sink, round trip, at 1,000 and 5,000 tuples/s) found 15 to 30 us round trip within a node for 128 to 512-byte tuples over any transport, and 57 us for 256-byte normal tuples over TCP on 1 GbE between nodes. Sluice measures the same way: the round trip from the sender through a reflector process on the other core and back, at the same two rates, with raw TCP beside it.";
 
+const TURBOSTREAM_FIG10: &str = "TurboStream's Figure 10 runs the Storm Throughput Test topology on JStorm and on TurboStream (8 nodes of 16 x 1.2 GHz cores, JVM) at 1,000 to 80,000 tuples/s and plots the average processing latency; its text says: at about 1,000 tuples/s JStorm's average is about 2.16 times TurboStream's; at 40,000 tuples/s JStorm's reaches 142.53 ms while TurboStream's stays below 20 ms; at 80,000 tuples/s JStorm's backpressure holds the input at 50,000 tuples/s (queuing the rest in memory) and TurboStream's average is 27.90 ms. Sluice runs the same topology (`sluice bench topology throughput-test`, defaults: 8 identity and 8 count tasks, 100-byte items) on one two-core machine under each plan; a reached rate marked * is one its bounded queues held back.";
+
+/// The Throughput Test's mean latency at each rate beside what TurboStream's text gives.
+fn turbostream_fig10(rows: &[Row]) -> Table {
+    let plans = ["fused", "threaded", "processes"];
+    let mut header = ["tuples/s", "JStorm (paper)", "TurboStream (paper)"]
+        .map(String::from)
+        .to_vec();
+    for plan in plans {
+        header.push(format!("Sluice {plan} mean / p99 us"));
+    }
+    let mut t = Table {
+        title: "The Throughput Test topology beside TurboStream (Figure 10), average latency"
+            .into(),
+        note: TURBOSTREAM_FIG10.into(),
+        header,
+        rows: Vec::new(),
+    };
+    for rate in super::matrix::TOPOLOGY_RATES {
+        let (jstorm, turbostream) = match rate {
+            1_000 => ("about 2.16 x TurboStream", ""),
+            40_000 => ("142.53 ms", "below 20 ms"),
+            80_000 => ("held at 50,000 tuples/s", "27.90 ms"),
+            _ => ("", ""),
+        };
+        let mut cells = vec![rate.to_string(), jstorm.into(), turbostream.into()];
+        for plan in plans {
+            let run = rows.iter().find(|r| {
+                r.experiment == "topology"
+                    && !r.skipped
+                    && r.app.as_deref() == Some("throughput-test")
+                    && r.plan.as_deref() == Some(plan)
+                    && r.target_rate == Some(rate)
+            });
+            cells.push(run.map_or("-".into(), |r| {
+                let held_back =
+                    r.input_per_sec.unwrap_or(0.0) < report::REACHED_SHARE * rate as f64;
+                let latency = r.latency_ns.map_or("-".into(), |l| {
+                    format!("{} / {}", report::us(l.mean), report::us(l.p99))
+                });
+                format!("{latency}{}", if held_back { " *" } else { "" })
+            }));
+        }
+        t.rows.push(cells);
+    }
+    t
+}
+
 /// Writes the page to `path`.
 pub(crate) fn write_docs(path: &Path, records: &[Value]) -> anyhow::Result<()> {
     let rows = rows::rows(records);
@@ -278,6 +326,7 @@ pub(crate) fn write_docs(path: &Path, records: &[Value]) -> anyhow::Result<()> {
         out,
         "### Large messages beside TurboStream\n\n{TURBOSTREAM} The tables are under \"Large messages\" below.\n"
     );
+    out.push_str(&turbostream_fig10(&rows).markdown());
     out.push_str("## Every table of the run\n\n");
     for s in sections.iter().skip(1) {
         if s.tables.iter().all(|t| t.rows.is_empty()) {
@@ -307,6 +356,9 @@ mod tests {
         assert_eq!(t.rows[12][1], "2711.61");
         assert_eq!(t.rows[0][2], "-");
         assert_eq!(ibm_fanout(&[]).rows[1][1], "0.03");
+        let fig10 = turbostream_fig10(&[]);
+        assert_eq!(fig10.rows.len(), 6);
+        assert_eq!(fig10.rows[4][..3], ["40000", "142.53 ms", "below 20 ms"]);
     }
 
     #[test]

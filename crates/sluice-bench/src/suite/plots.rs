@@ -15,6 +15,7 @@ use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
 use super::rows::{Row, ORDER};
+use crate::foundation::stats::LatencySummary;
 
 /// Throughput in tuples/s by size.
 pub(crate) const THROUGHPUT: &str = "throughput";
@@ -26,6 +27,11 @@ pub(crate) const LATENCY: &str = "latency";
 pub(crate) const FANOUT: &str = "fanout";
 /// Large-message latency by size.
 pub(crate) const LARGE: &str = "large";
+/// Each Storm topology's plot of latency by input rate: the application and the plot's name.
+pub(crate) const TOPOLOGY: [(&str, &str); 2] = [
+    ("sol", "topology-sol"),
+    ("throughput-test", "topology-throughput-test"),
+];
 
 const SIZE: (u32, u32) = (960, 600);
 
@@ -261,6 +267,37 @@ fn throughput(rows: &[Row], gbit: bool) -> Chart {
     }
 }
 
+/// A figure of a latency summary, named.
+type Figure = (&'static str, fn(&LatencySummary) -> f64);
+const P50: Figure = ("p50", |l| l.p50);
+const P99: Figure = ("p99", |l| l.p99);
+const MEAN: Figure = ("mean", |l| l.mean);
+
+/// Two lines of colour `color` for `name` through `rows`, at x as `x` reads it: the first
+/// figure in microseconds thick, the second thin.
+fn latency_pair(
+    name: &str,
+    color: usize,
+    figures: [Figure; 2],
+    rows: &[&Row],
+    x: impl Fn(&Row) -> Option<f64>,
+) -> Vec<Series> {
+    figures
+        .into_iter()
+        .zip([3, 1])
+        .map(|((which, pick), width)| {
+            let pts = rows
+                .iter()
+                .filter_map(|r| Some((x(r)?, pick(&r.latency_ns?) / 1e3)))
+                .collect();
+            Series {
+                width,
+                ..line(format!("{name} {which}"), pts, color)
+            }
+        })
+        .collect()
+}
+
 fn latency(rows: &[Row]) -> Chart {
     let picked: Vec<&Row> = rows
         .iter()
@@ -271,27 +308,17 @@ fn latency(rows: &[Row]) -> Chart {
         .filter_map(|r| r.target_rate)
         .max()
         .unwrap_or(0);
-    let mut series = Vec::new();
     // One colour per transport: p50 thick, p99 thin.
+    let mut series = Vec::new();
     for (i, t) in ORDER.iter().enumerate() {
-        for (which, width, pick) in [
-            (
-                "p50",
-                3,
-                (|l| l.p50) as fn(&crate::foundation::stats::LatencySummary) -> f64,
-            ),
-            ("p99", 1, |l| l.p99),
-        ] {
-            let pts = picked
-                .iter()
-                .filter(|r| r.transport.as_deref() == Some(*t) && r.target_rate == Some(rate))
-                .filter_map(|r| Some((r.tuple_size? as f64, pick(&r.latency_ns?) / 1e3)))
-                .collect();
-            series.push(Series {
-                width,
-                ..line(format!("{t} {which}"), pts, i)
-            });
-        }
+        let of_transport: Vec<&Row> = picked
+            .iter()
+            .copied()
+            .filter(|r| r.transport.as_deref() == Some(*t) && r.target_rate == Some(rate))
+            .collect();
+        series.extend(latency_pair(t, i, [P50, P99], &of_transport, |r| {
+            Some(r.tuple_size? as f64)
+        }));
     }
     Chart {
         name: LATENCY,
@@ -381,17 +408,48 @@ fn large(rows: &[Row]) -> Chart {
     }
 }
 
+/// The latency of the topology `app` by input rate: per plan, p99 thick and the mean thin.
+fn topology(rows: &[Row], (app, name): (&str, &'static str)) -> Chart {
+    let picked: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.experiment == "topology" && !r.skipped && r.app.as_deref() == Some(app))
+        .collect();
+    let mut plans: Vec<String> = picked.iter().filter_map(|r| r.plan.clone()).collect();
+    plans.sort();
+    plans.dedup();
+    let mut series = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let of_plan: Vec<&Row> = picked
+            .iter()
+            .copied()
+            .filter(|r| r.plan.as_ref() == Some(plan))
+            .collect();
+        series.extend(latency_pair(plan, i, [P99, MEAN], &of_plan, |r| {
+            Some(r.target_rate? as f64)
+        }));
+    }
+    Chart {
+        name,
+        title: format!("{app}: end-to-end latency by input rate"),
+        x_label: "input tuples/s",
+        y_label: "microseconds",
+        log_x: true,
+        series,
+    }
+}
+
 /// Draws every chart that has data into `dir` as `NAME.svg` and `NAME.png`; returns each
 /// chart's SVG text and the paths written.
 pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<PathBuf>)> {
     font()?;
-    let charts = [
+    let mut charts = vec![
         throughput(rows, false),
         throughput(rows, true),
         latency(rows),
         fanout(rows),
         large(rows),
     ];
+    charts.extend(TOPOLOGY.into_iter().map(|plot| topology(rows, plot)));
     let mut svgs = Vec::new();
     let mut paths = Vec::new();
     for c in charts

@@ -43,6 +43,7 @@ pub(crate) struct Row {
     pub(crate) unit: Option<String>,
     pub(crate) input: Option<String>,
     pub(crate) per_sec: Option<f64>,
+    pub(crate) input_per_sec: Option<f64>,
     pub(crate) yardsticks: Vec<YardstickRow>,
 }
 
