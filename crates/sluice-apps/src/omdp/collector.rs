@@ -60,7 +60,8 @@ fn middle<T>(samples: &[T]) -> &[T] {
     &samples[cut..samples.len() - cut]
 }
 
-/// Mean, p50 and p99 of each hop over `samples`, as counters named `HOP_mean_ns` etc.
+/// Mean, p50, p99, p99.9 and max of each hop over `samples`, as counters named
+/// `HOP_mean_ns` etc.
 fn breakdown(samples: &[[u64; 6]]) -> BTreeMap<String, u64> {
     let mut counters = BTreeMap::new();
     if samples.is_empty() {
@@ -76,6 +77,8 @@ fn breakdown(samples: &[[u64; 6]]) -> BTreeMap<String, u64> {
         counters.insert(format!("{name}_mean_ns"), mean as u64);
         counters.insert(format!("{name}_p50_ns"), at(0.5));
         counters.insert(format!("{name}_p99_ns"), at(0.99));
+        counters.insert(format!("{name}_p999_ns"), at(0.999));
+        counters.insert(format!("{name}_max_ns"), at(1.0));
     }
     counters
 }

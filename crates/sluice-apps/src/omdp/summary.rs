@@ -22,6 +22,10 @@ pub struct HopLatency {
     pub p50: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
 }
 
 /// An OMDP run's figures.
@@ -89,6 +93,8 @@ impl Breakdown {
                         mean: at("mean"),
                         p50: at("p50"),
                         p99: at("p99"),
+                        p999: at("p999"),
+                        max: at("max"),
                     },
                 )
             })
@@ -200,7 +206,7 @@ impl Breakdown {
             .map(|(hop, l)| {
                 (
                     hop.to_string(),
-                    json!({"mean": l.mean, "p50": l.p50, "p99": l.p99}),
+                    json!({"mean": l.mean, "p50": l.p50, "p99": l.p99, "p999": l.p999, "max": l.max}),
                 )
             })
             .collect();

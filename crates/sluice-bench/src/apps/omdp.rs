@@ -65,6 +65,30 @@ impl Point {
     }
 }
 
+/// The record of `point` as the benchmark suite keeps it: the run's object with the suite's
+/// common fields added (`experiment`, `app`, the asked and reached packet rates as
+/// `target_rate` and `input_per_sec`, the end-to-end latency as `latency_ns`), so that the
+/// suite's tables and plots of latency against rate read it as they read the topologies'.
+pub(crate) fn record(point: &Point) -> Value {
+    let mut record = point.result.clone();
+    let e2e = |stat: &str| point.number(&["latency_us", "end_to_end", stat]) * 1e3;
+    record["experiment"] = "omdp".into();
+    record["bench"] = "omdp".into();
+    record["app"] = "omdp".into();
+    record["plan"] = point.plan.clone().into();
+    record["target_rate"] = (point.number(&["asked_packets_per_sec"]).round() as u64).into();
+    record["input_per_sec"] = point.number(&["rate_packets_per_sec"]).into();
+    record["latency_ns"] = serde_json::json!({
+        "mean": e2e("mean"),
+        "p50": e2e("p50"),
+        "p99": e2e("p99"),
+        "p999": e2e("p999"),
+        "max": e2e("max"),
+        "samples": point.number(&["samples_used"]) as u64,
+    });
+    record
+}
+
 /// Runs one point `repeat` times and keeps the median run.
 pub(crate) fn measure_point(
     args: &OmdpBenchArgs,
@@ -84,12 +108,23 @@ pub(crate) fn measure_point(
 }
 
 fn run_once(args: &OmdpBenchArgs, plan: &str, multiple: f64) -> anyhow::Result<Value> {
+    run_point(plan, multiple, args.duration, &args.settings)
+}
+
+/// One `sluice run omdp --json` under `plan` at `multiple` for `duration` seconds with the
+/// OMDP `settings`: its JSON object.
+pub(crate) fn run_point(
+    plan: &str,
+    multiple: f64,
+    duration: f64,
+    settings: &[String],
+) -> anyhow::Result<Value> {
     let exe = std::env::current_exe().context("find the sluice binary")?;
     let mut command = Command::new(exe);
     command.args(["run", "omdp", "--json", "--plan", plan]);
     command.args(["--rate-multiple", &multiple.to_string()]);
-    command.args(["--duration", &args.duration.to_string()]);
-    for setting in &args.settings {
+    command.args(["--duration", &duration.to_string()]);
+    for setting in settings {
         command.args(["--set", setting]);
     }
     let output = command.output().context("start sluice run omdp")?;

@@ -12,6 +12,7 @@
 //! | `large` | TurboStream Fig. 8 | 10 KB..320 KB messages at 100..3,000/s, shm-osr and tcp, and the ring size |
 //! | `apps` | TurboStream's WordCount | every benchable application under the fused, threaded and processes plans beside its hand-written yardsticks, as fast as possible and at 40,000 source tuples/s (latency) |
 //! | `topology` | TurboStream Fig. 10 | SOL and the Throughput Test under the fused, threaded and processes plans at 1,000 to 80,000 tuples/s: latency against input rate (`sluice bench topology`) |
+//! | `omdp` | Vega Fig. 8 | OMDP's per-hop latency against the feed rate (multiples of the February 2008 OPRA rate, over the shared-memory feed), fused against the two-processes and processes plans |
 //! | `peers` | what a user would pick instead | ZeroMQ (ipc, tcp), iceoryx2; crossbeam comes with `threaded` |
 
 use std::time::Duration;
@@ -54,6 +55,8 @@ pub enum Experiment {
     Apps,
     /// The Storm topologies' latency against their input rate under each plan.
     Topology,
+    /// OMDP's per-hop latency against the feed rate under each plan (Vega Fig. 8).
+    Omdp,
     /// The peer libraries: ZeroMQ and iceoryx2 (crossbeam comes with `threaded`).
     Peers,
 }
@@ -71,6 +74,7 @@ impl Experiment {
             Self::Large => "large",
             Self::Apps => "apps",
             Self::Topology => "topology",
+            Self::Omdp => "omdp",
             Self::Peers => "peers",
         }
     }
@@ -169,6 +173,10 @@ struct Plan {
     topology_plans: Vec<&'static str>,
     topology_rates: Vec<u64>,
     topology: Timing,
+    omdp_plans: Vec<&'static str>,
+    omdp_multiples: Vec<f64>,
+    /// Seconds each OMDP point runs.
+    omdp_s: f64,
 }
 
 impl Level {
@@ -205,6 +213,9 @@ impl Level {
                 topology_plans: vec!["fused", "threaded", "processes"],
                 topology_rates: TOPOLOGY_RATES.to_vec(),
                 topology: timing(1.0, 0.2, 3),
+                omdp_plans: vec!["fused", "two-processes", "processes"],
+                omdp_multiples: OMDP_MULTIPLES.to_vec(),
+                omdp_s: 4.0,
             },
             Self::Quick => Plan {
                 hardware: (1, 50_000, 256 << 20),
@@ -227,6 +238,9 @@ impl Level {
                 topology_plans: vec!["fused", "threaded", "processes"],
                 topology_rates: vec![40_000],
                 topology: timing(0.3, 0.1, 1),
+                omdp_plans: vec!["fused", "two-processes"],
+                omdp_multiples: vec![5.0],
+                omdp_s: 1.0,
             },
             Self::Smoke => Plan {
                 hardware: (1, 5_000, 16 << 20),
@@ -249,6 +263,10 @@ impl Level {
                 topology_plans: vec!["fused"],
                 topology_rates: vec![1_000],
                 topology: timing(0.1, 0.0, 1),
+                // OMDP's runs take seconds each; `tests/omdp.rs` runs them.
+                omdp_plans: vec![],
+                omdp_multiples: vec![],
+                omdp_s: 0.5,
             },
         }
     }
@@ -265,6 +283,8 @@ enum What {
     Peer(PeerJob),
     /// One `sluice bench app`.
     App(AppJob),
+    /// One `sluice run omdp --json` over the shared-memory feed: plan, rate multiple, seconds.
+    Omdp(&'static str, f64, f64),
 }
 
 /// One measurement of the suite.
@@ -297,6 +317,7 @@ impl Job {
             }
             What::Peer(job) => job.estimate().as_secs_f64(),
             What::App(job) => job.estimate().as_secs_f64(),
+            What::Omdp(_, _, seconds) => seconds + OMDP_START_S,
         };
         Duration::from_secs_f64(seconds)
     }
@@ -321,6 +342,7 @@ impl Job {
             }
             What::Peer(job) => format!("{experiment}: {}", job.label()),
             What::App(job) => format!("{experiment}: {}", job.label()),
+            What::Omdp(plan, multiple, _) => format!("{experiment}: {plan} at {multiple}x"),
         }
     }
 
@@ -347,7 +369,37 @@ impl Job {
             },
             What::Peer(job) => vec![job.run()],
             What::App(job) => vec![job.run()],
+            What::Omdp(plan, multiple, seconds) => vec![omdp_record(plan, *multiple, *seconds)],
         }
+    }
+}
+
+/// The rate multiples of the full OMDP sweep (the issue's, around the paper's 60,000 to 600,000
+/// packets/s).
+pub(crate) const OMDP_MULTIPLES: [f64; 6] = [1.0, 5.0, 10.0, 25.0, 50.0, 100.0];
+/// Seconds an OMDP run costs beyond its duration: the job's start, its feed sender's and the
+/// drain.
+const OMDP_START_S: f64 = 1.5;
+
+/// One OMDP point's record, or a skipped record with the reason. The feed goes over shared
+/// memory: the kernel's UDP path cannot carry the higher multiples on two cores.
+fn omdp_record(plan: &str, multiple: f64, seconds: f64) -> Value {
+    let settings = ["feed=shm".to_string()];
+    match crate::apps::omdp::run_point(plan, multiple, seconds, &settings) {
+        Ok(result) => crate::apps::omdp::record(&crate::apps::omdp::Point {
+            plan: plan.to_string(),
+            multiple,
+            result,
+        }),
+        Err(e) => serde_json::json!({
+            "experiment": "omdp",
+            "bench": "omdp",
+            "app": "omdp",
+            "plan": plan,
+            "rate_multiple": multiple,
+            "skipped": true,
+            "reason": format!("{e:#}"),
+        }),
     }
 }
 
@@ -525,6 +577,16 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
             }
         }
     }
+    if wanted(Experiment::Omdp) {
+        for &omdp_plan in &plan.omdp_plans {
+            for &multiple in &plan.omdp_multiples {
+                jobs.push(Job {
+                    experiment: Experiment::Omdp,
+                    what: What::Omdp(omdp_plan, multiple, plan.omdp_s),
+                });
+            }
+        }
+    }
     if wanted(Experiment::Peers) {
         for peer in Peer::OUT_OF_PROCESS {
             for &size in &plan.throughput_sizes {
@@ -595,6 +657,7 @@ mod tests {
             2 * 3 * 6,
             "SOL and the Throughput Test, three plans, six rates"
         );
+        assert_eq!(count(Experiment::Omdp), 3 * 6, "three plans, six multiples");
         let minutes = jobs
             .iter()
             .map(Job::estimate)

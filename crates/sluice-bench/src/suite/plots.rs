@@ -408,11 +408,26 @@ fn large(rows: &[Row]) -> Chart {
     }
 }
 
+/// The plot of OMDP's end-to-end latency by feed rate.
+pub(crate) const OMDP: &str = "omdp";
+
 /// The latency of the topology `app` by input rate: per plan, p99 thick and the mean thin.
 fn topology(rows: &[Row], (app, name): (&str, &'static str)) -> Chart {
+    by_rate(rows, "topology", app, name, "input tuples/s")
+}
+
+/// The latency of `app`'s records of `experiment` by their input rate (`x_label`): per plan,
+/// p99 thick and the mean thin.
+fn by_rate(
+    rows: &[Row],
+    experiment: &str,
+    app: &str,
+    name: &'static str,
+    x_label: &'static str,
+) -> Chart {
     let picked: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.experiment == "topology" && !r.skipped && r.app.as_deref() == Some(app))
+        .filter(|r| r.experiment == experiment && !r.skipped && r.app.as_deref() == Some(app))
         .collect();
     let mut plans: Vec<String> = picked.iter().filter_map(|r| r.plan.clone()).collect();
     plans.sort();
@@ -431,7 +446,7 @@ fn topology(rows: &[Row], (app, name): (&str, &'static str)) -> Chart {
     Chart {
         name,
         title: format!("{app}: end-to-end latency by input rate"),
-        x_label: "input tuples/s",
+        x_label,
         y_label: "microseconds",
         log_x: true,
         series,
@@ -450,6 +465,7 @@ pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<Pa
         large(rows),
     ];
     charts.extend(TOPOLOGY.into_iter().map(|plot| topology(rows, plot)));
+    charts.push(by_rate(rows, "omdp", "omdp", OMDP, "feed packets/s"));
     let mut svgs = Vec::new();
     let mut paths = Vec::new();
     for c in charts

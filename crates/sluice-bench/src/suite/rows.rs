@@ -45,6 +45,19 @@ pub(crate) struct Row {
     pub(crate) per_sec: Option<f64>,
     pub(crate) input_per_sec: Option<f64>,
     pub(crate) yardsticks: Vec<YardstickRow>,
+    pub(crate) rate_multiple: Option<f64>,
+    pub(crate) missed_fraction: Option<f64>,
+    pub(crate) sustained: Option<bool>,
+    /// OMDP's per-hop breakdown, by hop.
+    pub(crate) latency_us: std::collections::BTreeMap<String, HopRow>,
+}
+
+/// One hop of OMDP's breakdown, in microseconds.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct HopRow {
+    pub(crate) mean: f64,
+    pub(crate) p99: f64,
 }
 
 /// One yardstick of an application's record.
