@@ -8,8 +8,10 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod random;
 pub mod relay;
 mod summary;
+pub mod vwap;
 pub mod wordcount;
 
 pub use config::{AppConfig, AppError, Settings};
@@ -58,7 +60,7 @@ pub struct AppSpec {
 
 /// Every built-in application.
 pub fn registry() -> &'static [AppSpec] {
-    &[wordcount::SPEC, relay::SPEC]
+    &[wordcount::SPEC, relay::SPEC, vwap::SPEC]
 }
 
 /// The application called `name`, or an error listing the ones there are.
