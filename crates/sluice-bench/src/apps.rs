@@ -7,12 +7,13 @@
 //!
 //! An application becomes benchable by one entry in `registry` (its name, the operator whose
 //! tuples in are its throughput, its yardsticks), its yardsticks in a module of its own
-//! (`wordcount`). Module `measure` runs a benchmark, `result` reports it.
+//! (`wordcount`, `vwap`). Module `measure` runs a benchmark, `result` reports it.
 
 mod entry;
 mod measure;
 mod registry;
 mod result;
+mod vwap;
 mod wordcount;
 
 pub(crate) use entry::Benchable;

@@ -300,7 +300,9 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         md.contains("| tuple bytes |")
             && md.contains("## Fan-out")
             && md.contains("## Round trip")
-            && md.contains("## Applications\n\n### wordcount"),
+            && md.contains("## Applications\n\n### ")
+            && md.contains("\n### wordcount\n")
+            && md.contains("\n### vwap\n"),
         "{md}"
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();

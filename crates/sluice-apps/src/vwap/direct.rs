@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::vwap::feed::{Bargain, Taq, Vwap};
+use crate::vwap::VwapSettings;
 
 /// Each symbol's last `window` trades, and the bargains of the quotes against them.
 pub struct DirectVwap {
@@ -42,12 +43,12 @@ impl DirectVwap {
     }
 }
 
-/// Every bargain of `records`, in feed order.
-pub fn bargains<'a>(
-    symbols: usize,
-    window: usize,
-    records: impl IntoIterator<Item = &'a Taq>,
-) -> Vec<Bargain> {
-    let mut direct = DirectVwap::new(symbols, window);
-    records.into_iter().filter_map(|r| direct.take(r)).collect()
+/// Every bargain of the first `records` records of the feed `settings` describe, in feed
+/// order.
+pub fn bargains(settings: &VwapSettings, records: u64) -> Vec<Bargain> {
+    let mut feed = settings.generator();
+    let mut direct = DirectVwap::new(settings.symbols, settings.window);
+    (0..records)
+        .filter_map(|_| direct.take(&feed.record()))
+        .collect()
 }

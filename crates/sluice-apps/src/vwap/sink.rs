@@ -24,6 +24,14 @@ impl BargainSink {
     }
 }
 
+/// The lines of a bargains file the sink wrote, in feed order: sorted by their first column,
+/// the quote's position in the feed (a line without one first).
+pub fn in_feed_order(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort_by_key(|l| l.split('\t').next().and_then(|seq| seq.parse::<u64>().ok()));
+    lines
+}
+
 impl Operator for BargainSink {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
         self.lines.as_mut().map_or(Ok(()), |s| s.start(ctx))

@@ -18,26 +18,13 @@ fn config(settings: &[&str], output: Option<&Path>) -> AppConfig {
 }
 
 /// The lines the direct computation writes for the feed `settings` describe.
-pub(crate) fn expected_lines(settings: &[&str]) -> Vec<String> {
+fn expected_lines(settings: &[&str]) -> Vec<String> {
     let s =
         VwapSettings::from_settings(&Settings::parse(settings.iter().copied()).unwrap()).unwrap();
-    let mut feed = s.generator();
-    let records: Vec<Taq> = (0..s.records.unwrap()).map(|_| feed.record()).collect();
-    direct::bargains(s.symbols, s.window, &records)
+    direct::bargains(&s, s.records.unwrap())
         .iter()
         .map(Bargain::to_string)
         .collect()
-}
-
-/// The lines of `path`, in feed order (by the first column).
-fn sorted_lines(path: &Path) -> Vec<String> {
-    let mut lines: Vec<String> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    lines.sort_by_key(|l| l.split('\t').next().unwrap().parse::<u64>().unwrap());
-    lines
 }
 
 #[test]
@@ -94,7 +81,7 @@ fn bargains_match(settings: &[&str], plan: &PlanRequest) {
     let report = sluice_runtime::run(&app.graph, &physical, &RunOptions::default()).unwrap();
     let expected = expected_lines(settings);
     assert!(expected.len() > 1000, "{} bargains", expected.len());
-    let got = sorted_lines(&output);
+    let got = sink::in_feed_order(&std::fs::read_to_string(&output).unwrap());
     assert_eq!(got.len(), expected.len(), "{plan:?}");
     assert_eq!(got, expected, "{plan:?}");
     assert_eq!(report.tuples_in("bargains"), expected.len() as u64);

@@ -4,10 +4,10 @@
 use anyhow::bail;
 
 use crate::apps::entry::Benchable;
-use crate::apps::wordcount;
+use crate::apps::{vwap, wordcount};
 
 /// Every benchable application.
-pub(crate) static BENCHABLE: &[Benchable] = &[wordcount::BENCHABLE];
+pub(crate) static BENCHABLE: &[Benchable] = &[wordcount::BENCHABLE, vwap::BENCHABLE];
 
 /// The benchable application `name`, or an error listing those there are.
 pub(crate) fn find(name: &str) -> anyhow::Result<&'static Benchable> {
@@ -38,7 +38,7 @@ mod tests {
         }
         let unknown = find("nosuch").err().unwrap().to_string();
         assert!(
-            unknown.contains("'nosuch'") && unknown.ends_with("wordcount"),
+            unknown.contains("'nosuch'") && unknown.ends_with("wordcount, vwap"),
             "{unknown}"
         );
         let relay = find("relay").err().unwrap().to_string();
