@@ -37,8 +37,12 @@
 //! Prices are integer cents, so the comparison is exact.
 //!
 //! The sizes `--set` takes are bounded ([`MAX_GROUPS`], [`MAX_SYMBOLS`], [`MAX_WINDOW`]). The
-//! shipped plans `two-threads` and `two-processes` name every operator of the default 82
-//! groups, so they plan only that size; for another, write a plan file like them.
+//! shipped plans `two-threads` and `two-processes`, written by hand as the report's "manual"
+//! fusion, put each group's four operators in one thread and the groups over two cores (the
+//! feed and groups 0-33 on one, groups 34-81 and the sink on the other); they name every
+//! operator of the default 82 groups, so they plan only that size: for another, write a plan
+//! file like them (`crates/sluice-apps/src/vwap/two-threads.toml`). Throughput under every plan
+//! at 332 operators, and the commands: docs/benchmarks.md, "vwap".
 
 pub mod direct;
 pub mod feed;
