@@ -11,10 +11,12 @@ mod config;
 pub mod omdp;
 #[macro_use]
 pub mod storm;
+mod random;
 pub mod relay;
 pub mod sol;
 mod summary;
 pub mod throughput_test;
+pub mod vwap;
 pub mod wordcount;
 
 pub use config::{AppConfig, AppError, Settings};
@@ -101,6 +103,7 @@ pub fn registry() -> &'static [AppSpec] {
         relay::SPEC,
         sol::SPEC,
         throughput_test::SPEC,
+        vwap::SPEC,
         omdp::SPEC,
     ]
 }

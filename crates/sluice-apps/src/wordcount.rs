@@ -27,6 +27,7 @@ use sluice_graph::{OperatorError, Output, Produced, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
 use sluice_types::CompactString;
 
+use crate::random::XorShift;
 use crate::{latency_line, throughput_line, App, AppConfig, AppError, AppSpec, NamedPlan};
 
 /// The registry entry.
@@ -171,7 +172,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     ))
 }
 
-fn check_writable(path: &Path) -> Result<(), AppError> {
+pub(crate) fn check_writable(path: &Path) -> Result<(), AppError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -282,7 +283,7 @@ pub struct SentenceGenerator {
     words_per_sentence: usize,
     /// Bytes of the longest sentence, so each is allocated once at its full size.
     longest: usize,
-    state: u64,
+    random: XorShift,
 }
 
 impl SentenceGenerator {
@@ -310,15 +311,8 @@ impl SentenceGenerator {
             vocabulary,
             words_per_sentence,
             longest: words_per_sentence * (longest_word + 1),
-            state: seed.max(1),
+            random: XorShift::new(seed),
         }
-    }
-
-    fn next(&mut self) -> u64 {
-        self.state ^= self.state >> 12;
-        self.state ^= self.state << 25;
-        self.state ^= self.state >> 27;
-        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
     /// The next sentence: words separated by single spaces.
@@ -328,7 +322,7 @@ impl SentenceGenerator {
             if i > 0 {
                 text.push(' ');
             }
-            let pick = (self.next() % self.vocabulary.len() as u64) as usize;
+            let pick = (self.random.next() % self.vocabulary.len() as u64) as usize;
             text.push_str(&self.vocabulary[pick]);
         }
         text

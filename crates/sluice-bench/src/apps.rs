@@ -7,7 +7,7 @@
 //!
 //! An application becomes benchable by one entry in `registry` (its name, the operator whose
 //! tuples in are its throughput, its yardsticks), its yardsticks in a module of its own
-//! (`wordcount`; `storm` for SOL and the Throughput Test). Module `measure` runs a benchmark, `result` reports it.
+//! (`wordcount`, `vwap`; `storm` for SOL and the Throughput Test). Module `measure` runs a benchmark, `result` reports it.
 
 mod entry;
 mod measure;
@@ -15,6 +15,7 @@ pub(crate) mod omdp;
 mod registry;
 mod result;
 mod storm;
+mod vwap;
 mod wordcount;
 
 pub(crate) use entry::Benchable;

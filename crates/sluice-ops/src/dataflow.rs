@@ -34,8 +34,9 @@ use sluice_graph::{
 use sluice_types::{partition_hash, Tuple};
 
 use crate::aggregate::{Aggregate, Apply, Count, Max, Mean, Min, Reduce, SortBy, Sum, TopK, Value};
+use crate::asof::AsOfJoin;
 use crate::dedup::{Dedup, Deduplicate};
-use crate::join::{JoinWindow, TableJoin, WindowJoin};
+use crate::join::{JoinEventTimes, JoinWindow, TableJoin, WindowJoin};
 use crate::keyed::Key;
 use crate::rolling::RollingAggregate;
 use crate::sinks::{Collect, Collected};
@@ -496,6 +497,32 @@ where
         self
     }
 
+    /// Adds a two-input operator reading this stream on port 0 and `right` on port 1, made by
+    /// `make` from both sides' key functions and event times (when both sides have them);
+    /// returns it and those times.
+    fn joined<R, FR, O, Op, M>(
+        &self,
+        name: &str,
+        right: &KeyedStream<R, K, FR>,
+        make: M,
+    ) -> (OperatorHandle, Option<JoinEventTimes<T, R>>)
+    where
+        R: Tuple,
+        O: Tuple,
+        FR: Fn(&R) -> &K + Clone + Send + Sync + 'static,
+        Op: Operator + 'static,
+        M: Fn(F, FR, Option<JoinEventTimes<T, R>>) -> Op + Send + Sync + 'static,
+    {
+        let (kl, kr) = (self.key.clone(), right.key.clone());
+        let times = self.time.zip(right.time);
+        let ports = Ports::new().input::<T>().input::<R>().output::<O>();
+        let op = self
+            .stream
+            .apply(name, ports, move |_| make(kl.clone(), kr.clone(), times));
+        right.stream.connect_to(op, 1);
+        (op, times)
+    }
+
     /// Joins this stream (left, port 0) with `right` (port 1) on equal keys within `window`,
     /// emitting `join(left, right)` for every pair; see [`WindowJoin`]. By
     /// [`JoinWindow::EventTime`] both sides need their [`KeyedStream::event_time`]: a pair
@@ -514,13 +541,9 @@ where
         FR: Fn(&R) -> &K + Clone + Send + Sync + 'static,
         J: Fn(&T, &R) -> O + Clone + Send + Sync + 'static,
     {
-        let (kl, kr) = (self.key.clone(), right.key.clone());
-        let times = self.time.zip(right.time);
-        let ports = Ports::new().input::<T>().input::<R>().output::<O>();
-        let op = self.stream.apply(name, ports, move |_| {
-            WindowJoin::new(window, kl.clone(), kr.clone(), times, join.clone())
+        let (op, times) = self.joined::<R, FR, O, _, _>(name, right, move |kl, kr, times| {
+            WindowJoin::new(window, kl, kr, times, join.clone())
         });
-        right.stream.connect_to(op, 1);
         let by_event_time = matches!(window, JoinWindow::EventTime(_));
         let check = match window.check() {
             Ok(()) if by_event_time && times.is_none() => {
@@ -529,6 +552,35 @@ where
             checked => checked,
         };
         self.stream.flow.refuse_unless(op, check);
+        Stream::new(self.stream.flow.clone(), op, 0)
+    }
+
+    /// Joins each tuple of this stream (left, port 0) with the latest tuple of `right`
+    /// (port 1) of its key before it in event time, emitting `join(left, right)` where it
+    /// returns `Some` (`right` is `None` when the key had none before); see [`AsOfJoin`].
+    /// Both sides need their [`KeyedStream::event_time`] and watermarks upstream.
+    pub fn as_of<R, FR, O, J>(
+        &self,
+        name: &str,
+        right: &KeyedStream<R, K, FR>,
+        join: J,
+    ) -> Stream<O>
+    where
+        T: Value,
+        R: Tuple + Value,
+        O: Tuple,
+        FR: Fn(&R) -> &K + Clone + Send + Sync + 'static,
+        J: Fn(&T, Option<&R>) -> Option<O> + Clone + Send + Sync + 'static,
+    {
+        let (op, times) = self.joined::<R, FR, O, _, _>(name, right, move |kl, kr, times| {
+            AsOfJoin::new(kl, kr, times.unwrap_or((|_| 0, |_| 0)), join.clone())
+        });
+        if times.is_none() {
+            self.stream.flow.refuse(
+                op,
+                "an as-of join needs both sides' times: key_by(..).event_time(f)",
+            );
+        }
         Stream::new(self.stream.flow.clone(), op, 0)
     }
 

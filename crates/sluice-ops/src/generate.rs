@@ -22,6 +22,8 @@ pub struct Generator<T, F> {
     count: Option<u64>,
     pacer: Pacer,
     made_all: bool,
+    /// Tuples a call emits at most when not paced.
+    most: usize,
     batch: Vec<T>,
 }
 
@@ -37,6 +39,7 @@ where
             count: None,
             pacer: Pacer::new(None),
             made_all: false,
+            most: SOURCE_BATCH,
             batch: Vec::with_capacity(SOURCE_BATCH),
         }
     }
@@ -44,6 +47,14 @@ where
     /// Emits `tuples_per_second` tuples a second (0: as fast as possible).
     pub fn rate(mut self, tuples_per_second: u64) -> Self {
         self.pacer = Pacer::new(Some(tuples_per_second));
+        self
+    }
+
+    /// Emits up to `tuples` (at least 1) a call when not paced, instead of [`SOURCE_BATCH`]:
+    /// larger batches spread the cost of each call over more tuples downstream, where a
+    /// stream is split many ways.
+    pub fn batch(mut self, tuples: usize) -> Self {
+        self.most = tuples.max(1);
         self
     }
 
@@ -67,7 +78,7 @@ where
         let most = if self.pacer.is_paced() {
             PACED_BATCH
         } else {
-            SOURCE_BATCH
+            self.most
         };
         let due = self
             .pacer

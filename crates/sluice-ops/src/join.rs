@@ -207,6 +207,81 @@ fn evict_before<K: Key, T: Value>(kept: &mut KeyedState<K, VecDeque<(u64, T)>>, 
     });
 }
 
+/// An operator of two input ports, a left (port 0) and a right (port 1), that takes one tuple
+/// at a time and gathers what it emits: its `process` and `process_batch` are
+/// [`TwoInputs::take_one`] and [`TwoInputs::take_batch`].
+pub(crate) trait TwoInputs {
+    /// Port 0's tuples.
+    type Left: Tuple;
+    /// Port 1's tuples.
+    type Right: Tuple;
+    /// What it emits on port 0.
+    type Out: Tuple;
+    /// Takes a tuple of port 0.
+    fn left(&mut self, tuple: &Self::Left);
+    /// Takes a tuple of port 1.
+    fn right(&mut self, tuple: &Self::Right);
+    /// What it has to emit.
+    fn results(&mut self) -> &mut Vec<Self::Out>;
+
+    /// Takes `tuple` from `port`.
+    fn take(&mut self, port: usize, tuple: TupleRef<'_>) -> Result<(), OperatorError> {
+        match port {
+            0 => self.left(expect_tuple::<Self::Left>(port, tuple)?),
+            _ => self.right(expect_tuple::<Self::Right>(port, tuple)?),
+        }
+        Ok(())
+    }
+
+    /// Takes `tuple` from `port`, then emits the results.
+    fn take_one(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        self.take(port, tuple)?;
+        out.emit_batch(0, self.results())
+    }
+
+    /// Takes every tuple of `batch` from `port`, then emits the results.
+    fn take_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        for tuple in batch.iter() {
+            self.take(port, tuple)?;
+        }
+        out.emit_batch(0, self.results())
+    }
+}
+
+impl<L, R, K, FL, FR, O, J> TwoInputs for WindowJoin<L, R, K, FL, FR, O, J>
+where
+    L: Value + Tuple,
+    R: Value + Tuple,
+    K: Key,
+    O: Tuple,
+    FL: Fn(&L) -> &K,
+    FR: Fn(&R) -> &K,
+    J: FnMut(&L, &R) -> O,
+{
+    type Left = L;
+    type Right = R;
+    type Out = O;
+    fn left(&mut self, tuple: &L) {
+        self.take_left(tuple);
+    }
+    fn right(&mut self, tuple: &R) {
+        self.take_right(tuple);
+    }
+    fn results(&mut self) -> &mut Vec<O> {
+        &mut self.results
+    }
+}
+
 impl<L, R, K, FL, FR, O, J> Operator for WindowJoin<L, R, K, FL, FR, O, J>
 where
     L: Value + Tuple,
@@ -227,11 +302,7 @@ where
         tuple: TupleRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        match port {
-            0 => self.take_left(expect_tuple::<L>(port, tuple)?),
-            _ => self.take_right(expect_tuple::<R>(port, tuple)?),
-        }
-        out.emit_batch(0, &mut self.results)
+        self.take_one(port, tuple, out)
     }
 
     fn process_batch(
@@ -240,13 +311,7 @@ where
         batch: BatchRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        for tuple in batch.iter() {
-            match port {
-                0 => self.take_left(expect_tuple::<L>(port, tuple)?),
-                _ => self.take_right(expect_tuple::<R>(port, tuple)?),
-            }
-        }
-        out.emit_batch(0, &mut self.results)
+        self.take_batch(port, batch, out)
     }
 
     fn watermark(&mut self, watermark: u64, out: &mut Output<'_>) -> Result<(), OperatorError> {
@@ -345,6 +410,30 @@ where
     }
 }
 
+impl<T, K, V, F, O, J> TwoInputs for TableJoin<T, K, V, F, O, J>
+where
+    T: Tuple,
+    K: Key,
+    V: Value,
+    (K, V): Tuple,
+    O: Tuple,
+    F: Fn(&T) -> &K,
+    J: FnMut(&T, Option<&V>) -> Option<O>,
+{
+    type Left = T;
+    type Right = (K, V);
+    type Out = O;
+    fn left(&mut self, tuple: &T) {
+        self.take(tuple);
+    }
+    fn right(&mut self, tuple: &(K, V)) {
+        self.update(tuple);
+    }
+    fn results(&mut self) -> &mut Vec<O> {
+        &mut self.results
+    }
+}
+
 impl<T, K, V, F, O, J> Operator for TableJoin<T, K, V, F, O, J>
 where
     T: Tuple,
@@ -361,11 +450,7 @@ where
         tuple: TupleRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        match port {
-            0 => self.take(expect_tuple::<T>(port, tuple)?),
-            _ => self.update(expect_tuple::<(K, V)>(port, tuple)?),
-        }
-        out.emit_batch(0, &mut self.results)
+        self.take_one(port, tuple, out)
     }
 
     fn process_batch(
@@ -374,13 +459,7 @@ where
         batch: BatchRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        for tuple in batch.iter() {
-            match port {
-                0 => self.take(expect_tuple::<T>(port, tuple)?),
-                _ => self.update(expect_tuple::<(K, V)>(port, tuple)?),
-            }
-        }
-        out.emit_batch(0, &mut self.results)
+        self.take_batch(port, batch, out)
     }
 
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {

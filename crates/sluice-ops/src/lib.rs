@@ -46,6 +46,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+mod asof;
 mod counters;
 mod csv_io;
 mod dataflow;
@@ -72,6 +73,7 @@ mod watermarks;
 pub mod window;
 
 pub use aggregate::{Aggregate, Apply, Count, Max, Mean, Min, Reduce, SortBy, Sum, TopK, Value};
+pub use asof::AsOfJoin;
 pub use counters::counter_report;
 pub use dataflow::{Dataflow, KeyedStream, Sink, Stream, TypedSource, WindowedStream};
 pub use dedup::{Dedup, Deduplicate};

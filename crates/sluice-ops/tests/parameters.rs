@@ -153,6 +153,24 @@ fn join_windows_that_cannot_work_are_refused_naming_the_operator() {
 }
 
 #[test]
+fn an_as_of_join_without_both_sides_times_is_refused_naming_the_operator() {
+    let flow = Dataflow::new("bad");
+    let left = events(&flow, "left").key_by(|e: &Event| &e.0);
+    let right = events(&flow, "right").key_by(|e: &Event| &e.0);
+    let latest =
+        left.event_time(|e: &Event| e.1)
+            .as_of("latest", &right, |l: &Event, r: Option<&Event>| {
+                Some((l.1, r.map_or(0, |r| r.1)))
+            });
+    end(&latest, "sink");
+    let error = flow.build().map(|_| ()).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "operator 'latest': an as-of join needs both sides' times: key_by(..).event_time(f)"
+    );
+}
+
+#[test]
 fn a_parallelism_of_zero_is_refused_naming_the_operator() {
     let flow = Dataflow::new("bad");
     let doubled = events(&flow, "events")

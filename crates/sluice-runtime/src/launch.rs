@@ -485,7 +485,7 @@ impl Children {
         let (events, received) = mpsc::channel();
         self.events = received;
         let (admit, admissions) = mpsc::channel();
-        let handshakes = link::Handshakes::default();
+        let handshakes = link::Handshakes::for_peers(self.pes.len());
         let plan = ToPe::Plan {
             plan: Box::new(plan.clone()),
         };

@@ -9,8 +9,10 @@
 //! it. The Unix socket's directory is made mode 0700 whatever the umask, and checked (a directory
 //! of this user's, mode 0700, not a link) by the launcher before it listens there and by each PE
 //! before it presents the secret there. A peer gets [`HANDSHAKE_PATIENCE`] to say both, each
-//! checked on a thread of its own (at most [`MAX_HANDSHAKES`] at once: another pushes out the one
-//! that has waited longest), so silent strangers cannot hold the start up or keep a PE out. The
+//! checked on a thread of its own (at most [`MAX_HANDSHAKES`], or as many as the job has PEs, at
+//! once: another pushes out the one that has waited longest), so silent strangers cannot hold
+//! the start up or keep a PE out, and a job's own PEs, all connecting at once to a launcher
+//! slow to read their hellos, never push each other out. The
 //! TCP listener binds only to the address it is given, on a port the system picks, and is
 //! closed once every PE is in.
 
@@ -36,7 +38,8 @@ use crate::RunError;
 
 /// How long a peer has to present the secret and say which PE it is.
 pub(crate) const HANDSHAKE_PATIENCE: Duration = Duration::from_secs(10);
-/// Handshakes checked at once; another connection pushes out the one that has waited longest.
+/// Handshakes checked at once at least (as many as the job has PEs when it has more); another
+/// connection pushes out the one that has waited longest.
 const MAX_HANDSHAKES: usize = 64;
 /// How long a PE tries to reach its launcher's TCP address.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
@@ -347,32 +350,51 @@ impl LinkListener {
 }
 
 /// The handshakes under way on a listener, oldest first, each with a handle on its stream:
-/// when [`MAX_HANDSHAKES`] are, a new connection pushes out (shuts the stream of) the one that
-/// has waited longest, so that silent connections cannot keep a PE out. A PE writes its hello
-/// as soon as it connects, so its handshake is over long before that many more come.
-#[derive(Clone, Default)]
+/// when its room is full, a new connection pushes out (shuts the stream of) the one that has
+/// waited longest, so that silent connections cannot keep a PE out. The room holds every PE
+/// of the job (at least [`MAX_HANDSHAKES`]): when they all connect at once, to a launcher on a
+/// loaded machine slow to read their hellos, none pushes another out (332 PEs on two busy
+/// cores did, failing the start).
+#[derive(Clone)]
 pub(crate) struct Handshakes(Arc<Mutex<PendingHandshakes>>);
 
 /// What [`Handshakes`] guards.
-#[derive(Default)]
 struct PendingHandshakes {
     next_id: u64,
     /// Oldest first: each handshake's number, and a clone of its stream.
     streams: VecDeque<(u64, Link)>,
+    /// How many may be under way at once.
+    room: usize,
+}
+
+impl Default for Handshakes {
+    /// Room for [`MAX_HANDSHAKES`].
+    fn default() -> Self {
+        Self::for_peers(0)
+    }
 }
 
 impl Handshakes {
+    /// Room for `peers` handshakes at once, and at least [`MAX_HANDSHAKES`].
+    pub(crate) fn for_peers(peers: usize) -> Self {
+        Self(Arc::new(Mutex::new(PendingHandshakes {
+            next_id: 0,
+            streams: VecDeque::new(),
+            room: peers.max(MAX_HANDSHAKES),
+        })))
+    }
+
     fn pending(&self) -> std::sync::MutexGuard<'_, PendingHandshakes> {
         // A panic while holding the lock leaves the queue whole (it only pushes and pops).
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a handshake on `link`, first pushing out the oldest if [`MAX_HANDSHAKES`]
-    /// are under way; returns its number.
+    /// Registers a handshake on `link`, first pushing out the oldest if the room is full;
+    /// returns its number.
     fn begin(&self, link: &Link) -> std::io::Result<u64> {
         let handle = link.try_clone()?;
         let mut pending = self.pending();
-        if pending.streams.len() >= MAX_HANDSHAKES {
+        if pending.streams.len() >= pending.room {
             if let Some((_, oldest)) = pending.streams.pop_front() {
                 // Its thread's read then fails, and finds it was pushed out.
                 oldest.shutdown();
@@ -560,12 +582,22 @@ mod tests {
 
     #[test]
     fn a_new_handshake_pushes_out_the_one_that_waited_longest() {
+        for (handshakes, room) in [
+            (Handshakes::default(), MAX_HANDSHAKES),
+            (Handshakes::for_peers(10), MAX_HANDSHAKES),
+            (Handshakes::for_peers(100), 100),
+        ] {
+            check_room(&handshakes, room);
+        }
+    }
+
+    /// Checks that `handshakes` takes `room` at once and pushes out the oldest for one more.
+    fn check_room(handshakes: &Handshakes, room: usize) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let handshakes = Handshakes::default();
         let mut peers = Vec::new();
         let mut ids = Vec::new();
-        for _ in 0..=MAX_HANDSHAKES {
+        for _ in 0..=room {
             peers.push(TcpStream::connect(addr).unwrap());
             let (stream, _) = listener.accept().unwrap();
             ids.push(handshakes.begin(&Link::Tcp(stream)).unwrap());

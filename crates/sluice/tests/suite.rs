@@ -307,7 +307,8 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
             && md.contains("## Fan-out")
             && md.contains("## Round trip")
             && md.contains("## Applications\n\n### ")
-            && md.contains("### wordcount\n")
+            && md.contains("\n### wordcount\n")
+            && md.contains("\n### vwap\n")
             && md.contains("## Storm topologies: latency against input rate\n\n### sol"),
         "{md}"
     );

@@ -33,7 +33,7 @@ use crate::transports::endpoints::pin;
 /// Options of `sluice bench app`.
 #[derive(Debug, Clone, Args)]
 pub struct AppBenchArgs {
-    /// The application (wordcount).
+    /// The application (wordcount, vwap).
     pub app: String,
     /// `fused` (one thread), `threaded` (a thread per operator instance), `processes` (a
     /// process per operator instance, joined by shared memory), a plan the application ships

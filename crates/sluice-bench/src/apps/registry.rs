@@ -4,11 +4,15 @@
 use anyhow::bail;
 
 use crate::apps::entry::Benchable;
-use crate::apps::{storm, wordcount};
+use crate::apps::{storm, vwap, wordcount};
 
 /// Every benchable application.
-pub(crate) static BENCHABLE: &[Benchable] =
-    &[wordcount::BENCHABLE, storm::SOL, storm::THROUGHPUT_TEST];
+pub(crate) static BENCHABLE: &[Benchable] = &[
+    wordcount::BENCHABLE,
+    storm::SOL,
+    storm::THROUGHPUT_TEST,
+    vwap::BENCHABLE,
+];
 
 /// The benchable application `name`, or an error listing those there are.
 pub(crate) fn find(name: &str) -> anyhow::Result<&'static Benchable> {
@@ -39,7 +43,8 @@ mod tests {
         }
         let unknown = find("nosuch").err().unwrap().to_string();
         assert!(
-            unknown.contains("'nosuch'") && unknown.contains("wordcount, sol, throughput-test"),
+            unknown.contains("'nosuch'")
+                && unknown.contains("wordcount, sol, throughput-test, vwap"),
             "{unknown}"
         );
         let relay = find("relay").err().unwrap().to_string();
