@@ -22,8 +22,9 @@ use crate::FeedError;
 
 /// The largest encoded packet a ring slot holds: an MTU's payload and its length prefix.
 pub const SHM_SLOT_BYTES: usize = MTU_PAYLOAD_BYTES + 16;
-/// Packets a channel's ring holds: about 7 ms at 25x the OPRA rate over two channels.
-pub const SHM_SLOTS: usize = 2048;
+/// Packets a channel's ring holds: about 27 ms at 25x the OPRA rate over two channels (12 MiB
+/// a channel), so that a handler descheduled for a few scheduler slices loses nothing.
+pub const SHM_SLOTS: usize = 8192;
 
 /// The segment of `feed`'s channel `channel`.
 pub fn segment_name(feed: &str, channel: usize) -> Result<SegmentName, FeedError> {

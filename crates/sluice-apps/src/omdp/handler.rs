@@ -29,8 +29,10 @@ use sluice_types::{monotonic_ns, BytesTuple, Message as TransportMessage};
 
 use super::tick::{IngestTick, Tick, INGEST_EVERY};
 
-/// Packets received per system call (or ring poll) at most.
-const RECEIVE_BATCH: usize = 64;
+/// Packets received per system call (or ring poll) at most, unless set otherwise: a message
+/// waits in its handler's output until the handler has taken the batch it came in, so a
+/// smaller batch passes messages on sooner and a larger one saves calls.
+pub const DEFAULT_RECEIVE_BATCH: usize = 8;
 /// The largest packet taken; a longer one is malformed (a packet fits an Ethernet MTU).
 const MAX_PACKET: usize = 2048;
 
@@ -65,7 +67,7 @@ impl std::fmt::Display for Endpoint {
 impl Endpoint {
     /// Opens the endpoint: a non-blocking socket with a receive buffer of `buffer_bytes`
     /// (the kernel caps it at `net.core.rmem_max`), or the channel's ring.
-    fn open(&self, buffer_bytes: usize) -> Result<Input, OperatorError> {
+    fn open(&self, buffer_bytes: usize, batch: usize) -> Result<Input, OperatorError> {
         let context = format!("open {self}");
         let socket = match self {
             Self::Multicast(group) => {
@@ -89,16 +91,13 @@ impl Endpoint {
                     .map_err(|e| OperatorError::Failed(e.to_string()))?;
                 return Ok(Input::Shm {
                     ring: Box::new(ring),
-                    polled: Vec::with_capacity(RECEIVE_BATCH),
+                    polled: Vec::with_capacity(batch),
+                    batch,
                     sender_gone: false,
                 });
             }
         };
-        Ok(Input::Udp(ReceiveRing::new(
-            socket,
-            RECEIVE_BATCH,
-            MAX_PACKET,
-        )))
+        Ok(Input::Udp(ReceiveRing::new(socket, batch, MAX_PACKET)))
     }
 }
 
@@ -110,6 +109,8 @@ enum Input {
     Shm {
         ring: Box<ShmVegaReceiver<BytesTuple>>,
         polled: Vec<TransportMessage<BytesTuple>>,
+        /// Packets per poll at most.
+        batch: usize,
         /// The sender left: the feed is over, the handler idles until the job stops.
         sender_gone: bool,
     },
@@ -127,6 +128,8 @@ pub struct FeedHandler {
     /// This handler's, once started.
     endpoint: Option<Endpoint>,
     buffer_bytes: usize,
+    /// Packets per receive at most.
+    batch: usize,
     input: Option<Input>,
     packets: Packets,
 }
@@ -147,12 +150,19 @@ struct Packets {
 
 impl FeedHandler {
     /// A handler of one of the channels whose packets arrive at `endpoints`, with a socket
-    /// receive buffer of `buffer_bytes`, stamping the exit of one message in `sample_every`.
-    pub fn new(endpoints: Vec<Endpoint>, buffer_bytes: usize, sample_every: u64) -> Self {
+    /// receive buffer of `buffer_bytes`, taking up to `batch` packets a call, stamping the exit
+    /// of one message in `sample_every`.
+    pub fn new(
+        endpoints: Vec<Endpoint>,
+        buffer_bytes: usize,
+        batch: usize,
+        sample_every: u64,
+    ) -> Self {
         Self {
             endpoints,
             endpoint: None,
             buffer_bytes,
+            batch,
             input: None,
             packets: Packets {
                 channel: 0,
@@ -223,7 +233,7 @@ impl Source for FeedHandler {
         })?;
         self.packets.channel = ctx.instance as u16;
         self.packets.counts.channel = ctx.instance as u64;
-        self.input = Some(endpoint.open(self.buffer_bytes)?);
+        self.input = Some(endpoint.open(self.buffer_bytes, self.batch)?);
         self.endpoint = Some(endpoint);
         Ok(())
     }
@@ -256,12 +266,13 @@ impl Source for FeedHandler {
             Some(Input::Shm {
                 ring,
                 polled,
+                batch,
                 sender_gone,
             }) => {
                 if *sender_gone {
                     return Ok(Produced::Idle);
                 }
-                match ring.poll(RECEIVE_BATCH, polled) {
+                match ring.poll(*batch, polled) {
                     Ok(0) => return Ok(Produced::Idle),
                     Ok(_) => {}
                     // The sender process ended (its feed is over, or it was stopped): a feed

@@ -41,7 +41,7 @@ use sluice_types::hash_of_instance;
 
 pub use collector::{IngestCollector, MetricsCollector, HOPS, PAPER_SAMPLES};
 pub use engine::DecisionEngine;
-pub use handler::{Endpoint, FeedHandler};
+pub use handler::{Endpoint, FeedHandler, DEFAULT_RECEIVE_BATCH};
 pub use summary::Breakdown;
 pub use tick::{IngestTick, Tick};
 
@@ -78,6 +78,10 @@ pub const SPEC: AppSpec = AppSpec {
         (
             "port",
             "the feed's UDP port (default 31400; every multicast group uses it, unicast channel i adds i)",
+        ),
+        (
+            "batch",
+            "packets a feed handler takes per receive (1 to 1024, default 8): smaller passes messages on sooner, larger saves calls",
         ),
         (
             "socket-buffer",
@@ -152,6 +156,8 @@ pub struct OmdpConfig {
     pub replay: Option<PathBuf>,
     /// Each handler's socket receive buffer.
     pub socket_buffer: usize,
+    /// Packets per receive.
+    pub batch: usize,
 }
 
 impl OmdpConfig {
@@ -183,6 +189,7 @@ impl OmdpConfig {
         let sample_every = s.get_in("sample-every", 1600, 1..=1 << 30)? as u64;
         let samples = s.get_in("samples", PAPER_SAMPLES, 3..=10_000_000)?;
         let socket_buffer = s.get_in("socket-buffer", 4 << 20, 4096..=1 << 30)?;
+        let batch = s.get_in("batch", DEFAULT_RECEIVE_BATCH, 1..=1024)?;
         let seed: u64 = s.get("seed", FeedConfig::default().seed)?;
         let replay: Option<PathBuf> = s
             .get("replay", String::new())
@@ -260,6 +267,7 @@ impl OmdpConfig {
             endpoints,
             replay,
             socket_buffer,
+            batch,
         })
     }
 
@@ -311,15 +319,16 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     let engines = omdp.engines;
     let router = Arc::new(Router::new(&omdp.feed, engines));
     let mut g = GraphBuilder::new("omdp");
-    let (endpoints, buffer, sample_every) = (
+    let (endpoints, buffer, batch, sample_every) = (
         omdp.endpoints.clone(),
         omdp.socket_buffer,
+        omdp.batch,
         omdp.sample_every,
     );
     let fh = g.source(
         "fh",
         Ports::new().output::<Tick>().output::<IngestTick>(),
-        move |_| FeedHandler::new(endpoints.clone(), buffer, sample_every),
+        move |_| FeedHandler::new(endpoints.clone(), buffer, batch, sample_every),
     );
     g.set_parallelism(fh, channels)?;
     let de = g.operator("de", Ports::new().input::<Tick>().output::<Tick>(), |_| {
