@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod pipeline;
 pub mod relay;
 mod summary;
 pub mod wordcount;
@@ -58,7 +59,12 @@ pub struct AppSpec {
 
 /// Every built-in application.
 pub fn registry() -> &'static [AppSpec] {
-    &[wordcount::SPEC, relay::SPEC]
+    &[
+        wordcount::SPEC,
+        relay::SPEC,
+        pipeline::COMPRESS,
+        pipeline::ENCRYPT,
+    ]
 }
 
 /// The application called `name`, or an error listing the ones there are.
