@@ -36,6 +36,7 @@ use sluice_graph::{
     expect_tuple, Operator, OperatorError, OperatorReport, Output, Produced, Source,
 };
 use sluice_ops::{Dataflow, Pacer};
+use sluice_plan::{PlanFile, ThreadSpec};
 use sluice_runtime::JobReport;
 use sluice_types::TupleRef;
 
@@ -168,6 +169,37 @@ impl Pipeline {
             Stage::Compress { .. } => COMPRESS.name,
             Stage::Encrypt => ENCRYPT.name,
         }
+    }
+}
+
+/// The paper's execution engines as a plan: a thread per sender running its instances of
+/// `generate` and of the encoding stage (the first also runs the source, which only hands out
+/// packet ids), and a thread per receiver running its instances of the decoding stage and of
+/// `verify`; with `processes`, each of those threads is a PE (process) of its own, the
+/// senders joined to the receivers by shared memory.
+pub fn engines(pipeline: &Pipeline, processes: bool) -> PlanFile {
+    let (encode, decode) = pipeline.stage.operator_names();
+    let thread = |name: String, operators: Vec<String>| ThreadSpec {
+        pe: processes.then(|| name.clone()),
+        name,
+        operators,
+        core: None,
+    };
+    let senders = (0..pipeline.senders).map(|i| {
+        let mut operators = vec![format!("generate[{i}]"), format!("{encode}[{i}]")];
+        if i == 0 {
+            operators.insert(0, "packets".into());
+        }
+        thread(format!("sender{i}"), operators)
+    });
+    let receivers = (0..pipeline.receivers).map(|i| {
+        let operators = vec![format!("{decode}[{i}]"), format!("verify[{i}]")];
+        thread(format!("receiver{i}"), operators)
+    });
+    PlanFile {
+        queue_capacity: None,
+        threads: senders.chain(receivers).collect(),
+        edges: Vec::new(),
     }
 }
 

@@ -1,11 +1,11 @@
 //! The compression and encryption pipelines end to end on small inputs: under one thread, a
-//! thread per instance, and senders and receivers grouped on threads of their own, every
+//! thread per instance, and the paper's engines (a thread per sender and per receiver), every
 //! packet of the input arrives and is verified byte for byte, in as many packets and bytes as
 //! the input has; a packet flipped on the wire fails the job naming it.
 
-use sluice_apps::pipeline::{BYTES_VERIFIED, PACKETS_VERIFIED, WIRE_BYTES};
+use sluice_apps::pipeline::{self, Pipeline, BYTES_VERIFIED, PACKETS_VERIFIED, WIRE_BYTES};
 use sluice_apps::{AppConfig, Settings};
-use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
+use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, JobReport, RunError, RunOptions};
 
 /// Runs `app` with `settings` under `request`.
@@ -31,16 +31,11 @@ fn counter(report: &JobReport, operator: &str, name: &str) -> u64 {
     report.operator_report(operator).counters[name]
 }
 
-/// Senders and receivers on threads of their own, as the paper's execution engines: the
-/// source with the first sender.
-fn engines(encode: &str, decode: &str) -> PlanRequest {
-    let text = format!(
-        "[[thread]]\nname='sender0'\noperators=['packets','generate[0]','{encode}[0]']\n\
-         [[thread]]\nname='sender1'\noperators=['generate[1]','{encode}[1]']\n\
-         [[thread]]\nname='receiver0'\noperators=['{decode}[0]','verify[0]']\n\
-         [[thread]]\nname='receiver1'\noperators=['{decode}[1]','verify[1]','{decode}[2]','verify[2]']\n"
-    );
-    PlanRequest::File("engines".into(), PlanFile::parse(&text).unwrap())
+/// The paper's execution engines: a thread per sender and per receiver.
+fn engines(app: &str, settings: &[&str]) -> PlanRequest {
+    let settings = Settings::parse(settings.iter().copied()).unwrap();
+    let pipeline = Pipeline::from_settings(app, &settings).unwrap();
+    PlanRequest::File("engines".into(), pipeline::engines(&pipeline, false))
 }
 
 #[test]
@@ -48,23 +43,20 @@ fn every_packet_arrives_verified_under_every_plan() {
     // 100,003 bytes: 25 packets of 4,000 bytes and one of 3, over 7 flows.
     let size = 100_003;
     let packets = 26;
-    for (app, encode, decode) in [
-        ("compress", "compress", "decompress"),
-        ("encrypt", "encrypt", "decrypt"),
-    ] {
+    let settings = [
+        "size=100003",
+        "packet=4000",
+        "flows=7",
+        "senders=2",
+        "receivers=3",
+    ];
+    for (app, encode) in [("compress", "compress"), ("encrypt", "encrypt")] {
         let requests = [
             ("fused", PlanRequest::Fused),
             ("threaded", PlanRequest::Threaded),
-            ("engines", engines(encode, decode)),
+            ("engines", engines(app, &settings)),
         ];
         for (name, request) in &requests {
-            let settings = [
-                "size=100003",
-                "packet=4000",
-                "flows=7",
-                "senders=2",
-                "receivers=3",
-            ];
             let report = run_app(app, &settings, request).unwrap();
             let case = format!("{app} under {name}");
             assert_eq!(report.tuples_out("packets"), packets, "{case}");

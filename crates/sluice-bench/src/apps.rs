@@ -11,13 +11,17 @@
 
 mod entry;
 mod measure;
+mod pipeline;
 mod registry;
 mod result;
+mod speedup;
 mod wordcount;
 
 pub(crate) use entry::Benchable;
 pub use measure::AppBenchArgs;
 pub(crate) use registry::BENCHABLE;
+pub(crate) use speedup::main as pipeline_main;
+pub use speedup::PipelineBenchArgs;
 
 use std::io::Write;
 

@@ -28,6 +28,10 @@ pub enum BenchCommand {
     /// programs doing the same computation on the same input, and with `--rate` its end-to-end
     /// latency.
     App(crate::apps::AppBenchArgs),
+    /// The compression or encryption pipeline over a fixed input at each number of senders
+    /// and receivers: MB/s and the speedup over a serial program measured in the same run (the
+    /// TCD parallel runtime paper's curves).
+    Pipeline(crate::apps::PipelineBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -53,6 +57,7 @@ impl BenchArgs {
             BenchCommand::Latency(l) => (&l.common, Bench::Latency { rate: l.rate }, l.method),
             BenchCommand::Baseline(_)
             | BenchCommand::App(_)
+            | BenchCommand::Pipeline(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

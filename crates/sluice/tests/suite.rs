@@ -100,6 +100,10 @@ fn check_schema(r: &Value) {
         app_schema(r);
         return;
     }
+    if bench == "pipeline" {
+        pipeline_schema(r);
+        return;
+    }
     assert!(bench == "throughput" || bench == "latency", "{r}");
     assert!(r["tuple_size"].as_u64().is_some(), "{r}");
     assert!(number(r, "tuples_per_sec") > 0.0, "{r}");
@@ -169,6 +173,28 @@ fn app_schema(r: &Value) {
     }
 }
 
+/// A pipeline's record at one parallelism: its MB/s beside the serial program's, the speedup
+/// and every run's seconds.
+fn pipeline_schema(r: &Value) {
+    string(r, "app");
+    string(r, "plan");
+    for field in [
+        "senders",
+        "receivers",
+        "size_bytes",
+        "packet_bytes",
+        "flows",
+    ] {
+        assert!(r[field].as_u64().is_some_and(|n| n >= 1), "{field}: {r}");
+    }
+    for field in ["mb_per_sec", "serial_mb_per_sec", "speedup"] {
+        assert!(number(r, field) > 0.0, "{field}: {r}");
+    }
+    for runs in ["seconds", "serial_seconds"] {
+        assert!(r[runs].as_array().is_some_and(|s| !s.is_empty()), "{r}");
+    }
+}
+
 fn read_records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .expect("results.jsonl")
@@ -213,6 +239,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         "fanout",
         "large",
         "apps",
+        "pipeline",
         "peers",
     ] {
         assert!(
@@ -300,7 +327,8 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         md.contains("| tuple bytes |")
             && md.contains("## Fan-out")
             && md.contains("## Round trip")
-            && md.contains("## Applications\n\n### wordcount"),
+            && md.contains("## Applications\n\n### wordcount")
+            && md.contains("## Pipelines"),
         "{md}"
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
@@ -314,6 +342,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         "latency",
         "fanout",
         "large",
+        "pipeline",
     ] {
         let svg = std::fs::read_to_string(out.join(format!("{plot}.svg"))).unwrap();
         assert!(svg.contains("<svg"), "{plot}.svg");
@@ -322,6 +351,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
     }
     let page = std::fs::read_to_string(&docs).unwrap();
     assert!(page.contains("IBM") && page.contains("Vega") && page.contains("TurboStream"));
+    assert!(page.contains("TCD parallel runtime paper\n"), "{page}");
 
     // The report rebuilds from the records alone, measuring nothing.
     let again = dir.path().join("again");

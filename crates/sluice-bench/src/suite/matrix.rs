@@ -11,6 +11,7 @@
 //! | `fanout` | IBM Table 6 | one sender to 1..6 receivers at 22, 108 and 1,004 bytes |
 //! | `large` | TurboStream Fig. 8 | 10 KB..320 KB messages at 100..3,000/s, shm-osr and tcp, and the ring size |
 //! | `apps` | TurboStream's WordCount | every benchable application under the fused, threaded and processes plans beside its hand-written yardsticks, as fast as possible and at 40,000 source tuples/s (latency) |
+//! | `pipeline` | the TCD parallel runtime paper's Figure 4 | the compression and encryption pipelines over a fixed input with 1 and 2 senders and receivers, the speedup over the serial program (`sluice bench pipeline`) |
 //! | `peers` | what a user would pick instead | ZeroMQ (ipc, tcp), iceoryx2; crossbeam comes with `threaded` |
 
 use std::time::Duration;
@@ -24,6 +25,7 @@ use sluice_sync::IdleStrategy;
 use super::app_job::AppJob;
 use super::output;
 use super::peers::{self, Peer, PeerJob};
+use super::pipeline_job::PipelineJob;
 use crate::foundation::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
 
 /// One experiment of the suite.
@@ -51,6 +53,9 @@ pub enum Experiment {
     /// The built-in applications under each plan beside their hand-written yardsticks, as
     /// fast as possible and at a rate.
     Apps,
+    /// The compression and encryption pipelines' speedup over a serial program at 1 and 2
+    /// senders and receivers.
+    Pipeline,
     /// The peer libraries: ZeroMQ and iceoryx2 (crossbeam comes with `threaded`).
     Peers,
 }
@@ -67,6 +72,7 @@ impl Experiment {
             Self::Fanout => "fanout",
             Self::Large => "large",
             Self::Apps => "apps",
+            Self::Pipeline => "pipeline",
             Self::Peers => "peers",
         }
     }
@@ -139,6 +145,9 @@ pub(crate) const RING_SWEEP_RATE: u64 = 3_000;
 /// The source rate (tuples per second) at which the applications' latency is measured.
 pub(crate) const APP_RATE: u64 = 40_000;
 
+/// The parallelisms of the pipeline experiment: as many senders as receivers, up to the cores.
+pub(crate) const PIPELINE_PARALLELISM: &[&str] = &["1", "2"];
+
 /// Everything a level measures.
 struct Plan {
     hardware: (usize, u64, usize),
@@ -159,6 +168,8 @@ struct Plan {
     /// Whether each application also runs under the plans it ships (`sluice apps`).
     with_shipped_plans: bool,
     apps: Timing,
+    /// The input of each pipeline, and the runs at each parallelism.
+    pipelines: ([(&'static str, u64); 2], usize),
 }
 
 impl Level {
@@ -192,6 +203,7 @@ impl Level {
                 app_plans: vec!["fused", "threaded", "processes"],
                 with_shipped_plans: true,
                 apps: timing(1.0, 0.2, 3),
+                pipelines: ([("compress", 64 << 20), ("encrypt", 512 << 20)], 3),
             },
             Self::Quick => Plan {
                 hardware: (1, 50_000, 256 << 20),
@@ -211,6 +223,7 @@ impl Level {
                 app_plans: vec!["fused", "threaded", "processes"],
                 with_shipped_plans: true,
                 apps: timing(0.3, 0.1, 1),
+                pipelines: ([("compress", 8 << 20), ("encrypt", 64 << 20)], 1),
             },
             Self::Smoke => Plan {
                 hardware: (1, 5_000, 16 << 20),
@@ -230,6 +243,7 @@ impl Level {
                 app_plans: vec!["fused"],
                 with_shipped_plans: false,
                 apps: timing(0.1, 0.0, 1),
+                pipelines: ([("compress", 256 << 10), ("encrypt", 1 << 20)], 1),
             },
         }
     }
@@ -246,6 +260,8 @@ enum What {
     Peer(PeerJob),
     /// One `sluice bench app`.
     App(AppJob),
+    /// One `sluice bench pipeline`.
+    Pipeline(PipelineJob),
 }
 
 /// One measurement of the suite.
@@ -278,6 +294,7 @@ impl Job {
             }
             What::Peer(job) => job.estimate().as_secs_f64(),
             What::App(job) => job.estimate().as_secs_f64(),
+            What::Pipeline(job) => job.estimate().as_secs_f64(),
         };
         Duration::from_secs_f64(seconds)
     }
@@ -302,6 +319,7 @@ impl Job {
             }
             What::Peer(job) => format!("{experiment}: {}", job.label()),
             What::App(job) => format!("{experiment}: {}", job.label()),
+            What::Pipeline(job) => format!("{experiment}: {}", job.label()),
         }
     }
 
@@ -328,6 +346,7 @@ impl Job {
             },
             What::Peer(job) => vec![job.run()],
             What::App(job) => vec![job.run()],
+            What::Pipeline(job) => job.run(),
         }
     }
 }
@@ -490,6 +509,15 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
             }
         }
     }
+    if wanted(Experiment::Pipeline) {
+        let (inputs, repeat) = plan.pipelines;
+        for (app, size) in inputs {
+            jobs.push(Job {
+                experiment: Experiment::Pipeline,
+                what: What::Pipeline(PipelineJob::new(app, PIPELINE_PARALLELISM, size, repeat)),
+            });
+        }
+    }
     if wanted(Experiment::Peers) {
         for peer in Peer::OUT_OF_PROCESS {
             for &size in &plan.throughput_sizes {
@@ -555,6 +583,7 @@ mod tests {
             (crate::apps::BENCHABLE.len() * 3 + shipped) * 2,
             "every benchable application, three plans and those it ships, flooded and paced"
         );
+        assert_eq!(count(Experiment::Pipeline), 2, "compress and encrypt");
         let minutes = jobs
             .iter()
             .map(Job::estimate)

@@ -1,7 +1,7 @@
 //! The suite's plots, drawn with `plotters` as SVG (inlined in `report.html`) and PNG:
 //! throughput against tuple size per transport (tuples/s and Gbit/s), latency percentiles,
-//! fan-out and large messages. Logarithmic axes are drawn as linear axes over log10 of the
-//! values, labelled with the values themselves.
+//! fan-out, large messages and the pipelines' speedup. Logarithmic axes are drawn as linear
+//! axes over log10 of the values, labelled with the values themselves.
 //!
 //! Text needs a TrueType font, read once from the system (DejaVu Sans or Liberation Sans, or
 //! the file `SLUICE_PLOT_FONT` names); without one there are no plots, and the report says so.
@@ -26,6 +26,8 @@ pub(crate) const LATENCY: &str = "latency";
 pub(crate) const FANOUT: &str = "fanout";
 /// Large-message latency by size.
 pub(crate) const LARGE: &str = "large";
+/// The pipelines' speedup by senders.
+pub(crate) const PIPELINE: &str = "pipeline";
 
 const SIZE: (u32, u32) = (960, 600);
 
@@ -381,6 +383,36 @@ fn large(rows: &[Row]) -> Chart {
     }
 }
 
+fn pipeline(rows: &[Row]) -> Chart {
+    let picked: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.experiment == "pipeline" && !r.skipped)
+        .collect();
+    let mut apps: Vec<String> = picked.iter().filter_map(|r| r.app.clone()).collect();
+    apps.sort();
+    apps.dedup();
+    let series = apps
+        .into_iter()
+        .enumerate()
+        .map(|(i, app)| {
+            let pts = picked
+                .iter()
+                .filter(|r| r.app.as_ref() == Some(&app) && r.senders == r.receivers)
+                .filter_map(|r| Some((r.senders? as f64, r.speedup?)))
+                .collect();
+            line(app, pts, i)
+        })
+        .collect();
+    Chart {
+        name: PIPELINE,
+        title: "Pipelines: speedup over the serial program".into(),
+        x_label: "senders = receivers",
+        y_label: "speedup",
+        log_x: false,
+        series,
+    }
+}
+
 /// Draws every chart that has data into `dir` as `NAME.svg` and `NAME.png`; returns each
 /// chart's SVG text and the paths written.
 pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<PathBuf>)> {
@@ -391,6 +423,7 @@ pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<Pa
         latency(rows),
         fanout(rows),
         large(rows),
+        pipeline(rows),
     ];
     let mut svgs = Vec::new();
     let mut paths = Vec::new();

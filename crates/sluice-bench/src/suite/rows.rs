@@ -44,6 +44,12 @@ pub(crate) struct Row {
     pub(crate) input: Option<String>,
     pub(crate) per_sec: Option<f64>,
     pub(crate) yardsticks: Vec<YardstickRow>,
+    pub(crate) senders: Option<usize>,
+    pub(crate) size_bytes: Option<u64>,
+    pub(crate) packet_bytes: Option<usize>,
+    pub(crate) mb_per_sec: Option<f64>,
+    pub(crate) serial_mb_per_sec: Option<f64>,
+    pub(crate) speedup: Option<f64>,
 }
 
 /// One yardstick of an application's record.
