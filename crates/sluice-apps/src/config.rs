@@ -166,7 +166,29 @@ pub enum AppError {
         /// The parser's message.
         reason: String,
     },
-    /// The application's graph is invalid (a bug in the application).
+    /// The application's graph is invalid (a bug in the application). Not the error's
+    /// `source`: its message is in this one's already, and a chain would print it twice.
     #[error("the application's graph is invalid: {0}")]
-    Graph(#[from] GraphError),
+    Graph(GraphError),
+}
+
+impl From<GraphError> for AppError {
+    fn from(error: GraphError) -> Self {
+        Self::Graph(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_graph_error_is_said_once_even_through_a_chain_of_sources() {
+        let error = AppError::from(GraphError::DuplicateName("sum".into()));
+        assert_eq!(
+            error.to_string(),
+            "the application's graph is invalid: two operators are named 'sum'; operator names must be unique"
+        );
+        assert!(std::error::Error::source(&error).is_none());
+    }
 }
