@@ -522,12 +522,13 @@ impl Verify {
                 self.expected.len()
             )));
         }
-        if let Some(at) = packet
-            .bytes
-            .iter()
-            .zip(&self.expected)
-            .position(|(got, want)| got != want)
-        {
+        if packet.bytes != self.expected {
+            let at = packet
+                .bytes
+                .iter()
+                .zip(&self.expected)
+                .position(|(got, want)| got != want)
+                .unwrap_or_default();
             return Err(fail(format!(
                 "byte {at} of {} is {:#04x} where the input has {:#04x}",
                 self.expected.len(),

@@ -168,17 +168,21 @@ impl TextGenerator {
 
     /// Replaces the contents of `out` with the `len` bytes of the packet at `index`.
     pub fn fill(&self, index: u64, len: usize, out: &mut Vec<u8>) {
+        // Room for the words that straddle the end: every word is written whole, as one
+        // fixed-size copy of WORD_ROOM bytes, and the next starts where its space ends.
         out.clear();
-        out.reserve(len + WORD_ROOM * 8);
+        out.resize(len + WORD_ROOM * 8, 0);
         // splitmix64 of seed and index starts the packet's own xorshift64* sequence.
         let mut state = mix(self.seed ^ mix(index.wrapping_add(0x9e37_79b9_7f4a_7c15)));
-        while out.len() < len {
+        let mut at = 0;
+        while at < len {
             state ^= state >> 12;
             state ^= state << 25;
             state ^= state >> 27;
             for pick in state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes() {
                 let (word, used) = &self.words[usize::from(pick)];
-                out.extend_from_slice(&word[..usize::from(*used)]);
+                out[at..at + WORD_ROOM].copy_from_slice(word);
+                at += usize::from(*used);
             }
         }
         out.truncate(len);
