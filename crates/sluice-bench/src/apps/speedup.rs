@@ -29,6 +29,7 @@ use sluice_apps::pipeline::{self, mb_per_sec, Pipeline, BYTES_VERIFIED};
 use sluice_apps::{AppConfig, Settings};
 use sluice_plan::{PlanOptions, PlanRequest};
 use sluice_runtime::RunOptions;
+use sluice_sync::IdleStrategy;
 
 use super::pipeline::Serial;
 use crate::foundation::args::checked_repeat;
@@ -60,6 +61,10 @@ pub struct PipelineBenchArgs {
     /// or any plan `sluice run` takes.
     #[arg(long, default_value = ENGINES)]
     pub plan: String,
+    /// How the pipeline's idle threads wait: busy-spin, yield, backoff or park (default: chosen
+    /// from the thread and core counts, as for `sluice run`).
+    #[arg(long, value_parser = IdleStrategy::parse)]
+    pub idle: Option<IdleStrategy>,
     /// Runs of the pipeline and of the serial program (alternating) per parallelism; the
     /// result is the median.
     #[arg(long, value_name = "R", default_value_t = 3)]
@@ -86,6 +91,9 @@ pub(crate) struct SpeedupPoint {
     pub(crate) app: String,
     /// The plan, as named on the command line.
     pub(crate) plan: String,
+    /// How idle threads waited, when `--idle` said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) idle: Option<String>,
     /// Sending replicas.
     pub(crate) senders: usize,
     /// Receiving replicas.
@@ -157,6 +165,9 @@ impl PipelineBenchArgs {
         ] {
             args.extend([option.to_string(), value]);
         }
+        if let Some(idle) = self.idle {
+            args.extend(["--idle".to_string(), idle.name().to_string()]);
+        }
         for setting in self.shared_settings() {
             args.extend(["--set".to_string(), setting]);
         }
@@ -166,6 +177,7 @@ impl PipelineBenchArgs {
 
 /// One parallelism, built and planned.
 struct Measurement {
+    idle: Option<IdleStrategy>,
     pipeline: Pipeline,
     app: sluice_apps::App,
     physical: sluice_plan::PhysicalPlan,
@@ -190,6 +202,7 @@ impl Measurement {
         };
         let physical = sluice_plan::plan(&app.graph, &request, &PlanOptions::default())?;
         Ok(Self {
+            idle: args.idle,
             pipeline,
             app,
             physical,
@@ -198,7 +211,11 @@ impl Measurement {
 
     /// Runs the pipeline over the whole input; returns its seconds.
     fn run_pipeline(&self) -> anyhow::Result<f64> {
-        let report = sluice_runtime::run(&self.app.graph, &self.physical, &RunOptions::default())?;
+        let options = RunOptions {
+            idle: self.idle,
+            ..RunOptions::default()
+        };
+        let report = sluice_runtime::run(&self.app.graph, &self.physical, &options)?;
         let verified = report
             .operator_report("verify")
             .counters
@@ -240,6 +257,7 @@ impl Measurement {
             bench: "pipeline".into(),
             app: args.app.clone(),
             plan: args.plan.clone(),
+            idle: self.idle.map(|i| i.name().to_string()),
             senders: self.pipeline.senders,
             receivers: self.pipeline.receivers,
             size_bytes: layout.size,
@@ -303,12 +321,13 @@ fn table(points: &[SpeedupPoint]) -> String {
     if let Some(p) = points.first() {
         let _ = writeln!(
             out,
-            "sluice bench pipeline {}: {} bytes in packets of {} B over {} flows, {} plan; median of {} run(s) each, beside the serial program; commit {}, {}, {} cores\n",
+            "sluice bench pipeline {}: {} bytes in packets of {} B over {} flows, {} plan{}; median of {} run(s) each, beside the serial program; commit {}, {}, {} cores\n",
             p.app,
             p.size_bytes,
             p.packet_bytes,
             p.flows,
             p.plan,
+            p.idle.as_ref().map_or_else(String::new, |i| format!(", idle {i}")),
             p.seconds.len(),
             p.commit,
             p.cpu,
@@ -375,13 +394,14 @@ mod tests {
             size: Some(1000),
             packet: None,
             plan: ENGINE_PROCESSES.into(),
+            idle: Some(IdleStrategy::Park),
             repeat: 2,
             json: false,
             settings: vec!["flows=8".into()],
         };
         assert_eq!(
             args.child_args("2x1").join(" "),
-            "bench pipeline encrypt --json --parallelism 2x1 --plan engine-processes --repeat 2 --set flows=8 --set size=1000"
+            "bench pipeline encrypt --json --parallelism 2x1 --plan engine-processes --repeat 2 --idle park --set flows=8 --set size=1000"
         );
     }
 
@@ -393,6 +413,7 @@ mod tests {
             size: Some(100_000),
             packet: Some(4096),
             plan: ENGINES.into(),
+            idle: None,
             repeat: 1,
             json: true,
             settings: vec![],
