@@ -830,7 +830,7 @@ fn apps_section(rows: &[Row]) -> Section {
 pub(crate) fn pipeline_table(rows: &[Row]) -> Table {
     let mut t = Table::new(
         "Compression and encryption pipelines: speedup over the serial program",
-        "A fixed input cut into packets, compressed (zlib level 6) or encrypted (AES-256-GCM) by the senders and checked byte for byte by the receivers, each sender and receiver a thread (`sluice bench pipeline`); the serial program does every packet on one thread in the same run. MB/s of input, decimal; speedup: the serial program's time over the pipeline's.",
+        "A fixed input cut into packets, compressed (zlib level 6) or encrypted (AES-256-GCM) by the senders and checked byte for byte by the receivers, each sender and receiver a thread, parked when idle (`sluice bench pipeline`); the serial program does every packet on one thread in the same run. MB/s of input, decimal; speedup: the serial program's time over the pipeline's.",
         &[
             "pipeline",
             "senders",
