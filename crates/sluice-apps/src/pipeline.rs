@@ -173,32 +173,37 @@ impl Pipeline {
 }
 
 /// The paper's execution engines as a plan: a thread per sender running its instances of
-/// `generate` and of the encoding stage (the first also runs the source, which only hands out
-/// packet ids), and a thread per receiver running its instances of the decoding stage and of
-/// `verify`; with `processes`, each of those threads is a PE (process) of its own, the
-/// senders joined to the receivers by shared memory.
+/// `generate` and of the encoding stage, a thread per receiver running its instances of the
+/// decoding stage and of `verify`, and a thread of its own for the source, which only hands
+/// out packet ids (fused with a sender, it would hand the other senders their next packets only
+/// after its own sender had done its share). With `processes`, each sender and receiver is a
+/// PE (process) of its own, joined by shared memory, and the source's thread runs in the first
+/// sender's PE.
 pub fn engines(pipeline: &Pipeline, processes: bool) -> PlanFile {
     let (encode, decode) = pipeline.stage.operator_names();
-    let thread = |name: String, operators: Vec<String>| ThreadSpec {
-        pe: processes.then(|| name.clone()),
+    let thread = |name: String, pe: &str, operators: Vec<String>| ThreadSpec {
+        pe: processes.then(|| pe.to_string()),
         name,
         operators,
         core: None,
     };
+    let dealer = thread("dealer".into(), "sender0", vec!["packets".into()]);
     let senders = (0..pipeline.senders).map(|i| {
-        let mut operators = vec![format!("generate[{i}]"), format!("{encode}[{i}]")];
-        if i == 0 {
-            operators.insert(0, "packets".into());
-        }
-        thread(format!("sender{i}"), operators)
+        let name = format!("sender{i}");
+        let operators = vec![format!("generate[{i}]"), format!("{encode}[{i}]")];
+        thread(name.clone(), &name, operators)
     });
     let receivers = (0..pipeline.receivers).map(|i| {
+        let name = format!("receiver{i}");
         let operators = vec![format!("{decode}[{i}]"), format!("verify[{i}]")];
-        thread(format!("receiver{i}"), operators)
+        thread(name.clone(), &name, operators)
     });
     PlanFile {
         queue_capacity: None,
-        threads: senders.chain(receivers).collect(),
+        threads: std::iter::once(dealer)
+            .chain(senders)
+            .chain(receivers)
+            .collect(),
         edges: Vec::new(),
     }
 }
