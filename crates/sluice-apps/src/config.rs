@@ -180,3 +180,18 @@ impl From<GraphError> for AppError {
         Self::Graph(error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_graph_error_is_said_once_even_through_a_chain_of_sources() {
+        let error = AppError::from(GraphError::DuplicateName("sum".into()));
+        assert_eq!(
+            error.to_string(),
+            "the application's graph is invalid: two operators are named 'sum'; operator names must be unique"
+        );
+        assert!(std::error::Error::source(&error).is_none());
+    }
+}

@@ -11,6 +11,7 @@ mod config;
 pub mod omdp;
 #[macro_use]
 pub mod storm;
+pub mod pipeline;
 mod random;
 pub mod relay;
 pub mod sol;
@@ -105,6 +106,8 @@ pub fn registry() -> &'static [AppSpec] {
         throughput_test::SPEC,
         vwap::SPEC,
         omdp::SPEC,
+        pipeline::COMPRESS,
+        pipeline::ENCRYPT,
     ]
 }
 

@@ -12,8 +12,10 @@
 mod entry;
 mod measure;
 pub(crate) mod omdp;
+mod pipeline;
 mod registry;
 mod result;
+mod speedup;
 mod storm;
 mod vwap;
 mod wordcount;
@@ -22,6 +24,8 @@ pub(crate) use entry::Benchable;
 pub use measure::AppBenchArgs;
 pub use omdp::OmdpBenchArgs;
 pub(crate) use registry::BENCHABLE;
+pub(crate) use speedup::main as pipeline_main;
+pub use speedup::PipelineBenchArgs;
 
 use std::io::Write;
 

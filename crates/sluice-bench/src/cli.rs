@@ -35,6 +35,10 @@ pub enum BenchCommand {
     /// under each plan: average, p50 and p99, and the rate the spout reached (marked when full
     /// queues held it back).
     Topology(crate::suite::TopologyArgs),
+    /// The compression or encryption pipeline over a fixed input at each number of senders
+    /// and receivers: MB/s and the speedup over a serial program measured in the same run (the
+    /// TCD parallel runtime paper's curves).
+    Pipeline(crate::apps::PipelineBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -62,6 +66,7 @@ impl BenchArgs {
             | BenchCommand::App(_)
             | BenchCommand::Omdp(_)
             | BenchCommand::Topology(_)
+            | BenchCommand::Pipeline(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

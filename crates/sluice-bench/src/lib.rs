@@ -33,6 +33,9 @@
 //! - `sluice bench app NAME --plan P [--rate N]`: a built-in application's throughput under a
 //!   plan beside hand-written single-threaded programs doing the same computation (its
 //!   yardsticks), and with a rate its end-to-end latency (module `apps`).
+//! - `sluice bench pipeline compress|encrypt --parallelism 1,2`: the compression or encryption
+//!   pipeline over a fixed input at each number of senders and receivers, its MB/s and its
+//!   speedup over a serial program measured in the same run (module `apps`).
 //!
 //! - `sluice bench topology NAME --rates R,... [--plans P,...]`: a Storm topology's (`sol`,
 //!   `throughput-test`) end-to-end latency and the input rate it reached, against the input
@@ -56,7 +59,7 @@ mod foundation;
 mod suite;
 mod transports;
 
-pub use apps::AppBenchArgs;
+pub use apps::{AppBenchArgs, PipelineBenchArgs};
 pub use cli::{BenchArgs, BenchCommand};
 pub use foundation::args::{
     CommonArgs, LatencyArgs, LatencyMethod, RunArgs, ThroughputArgs, Transport, TupleEncoding,
@@ -77,6 +80,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     match &args.command {
         BenchCommand::App(app) => apps::main(app),
         BenchCommand::Omdp(args) => apps::omdp::main(args),
+        BenchCommand::Pipeline(pipeline) => apps::pipeline_main(pipeline),
         BenchCommand::Baseline(baseline) => hardware::main(baseline),
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),

@@ -3,15 +3,15 @@
 //!
 //! The suite walks a matrix of measurements (module `matrix`: throughput by tuple size and
 //! transport, latency, facade against normal tuples, fan-out, large messages, the hardware
-//! baseline, the applications and the peers), each one a call of the same functions
-//! `sluice bench throughput`, `latency` and `baseline` use (or a child `sluice bench app`,
-//! module `app_job`), with a progress bar and an estimate of the time left. Each
-//! measurement becomes one line of `results.jsonl` as soon as it is done (module `output`), so
-//! a run cut short keeps what it measured. At the end the directory gets `report.md` and a
-//! self-contained `report.html` (module `report`, which reads the records as `rows`) and the
-//! plots as SVG and PNG (module `plots`); `--docs FILE` also writes the page that sets our
-//! figures beside the papers' (module `papers`). `--from results.jsonl` rebuilds all of that
-//! from an earlier run without measuring again.
+//! baseline, the applications, the pipelines and the peers), each one a call of the same
+//! functions `sluice bench throughput`, `latency` and `baseline` use (or a child `sluice bench
+//! app`, module `app_job`, or `sluice bench pipeline`, module `pipeline_job`), with a progress
+//! bar and an estimate of the time left. Each measurement becomes one line of `results.jsonl`
+//! as soon as it is done (module `output`), so a run cut short keeps what it measured. At the
+//! end the directory gets `report.md` and a self-contained `report.html` (module `report`,
+//! which reads the records as `rows`) and the plots as SVG and PNG (module `plots`); `--docs
+//! FILE` also writes the page that sets our figures beside the papers' (module `papers`).
+//! `--from results.jsonl` rebuilds all of that from an earlier run without measuring again.
 //!
 //! `sluice bench topology` (module `topology`) lives here too: it sweeps one topology's input
 //! rate under each plan with the jobs the suite's `topology` experiment runs, and prints the
@@ -25,6 +25,7 @@ mod matrix;
 mod output;
 mod papers;
 mod peers;
+mod pipeline_job;
 mod plots;
 mod report;
 mod rows;

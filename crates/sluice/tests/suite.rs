@@ -100,6 +100,10 @@ fn check_schema(r: &Value) {
         app_schema(r);
         return;
     }
+    if bench == "pipeline" {
+        pipeline_schema(r);
+        return;
+    }
     assert!(bench == "throughput" || bench == "latency", "{r}");
     assert!(r["tuple_size"].as_u64().is_some(), "{r}");
     assert!(number(r, "tuples_per_sec") > 0.0, "{r}");
@@ -174,6 +178,28 @@ fn app_schema(r: &Value) {
     }
 }
 
+/// A pipeline's record at one parallelism: its MB/s beside the serial program's, the speedup
+/// and every run's seconds.
+fn pipeline_schema(r: &Value) {
+    string(r, "app");
+    string(r, "plan");
+    for field in [
+        "senders",
+        "receivers",
+        "size_bytes",
+        "packet_bytes",
+        "flows",
+    ] {
+        assert!(r[field].as_u64().is_some_and(|n| n >= 1), "{field}: {r}");
+    }
+    for field in ["mb_per_sec", "serial_mb_per_sec", "speedup"] {
+        assert!(number(r, field) > 0.0, "{field}: {r}");
+    }
+    for runs in ["seconds", "serial_seconds"] {
+        assert!(r[runs].as_array().is_some_and(|s| !s.is_empty()), "{r}");
+    }
+}
+
 fn read_records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .expect("results.jsonl")
@@ -219,6 +245,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         "large",
         "apps",
         "topology",
+        "pipeline",
         "peers",
     ] {
         assert!(
@@ -309,7 +336,8 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
             && md.contains("## Applications\n\n### ")
             && md.contains("\n### wordcount\n")
             && md.contains("\n### vwap\n")
-            && md.contains("## Storm topologies: latency against input rate\n\n### sol"),
+            && md.contains("## Storm topologies: latency against input rate\n\n### sol")
+            && md.contains("## Pipelines"),
         "{md}"
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
@@ -325,6 +353,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
         "large",
         "topology-sol",
         "topology-throughput-test",
+        "pipeline",
     ] {
         let svg = std::fs::read_to_string(out.join(format!("{plot}.svg"))).unwrap();
         assert!(svg.contains("<svg"), "{plot}.svg");
@@ -333,6 +362,7 @@ fn the_smoke_suite_produces_every_measurement_and_valid_files() {
     }
     let page = std::fs::read_to_string(&docs).unwrap();
     assert!(page.contains("IBM") && page.contains("Vega") && page.contains("TurboStream"));
+    assert!(page.contains("TCD parallel runtime paper\n"), "{page}");
 
     // The report rebuilds from the records alone, measuring nothing.
     let again = dir.path().join("again");

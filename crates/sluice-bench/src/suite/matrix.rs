@@ -13,6 +13,7 @@
 //! | `apps` | TurboStream's WordCount | every benchable application under the fused, threaded and processes plans beside its hand-written yardsticks, as fast as possible and at 40,000 source tuples/s (latency) |
 //! | `topology` | TurboStream Fig. 10 | SOL and the Throughput Test under the fused, threaded and processes plans at 1,000 to 80,000 tuples/s: latency against input rate (`sluice bench topology`) |
 //! | `omdp` | Vega Fig. 8 | OMDP's per-hop latency against the feed rate (multiples of the February 2008 OPRA rate, over the shared-memory feed), fused against the two-processes and processes plans |
+//! | `pipeline` | the TCD parallel runtime paper's Figure 4 | the compression and encryption pipelines over a fixed input with 1 and 2 senders and receivers, the speedup over the serial program (`sluice bench pipeline`) |
 //! | `peers` | what a user would pick instead | ZeroMQ (ipc, tcp), iceoryx2; crossbeam comes with `threaded` |
 
 use std::time::Duration;
@@ -26,6 +27,7 @@ use sluice_sync::IdleStrategy;
 use super::app_job::AppJob;
 use super::output;
 use super::peers::{self, Peer, PeerJob};
+use super::pipeline_job::PipelineJob;
 use crate::foundation::args::{Bench, LatencyMethod, Settings, Transport, TupleEncoding};
 
 /// One experiment of the suite.
@@ -57,6 +59,9 @@ pub enum Experiment {
     Topology,
     /// OMDP's per-hop latency against the feed rate under each plan (Vega Fig. 8).
     Omdp,
+    /// The compression and encryption pipelines' speedup over a serial program at 1 and 2
+    /// senders and receivers.
+    Pipeline,
     /// The peer libraries: ZeroMQ and iceoryx2 (crossbeam comes with `threaded`).
     Peers,
 }
@@ -75,6 +80,7 @@ impl Experiment {
             Self::Apps => "apps",
             Self::Topology => "topology",
             Self::Omdp => "omdp",
+            Self::Pipeline => "pipeline",
             Self::Peers => "peers",
         }
     }
@@ -149,6 +155,8 @@ pub(crate) const APP_RATE: u64 = 40_000;
 
 /// The input rates of the topology experiment: TurboStream's Figure 10.
 pub(crate) const TOPOLOGY_RATES: [u64; 6] = [1_000, 5_000, 10_000, 20_000, 40_000, 80_000];
+/// The parallelisms of the pipeline experiment: as many senders as receivers, up to the cores.
+pub(crate) const PIPELINE_PARALLELISM: &[&str] = &["1", "2"];
 
 /// Everything a level measures.
 struct Plan {
@@ -177,6 +185,8 @@ struct Plan {
     omdp_multiples: Vec<f64>,
     /// Seconds each OMDP point runs.
     omdp_s: f64,
+    /// The input of each pipeline, and the runs at each parallelism.
+    pipelines: ([(&'static str, u64); 2], usize),
 }
 
 impl Level {
@@ -216,6 +226,7 @@ impl Level {
                 omdp_plans: vec!["fused", "two-processes", "processes"],
                 omdp_multiples: OMDP_MULTIPLES.to_vec(),
                 omdp_s: 4.0,
+                pipelines: ([("compress", 64 << 20), ("encrypt", 512 << 20)], 3),
             },
             Self::Quick => Plan {
                 hardware: (1, 50_000, 256 << 20),
@@ -241,6 +252,7 @@ impl Level {
                 omdp_plans: vec!["fused", "two-processes"],
                 omdp_multiples: vec![5.0],
                 omdp_s: 1.0,
+                pipelines: ([("compress", 8 << 20), ("encrypt", 64 << 20)], 1),
             },
             Self::Smoke => Plan {
                 hardware: (1, 5_000, 16 << 20),
@@ -267,6 +279,7 @@ impl Level {
                 omdp_plans: vec![],
                 omdp_multiples: vec![],
                 omdp_s: 0.5,
+                pipelines: ([("compress", 256 << 10), ("encrypt", 1 << 20)], 1),
             },
         }
     }
@@ -285,6 +298,8 @@ enum What {
     App(AppJob),
     /// One `sluice run omdp --json` over the shared-memory feed: plan, rate multiple, seconds.
     Omdp(&'static str, f64, f64),
+    /// One `sluice bench pipeline`.
+    Pipeline(PipelineJob),
 }
 
 /// One measurement of the suite.
@@ -318,6 +333,7 @@ impl Job {
             What::Peer(job) => job.estimate().as_secs_f64(),
             What::App(job) => job.estimate().as_secs_f64(),
             What::Omdp(_, _, seconds) => seconds + OMDP_START_S,
+            What::Pipeline(job) => job.estimate().as_secs_f64(),
         };
         Duration::from_secs_f64(seconds)
     }
@@ -343,6 +359,7 @@ impl Job {
             What::Peer(job) => format!("{experiment}: {}", job.label()),
             What::App(job) => format!("{experiment}: {}", job.label()),
             What::Omdp(plan, multiple, _) => format!("{experiment}: {plan} at {multiple}x"),
+            What::Pipeline(job) => format!("{experiment}: {}", job.label()),
         }
     }
 
@@ -370,6 +387,7 @@ impl Job {
             What::Peer(job) => vec![job.run()],
             What::App(job) => vec![job.run()],
             What::Omdp(plan, multiple, seconds) => vec![omdp_record(plan, *multiple, *seconds)],
+            What::Pipeline(job) => job.run(),
         }
     }
 }
@@ -587,6 +605,15 @@ pub(crate) fn jobs(level: Level, only: &[Experiment]) -> Vec<Job> {
             }
         }
     }
+    if wanted(Experiment::Pipeline) {
+        let (inputs, repeat) = plan.pipelines;
+        for (app, size) in inputs {
+            jobs.push(Job {
+                experiment: Experiment::Pipeline,
+                what: What::Pipeline(PipelineJob::new(app, PIPELINE_PARALLELISM, size, repeat)),
+            });
+        }
+    }
     if wanted(Experiment::Peers) {
         for peer in Peer::OUT_OF_PROCESS {
             for &size in &plan.throughput_sizes {
@@ -658,6 +685,7 @@ mod tests {
             "SOL and the Throughput Test, three plans, six rates"
         );
         assert_eq!(count(Experiment::Omdp), 3 * 6, "three plans, six multiples");
+        assert_eq!(count(Experiment::Pipeline), 2, "compress and encrypt");
         let minutes = jobs
             .iter()
             .map(Job::estimate)
@@ -672,7 +700,7 @@ mod tests {
 
     #[test]
     fn quick_and_smoke_are_short_and_only_selects() {
-        for (level, most_s) in [(Level::Quick, 120.0), (Level::Smoke, 15.0)] {
+        for (level, most_s) in [(Level::Quick, 120.0), (Level::Smoke, 20.0)] {
             let seconds: f64 = jobs(level, &[])
                 .iter()
                 .map(|j| j.estimate().as_secs_f64())

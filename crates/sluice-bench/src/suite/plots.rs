@@ -1,7 +1,7 @@
 //! The suite's plots, drawn with `plotters` as SVG (inlined in `report.html`) and PNG:
 //! throughput against tuple size per transport (tuples/s and Gbit/s), latency percentiles,
-//! fan-out and large messages. Logarithmic axes are drawn as linear axes over log10 of the
-//! values, labelled with the values themselves.
+//! fan-out, large messages and the pipelines' speedup. Logarithmic axes are drawn as linear
+//! axes over log10 of the values, labelled with the values themselves.
 //!
 //! Text needs a TrueType font, read once from the system (DejaVu Sans or Liberation Sans, or
 //! the file `SLUICE_PLOT_FONT` names); without one there are no plots, and the report says so.
@@ -32,6 +32,8 @@ pub(crate) const TOPOLOGY: [(&str, &str); 2] = [
     ("sol", "topology-sol"),
     ("throughput-test", "topology-throughput-test"),
 ];
+/// The pipelines' speedup by senders.
+pub(crate) const PIPELINE: &str = "pipeline";
 
 const SIZE: (u32, u32) = (960, 600);
 
@@ -453,6 +455,37 @@ fn by_rate(
     }
 }
 
+/// The pipelines' speedup by senders and receivers.
+fn pipeline(rows: &[Row]) -> Chart {
+    let picked: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.experiment == "pipeline" && !r.skipped)
+        .collect();
+    let mut apps: Vec<String> = picked.iter().filter_map(|r| r.app.clone()).collect();
+    apps.sort();
+    apps.dedup();
+    let series = apps
+        .into_iter()
+        .enumerate()
+        .map(|(i, app)| {
+            let pts = picked
+                .iter()
+                .filter(|r| r.app.as_ref() == Some(&app) && r.senders == r.receivers)
+                .filter_map(|r| Some((r.senders? as f64, r.speedup?)))
+                .collect();
+            line(app, pts, i)
+        })
+        .collect();
+    Chart {
+        name: PIPELINE,
+        title: "Pipelines: speedup over the serial program".into(),
+        x_label: "senders = receivers",
+        y_label: "speedup",
+        log_x: false,
+        series,
+    }
+}
+
 /// Draws every chart that has data into `dir` as `NAME.svg` and `NAME.png`; returns each
 /// chart's SVG text and the paths written.
 pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<PathBuf>)> {
@@ -463,6 +496,7 @@ pub(crate) fn draw(dir: &Path, rows: &[Row]) -> anyhow::Result<(Vec<Svg>, Vec<Pa
         latency(rows),
         fanout(rows),
         large(rows),
+        pipeline(rows),
     ];
     charts.extend(TOPOLOGY.into_iter().map(|plot| topology(rows, plot)));
     charts.push(by_rate(rows, "omdp", "omdp", OMDP, "feed packets/s"));
