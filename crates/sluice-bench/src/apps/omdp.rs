@@ -7,6 +7,16 @@
 //! per PE. With `--repeat N` a point runs N times and the run with the median end-to-end mean
 //! is kept. A multiple is sustained when the feed reached it and at most 0.01% of messages
 //! were missed (the paper's rule).
+//!
+//! As the paper's feed senders replay prerecorded OPRA data, the sweep first records the feed
+//! the runs' settings describe (`sluice_feed::record_generated`, into a temporary file, at most
+//! [`MAX_RECORDED_PACKETS`] packets) and every run replays it, so that the senders spend their
+//! core on sending rather than on generating (about 0.2 us a message). A run at a multiple
+//! whose duration needs more packets than the recording holds ends its feed early; its rate is
+//! measured over the packets' arrivals. `--generate` makes the senders generate as they send,
+//! and `--set replay=FILE` replays a recording of your own. The feed goes over shared memory
+//! (`--set feed=shm`) unless a `--set feed=` says otherwise: the kernel's loopback UDP path
+//! costs the sender about 3.7 us a packet, so one sender tops out near 10x on two cores.
 
 use std::io::Write;
 use std::process::Command;
@@ -36,6 +46,35 @@ pub struct OmdpBenchArgs {
     /// Print one JSON object per point instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The feed senders generate the feed as they send, instead of replaying a recording made
+    /// before the sweep.
+    #[arg(long)]
+    pub generate: bool,
+}
+
+/// The most packets the sweep records (about 100 bytes each).
+pub const MAX_RECORDED_PACKETS: u64 = 4_000_000;
+
+/// Records the feed `settings` describe, enough for `duration` seconds at `multiple`, into a
+/// temporary directory; returns the directory (removed when dropped) and the setting that
+/// replays it.
+fn record_feed(
+    settings: &[String],
+    multiple: f64,
+    duration: f64,
+) -> anyhow::Result<(tempfile::TempDir, String)> {
+    let config = sluice_apps::AppConfig {
+        settings: sluice_apps::Settings::parse(settings.iter().map(String::as_str))?,
+        ..sluice_apps::AppConfig::default()
+    };
+    let omdp = sluice_apps::omdp::OmdpConfig::from_app(&config)?;
+    let packets = (multiple * duration * sluice_feed::OPRA_FEB_2008_PACKETS_PER_SEC as f64)
+        .ceil()
+        .clamp(1.0, MAX_RECORDED_PACKETS as f64) as u64;
+    let dir = tempfile::tempdir().context("make a directory for the recorded feed")?;
+    let path = dir.path().join("feed.rec");
+    sluice_feed::record_generated(&omdp.feed, &path, packets, multiple)?;
+    Ok((dir, format!("replay={}", path.display())))
 }
 
 /// One measured point: `sluice run omdp --json`'s object.
@@ -201,6 +240,20 @@ pub(crate) fn main(args: &OmdpBenchArgs) -> anyhow::Result<()> {
     if args.sweep.iter().any(|m| m.is_nan() || *m <= 0.0) {
         bail!("--sweep: every rate multiple must be above 0");
     }
+    let mut args = args.clone();
+    if !args.settings.iter().any(|s| s.starts_with("feed=")) {
+        args.settings.push("feed=shm".into());
+    }
+    let replaying = args.settings.iter().any(|s| s.starts_with("replay="));
+    let _recording = if args.generate || replaying {
+        None
+    } else {
+        let most = args.sweep.iter().copied().fold(0.0, f64::max);
+        let (dir, replay) = record_feed(&args.settings, most, args.duration)?;
+        args.settings.push(replay);
+        Some(dir)
+    };
+    let args = &args;
     let mut points = Vec::new();
     let mut out = std::io::stdout().lock();
     for plan in &args.plans {
