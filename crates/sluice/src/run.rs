@@ -36,7 +36,7 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     rate: Option<u64>,
     /// The source rate as a multiple of the application's reference rate (omdp: the February
-    /// 2008 OPRA rate, 24,000 packets/s; default 25).
+    /// 2008 OPRA rate, 24,000 packets/s; default 5).
     #[arg(long)]
     rate_multiple: Option<f64>,
     /// Print the summary as one JSON object (applications that have one: omdp).
