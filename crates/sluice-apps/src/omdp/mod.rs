@@ -77,7 +77,7 @@ pub const SPEC: AppSpec = AppSpec {
         ("group", "the first channel's multicast group (default 239.255.90.1; channel i adds i)"),
         (
             "port",
-            "the feed's UDP port (default 31400; every multicast group uses it, unicast channel i adds i)",
+            "the feed's UDP port (default 31400; every multicast group uses it, unicast channel i adds i; with feed=shm it names the rings, so two jobs need two ports)",
         ),
         (
             "batch",
