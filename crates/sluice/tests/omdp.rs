@@ -4,7 +4,8 @@
 //! replayed twice leaving the decision engines in the same state.
 //!
 //! Each test uses UDP ports of its own, so the tests run in parallel without hearing each
-//! other's feeds.
+//! other's feeds. Where the host cannot carry multicast on loopback (a container without it),
+//! the multicast runs go over unicast instead, saying so.
 
 mod common;
 
@@ -16,6 +17,36 @@ use std::time::Duration;
 
 use common::{pes_of, signal};
 use serde_json::Value;
+
+/// `feed=multicast` where a datagram sent to a group on loopback comes back to a member,
+/// otherwise `feed=unicast`, with the reason printed.
+fn udp_feed() -> &'static str {
+    let probe = || -> std::io::Result<bool> {
+        let group = std::net::Ipv4Addr::new(239, 255, 91, 1);
+        let member = UdpSocket::bind((group, 0))?;
+        member.join_multicast_v4(&group, &std::net::Ipv4Addr::LOCALHOST)?;
+        member.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let port = member.local_addr()?.port();
+        let sender = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )?;
+        sender.set_multicast_if_v4(&std::net::Ipv4Addr::LOCALHOST)?;
+        sender.set_multicast_loop_v4(true)?;
+        let to = std::net::SocketAddr::from((group, port));
+        sender.send_to(b"probe", &to.into())?;
+        let mut buffer = [0u8; 8];
+        Ok(member.recv(&mut buffer)? == 5)
+    };
+    match probe() {
+        Ok(true) => "feed=multicast",
+        outcome => {
+            eprintln!("multicast on loopback does not work here ({outcome:?}): the feed goes over unicast");
+            "feed=unicast"
+        }
+    }
+}
 
 fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -85,6 +116,8 @@ fn omdp_reports_the_breakdown_under_fused_and_processes_and_loses_nothing_at_a_m
             "sample-every=64",
             "--set",
             &format!("port={port}"),
+            "--set",
+            udp_feed(),
         ]);
         assert_eq!(v["plan"], plan, "{v}");
         assert!(number(&v, "messages") > 1000, "{v}");
@@ -142,6 +175,8 @@ fn a_stalled_feed_handler_misses_messages_and_says_the_rate_was_not_sustained() 
         "socket-buffer=4096",
         "--set",
         "port=31640",
+        "--set",
+        udp_feed(),
     ]);
     let pes = pes_of(job.id());
     let handlers = pes.iter().find(|p| p.index == 0).expect("the handlers' PE");
@@ -180,6 +215,8 @@ fn a_recorded_feed_replayed_twice_leaves_the_engines_in_the_same_state() {
             &replay,
             "--set",
             &format!("port={port}"),
+            "--set",
+            udp_feed(),
         ])
     };
     let (first, second) = (run("31650"), run("31660"));

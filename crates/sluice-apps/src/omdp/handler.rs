@@ -75,7 +75,12 @@ impl Endpoint {
                     MulticastConfig::new(*group.ip(), group.port(), Ipv4Addr::LOCALHOST);
                 config.socket_buffer_bytes = Some(buffer_bytes);
                 config.max_datagram = MAX_PACKET;
-                config.open()?
+                config.open().map_err(|e| {
+                    OperatorError::Failed(format!(
+                        "{e} (where this host has no multicast on loopback, use --set \
+                         feed=unicast or --set feed=shm)"
+                    ))
+                })?
             }
             Self::Unicast(address) => {
                 let open = || -> std::io::Result<UdpSocket> {
