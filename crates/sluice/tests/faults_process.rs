@@ -18,7 +18,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{children_of, pes_of, signal, Pe};
+use common::{children_of, pes_of, signal, stderr, stdout, Pe};
 
 /// Longest any job of this suite may take before the test calls it a hang.
 const WATCHDOG: Duration = Duration::from_secs(60);
@@ -182,14 +182,6 @@ fn segments_of(id: &str) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(&prefix))
         .collect()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The first `error:` line of the job's output, with the lines that follow it.

@@ -6,8 +6,10 @@
 
 mod common;
 
+use common::sluice;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `ip` with `args`; true when it succeeded.
@@ -121,13 +123,6 @@ impl Drop for Hosts {
         ip(&["netns", "del", &self.switch]);
         ip(&["link", "del", &self.launcher_link]);
     }
-}
-
-fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("sluice runs")
 }
 
 /// Runs WordCount over `input` fused, then as processes on the hosts of `hosts_file` (the

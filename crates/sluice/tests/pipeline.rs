@@ -3,22 +3,9 @@
 //! job with one line naming it, and the benchmarks: `sluice bench pipeline` (its speedup over
 //! the serial program, each parallelism in a child, PEs in processes) and `sluice bench app`.
 
-use std::process::{Command, Output};
+mod common;
 
-fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("sluice runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{sluice, stderr, stdout};
 
 /// A small input: 200,000 bytes in 13 packets of 16,384 bytes over 64 flows.
 const SMALL: [&str; 2] = ["--set", "size=200000"];

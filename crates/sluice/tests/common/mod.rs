@@ -140,3 +140,21 @@ pub fn pes_of(launcher: u32) -> Vec<Pe> {
     pes.sort_by_key(|p| p.index);
     pes
 }
+
+/// Runs the `sluice` binary with `args` to the end.
+pub fn sluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("sluice runs")
+}
+
+/// A run's standard output, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A run's standard error, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
