@@ -147,6 +147,7 @@ struct Packets {
     messages: Vec<Message>,
     /// The channel's sequence, from its first packet on.
     gaps: SequenceGaps,
+    /// Its channel, packets taken and packets refused; the rest comes from `gaps`.
     counts: IngestTick,
     /// Arrival of the first and the last packet.
     first_ns: u64,
@@ -183,6 +184,16 @@ impl FeedHandler {
 }
 
 impl Packets {
+    /// The counts so far: the handler's own, and the sequence's (messages, missed, late).
+    fn ingest(&self) -> IngestTick {
+        IngestTick {
+            messages: self.gaps.received(),
+            missed: self.gaps.missed(),
+            late: self.gaps.late_packets(),
+            ..self.counts
+        }
+    }
+
     /// Decodes one packet received at `arrived` and passes its messages on.
     fn take(
         &mut self,
@@ -202,7 +213,6 @@ impl Packets {
             }
         };
         if self.gaps.observe(&header) == Observed::Late {
-            self.counts.late = self.gaps.late_packets();
             return Ok(());
         }
         if self.first_ns == 0 {
@@ -217,10 +227,8 @@ impl Packets {
             }
             out.emit(MESSAGES, tick)?;
         }
-        self.counts.messages = self.gaps.received();
-        self.counts.missed = self.gaps.missed();
         if self.counts.packets.is_multiple_of(INGEST_EVERY) {
-            out.emit(INGEST, self.counts)?;
+            out.emit(INGEST, self.ingest())?;
         }
         Ok(())
     }
@@ -248,7 +256,7 @@ impl Source for FeedHandler {
             let endpoint = endpoint.as_ref().map_or(String::new(), |e| e.to_string());
             OperatorError::Failed(format!("receive from {endpoint}: {e}"))
         };
-        let before = self.packets.counts.messages;
+        let before = self.packets.gaps.received();
         match &mut self.input {
             None => return Err(OperatorError::Failed("the feed was not opened".into())),
             Some(Input::Udp(ring)) => {
@@ -300,26 +308,27 @@ impl Source for FeedHandler {
             }
         }
         Ok(Produced::Emitted(
-            (self.packets.counts.messages - before) as usize,
+            (self.packets.gaps.received() - before) as usize,
         ))
     }
 
     fn finish(&mut self, out: &mut Output<'_>) -> Result<(), OperatorError> {
-        out.emit(INGEST, self.packets.counts)
+        out.emit(INGEST, self.packets.ingest())
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         let p = &self.packets;
+        let counts = p.ingest();
         let system_calls = match &self.input {
             Some(Input::Udp(ring)) => ring.system_calls(),
             _ => 0,
         };
         Ok(sluice_ops::counter_report(&[
-            ("packets", p.counts.packets),
-            ("messages", p.counts.messages),
-            ("malformed_packets", p.counts.malformed),
-            ("late_packets", p.counts.late),
-            ("missed_messages", p.counts.missed),
+            ("packets", counts.packets),
+            ("messages", counts.messages),
+            ("malformed_packets", counts.malformed),
+            ("late_packets", counts.late),
+            ("missed_messages", counts.missed),
             ("first_arrival_ns", p.first_ns),
             ("last_arrival_ns", p.last_ns),
             ("receive_system_calls", system_calls),

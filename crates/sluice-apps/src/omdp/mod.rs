@@ -203,44 +203,36 @@ impl OmdpConfig {
                 reason: format!("{port} + {channels} channels runs past port 65535"),
             });
         }
-        let mut shm = false;
-        let multicast = match s.get("feed", "multicast".to_string())?.as_str() {
-            "multicast" => {
-                if !group.is_multicast() {
-                    return Err(AppError::BadSetting {
-                        key: "group".into(),
-                        reason: format!("{group} is not a multicast address (224.0.0.0/4)"),
-                    });
-                }
-                true
-            }
-            "unicast" => false,
-            "shm" => {
-                shm = true;
-                false
-            }
-            other => {
-                return Err(AppError::BadSetting {
-                    key: "feed".into(),
-                    reason: format!("'{other}': expected multicast, unicast or shm"),
-                })
-            }
-        };
-        let endpoints = (0..channels)
-            .map(|c| {
-                if shm {
-                    Endpoint::Shm {
-                        feed: format!("omdp{port}"),
-                        channel: c,
+        // Where channel `c` arrives, by the kind of feed.
+        let endpoint: Box<dyn Fn(usize) -> Endpoint> =
+            match s.get("feed", "multicast".to_string())?.as_str() {
+                "multicast" => {
+                    if !group.is_multicast() {
+                        return Err(AppError::BadSetting {
+                            key: "group".into(),
+                            reason: format!("{group} is not a multicast address (224.0.0.0/4)"),
+                        });
                     }
-                } else if multicast {
-                    let group = Ipv4Addr::from(u32::from(group).wrapping_add(c as u32));
-                    Endpoint::Multicast(SocketAddrV4::new(group, port as u16))
-                } else {
-                    Endpoint::Unicast(SocketAddrV4::new(Ipv4Addr::LOCALHOST, (port + c) as u16))
+                    Box::new(move |c| {
+                        let group = Ipv4Addr::from(u32::from(group).wrapping_add(c as u32));
+                        Endpoint::Multicast(SocketAddrV4::new(group, port as u16))
+                    })
                 }
-            })
-            .collect();
+                "unicast" => Box::new(move |c| {
+                    Endpoint::Unicast(SocketAddrV4::new(Ipv4Addr::LOCALHOST, (port + c) as u16))
+                }),
+                "shm" => Box::new(move |c| Endpoint::Shm {
+                    feed: format!("omdp{port}"),
+                    channel: c,
+                }),
+                other => {
+                    return Err(AppError::BadSetting {
+                        key: "feed".into(),
+                        reason: format!("'{other}': expected multicast, unicast or shm"),
+                    })
+                }
+            };
+        let endpoints = (0..channels).map(endpoint).collect();
         let rate_multiple = config.rate_multiple.unwrap_or(DEFAULT_RATE_MULTIPLE);
         if !(rate_multiple > 0.0 && rate_multiple <= 10_000.0) {
             return Err(AppError::BadSetting {

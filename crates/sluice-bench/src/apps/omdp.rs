@@ -139,15 +139,11 @@ pub(crate) fn measure_point(
         runs.push(Point {
             plan: plan.to_string(),
             multiple,
-            result: run_once(args, plan, multiple)?,
+            result: run_point(plan, multiple, args.duration, &args.settings)?,
         });
     }
     runs.sort_by(|a, b| a.end_to_end_mean().total_cmp(&b.end_to_end_mean()));
     Ok(runs.swap_remove(runs.len() / 2))
-}
-
-fn run_once(args: &OmdpBenchArgs, plan: &str, multiple: f64) -> anyhow::Result<Value> {
-    run_point(plan, multiple, args.duration, &args.settings)
 }
 
 /// One `sluice run omdp --json` under `plan` at `multiple` for `duration` seconds with the
