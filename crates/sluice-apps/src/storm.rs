@@ -239,7 +239,7 @@ macro_rules! storm_settings {
 }
 
 impl TopologySettings {
-    /// Reads the settings of [`storm_settings!`] from `config`, with these defaults.
+    /// Reads the settings of `storm_settings!` from `config`, with these defaults.
     pub fn read(
         config: &AppConfig,
         default_parallelism: usize,

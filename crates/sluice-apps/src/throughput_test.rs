@@ -1,4 +1,4 @@
-//! The Storm Throughput Test topology, as the TurboStream paper cites it ([27],
+//! The Storm Throughput Test topology, as the TurboStream paper cites it (\[27\],
 //! github.com/stormprocessor/storm-benchmark; the paper's Figure 10 plots its latency against
 //! the input rate).
 //!

@@ -93,7 +93,7 @@ impl Tick {
 }
 
 /// A feed handler's counts so far, sent to the ingest metrics collector every
-/// [`INGEST_EVERY`] packets and when the handler stops. Cumulative, so a later one replaces an
+/// `INGEST_EVERY` packets and when the handler stops. Cumulative, so a later one replaces an
 /// earlier one.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq, Eq, Default)]
