@@ -267,9 +267,13 @@ fn strangers_are_refused_and_the_job_goes_on(
     let address = SocketAddr::from(([127, 0, 0, 1], port));
     let strangers = attack(address);
     let named: Vec<SocketAddr> = strangers.iter().map(|s| s.local_addr().unwrap()).collect();
+    // One sample with the strangers connected, before the gate opens: a job that ends before
+    // `wait` first looks would otherwise leave none.
+    let attacked = peak_virtual_kib(pe);
     job.open_gate();
     let fused = job.fused_output();
-    let (ended, samples) = job.wait(pe);
+    let (ended, mut samples) = job.wait(pe);
+    samples.extend(attacked);
     drop(strangers);
     assert!(ended.status.success(), "{}", ended.stderr);
     assert_eq!(ended.output, fused, "the counts of one thread");
