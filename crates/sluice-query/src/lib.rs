@@ -1,0 +1,16 @@
+//! SCSQL, the query language of the SCSQ paper (`../shared/seeds/003_f83bcce7af636428.txt`):
+//! continuous queries in which stream processes are values. `sp(q)` runs the subquery `q` in a
+//! stream process of its own (a PE), `extract(p)` and `merge(ps)` read the streams of others,
+//! and the query wires them into a graph that Sluice plans, launches and runs.
+//!
+//! The crate's parts, in the order a statement goes through them:
+//! - [`ast`]: the syntax tree, every node with its byte span in the source text;
+//! - `parse` (lexer and parser): text to [`ast::Statement`]s, or diagnostics that point at
+//!   the line and column;
+//! - `check`: names and types against the built-in and user-defined functions;
+//! - `eval`: the binding of a query's variables, which yields the stream processes, their
+//!   subqueries and their allocation;
+//! - `lower`: the stream processes as a Sluice graph and plan (a PE per stream process).
+#![forbid(unsafe_code)]
+
+pub mod ast;
