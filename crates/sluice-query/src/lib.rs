@@ -14,3 +14,9 @@
 #![forbid(unsafe_code)]
 
 pub mod ast;
+pub mod diagnostic;
+pub mod stage;
+pub mod value;
+
+pub use diagnostic::Diagnostic;
+pub use value::Value;
