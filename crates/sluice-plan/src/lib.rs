@@ -15,6 +15,7 @@
 
 mod check;
 mod choice;
+pub mod consolidate;
 mod file;
 mod hosts;
 mod placement;
