@@ -186,6 +186,7 @@ pub fn engines(pipeline: &Pipeline, processes: bool) -> PlanFile {
         name,
         operators,
         core: None,
+        host: None,
     };
     let dealer = thread("dealer".into(), "sender0", vec!["packets".into()]);
     let senders = (0..pipeline.senders).map(|i| {

@@ -85,13 +85,12 @@ impl TaskGraph {
         self.traffic
             .iter()
             .filter(|((a, b), _)| part[*a] != part[*b])
-            .map(|(_, amount)| amount)
-            .sum()
+            .fold(0.0, |sum, (_, amount)| sum + amount)
     }
 
     /// All traffic.
     pub fn total_traffic(&self) -> f64 {
-        self.traffic.values().sum()
+        self.traffic.values().fold(0.0, |sum, amount| sum + amount)
     }
 
     /// The graph of the groups `group_of` makes: a group weighs its tasks' sum, and the

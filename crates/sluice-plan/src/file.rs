@@ -9,6 +9,7 @@
 //! pe = "left"                    # optional: the PE running it; "main" when absent
 //! operators = ["source", "split"]
 //! core = 0                       # optional: pin the thread
+//! host = "a"                     # optional: the host of its PE (a hosts file's name)
 //!
 //! [[thread]]
 //! name = "count"
@@ -69,6 +70,10 @@ pub struct ThreadSpec {
     /// The PE (process) it runs in; threads naming no PE share the PE `main`.
     #[serde(default)]
     pub pe: Option<String>,
+    /// The host its PE runs on, by its name in the hosts file; the threads of one PE must not
+    /// name different hosts. The planner places PEs naming none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl PlanFile {

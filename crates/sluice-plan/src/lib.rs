@@ -22,6 +22,7 @@ mod placement;
 mod plan;
 mod planner;
 mod render;
+pub mod traffic_placement;
 mod transports;
 
 pub use choice::{PlanChoiceError, TomlSyntaxError};

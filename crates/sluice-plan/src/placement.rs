@@ -4,7 +4,8 @@
 //! use the hosts that meet every `Host` and `Group` constraint of its operators; units whose
 //! operators must never share a host (`ExlocateFrom`) get different hosts. The most constrained
 //! unit is placed first, each on the least loaded host it may use (threads per core), with
-//! backtracking when an exlocation leaves a unit nowhere to go. A constraint that cannot be
+//! backtracking when an exlocation leaves a unit nowhere to go. A PE a plan file puts on a
+//! host (a placement optimizer's output) may use that host alone. A constraint that cannot be
 //! met is reported by name.
 
 use std::collections::BTreeSet;
@@ -23,6 +24,7 @@ pub(crate) fn place(
     instances: &[InstancePlan],
     pe_of: &[usize],
     hosts: &[HostSpec],
+    pinned_hosts: &[Option<usize>],
 ) -> Result<Vec<usize>, PlanError> {
     let constraints = |pe: usize| {
         instances
@@ -100,6 +102,22 @@ pub(crate) fn place(
     for (pe, plan) in pes.iter().enumerate() {
         let u = unit_of(pe);
         threads[u] += plan.threads.len();
+        if let Some(host) = pinned_hosts[pe] {
+            allowed[u].retain(|&h| h == host);
+            if allowed[u].is_empty() {
+                return Err(PlanError::Placement {
+                    operator: instances
+                        .iter()
+                        .find(|i| pe_of[i.id.0] == pe)
+                        .map_or_else(|| plan.name.clone(), |i| i.name.clone()),
+                    constraint: format!(
+                        "on host {}, where the plan file puts its PE '{}'",
+                        hosts[host].name, plan.name
+                    ),
+                    reason: "the plan file's host for its PE conflicts with the constraints of the PEs it must share a host with".into(),
+                });
+            }
+        }
         for (op, p) in constraints(pe) {
             let fits = |h: &HostSpec| match p {
                 Placement::Host(name) => h.name == *name,

@@ -7,7 +7,8 @@ use sluice_transport::{TransportError, TransportSpec, MAX_QUEUE_CAPACITY};
 use thiserror::Error;
 
 use crate::{
-    EdgePlan, HostsFile, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile, ThreadPlan,
+    EdgePlan, HostSpec, HostsFile, InstanceId, InstancePlan, PePlan, PhysicalPlan, PlanFile,
+    ThreadPlan,
 };
 
 /// Which plan the user asked for.
@@ -175,6 +176,30 @@ pub enum PlanError {
         /// Why it cannot be used.
         reason: String,
     },
+    /// A plan file places a thread on a host the hosts file lacks.
+    #[error("{file}: thread '{thread}' names host '{host}', which is not a host of the job (hosts: {known})")]
+    UnknownHost {
+        /// The plan file.
+        file: String,
+        /// The thread naming it.
+        thread: String,
+        /// The name.
+        host: String,
+        /// The hosts there are.
+        known: String,
+    },
+    /// Two threads of one PE name different hosts.
+    #[error("{file}: PE '{pe}' has threads on host '{first}' and on host '{second}'; a PE runs on one host")]
+    HostConflict {
+        /// The plan file.
+        file: String,
+        /// The PE.
+        pe: String,
+        /// The host one thread names.
+        first: String,
+        /// The host another names.
+        second: String,
+    },
     /// Threads that feed each other could deadlock under backpressure.
     #[error("threads {} feed each other in a cycle; with bounded queues that can deadlock, so place those operators so that threads form a pipeline", .0.join(" -> "))]
     ThreadCycle(Vec<String>),
@@ -272,7 +297,12 @@ pub fn plan(
         .unwrap_or_else(|| HostsFile::localhost(options.cores))
         .hosts;
     let pe_of: Vec<usize> = instances.iter().map(|i| i.pe).collect();
-    let host_of_pe = crate::placement::place(graph, &pes, &instances, &pe_of, &hosts)?;
+    let pinned_hosts = match request {
+        PlanRequest::File(path, file) => hosts_from_file(path, file, &pes, &hosts)?,
+        _ => vec![None; pes.len()],
+    };
+    let host_of_pe =
+        crate::placement::place(graph, &pes, &instances, &pe_of, &hosts, &pinned_hosts)?;
     for (pe, &h) in pes.iter_mut().zip(&host_of_pe) {
         pe.host = hosts[h].name.clone();
     }
@@ -382,6 +412,47 @@ fn thread(id: usize, name: &str, core: Option<usize>, instances: Vec<usize>) -> 
         core,
         instances: instances.into_iter().map(InstanceId).collect(),
     }
+}
+
+/// The host (index into `hosts`) each PE's threads name in a plan file, if any.
+fn hosts_from_file(
+    path: &str,
+    file: &PlanFile,
+    pes: &[PePlan],
+    hosts: &[HostSpec],
+) -> Result<Vec<Option<usize>>, PlanError> {
+    let mut pinned: Vec<Option<usize>> = vec![None; pes.len()];
+    for spec in &file.threads {
+        let Some(name) = &spec.host else { continue };
+        let host =
+            hosts
+                .iter()
+                .position(|h| h.name == *name)
+                .ok_or_else(|| PlanError::UnknownHost {
+                    file: path.to_string(),
+                    thread: spec.name.clone(),
+                    host: name.clone(),
+                    known: hosts
+                        .iter()
+                        .map(|h| h.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+        let pe_name = spec.pe.as_deref().unwrap_or(MAIN_PE);
+        let pe = pes.iter().position(|p| p.name == pe_name).unwrap_or(0);
+        match pinned[pe] {
+            Some(other) if other != host => {
+                return Err(PlanError::HostConflict {
+                    file: path.to_string(),
+                    pe: pe_name.to_string(),
+                    first: hosts[other].name.clone(),
+                    second: name.clone(),
+                })
+            }
+            _ => pinned[pe] = Some(host),
+        }
+    }
+    Ok(pinned)
 }
 
 fn threads_from_file(

@@ -341,6 +341,7 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                         .collect(),
                     core,
                     pe: pe.map(String::from),
+                    host: None,
                 })
                 .filter(|t| !t.operators.is_empty())
                 .collect();

@@ -746,3 +746,87 @@ fn host_names_and_launch_words_that_would_break_a_command_are_refused() {
          command)"
     );
 }
+
+/// Two parallel chains source[i] -> work[i] (forward) -> sink[i]: the chains never talk to
+/// each other, so two hosts can split them with no traffic between hosts.
+fn two_chains() -> Graph {
+    let mut g = GraphBuilder::new("chains");
+    let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
+    let work = g.operator(
+        "work",
+        Ports::new().input::<String>().output::<String>(),
+        |_| Pass,
+    );
+    let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
+    for op in [src, work, sink] {
+        g.set_parallelism(op, 2).unwrap();
+    }
+    g.connect(src.out(0), work.input(0)).unwrap();
+    g.connect(work.out(0), sink.input(0)).unwrap();
+    g.build().unwrap()
+}
+
+#[test]
+fn the_placement_optimizer_keeps_each_chain_on_one_host() {
+    use sluice_plan::traffic_placement::{compare, plan_file, task_graph, Scheduler};
+    let graph = two_chains();
+    let options = with_hosts();
+    let processes = plan(&graph, &PlanRequest::Processes, &options).unwrap();
+    let tasks = task_graph(&processes, |_| 1.0);
+    let host_of = Scheduler::Consolidated.assign(&tasks, &[2, 2]);
+    let file = plan_file(&processes, &processes.hosts, &host_of);
+    let placed = plan(
+        &graph,
+        &PlanRequest::File("optimized".into(), file.clone()),
+        &options,
+    )
+    .unwrap();
+    // Every instance runs where the optimizer put it, and no edge crosses hosts.
+    for instance in &placed.instances {
+        let host = &placed.pes[instance.pe].host;
+        assert_eq!(*host, processes.hosts[host_of[instance.id.0]].name);
+    }
+    for edge in &placed.edges {
+        let host = |i: sluice_plan::InstanceId| &placed.pes[placed.instances[i.0].pe].host;
+        assert_eq!(host(edge.from.instance), host(edge.to.instance));
+    }
+    let figures = compare(&tasks, &[2, 2]);
+    assert_eq!(figures[2].0, Scheduler::Consolidated);
+    assert_eq!(figures[2].1.cross_host_traffic, 0.0);
+    assert_eq!(figures[2].1.imbalance, 1.0);
+    // On three hosts of two slots round robin in topological order puts each chain's three
+    // tasks on three hosts, so all traffic crosses; balanced, two tasks a host, each chain
+    // must be cut once at least, and the scheduler cuts no more: two edges of four.
+    let figures = compare(&tasks, &[2, 2, 2]);
+    assert_eq!(figures[0].0, Scheduler::RoundRobin);
+    assert_eq!(figures[0].1.cross_host_traffic, 1.0);
+    assert_eq!(figures[2].1.cross_host_traffic, 0.5);
+    assert_eq!(figures[2].1.imbalance, 1.0);
+    // The plan file round-trips through TOML.
+    let text = toml::to_string(&file).unwrap();
+    assert_eq!(PlanFile::parse(&text).unwrap(), file);
+}
+
+#[test]
+fn a_plan_file_host_must_exist_and_agree_within_a_pe() {
+    let graph = two_chains();
+    let mut file = PlanFile::parse(
+        "[[thread]]\nname='t'\noperators=['source','work','sink']\npe='p'\nhost='c'\n",
+    )
+    .unwrap();
+    let request = |f: &PlanFile| PlanRequest::File("f.toml".into(), f.clone());
+    let e = plan(&graph, &request(&file), &with_hosts()).unwrap_err();
+    assert!(e.to_string().contains("names host 'c'"), "{e}");
+    assert!(e.to_string().contains("hosts: a, b"), "{e}");
+    file = PlanFile::parse(
+        "[[thread]]\nname='t'\noperators=['source']\npe='p'\nhost='a'\n\
+         [[thread]]\nname='u'\noperators=['work','sink']\npe='p'\nhost='b'\n",
+    )
+    .unwrap();
+    let e = plan(&graph, &request(&file), &with_hosts()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("PE 'p' has threads on host 'a' and on host 'b'"),
+        "{e}"
+    );
+}

@@ -1,0 +1,177 @@
+//! Placement across hosts that cuts traffic: `sluice plan APP --optimize placement --hosts
+//! FILE` writes a plan file that puts every instance on a host, chosen by TurboStream's
+//! scheduler ([`crate::consolidate`]), beside the two placements a Storm user would get
+//! otherwise, for comparison ([`Scheduler`]).
+//!
+//! The tasks are the graph's instances; their traffic comes from the topology with declared
+//! rates: every source instance emits at rate 1 (or its profiled rate), every operator passes
+//! on what it receives, a forward or broadcast edge carries its upstream instance's whole
+//! output to each target, and a round-robin or key-by edge splits it evenly over its targets.
+//! A task's load is the rate it handles. On each host the scheduler's tasks go to one PE per
+//! free slot (the host's cores), each PE a single thread, as TurboStream deals tasks to the
+//! workers of a node; but where TurboStream deals them round robin, each PE here takes a
+//! contiguous run of the host's tasks in topological order. Dealt one by one, two threads
+//! would feed each other in a cycle (a chain `a -> b -> c` dealt to two threads puts `a` and
+//! `c` on one), which can deadlock under backpressure and which the planner refuses.
+
+use crate::consolidate::{PlacementQuality, TaskAssignment, TaskGraph, DEFAULT_BALANCE_TOLERANCE};
+use crate::{HostSpec, PhysicalPlan, PlanFile, ThreadSpec};
+
+/// Consolidation stops below this many parent tasks, unless the hosts need more.
+pub const CONSOLIDATION_THRESHOLD: usize = 16;
+
+/// Who decides the host of each task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduler {
+    /// Task `i` (in topological order) on host `i mod hosts`.
+    RoundRobin,
+    /// Storm's even scheduler: the hosts' slots interleaved (a slot of each host in turn, as
+    /// far as each has slots), tasks dealt to the slots in order.
+    StormEven,
+    /// TurboStream's consolidation and bisection.
+    Consolidated,
+}
+
+impl Scheduler {
+    /// Every scheduler, in the order reports list them.
+    pub const ALL: [Scheduler; 3] = [
+        Scheduler::RoundRobin,
+        Scheduler::StormEven,
+        Scheduler::Consolidated,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::RoundRobin => "round robin",
+            Scheduler::StormEven => "Storm even",
+            Scheduler::Consolidated => "Sluice (consolidation)",
+        }
+    }
+
+    /// The host of every task of `tasks` on hosts with `slots` free slots each.
+    pub fn assign(self, tasks: &TaskGraph, slots: &[usize]) -> Vec<usize> {
+        match self {
+            Scheduler::RoundRobin => (0..tasks.len()).map(|t| t % slots.len()).collect(),
+            Scheduler::StormEven => {
+                let interleaved = interleaved_slots(slots);
+                (0..tasks.len())
+                    .map(|t| interleaved[t % interleaved.len()])
+                    .collect()
+            }
+            Scheduler::Consolidated => {
+                TaskAssignment::new(
+                    tasks,
+                    slots,
+                    CONSOLIDATION_THRESHOLD,
+                    DEFAULT_BALANCE_TOLERANCE,
+                )
+                .host_of
+            }
+        }
+    }
+}
+
+/// The host of each slot, a slot of each host in turn while it has slots left.
+fn interleaved_slots(slots: &[usize]) -> Vec<usize> {
+    let most = slots.iter().copied().max().unwrap_or(0);
+    let order: Vec<usize> = (0..most)
+        .flat_map(|round| (0..slots.len()).filter(move |&h| slots[h] > round))
+        .collect();
+    if order.is_empty() {
+        (0..slots.len()).collect()
+    } else {
+        order
+    }
+}
+
+/// The instances of `plan` as tasks, with the traffic the topology implies when each source
+/// instance emits at `source_rate(instance)`.
+pub fn task_graph(plan: &PhysicalPlan, source_rate: impl Fn(usize) -> f64) -> TaskGraph {
+    let n = plan.instances.len();
+    let mut incoming = vec![0.0; n];
+    let mut is_target = vec![false; n];
+    for edge in &plan.edges {
+        is_target[edge.to.instance.0] = true;
+    }
+    let mut traffic = Vec::new();
+    let mut load = vec![0.0; n];
+    // Instances are numbered in topological order, so an instance's input is complete by the
+    // time it is reached.
+    for instance in 0..n {
+        let rate = if is_target[instance] {
+            incoming[instance]
+        } else {
+            source_rate(instance)
+        };
+        load[instance] = rate;
+        let out: Vec<_> = plan
+            .edges
+            .iter()
+            .filter(|e| e.from.instance.0 == instance)
+            .collect();
+        for edge in &out {
+            let fan_out = out
+                .iter()
+                .filter(|e| e.logical == edge.logical && e.from.port == edge.from.port)
+                .count() as f64;
+            let share = match edge.partitioning.as_str() {
+                "round-robin" | "key-by" => rate / fan_out,
+                _ => rate,
+            };
+            incoming[edge.to.instance.0] += share;
+            traffic.push((instance, edge.to.instance.0, share));
+        }
+    }
+    let mut tasks = TaskGraph::new(load);
+    for (from, to, amount) in traffic {
+        tasks.add_traffic(from, to, amount);
+    }
+    tasks
+}
+
+/// A plan file putting each instance of `plan` on the host `host_of` gives it: on each host,
+/// one PE per slot, each with a contiguous run of the host's instances in topological order.
+pub fn plan_file(plan: &PhysicalPlan, hosts: &[HostSpec], host_of: &[usize]) -> PlanFile {
+    let mut threads = Vec::new();
+    for (h, host) in hosts.iter().enumerate() {
+        let on_host: Vec<&str> = plan
+            .instances
+            .iter()
+            .filter(|i| host_of[i.id.0] == h)
+            .map(|i| i.name.as_str())
+            .collect();
+        let workers = host.cores.max(1).min(on_host.len());
+        for w in 0..workers {
+            // Runs as even as the count allows: worker w takes [w*n/k, (w+1)*n/k).
+            let run = w * on_host.len() / workers..(w + 1) * on_host.len() / workers;
+            let operators: Vec<String> = on_host[run].iter().map(|name| name.to_string()).collect();
+            let name = format!("{}-w{w}", host.name);
+            threads.push(ThreadSpec {
+                name: name.clone(),
+                operators,
+                core: None,
+                pe: Some(name),
+                host: Some(host.name.clone()),
+            });
+        }
+    }
+    PlanFile {
+        queue_capacity: None,
+        threads,
+        edges: Vec::new(),
+    }
+}
+
+/// Each scheduler's placement quality for `tasks` on hosts with `slots` free slots.
+pub fn compare(tasks: &TaskGraph, slots: &[usize]) -> Vec<(Scheduler, PlacementQuality)> {
+    Scheduler::ALL
+        .iter()
+        .map(|&s| {
+            (
+                s,
+                PlacementQuality::of(tasks, &s.assign(tasks, slots), slots),
+            )
+        })
+        .collect()
+}
