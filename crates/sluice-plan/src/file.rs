@@ -34,13 +34,13 @@ use crate::TomlSyntaxError;
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
     /// Messages per threaded port; the default when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_capacity: Option<usize>,
     /// The threads, each with its operators.
     #[serde(rename = "thread", default)]
     pub threads: Vec<ThreadSpec>,
     /// Transports pinned per logical edge.
-    #[serde(rename = "edge", default)]
+    #[serde(rename = "edge", default, skip_serializing_if = "Vec::is_empty")]
     pub edges: Vec<EdgeSpec>,
 }
 

@@ -5,6 +5,7 @@
 mod apps;
 mod companions;
 mod feed;
+mod optimize;
 mod plan;
 mod plan_choice;
 mod run;

@@ -1,0 +1,89 @@
+//! `sluice plan --optimize placement`: the plan file it writes runs as it is and gives the
+//! application's output, and on several hosts it cuts less traffic than round robin.
+
+mod common;
+
+use common::{direct_counts, sluice, stderr, wordcount, write_wordcount_input};
+
+#[test]
+fn the_placement_plan_runs_wordcount_with_the_same_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("placed.toml");
+    let o = sluice(&[
+        "plan",
+        "wordcount",
+        "--set",
+        "parallelism=2",
+        "--optimize",
+        "placement",
+        "--output",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("host = \"localhost\""), "{text}");
+    let input = dir.path().join("book.txt");
+    write_wordcount_input(&input, 2_000);
+    let counts = wordcount(
+        dir.path(),
+        &input,
+        plan.to_str().unwrap(),
+        &["--set", "parallelism=2"],
+    );
+    assert_eq!(
+        counts,
+        direct_counts(&std::fs::read_to_string(&input).unwrap())
+    );
+}
+
+#[test]
+fn on_four_hosts_the_scheduler_cuts_less_traffic_than_round_robin() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts.toml");
+    let text: String = (1..=4)
+        .map(|i| format!("[[host]]\nname = \"n{i}\"\naddress = \"10.0.0.{i}\"\ncores = 2\n"))
+        .collect();
+    std::fs::write(&hosts, text).unwrap();
+    let o = sluice(&[
+        "plan",
+        "vwap",
+        "--optimize",
+        "placement",
+        "--hosts",
+        hosts.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let percent = |name: &str| -> f64 {
+        let line = stderr(&o)
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no line for {name}: {}", stderr(&o)))
+            .to_string();
+        let field = line[name.len()..].split_whitespace().next().unwrap();
+        field.trim_end_matches('%').parse().unwrap()
+    };
+    assert!(
+        percent("Sluice (consolidation)") < percent("round robin"),
+        "{}",
+        stderr(&o)
+    );
+    // The plan names every host, and the planner accepts it on those hosts.
+    let plan_text = String::from_utf8_lossy(&o.stdout).into_owned();
+    for i in 1..=4 {
+        assert!(
+            plan_text.contains(&format!("host = \"n{i}\"")),
+            "{plan_text}"
+        );
+    }
+    let plan = dir.path().join("placed.toml");
+    std::fs::write(&plan, plan_text).unwrap();
+    let o = sluice(&[
+        "plan",
+        "vwap",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--hosts",
+        hosts.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
