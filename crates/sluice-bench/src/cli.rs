@@ -39,6 +39,10 @@ pub enum BenchCommand {
     /// and receivers: MB/s and the speedup over a serial program measured in the same run (the
     /// TCD parallel runtime paper's curves).
     Pipeline(crate::apps::PipelineBenchArgs),
+    /// Where each scheduler puts a topology's tasks on a simulated cluster of 2, 4 and 8
+    /// hosts: the traffic crossing hosts and the load imbalance of round robin, Storm's even
+    /// scheduler and Sluice's consolidation (the TurboStream paper's Table II).
+    Placement(crate::apps::PlacementBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -67,6 +71,7 @@ impl BenchArgs {
             | BenchCommand::Omdp(_)
             | BenchCommand::Topology(_)
             | BenchCommand::Pipeline(_)
+            | BenchCommand::Placement(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

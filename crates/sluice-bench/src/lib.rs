@@ -59,7 +59,7 @@ mod foundation;
 mod suite;
 mod transports;
 
-pub use apps::{AppBenchArgs, PipelineBenchArgs};
+pub use apps::{AppBenchArgs, PipelineBenchArgs, PlacementBenchArgs};
 pub use cli::{BenchArgs, BenchCommand};
 pub use foundation::args::{
     CommonArgs, LatencyArgs, LatencyMethod, RunArgs, ThroughputArgs, Transport, TupleEncoding,
@@ -81,6 +81,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::App(app) => apps::main(app),
         BenchCommand::Omdp(args) => apps::omdp::main(args),
         BenchCommand::Pipeline(pipeline) => apps::pipeline_main(pipeline),
+        BenchCommand::Placement(placement) => apps::placement_main(placement),
         BenchCommand::Baseline(baseline) => hardware::main(baseline),
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),
