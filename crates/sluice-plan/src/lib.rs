@@ -17,6 +17,7 @@ mod check;
 mod choice;
 pub mod consolidate;
 mod file;
+pub mod fusion;
 mod hosts;
 mod placement;
 mod plan;

@@ -830,3 +830,99 @@ fn a_plan_file_host_must_exist_and_agree_within_a_pe() {
         "{e}"
     );
 }
+
+/// A profile of `plan`'s instances: each costs `cost` cores over one second, and each edge
+/// carries `rate` tuples/s.
+fn uniform_profile(plan: &PhysicalPlan, cost: f64, rate: u64) -> sluice_plan::fusion::Profile {
+    use sluice_plan::fusion::{EdgeProfile, InstanceProfile, Profile};
+    Profile {
+        job: plan.job.clone(),
+        seconds: 1.0,
+        instances: plan
+            .instances
+            .iter()
+            .map(|i| {
+                let figures = InstanceProfile {
+                    cpu_ns: (cost * 1e9) as u64,
+                    ..InstanceProfile::default()
+                };
+                (i.name.clone(), figures)
+            })
+            .collect(),
+        edges: plan
+            .edges
+            .iter()
+            .map(|e| EdgeProfile {
+                from: plan.instances[e.from.instance.0].name.clone(),
+                to: plan.instances[e.to.instance.0].name.clone(),
+                tuples: rate,
+                bytes: 0,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn fusion_cuts_an_expensive_chain_and_keeps_a_chatty_one_fused() {
+    use sluice_plan::fusion::{FusionChoice, DEFAULT_HOP_NS};
+    let processes = plan(&graph(), &PlanRequest::Processes, &options()).unwrap();
+    // Five instances of 0.3 cores each, little traffic: two threads of 0.6 and 0.9 at most.
+    let cheap_edges = uniform_profile(&processes, 0.3, 1_000);
+    let choice = FusionChoice::new(&processes, &cheap_edges, 2, DEFAULT_HOP_NS);
+    assert_eq!(choice.threads.len(), 2);
+    assert!(choice.bottleneck() < 1.0, "{choice:?}");
+    // The same cost, but 20 M tuples/s on every edge: a cut costs more than it saves.
+    let chatty = uniform_profile(&processes, 0.3, 20_000_000);
+    let choice = FusionChoice::new(&processes, &chatty, 2, DEFAULT_HOP_NS);
+    assert_eq!(choice.threads.len(), 1, "{choice:?}");
+    // One core: always fused.
+    let choice = FusionChoice::new(&processes, &cheap_edges, 1, DEFAULT_HOP_NS);
+    assert_eq!(choice.threads.len(), 1);
+}
+
+#[test]
+fn fusion_splits_parallel_chains_between_them_and_the_plan_runs_as_written() {
+    use sluice_plan::fusion::{FusionChoice, DEFAULT_HOP_NS};
+    let graph = two_chains();
+    let processes = plan(&graph, &PlanRequest::Processes, &options()).unwrap();
+    let profile = uniform_profile(&processes, 0.3, 1_000_000);
+    let choice = FusionChoice::new(&processes, &profile, 2, DEFAULT_HOP_NS);
+    assert_eq!(choice.threads.len(), 2);
+    // Each thread holds one whole chain, so no tuple crosses: 0.9 cores each.
+    assert!((choice.bottleneck() - 0.9).abs() < 1e-9, "{choice:?}");
+    let file = choice.plan_file(&processes);
+    let fused = plan(
+        &graph,
+        &PlanRequest::File("fusion".into(), file),
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(fused.threads().count(), 2);
+}
+
+proptest::proptest! {
+    /// Whatever the profile, the threads fusion chooses make a plan the planner accepts
+    /// (every instance placed once, no cycle between threads), and never more than the cores.
+    #[test]
+    fn every_fusion_choice_is_a_valid_plan(
+        costs in proptest::collection::vec(0u64..2_000_000_000, 7),
+        rates in proptest::collection::vec(0u64..50_000_000, 12),
+        cores in 1usize..5,
+    ) {
+        use sluice_plan::fusion::{FusionChoice, DEFAULT_HOP_NS};
+        let graph = graph_with_sum(3);
+        let processes = plan(&graph, &PlanRequest::Processes, &options()).unwrap();
+        let mut profile = uniform_profile(&processes, 0.0, 0);
+        for (figures, cost) in profile.instances.values_mut().zip(&costs) {
+            figures.cpu_ns = *cost;
+        }
+        for (edge, rate) in profile.edges.iter_mut().zip(&rates) {
+            edge.tuples = *rate;
+        }
+        let choice = FusionChoice::new(&processes, &profile, cores, DEFAULT_HOP_NS);
+        proptest::prop_assert!(choice.threads.len() <= cores);
+        let file = choice.plan_file(&processes);
+        let fused = plan(&graph, &PlanRequest::File("fusion".into(), file), &options());
+        proptest::prop_assert!(fused.is_ok(), "{:?}", fused.err());
+    }
+}
