@@ -33,7 +33,7 @@ pub mod codec;
 pub mod data;
 
 use sluice_graph::{
-    expect_tuple, Operator, OperatorError, OperatorReport, Output, Produced, Source,
+    expect_tuple, Operator, OperatorError, OperatorReport, Output, Partitioning, Produced, Source,
 };
 use sluice_ops::{Dataflow, Pacer};
 use sluice_plan::{PlanFile, ThreadSpec};
@@ -200,12 +200,11 @@ pub fn engines(pipeline: &Pipeline, processes: bool) -> PlanFile {
         thread(name.clone(), &name, operators)
     });
     PlanFile {
-        queue_capacity: None,
         threads: std::iter::once(dealer)
             .chain(senders)
             .chain(receivers)
             .collect(),
-        edges: Vec::new(),
+        ..PlanFile::default()
     }
 }
 
@@ -277,12 +276,14 @@ fn build(pipeline: &Pipeline, rate: Option<u64>) -> Result<App, AppError> {
             }),
     })
     .parallelism(p.senders)
+    .replicable(Partitioning::key_by(|id: &PacketId| id.flow))
     .process::<Packet, _, _>(encode, move |_| Encode {
         encoder: Encoder::new(p.stage, p.layout.seed),
         corrupt: p.corrupt,
         wire_bytes: 0,
     })
     .parallelism(p.senders)
+    .replicable(by_flow())
     .key_by(|packet: &Packet| &packet.flow)
     .stream()
     .process::<Packet, _, _>(decode, move |_| Decode {
@@ -290,13 +291,22 @@ fn build(pipeline: &Pipeline, rate: Option<u64>) -> Result<App, AppError> {
         layout: p.layout,
     })
     .parallelism(p.receivers)
+    .replicable(by_flow())
     .sink("verify", move |_| Verify::new(p.layout))
-    .parallelism(p.receivers);
+    .parallelism(p.receivers)
+    .replicable(by_flow());
     let p = pipeline.clone();
     Ok(App::new(
         flow.build()?,
         Box::new(move |report| summary(&p, report)),
     ))
+}
+
+/// Packets spread by flow: how every stage's input is spread when a replication optimizer
+/// gives it more instances, so a flow's packets still meet one instance of each stage, in
+/// order (every stage is stateless per packet; `verify` checks each flow's order).
+fn by_flow() -> Partitioning {
+    Partitioning::key_by(|packet: &Packet| packet.flow)
 }
 
 /// `N MB/s`: `bytes` over `seconds`, in decimal megabytes as the paper's figures.

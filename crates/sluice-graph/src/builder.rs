@@ -99,6 +99,10 @@ pub struct OperatorDef {
     pub parallelism: usize,
     /// Where its instances may run.
     pub placement: Vec<Placement>,
+    /// How its input is spread when an optimizer gives it more instances: round robin for a
+    /// stateless operator, key-by for one whose state is per key (flow affinity); `None`
+    /// when it keeps other state and so cannot be replicated.
+    pub replication: Option<Partitioning>,
     /// What it is, with its factory.
     pub kind: OperatorKind,
 }
@@ -184,6 +188,38 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// The same graph with operator `name` running as `parallelism` instances, its forward
+    /// inputs spread as it declared with [`GraphBuilder::replicable`] (other partitionings
+    /// already spread over any number of instances, and stay).
+    pub fn replicated(&self, name: &str, parallelism: usize) -> Result<Graph, GraphError> {
+        let def = self.find(name).ok_or_else(|| GraphError::NoSuchOperator {
+            name: name.to_string(),
+            known: self
+                .operators
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+        let spread = def
+            .replication
+            .clone()
+            .ok_or_else(|| GraphError::NotReplicable(name.to_string()))?;
+        if parallelism == 0 {
+            return Err(GraphError::ZeroParallelism(name.to_string()));
+        }
+        let id = def.id;
+        let mut graph = self.clone();
+        graph.operators[id.0].parallelism = parallelism;
+        for edge in graph.edges.iter_mut().filter(|e| e.to.operator == id) {
+            if matches!(edge.partitioning, Partitioning::Forward) {
+                edge.partitioning = spread.clone();
+            }
+        }
+        check_forward_edges(&graph)?;
+        Ok(graph)
+    }
+
     /// The application's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -287,6 +323,7 @@ impl GraphBuilder {
             outputs: ports.outputs,
             parallelism: 1,
             placement: Vec::new(),
+            replication: None,
             kind,
         });
         OperatorHandle(id)
@@ -349,6 +386,43 @@ impl GraphBuilder {
         self.graph.operators[operator.0 .0]
             .placement
             .push(placement);
+        Ok(())
+    }
+
+    /// Declares that `operator` may run as any number of instances, its input spread by
+    /// `input`: `RoundRobin` when any instance can take any tuple, `KeyBy` when tuples of one
+    /// key must meet one instance (the key reads the operator's first input port's type).
+    pub fn replicable(
+        &mut self,
+        operator: OperatorHandle,
+        input: Partitioning,
+    ) -> Result<(), GraphError> {
+        let def = self.def(operator.0)?;
+        match &input {
+            Partitioning::RoundRobin => {}
+            Partitioning::KeyBy(key) => {
+                let stream = def.inputs.first().map(StreamType::schema);
+                if stream != Some(key.schema()) {
+                    return Err(GraphError::InvalidParameter {
+                        operator: def.name.clone(),
+                        reason: format!(
+                            "its replication key reads {}, not its input",
+                            key.schema().type_name
+                        ),
+                    });
+                }
+            }
+            other => {
+                return Err(GraphError::InvalidParameter {
+                    operator: def.name.clone(),
+                    reason: format!(
+                        "a replica's input is spread round-robin or key-by, not {}",
+                        other.name()
+                    ),
+                })
+            }
+        }
+        self.graph.operators[operator.0 .0].replication = Some(input);
         Ok(())
     }
 
@@ -507,23 +581,29 @@ impl GraphBuilder {
                 }
             }
         }
-        for e in &graph.edges {
-            let (up, down) = (
-                graph.operators[e.from.operator.0].parallelism,
-                graph.operators[e.to.operator.0].parallelism,
-            );
-            if matches!(e.partitioning, Partitioning::Forward) && down > up {
-                return Err(GraphError::ForwardWidens {
-                    from: graph.out_label(e.from),
-                    to: graph.in_label(e.to),
-                    up,
-                    down,
-                });
-            }
-        }
+        check_forward_edges(graph)?;
         graph.topological = topological_order(graph)?;
         Ok(self.graph)
     }
+}
+
+/// Refuses a forward edge to more instances than it comes from.
+fn check_forward_edges(graph: &Graph) -> Result<(), GraphError> {
+    for e in &graph.edges {
+        let (up, down) = (
+            graph.operators[e.from.operator.0].parallelism,
+            graph.operators[e.to.operator.0].parallelism,
+        );
+        if matches!(e.partitioning, Partitioning::Forward) && down > up {
+            return Err(GraphError::ForwardWidens {
+                from: graph.out_label(e.from),
+                to: graph.in_label(e.to),
+                up,
+                down,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Kahn's algorithm; on a cycle, reports one cycle's operators in order.
@@ -599,6 +679,44 @@ mod tests {
 
     fn numbers(g: &mut GraphBuilder) -> OperatorHandle {
         g.source("src", Ports::new().output::<u64>(), |_| Nothing)
+    }
+
+    #[test]
+    fn a_replicable_operator_takes_more_instances_and_spreads_its_forward_input() {
+        let mut g = GraphBuilder::new("t");
+        let s = numbers(&mut g);
+        let a = pass(&mut g, "a");
+        let b = pass(&mut g, "b");
+        g.connect(s.out(0), a.input(0)).unwrap();
+        g.connect(a.out(0), b.input(0)).unwrap();
+        g.replicable(a, Partitioning::key_by(|n: &u64| *n % 7))
+            .unwrap();
+        // A key over another type, or a partitioning that does not spread, is refused.
+        let e = g
+            .replicable(b, Partitioning::key_by(|s: &String| s.len()))
+            .unwrap_err();
+        assert!(e.to_string().contains("its replication key reads"), "{e}");
+        let e = g.replicable(b, Partitioning::Broadcast).unwrap_err();
+        assert!(e.to_string().contains("not broadcast"), "{e}");
+        let graph = g.build().unwrap();
+        let wide = graph.replicated("a", 4).unwrap();
+        assert_eq!(wide.find("a").unwrap().parallelism, 4);
+        assert_eq!(wide.edges()[0].partitioning.name(), "key-by");
+        // Downstream of four instances, a forward edge to one instance stays valid.
+        assert_eq!(wide.edges()[1].partitioning.name(), "forward");
+        // The original is untouched.
+        assert_eq!(graph.find("a").unwrap().parallelism, 1);
+        let e = graph.replicated("b", 2).unwrap_err();
+        assert!(
+            matches!(e, GraphError::NotReplicable(ref n) if n == "b"),
+            "{e}"
+        );
+        let e = graph.replicated("zz", 2).unwrap_err();
+        assert!(e.to_string().contains("operators: src, a, b"), "{e}");
+        assert!(matches!(
+            graph.replicated("a", 0),
+            Err(GraphError::ZeroParallelism(_))
+        ));
     }
 
     #[test]

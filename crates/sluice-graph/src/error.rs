@@ -109,6 +109,17 @@ pub enum GraphError {
     /// No sources, so nothing would ever run.
     #[error("the graph has no source operator")]
     NoSource,
+    /// A replication names an operator the graph lacks.
+    #[error("there is no operator '{name}' to replicate (operators: {known})")]
+    NoSuchOperator {
+        /// The name given.
+        name: String,
+        /// The operators there are.
+        known: String,
+    },
+    /// A replication names an operator that did not declare how it may be replicated.
+    #[error("operator '{0}' keeps state across its tuples, or did not say it does not, so it cannot be given more instances")]
+    NotReplicable(String),
     /// An edge id from another builder.
     #[error("edge {0} does not belong to this graph")]
     UnknownEdge(usize),

@@ -114,6 +114,18 @@ impl Dataflow {
         }
     }
 
+    /// Sets `op`'s parallelism, noting an error for `build`.
+    fn set_parallelism(&self, op: OperatorHandle, n: usize) {
+        let result = self.with(|b| b.builder.set_parallelism(op, n));
+        self.note(result);
+    }
+
+    /// Declares `op` replicable, noting an error for `build`.
+    fn set_replicable(&self, op: OperatorHandle, input: Partitioning) {
+        let result = self.with(|b| b.builder.replicable(op, input));
+        self.note(result);
+    }
+
     fn note(&self, result: Result<(), GraphError>) {
         if let Err(error) = result {
             self.with(|b| {
@@ -190,8 +202,15 @@ impl<T: Tuple> Stream<T> {
 
     /// Runs the operator that produces this stream as `n` parallel instances.
     pub fn parallelism(self, n: usize) -> Self {
-        let result = self.flow.with(|b| b.builder.set_parallelism(self.op, n));
-        self.flow.note(result);
+        self.flow.set_parallelism(self.op, n);
+        self
+    }
+
+    /// Declares that the operator producing this stream may be given more instances by a
+    /// replication optimizer, its input then spread by `input` (round robin when it keeps no
+    /// state, key-by when its state is per key): see `GraphBuilder::replicable`.
+    pub fn replicable(self, input: Partitioning) -> Self {
+        self.flow.set_replicable(self.op, input);
         self
     }
 
@@ -754,8 +773,13 @@ pub struct Sink {
 impl Sink {
     /// Runs the sink as `n` parallel instances.
     pub fn parallelism(self, n: usize) -> Self {
-        let result = self.flow.with(|b| b.builder.set_parallelism(self.op, n));
-        self.flow.note(result);
+        self.flow.set_parallelism(self.op, n);
+        self
+    }
+
+    /// Declares the sink replicable, as [`Stream::replicable`] does an operator.
+    pub fn replicable(self, input: Partitioning) -> Self {
+        self.flow.set_replicable(self.op, input);
         self
     }
 }

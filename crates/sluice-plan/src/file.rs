@@ -20,7 +20,11 @@
 //! from = "split"
 //! to = "sum"
 //! transport = { kind = "shm-vega", slot_bytes = 256, slots = 4096 }
-//! ```
+//!
+//! [[replicate]]                  # optional: run an operator that declared itself
+//! operator = "split"             # replicable as this many instances (a replication
+//! parallelism = 4                # optimizer's output); its forward input is then spread
+//! ```                            # as it declared (round robin, or key-by)
 
 use std::path::Path;
 
@@ -30,7 +34,7 @@ use sluice_transport::TransportSpec;
 use crate::TomlSyntaxError;
 
 /// A parsed plan file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
     /// Messages per threaded port; the default when absent.
@@ -42,6 +46,19 @@ pub struct PlanFile {
     /// Transports pinned per logical edge.
     #[serde(rename = "edge", default, skip_serializing_if = "Vec::is_empty")]
     pub edges: Vec<EdgeSpec>,
+    /// Operators run with more (or fewer) instances than the application gave them.
+    #[serde(rename = "replicate", default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<ReplicaSpec>,
+}
+
+/// An operator's parallelism, set by a plan file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSpec {
+    /// The operator's name.
+    pub operator: String,
+    /// Its instances.
+    pub parallelism: usize,
 }
 
 /// A transport the user pins for every physical edge of one logical edge.

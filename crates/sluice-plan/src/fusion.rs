@@ -131,9 +131,8 @@ impl FusionChoice {
             })
             .collect();
         PlanFile {
-            queue_capacity: None,
             threads,
-            edges: Vec::new(),
+            ..PlanFile::default()
         }
     }
 }

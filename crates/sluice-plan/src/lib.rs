@@ -27,9 +27,9 @@ pub mod traffic_placement;
 mod transports;
 
 pub use choice::{PlanChoiceError, TomlSyntaxError};
-pub use file::{EdgeSpec, PlanFile, ThreadSpec};
+pub use file::{EdgeSpec, PlanFile, ReplicaSpec, ThreadSpec};
 pub use hosts::{HostSpec, HostsError, HostsFile, HostsFileError, LauncherSpec};
 pub use plan::{
     ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
 };
-pub use planner::{plan, PlanError, PlanOptions, PlanRequest};
+pub use planner::{plan, replicated_graph, PlanError, PlanOptions, PlanRequest};

@@ -200,17 +200,66 @@ pub enum PlanError {
         /// The host another names.
         second: String,
     },
+    /// A plan file replicates an operator the graph it is given does not yet run that way.
+    #[error("{file} runs '{operator}' as {wanted} instance(s), but the graph has {has}: build the graph with sluice_plan::replicated_graph first")]
+    Unreplicated {
+        /// The plan file.
+        file: String,
+        /// The operator.
+        operator: String,
+        /// The parallelism the file asks for.
+        wanted: usize,
+        /// The graph's.
+        has: usize,
+    },
+    /// A plan file's replication the graph refuses.
+    #[error("{file}: {error}")]
+    Replication {
+        /// The plan file.
+        file: String,
+        /// Why.
+        error: sluice_graph::GraphError,
+    },
     /// Threads that feed each other could deadlock under backpressure.
     #[error("threads {} feed each other in a cycle; with bounded queues that can deadlock, so place those operators so that threads form a pipeline", .0.join(" -> "))]
     ThreadCycle(Vec<String>),
 }
 
-/// Plans `graph` as `request` asks.
+/// The graph `request` runs: `graph` with the operators a plan file replicates given their
+/// instances ([`Graph::replicated`]); `graph` itself for every other request.
+pub fn replicated_graph(graph: &Graph, request: &PlanRequest) -> Result<Graph, PlanError> {
+    let PlanRequest::File(path, file) = request else {
+        return Ok(graph.clone());
+    };
+    file.replicas.iter().try_fold(graph.clone(), |g, r| {
+        g.replicated(&r.operator, r.parallelism)
+            .map_err(|error| PlanError::Replication {
+                file: path.clone(),
+                error,
+            })
+    })
+}
+
+/// Plans `graph` as `request` asks. A plan file that replicates operators needs the graph
+/// [`replicated_graph`] makes.
 pub fn plan(
     graph: &Graph,
     request: &PlanRequest,
     options: &PlanOptions,
 ) -> Result<PhysicalPlan, PlanError> {
+    if let PlanRequest::File(path, file) = request {
+        for r in &file.replicas {
+            let has = graph.find(&r.operator).map_or(0, |o| o.parallelism);
+            if has != r.parallelism {
+                return Err(PlanError::Unreplicated {
+                    file: path.clone(),
+                    operator: r.operator.clone(),
+                    wanted: r.parallelism,
+                    has,
+                });
+            }
+        }
+    }
     let mut instances = Vec::new();
     let mut first_instance = vec![0usize; graph.operators().len()];
     for &op_id in graph.topological_order() {

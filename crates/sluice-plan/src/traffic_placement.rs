@@ -157,9 +157,8 @@ pub fn plan_file(plan: &PhysicalPlan, hosts: &[HostSpec], host_of: &[usize]) -> 
         }
     }
     PlanFile {
-        queue_capacity: None,
         threads,
-        edges: Vec::new(),
+        ..PlanFile::default()
     }
 }
 

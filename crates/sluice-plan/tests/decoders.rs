@@ -350,6 +350,7 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                 queue_capacity,
                 threads,
                 edges,
+                ..PlanFile::default()
             }
         })
 }

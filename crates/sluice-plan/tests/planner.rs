@@ -367,8 +367,8 @@ fn with_hosts() -> PlanOptions {
     }
 }
 
-/// The WordCount-shaped graph with placement constraints on two operators.
-fn placed(constraints: &[(&str, Placement)]) -> Graph {
+/// source -> split -> sink, unbuilt, with the three handles.
+fn three_in_a_row() -> (GraphBuilder, [sluice_graph::OperatorHandle; 3]) {
     let mut g = GraphBuilder::new("wc");
     let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
     let split = g.operator(
@@ -379,6 +379,12 @@ fn placed(constraints: &[(&str, Placement)]) -> Graph {
     let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
     g.connect(src.out(0), split.input(0)).unwrap();
     g.connect(split.out(0), sink.input(0)).unwrap();
+    (g, [src, split, sink])
+}
+
+/// The WordCount-shaped graph with placement constraints on two operators.
+fn placed(constraints: &[(&str, Placement)]) -> Graph {
+    let (mut g, [src, split, sink]) = three_in_a_row();
     for (name, p) in constraints {
         let handle = match *name {
             "source" => src,
@@ -925,4 +931,35 @@ proptest::proptest! {
         let fused = plan(&graph, &PlanRequest::File("fusion".into(), file), &options());
         proptest::prop_assert!(fused.is_ok(), "{:?}", fused.err());
     }
+}
+
+#[test]
+fn a_plan_file_replicates_only_through_the_graph_it_makes() {
+    use sluice_graph::Partitioning;
+    let (mut g, [_, split, _]) = three_in_a_row();
+    g.replicable(split, Partitioning::RoundRobin).unwrap();
+    let graph = g.build().unwrap();
+    let request = file(
+        "[[replicate]]\noperator = 'split'\nparallelism = 3\n\
+         [[thread]]\nname = 'all'\noperators = ['source', 'split', 'sink']\n",
+    );
+    let e = plan(&graph, &request, &options()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PlanError::Unreplicated {
+                wanted: 3,
+                has: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let wide = sluice_plan::replicated_graph(&graph, &request).unwrap();
+    let p = plan(&wide, &request, &options()).unwrap();
+    assert_eq!(p.instances.len(), 5);
+    assert!(p.edges.iter().any(|e| e.partitioning == "round-robin"));
+    let refused = file("[[replicate]]\noperator = 'sink'\nparallelism = 2\n");
+    let e = sluice_plan::replicated_graph(&graph, &refused).unwrap_err();
+    assert!(e.to_string().contains("'sink' keeps state"), "{e}");
 }

@@ -40,7 +40,7 @@ impl AppArgs {
     /// Builds the application with `config` (whose settings this fills in) and plans it.
     pub fn build(&self, mut config: AppConfig) -> anyhow::Result<(sluice_apps::App, PhysicalPlan)> {
         config.settings = Settings::parse(self.settings.iter().map(String::as_str))?;
-        let app = sluice_apps::build(&self.app, &config)?;
+        let mut app = sluice_apps::build(&self.app, &config)?;
         let mut options = PlanOptions::default();
         if let Some(capacity) = self.queue_capacity {
             if !(1..=MAX_QUEUE_CAPACITY).contains(&capacity) {
@@ -56,7 +56,9 @@ impl AppArgs {
                 .with_context(|| format!("cannot read hosts file {}", path.display()))?;
             options.hosts = Some(HostsFile::read(path, &text)?);
         }
-        let plan = sluice_plan::plan(&app.graph, &self.request()?, &options)?;
+        let request = self.request()?;
+        app.graph = sluice_plan::replicated_graph(&app.graph, &request)?;
+        let plan = sluice_plan::plan(&app.graph, &request, &options)?;
         Ok((app, plan))
     }
 }

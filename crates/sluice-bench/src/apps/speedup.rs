@@ -193,7 +193,7 @@ impl Measurement {
             settings,
             ..AppConfig::default()
         };
-        let app = sluice_apps::build(&args.app, &config)?;
+        let mut app = sluice_apps::build(&args.app, &config)?;
         let request = match args.plan.as_str() {
             ENGINES | ENGINE_PROCESSES => {
                 let file = pipeline::engines(&pipeline, args.plan == ENGINE_PROCESSES);
@@ -201,6 +201,7 @@ impl Measurement {
             }
             other => sluice_apps::plan_request(&args.app, other)?,
         };
+        app.graph = sluice_plan::replicated_graph(&app.graph, &request)?;
         let physical = sluice_plan::plan(&app.graph, &request, &PlanOptions::default())?;
         Ok(Self {
             idle: args.idle,
