@@ -396,7 +396,10 @@ fn thread_labels(pe: &str, exec: &ThreadExec) -> ThreadLabels {
         inputs: exec
             .inbound
             .iter()
-            .map(|i| (i.edge.clone(), i.transport.clone()))
+            .map(|i| {
+                let to = exec.nodes[i.node].borrow().operator.clone();
+                (i.edge.clone(), i.transport.clone(), to)
+            })
             .collect(),
     }
 }

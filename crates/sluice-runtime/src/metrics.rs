@@ -112,6 +112,8 @@ pub struct EdgeMetrics {
     pub edge: String,
     /// Its transport.
     pub transport: String,
+    /// The operator it feeds.
+    pub operator: String,
     /// Tuples received so far.
     pub tuples: u64,
     /// Tuples received per second over the last period.
@@ -297,8 +299,8 @@ pub(crate) struct ThreadLabels {
     pub(crate) thread: String,
     /// Per instance: operator, instance, source, sink.
     pub(crate) instances: Vec<(String, String, bool, bool)>,
-    /// Per inbound edge: edge, transport.
-    pub(crate) inputs: Vec<(String, String)>,
+    /// Per inbound edge: edge, transport, the operator it feeds.
+    pub(crate) inputs: Vec<(String, String, String)>,
 }
 
 /// What one thread publishes, and the generation it last answered.
@@ -475,6 +477,7 @@ struct InstanceSample {
 struct EdgeSample {
     edge: String,
     transport: String,
+    operator: String,
     tuples: u64,
     bytes: Option<u64>,
     queued: Option<u64>,
@@ -523,9 +526,10 @@ impl ThreadSample {
                 .inputs
                 .iter()
                 .zip(&cells.inputs)
-                .map(|((edge, transport), c)| EdgeSample {
+                .map(|((edge, transport, operator), c)| EdgeSample {
                     edge: edge.clone(),
                     transport: transport.clone(),
+                    operator: operator.clone(),
                     tuples: c.tuples.get(),
                     bytes: known(c.bytes.get()),
                     queued: known(c.queued.get()),
@@ -692,6 +696,7 @@ fn threads_metrics(
                         EdgeMetrics {
                             edge: e.edge.clone(),
                             transport: e.transport.clone(),
+                            operator: e.operator.clone(),
                             tuples: e.tuples,
                             rate: rate(e.tuples, was.map(|w| w.tuples), seconds),
                             bytes: e.bytes,
@@ -719,7 +724,7 @@ mod tests {
                 ("src".into(), "src".into(), true, false),
                 ("sink".into(), "sink".into(), false, true),
             ],
-            inputs: vec![("src -> sink".into(), "threaded".into())],
+            inputs: vec![("src -> sink".into(), "threaded".into(), "sink".into())],
         }
     }
 
