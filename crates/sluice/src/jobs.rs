@@ -14,7 +14,7 @@
 //! `sluice jobs` (or `stop`, `top`) that finds them.
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -97,20 +97,10 @@ fn make_private_dir(dir: &Path) -> anyhow::Result<()> {
 
 /// Refuses `dir` unless it is a directory (not a link) of this user's with mode 0700.
 fn check_private_dir(dir: &Path) -> anyhow::Result<()> {
-    let metadata = std::fs::symlink_metadata(dir)
-        .with_context(|| format!("cannot read the job registry {}", dir.display()))?;
-    let uid = rustix::process::geteuid().as_raw();
-    let mode = metadata.mode() & 0o7777;
-    let why = if !metadata.is_dir() {
-        "it is not a directory".to_string()
-    } else if metadata.uid() != uid {
-        format!("it belongs to uid {}, not {uid}", metadata.uid())
-    } else if mode != PRIVATE_DIR_MODE {
-        format!("its mode is {mode:04o}, not 0700")
-    } else {
-        return Ok(());
-    };
-    bail!("the job registry {} is not private: {why}", dir.display())
+    match sluice_runtime::why_not_private(dir) {
+        None => Ok(()),
+        Some(why) => bail!("the job registry {} is not private: {why}", dir.display()),
+    }
 }
 
 /// A job's entries in the registry while it runs, and the thread answering on its socket;
