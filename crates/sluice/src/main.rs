@@ -5,11 +5,16 @@
 mod apps;
 mod companions;
 mod feed;
+mod jobs;
+mod observe;
 mod optimize;
 mod plan;
 mod plan_choice;
+mod progress;
+mod prometheus;
 mod run;
 mod stdout;
+mod top;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -33,6 +38,12 @@ enum Command {
     Bench(sluice_bench::BenchArgs),
     /// Send, record or print the synthetic OPRA-style options feed.
     Feed(feed::FeedArgs),
+    /// List the running jobs of this user on this host.
+    Jobs,
+    /// Drain and stop a running job, as Ctrl-C does in its terminal.
+    Stop(jobs::StopArgs),
+    /// Watch a running job live in the terminal: rates, queues, backpressure, latency.
+    Top(top::TopArgs),
 }
 
 /// Parses the command line; `sluice run NAME --help` also lists NAME's settings and plans.
@@ -54,6 +65,9 @@ fn main() {
         Command::Apps => apps::list(),
         Command::Bench(args) => sluice_bench::main(args),
         Command::Feed(args) => feed::feed(args),
+        Command::Jobs => jobs::list(),
+        Command::Stop(args) => jobs::stop(args),
+        Command::Top(args) => top::top(args),
     };
     if let Err(error) = result {
         if stdout::was_closed(&error) {

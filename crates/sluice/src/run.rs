@@ -18,7 +18,9 @@ use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
+use crate::observe::{self, JobIdentity, ObserveArgs};
 use crate::plan_choice::{parse_seconds, AppArgs};
+use crate::progress::Asked;
 use crate::stdout::tell;
 
 /// Arguments of `sluice run`.
@@ -65,6 +67,8 @@ pub(crate) struct RunArgs {
     /// this many seconds for a step of start-up (default 30).
     #[arg(long, value_parser = parse_seconds)]
     start_timeout: Option<Duration>,
+    #[command(flatten)]
+    observe: ObserveArgs,
 }
 
 /// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
@@ -77,6 +81,11 @@ const DEFAULT_GENERATED_RATE: u64 = 100_000;
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let generated = args.input.is_none();
+    // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
+    let config_rate = args
+        .rate
+        .or(generated.then_some(DEFAULT_GENERATED_RATE))
+        .filter(|&r| generated && r > 0);
     let config = AppConfig {
         input: args.input.clone(),
         output: args.output.clone(),
@@ -93,7 +102,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("{} has no JSON summary (--json): omdp has", args.app.app);
     }
     let defaults = RunOptions::default();
-    let options = RunOptions {
+    let mut options = RunOptions {
         idle: args.idle,
         duration,
         launcher: match args.launcher.as_str() {
@@ -106,6 +115,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
         ..defaults
     };
+    args.observe.apply(&mut options)?;
     if !sluice_runtime::is_pe_process() {
         tell(format_args!(
             "running {} ({}, {} process(es), {} thread(s)){}",
@@ -138,15 +148,36 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("cannot install the Ctrl-C handler")?;
     }
     let mut companions = Companions::default();
+    let mut observers = None;
     let result = sluice_runtime::start_with(&app.graph, &plan, &options, &stop).and_then(|job| {
         tell(format_args!(
             "started: the sources run (Ctrl-C stops and drains)"
         ));
+        let identity = JobIdentity {
+            app: &args.app.app,
+            plan: &args.app.plan,
+            pes: plan.pes.len(),
+        };
+        let asked = config_rate.map(|rate| Asked {
+            rate,
+            default: args.rate.is_none(),
+        });
+        match observe::start(&job, &args.observe, identity, asked) {
+            Ok(watching) => observers = Some(watching),
+            Err(error) => {
+                job.stop_handle().abort();
+                let _ = job.wait();
+                return Err(sluice_runtime::RunError::Launch(format!("{error:#}")));
+            }
+        }
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);
         }
         job.wait()
     });
+    if let Some(observers) = observers {
+        observers.finish(result.as_ref().ok());
+    }
     let companions_ended = companions.stop();
     let report = result.map_err(|error| {
         if error.is_interrupt() {
