@@ -41,6 +41,57 @@ pub struct Profile {
     pub edges: Vec<EdgeProfile>,
 }
 
+impl Profile {
+    /// A profile of a run of `plan` that lasted `seconds`, from each instance's counts
+    /// (`figures(name)`: tuples in, tuples out, CPU nanoseconds). The runtime counts tuples
+    /// per instance, not per edge, so an edge's tuples are estimated: its upstream
+    /// instance's output, all of it on a forward or broadcast edge, an even share of it over
+    /// the targets of a round-robin or key-by edge (exact for round robin, the mean for
+    /// key-by), and never more than the downstream instance received.
+    pub fn from_counts(
+        plan: &PhysicalPlan,
+        seconds: f64,
+        figures: impl Fn(&str) -> Option<InstanceProfile>,
+    ) -> Self {
+        let instances: BTreeMap<String, InstanceProfile> = plan
+            .instances
+            .iter()
+            .filter_map(|i| Some((i.name.clone(), figures(&i.name)?)))
+            .collect();
+        let out_of = |name: &str| instances.get(name).cloned().unwrap_or_default();
+        let edges = plan
+            .edges
+            .iter()
+            .map(|e| {
+                let from = &plan.instances[e.from.instance.0].name;
+                let to = &plan.instances[e.to.instance.0].name;
+                let fan_out = plan
+                    .edges
+                    .iter()
+                    .filter(|o| o.from == e.from && o.logical == e.logical)
+                    .count()
+                    .max(1) as u64;
+                let sent = match e.partitioning.as_str() {
+                    "round-robin" | "key-by" => out_of(from).tuples_out / fan_out,
+                    _ => out_of(from).tuples_out,
+                };
+                EdgeProfile {
+                    from: from.clone(),
+                    to: to.clone(),
+                    tuples: sent.min(out_of(to).tuples_in),
+                    bytes: 0,
+                }
+            })
+            .collect();
+        Self {
+            job: plan.job.clone(),
+            seconds,
+            instances,
+            edges,
+        }
+    }
+}
+
 /// One instance's figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstanceProfile {

@@ -23,6 +23,7 @@ mod placement;
 mod plan;
 mod planner;
 mod render;
+pub mod replication;
 pub mod traffic_placement;
 mod transports;
 

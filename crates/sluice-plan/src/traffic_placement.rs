@@ -7,12 +7,12 @@
 //! rates: every source instance emits at rate 1 (or its profiled rate), every operator passes
 //! on what it receives, a forward or broadcast edge carries its upstream instance's whole
 //! output to each target, and a round-robin or key-by edge splits it evenly over its targets.
-//! A task's load is the rate it handles. On each host the scheduler's tasks go to one PE per
-//! free slot (the host's cores), each PE a single thread, as TurboStream deals tasks to the
-//! workers of a node; but where TurboStream deals them round robin, each PE here takes a
-//! contiguous run of the host's tasks in topological order. Dealt one by one, two threads
-//! would feed each other in a cycle (a chain `a -> b -> c` dealt to two threads puts `a` and
-//! `c` on one), which can deadlock under backpressure and which the planner refuses.
+//! A task's load is the rate it handles. On each host the scheduler's tasks are dealt round
+//! robin to one PE per free slot (the host's cores), as TurboStream deals tasks to the
+//! workers of a node, and each task runs in a thread of its own, as a Storm executor does:
+//! threads holding several tasks could feed each other in a cycle (a chain `a -> b -> c` with
+//! `a` and `c` on one thread, or on one host and `b` on another), which can deadlock under
+//! backpressure and which the planner refuses.
 
 use crate::consolidate::{PlacementQuality, TaskAssignment, TaskGraph, DEFAULT_BALANCE_TOLERANCE};
 use crate::{HostSpec, PhysicalPlan, PlanFile, ThreadSpec};
@@ -131,7 +131,7 @@ pub fn task_graph(plan: &PhysicalPlan, source_rate: impl Fn(usize) -> f64) -> Ta
 }
 
 /// A plan file putting each instance of `plan` on the host `host_of` gives it: on each host,
-/// one PE per slot, each with a contiguous run of the host's instances in topological order.
+/// one PE per slot, the host's instances dealt to them in turn, a thread each.
 pub fn plan_file(plan: &PhysicalPlan, hosts: &[HostSpec], host_of: &[usize]) -> PlanFile {
     let mut threads = Vec::new();
     for (h, host) in hosts.iter().enumerate() {
@@ -142,16 +142,12 @@ pub fn plan_file(plan: &PhysicalPlan, hosts: &[HostSpec], host_of: &[usize]) -> 
             .map(|i| i.name.as_str())
             .collect();
         let workers = host.cores.max(1).min(on_host.len());
-        for w in 0..workers {
-            // Runs as even as the count allows: worker w takes [w*n/k, (w+1)*n/k).
-            let run = w * on_host.len() / workers..(w + 1) * on_host.len() / workers;
-            let operators: Vec<String> = on_host[run].iter().map(|name| name.to_string()).collect();
-            let name = format!("{}-w{w}", host.name);
+        for (k, name) in on_host.iter().enumerate() {
             threads.push(ThreadSpec {
-                name: name.clone(),
-                operators,
+                name: (*name).to_string(),
+                operators: vec![(*name).to_string()],
                 core: None,
-                pe: Some(name),
+                pe: Some(format!("{}-w{}", host.name, k % workers)),
                 host: Some(host.name.clone()),
             });
         }

@@ -17,7 +17,9 @@ use sluice_transport::{ChannelSite, ErasedReceiver};
 
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
-use crate::exec::{Body, Env, Fan, Inbound, InstanceName, Node, Picker, Target, ThreadExec};
+use crate::exec::{
+    Body, CpuSampler, Env, Fan, Inbound, InstanceName, Node, Picker, Target, ThreadExec,
+};
 use crate::metrics::{ProcessMetrics, ThreadLabels};
 use crate::watch::{Progress, Worker};
 use crate::{RunError, RunOptions};
@@ -328,8 +330,9 @@ pub(crate) fn start(
     let ready = Arc::new(Barrier::new(execs.len() + 1));
     let poll_batch = options.poll_batch.max(1);
     let latency_every = options.latency_every;
+    let profile_cpu = options.profile_cpu;
     let mut workers = Vec::with_capacity(execs.len());
-    for (exec, (pe, _)) in execs.into_iter().zip(&placed) {
+    for (thread, (exec, (pe, _))) in execs.into_iter().zip(&placed).enumerate() {
         let publisher = metrics.map(|m| m.register(thread_labels(pe, &exec)));
         let (control_t, ready_t) = (control.clone(), ready.clone());
         let name = exec.name.clone();
@@ -350,6 +353,7 @@ pub(crate) fn start(
                     latency_every,
                     progress: &progress_t,
                     metrics: publisher.as_ref(),
+                    cpu: profile_cpu.then(|| CpuSampler::new(0x9e37_79b9 ^ thread as u64)),
                 };
                 exec.run(&env, &ready_t)
             });
@@ -427,6 +431,8 @@ fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {
         timers: Timers::default(),
         arrival_latency: None,
         latency_window: None,
+        sampled_ns: 0,
+        round_ns: 0,
         until_marker: 0,
         operator: op.name.clone(),
         body,

@@ -98,6 +98,11 @@ pub(crate) struct Node {
     pub(crate) timers: Timers,
     /// How long latency markers took from their source to this instance.
     pub(crate) arrival_latency: Option<LatencyHistogram>,
+    /// Its CPU nanoseconds as the CPU sampler estimates them ([`CpuSampler`]).
+    pub(crate) sampled_ns: u64,
+    /// Wall nanoseconds its hooks took in the timed round under way, less what they spent in
+    /// the instances they called (fused downstream) and waiting on full queues.
+    pub(crate) round_ns: u64,
     /// The same since the thread last published its metrics (when they are on).
     pub(crate) latency_window: Option<LatencyHistogram>,
     /// For a source: tuples still to emit before the next latency marker.
@@ -137,6 +142,109 @@ pub(crate) struct Env<'a> {
     pub(crate) progress: &'a Progress,
     /// Where the thread publishes its live metrics, unless they are off.
     pub(crate) metrics: Option<&'a ThreadPublisher>,
+    /// Times a sample of the rounds when the job is profiled (`RunOptions::profile_cpu`).
+    pub(crate) cpu: Option<CpuSampler>,
+}
+
+/// One round in this many, on average, is timed when profiling, among short rounds.
+const TIMED_ROUND_ONE_IN: u64 = 16;
+/// A round that follows one this long (in nanoseconds) is always timed: timing costs well
+/// under a microsecond a round, nothing beside rounds this long, and a thread whose rounds
+/// are few and heavy (a compressor taking 16 KiB packets) would otherwise have none timed.
+const LONG_ROUND_NS: u64 = 50_000;
+
+/// Estimates each instance's CPU time, cheaply: the work loop times one round in
+/// [`TIMED_ROUND_ONE_IN`] (chosen pseudo-randomly, so no periodic pattern of the work aliases
+/// with it), and every round after a long one ([`LONG_ROUND_NS`]). In a timed round every hook call is timed on the monotonic clock with what it
+/// spent in nested calls (the instances fused downstream, which the router calls from inside
+/// it) and waiting on full queues subtracted, so each instance is charged its own time; at
+/// the round's end the thread's CPU clock says how much of that wall time the thread really
+/// ran (not preempted, not parked), and each instance's share is scaled by it. Each timed
+/// round's charge is weighted by the inverse of the chance it had to be timed (1, or
+/// [`TIMED_ROUND_ONE_IN`]), which makes the sum an unbiased estimate of the whole run's. Untimed rounds
+/// cost one flag test per call; a timed one two reads of the thread's CPU clock (a system
+/// call each) and a pass over the thread's instances.
+pub(crate) struct CpuSampler {
+    timing: std::cell::Cell<bool>,
+    /// Nanoseconds the calls nested in the current one took (or it waited on a full queue).
+    nested_ns: std::cell::Cell<u64>,
+    /// When the round under way began, on the monotonic clock.
+    round_began_ns: std::cell::Cell<u64>,
+    /// The inverse of the chance the round under way had to be timed.
+    weight: std::cell::Cell<u64>,
+    /// The thread's CPU clock when the timed round under way began.
+    round_cpu_ns: std::cell::Cell<u64>,
+    /// Wall nanoseconds charged to instances in the timed round under way.
+    round_wall_ns: std::cell::Cell<u64>,
+    /// xorshift64 state picking the timed rounds.
+    state: std::cell::Cell<u64>,
+}
+
+impl CpuSampler {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self {
+            timing: std::cell::Cell::new(false),
+            nested_ns: std::cell::Cell::new(0),
+            round_began_ns: std::cell::Cell::new(0),
+            weight: std::cell::Cell::new(1),
+            round_cpu_ns: std::cell::Cell::new(0),
+            round_wall_ns: std::cell::Cell::new(0),
+            state: std::cell::Cell::new(seed | 1),
+        }
+    }
+
+    /// A round of the work loop begins: decides whether to time it.
+    fn begin_round(&self) {
+        let mut x = self.state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state.set(x);
+        let now = monotonic_ns();
+        let long = now.saturating_sub(self.round_began_ns.replace(now)) >= LONG_ROUND_NS;
+        let timed = long || x.is_multiple_of(TIMED_ROUND_ONE_IN);
+        self.timing.set(timed);
+        if timed {
+            self.weight.set(if long { 1 } else { TIMED_ROUND_ONE_IN });
+            self.round_cpu_ns.set(thread_cpu_ns());
+            self.round_wall_ns.set(0);
+        }
+    }
+
+    /// The round's work is done (before the thread idles): charges each instance its share
+    /// of the CPU the thread used in a timed round.
+    fn end_round(&self, nodes: &[RefCell<Node>]) {
+        if !self.timing.replace(false) {
+            return;
+        }
+        let wall = self.round_wall_ns.get();
+        let used = thread_cpu_ns().saturating_sub(self.round_cpu_ns.get());
+        let ran = if wall == 0 {
+            0.0
+        } else {
+            (used as f64 / wall as f64).min(1.0) * self.weight.get() as f64
+        };
+        for cell in nodes {
+            if let Ok(mut node) = cell.try_borrow_mut() {
+                node.sampled_ns += (node.round_ns as f64 * ran) as u64;
+                node.round_ns = 0;
+            }
+        }
+    }
+
+    /// In a timed round, `took` nanoseconds of the current call are not its own work.
+    fn not_own(&self, took: u64) {
+        if self.timing.get() {
+            self.nested_ns.set(self.nested_ns.get() + took);
+        }
+    }
+}
+
+/// This thread's CPU time, in nanoseconds (0 if the clock cannot be read).
+fn thread_cpu_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(0, |t| {
+        (t.tv_sec() as u64).saturating_mul(1_000_000_000) + t.tv_nsec() as u64
+    })
 }
 
 /// The `OutputSink` of the instance currently running: routes its emissions.
@@ -283,22 +391,31 @@ fn send(
     mut offer: impl FnMut(&mut dyn ErasedSender) -> Result<(), SendError>,
 ) -> Result<(), OperatorError> {
     let mut idle = env.idle.waiter();
-    // When the first refusal came, if the live metrics time the wait.
+    // When the first refusal came, if the live metrics or the CPU sampler time the wait.
     let mut blocked_since = None;
     loop {
         match offer(sender.as_mut()) {
             Ok(()) => {
-                if let (Some(metrics), Some(began)) = (env.metrics, blocked_since) {
-                    metrics.blocked(began, monotonic_ns());
+                if let Some(began) = blocked_since {
+                    let now = monotonic_ns();
+                    if let Some(metrics) = env.metrics {
+                        metrics.blocked(began, now);
+                    }
+                    if let Some(cpu) = &env.cpu {
+                        cpu.not_own(now.saturating_sub(began));
+                    }
                 }
                 return Ok(());
             }
             Err(SendError::Full) if !env.control.aborting() => {
                 // Backpressure is no stall of this thread's.
                 env.progress.beat();
-                if let Some(metrics) = env.metrics {
+                if env.metrics.is_some() || env.cpu.is_some() {
                     let now = monotonic_ns();
-                    metrics.blocking(*blocked_since.get_or_insert(now), now);
+                    let began = *blocked_since.get_or_insert(now);
+                    if let Some(metrics) = env.metrics {
+                        metrics.blocking(began, now);
+                    }
                 }
                 idle.wait_or_park(|timeout| sender.park(timeout))
             }
@@ -341,7 +458,17 @@ fn with_node<R>(
     };
     let mut out = Output::new(&node.outputs, &mut router);
     let body = &mut node.body;
-    match catch_unwind(AssertUnwindSafe(|| f(body, &mut out))) {
+    let cpu = env.cpu.as_ref().filter(|c| c.timing.get());
+    let started = cpu.map(|c| (monotonic_ns(), c.nested_ns.replace(0)));
+    let result = catch_unwind(AssertUnwindSafe(|| f(body, &mut out)));
+    if let (Some(c), Some((began, outer_nested))) = (cpu, started) {
+        let took = monotonic_ns().saturating_sub(began);
+        let own = took.saturating_sub(c.nested_ns.get());
+        node.round_ns += own;
+        c.round_wall_ns.set(c.round_wall_ns.get() + own);
+        c.nested_ns.set(outer_nested + took);
+    }
+    match result {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => {
             env.control.fail(node.ctx.name_of_instance(), error);
@@ -502,6 +629,7 @@ impl ThreadExec {
                 instance: node.ctx.name_of_instance(),
                 tuples_in: node.tuples_in,
                 tuples_out: node.tuples_out,
+                cpu_ns: node.sampled_ns,
                 report,
                 arrival_latency: node.arrival_latency.take(),
                 sink: node.outputs.is_empty(),
@@ -522,6 +650,9 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
         env.progress.beat();
         if env.control.aborting() {
             return;
+        }
+        if let Some(cpu) = &env.cpu {
+            cpu.begin_round();
         }
         let mut work = 0usize;
         for &index in &sources {
@@ -553,6 +684,9 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
         flush(nodes, work == 0);
         if let Some(metrics) = env.metrics.filter(|m| m.asked()) {
             publish(nodes, inbound, metrics);
+        }
+        if let Some(cpu) = &env.cpu {
+            cpu.end_round(nodes);
         }
         if nodes.iter().all(|n| n.borrow().finished) {
             return;

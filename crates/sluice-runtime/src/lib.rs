@@ -90,6 +90,9 @@ pub struct RunOptions {
     /// markers take one channel. Every instance a marker reaches records how long it took,
     /// and the sinks' figures are the job's end-to-end latency ([`JobReport::latency`]).
     pub latency_every: u64,
+    /// Estimate each instance's CPU time ([`InstanceReport::cpu_ns`]) by timing a sample of
+    /// every thread's rounds: what `sluice run --profile` records for the optimizers.
+    pub profile_cpu: bool,
     /// A thread that makes no progress (a round of its loop, a batch, a wait on a full queue)
     /// or a PE that sends no heartbeat for this long fails the job, naming it.
     pub stall_timeout: Duration,
@@ -119,6 +122,7 @@ impl Default for RunOptions {
             poll_batch: 256,
             launcher: Launcher::Local,
             latency_every: DEFAULT_LATENCY_EVERY,
+            profile_cpu: false,
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             start_timeout: DEFAULT_START_TIMEOUT,

@@ -16,6 +16,9 @@ pub struct InstanceReport {
     pub tuples_in: u64,
     /// Tuples it emitted.
     pub tuples_out: u64,
+    /// CPU time its hooks took, in nanoseconds, estimated from a sample of its thread's
+    /// rounds; 0 unless the job was profiled ([`crate::RunOptions::profile_cpu`]).
+    pub cpu_ns: u64,
     /// What its `stop` returned.
     pub report: OperatorReport,
     /// How long the latency markers took from their sources to this instance.

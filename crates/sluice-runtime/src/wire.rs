@@ -87,6 +87,7 @@ struct WireInstance {
     instance: String,
     tuples_in: u64,
     tuples_out: u64,
+    cpu_ns: u64,
     counters: BTreeMap<String, u64>,
     latency: Option<Vec<(u64, u64)>>,
     arrival_latency: Option<Vec<(u64, u64)>>,
@@ -121,6 +122,7 @@ impl WireReport {
                     instance: i.instance.clone(),
                     tuples_in: i.tuples_in,
                     tuples_out: i.tuples_out,
+                    cpu_ns: i.cpu_ns,
                     counters: i.report.counters.clone(),
                     latency: i.report.latency.as_ref().map(to_pairs),
                     arrival_latency: i.arrival_latency.as_ref().map(to_pairs),
@@ -138,6 +140,7 @@ impl WireReport {
                 instance: i.instance,
                 tuples_in: i.tuples_in,
                 tuples_out: i.tuples_out,
+                cpu_ns: i.cpu_ns,
                 report: OperatorReport {
                     counters: i.counters,
                     latency: i.latency.map(from_pairs),
@@ -190,6 +193,7 @@ mod tests {
                 instance: "sink".into(),
                 tuples_in: 7,
                 tuples_out: 0,
+                cpu_ns: 12_345,
                 report: OperatorReport {
                     counters: [("words".to_string(), 4)].into_iter().collect(),
                     latency: Some(latency.clone()),
@@ -204,6 +208,7 @@ mod tests {
         .unwrap();
         let back = wire.into_instances();
         assert_eq!(back[0].tuples_in, 7);
+        assert_eq!(back[0].cpu_ns, 12_345);
         assert_eq!(back[0].report.counters["words"], 4);
         let h = back[0].report.latency.as_ref().unwrap();
         assert_eq!(h.len(), 4);

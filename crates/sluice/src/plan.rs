@@ -1,7 +1,6 @@
 //! `sluice plan`: print the physical plan of an application.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use clap::Args;
 use sluice_apps::AppConfig;
@@ -19,18 +18,13 @@ pub(crate) struct PlanArgs {
     /// Print the plan as JSON, as PEs receive it.
     #[arg(long, conflicts_with = "dot")]
     json: bool,
-    /// Compute a plan instead of printing one: `placement` puts the instances on the hosts of
-    /// `--hosts` so as to cut the traffic between hosts (TurboStream's scheduler).
-    #[arg(long, value_parser = crate::optimize::OPTIMIZERS, conflicts_with_all = ["dot", "json"])]
-    optimize: Option<String>,
-    /// Where `--optimize` writes its plan file (standard output without it).
-    #[arg(long, requires = "optimize")]
-    output: Option<PathBuf>,
+    #[command(flatten)]
+    optimize: crate::optimize::OptimizeArgs,
 }
 
 pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
-    if args.optimize.is_some() {
-        return crate::optimize::placement(&args.app, args.output.as_deref());
+    if args.optimize.optimizer.is_some() {
+        return crate::optimize::optimize(&args.app, &args.optimize);
     }
     let (_, plan) = args.app.build(AppConfig::default())?;
     let mut out = std::io::stdout().lock();

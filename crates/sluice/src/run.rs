@@ -34,6 +34,10 @@ pub(crate) struct RunArgs {
     /// Output file for applications that write one.
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Record a profile of the run for the optimizers (`sluice plan --optimize fusion
+    /// --profile FILE`): each instance's tuples and sampled CPU time, each edge's tuples.
+    #[arg(long, value_name = "FILE.json")]
+    profile: Option<PathBuf>,
     /// Tuples per second from generating sources (0: as fast as possible).
     #[arg(long)]
     rate: Option<u64>,
@@ -116,6 +120,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         ..defaults
     };
     args.observe.apply(&mut options)?;
+    options.profile_cpu = args.profile.is_some();
     if !sluice_runtime::is_pe_process() {
         tell(format_args!(
             "running {} ({}, {} process(es), {} thread(s)){}",
@@ -188,6 +193,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         error
     })?;
     companions_ended?;
+    if let Some(path) = &args.profile {
+        crate::optimize::write_profile(path, &plan, &report)?;
+    }
     let mut out = std::io::stdout().lock();
     match (&app.json, args.json) {
         (Some(json), true) => {

@@ -87,3 +87,86 @@ fn on_four_hosts_the_scheduler_cuts_less_traffic_than_round_robin() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `sluice run APP RUN_ONLY --profile FILE`, then `sluice plan APP --optimize OPTIMIZER
+/// --profile FILE`: the plan it writes.
+fn optimized(
+    dir: &std::path::Path,
+    app: &[&str],
+    run_only: &[&str],
+    optimizer: &str,
+) -> std::path::PathBuf {
+    let profile = dir.join("profile.json");
+    let mut run = vec!["run"];
+    run.extend_from_slice(app);
+    run.extend_from_slice(run_only);
+    run.extend_from_slice(&["--plan", "threaded", "--profile", profile.to_str().unwrap()]);
+    let o = sluice(&run);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan = dir.join(format!("{optimizer}.toml"));
+    let mut optimize = vec!["plan"];
+    optimize.extend_from_slice(app);
+    optimize.extend_from_slice(&[
+        "--optimize",
+        optimizer,
+        "--profile",
+        profile.to_str().unwrap(),
+        "--cores",
+        "2",
+        "--output",
+        plan.to_str().unwrap(),
+    ]);
+    let o = sluice(&optimize);
+    assert!(o.status.success(), "{}", stderr(&o));
+    plan
+}
+
+#[test]
+fn replication_gives_the_compressor_a_second_instance_and_every_byte_still_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = ["compress", "--set", "size=1000000", "--set", "packet=4096"];
+    let plan = optimized(dir.path(), &app, &[], "replication");
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(
+        text.contains("[[replicate]]\noperator = \"compress\"\nparallelism = 2"),
+        "{text}"
+    );
+    let mut run = vec!["run"];
+    run.extend_from_slice(&app);
+    run.extend_from_slice(&["--plan", plan.to_str().unwrap(), "--duration", "120"]);
+    let o = sluice(&run);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        common::stdout(&o).contains("1000000 bytes (the whole input)"),
+        "{}",
+        common::stdout(&o)
+    );
+}
+
+#[test]
+fn a_fusion_plan_from_a_profile_runs_wordcount_with_the_same_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("book.txt");
+    write_wordcount_input(&input, 3_000);
+    let plan = optimized(dir.path(), &["wordcount"], &["--duration", "1"], "fusion");
+    let counts = wordcount(dir.path(), &input, plan.to_str().unwrap(), &[]);
+    assert_eq!(
+        counts,
+        direct_counts(&std::fs::read_to_string(&input).unwrap())
+    );
+    // A profile of another application is refused, naming both.
+    let o = sluice(&[
+        "plan",
+        "sol",
+        "--optimize",
+        "fusion",
+        "--profile",
+        dir.path().join("profile.json").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("profiles wordcount, not sol"),
+        "{}",
+        stderr(&o)
+    );
+}
