@@ -21,6 +21,7 @@ mod placement;
 mod plan;
 mod planner;
 mod render;
+mod svg;
 mod transports;
 
 pub use choice::{PlanChoiceError, TomlSyntaxError};
