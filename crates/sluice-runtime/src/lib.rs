@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 pub use control::StopHandle;
 pub use error::RunError;
-pub use pe::is_pe_process;
+pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use report::{InstanceReport, JobReport};
 
 use sluice_graph::Graph;

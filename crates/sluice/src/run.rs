@@ -65,6 +65,10 @@ pub(crate) struct RunArgs {
     /// this many seconds for a step of start-up (default 30).
     #[arg(long, value_parser = parse_seconds)]
     start_timeout: Option<Duration>,
+    /// A TOML file of run options and settings (`rate = 1000`, `[set]` then `parallelism =
+    /// 4`); the command line and SLUICE_* variables win over it (see `sluice config show`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
@@ -74,6 +78,42 @@ const INTERRUPTED_STATUS: i32 = 130;
 const DEFAULT_GENERATED_DURATION: Duration = Duration::from_secs(5);
 /// Generated input runs at this rate unless `--rate` says otherwise.
 const DEFAULT_GENERATED_RATE: u64 = 100_000;
+
+/// What `run` uses for the options left unset whose default is not a fixed value of the
+/// command line, by option, as `sluice config show` tells them.
+pub(crate) fn implicit_defaults() -> Vec<(&'static str, String)> {
+    let defaults = RunOptions::default();
+    vec![
+        (
+            "rate",
+            format!("{DEFAULT_GENERATED_RATE} for a generated source; a file is read unthrottled"),
+        ),
+        (
+            "duration",
+            format!(
+                "{} for a generated source; a file is read to its end",
+                DEFAULT_GENERATED_DURATION.as_secs_f64()
+            ),
+        ),
+        (
+            "queue-capacity",
+            sluice_transport::DEFAULT_QUEUE_CAPACITY.to_string(),
+        ),
+        ("idle", "chosen from the thread and core counts".into()),
+        (
+            "stall-timeout",
+            defaults.stall_timeout.as_secs_f64().to_string(),
+        ),
+        (
+            "drain-timeout",
+            defaults.drain_timeout.as_secs_f64().to_string(),
+        ),
+        (
+            "start-timeout",
+            defaults.start_timeout.as_secs_f64().to_string(),
+        ),
+    ]
+}
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let generated = args.input.is_none();
