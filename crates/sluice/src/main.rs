@@ -6,6 +6,7 @@ mod apps;
 mod companions;
 mod config;
 mod feed;
+mod logs;
 mod plan;
 mod plan_choice;
 mod run;

@@ -18,8 +18,8 @@ use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
+use crate::logs::{self, Verbosity};
 use crate::plan_choice::{parse_seconds, AppArgs};
-use crate::stdout::tell;
 
 /// Arguments of `sluice run`.
 #[derive(Args, Debug)]
@@ -69,6 +69,12 @@ pub(crate) struct RunArgs {
     /// 4`); the command line and SLUICE_* variables win over it (see `sluice config show`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Log only errors (the summary still goes to standard output).
+    #[arg(long, short, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Log debug events too (RUST_LOG, e.g. `RUST_LOG=debug`, chooses when neither flag is given).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 /// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
@@ -116,6 +122,14 @@ pub(crate) fn implicit_defaults() -> Vec<(&'static str, String)> {
 }
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+    logs::init(match (args.quiet, args.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (_, true) => Verbosity::Verbose,
+        _ => Verbosity::Normal,
+    });
+    if let Some(file) = &args.config {
+        tracing::debug!(file = %file.display(), "configuration file");
+    }
     let generated = args.input.is_none();
     let config = AppConfig {
         input: args.input.clone(),
@@ -147,14 +161,18 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         ..defaults
     };
     if !sluice_runtime::is_pe_process() {
-        tell(format_args!(
+        tracing::info!(
             "running {} ({}, {} process(es), {} thread(s)){}",
             plan.job,
             plan.strategy,
             plan.pes.len(),
             plan.threads().count(),
             duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
-        ));
+        );
+        tracing::debug!(options = ?options, "run options");
+    }
+    if sluice_runtime::is_pe_process() {
+        tracing::debug!(job = %plan.job, "this PE builds its part of the job");
     }
     let stop = StopHandle::new();
     if !sluice_runtime::is_pe_process() {
@@ -164,14 +182,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         let interrupts = Arc::new(AtomicUsize::new(0));
         ctrlc::set_handler(move || {
             if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
-                tell(format_args!(
-                    "stopping: draining in-flight tuples (Ctrl-C again to abort)"
-                ));
+                tracing::info!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
                 handle.stop();
             } else {
-                tell(format_args!(
-                    "aborting: removing the job's processes and segments"
-                ));
+                tracing::warn!("aborting: removing the job's processes and segments");
                 handle.abort();
             }
         })
@@ -179,9 +193,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let mut companions = Companions::default();
     let result = sluice_runtime::start_with(&app.graph, &plan, &options, &stop).and_then(|job| {
-        tell(format_args!(
-            "started: the sources run (Ctrl-C stops and drains)"
-        ));
+        tracing::info!("started: the sources run (Ctrl-C stops and drains)");
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);
         }
@@ -191,7 +203,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let report = result.map_err(|error| {
         if error.is_interrupt() {
             // Everything the job made is gone by now.
-            tell(format_args!("error: {error}"));
+            tracing::error!("{error}");
             std::process::exit(INTERRUPTED_STATUS);
         }
         error
