@@ -249,6 +249,11 @@ impl<T: Send> Consumer<T> {
         self.cached()
     }
 
+    /// How many values the queue holds at most.
+    pub fn capacity(&self) -> usize {
+        self.shared.mask + 1
+    }
+
     #[inline]
     fn cached(&self) -> usize {
         self.cached_head.wrapping_sub(self.tail)

@@ -18,6 +18,7 @@ use sluice_transport::{ChannelSite, ErasedReceiver};
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::exec::{Body, Env, Fan, Inbound, InstanceName, Node, Picker, Target, ThreadExec};
+use crate::metrics::{ProcessMetrics, ThreadLabels};
 use crate::watch::{Progress, Worker};
 use crate::{RunError, RunOptions};
 
@@ -152,6 +153,13 @@ pub(crate) fn bind(
     })
 }
 
+/// Who watches the threads a [`start`] starts: the job's control, and where they publish
+/// their live metrics (when they are on).
+pub(crate) struct Watched<'a> {
+    pub(crate) control: &'a Arc<JobControl>,
+    pub(crate) metrics: Option<&'a ProcessMetrics>,
+}
+
 /// Builds this process's threads (opening the senders of channels bound elsewhere), starts
 /// them and returns once each has run its operators' start hooks; their sources wait for
 /// `control` to say go.
@@ -162,14 +170,16 @@ pub(crate) fn start(
     sites: &Sites,
     bound: Bound,
     options: &RunOptions,
-    control: &Arc<JobControl>,
+    watched: Watched<'_>,
 ) -> Result<Vec<Worker>, RunError> {
-    let threads: Vec<_> = plan
+    let Watched { control, metrics } = watched;
+    let placed: Vec<_> = plan
         .pes
         .iter()
         .filter(|pe| scope.runs(pe.id))
-        .flat_map(|pe| pe.threads.iter())
+        .flat_map(|pe| pe.threads.iter().map(move |t| (pe.name.as_str(), t)))
         .collect();
+    let threads: Vec<_> = placed.iter().map(|(_, t)| *t).collect();
     // Where each local instance lives: (thread position, node position in that thread).
     let mut location = vec![None; plan.instances.len()];
     for (t, thread) in threads.iter().enumerate() {
@@ -212,7 +222,9 @@ pub(crate) fn start(
             node: to_node,
             port: c.to.port,
             edge: plan.channel_label(c),
+            transport: c.transport.name().to_string(),
             open: c.senders.len(),
+            tuples: 0,
         });
     }
 
@@ -284,7 +296,9 @@ pub(crate) fn start(
                         node: to_node,
                         port: pe.to.port,
                         edge: label,
+                        transport: channel.transport.name().to_string(),
                         open: 1,
+                        tuples: 0,
                     });
                 } else {
                     let sender = stream
@@ -315,7 +329,8 @@ pub(crate) fn start(
     let poll_batch = options.poll_batch.max(1);
     let latency_every = options.latency_every;
     let mut workers = Vec::with_capacity(execs.len());
-    for exec in execs {
+    for (exec, (pe, _)) in execs.into_iter().zip(&placed) {
+        let publisher = metrics.map(|m| m.register(thread_labels(pe, &exec)));
         let (control_t, ready_t) = (control.clone(), ready.clone());
         let name = exec.name.clone();
         let operators: Vec<String> = exec
@@ -334,6 +349,7 @@ pub(crate) fn start(
                     poll_batch,
                     latency_every,
                     progress: &progress_t,
+                    metrics: publisher.as_ref(),
                 };
                 exec.run(&env, &ready_t)
             });
@@ -359,6 +375,35 @@ pub(crate) fn start(
     Ok(workers)
 }
 
+/// The names of what thread `exec` of PE `pe` publishes.
+fn thread_labels(pe: &str, exec: &ThreadExec) -> ThreadLabels {
+    ThreadLabels {
+        pe: pe.to_string(),
+        thread: exec.name.clone(),
+        instances: exec
+            .nodes
+            .iter()
+            .map(|n| {
+                let n = n.borrow();
+                (
+                    n.operator.clone(),
+                    n.ctx.name_of_instance(),
+                    matches!(n.body, Body::Source(_)),
+                    n.outputs.is_empty(),
+                )
+            })
+            .collect(),
+        inputs: exec
+            .inbound
+            .iter()
+            .map(|i| {
+                let to = exec.nodes[i.node].borrow().operator.clone();
+                (i.edge.clone(), i.transport.clone(), to)
+            })
+            .collect(),
+    }
+}
+
 fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {
     let instance = plan.instance(id);
     let op = &graph.operators()[instance.operator];
@@ -381,6 +426,7 @@ fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {
         clock: EventClock::new(upstream),
         timers: Timers::default(),
         arrival_latency: None,
+        latency_window: None,
         until_marker: 0,
         operator: op.name.clone(),
         body,

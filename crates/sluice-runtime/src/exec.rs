@@ -20,6 +20,7 @@ use sluice_types::{monotonic_ns, pick_instance, BatchRef, Punctuation, TupleRef,
 
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
+use crate::metrics::ThreadPublisher;
 use crate::watch::Progress;
 use crate::{InstanceReport, RunError};
 
@@ -97,6 +98,8 @@ pub(crate) struct Node {
     pub(crate) timers: Timers,
     /// How long latency markers took from their source to this instance.
     pub(crate) arrival_latency: Option<LatencyHistogram>,
+    /// The same since the thread last published its metrics (when they are on).
+    pub(crate) latency_window: Option<LatencyHistogram>,
     /// For a source: tuples still to emit before the next latency marker.
     pub(crate) until_marker: u64,
 }
@@ -107,8 +110,12 @@ pub(crate) struct Inbound {
     pub(crate) node: usize,
     pub(crate) port: usize,
     pub(crate) edge: String,
+    /// Its transport's name, for the live metrics.
+    pub(crate) transport: String,
     /// Senders that have not ended their stream yet.
     pub(crate) open: usize,
+    /// Tuples received from it.
+    pub(crate) tuples: u64,
 }
 
 /// Everything one thread runs.
@@ -128,6 +135,8 @@ pub(crate) struct Env<'a> {
     pub(crate) latency_every: u64,
     /// The thread's progress, which the job's watch reads ([`crate::watch`]).
     pub(crate) progress: &'a Progress,
+    /// Where the thread publishes its live metrics, unless they are off.
+    pub(crate) metrics: Option<&'a ThreadPublisher>,
 }
 
 /// The `OutputSink` of the instance currently running: routes its emissions.
@@ -274,12 +283,23 @@ fn send(
     mut offer: impl FnMut(&mut dyn ErasedSender) -> Result<(), SendError>,
 ) -> Result<(), OperatorError> {
     let mut idle = env.idle.waiter();
+    // When the first refusal came, if the live metrics time the wait.
+    let mut blocked_since = None;
     loop {
         match offer(sender.as_mut()) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                if let (Some(metrics), Some(began)) = (env.metrics, blocked_since) {
+                    metrics.blocked(began, monotonic_ns());
+                }
+                return Ok(());
+            }
             Err(SendError::Full) if !env.control.aborting() => {
                 // Backpressure is no stall of this thread's.
                 env.progress.beat();
+                if let Some(metrics) = env.metrics {
+                    let now = monotonic_ns();
+                    metrics.blocking(*blocked_since.get_or_insert(now), now);
+                }
                 idle.wait_or_park(|timeout| sender.park(timeout))
             }
             // Once the job aborts, a receiver gone is the echo of its cause.
@@ -449,6 +469,9 @@ impl ThreadExec {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         work_loop(&nodes, &mut inbound, env);
+        if let Some(metrics) = env.metrics {
+            publish(&nodes, &mut inbound, metrics);
+        }
         if env.control.aborting() {
             return Vec::new();
         }
@@ -528,6 +551,9 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
         // After work, publish what the senders staged; when idle, finish what an earlier
         // flush left behind (a TCP frame held for batching, a socket that was full).
         flush(nodes, work == 0);
+        if let Some(metrics) = env.metrics.filter(|m| m.asked()) {
+            publish(nodes, inbound, metrics);
+        }
         if nodes.iter().all(|n| n.borrow().finished) {
             return;
         }
@@ -555,9 +581,13 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
     let (node, port) = (input.node, input.port);
     let mut failed = false;
     let mut ended = 0;
+    let mut tuples = 0;
     let polled = input.receiver.poll(env.poll_batch, &mut |delivery| {
         let result = match delivery {
-            Delivery::Batch(batch) => process_batch(nodes, node, port, batch, env),
+            Delivery::Batch(batch) => {
+                tuples += batch.len() as u64;
+                process_batch(nodes, node, port, batch, env)
+            }
             Delivery::Punctuation(Punctuation::WindowMarker) => {
                 with_operator(nodes, node, env, |op, out| op.punctuation(port, out))
             }
@@ -579,6 +609,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
         ControlFlow::Continue(())
     });
     input.open = input.open.saturating_sub(ended);
+    input.tuples += tuples;
     match polled {
         Ok(_) if failed => Err(()),
         Ok(n) => Ok(n),
@@ -613,6 +644,27 @@ fn process_batch(
             Body::Source(_) => Ok(()),
         },
     )
+}
+
+/// Publishes the thread's live metrics: every instance's counts and latency window, every
+/// inbound edge's tuples and what its receiver knows, the time blocked.
+fn publish(nodes: &[RefCell<Node>], inbound: &mut [Inbound], metrics: &ThreadPublisher) {
+    for (index, cell) in nodes.iter().enumerate() {
+        // Not re-entered: the loop holds no borrow here.
+        if let Ok(mut node) = cell.try_borrow_mut() {
+            let node = &mut *node;
+            metrics.instance(
+                index,
+                node.tuples_in,
+                node.tuples_out,
+                node.latency_window.as_mut(),
+            );
+        }
+    }
+    for (index, input) in inbound.iter_mut().enumerate() {
+        metrics.input(index, input.tuples, input.receiver.stats());
+    }
+    metrics.done();
 }
 
 /// Publishes everything this thread's senders hold (only those with something pending when
@@ -682,9 +734,15 @@ fn pass_marker(
     };
     let node = &mut *guard;
     if !matches!(node.body, Body::Source(_)) {
+        let took = monotonic_ns().saturating_sub(stamp);
         node.arrival_latency
             .get_or_insert_with(latency_histogram)
-            .saturating_record(monotonic_ns().saturating_sub(stamp));
+            .saturating_record(took);
+        if env.metrics.is_some() {
+            node.latency_window
+                .get_or_insert_with(latency_histogram)
+                .saturating_record(took);
+        }
     }
     for fan in node.routes.iter_mut().flatten() {
         let n = fan.targets.len();

@@ -54,7 +54,7 @@ use crate::control::JobControl;
 use crate::link::{self, Admission, Link, LinkListener};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::wire::{self, FromPe, ToPe};
-use crate::{InstanceReport, JobReport, RunError, RunOptions, Running, RunningJob};
+use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
 
 /// How long PEs may take to exit once they reported, and how long an ended PE's last words
 /// (or its exit status) are waited for.
@@ -200,6 +200,8 @@ pub(crate) struct Children {
     segments: Option<JobSegments>,
     /// Where the PEs reach this launcher, for messages.
     listening: String,
+    /// The PEs' latest live metrics.
+    metrics: MetricsHandle,
     _dir: tempfile::TempDir,
 }
 
@@ -258,6 +260,7 @@ pub(crate) fn start(
         first_failure: None,
         segments: Some(segments),
         listening: address.to_string_lossy().into_owned(),
+        metrics: MetricsHandle::new(&plan.job, plan.pes.iter().map(|p| p.name.clone())),
         _dir: dir,
     };
     let spawned = match spawner {
@@ -299,6 +302,7 @@ pub(crate) fn start(
     }
     Ok(RunningJob {
         control,
+        metrics: children.metrics.clone(),
         running: Running::Processes(Box::new(children)),
         started: Instant::now(),
         options: *options,
@@ -697,6 +701,7 @@ impl Children {
         }
         match message {
             Some(FromPe::Heartbeat) => {}
+            Some(FromPe::Metrics { threads }) => self.metrics.record(&p.name, threads),
             Some(FromPe::Done { report }) => p.report = Some(report),
             Some(FromPe::Failed { error, consequence }) => {
                 if p.failure.is_none() {
@@ -866,6 +871,7 @@ mod tests {
             first_failure: None,
             segments: None,
             listening: "here".into(),
+            metrics: MetricsHandle::new("job", []),
             _dir: tempfile::tempdir().unwrap(),
         };
         (children, sent)

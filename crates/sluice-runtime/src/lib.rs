@@ -31,6 +31,7 @@ mod error;
 mod exec;
 mod launch;
 mod link;
+pub mod metrics;
 mod mpi;
 mod pe;
 mod report;
@@ -42,6 +43,7 @@ use std::time::{Duration, Instant};
 
 pub use control::StopHandle;
 pub use error::RunError;
+pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use report::{InstanceReport, JobReport};
 
@@ -95,6 +97,9 @@ pub struct RunOptions {
     /// How long the PEs may take to start (each step of start-up: reaching the launcher,
     /// binding, starting), through their hosts' launch commands too.
     pub start_timeout: Duration,
+    /// Whether the threads publish live metrics ([`metrics`], [`RunningJob::metrics`]); on
+    /// by default.
+    pub metrics: bool,
 }
 
 /// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
@@ -116,6 +121,7 @@ impl Default for RunOptions {
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             start_timeout: DEFAULT_START_TIMEOUT,
+            metrics: true,
         }
     }
 }
@@ -126,6 +132,7 @@ pub struct RunningJob {
     running: Running,
     started: Instant,
     options: RunOptions,
+    metrics: MetricsHandle,
 }
 
 enum Running {
@@ -209,7 +216,16 @@ fn start_threads(
     let mut sites = Sites::new(segments.job(), launch::job_secret()?);
     let bound = assemble::bind(graph, plan, Scope::All, &sites)?;
     sites.endpoints.extend(bound.endpoints.iter().copied());
-    let workers = assemble::start(graph, plan, Scope::All, &sites, bound, options, &control)?;
+    let process = Arc::new(metrics::ProcessMetrics::default());
+    let watched = assemble::Watched {
+        control: &control,
+        metrics: options.metrics.then_some(&*process),
+    };
+    let workers = assemble::start(graph, plan, Scope::All, &sites, bound, options, watched)?;
+    let handle = MetricsHandle::new(&plan.job, plan.pes.iter().map(|p| p.name.clone()));
+    if options.metrics {
+        handle.sample_threads(process);
+    }
     Ok(RunningJob {
         control,
         running: Running::Threads {
@@ -218,6 +234,7 @@ fn start_threads(
         },
         started: Instant::now(),
         options: *options,
+        metrics: handle,
     })
 }
 
@@ -225,6 +242,19 @@ impl RunningJob {
     /// A handle that asks the job to stop and drain, e.g. from a Ctrl-C handler.
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle::from_control(self.control.clone())
+    }
+
+    /// A handle on the job's live metrics, for other threads of this process while
+    /// [`RunningJob::wait`] runs (a snapshot a few times a second, rates included).
+    pub fn metrics_handle(&self) -> MetricsHandle {
+        self.metrics.clone()
+    }
+
+    /// The job's live metrics now: each PE's latest sample (at most
+    /// [`metrics::SAMPLE_PERIOD`] old), empty until the first comes or when they are off
+    /// ([`RunOptions::metrics`]).
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
     }
 
     /// Waits for the job to end (stopping it after the run's duration, if one was set) and
@@ -237,6 +267,7 @@ impl RunningJob {
             running,
             started,
             options,
+            metrics,
         } = self;
         let stop_when_due = || {
             if options
@@ -246,6 +277,14 @@ impl RunningJob {
                 control.request_stop();
             }
         };
+        // Whichever way the job ends, a sampler of its threads leaves.
+        struct Ended(MetricsHandle);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                self.0.end();
+            }
+        }
+        let _ended = Ended(metrics);
         match running {
             Running::Processes(children) => {
                 children.wait(&control, &options, stop_when_due, started)

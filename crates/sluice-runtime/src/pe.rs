@@ -19,6 +19,7 @@ use sluice_transport::tcp::JobSecret;
 use crate::assemble::{self, Scope, Sites};
 use crate::control::JobControl;
 use crate::link::{check_private_dir, ControlAddress, Link};
+use crate::metrics::ProcessMetrics;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
 
@@ -159,14 +160,34 @@ fn run_and_report(
     let reporter = Reporter(Arc::new(Mutex::new(link)));
     // From now on, through start-up too: a PE stopped while it builds is noticed as well.
     // When the launcher is gone the stream's reader finds out and ends the PE.
+    // Its threads' live metrics go with the heartbeat once they run.
+    let metrics = Arc::new(ProcessMetrics::default());
     let heart = reporter.clone();
+    let sampled = options.metrics.then(|| metrics.clone());
     std::thread::spawn(move || loop {
         std::thread::sleep(HEARTBEAT_PERIOD);
         if heart.send(&FromPe::Heartbeat).is_err() {
             break;
         }
+        let threads = sampled
+            .as_ref()
+            .and_then(|m| m.sample().into_iter().next())
+            .map(|(_, threads)| threads);
+        if let Some(threads) = threads {
+            if heart.send(&FromPe::Metrics { threads }).is_err() {
+                break;
+            }
+        }
     });
-    let outcome = run(graph, role, options, BufReader::new(reader), &reporter);
+    let published = options.metrics.then_some(&*metrics);
+    let outcome = run(
+        graph,
+        role,
+        options,
+        BufReader::new(reader),
+        &reporter,
+        published,
+    );
     let message = match &outcome {
         Ok(report) => FromPe::Done {
             report: WireReport::from_report(report),
@@ -244,6 +265,7 @@ fn run(
     options: &RunOptions,
     mut reader: BufReader<Link>,
     reporter: &Reporter,
+    metrics: Option<&ProcessMetrics>,
 ) -> Result<crate::JobReport, RunError> {
     let gone = || RunError::LauncherLost("its stream ended".into());
     let plan = match wire::receive::<ToPe>(&mut reader) {
@@ -271,7 +293,11 @@ fn run(
         duration: None,
         ..*options
     };
-    let workers = assemble::start(graph, &plan, scope, &sites, bound, &own, &control)?;
+    let watched = assemble::Watched {
+        control: &control,
+        metrics,
+    };
+    let workers = assemble::start(graph, &plan, scope, &sites, bound, &own, watched)?;
     reporter.send(&FromPe::Ready).map_err(launcher_lost)?;
     if !matches!(wire::receive::<ToPe>(&mut reader), Ok(Some(ToPe::Go))) {
         // Its threads leave at once: nobody waits for this PE's work.
@@ -300,6 +326,8 @@ fn run(
         },
         started: std::time::Instant::now(),
         options: own,
+        // The launcher keeps the job's figures: this PE sends them with its heartbeat.
+        metrics: crate::MetricsHandle::new(&plan.job, []),
     };
     job.wait()
 }

@@ -6,6 +6,7 @@
 //!  PE                                launcher
 //!  Hello { pe }              ──▶     (after the hello with the secret)
 //!  Heartbeat                 ──▶     every 250 ms from then on (see crate::watch)
+//!  Metrics { threads }       ──▶     after each heartbeat once its threads run (crate::metrics)
 //!                            ◀──     Plan { plan }   the whole plan: a PE reads no file
 //!  Bound { endpoints }       ──▶     (every PE has bound its receivers)
 //!                            ◀──     Connect { endpoints }   PEs open their senders
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
+use crate::metrics::ThreadSample;
 use crate::{InstanceReport, JobReport};
 
 /// What a PE tells its launcher.
@@ -40,6 +42,10 @@ pub(crate) enum FromPe {
     Ready,
     /// It is alive (sent every [`HEARTBEAT_PERIOD`] from its `Hello` on).
     Heartbeat,
+    /// Its threads' live metrics, after a heartbeat once they run ([`crate::metrics`]).
+    Metrics {
+        threads: Vec<ThreadSample>,
+    },
     Done {
         report: WireReport,
     },

@@ -19,7 +19,8 @@ use std::time::Duration;
 use sluice_types::{BatchRef, Message, Punctuation, Tuple, TupleRef, TupleSchema};
 
 use crate::{
-    ChannelSite, RecvError, SendError, TransportError, TransportSpec, TupleReceiver, TupleSender,
+    ChannelSite, ReceiverStats, RecvError, SendError, TransportError, TransportSpec, TupleReceiver,
+    TupleSender,
 };
 
 /// What a receiver hands to the runtime, in stream order.
@@ -76,6 +77,8 @@ pub trait ErasedReceiver: Send {
         let _ = timeout;
         false
     }
+    /// What it can tell of its edge now (see [`TupleReceiver::stats`]).
+    fn stats(&mut self) -> ReceiverStats;
 }
 
 /// A connected pair of type-erased endpoints.
@@ -362,5 +365,9 @@ impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
 
     fn park(&mut self, timeout: Duration) -> bool {
         self.inner.park(timeout)
+    }
+
+    fn stats(&mut self) -> ReceiverStats {
+        self.inner.stats()
     }
 }

@@ -155,6 +155,23 @@ pub trait TupleSender<T>: Send {
     }
 }
 
+/// What a receiver can tell of its edge while it runs (for live metrics): each field is what
+/// this transport knows, `None` where it knows nothing. Reading them is cheap but not free
+/// (a load of the sender's position): callers read them a few times a second, not per poll.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    /// Messages (or, for `shm-osr`, bytes) waiting in the queue or ring, and how many it
+    /// holds at most.
+    pub queued: Option<(u64, u64)>,
+    /// Whether `queued` counts bytes rather than messages.
+    pub queued_in_bytes: bool,
+    /// Bytes received so far, where the transport sees them (framing included).
+    pub bytes: Option<u64>,
+    /// Tuples lost on the way: unfinished records of gone senders skipped by the `shm-osr`
+    /// window, datagrams that never arrived on `udp-mq`.
+    pub lost: u64,
+}
+
 /// The receiving end of one edge.
 pub trait TupleReceiver<T>: Send {
     /// Moves up to `max` messages, in order, into `out`; returns how many. `Ok(0)` means none
@@ -167,5 +184,10 @@ pub trait TupleReceiver<T>: Send {
     fn park(&mut self, timeout: Duration) -> bool {
         let _ = timeout;
         false
+    }
+
+    /// What it can tell of its edge now ([`ReceiverStats`]); by default nothing.
+    fn stats(&mut self) -> ReceiverStats {
+        ReceiverStats::default()
     }
 }

@@ -90,7 +90,9 @@ use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentS
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use crate::parts::{check_len, Outgoing, Reassembly, SendsInParts, MAX_TUPLE_BYTES};
-use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
+use crate::{
+    ReceiverStats, RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender,
+};
 
 /// The tag byte of a punctuation record.
 pub const TAG_PUNCTUATION: u8 = 1;
@@ -743,6 +745,17 @@ impl<T: Tuple> TupleReceiver<T> for ShmOsrReceiver<T> {
             self.check_senders(idle)?;
         }
         Ok(received)
+    }
+
+    fn stats(&mut self) -> ReceiverStats {
+        let read = self.consumer.read_position();
+        let written = self.consumer.write_position();
+        ReceiverStats {
+            queued: Some((written.saturating_sub(read), self.consumer.capacity())),
+            queued_in_bytes: true,
+            bytes: Some(read),
+            lost: self.lost_records(),
+        }
     }
 }
 

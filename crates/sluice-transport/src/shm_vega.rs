@@ -47,7 +47,9 @@ use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentS
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use crate::parts::{check_len, Outgoing, Reassembly, SendsInParts, MAX_TUPLE_BYTES};
-use crate::{RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender};
+use crate::{
+    ReceiverStats, RecvError, Refused, SendError, TransportError, TupleReceiver, TupleSender,
+};
 
 const TAG_DATA: u8 = 0;
 const TAG_PUNCTUATION: u8 = 1;
@@ -559,6 +561,14 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
         // check reports it.
         self.consumer.park(timeout);
         true
+    }
+
+    fn stats(&mut self) -> ReceiverStats {
+        let slots = self.consumer.slots() as u64;
+        ReceiverStats {
+            queued: Some(((self.consumer.available() as u64).min(slots), slots)),
+            ..ReceiverStats::default()
+        }
     }
 }
 

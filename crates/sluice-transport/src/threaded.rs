@@ -11,7 +11,7 @@ use std::time::Duration;
 use sluice_ring::spsc::{self, Consumer, Producer, PushError};
 use sluice_types::Message;
 
-use crate::{RecvError, Refused, SendError, TupleReceiver, TupleSender};
+use crate::{ReceiverStats, RecvError, Refused, SendError, TupleReceiver, TupleSender};
 
 /// The sending end of a threaded port.
 pub struct ThreadedPortSender<T> {
@@ -118,5 +118,12 @@ impl<T: Send> TupleReceiver<T> for ThreadedPortReceiver<T> {
     fn park(&mut self, timeout: Duration) -> bool {
         self.queue.park(timeout);
         true
+    }
+
+    fn stats(&mut self) -> ReceiverStats {
+        ReceiverStats {
+            queued: Some((self.queue.available() as u64, self.queue.capacity() as u64)),
+            ..ReceiverStats::default()
+        }
     }
 }

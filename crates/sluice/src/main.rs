@@ -6,11 +6,16 @@ mod apps;
 mod companions;
 mod config;
 mod feed;
+mod jobs;
 mod logs;
+mod observe;
 mod plan;
 mod plan_choice;
+mod progress;
+mod prometheus;
 mod run;
 mod stdout;
+mod top;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -38,6 +43,12 @@ enum Command {
     /// (SLUICE_*), a file (--config) and the defaults.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// List the running jobs of this user on this host.
+    Jobs,
+    /// Drain and stop a running job, as Ctrl-C does in its terminal.
+    Stop(jobs::StopArgs),
+    /// Watch a running job live in the terminal: rates, queues, backpressure, latency.
+    Top(top::TopArgs),
 }
 
 #[derive(Subcommand)]
@@ -70,6 +81,9 @@ fn main() {
         Command::Bench(args) => sluice_bench::main(args),
         Command::Feed(args) => feed::feed(args),
         Command::Config(ConfigCommand::Show(_)) => config::show(&effective),
+        Command::Jobs => jobs::list(),
+        Command::Stop(args) => jobs::stop(args),
+        Command::Top(args) => top::top(args),
     });
     if let Err(error) = result {
         if stdout::was_closed(&error) {

@@ -19,7 +19,9 @@ use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
 use crate::logs::{self, Verbosity};
+use crate::observe::{self, JobIdentity, ObserveArgs};
 use crate::plan_choice::{parse_seconds, AppArgs};
+use crate::progress::Asked;
 
 /// Arguments of `sluice run`.
 #[derive(Args, Debug)]
@@ -75,6 +77,8 @@ pub(crate) struct RunArgs {
     /// Log debug events too (RUST_LOG, e.g. `RUST_LOG=debug`, chooses when neither flag is given).
     #[arg(long, short)]
     verbose: bool,
+    #[command(flatten)]
+    observe: ObserveArgs,
 }
 
 /// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
@@ -131,6 +135,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::debug!(file = %file.display(), "configuration file");
     }
     let generated = args.input.is_none();
+    // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
+    let config_rate = args
+        .rate
+        .or(generated.then_some(DEFAULT_GENERATED_RATE))
+        .filter(|&r| generated && r > 0);
     let config = AppConfig {
         input: args.input.clone(),
         output: args.output.clone(),
@@ -147,7 +156,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("{} has no JSON summary (--json): omdp has", args.app.app);
     }
     let defaults = RunOptions::default();
-    let options = RunOptions {
+    let mut options = RunOptions {
         idle: args.idle,
         duration,
         launcher: match args.launcher.as_str() {
@@ -160,6 +169,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
         ..defaults
     };
+    args.observe.apply(&mut options)?;
     if !sluice_runtime::is_pe_process() {
         tracing::info!(
             "running {} ({}, {} process(es), {} thread(s)){}",
@@ -192,13 +202,34 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("cannot install the Ctrl-C handler")?;
     }
     let mut companions = Companions::default();
+    let mut observers = None;
     let result = sluice_runtime::start_with(&app.graph, &plan, &options, &stop).and_then(|job| {
         tracing::info!("started: the sources run (Ctrl-C stops and drains)");
+        let identity = JobIdentity {
+            app: &args.app.app,
+            plan: &args.app.plan,
+            pes: plan.pes.len(),
+        };
+        let asked = config_rate.map(|rate| Asked {
+            rate,
+            default: args.rate.is_none(),
+        });
+        match observe::start(&job, &args.observe, identity, asked) {
+            Ok(watching) => observers = Some(watching),
+            Err(error) => {
+                job.stop_handle().abort();
+                let _ = job.wait();
+                return Err(sluice_runtime::RunError::Launch(format!("{error:#}")));
+            }
+        }
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);
         }
         job.wait()
     });
+    if let Some(observers) = observers {
+        observers.finish(result.as_ref().ok());
+    }
     let companions_ended = companions.stop();
     let report = result.map_err(|error| {
         if error.is_interrupt() {

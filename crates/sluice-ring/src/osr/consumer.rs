@@ -286,6 +286,11 @@ impl<M: RingMemory> OsrConsumer<M> {
         self.left >= self.cached_wp
     }
 
+    /// The ring's size in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.shared.capacity
+    }
+
     /// The ring's counters.
     pub fn stats(&self) -> OsrStats {
         self.shared.stats()

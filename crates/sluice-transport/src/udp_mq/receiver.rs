@@ -22,7 +22,7 @@ use super::params::UdpMqParams;
 use super::wire::{job_tag, Header, Record, Records, Rejection};
 use crate::datagram::ReceiveRing;
 use crate::tcp::JobSecret;
-use crate::{RecvError, TransportError, TupleReceiver};
+use crate::{ReceiverStats, RecvError, TransportError, TupleReceiver};
 
 /// The most senders one receiver takes.
 pub const MAX_SENDERS: usize = 1024;
@@ -480,5 +480,12 @@ impl<T: Tuple> TupleReceiver<T> for UdpMqReceiver<T> {
             return Err(RecvError::Disconnected);
         }
         Ok(0)
+    }
+
+    fn stats(&mut self) -> ReceiverStats {
+        ReceiverStats {
+            lost: self.intake.stats.lost_tuples,
+            ..ReceiverStats::default()
+        }
     }
 }

@@ -1,0 +1,403 @@
+//! The job registry: each running job's launching process registers itself in a per-user
+//! directory, and `sluice jobs`, `sluice stop` and `sluice top` find it there.
+//!
+//! The directory is `$XDG_RUNTIME_DIR/sluice/jobs`, or `/tmp/sluice-UID/jobs` without it; it
+//! and its parent are made mode 0700 whatever the umask and checked on every open (a
+//! directory of this user's, mode 0700, not a link), as a job's control directory is. A job
+//! `ID` (`APP-PID`) keeps two entries there while it runs: `ID.json` (its id, application,
+//! plan, PEs, start time, pid, control socket) and `ID.sock`, a Unix socket (mode 0600) over
+//! which another `sluice` of the same user asks for its latest [`MetricsSnapshot`] or asks it
+//! to stop, one JSON line each way ([`Request`], [`Reply`]). A stop drains the job as Ctrl-C
+//! does: the job's own terminal still prints its summary. The launching process removes both
+//! entries when the job ends; a job that died without removing them (its pid gone, or
+//! nothing answering on its socket) is not listed, and its entries are removed by the first
+//! `sluice jobs` (or `stop`, `top`) that finds them.
+
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use sluice_runtime::{MetricsHandle, MetricsSnapshot, StopHandle};
+
+use crate::stdout::tell;
+
+/// The mode of the registry's directories.
+const PRIVATE_DIR_MODE: u32 = 0o700;
+/// How long a client waits for a job's answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest request or reply line read.
+const MAX_LINE: u64 = 16 << 20;
+
+/// What the registry holds of one running job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct JobEntry {
+    /// `APP-PID`: unique among the jobs running on this host.
+    pub id: String,
+    /// The application.
+    pub app: String,
+    /// The plan it runs under.
+    pub plan: String,
+    /// Its PEs.
+    pub pes: usize,
+    /// When it started, in seconds since the Unix epoch.
+    pub started: u64,
+    /// The launching process.
+    pub pid: u32,
+    /// Its control socket.
+    pub socket: PathBuf,
+}
+
+/// What a client asks a job.
+#[derive(Debug, Serialize, Deserialize)]
+enum Request {
+    /// Its latest metrics.
+    Metrics,
+    /// Drain and stop, as Ctrl-C does.
+    Stop,
+}
+
+/// What a job answers.
+#[derive(Debug, Serialize, Deserialize)]
+enum Reply {
+    Metrics(MetricsSnapshot),
+    Stopping,
+}
+
+/// The registry's directory, made and checked: `$XDG_RUNTIME_DIR/sluice/jobs` or
+/// `/tmp/sluice-UID/jobs`.
+pub(crate) fn registry_dir() -> anyhow::Result<PathBuf> {
+    let parent = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(runtime) => PathBuf::from(runtime).join("sluice"),
+        None => {
+            std::env::temp_dir().join(format!("sluice-{}", rustix::process::geteuid().as_raw()))
+        }
+    };
+    let dir = parent.join("jobs");
+    for d in [&parent, &dir] {
+        make_private_dir(d)?;
+    }
+    Ok(dir)
+}
+
+/// Makes `dir` (mode 0700) unless it exists, then checks it is private.
+fn make_private_dir(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
+            .with_context(|| format!("cannot make {} private", dir.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot make {}", dir.display())),
+    }
+    check_private_dir(dir)
+}
+
+/// Refuses `dir` unless it is a directory (not a link) of this user's with mode 0700.
+fn check_private_dir(dir: &Path) -> anyhow::Result<()> {
+    let metadata = std::fs::symlink_metadata(dir)
+        .with_context(|| format!("cannot read the job registry {}", dir.display()))?;
+    let uid = rustix::process::geteuid().as_raw();
+    let mode = metadata.mode() & 0o7777;
+    let why = if !metadata.is_dir() {
+        "it is not a directory".to_string()
+    } else if metadata.uid() != uid {
+        format!("it belongs to uid {}, not {uid}", metadata.uid())
+    } else if mode != PRIVATE_DIR_MODE {
+        format!("its mode is {mode:04o}, not 0700")
+    } else {
+        return Ok(());
+    };
+    bail!("the job registry {} is not private: {why}", dir.display())
+}
+
+/// A job's entries in the registry while it runs, and the thread answering on its socket;
+/// removed when dropped.
+pub(crate) struct Registration {
+    entry: PathBuf,
+    socket: PathBuf,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.entry);
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Registers the running job `app` (plan `plan`, `pes` PEs) and answers on its socket with
+/// `metrics` and by stopping `stop`.
+pub(crate) fn register(
+    app: &str,
+    plan: &str,
+    pes: usize,
+    metrics: MetricsHandle,
+    stop: StopHandle,
+) -> anyhow::Result<Registration> {
+    let dir = registry_dir()?;
+    let pid = std::process::id();
+    let id = format!("{app}-{pid}");
+    let socket = dir.join(format!("{id}.sock"));
+    // A job of an earlier process with this pid died without cleaning up.
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+    let entry = JobEntry {
+        id: id.clone(),
+        app: app.to_string(),
+        plan: plan.to_string(),
+        pes,
+        started: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        pid,
+        socket: socket.clone(),
+    };
+    let path = dir.join(format!("{id}.json"));
+    let registration = Registration {
+        entry: path.clone(),
+        socket,
+    };
+    // Written whole, then renamed: a reader never sees half an entry.
+    let partial = dir.join(format!(".{id}.json.partial"));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)
+        .and_then(|mut f| f.write_all(&serde_json::to_vec(&entry)?))
+        .and_then(|()| std::fs::rename(&partial, &path))
+        .with_context(|| format!("cannot register the job in {}", dir.display()))?;
+    std::thread::Builder::new()
+        .name("sluice-jobs".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                // One client at a time: each asks one short question.
+                let _ = answer(stream, &metrics, &stop);
+            }
+        })?;
+    Ok(registration)
+}
+
+/// Reads one request from `stream` and answers it.
+fn answer(stream: UnixStream, metrics: &MetricsHandle, stop: &StopHandle) -> anyhow::Result<()> {
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
+    let mut line = String::new();
+    BufReader::new(std::io::Read::take(&stream, MAX_LINE)).read_line(&mut line)?;
+    let reply = match serde_json::from_str::<Request>(&line)? {
+        Request::Metrics => Reply::Metrics(metrics.snapshot()),
+        Request::Stop => {
+            if !stop.is_stopping() {
+                tell(format_args!(
+                    "stopping: asked by `sluice stop`; draining in-flight tuples"
+                ));
+                stop.stop();
+            }
+            Reply::Stopping
+        }
+    };
+    let mut out = serde_json::to_vec(&reply)?;
+    out.push(b'\n');
+    (&stream).write_all(&out)?;
+    Ok(())
+}
+
+/// Asks the job at `socket` `request`; its reply.
+fn ask(socket: &Path, request: &Request) -> anyhow::Result<Reply> {
+    let stream = UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
+    let mut line = serde_json::to_vec(request)?;
+    line.push(b'\n');
+    (&stream).write_all(&line)?;
+    let mut reply = String::new();
+    BufReader::new(std::io::Read::take(&stream, MAX_LINE)).read_line(&mut reply)?;
+    Ok(serde_json::from_str(&reply)?)
+}
+
+/// The latest metrics of the job at `socket`.
+pub(crate) fn metrics_of(socket: &Path) -> anyhow::Result<MetricsSnapshot> {
+    match ask(socket, &Request::Metrics)? {
+        Reply::Metrics(snapshot) => Ok(snapshot),
+        Reply::Stopping => bail!("the job answered out of turn"),
+    }
+}
+
+/// Whether process `pid` exists.
+fn alive(pid: u32) -> bool {
+    rustix::process::Pid::from_raw(pid as i32)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+/// The running jobs, oldest first, each with its latest metrics; removes the entries of
+/// jobs that died without cleaning up.
+pub(crate) fn running() -> anyhow::Result<Vec<(JobEntry, MetricsSnapshot)>> {
+    let dir = registry_dir()?;
+    let mut jobs = Vec::new();
+    for file in std::fs::read_dir(&dir)?.flatten() {
+        let path = file.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let entry: Option<JobEntry> = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        let answered = entry
+            .as_ref()
+            .filter(|e| alive(e.pid) && e.socket.parent() == Some(dir.as_path()))
+            .and_then(|e| metrics_of(&e.socket).ok());
+        match (entry, answered) {
+            (Some(entry), Some(metrics)) => jobs.push((entry, metrics)),
+            (entry, _) => {
+                // Dead (or not an entry at all): it goes.
+                if let Some(entry) = entry.filter(|e| e.socket.parent() == Some(dir.as_path())) {
+                    let _ = std::fs::remove_file(&entry.socket);
+                }
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    jobs.sort_by(|a, b| (a.0.started, &a.0.id).cmp(&(b.0.started, &b.0.id)));
+    Ok(jobs)
+}
+
+/// The running job `id`, or the only one when `id` is `None` (asking which one on a terminal
+/// when there are several).
+pub(crate) fn pick(id: Option<&str>) -> anyhow::Result<JobEntry> {
+    let jobs = running()?;
+    if let Some(id) = id {
+        return jobs
+            .into_iter()
+            .map(|(entry, _)| entry)
+            .find(|e| e.id == id)
+            .with_context(|| format!("no running job '{id}' (see `sluice jobs`)"));
+    }
+    match jobs.len() {
+        0 => bail!("no job is running (start one with `sluice run`)"),
+        1 => Ok(jobs.into_iter().next().map(|(e, _)| e).context("no job")?),
+        _ => {
+            let mut out = std::io::stdout().lock();
+            write_table(&mut out, &jobs)?;
+            if !std::io::stdin().is_terminal() {
+                bail!("several jobs are running: name one by its ID");
+            }
+            write!(out, "which job (ID)? ")?;
+            out.flush()?;
+            let mut answer = String::new();
+            std::io::stdin().read_line(&mut answer)?;
+            let answer = answer.trim();
+            jobs.into_iter()
+                .map(|(entry, _)| entry)
+                .find(|e| e.id == answer)
+                .with_context(|| format!("no running job '{answer}'"))
+        }
+    }
+}
+
+/// Writes the table `sluice jobs` prints.
+fn write_table(out: &mut impl Write, jobs: &[(JobEntry, MetricsSnapshot)]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<24} {:<14} {:<14} {:>4} {:>10} {:>16}",
+        "ID", "APPLICATION", "PLAN", "PES", "UPTIME", "SOURCES (/s)"
+    )?;
+    for (job, metrics) in jobs {
+        writeln!(
+            out,
+            "{:<24} {:<14} {:<14} {:>4} {:>10} {:>16}",
+            job.id,
+            job.app,
+            job.plan,
+            job.pes,
+            format!("{:.1} s", metrics.uptime_secs),
+            with_commas(metrics.source_rate().round() as u64)
+        )?;
+    }
+    Ok(())
+}
+
+/// `n` with thousands separated by commas: `1,234,567`.
+pub(crate) fn with_commas(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `sluice jobs`: lists the running jobs of this user on this host.
+pub(crate) fn list() -> anyhow::Result<()> {
+    let jobs = running()?;
+    let mut out = std::io::stdout().lock();
+    if jobs.is_empty() {
+        writeln!(out, "no job is running")?;
+        return Ok(());
+    }
+    write_table(&mut out, &jobs)?;
+    Ok(())
+}
+
+/// Arguments of `sluice stop`.
+#[derive(Args, Debug)]
+pub(crate) struct StopArgs {
+    /// The job's ID, as `sluice jobs` lists it.
+    id: String,
+    /// Return once the job was asked, without waiting for it to drain and end.
+    #[arg(long)]
+    no_wait: bool,
+    /// How long to wait for it to end, in seconds (default 60).
+    #[arg(long, value_parser = crate::plan_choice::parse_seconds)]
+    timeout: Option<Duration>,
+}
+
+/// `sluice stop ID`: asks the job to drain and stop, and waits until it has ended.
+pub(crate) fn stop(args: StopArgs) -> anyhow::Result<()> {
+    let job = pick(Some(&args.id))?;
+    match ask(&job.socket, &Request::Stop)
+        .with_context(|| format!("job '{}' does not answer", job.id))?
+    {
+        Reply::Stopping => {}
+        Reply::Metrics(_) => bail!("job '{}' answered out of turn", job.id),
+    }
+    let mut out = std::io::stdout().lock();
+    if args.no_wait {
+        writeln!(out, "asked job '{}' to stop", job.id)?;
+        return Ok(());
+    }
+    let timeout = args.timeout.unwrap_or(Duration::from_secs(60));
+    let began = Instant::now();
+    while alive(job.pid) && job.socket.exists() {
+        if began.elapsed() >= timeout {
+            bail!(
+                "job '{}' was asked to stop but has not ended after {:.0} s",
+                job.id,
+                timeout.as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    writeln!(out, "stopped job '{}'", job.id)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(with_commas(0), "0");
+        assert_eq!(with_commas(999), "999");
+        assert_eq!(with_commas(1000), "1,000");
+        assert_eq!(with_commas(1234567), "1,234,567");
+    }
+}

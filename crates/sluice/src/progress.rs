@@ -1,0 +1,240 @@
+//! The progress of a running job on standard error, and the warning when its sources run
+//! below the rate asked.
+//!
+//! On a terminal, a live line (`indicatif`) redrawn every [`REFRESH`]: uptime, the sources'
+//! and the sinks' rates, the worst p99 of the sampled latency markers at the sinks, and the
+//! largest share of time a thread spent blocked on a full queue. Elsewhere (a log, CI) a
+//! plain line every [`LOG_EVERY`], as Flink's and Storm's metric reporters log at an
+//! interval: a long run shows it is alive without filling a short run's output (a run under
+//! 10 s prints none).
+//!
+//! When the sources run more than [`SHORTFALL`] below the `--rate` asked for
+//! [`SHORTFALL_FOR`] in a row, a warning says so, once per episode (again if the rate
+//! recovered and fell again); the summary then says what was asked and reached.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sluice_runtime::{MetricsHandle, MetricsSnapshot};
+
+use crate::jobs::with_commas;
+
+/// How often the live line is redrawn and the rate checked.
+const REFRESH: Duration = Duration::from_millis(500);
+/// How often the plain line is written when standard error is no terminal.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+/// How far below the rate asked the sources may run (a share of it).
+const SHORTFALL: f64 = 0.05;
+/// How long they must run that far below before the warning.
+const SHORTFALL_FOR: Duration = Duration::from_secs(3);
+
+/// The rate the sources were asked for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked {
+    /// Tuples per second.
+    pub rate: u64,
+    /// Whether it is the default (`--rate` not given).
+    pub default: bool,
+}
+
+impl Asked {
+    fn named(&self) -> String {
+        let rate = with_commas(self.rate);
+        if self.default {
+            format!("{rate} tuples/s (the default --rate)")
+        } else {
+            format!("{rate} tuples/s (--rate)")
+        }
+    }
+
+    /// Whether `rate` is more than [`SHORTFALL`] below what was asked.
+    fn missed_by(&self, rate: f64) -> bool {
+        rate < self.rate as f64 * (1.0 - SHORTFALL)
+    }
+
+    /// The warning of the summary when the sources' average, `reached`, fell short.
+    pub(crate) fn summary(&self, reached: f64) -> Option<String> {
+        self.missed_by(reached).then(|| {
+            format!(
+                "warning: asked {}, reached {}/s",
+                self.named(),
+                with_commas(reached.round() as u64)
+            )
+        })
+    }
+}
+
+/// The thread drawing the progress; ended by [`Progress::finish`].
+pub(crate) struct Progress {
+    done: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Progress {
+    /// Starts showing the progress of the job whose metrics `metrics` holds.
+    pub(crate) fn start(metrics: MetricsHandle, asked: Option<Asked>) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("sluice-progress".into())
+            .spawn(move || show(&metrics, asked, &flag))
+            .ok();
+        Self { done, thread }
+    }
+
+    /// Stops showing it (the live line is cleared).
+    pub(crate) fn finish(mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Where the progress goes: a live line on a terminal, plain lines elsewhere.
+enum Display {
+    Live(ProgressBar),
+    Log { last: Instant },
+}
+
+impl Display {
+    fn warn(&self, line: &str) {
+        match self {
+            Self::Live(bar) => bar.println(line),
+            Self::Log { .. } => crate::logs::warn_line(line),
+        }
+    }
+}
+
+fn show(metrics: &MetricsHandle, asked: Option<Asked>, done: &AtomicBool) {
+    let mut display = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        Display::Live(bar)
+    } else {
+        Display::Log {
+            last: Instant::now(),
+        }
+    };
+    let mut short_since: Option<Instant> = None;
+    let mut warned = false;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(REFRESH);
+        let snapshot = metrics.snapshot();
+        if snapshot.pes.is_empty() {
+            continue;
+        }
+        let line = describe(&snapshot);
+        match &mut display {
+            Display::Live(bar) => {
+                bar.set_message(line);
+                bar.tick();
+            }
+            Display::Log { last } => {
+                if last.elapsed() >= LOG_EVERY {
+                    *last = Instant::now();
+                    tracing::info!("progress: {line}");
+                }
+            }
+        }
+        let Some(asked) = asked else { continue };
+        // Rates need two samples of every PE; until then the sources read as idle.
+        let sampled = snapshot.uptime_secs > 1.0;
+        let rate = snapshot.source_rate();
+        if sampled && asked.missed_by(rate) {
+            let since = *short_since.get_or_insert_with(Instant::now);
+            if !warned && since.elapsed() >= SHORTFALL_FOR {
+                warned = true;
+                display.warn(&format!(
+                    "warning: the sources run at {}/s, more than {:.0}% below the {} asked, for {:.0} s: \
+                     the machine (or the job's slowest operator) cannot keep up",
+                    with_commas(rate.round() as u64),
+                    SHORTFALL * 100.0,
+                    asked.named(),
+                    SHORTFALL_FOR.as_secs_f64()
+                ));
+            }
+        } else if sampled {
+            short_since = None;
+            warned = false;
+        }
+    }
+    if let Display::Live(bar) = display {
+        bar.finish_and_clear();
+    }
+}
+
+/// The progress line: uptime, the sources' and sinks' rates, the sinks' worst p99 latency,
+/// the most backpressure a thread met.
+fn describe(snapshot: &MetricsSnapshot) -> String {
+    let sinks: f64 = snapshot
+        .instances()
+        .filter(|i| i.sink)
+        .map(|i| i.rate_in)
+        .sum();
+    let p99 = snapshot
+        .instances()
+        .filter(|i| i.sink)
+        .filter_map(|i| i.latency.map(|l| l.p99_us))
+        .fold(None, |worst: Option<f64>, p| {
+            Some(worst.map_or(p, |w| w.max(p)))
+        });
+    let blocked = snapshot
+        .threads()
+        .map(|t| t.blocked_share)
+        .fold(0.0, f64::max);
+    let mut line = format!(
+        "{:.0} s: sources {}/s, sinks {}/s",
+        snapshot.uptime_secs,
+        with_commas(snapshot.source_rate().round() as u64),
+        with_commas(sinks.round() as u64)
+    );
+    if let Some(p99) = p99 {
+        line.push_str(&format!(", p99 latency {}", micros(p99)));
+    }
+    line.push_str(&format!(", backpressure {:.0}%", blocked * 100.0));
+    line
+}
+
+/// A latency in microseconds, in the unit that reads best.
+pub(crate) fn micros(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.1} us")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_more_than_five_percent_short_is_warned_about() {
+        let asked = Asked {
+            rate: 200_000,
+            default: false,
+        };
+        assert_eq!(
+            asked.summary(103_000.0).as_deref(),
+            Some("warning: asked 200,000 tuples/s (--rate), reached 103,000/s")
+        );
+        assert_eq!(asked.summary(191_000.0), None);
+    }
+
+    #[test]
+    fn latencies_read_in_their_unit() {
+        assert_eq!(micros(12.34), "12.3 us");
+        assert_eq!(micros(1_500.0), "1.50 ms");
+        assert_eq!(micros(2_500_000.0), "2.50 s");
+    }
+}
