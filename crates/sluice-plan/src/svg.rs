@@ -10,9 +10,10 @@
 //! stacked in that band. Every box and label is placed from the plan alone, so a plan of
 //! hundreds of instances (vwap's 332 under `processes`) gives a large but valid picture.
 //!
-//! Under each instance's name and each edge label is an empty `<text class="live">` (`data-op`
-//! names the instance, `data-channel` the label's channels, separated by spaces) where the web
-//! page of `sluice run --ui` writes the live figures.
+//! Under each instance's name, after each thread's title and under each edge label is an empty
+//! `<text class="live">` (`data-op` names the instance, `data-thread` the thread,
+//! `data-channel` the label's channels, separated by spaces) where the web page of `sluice run
+//! --ui` writes the live figures.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -27,8 +28,8 @@ const ROW_GAP: f64 = 10.0;
 const COLUMN_GAP: f64 = 200.0;
 /// Estimated width of one character at the drawing's 12 px font.
 const CHAR_WIDTH: f64 = 7.0;
-/// Narrowest instance box.
-const MIN_NODE_WIDTH: f64 = 90.0;
+/// Narrowest instance box: room for its live figures (`in 123.4k/s · out 123.4k/s`).
+const MIN_NODE_WIDTH: f64 = 165.0;
 /// Space inside a box around what it holds.
 const PAD: f64 = 10.0;
 /// Height of a box's title line.
@@ -144,12 +145,13 @@ impl PhysicalPlan {
                 let (left, right) = (span.0 - PAD, span.1.max(span.0 + text_width(&label)) + PAD);
                 let _ = writeln!(
                     threads,
-                    r#"<g class="thread" data-thread="{name}"><rect x="{left}" y="{thread_top}" width="{w}" height="{h}" rx="4"/><text class="title" x="{tx}" y="{ty}">{label}</text></g>"#,
+                    r#"<g class="thread" data-thread="{name}"><rect x="{left}" y="{thread_top}" width="{w}" height="{h}" rx="4"/><text class="title" x="{tx}" y="{ty}">{label}</text><text class="live" data-thread="{name}" x="{lx}" y="{ty}"></text></g>"#,
                     name = escape(&thread.name),
                     w = right - left,
                     h = y - thread_top,
                     tx = left + 4.0,
                     ty = thread_top + 14.0,
+                    lx = left + 12.0 + text_width(&label),
                     label = escape(&label),
                 );
                 pe_span = (pe_span.0.min(left), pe_span.1.max(right));
@@ -270,7 +272,7 @@ impl PhysicalPlan {
 }
 
 /// The drawing's style and the arrowhead, inside the document so it needs nothing else.
-const STYLE: &str = r##"<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>
+const STYLE: &str = r##"<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>
 <style>
 .pe rect { fill: #eef3fb; stroke: #4a6fa5; stroke-width: 1.5; }
 .thread rect { fill: #ffffff; stroke: #9bb0cc; stroke-dasharray: 4 2; }

@@ -16,6 +16,7 @@ mod prometheus;
 mod run;
 mod stdout;
 mod top;
+mod ui;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 

@@ -6,6 +6,7 @@
 //! exits with 1.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::logs::{self, Verbosity};
 use crate::observe::{self, JobIdentity, ObserveArgs};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
+use crate::ui;
 
 /// Arguments of `sluice run`.
 #[derive(Args, Debug)]
@@ -77,6 +79,10 @@ pub(crate) struct RunArgs {
     /// Log debug events too (RUST_LOG, e.g. `RUST_LOG=debug`, chooses when neither flag is given).
     #[arg(long, short)]
     verbose: bool,
+    /// Serve a web page of the running job at http://ADDRESS:PORT/ (binds only this address,
+    /// e.g. 127.0.0.1:8080): the plan drawn, with live rates, queue fill and backpressure.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    ui: Option<SocketAddr>,
     #[command(flatten)]
     observe: ObserveArgs,
 }
@@ -170,6 +176,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         ..defaults
     };
     args.observe.apply(&mut options)?;
+    let ui = ui::serve_if_asked(args.ui, &plan)?;
     if !sluice_runtime::is_pe_process() {
         tracing::info!(
             "running {} ({}, {} process(es), {} thread(s)){}",
@@ -221,6 +228,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 let _ = job.wait();
                 return Err(sluice_runtime::RunError::Launch(format!("{error:#}")));
             }
+        }
+        if let Some(ui) = &ui {
+            ui.attach(job.metrics_handle());
         }
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);
