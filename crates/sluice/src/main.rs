@@ -5,6 +5,7 @@
 mod apps;
 mod companions;
 mod config;
+mod ending;
 mod feed;
 mod jobs;
 mod logs;

@@ -3,7 +3,8 @@
 //! Ctrl-C or SIGTERM stops the job and drains it (exit status 0 once it drained); a second one
 //! aborts it (its PEs killed, its segments and directory removed) and exits with 130, as does
 //! one during start-up. A failed job prints its root cause, then what followed from it, and
-//! exits with 1.
+//! exits with 1. A run stopped before its sources ended says its output is partial
+//! ([`crate::ending`]).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,6 +20,7 @@ use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
+use crate::ending::Ending;
 use crate::logs::{self, Verbosity};
 use crate::observe::{self, JobIdentity, ObserveArgs};
 use crate::plan_choice::{parse_seconds, AppArgs};
@@ -36,9 +38,13 @@ pub(crate) struct RunArgs {
     /// Output file for applications that write one.
     #[arg(long)]
     output: Option<PathBuf>,
-    /// Tuples per second from generating sources (0: as fast as possible).
+    /// Tuples per second from generating sources (0: as fast as possible; default 100000). A
+    /// file (--input) is read as fast as the job takes it unless --throttle-input is given.
     #[arg(long)]
     rate: Option<u64>,
+    /// Read the input file at --rate tuples per second too.
+    #[arg(long, requires = "rate", requires = "input")]
+    throttle_input: bool,
     /// The source rate as a multiple of the application's reference rate (omdp: the February
     /// 2008 OPRA rate, 24,000 packets/s; default 5).
     #[arg(long)]
@@ -149,7 +155,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = AppConfig {
         input: args.input.clone(),
         output: args.output.clone(),
-        rate: args.rate.or(generated.then_some(DEFAULT_GENERATED_RATE)),
+        rate: source_rate(&args),
         duration: args.duration,
         rate_multiple: args.rate_multiple,
         settings: Default::default(),
@@ -192,11 +198,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::debug!(job = %plan.job, "this PE builds its part of the job");
     }
     let stop = StopHandle::new();
+    let interrupts = Arc::new(AtomicUsize::new(0));
     if !sluice_runtime::is_pe_process() {
         // Before the start, so that an interrupt during it is a stop too. A PE keeps the
         // default actions: its launcher stops it over its control stream.
         let handle = stop.clone();
-        let interrupts = Arc::new(AtomicUsize::new(0));
+        let interrupts = interrupts.clone();
         ctrlc::set_handler(move || {
             if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
                 tracing::info!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
@@ -250,11 +257,23 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         error
     })?;
     companions_ended?;
+    let partial = Ending {
+        stopped: stop.is_stopping(),
+        interrupted: interrupts.load(Ordering::Relaxed) > 0,
+        duration,
+        elapsed: report.elapsed,
+        reads_file: !generated,
+    }
+    .partial();
+    if let Some(why) = partial {
+        tracing::warn!("the output is partial: {why}");
+    }
     let mut out = std::io::stdout().lock();
     match (&app.json, args.json) {
         (Some(json), true) => {
             let mut object = json(&report);
             object["plan"] = serde_json::Value::from(args.app.plan.as_str());
+            object["partial"] = serde_json::Value::from(partial.is_some());
             writeln!(out, "{object}")?;
         }
         _ => writeln!(out, "{}", (app.summarize)(&report))?,
@@ -262,5 +281,31 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(output) = &args.output {
         writeln!(out, "output: {}", output.display())?;
     }
+    if let (Some(why), false) = (partial, args.json) {
+        writeln!(out, "partial output: {why}")?;
+    }
     Ok(())
+}
+
+/// The rate the application's sources are paced at: `--rate` (100,000/s by default) for a
+/// generated source; for a file (`--input`) none, unless `--throttle-input` asks for `--rate`,
+/// since a file has an end of its own and `--rate` set for generated runs (in a configuration
+/// file, say) would otherwise stretch reading it to hours. `--rate` with a file and without
+/// `--throttle-input` is said to be ignored.
+fn source_rate(args: &RunArgs) -> Option<u64> {
+    match (&args.input, args.rate) {
+        (None, rate) => Some(rate.unwrap_or(DEFAULT_GENERATED_RATE)),
+        (Some(_), Some(rate)) if args.throttle_input => Some(rate),
+        (Some(file), Some(rate)) => {
+            if !sluice_runtime::is_pe_process() {
+                tracing::warn!(
+                    "--rate {rate} does not throttle the input file {}: a file is read as fast as \
+                     the job takes it (add --throttle-input to read it at {rate} tuples/s)",
+                    file.display()
+                );
+            }
+            None
+        }
+        (Some(_), None) => None,
+    }
 }
