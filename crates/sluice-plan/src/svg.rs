@@ -5,9 +5,10 @@
 //! threaded`; the channels' names are its tooltip).
 //!
 //! The layout is layered: an instance's column is its depth in the plan (the longest path to it
-//! from a source), so every edge runs left to right; PEs are stacked top to bottom in plan
-//! order, each thread a band inside its PE, and instances of one thread at the same depth
-//! stacked in that band. Every box and label is placed from the plan alone, so a plan of
+//! from a source), so every edge runs left to right. PEs whose columns do not overlap share a
+//! band (first fit in plan order: a pipeline of PEs is one row), the bands stacked top to
+//! bottom; each thread is a band inside its PE, and instances of one thread at the same depth
+//! are stacked in that band. Every box and label is placed from the plan alone, so a plan of
 //! hundreds of instances (vwap's 332 under `processes`) gives a large but valid picture.
 //!
 //! Under each instance's name, after each thread's title and under each edge label is an empty
@@ -18,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::PhysicalPlan;
+use crate::{PePlan, PhysicalPlan};
 
 /// Height of an instance's box: its name and a line of live figures.
 const NODE_HEIGHT: f64 = 38.0;
@@ -45,6 +46,22 @@ struct Label {
     channels: Vec<String>,
     /// How many edges.
     edges: usize,
+}
+
+/// The columns instances are drawn in.
+struct Grid<'a> {
+    /// Each instance's column.
+    depth: &'a [usize],
+    /// Each column's left edge and width.
+    column_x: &'a [f64],
+    column_width: &'a [f64],
+}
+
+/// A PE drawn: its boxes, and where it ends to the right and below.
+struct DrawnPe {
+    svg: String,
+    right: f64,
+    bottom: f64,
 }
 
 /// Where an instance's box is.
@@ -79,6 +96,79 @@ impl PhysicalPlan {
         depth
     }
 
+    /// Draws `pe` with its top at `top`, placing its instances in `places`.
+    fn draw_pe(&self, pe: &PePlan, top: f64, grid: &Grid<'_>, places: &mut [Place]) -> DrawnPe {
+        let columns = grid.column_x.len();
+        let mut y = top + TITLE;
+        let mut pe_span = (f64::MAX, f64::MIN);
+        let mut threads = String::new();
+        for thread in &pe.threads {
+            let thread_top = y;
+            y += TITLE;
+            let mut rows_at_depth = vec![0usize; columns];
+            let mut span = (f64::MAX, f64::MIN);
+            for id in &thread.instances {
+                let d = grid.depth[id.0];
+                let row = rows_at_depth[d];
+                rows_at_depth[d] += 1;
+                let place = Place {
+                    x: grid.column_x[d],
+                    y: y + row as f64 * (NODE_HEIGHT + ROW_GAP),
+                    width: grid.column_width[d],
+                };
+                places[id.0] = place;
+                span = (span.0.min(place.x), span.1.max(place.x + place.width));
+            }
+            let rows = rows_at_depth.iter().copied().max().unwrap_or(0).max(1);
+            y += rows as f64 * (NODE_HEIGHT + ROW_GAP) - ROW_GAP + PAD;
+            if thread.instances.is_empty() {
+                span = (grid.column_x[0], grid.column_x[0] + grid.column_width[0]);
+            }
+            let label = format!(
+                "thread {}{}",
+                thread.name,
+                thread
+                    .core
+                    .map_or(String::new(), |c| format!(" (core {c})"))
+            );
+            let (left, right) = (span.0 - PAD, span.1.max(span.0 + text_width(&label)) + PAD);
+            let _ = writeln!(
+                threads,
+                r#"<g class="thread" data-thread="{name}"><rect x="{left}" y="{thread_top}" width="{w}" height="{h}" rx="4"/><text class="title" x="{tx}" y="{ty}">{label}</text><text class="live" data-thread="{name}" x="{lx}" y="{ty}"></text></g>"#,
+                name = escape(&thread.name),
+                w = right - left,
+                h = y - thread_top,
+                tx = left + 4.0,
+                ty = thread_top + 14.0,
+                lx = left + 12.0 + text_width(&label),
+                label = escape(&label),
+            );
+            pe_span = (pe_span.0.min(left), pe_span.1.max(right));
+            y += PAD / 2.0;
+        }
+        let label = format!("PE {} '{}' on {}", pe.id, pe.name, pe.host);
+        if pe.threads.is_empty() {
+            pe_span = (MARGIN + PAD, MARGIN + PAD);
+        }
+        let (left, right) = (
+            pe_span.0 - PAD,
+            pe_span.1.max(pe_span.0 + text_width(&label)) + PAD,
+        );
+        let bottom = y + PAD / 2.0;
+        let mut svg = format!(
+            r#"<g class="pe" data-pe="{name}"><rect x="{left}" y="{top}" width="{w}" height="{h}" rx="6"/><text class="title" x="{tx}" y="{ty}">{label}</text></g>"#,
+            name = escape(&pe.name),
+            w = right - left,
+            h = bottom - top,
+            tx = left + 6.0,
+            ty = top + 15.0,
+            label = escape(&label),
+        );
+        svg.push('\n');
+        svg.push_str(&threads);
+        DrawnPe { svg, right, bottom }
+    }
+
     /// The plan as a standalone SVG document (see the module documentation for its layout).
     pub fn to_svg(&self) -> String {
         let depth = self.depths();
@@ -105,79 +195,44 @@ impl PhysicalPlan {
         );
         let mut drawing_width = text_width(&title) + 2.0 * MARGIN;
 
+        let grid = Grid {
+            depth: &depth,
+            column_x: &column_x,
+            column_width: &column_width,
+        };
+        // PEs whose columns do not overlap share a band (a pipeline of PEs runs left to
+        // right), first fit in plan order; the bands run top to bottom.
+        let spans: Vec<(usize, usize)> = self
+            .pes
+            .iter()
+            .map(|pe| {
+                let depths = || self.pe_instances(pe.id).map(|i| depth[i.id.0]);
+                (depths().min().unwrap_or(0), depths().max().unwrap_or(0))
+            })
+            .collect();
+        let mut bands: Vec<Vec<usize>> = Vec::new();
+        for (pe, &(low, high)) in spans.iter().enumerate() {
+            let free = |band: &&mut Vec<usize>| {
+                band.iter()
+                    .all(|&other| spans[other].1 < low || high < spans[other].0)
+            };
+            match bands.iter_mut().find(free) {
+                Some(band) => band.push(pe),
+                None => bands.push(vec![pe]),
+            }
+        }
         let mut places = vec![Place::default(); self.instances.len()];
         let mut boxes = String::new();
         let mut y = MARGIN + TITLE + PAD;
-        for pe in &self.pes {
-            let pe_top = y;
-            y += TITLE;
-            let mut pe_span = (f64::MAX, f64::MIN);
-            let mut threads = String::new();
-            for thread in &pe.threads {
-                let thread_top = y;
-                y += TITLE;
-                let mut rows_at_depth = vec![0usize; columns];
-                let mut span = (f64::MAX, f64::MIN);
-                for id in &thread.instances {
-                    let d = depth[id.0];
-                    let row = rows_at_depth[d];
-                    rows_at_depth[d] += 1;
-                    let place = Place {
-                        x: column_x[d],
-                        y: y + row as f64 * (NODE_HEIGHT + ROW_GAP),
-                        width: column_width[d],
-                    };
-                    places[id.0] = place;
-                    span = (span.0.min(place.x), span.1.max(place.x + place.width));
-                }
-                let rows = rows_at_depth.iter().copied().max().unwrap_or(0).max(1);
-                y += rows as f64 * (NODE_HEIGHT + ROW_GAP) - ROW_GAP + PAD;
-                if thread.instances.is_empty() {
-                    span = (column_x[0], column_x[0] + column_width[0]);
-                }
-                let label = format!(
-                    "thread {}{}",
-                    thread.name,
-                    thread
-                        .core
-                        .map_or(String::new(), |c| format!(" (core {c})"))
-                );
-                let (left, right) = (span.0 - PAD, span.1.max(span.0 + text_width(&label)) + PAD);
-                let _ = writeln!(
-                    threads,
-                    r#"<g class="thread" data-thread="{name}"><rect x="{left}" y="{thread_top}" width="{w}" height="{h}" rx="4"/><text class="title" x="{tx}" y="{ty}">{label}</text><text class="live" data-thread="{name}" x="{lx}" y="{ty}"></text></g>"#,
-                    name = escape(&thread.name),
-                    w = right - left,
-                    h = y - thread_top,
-                    tx = left + 4.0,
-                    ty = thread_top + 14.0,
-                    lx = left + 12.0 + text_width(&label),
-                    label = escape(&label),
-                );
-                pe_span = (pe_span.0.min(left), pe_span.1.max(right));
-                y += PAD / 2.0;
+        for band in &bands {
+            let mut bottom = y;
+            for &pe in band {
+                let drawn = self.draw_pe(&self.pes[pe], y, &grid, &mut places);
+                boxes.push_str(&drawn.svg);
+                drawing_width = drawing_width.max(drawn.right + MARGIN);
+                bottom = bottom.max(drawn.bottom);
             }
-            let label = format!("PE {} '{}' on {}", pe.id, pe.name, pe.host);
-            if pe.threads.is_empty() {
-                pe_span = (MARGIN + PAD, MARGIN + PAD);
-            }
-            let (left, right) = (
-                pe_span.0 - PAD,
-                pe_span.1.max(pe_span.0 + text_width(&label)) + PAD,
-            );
-            drawing_width = drawing_width.max(right + MARGIN);
-            let _ = writeln!(
-                boxes,
-                r#"<g class="pe" data-pe="{name}"><rect x="{left}" y="{pe_top}" width="{w}" height="{h}" rx="6"/><text class="title" x="{tx}" y="{ty}">{label}</text></g>"#,
-                name = escape(&pe.name),
-                w = right - left,
-                h = y - pe_top + PAD / 2.0,
-                tx = left + 6.0,
-                ty = pe_top + 15.0,
-                label = escape(&label),
-            );
-            boxes.push_str(&threads);
-            y += PAD / 2.0 + MARGIN;
+            y = bottom + MARGIN;
         }
         let height = y + MARGIN;
 
