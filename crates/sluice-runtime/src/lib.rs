@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 
 pub use control::StopHandle;
 pub use error::RunError;
+pub use link::why_not_private;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use report::{InstanceReport, JobReport};

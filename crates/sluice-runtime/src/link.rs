@@ -102,26 +102,33 @@ pub(crate) fn private_job_dir() -> Result<tempfile::TempDir, RunError> {
 /// Refuses `dir` unless it is a directory (not a link to one) of this user's with mode 0700:
 /// no one else may reach the control socket in it.
 pub(crate) fn check_private_dir(dir: &Path) -> Result<(), RunError> {
-    let refuse = |why: String| {
-        RunError::Launch(format!(
+    match why_not_private(dir) {
+        None => Ok(()),
+        Some(why) => Err(RunError::Launch(format!(
             "the job's control directory {} is not private: {why}",
             dir.display()
-        ))
+        ))),
+    }
+}
+
+/// Why `dir` is not a directory (not a link to one) of this user's with mode 0700, or `None`
+/// when it is: the rule for every directory that holds a job's control socket (the job
+/// registry's too).
+pub fn why_not_private(dir: &Path) -> Option<String> {
+    let metadata = match std::fs::symlink_metadata(dir) {
+        Ok(metadata) => metadata,
+        Err(e) => return Some(e.to_string()),
     };
-    let metadata = std::fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
     let uid = rustix::process::geteuid().as_raw();
     let mode = metadata.mode() & 0o7777;
     if !metadata.is_dir() {
-        Err(refuse("it is not a directory".into()))
+        Some("it is not a directory".into())
     } else if metadata.uid() != uid {
-        Err(refuse(format!(
-            "it belongs to uid {}, not {uid}",
-            metadata.uid()
-        )))
+        Some(format!("it belongs to uid {}, not {uid}", metadata.uid()))
     } else if mode != PRIVATE_DIR_MODE {
-        Err(refuse(format!("its mode is {mode:04o}, not 0700")))
+        Some(format!("its mode is {mode:04o}, not 0700"))
     } else {
-        Ok(())
+        None
     }
 }
 

@@ -1,0 +1,309 @@
+//! Watching running jobs from outside, on the real binary: the Prometheus endpoint scraped
+//! over loopback, the job registry (`sluice jobs`, `sluice stop`, a killed job not listed) and
+//! `sluice top` under tmux. Every test keeps its own registry (its own `XDG_RUNTIME_DIR`), so
+//! jobs of other tests or users never show.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Generous bound on each wait (a hang, not a slow machine, should trip it).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn sluice(registry: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command.env("XDG_RUNTIME_DIR", registry);
+    command
+}
+
+/// A private directory for a test's job registry (mode 0700, as `XDG_RUNTIME_DIR` is).
+fn registry() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// Starts WordCount in the background with `extra` arguments, its output piped.
+fn start_wordcount(registry: &Path, extra: &[&str]) -> Child {
+    sluice(registry)
+        .args(["run", "wordcount", "--rate", "5000", "--set", "words=10"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Calls `f` until it gives something, at most [`PATIENCE`].
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let began = Instant::now();
+    loop {
+        if let Some(value) = f() {
+            return value;
+        }
+        assert!(began.elapsed() < PATIENCE, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn jobs(registry: &Path) -> String {
+    let o = sluice(registry).arg("jobs").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The ID of the one job `sluice jobs` lists, once it lists one.
+fn listed_job(registry: &Path) -> String {
+    wait_for("the job to be listed", || {
+        let listing = jobs(registry);
+        let line = listing.lines().find(|l| l.starts_with("wordcount-"))?;
+        Some(line.split_whitespace().next()?.to_string())
+    })
+}
+
+/// Waits for `child` to end, killing it after [`PATIENCE`].
+fn finish(mut child: Child) -> Output {
+    let began = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > PATIENCE {
+            let _ = child.kill();
+            panic!("the job did not end: {:?}", child.wait_with_output());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The number after `label: ` at the start of a line of `text`.
+fn count(text: &str, label: &str) -> u64 {
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{label}: ")))
+        .unwrap_or_else(|| panic!("no '{label}:' in {text}"));
+    line.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn jobs_lists_a_running_job_and_stop_drains_it_with_nothing_lost() {
+    let registry = registry();
+    let job = start_wordcount(
+        registry.path(),
+        &["--plan", "processes", "--duration", "120"],
+    );
+    let id = listed_job(registry.path());
+    let listing = jobs(registry.path());
+    let row = listing.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(row.contains("processes"), "{listing}");
+
+    let stopped = sluice(registry.path())
+        .args(["stop", &id])
+        .output()
+        .unwrap();
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&stopped.stdout),
+        format!("stopped job '{id}'\n")
+    );
+    let o = finish(job);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("asked by `sluice stop`"), "{stderr}");
+    // Every sentence generated reached the counters: ten words each.
+    let sentences = count(&stdout, "sentences");
+    assert!(sentences > 0, "{stdout}");
+    assert_eq!(count(&stdout, "words"), sentences * 10, "{stdout}");
+    assert!(jobs(registry.path()).contains("no job is running"));
+    assert_eq!(
+        std::fs::read_dir(registry.path().join("sluice/jobs"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn a_killed_job_is_not_listed_and_its_entries_are_removed() {
+    let registry = registry();
+    let mut job = start_wordcount(
+        registry.path(),
+        &["--plan", "threaded", "--duration", "120"],
+    );
+    listed_job(registry.path());
+    job.kill().unwrap();
+    job.wait().unwrap();
+    assert!(jobs(registry.path()).contains("no job is running"));
+    assert_eq!(
+        std::fs::read_dir(registry.path().join("sluice/jobs"))
+            .unwrap()
+            .count(),
+        0
+    );
+    let o = sluice(registry.path())
+        .args(["stop", "wordcount-1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no running job 'wordcount-1'"));
+}
+
+/// Gets `/metrics` from `address`: the status line and the body.
+fn scrape(address: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// The value of the series `name{labels...}` whose labels include `label`.
+fn series(body: &str, name: &str, label: &str) -> Option<f64> {
+    body.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn metrics_addr_serves_prometheus_counters_that_grow() {
+    let registry = registry();
+    let mut job = start_wordcount(
+        registry.path(),
+        &[
+            "--plan",
+            "threaded",
+            "--duration",
+            "120",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    // The address bound is on standard error: `metrics: http://127.0.0.1:PORT/metrics`.
+    let mut stderr = BufReader::new(job.stderr.take().unwrap());
+    let address = wait_for("the metrics address", || {
+        let mut line = String::new();
+        stderr.read_line(&mut line).ok()?;
+        let url = line.trim().strip_prefix("metrics: http://")?;
+        Some(url.strip_suffix("/metrics")?.to_string())
+    });
+    let sentences = |body: &str| {
+        series(body, "sluice_tuples_out_total", "operator=\"sentences\"").unwrap_or(0.0)
+    };
+    let (status, first) = scrape(&address);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let before = wait_for("a sample with sentences", || {
+        let (_, body) = scrape(&address);
+        (sentences(&body) > 0.0).then(|| sentences(&body))
+    });
+    wait_for("the count to grow", || {
+        let (_, body) = scrape(&address);
+        (sentences(&body) > before).then_some(())
+    });
+    assert!(
+        first.contains("# TYPE sluice_tuples_out counter"),
+        "{first}"
+    );
+    let (_, body) = scrape(&address);
+    assert!(
+        body.contains("job=\"wordcount\"")
+            && body.contains("pe=\"")
+            && body.contains("operator=\"split\""),
+        "{body}"
+    );
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.starts_with("sluice_"), "{line}");
+    }
+    let o = sluice(registry.path())
+        .args(["stop", &listed_job(registry.path())])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(finish(job).status.success());
+}
+
+/// Whether `tmux` runs here.
+fn have_tmux() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
+    if !have_tmux() {
+        println!("skipped: tmux is not installed (the CI installs it)");
+        return;
+    }
+    let registry = registry();
+    let job = start_wordcount(
+        registry.path(),
+        &["--plan", "threaded", "--duration", "120"],
+    );
+    let id = listed_job(registry.path());
+    // A server of this test's own, so no user's session is touched.
+    let server = format!("sluice-top-test-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &server])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let top = format!(
+        "env XDG_RUNTIME_DIR='{}' '{}' top {id} --interval 0.3",
+        registry.path().display(),
+        env!("CARGO_BIN_EXE_sluice")
+    );
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "132",
+        "-y",
+        "40",
+        &top,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    // The screen has the operator `split` with a rate above 0 in its IN/S column.
+    let screen = wait_for("top to show split's rate", || {
+        let screen = String::from_utf8(tmux(&["capture-pane", "-p", "-t", "top"]).stdout).ok()?;
+        let row = screen.lines().find(|l| l.contains("│split "))?;
+        let mut cells = row
+            .trim_matches(|c| c == '│' || c == ' ')
+            .split_whitespace();
+        let (_, _, rate) = (cells.next()?, cells.next()?, cells.next()?);
+        let rate: u64 = rate.replace(',', "").parse().ok()?;
+        (rate > 0).then_some(screen)
+    });
+    assert!(
+        screen.contains("OPERATOR") && screen.contains("sentences"),
+        "{screen}"
+    );
+    assert!(screen.contains("BACKPRESSURE"), "{screen}");
+    tmux(&["send-keys", "-t", "top", "q"]);
+    wait_for("top to quit", || {
+        (!tmux(&["has-session", "-t", "top"]).status.success()).then_some(())
+    });
+    tmux(&["kill-server"]);
+    let o = sluice(registry.path())
+        .args(["stop", &id])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(finish(job).status.success());
+}
