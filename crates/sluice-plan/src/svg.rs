@@ -260,7 +260,7 @@ impl PhysicalPlan {
                 .entry((e.to.instance.0, e.partitioning.clone(), e.transport.name()))
                 .or_insert(Label {
                     x: x2 - 2.0 * PAD,
-                    y: y2 - 6.0,
+                    y: y2 - 18.0,
                     channels: Vec::new(),
                     edges: 0,
                 });
@@ -269,7 +269,8 @@ impl PhysicalPlan {
                 label.channels.push(channel);
             }
         }
-        // Labels end just before their receiver's thread; those into one receiver stack upward.
+        // Labels end just before their receiver's thread, above the edge, the live line under
+        // the label; those into one receiver stack upward.
         let mut stacked = vec![0usize; self.instances.len()];
         for ((to, partitioning, transport), label) in &labels {
             let y = label.y - stacked[*to] as f64 * 28.0;
@@ -286,7 +287,7 @@ impl PhysicalPlan {
                 x = label.x,
                 text = escape(&text),
                 channels = label.channels.join(" "),
-                y2 = y + 12.0,
+                y2 = y + 11.0,
             );
         }
 

@@ -44,6 +44,9 @@ pub(crate) fn init(verbosity: Verbosity) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        // A closed standard error loses the line and nothing else: the subscriber's own report
+        // of a failed write would go to standard error with `eprint!`, which panics then.
+        .log_internal_errors(false)
         .event_format(Lines)
         .try_init();
 }
