@@ -320,6 +320,9 @@ impl Known<'_> {
                 }
                 continue;
             }
+            if key == CONFIG {
+                bail!("{source}: a configuration file cannot name another (`config`)");
+            }
             let text = scalar(item, &source)?;
             self.add(&mut layer, key, false, Value { text, source })?;
         }
@@ -405,6 +408,8 @@ pub(crate) fn show(effective: &Effective) -> anyhow::Result<()> {
     let implicit = crate::run::implicit_defaults();
     for (key, value, source) in &effective.options {
         match value {
+            // A file cannot name another: the file itself is named in a comment.
+            Some(value) if key == CONFIG => writeln!(out, "# {key}: {value}  # {source}")?,
             Some(value) => writeln!(out, "{key} = {}  # {source}", toml_value(value))?,
             None => {
                 let default = implicit.iter().find(|(k, _)| k == key);
@@ -414,8 +419,7 @@ pub(crate) fn show(effective: &Effective) -> anyhow::Result<()> {
         }
     }
     writeln!(out, "[set]")?;
-    let described = sluice_apps::find(&effective.app).map_or(&[][..], |spec| spec.settings);
-    for (key, description) in described {
+    for (key, description) in sluice_apps::find(&effective.app)?.settings {
         match effective.settings.get(*key) {
             Some((value, source)) => {
                 writeln!(out, "{key} = {}  # {source}", toml_value(value))?;

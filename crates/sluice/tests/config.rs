@@ -87,6 +87,18 @@ fn the_command_line_wins_over_the_environment_over_the_file_over_the_default() {
     );
     let file_only = sluice_with(&[], &["config", "show", "wordcount", "--config", &file]);
     assert_eq!(shown(&file_only, "rate"), format!("rate = 500  # {file}:1"));
+    let file_by_variable = sluice_with(
+        &[("SLUICE_CONFIG", &file)],
+        &["config", "show", "wordcount"],
+    );
+    assert_eq!(
+        shown(&file_by_variable, "rate"),
+        format!("rate = 500  # {file}:1")
+    );
+    assert_eq!(
+        shown(&file_by_variable, "config"),
+        format!("# config: {file}  # environment SLUICE_CONFIG")
+    );
     let defaults = sluice_with(&[], &["config", "show", "wordcount"]);
     assert!(
         shown(&defaults, "rate").ends_with("# default"),
@@ -131,7 +143,12 @@ fn a_run_takes_its_options_and_settings_from_the_file_and_environment() {
 #[test]
 fn unknown_keys_and_bad_values_are_errors_naming_where_they_are() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(Variables, &str, String); 6] = [
+    let cases: [(Variables, &str, String); 7] = [
+        (
+            &[],
+            "config = \"other.toml\"\n",
+            "run.toml:1: a configuration file cannot name another (`config`)".into(),
+        ),
         (
             &[],
             "rate = 1\n\nrat = 2\n",
@@ -189,6 +206,12 @@ fn unknown_keys_and_bad_values_are_errors_naming_where_they_are() {
     let o = sluice_with(&[], &["run", "wordcount", "--config", &broken]);
     assert!(
         stderr(&o).contains("broken.toml: TOML parse error at line 1"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sluice_with(&[], &["config", "show", "wordcont"]);
+    assert!(
+        stderr(&o).starts_with("error: no application named 'wordcont'"),
         "{}",
         stderr(&o)
     );
