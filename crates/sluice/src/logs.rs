@@ -3,15 +3,17 @@
 //! `warning: ...`, `error: ...`, `debug: ...` and `trace: ...` for the other levels, then the
 //! event's fields as `key=value`.
 //!
-//! Which events show: `--quiet` only errors, `--verbose` debug and up, else `RUST_LOG` when set
-//! (an `EnvFilter` directive such as `debug` or `sluice=debug,warn`), else information and up.
-//! The job's summary is not a log line: it goes to standard output, quiet or not.
+//! Which events show: `--quiet` only errors (and no progress line), `--verbose` debug and up,
+//! else `RUST_LOG` when set (an `EnvFilter` directive such as `debug` or `sluice=debug,warn`),
+//! else information and up. The job's summary is not a log line: it goes to standard output,
+//! quiet or not.
 //!
 //! A line from a PE's process comes out of the launching process prefixed with the PE's name
 //! (`[split] warning: ...`, by `sluice_runtime::launch`); a line without a prefix comes from the
 //! launching process itself, which runs the job's only PE when the plan has one.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
@@ -30,9 +32,18 @@ pub(crate) enum Verbosity {
     Verbose,
 }
 
+/// The verbosity [`init`] was given.
+static VERBOSITY: OnceLock<Verbosity> = OnceLock::new();
+
+/// Whether `--quiet` asked for errors only (so nothing else, a progress line neither, is shown).
+pub(crate) fn is_quiet() -> bool {
+    VERBOSITY.get() == Some(&Verbosity::Quiet)
+}
+
 /// Sends this process's events to standard error at `verbosity`. Called once, before the first
 /// event; a second call leaves the first subscriber in place.
 pub(crate) fn init(verbosity: Verbosity) {
+    let _ = VERBOSITY.set(verbosity);
     let filter = match verbosity {
         Verbosity::Quiet => EnvFilter::new("error"),
         Verbosity::Verbose => EnvFilter::new("debug"),

@@ -89,7 +89,8 @@ pub(crate) fn start(
     };
     let on = args.metrics == "on";
     Ok(Observers {
-        progress: on.then(|| Progress::start(metrics.clone(), asked)),
+        // --quiet: no progress line either.
+        progress: (on && !crate::logs::is_quiet()).then(|| Progress::start(metrics.clone(), asked)),
         metrics,
         asked: asked.filter(|_| on),
         _registration: registration,
