@@ -351,3 +351,49 @@ fn a_run_duration_stops_an_endless_job() {
     let report = run(&graph, &p, &options).unwrap();
     assert_eq!(report.tuples_in("sink"), report.tuples_out("endless"));
 }
+
+#[test]
+fn a_running_job_in_process_shows_its_live_metrics() {
+    let mut g = GraphBuilder::new("endless");
+    let src = g.source("endless", Ports::new().output::<u64>(), |_| Endless {
+        next: 0,
+        emitted: Default::default(),
+    });
+    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| {
+        Filter::new(|_: &u64| false)
+    });
+    g.connect(src.out(0), sink.input(0)).unwrap();
+    let graph = g.build().unwrap();
+    let p = plan(&graph, &PlanRequest::Threaded, &PlanOptions::default()).unwrap();
+    let options = RunOptions {
+        latency_every: 16,
+        ..RunOptions::default()
+    };
+    let job = start(&graph, &p, &options).unwrap();
+    let metrics = job.metrics_handle();
+    // Rates need two samples; a watchdog against a hang.
+    let began = std::time::Instant::now();
+    let snapshot = loop {
+        let snapshot = metrics.snapshot();
+        let edge_seen = snapshot.edges().any(|e| e.rate > 0.0);
+        let marked = snapshot.instances().any(|i| i.sink && i.latency.is_some());
+        if snapshot.source_rate() > 0.0 && edge_seen && marked {
+            break snapshot;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "{snapshot:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    job.stop_handle().stop();
+    let report = job.wait().unwrap();
+    assert_eq!(snapshot.job, "endless");
+    let edge = snapshot.edges().next().unwrap();
+    assert_eq!(
+        (edge.transport.as_str(), edge.operator.as_str()),
+        ("threaded", "sink")
+    );
+    assert!(edge.fill().is_some(), "{edge:?}");
+    let operators = snapshot.operators();
+    assert_eq!(operators[0].operator, "endless");
+    assert!(operators[0].source);
+    assert!(snapshot.source_tuples() <= report.tuples_out("endless"));
+}

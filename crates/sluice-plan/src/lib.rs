@@ -24,6 +24,7 @@ mod plan;
 mod planner;
 mod render;
 pub mod replication;
+mod svg;
 pub mod traffic_placement;
 mod transports;
 

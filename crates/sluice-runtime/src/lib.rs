@@ -45,7 +45,7 @@ pub use control::StopHandle;
 pub use error::RunError;
 pub use link::why_not_private;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
-pub use pe::is_pe_process;
+pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use report::{InstanceReport, JobReport};
 
 use sluice_graph::Graph;

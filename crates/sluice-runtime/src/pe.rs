@@ -37,6 +37,9 @@ pub(crate) const ENV_JOB_ID: &str = "SLUICE_JOB_ID";
 pub(crate) const ENV_SECRET: &str = "SLUICE_SECRET";
 /// The launcher's pid: a PE whose launcher is gone leaves at once.
 pub(crate) const ENV_PARENT: &str = "SLUICE_LAUNCHER_PID";
+/// The environment variables a launcher gives its PEs, every one `SLUICE_`-prefixed: a program
+/// that reads `SLUICE_*` variables of its own leaves these alone.
+pub const PE_ENVIRONMENT: [&str; 5] = [ENV_PE, ENV_CONTROL, ENV_JOB_ID, ENV_SECRET, ENV_PARENT];
 
 /// Whether this process was started by a launcher as a PE of a job. A program can use it to
 /// skip what only the launching process should do (a banner, a summary).

@@ -15,8 +15,6 @@ use std::time::Duration;
 use sluice_apps::Companion;
 use sluice_runtime::StopHandle;
 
-use crate::stdout::tell;
-
 /// How often a watcher looks at its companion.
 const WATCH_EVERY: Duration = Duration::from_millis(20);
 
@@ -107,7 +105,7 @@ impl Companions {
                 }
                 let _ = child.wait();
             } else {
-                tell(format_args!("warning: lost track of the {}", running.name));
+                tracing::warn!("lost track of the {}", running.name);
             }
         }
         let failure = self.failure.lock().ok().and_then(|mut f| f.take());
@@ -122,7 +120,7 @@ impl Companions {
 fn record(failure: &Mutex<Option<String>>, stop: &StopHandle, error: String) {
     if let Ok(mut first) = failure.lock() {
         if first.is_none() {
-            tell(format_args!("error: {error}; stopping the job"));
+            tracing::error!("{error}; stopping the job");
             *first = Some(error);
         }
     }

@@ -11,7 +11,8 @@
 //! does: the job's own terminal still prints its summary. The launching process removes both
 //! entries when the job ends; a job that died without removing them (its pid gone, or
 //! nothing answering on its socket) is not listed, and its entries are removed by the first
-//! `sluice jobs` (or `stop`, `top`) that finds them.
+//! `sluice jobs` (or `stop`, `top`) that finds them, or by the next `sluice run` when its pid
+//! is gone. The registry is not under `$TMPDIR`: every job of the user must find the same one.
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -73,9 +74,11 @@ enum Reply {
 pub(crate) fn registry_dir() -> anyhow::Result<PathBuf> {
     let parent = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         Some(runtime) => PathBuf::from(runtime).join("sluice"),
-        None => {
-            std::env::temp_dir().join(format!("sluice-{}", rustix::process::geteuid().as_raw()))
-        }
+        // Not `$TMPDIR`: every job of the user must find the same registry.
+        None => PathBuf::from(format!(
+            "/tmp/sluice-{}",
+            rustix::process::geteuid().as_raw()
+        )),
     };
     let dir = parent.join("jobs");
     for d in [&parent, &dir] {
@@ -127,6 +130,7 @@ pub(crate) fn register(
     stop: StopHandle,
 ) -> anyhow::Result<Registration> {
     let dir = registry_dir()?;
+    sweep(&dir);
     let pid = std::process::id();
     let id = format!("{app}-{pid}");
     let socket = dir.join(format!("{id}.sock"));
@@ -218,6 +222,42 @@ pub(crate) fn metrics_of(socket: &Path) -> anyhow::Result<MetricsSnapshot> {
     }
 }
 
+/// Removes the entries of jobs whose process is gone (killed before it could remove them), so
+/// they do not pile up between two `sluice jobs`.
+fn sweep(dir: &Path) {
+    for (path, entry) in entries(dir) {
+        if entry.as_ref().is_none_or(|e| !alive(e.pid)) {
+            remove_entry(dir, &path, entry.as_ref());
+        }
+    }
+}
+
+/// Every entry file in the registry `dir`, read (`None`: not an entry).
+fn entries(dir: &Path) -> Vec<(PathBuf, Option<JobEntry>)> {
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    files
+        .flatten()
+        .map(|f| f.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|path| {
+            let entry = std::fs::read(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+            (path, entry)
+        })
+        .collect()
+}
+
+/// Removes the entry at `path` and its socket (if it is in `dir`).
+fn remove_entry(dir: &Path, path: &Path, entry: Option<&JobEntry>) {
+    if let Some(entry) = entry.filter(|e| e.socket.parent() == Some(dir)) {
+        let _ = std::fs::remove_file(&entry.socket);
+    }
+    let _ = std::fs::remove_file(path);
+}
+
 /// Whether process `pid` exists.
 fn alive(pid: u32) -> bool {
     rustix::process::Pid::from_raw(pid as i32)
@@ -229,27 +269,15 @@ fn alive(pid: u32) -> bool {
 pub(crate) fn running() -> anyhow::Result<Vec<(JobEntry, MetricsSnapshot)>> {
     let dir = registry_dir()?;
     let mut jobs = Vec::new();
-    for file in std::fs::read_dir(&dir)?.flatten() {
-        let path = file.path();
-        if path.extension().is_none_or(|e| e != "json") {
-            continue;
-        }
-        let entry: Option<JobEntry> = std::fs::read(&path)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    for (path, entry) in entries(&dir) {
         let answered = entry
             .as_ref()
             .filter(|e| alive(e.pid) && e.socket.parent() == Some(dir.as_path()))
             .and_then(|e| metrics_of(&e.socket).ok());
         match (entry, answered) {
             (Some(entry), Some(metrics)) => jobs.push((entry, metrics)),
-            (entry, _) => {
-                // Dead (or not an entry at all): it goes.
-                if let Some(entry) = entry.filter(|e| e.socket.parent() == Some(dir.as_path())) {
-                    let _ = std::fs::remove_file(&entry.socket);
-                }
-                let _ = std::fs::remove_file(&path);
-            }
+            // Dead (or not an entry at all): it goes.
+            (entry, _) => remove_entry(&dir, &path, entry.as_ref()),
         }
     }
     jobs.sort_by(|a, b| (a.0.started, &a.0.id).cmp(&(b.0.started, &b.0.id)));

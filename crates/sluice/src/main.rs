@@ -4,8 +4,11 @@
 
 mod apps;
 mod companions;
+mod config;
+mod ending;
 mod feed;
 mod jobs;
+mod logs;
 mod observe;
 mod optimize;
 mod plan;
@@ -15,6 +18,7 @@ mod prometheus;
 mod run;
 mod stdout;
 mod top;
+mod ui;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -38,6 +42,10 @@ enum Command {
     Bench(sluice_bench::BenchArgs),
     /// Send, record or print the synthetic OPRA-style options feed.
     Feed(feed::FeedArgs),
+    /// Show the configuration `sluice run` would use: from the command line, the environment
+    /// (SLUICE_*), a file (--config) and the defaults.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// List the running jobs of this user on this host.
     Jobs,
     /// Drain and stop a running job, as Ctrl-C does in its terminal.
@@ -46,29 +54,40 @@ enum Command {
     Top(top::TopArgs),
 }
 
-/// Parses the command line; `sluice run NAME --help` also lists NAME's settings and plans.
-fn parse() -> Cli {
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print every option and setting of `sluice run` with the same arguments, its effective
+    /// value, and where that came from.
+    Show(run::RunArgs),
+}
+
+/// Parses the command line, with what the environment and a configuration file add to `run`
+/// (see [`config`]); `sluice run NAME --help` also lists NAME's settings and plans.
+fn parse() -> anyhow::Result<(Cli, config::Effective)> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut command = Cli::command();
     if let Some(app) = apps::help_asked_for(&args) {
         command = command.mut_subcommand("run", |run| run.after_help(apps::help(app)));
     }
+    let matches = command.clone().get_matches_from(&args);
+    let (args, effective) = config::resolve(args, &command, &matches, std::env::vars_os())?;
     let matches = command.get_matches_from(args);
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    Ok((cli, effective))
 }
 
 fn main() {
-    let cli = parse();
-    let result = match cli.command {
+    let result = parse().and_then(|(cli, effective)| match cli.command {
         Command::Run(args) => run::run(args),
         Command::Plan(args) => plan::plan(args),
         Command::Apps => apps::list(),
         Command::Bench(args) => sluice_bench::main(args),
         Command::Feed(args) => feed::feed(args),
+        Command::Config(ConfigCommand::Show(_)) => config::show(&effective),
         Command::Jobs => jobs::list(),
         Command::Stop(args) => jobs::stop(args),
         Command::Top(args) => top::top(args),
-    };
+    });
     if let Err(error) = result {
         if stdout::was_closed(&error) {
             // The reader of standard output went away (`sluice plan ... | head -1`): what it

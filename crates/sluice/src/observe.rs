@@ -11,7 +11,6 @@ use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob};
 
 use crate::jobs::{self, Registration};
 use crate::progress::{Asked, Progress};
-use crate::stdout::tell;
 
 /// The options of `sluice run` for watching a job.
 #[derive(Args, Debug)]
@@ -71,7 +70,7 @@ pub(crate) fn start(
     let metrics = job.metrics_handle();
     if let Some(address) = args.metrics_addr {
         let bound = crate::prometheus::serve(address, metrics.clone())?;
-        tell(format_args!("metrics: http://{bound}/metrics"));
+        tracing::info!("metrics: http://{bound}/metrics");
     }
     let registration = match jobs::register(
         identity.app,
@@ -82,15 +81,16 @@ pub(crate) fn start(
     ) {
         Ok(registration) => Some(registration),
         Err(error) => {
-            tell(format_args!(
-                "warning: the job is not in the job registry (`sluice jobs` will not list it): {error:#}"
-            ));
+            tracing::warn!(
+                "the job is not in the job registry (`sluice jobs` will not list it): {error:#}"
+            );
             None
         }
     };
     let on = args.metrics == "on";
     Ok(Observers {
-        progress: on.then(|| Progress::start(metrics.clone(), asked)),
+        // --quiet: no progress line either.
+        progress: (on && !crate::logs::is_quiet()).then(|| Progress::start(metrics.clone(), asked)),
         metrics,
         asked: asked.filter(|_| on),
         _registration: registration,
@@ -109,7 +109,7 @@ impl Observers {
         };
         if let Some(reached) = source_rate(&self.metrics.snapshot(), report) {
             if let Some(warning) = asked.summary(reached) {
-                tell(format_args!("{warning}"));
+                crate::logs::warn_line(&warning);
             }
         }
     }

@@ -1,6 +1,10 @@
-//! `sluice plan`: print the physical plan of an application.
+//! `sluice plan`: print the physical plan of an application, or draw it (`--svg FILE`, with no
+//! Graphviz needed).
 
 use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
 
 use clap::Args;
 use sluice_apps::AppConfig;
@@ -18,6 +22,9 @@ pub(crate) struct PlanArgs {
     /// Print the plan as JSON, as PEs receive it.
     #[arg(long, conflicts_with = "dot")]
     json: bool,
+    /// Draw the plan as SVG into FILE (PEs, threads, operators, transports); prints nothing.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dot", "json"])]
+    svg: Option<PathBuf>,
     #[command(flatten)]
     optimize: crate::optimize::OptimizeArgs,
 }
@@ -27,6 +34,10 @@ pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
         return crate::optimize::optimize(&args.app, &args.optimize);
     }
     let (_, plan) = args.app.build(AppConfig::default())?;
+    if let Some(path) = &args.svg {
+        return std::fs::write(path, plan.to_svg())
+            .with_context(|| format!("cannot write {}", path.display()));
+    }
     let mut out = std::io::stdout().lock();
     if args.dot {
         write!(out, "{}", plan.to_dot())?;

@@ -22,7 +22,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_runtime::{MetricsHandle, MetricsSnapshot};
 
 use crate::jobs::with_commas;
-use crate::stdout::tell;
 
 /// How often the live line is redrawn and the rate checked.
 const REFRESH: Duration = Duration::from_millis(500);
@@ -106,7 +105,7 @@ impl Display {
     fn warn(&self, line: &str) {
         match self {
             Self::Live(bar) => bar.println(line),
-            Self::Log { .. } => tell(format_args!("{line}")),
+            Self::Log { .. } => crate::logs::warn_line(line),
         }
     }
 }
@@ -141,7 +140,7 @@ fn show(metrics: &MetricsHandle, asked: Option<Asked>, done: &AtomicBool) {
             Display::Log { last } => {
                 if last.elapsed() >= LOG_EVERY {
                     *last = Instant::now();
-                    tell(format_args!("progress: {line}"));
+                    tracing::info!("progress: {line}");
                 }
             }
         }

@@ -3,9 +3,11 @@
 //! Ctrl-C or SIGTERM stops the job and drains it (exit status 0 once it drained); a second one
 //! aborts it (its PEs killed, its segments and directory removed) and exits with 130, as does
 //! one during start-up. A failed job prints its root cause, then what followed from it, and
-//! exits with 1.
+//! exits with 1. A run stopped before its sources ended says its output is partial
+//! ([`crate::ending`]).
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,10 +20,12 @@ use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
+use crate::ending::Ending;
+use crate::logs::{self, Verbosity};
 use crate::observe::{self, JobIdentity, ObserveArgs};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
-use crate::stdout::tell;
+use crate::ui;
 
 /// Arguments of `sluice run`.
 #[derive(Args, Debug)]
@@ -38,9 +42,13 @@ pub(crate) struct RunArgs {
     /// --profile FILE`): each instance's tuples and sampled CPU time, each edge's tuples.
     #[arg(long, value_name = "FILE.json")]
     profile: Option<PathBuf>,
-    /// Tuples per second from generating sources (0: as fast as possible).
+    /// Tuples per second from generating sources (0: as fast as possible; default 100000). A
+    /// file (--input) is read as fast as the job takes it unless --throttle-input is given.
     #[arg(long)]
     rate: Option<u64>,
+    /// Read the input file at --rate tuples per second too.
+    #[arg(long, requires = "rate", requires = "input")]
+    throttle_input: bool,
     /// The source rate as a multiple of the application's reference rate (omdp: the February
     /// 2008 OPRA rate, 24,000 packets/s; default 5).
     #[arg(long)]
@@ -71,6 +79,20 @@ pub(crate) struct RunArgs {
     /// this many seconds for a step of start-up (default 30).
     #[arg(long, value_parser = parse_seconds)]
     start_timeout: Option<Duration>,
+    /// A TOML file of run options and settings (`rate = 1000`, `[set]` then `parallelism =
+    /// 4`); the command line and SLUICE_* variables win over it (see `sluice config show`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log only errors (the summary still goes to standard output).
+    #[arg(long, short, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Log debug events too (RUST_LOG, e.g. `RUST_LOG=debug`, chooses when neither flag is given).
+    #[arg(long, short)]
+    verbose: bool,
+    /// Serve a web page of the running job at http://ADDRESS:PORT/ (binds only this address,
+    /// e.g. 127.0.0.1:8080): the plan drawn, with live rates, queue fill and backpressure.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    ui: Option<SocketAddr>,
     #[command(flatten)]
     observe: ObserveArgs,
 }
@@ -83,7 +105,51 @@ const DEFAULT_GENERATED_DURATION: Duration = Duration::from_secs(5);
 /// Generated input runs at this rate unless `--rate` says otherwise.
 const DEFAULT_GENERATED_RATE: u64 = 100_000;
 
+/// What `run` uses for the options left unset whose default is not a fixed value of the
+/// command line, by option, as `sluice config show` tells them.
+pub(crate) fn implicit_defaults() -> Vec<(&'static str, String)> {
+    let defaults = RunOptions::default();
+    vec![
+        (
+            "rate",
+            format!("{DEFAULT_GENERATED_RATE} for a generated source; a file is read unthrottled"),
+        ),
+        (
+            "duration",
+            format!(
+                "{} for a generated source; a file is read to its end",
+                DEFAULT_GENERATED_DURATION.as_secs_f64()
+            ),
+        ),
+        (
+            "queue-capacity",
+            sluice_transport::DEFAULT_QUEUE_CAPACITY.to_string(),
+        ),
+        ("idle", "chosen from the thread and core counts".into()),
+        (
+            "stall-timeout",
+            defaults.stall_timeout.as_secs_f64().to_string(),
+        ),
+        (
+            "drain-timeout",
+            defaults.drain_timeout.as_secs_f64().to_string(),
+        ),
+        (
+            "start-timeout",
+            defaults.start_timeout.as_secs_f64().to_string(),
+        ),
+    ]
+}
+
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+    logs::init(match (args.quiet, args.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (_, true) => Verbosity::Verbose,
+        _ => Verbosity::Normal,
+    });
+    if let Some(file) = &args.config {
+        tracing::debug!(file = %file.display(), "configuration file");
+    }
     let generated = args.input.is_none();
     // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
     let config_rate = args
@@ -93,7 +159,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = AppConfig {
         input: args.input.clone(),
         output: args.output.clone(),
-        rate: args.rate.or(generated.then_some(DEFAULT_GENERATED_RATE)),
+        rate: source_rate(&args),
         duration: args.duration,
         rate_multiple: args.rate_multiple,
         settings: Default::default(),
@@ -121,32 +187,34 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     args.observe.apply(&mut options)?;
     options.profile_cpu = args.profile.is_some();
+    let ui = ui::serve_if_asked(args.ui, &plan)?;
     if !sluice_runtime::is_pe_process() {
-        tell(format_args!(
+        tracing::info!(
             "running {} ({}, {} process(es), {} thread(s)){}",
             plan.job,
             plan.strategy,
             plan.pes.len(),
             plan.threads().count(),
             duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
-        ));
+        );
+        tracing::debug!(options = ?options, "run options");
+    }
+    if sluice_runtime::is_pe_process() {
+        tracing::debug!(job = %plan.job, "this PE builds its part of the job");
     }
     let stop = StopHandle::new();
+    let interrupts = Arc::new(AtomicUsize::new(0));
     if !sluice_runtime::is_pe_process() {
         // Before the start, so that an interrupt during it is a stop too. A PE keeps the
         // default actions: its launcher stops it over its control stream.
         let handle = stop.clone();
-        let interrupts = Arc::new(AtomicUsize::new(0));
+        let interrupts = interrupts.clone();
         ctrlc::set_handler(move || {
             if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
-                tell(format_args!(
-                    "stopping: draining in-flight tuples (Ctrl-C again to abort)"
-                ));
+                tracing::info!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
                 handle.stop();
             } else {
-                tell(format_args!(
-                    "aborting: removing the job's processes and segments"
-                ));
+                tracing::warn!("aborting: removing the job's processes and segments");
                 handle.abort();
             }
         })
@@ -155,9 +223,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut companions = Companions::default();
     let mut observers = None;
     let result = sluice_runtime::start_with(&app.graph, &plan, &options, &stop).and_then(|job| {
-        tell(format_args!(
-            "started: the sources run (Ctrl-C stops and drains)"
-        ));
+        tracing::info!("started: the sources run (Ctrl-C stops and drains)");
         let identity = JobIdentity {
             app: &args.app.app,
             plan: &args.app.plan,
@@ -175,6 +241,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 return Err(sluice_runtime::RunError::Launch(format!("{error:#}")));
             }
         }
+        if let Some(ui) = &ui {
+            ui.attach(job.metrics_handle());
+        }
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);
         }
@@ -187,7 +256,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let report = result.map_err(|error| {
         if error.is_interrupt() {
             // Everything the job made is gone by now.
-            tell(format_args!("error: {error}"));
+            tracing::error!("{error}");
             std::process::exit(INTERRUPTED_STATUS);
         }
         error
@@ -196,11 +265,23 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.profile {
         crate::optimize::write_profile(path, &plan, &report)?;
     }
+    let partial = Ending {
+        stopped: stop.is_stopping(),
+        interrupted: interrupts.load(Ordering::Relaxed) > 0,
+        duration,
+        elapsed: report.elapsed,
+        reads_file: !generated,
+    }
+    .partial();
+    if let Some(why) = partial {
+        tracing::warn!("the output is partial: {why}");
+    }
     let mut out = std::io::stdout().lock();
     match (&app.json, args.json) {
         (Some(json), true) => {
             let mut object = json(&report);
             object["plan"] = serde_json::Value::from(args.app.plan.as_str());
+            object["partial"] = serde_json::Value::from(partial.is_some());
             writeln!(out, "{object}")?;
         }
         _ => writeln!(out, "{}", (app.summarize)(&report))?,
@@ -208,5 +289,31 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(output) = &args.output {
         writeln!(out, "output: {}", output.display())?;
     }
+    if let (Some(why), false) = (partial, args.json) {
+        writeln!(out, "partial output: {why}")?;
+    }
     Ok(())
+}
+
+/// The rate the application's sources are paced at: `--rate` (100,000/s by default) for a
+/// generated source; for a file (`--input`) none, unless `--throttle-input` asks for `--rate`,
+/// since a file has an end of its own and `--rate` set for generated runs (in a configuration
+/// file, say) would otherwise stretch reading it to hours. `--rate` with a file and without
+/// `--throttle-input` is said to be ignored.
+fn source_rate(args: &RunArgs) -> Option<u64> {
+    match (&args.input, args.rate) {
+        (None, rate) => Some(rate.unwrap_or(DEFAULT_GENERATED_RATE)),
+        (Some(_), Some(rate)) if args.throttle_input => Some(rate),
+        (Some(file), Some(rate)) => {
+            if !sluice_runtime::is_pe_process() {
+                tracing::warn!(
+                    "--rate {rate} does not throttle the input file {}: a file is read as fast as \
+                     the job takes it (add --throttle-input to read it at {rate} tuples/s)",
+                    file.display()
+                );
+            }
+            None
+        }
+        (Some(_), None) => None,
+    }
 }

@@ -9,10 +9,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 use common::{pes_of, signal};
@@ -80,26 +78,9 @@ fn number(v: &Value, key: &str) -> u64 {
 
 /// Starts `sluice run omdp --json` with `args` and waits until its sources run.
 fn start(args: &[&str]) -> Child {
-    let mut child = sluice()
-        .args(["run", "omdp", "--json"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (started, wait) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("started:") {
-                let _ = started.send(());
-            }
-            eprintln!("{line}");
-        }
-    });
-    wait.recv_timeout(Duration::from_secs(60))
-        .expect("the job started");
-    child
+    let mut command = sluice();
+    command.args(["run", "omdp", "--json"]).args(args);
+    common::start_and_wait(command)
 }
 
 #[test]

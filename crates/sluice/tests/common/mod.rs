@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// SIGKILLs `victim`, a PE of the job `launcher` runs, and waits for the job to end (at most
@@ -157,4 +159,27 @@ pub fn stdout(o: &Output) -> String {
 /// A run's standard error, as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Spawns `command` (a `sluice run`) with its output piped and waits until its sources run
+/// (its `started:` line; at most 60 s). Its standard error goes on to this test's.
+pub fn start_and_wait(mut command: Command) -> Child {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (started, wait) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with("started:") {
+                let _ = started.send(());
+            }
+            eprintln!("{line}");
+        }
+    });
+    wait.recv_timeout(Duration::from_secs(60))
+        .expect("the job started");
+    child
 }

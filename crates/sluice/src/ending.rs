@@ -1,0 +1,100 @@
+//! How a run ended, and whether its output is therefore partial.
+//!
+//! A job's sources end in one of three ways, told apart after the job has drained:
+//!
+//! - **on their own** (a file read to its end, `--set sentences=N` generated): no stop was
+//!   ever requested, and the output is complete;
+//! - **by `--duration`**: the stop was requested (by the runtime) once the duration had
+//!   passed. A generated source has no end of its own, so its run is complete by design: the
+//!   duration is how long the user asked it to run. A file source stopped so had not reached
+//!   the end of its file (or did just as the duration ran out, while the job drained, which
+//!   is reported as partial too, to be safe), and its output is partial;
+//! - **by the user**: Ctrl-C or SIGTERM (caught by `sluice run`'s handler), or `sluice stop`
+//!   (a stop through the job registry), before the duration passed or with none: partial.
+//!
+//! A partial run says so on standard error (a warning) and in its summary on standard output
+//! (a `partial output: ...` line; `"partial": true` in `--json`), and still exits with 0: the
+//! job drained and what it wrote is consistent, only not all of its input.
+
+use std::time::Duration;
+
+/// What stopped the job's sources, as far as the output is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ending {
+    /// Whether a stop was requested before the sources ended (`StopHandle::is_stopping`).
+    pub stopped: bool,
+    /// Whether Ctrl-C or SIGTERM asked for it.
+    pub interrupted: bool,
+    /// The run's `--duration`, if it had one.
+    pub duration: Option<Duration>,
+    /// How long the job ran, drain included.
+    pub elapsed: Duration,
+    /// Whether the sources read a file (`--input`), which has an end of its own.
+    pub reads_file: bool,
+}
+
+impl Ending {
+    /// Why the output is partial, or `None` when it is complete.
+    pub(crate) fn partial(&self) -> Option<&'static str> {
+        if !self.stopped {
+            return None;
+        }
+        if self.interrupted {
+            return Some("the job was stopped by Ctrl-C or SIGTERM before its sources ended");
+        }
+        let duration_passed = self.duration.is_some_and(|d| self.elapsed >= d);
+        match (duration_passed, self.reads_file) {
+            (true, false) => None,
+            (true, true) => {
+                Some("--duration ended the job before its input file was read to the end")
+            }
+            (false, _) => Some("the job was stopped (sluice stop) before its sources ended"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ending(stopped: bool, interrupted: bool, elapsed: f64, reads_file: bool) -> Ending {
+        Ending {
+            stopped,
+            interrupted,
+            duration: Some(Duration::from_secs(2)),
+            elapsed: Duration::from_secs_f64(elapsed),
+            reads_file,
+        }
+    }
+
+    #[test]
+    fn sources_that_ended_on_their_own_give_complete_output() {
+        assert_eq!(ending(false, false, 0.5, true).partial(), None);
+        assert_eq!(ending(false, false, 0.5, false).partial(), None);
+    }
+
+    #[test]
+    fn a_duration_completes_a_generated_run_and_cuts_a_file_short() {
+        assert_eq!(ending(true, false, 2.1, false).partial(), None);
+        assert!(ending(true, false, 2.1, true)
+            .partial()
+            .is_some_and(|why| why.starts_with("--duration")));
+    }
+
+    #[test]
+    fn a_stop_by_the_user_makes_any_output_partial() {
+        for reads_file in [false, true] {
+            assert!(ending(true, true, 2.5, reads_file)
+                .partial()
+                .is_some_and(|why| why.contains("Ctrl-C")));
+            assert!(ending(true, false, 1.0, reads_file)
+                .partial()
+                .is_some_and(|why| why.contains("sluice stop")));
+        }
+        let no_duration = Ending {
+            duration: None,
+            ..ending(true, false, 100.0, false)
+        };
+        assert!(no_duration.partial().is_some());
+    }
+}
