@@ -15,8 +15,11 @@
 
 pub mod ast;
 pub mod diagnostic;
+pub mod functions;
 pub mod stage;
+pub mod types;
 pub mod value;
 
 pub use diagnostic::Diagnostic;
+pub use types::Type;
 pub use value::Value;
