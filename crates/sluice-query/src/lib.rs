@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ast;
+pub mod check;
 pub mod diagnostic;
 pub mod functions;
 pub mod stage;
