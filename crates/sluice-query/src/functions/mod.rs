@@ -628,6 +628,18 @@ mod tests {
     }
 
     #[test]
+    fn the_architecture_doc_lists_every_built_in() {
+        let doc = include_str!("../../../../docs/architecture.md");
+        for builtin in all() {
+            let row = format!("| `{}` | {} |", builtin.signature(), builtin.about);
+            assert!(
+                doc.contains(&row),
+                "docs/architecture.md lacks the row\n{row}"
+            );
+        }
+    }
+
+    #[test]
     fn signatures_show_optional_parameters() {
         let sp = lookup("sp").unwrap();
         assert_eq!(
