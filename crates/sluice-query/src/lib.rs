@@ -15,8 +15,11 @@
 
 pub mod ast;
 pub mod diagnostic;
+pub mod lexer;
+pub mod parse;
 pub mod stage;
 pub mod value;
 
 pub use diagnostic::Diagnostic;
+pub use parse::parse;
 pub use value::Value;
