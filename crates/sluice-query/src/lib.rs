@@ -17,10 +17,13 @@ pub mod ast;
 pub mod check;
 pub mod diagnostic;
 pub mod functions;
+pub mod lexer;
+pub mod parse;
 pub mod stage;
 pub mod types;
 pub mod value;
 
 pub use diagnostic::Diagnostic;
+pub use parse::parse;
 pub use types::Type;
 pub use value::Value;

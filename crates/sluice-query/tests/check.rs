@@ -585,3 +585,69 @@ fn function_definitions_are_checked() {
     let error = only_error(check(&Statement::Query(call), &functions));
     assert_eq!(error.help.as_deref(), Some("did you mean 'twice'?"));
 }
+
+/// Parses and checks every statement of a query text, defining its functions as a session
+/// does; the type of each query, or the rendered diagnostics.
+fn check_text(name: &str, text: &str) -> Result<Vec<Type>, String> {
+    let render = |diagnostics: Vec<Diagnostic>| {
+        diagnostics
+            .iter()
+            .map(|diagnostic| diagnostic.render(name, text))
+            .collect::<String>()
+    };
+    let statements = sluice_query::parse(text).map_err(render)?;
+    let mut functions = Functions::new();
+    let mut types = Vec::new();
+    for statement in &statements {
+        match statement {
+            Statement::CreateFunction(definition) => {
+                functions.define(definition).map_err(render)?;
+            }
+            _ => types.push(check(statement, &functions).map_err(render)?),
+        }
+    }
+    Ok(types)
+}
+
+#[test]
+fn the_papers_query_files_check() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice/tests/queries");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("paper_") || !name.ends_with(".scsql") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let types = check_text(&name, &text).unwrap_or_else(|errors| panic!("{errors}"));
+        // Every query of the paper is a stream: of grep's lines, radix2's FFTs, one count.
+        assert_eq!(types, vec![Type::stream_of(Type::Object)], "{name}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 10,
+        "only {checked} of the paper's queries found in {dir}"
+    );
+}
+
+#[test]
+fn checker_errors_render_with_the_source() {
+    let errors = check_text(
+        "mege.scsql",
+        "select mege({a}) from sp a where a = sp(iota(1, 2));",
+    )
+    .unwrap_err();
+    assert!(errors.contains("unknown function 'mege'"), "{errors}");
+    assert!(errors.contains("did you mean 'merge'?"), "{errors}");
+    let errors = check_text("extract.scsql", "extract(1);").unwrap_err();
+    assert!(
+        errors.contains("extract expects sp, found integer"),
+        "{errors}"
+    );
+    let errors = check_text("bound.scsql", "select extract(a) from sp a where a = 1;").unwrap_err();
+    assert!(
+        errors.contains("'a' is declared sp but bound to integer"),
+        "{errors}"
+    );
+}
