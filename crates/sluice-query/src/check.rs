@@ -21,7 +21,8 @@
 //!
 //! A scalar built-in given a stream where it expects a value is lifted over it
 //! ([`functions::lifted_argument`]); [`Typing`] keeps the type of every expression (by
-//! span), so the binder can ask the same rule which calls are lifted.
+//! span), so the binder can ask the same rule which calls are lifted. A user's function is
+//! not lifted: its arguments must have its parameters' types.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -7,7 +7,8 @@
 //! - [`ast`]: the syntax tree, every node with its byte span in the source text;
 //! - `parse` (lexer and parser): text to [`ast::Statement`]s, or diagnostics that point at
 //!   the line and column;
-//! - `check`: names and types against the built-in and user-defined functions;
+//! - [`check`]: names and [`types`] against the built-in ([`functions`]) and user-defined
+//!   functions;
 //! - `eval`: the binding of a query's variables, which yields the stream processes, their
 //!   subqueries and their allocation;
 //! - `lower`: the stream processes as a Sluice graph and plan (a PE per stream process).
