@@ -13,8 +13,7 @@
 //! recovered and fell again); the summary then says what was asked and reached.
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -71,25 +70,28 @@ impl Asked {
 
 /// The thread drawing the progress; ended by [`Progress::finish`].
 pub(crate) struct Progress {
-    done: Arc<AtomicBool>,
+    /// Dropped to end the thread at once (it waits on the other end between refreshes).
+    done: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Progress {
     /// Starts showing the progress of the job whose metrics `metrics` holds.
     pub(crate) fn start(metrics: MetricsHandle, asked: Option<Asked>) -> Self {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
+        let (done, ended) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("sluice-progress".into())
-            .spawn(move || show(&metrics, asked, &flag))
+            .spawn(move || show(&metrics, asked, &ended))
             .ok();
-        Self { done, thread }
+        Self {
+            done: Some(done),
+            thread,
+        }
     }
 
     /// Stops showing it (the live line is cleared).
     pub(crate) fn finish(mut self) {
-        self.done.store(true, Ordering::Relaxed);
+        drop(self.done.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -111,7 +113,7 @@ impl Display {
     }
 }
 
-fn show(metrics: &MetricsHandle, asked: Option<Asked>, done: &AtomicBool) {
+fn show(metrics: &MetricsHandle, asked: Option<Asked>, ended: &Receiver<()>) {
     let mut display = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         bar.set_style(
@@ -126,8 +128,7 @@ fn show(metrics: &MetricsHandle, asked: Option<Asked>, done: &AtomicBool) {
     };
     let mut short_since: Option<Instant> = None;
     let mut warned = false;
-    while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(REFRESH);
+    while let Err(RecvTimeoutError::Timeout) = ended.recv_timeout(REFRESH) {
         let snapshot = metrics.snapshot();
         if snapshot.pes.is_empty() {
             continue;
