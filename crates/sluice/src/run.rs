@@ -18,7 +18,7 @@ use sluice_runtime::{Launcher, RunOptions, StopHandle};
 use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
-use crate::observe::{self, JobIdentity, ObserveArgs};
+use crate::observe::{JobIdentity, ObserveArgs};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
 use crate::stdout::tell;
@@ -81,11 +81,6 @@ const DEFAULT_GENERATED_RATE: u64 = 100_000;
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let generated = args.input.is_none();
-    // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
-    let config_rate = args
-        .rate
-        .or(generated.then_some(DEFAULT_GENERATED_RATE))
-        .filter(|&r| generated && r > 0);
     let config = AppConfig {
         input: args.input.clone(),
         output: args.output.clone(),
@@ -115,7 +110,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
         ..defaults
     };
-    args.observe.apply(&mut options)?;
+    let watch = args.observe.prepare(&mut options)?;
     if !sluice_runtime::is_pe_process() {
         tell(format_args!(
             "running {} ({}, {} process(es), {} thread(s)){}",
@@ -158,18 +153,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             plan: &args.app.plan,
             pes: plan.pes.len(),
         };
-        let asked = config_rate.map(|rate| Asked {
-            rate,
-            default: args.rate.is_none(),
-        });
-        match observe::start(&job, &args.observe, identity, asked) {
-            Ok(watching) => observers = Some(watching),
-            Err(error) => {
-                job.stop_handle().abort();
-                let _ = job.wait();
-                return Err(sluice_runtime::RunError::Launch(format!("{error:#}")));
-            }
-        }
+        // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
+        let asked = args
+            .rate
+            .filter(|&rate| generated && rate > 0)
+            .map(|rate| Asked { rate });
+        observers = Some(watch.start(&job, identity, asked));
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);
         }
