@@ -566,7 +566,7 @@ impl<T: Tuple> TupleReceiver<T> for ShmVegaReceiver<T> {
     fn stats(&mut self) -> ReceiverStats {
         let slots = self.consumer.slots() as u64;
         ReceiverStats {
-            queued: Some(((self.consumer.available() as u64).min(slots), slots)),
+            queued: Some((self.consumer.backlog() as u64, slots)),
             ..ReceiverStats::default()
         }
     }

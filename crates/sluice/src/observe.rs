@@ -11,6 +11,7 @@ use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob};
 
 use crate::jobs::{self, Registration};
 use crate::progress::{Asked, Progress};
+use crate::prometheus::Endpoint;
 
 /// The options of `sluice run` for watching a job.
 #[derive(Args, Debug)]
@@ -30,8 +31,9 @@ pub(crate) struct ObserveArgs {
 }
 
 impl ObserveArgs {
-    /// Sets the run options these options say; refuses options that contradict each other.
-    pub(crate) fn apply(&self, options: &mut RunOptions) -> anyhow::Result<()> {
+    /// Sets the run options these options say and binds the Prometheus endpoint, before the
+    /// job starts; refuses options that contradict each other and an address it cannot bind.
+    pub(crate) fn prepare(&self, options: &mut RunOptions) -> anyhow::Result<Prepared> {
         options.metrics = self.metrics == "on";
         if !options.metrics && self.metrics_addr.is_some() {
             anyhow::bail!("--metrics-addr serves the live metrics, which --metrics off turns off");
@@ -39,8 +41,21 @@ impl ObserveArgs {
         if let Some(every) = self.latency_every {
             options.latency_every = every;
         }
-        Ok(())
+        let endpoint = match self.metrics_addr {
+            Some(address) if !sluice_runtime::is_pe_process() => Some(Endpoint::bind(address)?),
+            _ => None,
+        };
+        Ok(Prepared {
+            metrics: options.metrics,
+            endpoint,
+        })
     }
+}
+
+/// What is ready to watch a job before it starts.
+pub(crate) struct Prepared {
+    metrics: bool,
+    endpoint: Option<Endpoint>,
 }
 
 /// What watches a running job; [`Observers::finish`] ends it.
@@ -58,43 +73,49 @@ pub(crate) struct JobIdentity<'a> {
     pub pes: usize,
 }
 
-/// Starts watching `job`: its Prometheus endpoint (an error if its address cannot be bound),
-/// its registry entry (a warning if it cannot be made: the job runs unlisted) and its
-/// progress line.
-pub(crate) fn start(
-    job: &RunningJob,
-    args: &ObserveArgs,
-    identity: JobIdentity<'_>,
-    asked: Option<Asked>,
-) -> anyhow::Result<Observers> {
-    let metrics = job.metrics_handle();
-    if let Some(address) = args.metrics_addr {
-        let bound = crate::prometheus::serve(address, metrics.clone())?;
-        tracing::info!("metrics: http://{bound}/metrics");
-    }
-    let registration = match jobs::register(
-        identity.app,
-        identity.plan,
-        identity.pes,
-        metrics.clone(),
-        job.stop_handle(),
-    ) {
-        Ok(registration) => Some(registration),
-        Err(error) => {
-            tracing::warn!(
-                "the job is not in the job registry (`sluice jobs` will not list it): {error:#}"
-            );
-            None
+impl Prepared {
+    /// Starts watching `job`: its Prometheus endpoint, its registry entry and its progress
+    /// line, and for the sources' rate asked, the warnings when they fall short. What cannot
+    /// start is warned about; the job runs on.
+    pub(crate) fn start(
+        self,
+        job: &RunningJob,
+        identity: JobIdentity<'_>,
+        asked: Option<Asked>,
+    ) -> Observers {
+        let metrics = job.metrics_handle();
+        if let Some(endpoint) = self.endpoint {
+            match endpoint.serve(metrics.clone()) {
+                Ok(bound) => tracing::info!("metrics: http://{bound}/metrics"),
+                Err(error) => tracing::warn!("no metrics endpoint: {error:#}"),
+            }
         }
-    };
-    let on = args.metrics == "on";
-    Ok(Observers {
-        // --quiet: no progress line either.
-        progress: (on && !crate::logs::is_quiet()).then(|| Progress::start(metrics.clone(), asked)),
-        metrics,
-        asked: asked.filter(|_| on),
-        _registration: registration,
-    })
+        let registration = match jobs::register(
+            identity.app,
+            identity.plan,
+            identity.pes,
+            metrics.clone(),
+            job.stop_handle(),
+        ) {
+            Ok(registration) => Some(registration),
+            Err(error) => {
+                tracing::warn!(
+                    "the job is not in the job registry (`sluice jobs` will not list it): \
+                     {error:#}"
+                );
+                None
+            }
+        };
+        let on = self.metrics;
+        Observers {
+            // --quiet: no progress line either.
+            progress: (on && !crate::logs::is_quiet())
+                .then(|| Progress::start(metrics.clone(), asked)),
+            metrics,
+            asked: asked.filter(|_| on),
+            _registration: registration,
+        }
+    }
 }
 
 impl Observers {

@@ -13,8 +13,7 @@
 //! recovered and fell again); the summary then says what was asked and reached.
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,23 +31,18 @@ const SHORTFALL: f64 = 0.05;
 /// How long they must run that far below before the warning.
 const SHORTFALL_FOR: Duration = Duration::from_secs(3);
 
-/// The rate the sources were asked for.
+/// The rate the sources were asked for with `--rate`, in tuples per second. (Not the default
+/// rate of generated input: not every application's sources follow it, OMDP's feed handlers
+/// run at the feed's rate.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Asked {
     /// Tuples per second.
     pub rate: u64,
-    /// Whether it is the default (`--rate` not given).
-    pub default: bool,
 }
 
 impl Asked {
     fn named(&self) -> String {
-        let rate = with_commas(self.rate);
-        if self.default {
-            format!("{rate} tuples/s (the default --rate)")
-        } else {
-            format!("{rate} tuples/s (--rate)")
-        }
+        format!("{} tuples/s (--rate)", with_commas(self.rate))
     }
 
     /// Whether `rate` is more than [`SHORTFALL`] below what was asked.
@@ -70,25 +64,28 @@ impl Asked {
 
 /// The thread drawing the progress; ended by [`Progress::finish`].
 pub(crate) struct Progress {
-    done: Arc<AtomicBool>,
+    /// Dropped to end the thread at once (it waits on the other end between refreshes).
+    done: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Progress {
     /// Starts showing the progress of the job whose metrics `metrics` holds.
     pub(crate) fn start(metrics: MetricsHandle, asked: Option<Asked>) -> Self {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
+        let (done, ended) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("sluice-progress".into())
-            .spawn(move || show(&metrics, asked, &flag))
+            .spawn(move || show(&metrics, asked, &ended))
             .ok();
-        Self { done, thread }
+        Self {
+            done: Some(done),
+            thread,
+        }
     }
 
     /// Stops showing it (the live line is cleared).
     pub(crate) fn finish(mut self) {
-        self.done.store(true, Ordering::Relaxed);
+        drop(self.done.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -110,7 +107,7 @@ impl Display {
     }
 }
 
-fn show(metrics: &MetricsHandle, asked: Option<Asked>, done: &AtomicBool) {
+fn show(metrics: &MetricsHandle, asked: Option<Asked>, ended: &Receiver<()>) {
     let mut display = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         bar.set_style(
@@ -125,8 +122,7 @@ fn show(metrics: &MetricsHandle, asked: Option<Asked>, done: &AtomicBool) {
     };
     let mut short_since: Option<Instant> = None;
     let mut warned = false;
-    while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(REFRESH);
+    while let Err(RecvTimeoutError::Timeout) = ended.recv_timeout(REFRESH) {
         let snapshot = metrics.snapshot();
         if snapshot.pes.is_empty() {
             continue;
@@ -220,10 +216,7 @@ mod tests {
 
     #[test]
     fn a_rate_more_than_five_percent_short_is_warned_about() {
-        let asked = Asked {
-            rate: 200_000,
-            default: false,
-        };
+        let asked = Asked { rate: 200_000 };
         assert_eq!(
             asked.summary(103_000.0).as_deref(),
             Some("warning: asked 200,000 tuples/s (--rate), reached 103,000/s")

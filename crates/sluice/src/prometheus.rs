@@ -31,21 +31,33 @@ type Labels = Vec<(String, String)>;
 type FloatCounter = Counter<f64, AtomicU64>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// Binds `address` and serves `/metrics` from `metrics` on a thread of its own, for as long as
-/// the process runs; the address bound (its port, when `address` asked for port 0).
-pub(crate) fn serve(address: SocketAddr, metrics: MetricsHandle) -> anyhow::Result<SocketAddr> {
-    let listener = TcpListener::bind(address)
-        .with_context(|| format!("cannot serve metrics on {address} (--metrics-addr)"))?;
-    let bound = listener.local_addr()?;
-    std::thread::Builder::new()
-        .name("sluice-prometheus".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                // A client that breaks off loses its answer and nothing else.
-                let _ = respond(stream, &metrics);
-            }
-        })?;
-    Ok(bound)
+/// The bound address where `/metrics` will be served, bound before the job starts so that an
+/// address that cannot be had fails the run before anything runs.
+pub(crate) struct Endpoint(TcpListener);
+
+impl Endpoint {
+    /// Binds `address` (only it).
+    pub(crate) fn bind(address: SocketAddr) -> anyhow::Result<Self> {
+        TcpListener::bind(address)
+            .map(Self)
+            .with_context(|| format!("cannot serve metrics on {address} (--metrics-addr)"))
+    }
+
+    /// Serves `/metrics` from `metrics` on a thread of its own, for as long as the process
+    /// runs; the address bound (its port, when the address asked for port 0).
+    pub(crate) fn serve(self, metrics: MetricsHandle) -> anyhow::Result<SocketAddr> {
+        let listener = self.0;
+        let bound = listener.local_addr()?;
+        std::thread::Builder::new()
+            .name("sluice-prometheus".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    // A client that breaks off loses its answer and nothing else.
+                    let _ = respond(stream, &metrics);
+                }
+            })?;
+        Ok(bound)
+    }
 }
 
 /// Reads one request and answers it.

@@ -22,7 +22,7 @@ use sluice_sync::IdleStrategy;
 use crate::companions::Companions;
 use crate::ending::Ending;
 use crate::logs::{self, Verbosity};
-use crate::observe::{self, JobIdentity, ObserveArgs};
+use crate::observe::{JobIdentity, ObserveArgs};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
 use crate::ui;
@@ -151,11 +151,6 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::debug!(file = %file.display(), "configuration file");
     }
     let generated = args.input.is_none();
-    // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
-    let config_rate = args
-        .rate
-        .or(generated.then_some(DEFAULT_GENERATED_RATE))
-        .filter(|&r| generated && r > 0);
     let config = AppConfig {
         input: args.input.clone(),
         output: args.output.clone(),
@@ -185,7 +180,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
         ..defaults
     };
-    args.observe.apply(&mut options)?;
+    let watch = args.observe.prepare(&mut options)?;
     options.profile_cpu = args.profile.is_some();
     let ui = ui::serve_if_asked(args.ui, &plan)?;
     if !sluice_runtime::is_pe_process() {
@@ -229,18 +224,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             plan: &args.app.plan,
             pes: plan.pes.len(),
         };
-        let asked = config_rate.map(|rate| Asked {
-            rate,
-            default: args.rate.is_none(),
-        });
-        match observe::start(&job, &args.observe, identity, asked) {
-            Ok(watching) => observers = Some(watching),
-            Err(error) => {
-                job.stop_handle().abort();
-                let _ = job.wait();
-                return Err(sluice_runtime::RunError::Launch(format!("{error:#}")));
-            }
-        }
+        // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
+        let asked = args
+            .rate
+            .filter(|&rate| generated && rate > 0)
+            .map(|rate| Asked { rate });
+        observers = Some(watch.start(&job, identity, asked));
         if let Some(ui) = &ui {
             ui.attach(job.metrics_handle());
         }

@@ -307,3 +307,33 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     assert!(o.status.success());
     assert!(finish(job).status.success());
 }
+
+#[test]
+fn a_metrics_address_that_cannot_be_bound_fails_the_run_before_it_starts() {
+    let registry = registry();
+    // An address of the documentation range, on no interface here: binding it fails at once
+    // and sends nothing.
+    let o = sluice(registry.path())
+        .args(["run", "wordcount", "--metrics-addr", "192.0.2.1:9464"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot serve metrics on 192.0.2.1:9464 (--metrics-addr)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("started"), "{stderr}");
+    let o = sluice(registry.path())
+        .args([
+            "run",
+            "wordcount",
+            "--metrics",
+            "off",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("which --metrics off turns off"));
+}

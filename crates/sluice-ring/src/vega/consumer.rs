@@ -99,6 +99,20 @@ impl<M: RingMemory> VegaConsumer<M> {
         self.slots as usize
     }
 
+    /// How many published tuples wait to be got, as far as the producer's `head` says: for
+    /// reporting, never poisoning the ring. A publish stores its mark before `head`, so a
+    /// consumer that read by the mark can be ahead of `head` for a moment; that reads as 0.
+    pub fn backlog(&self) -> usize {
+        // SYNC: Relaxed: a figure for reporting; nothing is read through it.
+        let head = self.header().producer.head.load(Ordering::Relaxed);
+        let backlog = head.wrapping_sub(self.read);
+        if backlog > self.slots {
+            0
+        } else {
+            backlog as usize
+        }
+    }
+
     /// How many slots were got and not yet released.
     pub fn unreleased(&self) -> usize {
         self.read.wrapping_sub(self.released) as usize
