@@ -961,8 +961,10 @@ mod tests {
             }
             assert!(Instant::now() < watchdog, "the silence was never noticed");
         };
+        // The root cause is p1's silence. On a machine so loaded that this loop itself went
+        // unscheduled for the timeout, p0 is named after it too.
         assert_eq!(
-            error.to_string(),
+            error.to_string().lines().next().unwrap_or_default(),
             "PE 'p1' (operators: op1) sent no heartbeat for 0.3 s: it does not respond; the job \
              was stopped"
         );
