@@ -10,13 +10,23 @@
 //! - `check`: names and types against the built-in and user-defined functions;
 //! - `eval`: the binding of a query's variables, which yields the stream processes, their
 //!   subqueries and their allocation;
-//! - `lower`: the stream processes as a Sluice graph and plan (a PE per stream process).
+//! - `lower`: the stream processes as a Sluice graph and plan (a PE per stream process);
+//! - [`process`]: the operators that run a stream process's [`pipeline`];
+//! - [`session`]: runs statements, the queries as jobs, their results back to the caller.
 #![forbid(unsafe_code)]
 
+
 pub mod ast;
+pub mod cluster;
 pub mod diagnostic;
+pub mod eval;
+pub mod lower;
+pub mod pipeline;
+pub mod process;
+pub mod session;
 pub mod stage;
 pub mod value;
 
 pub use diagnostic::Diagnostic;
+pub use session::{QueryError, QueryOptions, Session, Transfer};
 pub use value::Value;
