@@ -24,7 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::ast::{BinaryOp, Condition, Expr, ExprKind, FunctionDef, Select, Span};
 use crate::cluster::{Allocation, Allocator, Machine, Node};
 use crate::diagnostic::Diagnostic;
-use crate::pipeline::{Call, CallKind, Function, Library, Pipeline, Source};
+use crate::functions::{self, arith, Builtin, BuiltinKind};
+use crate::pipeline::{Call, CallKind, Pipeline, Source};
 use crate::value::{SpId, Value};
 
 /// The most stream processes one query makes.
@@ -80,7 +81,6 @@ type Env = BTreeMap<String, Bound>;
 
 /// The binder of one query.
 pub struct Binder<'a> {
-    library: Library,
     functions: &'a BTreeMap<String, FunctionDef>,
     allocator: Allocator<'a>,
     sps: Vec<StreamProcess>,
@@ -92,15 +92,10 @@ fn error(message: impl Into<String>, span: &Span) -> Diagnostic {
 }
 
 impl<'a> Binder<'a> {
-    /// A binder for a query on `machine`, with the built-ins of `library` and the user
-    /// functions `functions` (by name in lower case).
-    pub fn new(
-        library: Library,
-        functions: &'a BTreeMap<String, FunctionDef>,
-        machine: &'a Machine,
-    ) -> Self {
+    /// A binder for a query on `machine`, with the user functions `functions` (by name in
+    /// lower case) beside the built-ins.
+    pub fn new(functions: &'a BTreeMap<String, FunctionDef>, machine: &'a Machine) -> Self {
         Self {
-            library,
             functions,
             allocator: Allocator::new(machine),
             sps: Vec::new(),
@@ -292,20 +287,19 @@ impl<'a> Binder<'a> {
                 }
                 Bound::Value(Value::Bag(values))
             }
-            ExprKind::Binary { op, left, right } => {
-                let (l, r) = (self.value(left, env)?, self.value(right, env)?);
-                Bound::Value(arithmetic(*op, &l, &r, span)?)
-            }
-            ExprKind::Negate(inner) => match self.value(inner, env)? {
-                Value::Integer(n) => Bound::Value(Value::Integer(n.wrapping_neg())),
-                Value::Real(x) => Bound::Value(Value::Real(-x)),
-                other => {
-                    return Err(error(
-                        format!("cannot negate {}", other.type_name()),
-                        &inner.span,
-                    ))
+            ExprKind::Binary { op, left, right } => match arith::operator(*op) {
+                Some(builtin) => {
+                    self.builtin(builtin, &[(**left).clone(), (**right).clone()], env, span)?
+                }
+                None => {
+                    let (l, r) = (self.value(left, env)?, self.value(right, env)?);
+                    let holds = arith::compare(*op, &l, &r).map_err(|e| error(e.to_string(), span))?;
+                    Bound::Value(Value::Integer(holds as i64))
                 }
             },
+            ExprKind::Negate(inner) => Bound::Value(
+                arith::negate(&self.value(inner, env)?).map_err(|e| error(e.to_string(), span))?,
+            ),
             ExprKind::Call { function, args } => self.call(&function.name, args, env, span)?,
         })
     }
@@ -418,6 +412,7 @@ impl<'a> Binder<'a> {
                 arity(1..=1)?;
                 let mut pipeline = match self.eval(&args[0], env)? {
                     Bound::Stream(p) => p,
+                    Bound::Value(Value::Bag(items)) => Pipeline::new(Source::Values(items)),
                     Bound::Value(v) => Pipeline::new(Source::Values(vec![v])),
                     Bound::Allocation(_) => {
                         return Err(error("streamof of an allocation sequence", &args[0].span))
@@ -458,33 +453,29 @@ impl<'a> Binder<'a> {
                 if let Some(def) = self.functions.get(&lower) {
                     return self.expand(def, args, env, span);
                 }
-                let Some(function) = (self.library)(&lower) else {
+                let Some(builtin) = functions::lookup(&lower) else {
                     return Err(error(format!("unknown function '{name}'"), span));
                 };
-                self.builtin(name, function, args, env, span)
+                self.builtin(builtin, args, env, span)
             }
         }
     }
 
     /// A built-in function's call: evaluated now when its arguments are values, else a call
-    /// in the pipeline of its stream argument.
+    /// in the pipeline of its stream argument (a stream function's first argument; the first
+    /// stream argument of a scalar function, which is applied to each of its elements).
     fn builtin(
         &mut self,
-        name: &str,
-        function: Function,
+        builtin: &'static Builtin,
         args: &[Expr],
         env: &Env,
         span: &Span,
     ) -> Result<Bound, Diagnostic> {
+        let name = builtin.name;
         let mut values = Vec::new();
         let mut stream: Option<(usize, Pipeline)> = None;
         for (i, arg) in args.iter().enumerate() {
             match self.eval(arg, env)? {
-                Bound::Value(Value::Bag(items))
-                    if matches!(function, Function::Stage(_)) && stream.is_none() =>
-                {
-                    stream = Some((i, Pipeline::new(Source::Values(items))));
-                }
                 Bound::Value(v) => values.push(v),
                 Bound::Stream(p) if stream.is_none() => stream = Some((i, p)),
                 Bound::Stream(_) => {
@@ -499,36 +490,35 @@ impl<'a> Binder<'a> {
             }
         }
         let failed = |e: crate::stage::EvalError| error(e.to_string(), span);
-        let with_hole = |at: usize, values: &[Value]| {
+        let call = |kind, at: usize, values: &[Value]| {
             let mut args: Vec<Option<Value>> = values.iter().cloned().map(Some).collect();
             args.insert(at, None);
-            args
+            Call {
+                name: name.to_string(),
+                kind,
+                args,
+            }
         };
-        match (function, stream) {
-            (Function::Scalar(f), None) => Ok(Bound::Value(f(&values).map_err(failed)?)),
-            (Function::Scalar(f), Some((at, mut p))) => {
-                p.calls.push(Call {
-                    name: name.to_string(),
-                    kind: CallKind::Map(f),
-                    args: with_hole(at, &values),
-                });
+        match (builtin.kind, stream) {
+            (BuiltinKind::Scalar(f), None) => Ok(Bound::Value(f(&values).map_err(failed)?)),
+            (BuiltinKind::Scalar(f), Some((at, mut p))) => {
+                p.calls.push(call(CallKind::Map(f), at, &values));
                 Ok(Bound::Stream(p))
             }
-            (Function::Stage(make), Some((at, mut p))) => {
+            (BuiltinKind::Stage(make), Some((0, mut p))) => {
                 // Made once here so that arguments it refuses are refused before anything runs.
                 make(&values).map_err(failed)?;
-                p.calls.push(Call {
-                    name: name.to_string(),
-                    kind: CallKind::Stage(make),
-                    args: with_hole(at, &values),
-                });
+                p.calls.push(call(CallKind::Stage(make), 0, &values));
                 Ok(Bound::Stream(p))
             }
-            (Function::Stage(_), None) => Err(error(
-                format!("{name} is a stream function: one of its arguments must be a stream or a bag"),
+            (BuiltinKind::Stage(_), None) if matches!(values.first(), Some(Value::Bag(_))) => Ok(
+                Bound::Value(functions::apply_to_bag(builtin, &values).map_err(failed)?),
+            ),
+            (BuiltinKind::Stage(_), _) => Err(error(
+                format!("{name} is a stream function: its first argument is a stream or a bag"),
                 span,
             )),
-            (Function::Generator(make), None) => {
+            (BuiltinKind::Generator(make), None) => {
                 make(&values).map_err(failed)?;
                 Ok(Bound::Stream(Pipeline::new(Source::Generator {
                     name: name.to_string(),
@@ -536,11 +526,11 @@ impl<'a> Binder<'a> {
                     args: values,
                 })))
             }
-            (Function::Generator(_), Some((at, _))) => Err(error(
+            (BuiltinKind::Generator(_), Some((at, _))) => Err(error(
                 format!("{name} makes a stream; its arguments are values, not a stream"),
                 &args[at].span,
             )),
-            (Function::Special, _) => Err(error(format!("{name} cannot be used here"), span)),
+            (BuiltinKind::Special, _) => Err(error(format!("{name} cannot be used here"), span)),
         }
     }
 
@@ -813,12 +803,9 @@ fn free_vars(expr: &Expr, declared: &BTreeSet<String>, out: &mut Vec<(String, Sp
 /// Whether two bound values are equal (`n = 4` once `n` is bound).
 fn equal(left: &Bound, right: &Bound, span: &Span) -> Result<bool, Diagnostic> {
     match (left, right) {
-        (Bound::Value(l), Bound::Value(r)) => Ok(match (l, r) {
-            (Value::Integer(a), Value::Real(b)) | (Value::Real(b), Value::Integer(a)) => {
-                *a as f64 == *b
-            }
-            _ => l == r,
-        }),
+        (Bound::Value(l), Bound::Value(r)) => arith::compare(BinaryOp::NotEqual, l, r)
+            .map(|different| !different)
+            .map_err(|e| error(e.to_string(), span)),
         _ => Err(error("only values can be compared", span)),
     }
 }
@@ -830,45 +817,4 @@ fn truth(value: &Bound, span: &Span) -> Result<bool, Diagnostic> {
         Bound::Value(Value::Real(x)) => Ok(*x != 0.0),
         _ => Err(error("a condition must be a comparison or a number", span)),
     }
-}
-
-/// `left op right` on numbers (and `!=` on any values).
-fn arithmetic(op: BinaryOp, left: &Value, right: &Value, span: &Span) -> Result<Value, Diagnostic> {
-    use BinaryOp::*;
-    let boolean = |b: bool| Value::Integer(b as i64);
-    if op == NotEqual {
-        return Ok(boolean(left != right));
-    }
-    let (a, b, integers) = match (left, right) {
-        (Value::Integer(a), Value::Integer(b)) => (*a as f64, *b as f64, Some((*a, *b))),
-        (Value::Integer(a), Value::Real(b)) => (*a as f64, *b, None),
-        (Value::Real(a), Value::Integer(b)) => (*a, *b as f64, None),
-        (Value::Real(a), Value::Real(b)) => (*a, *b, None),
-        _ => {
-            return Err(error(
-                format!(
-                    "arithmetic and comparison take numbers, not {} and {}",
-                    left.type_name(),
-                    right.type_name()
-                ),
-                span,
-            ))
-        }
-    };
-    Ok(match (op, integers) {
-        (Add, Some((x, y))) => Value::Integer(x.wrapping_add(y)),
-        (Subtract, Some((x, y))) => Value::Integer(x.wrapping_sub(y)),
-        (Multiply, Some((x, y))) => Value::Integer(x.wrapping_mul(y)),
-        (Divide, Some((_, 0))) => return Err(error("division by zero", span)),
-        (Divide, Some((x, y))) => Value::Integer(x.wrapping_div(y)),
-        (Add, None) => Value::Real(a + b),
-        (Subtract, None) => Value::Real(a - b),
-        (Multiply, None) => Value::Real(a * b),
-        (Divide, None) => Value::Real(a / b),
-        (Less, _) => boolean(a < b),
-        (LessOrEqual, _) => boolean(a <= b),
-        (Greater, _) => boolean(a > b),
-        (GreaterOrEqual, _) => boolean(a >= b),
-        (NotEqual, _) => boolean(a != b),
-    })
 }

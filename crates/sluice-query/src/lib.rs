@@ -15,18 +15,20 @@
 //! - [`session`]: runs statements, the queries as jobs, their results back to the caller.
 #![forbid(unsafe_code)]
 
-
 pub mod ast;
 pub mod cluster;
 pub mod diagnostic;
 pub mod eval;
+pub mod functions;
 pub mod lower;
 pub mod pipeline;
 pub mod process;
 pub mod session;
 pub mod stage;
+pub mod types;
 pub mod value;
 
 pub use diagnostic::Diagnostic;
 pub use session::{QueryError, QueryOptions, Session, Transfer};
+pub use types::Type;
 pub use value::Value;

@@ -8,32 +8,9 @@
 
 use std::fmt;
 
+use crate::functions::{map_stage, GeneratorFn, ScalarFn, StageFn};
 use crate::stage::{EvalError, Generator, Stage};
 use crate::value::{SpId, Value};
-
-/// A scalar function: values in, a value out (`odd`, `+`, `filename`).
-pub type ScalarFn = fn(&[Value]) -> Result<Value, EvalError>;
-/// A stream function's constructor, given its constant arguments (`count`, `fft`, a window).
-pub type StageFn = fn(&[Value]) -> Result<Box<dyn Stage>, EvalError>;
-/// A generator's constructor, given its arguments (`iota`, `gen_array`, `grep`).
-pub type GeneratorFn = fn(&[Value]) -> Result<Box<dyn Generator>, EvalError>;
-
-/// How a built-in function runs, as the binder and the stream processes see it.
-#[derive(Clone, Copy)]
-pub enum Function {
-    /// Applied to values (to each element when its argument is a stream).
-    Scalar(ScalarFn),
-    /// A stream function: its stream argument is its input, the others are constants.
-    Stage(StageFn),
-    /// Makes a stream of its own.
-    Generator(GeneratorFn),
-    /// Handled by the binder itself (`sp`, `spv`, `extract`, `merge`, `streamof`, `urr`,
-    /// `inPset`, `psetrr`).
-    Special,
-}
-
-/// Finds a built-in function by its name in lower case.
-pub type Library = fn(&str) -> Option<Function>;
 
 /// A subquery compiled for a stream process (or for the client): its source and the calls
 /// above it, innermost first.
@@ -155,13 +132,18 @@ impl Pipeline {
 }
 
 impl Call {
+    /// Its constant arguments, without the stream's place.
+    fn constants(&self) -> Vec<Value> {
+        self.args.iter().flatten().cloned().collect()
+    }
+
     fn stage(&self) -> Result<Box<dyn Stage>, EvalError> {
         Ok(match self.kind {
-            CallKind::Stage(make) => make(&self.args.iter().flatten().cloned().collect::<Vec<_>>())?,
-            CallKind::Map(function) => Box::new(Map {
-                function,
-                args: self.args.clone(),
-            }),
+            CallKind::Stage(make) => make(&self.constants())?,
+            CallKind::Map(function) => {
+                let position = self.args.iter().position(Option::is_none).unwrap_or(0);
+                map_stage(function, self.constants(), position)
+            }
             CallKind::Pass => Box::new(Pass),
         })
     }
@@ -201,33 +183,6 @@ fn push(
     match stages.split_first_mut() {
         None => out(value),
         Some((first, above)) => first.element(from, value, &mut |v| push(above, 0, v, out)),
-    }
-}
-
-/// A scalar function applied to each element.
-struct Map {
-    function: ScalarFn,
-    args: Vec<Option<Value>>,
-}
-
-impl Stage for Map {
-    fn element(
-        &mut self,
-        _from: usize,
-        value: Value,
-        out: &mut crate::stage::Emit<'_>,
-    ) -> Result<(), EvalError> {
-        let mut value = Some(value);
-        let args: Vec<Value> = self
-            .args
-            .iter()
-            .map(|a| a.clone().or_else(|| value.take()).unwrap_or(Value::Integer(0)))
-            .collect();
-        out((self.function)(&args)?)
-    }
-
-    fn end(&mut self, _out: &mut crate::stage::Emit<'_>) -> Result<(), EvalError> {
-        Ok(())
     }
 }
 

@@ -26,7 +26,7 @@ use crate::cluster::Machine;
 use crate::diagnostic::Diagnostic;
 use crate::eval::{Binder, BoundQuery, QueryResult};
 use crate::lower::{lower, sp_name, DriverSettings};
-use crate::pipeline::{Library, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::process::{ClientReader, BYTES_IN, ELEMENTS_IN};
 use crate::value::Value;
 
@@ -151,8 +151,8 @@ fn render(d: &Diagnostic, source_name: &str, text: &str) -> String {
 }
 
 /// The user functions and driver settings of a session, and the text that recreates them.
+#[derive(Default)]
 pub struct Session {
-    library: Library,
     functions: BTreeMap<String, FunctionDef>,
     /// The `set` statements run so far, in order.
     sets: Vec<(String, String)>,
@@ -161,10 +161,9 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session whose queries call the built-ins of `library`.
-    pub fn with_library(library: Library) -> Self {
+    /// A session with no user function and the default driver settings.
+    pub fn new() -> Self {
         Self {
-            library,
             functions: BTreeMap::new(),
             sets: Vec::new(),
             preamble: String::new(),
@@ -214,7 +213,7 @@ impl Session {
                 Statement::Query(expr) => {
                     let settings = self.settings_with(options).map_err(QueryError::Run)?;
                     let machine = machine(options, &settings);
-                    let bound = Binder::new(self.library, &self.functions, &machine)
+                    let bound = Binder::new(&self.functions, &machine)
                         .bind(expr)
                         .map_err(problem)?;
                     let own_text = &text[expr.span.start.min(text.len())..expr.span.end.min(text.len())];
@@ -246,7 +245,7 @@ impl Session {
         for expr in queries {
             let settings = self.settings_with(options).map_err(QueryError::Run)?;
             let machine = machine(options, &settings);
-            let bound = Binder::new(self.library, &self.functions, &machine)
+            let bound = Binder::new(&self.functions, &machine)
                 .bind(&expr)
                 .map_err(|d| QueryError::Text {
                     source_name: source_name.to_string(),
