@@ -20,7 +20,9 @@ pub mod cluster;
 pub mod diagnostic;
 pub mod eval;
 pub mod functions;
+pub mod lexer;
 pub mod lower;
+pub mod parse;
 pub mod pipeline;
 pub mod process;
 pub mod session;
@@ -29,6 +31,7 @@ pub mod types;
 pub mod value;
 
 pub use diagnostic::Diagnostic;
+pub use parse::parse;
 pub use session::{QueryError, QueryOptions, Session, Transfer};
 pub use types::Type;
 pub use value::Value;
