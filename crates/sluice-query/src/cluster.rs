@@ -126,9 +126,7 @@ impl Machine {
             MachineKind::Hosts(file) => file
                 .hosts
                 .iter()
-                .filter(|h| {
-                    cluster.is_none_or(|c| h.name == c || h.groups.iter().any(|g| g == c))
-                })
+                .filter(|h| cluster.is_none_or(|c| h.name == c || h.groups.iter().any(|g| g == c)))
                 .flat_map(|h| {
                     (0..h.cores).map(|core| Node {
                         host: h.name.clone(),
@@ -148,9 +146,9 @@ impl Machine {
             MachineKind::Embedded { .. } => {
                 format!("cluster '{cluster}' has nodes 0..{nodes}: this machine's cores")
             }
-            MachineKind::Hosts(_) if nodes == 0 => format!(
-                "no host of the hosts file is named '{cluster}' or lists it in its groups"
-            ),
+            MachineKind::Hosts(_) if nodes == 0 => {
+                format!("no host of the hosts file is named '{cluster}' or lists it in its groups")
+            }
             MachineKind::Hosts(_) => format!(
                 "cluster '{cluster}' has nodes 0..{nodes}: the cores of the hosts in group \
                  '{cluster}'"
@@ -260,17 +258,11 @@ mod tests {
             numbers(&machine, "bg", &Allocation::Next, 6),
             [0, 1, 2, 3, 0, 1]
         );
-        assert_eq!(
-            numbers(&machine, "bg", &Allocation::Node(2), 2),
-            [2, 2]
-        );
+        assert_eq!(numbers(&machine, "bg", &Allocation::Node(2), 2), [2, 2]);
         let urr = Allocation::RoundRobin("be".into());
         assert_eq!(numbers(&machine, "bg", &urr, 5), [0, 1, 2, 3, 0]);
         let psets = machine.clone().with_pset_size(2);
-        assert_eq!(
-            numbers(&psets, "bg", &Allocation::InPset(1), 3),
-            [2, 3, 2]
-        );
+        assert_eq!(numbers(&psets, "bg", &Allocation::InPset(1), 3), [2, 3, 2]);
         assert_eq!(
             numbers(&psets, "bg", &Allocation::PsetRoundRobin, 4),
             [0, 2, 1, 3]
@@ -281,21 +273,37 @@ mod tests {
     fn the_next_node_avoids_nodes_already_taken() {
         let machine = Machine::embedded(2);
         let mut allocator = Allocator::new(&machine);
-        assert_eq!(allocator.allocate(Some("be"), &Allocation::Node(0)).unwrap().0, 0);
-        assert_eq!(allocator.allocate(Some("bg"), &Allocation::Next).unwrap().0, 1);
+        assert_eq!(
+            allocator
+                .allocate(Some("be"), &Allocation::Node(0))
+                .unwrap()
+                .0,
+            0
+        );
+        assert_eq!(
+            allocator.allocate(Some("bg"), &Allocation::Next).unwrap().0,
+            1
+        );
     }
 
     #[test]
     fn an_unavailable_node_is_refused_with_the_cluster_s_nodes() {
         let machine = Machine::embedded(2);
         let mut allocator = Allocator::new(&machine);
-        let error = allocator.allocate(Some("bg"), &Allocation::Node(7)).unwrap_err();
+        let error = allocator
+            .allocate(Some("bg"), &Allocation::Node(7))
+            .unwrap_err();
         assert_eq!(
             error,
             "node 7 is not available: cluster 'bg' has nodes 0..2: this machine's cores"
         );
-        let error = allocator.allocate(Some("bg"), &Allocation::InPset(5)).unwrap_err();
-        assert!(error.starts_with("pset 5 has no node (2 pset(s) of 1 node(s))"), "{error}");
+        let error = allocator
+            .allocate(Some("bg"), &Allocation::InPset(5))
+            .unwrap_err();
+        assert!(
+            error.starts_with("pset 5 has no node (2 pset(s) of 1 node(s))"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -321,6 +329,9 @@ mod tests {
         let error = Allocator::new(&machine)
             .allocate(Some("fe"), &Allocation::Next)
             .unwrap_err();
-        assert!(error.contains("no host of the hosts file is named 'fe'"), "{error}");
+        assert!(
+            error.contains("no host of the hosts file is named 'fe'"),
+            "{error}"
+        );
     }
 }

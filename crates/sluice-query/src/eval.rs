@@ -76,6 +76,9 @@ enum Bound {
     Allocation(Allocation),
 }
 
+/// An allocation and where it is written (`None`: not written, the next available node).
+type Allocated = (Allocation, Option<Span>);
+
 /// The variables bound so far, by their name in lower case.
 type Env = BTreeMap<String, Bound>;
 
@@ -87,8 +90,14 @@ pub struct Binder<'a> {
     depth: usize,
 }
 
+/// A diagnostic at `span`, labelled `here` (the caret's line says which part of the text).
 fn error(message: impl Into<String>, span: &Span) -> Diagnostic {
-    Diagnostic::new(message, span.clone())
+    Diagnostic::new(message, span.clone()).with_label("here")
+}
+
+/// A diagnostic at `span` with its own label.
+fn labelled(message: impl Into<String>, span: &Span, label: &str) -> Diagnostic {
+    Diagnostic::new(message, span.clone()).with_label(label)
 }
 
 impl<'a> Binder<'a> {
@@ -138,7 +147,10 @@ impl<'a> Binder<'a> {
                 Bound::Value(v) => values.push(v),
                 Bound::Stream(p) => streams.push(p),
                 Bound::Allocation(_) => {
-                    return Err(error("an allocation sequence is not a query's result", span))
+                    return Err(error(
+                        "an allocation sequence is not a query's result",
+                        span,
+                    ))
                 }
             }
         }
@@ -229,7 +241,10 @@ impl<'a> Binder<'a> {
         match self.eval(over, env)? {
             Bound::Value(Value::Bag(items)) => Ok(items),
             Bound::Value(other) => Err(error(
-                format!("'in' ranges over a bag or a stream, not {}", other.type_name()),
+                format!(
+                    "'in' ranges over a bag or a stream, not {}",
+                    other.type_name()
+                ),
                 &over.span,
             )),
             Bound::Stream(p) if !p.producers().is_empty() => Err(error(
@@ -267,12 +282,15 @@ impl<'a> Binder<'a> {
             ExprKind::Integer(n) => Bound::Value(Value::Integer(*n)),
             ExprKind::Real(x) => Bound::Value(Value::Real(*x)),
             ExprKind::String(s) => Bound::Value(Value::String(s.clone())),
-            ExprKind::Var(name) => env.get(&name.name.to_lowercase()).cloned().ok_or_else(|| {
-                error(
-                    format!("'{}' is not bound: no condition binds it", name.name),
-                    &name.span,
-                )
-            })?,
+            ExprKind::Var(name) => {
+                env.get(&name.name.to_lowercase()).cloned().ok_or_else(|| {
+                    labelled(
+                        format!("'{}' is not bound: no condition binds it", name.name),
+                        &name.span,
+                        "not bound",
+                    )
+                })?
+            }
             ExprKind::Set(items) => {
                 let mut values = Vec::new();
                 for item in items {
@@ -293,7 +311,8 @@ impl<'a> Binder<'a> {
                 }
                 None => {
                     let (l, r) = (self.value(left, env)?, self.value(right, env)?);
-                    let holds = arith::compare(*op, &l, &r).map_err(|e| error(e.to_string(), span))?;
+                    let holds =
+                        arith::compare(*op, &l, &r).map_err(|e| error(e.to_string(), span))?;
                     Bound::Value(Value::Integer(holds as i64))
                 }
             },
@@ -319,7 +338,13 @@ impl<'a> Binder<'a> {
         }
     }
 
-    fn call(&mut self, name: &str, args: &[Expr], env: &Env, span: &Span) -> Result<Bound, Diagnostic> {
+    fn call(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        env: &Env,
+        span: &Span,
+    ) -> Result<Bound, Diagnostic> {
         let lower = name.to_lowercase();
         let arity = |range: std::ops::RangeInclusive<usize>| {
             if range.contains(&args.len()) {
@@ -346,7 +371,10 @@ impl<'a> Binder<'a> {
                     Bound::Stream(p) => p,
                     Bound::Value(v) => Pipeline::new(Source::Values(vec![v])),
                     Bound::Allocation(_) => {
-                        return Err(error("sp runs a subquery, not an allocation", &args[0].span))
+                        return Err(error(
+                            "sp runs a subquery, not an allocation",
+                            &args[0].span,
+                        ))
                     }
                 };
                 let (cluster, allocation) = self.placement(&args[1..], env)?;
@@ -428,7 +456,9 @@ impl<'a> Binder<'a> {
             "urr" => {
                 arity(1..=1)?;
                 match self.value(&args[0], env)? {
-                    Value::String(cluster) => Ok(Bound::Allocation(Allocation::RoundRobin(cluster))),
+                    Value::String(cluster) => {
+                        Ok(Bound::Allocation(Allocation::RoundRobin(cluster)))
+                    }
                     other => Err(error(
                         format!("urr takes a cluster's name, not {}", other.type_name()),
                         &args[0].span,
@@ -454,7 +484,11 @@ impl<'a> Binder<'a> {
                     return self.expand(def, args, env, span);
                 }
                 let Some(builtin) = functions::lookup(&lower) else {
-                    return Err(error(format!("unknown function '{name}'"), span));
+                    return Err(labelled(
+                        format!("unknown function '{name}'"),
+                        span,
+                        "not a built-in or a created function",
+                    ));
                 };
                 self.builtin(builtin, args, env, span)
             }
@@ -485,7 +519,10 @@ impl<'a> Binder<'a> {
                     ))
                 }
                 Bound::Allocation(_) => {
-                    return Err(error("an allocation sequence is not an argument", &arg.span))
+                    return Err(error(
+                        "an allocation sequence is not an argument",
+                        &arg.span,
+                    ))
                 }
             }
         }
@@ -603,7 +640,7 @@ impl<'a> Binder<'a> {
         &mut self,
         args: &[Expr],
         env: &Env,
-    ) -> Result<(Option<String>, (Allocation, Option<Span>)), Diagnostic> {
+    ) -> Result<(Option<String>, Allocated), Diagnostic> {
         let cluster = match args.first() {
             None => None,
             Some(arg) => match self.value(arg, env)? {
@@ -636,7 +673,7 @@ impl<'a> Binder<'a> {
         &mut self,
         pipeline: Pipeline,
         cluster: Option<String>,
-        (allocation, allocation_span): &(Allocation, Option<Span>),
+        (allocation, allocation_span): &Allocated,
         span: &Span,
     ) -> Result<SpId, Diagnostic> {
         if self.sps.len() == MAX_STREAM_PROCESSES {
@@ -648,7 +685,13 @@ impl<'a> Binder<'a> {
         let (node, place) = self
             .allocator
             .allocate(cluster.as_deref(), allocation)
-            .map_err(|reason| error(reason, allocation_span.as_ref().unwrap_or(span)))?;
+            .map_err(|reason| {
+                labelled(
+                    reason,
+                    allocation_span.as_ref().unwrap_or(span),
+                    "no available node",
+                )
+            })?;
         let id = self.sps.len();
         self.sps.push(StreamProcess {
             id,
@@ -736,21 +779,22 @@ fn order(conditions: &[Condition], declared: &BTreeSet<String>) -> Result<Vec<us
     let mut order = Vec::new();
     let mut pending: Vec<usize> = (0..conditions.len()).collect();
     while !pending.is_empty() {
-        let ready = pending.iter().position(|&i| {
-            facts[i].1.iter().all(|(v, _)| bound.contains(v))
-        });
+        let ready = pending
+            .iter()
+            .position(|&i| facts[i].1.iter().all(|(v, _)| bound.contains(v)));
         let Some(at) = ready else {
             let names: BTreeSet<&str> = pending
                 .iter()
                 .filter_map(|&i| facts[i].0.as_deref())
                 .collect();
             let names: Vec<&str> = names.into_iter().collect();
-            return Err(error(
+            return Err(labelled(
                 format!(
                     "the conditions binding {} depend on each other in a cycle",
                     names.join(", ")
                 ),
                 condition_span(&conditions[pending[0]]),
+                "waits on a variable bound only after it",
             ));
         };
         let i = pending.remove(at);

@@ -101,7 +101,9 @@ impl DriverSettings {
                 .parse::<usize>()
                 .ok()
                 .filter(|n| (1..=most).contains(n))
-                .ok_or_else(|| format!("{key} must be a whole number from 1 to {most}, not '{value}'"))
+                .ok_or_else(|| {
+                    format!("{key} must be a whole number from 1 to {most}, not '{value}'")
+                })
         };
         match key.to_lowercase().as_str() {
             "transport" => {
@@ -168,7 +170,9 @@ impl DriverSettings {
             (TransportChoice::Tcp, Some(b)) => TransportSpec::Tcp(TcpParams {
                 batch_bytes: b,
                 max_tuple_bytes: b,
-                socket_buffer_bytes: Some((units * b).max(sluice_transport::tcp::MIN_SOCKET_BUFFER)),
+                socket_buffer_bytes: Some(
+                    (units * b).max(sluice_transport::tcp::MIN_SOCKET_BUFFER),
+                ),
                 ..TcpParams::default()
             }),
             (TransportChoice::Auto, _) => return None,
@@ -216,7 +220,9 @@ pub fn lower(
                 ports = ports.input::<Value>();
             }
             let op = name.clone();
-            builder.operator(&name, ports, move |_| SpOperator::new(&op, pipeline.clone()))
+            builder.operator(&name, ports, move |_| {
+                SpOperator::new(&op, pipeline.clone())
+            })
         };
         if machine.hosts().is_some() {
             builder
@@ -249,7 +255,9 @@ pub fn lower(
         .chain([(client_handle, client)]);
     for (consumer, pipeline) in consumers {
         for (port, &producer) in pipeline.producers().iter().enumerate() {
-            let from = handles.get(producer).ok_or("a stream process reads one that does not exist")?;
+            let from = handles
+                .get(producer)
+                .ok_or("a stream process reads one that does not exist")?;
             builder
                 .connect(from.out(0), consumer.input(port))
                 .map_err(graph_error)?;
@@ -258,7 +266,13 @@ pub fn lower(
     let graph = builder.build().map_err(graph_error)?;
 
     let threaded = settings.transport == TransportChoice::Threaded;
-    let pe = |name: &str| if threaded { "main".to_string() } else { name.to_string() };
+    let pe = |name: &str| {
+        if threaded {
+            "main".to_string()
+        } else {
+            name.to_string()
+        }
+    };
     let mut threads: Vec<ThreadSpec> = sps
         .iter()
         .map(|sp| {
@@ -301,7 +315,11 @@ pub fn lower(
         hosts: machine.hosts().cloned(),
         ..PlanOptions::default()
     };
-    let plan = sluice_plan::plan(&graph, &PlanRequest::File("the query".into(), file), &options)
-        .map_err(|e| e.to_string())?;
+    let plan = sluice_plan::plan(
+        &graph,
+        &PlanRequest::File("the query".into(), file),
+        &options,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(Lowered { graph, plan })
 }

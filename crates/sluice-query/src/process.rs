@@ -99,7 +99,9 @@ impl SpOperator {
         step: impl FnOnce(&mut Chain, &mut crate::pipeline::Out<'_>) -> Result<(), EvalError>,
     ) -> Result<(), OperatorError> {
         let Some(chain) = self.chain.as_mut() else {
-            return Err(OperatorError::Failed("the stream process did not start".into()));
+            return Err(OperatorError::Failed(
+                "the stream process did not start".into(),
+            ));
         };
         let mut failure = None;
         let mut emit = |v: Value| {
@@ -229,7 +231,8 @@ impl Source for SpSource {
             let value = next.map_err(|e| OperatorError::Failed(format!("{name}: {e}")))?;
             bytes += value.payload_bytes();
             elements += 1;
-            self.inner.run(out, |chain, emit| chain.push(0, value, emit))?;
+            self.inner
+                .run(out, |chain, emit| chain.push(0, value, emit))?;
         }
         Ok(Produced::Emitted(elements))
     }

@@ -42,14 +42,17 @@ pub struct QueryOptions {
     pub launcher: Launcher,
     /// Stop each query after this many results.
     pub limit: Option<u64>,
-    /// The arguments that make this program run a query as a PE, before `--client SOCKET -e
-    /// TEXT` (`["query", "--set", "buffer=1000"]`).
+    /// The arguments that make this program run a query as a PE, before `--client SOCKET
+    /// --execute=TEXT` (`["query", "--set", "buffer=1000"]`).
     pub pe_args: Vec<OsString>,
     /// In a PE: the client's socket in the launching process.
     pub client: Option<PathBuf>,
     /// Called after each job with what moved between its stream processes.
-    pub on_transfer: Option<Box<dyn Fn(&Transfer)>>,
+    pub on_transfer: Option<TransferReport>,
 }
+
+/// Called with what each job moved ([`QueryOptions::on_transfer`]).
+pub type TransferReport = Box<dyn Fn(&Transfer)>;
 
 /// What a job moved between its stream processes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -116,38 +119,13 @@ impl std::fmt::Display for QueryError {
                     if i > 0 {
                         writeln!(f)?;
                     }
-                    f.write_str(render(d, source_name, text).trim_end())?;
+                    f.write_str(d.render(source_name, text).trim_end())?;
                 }
                 Ok(())
             }
             QueryError::Run(message) => f.write_str(message),
         }
     }
-}
-
-/// A diagnostic with the line it points into and a caret under its span.
-fn render(d: &Diagnostic, source_name: &str, text: &str) -> String {
-    let start = d.span.start.min(text.len());
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-    let line = text[..start].matches('\n').count() + 1;
-    let column = text[line_start..start].chars().count() + 1;
-    let width = text[start..d.span.end.clamp(start, line_end)]
-        .chars()
-        .count()
-        .max(1);
-    let mut out = format!(
-        "error: {}\n --> {source_name}:{line}:{column}\n  | {}\n  | {}{} {}\n",
-        d.message,
-        &text[line_start..line_end],
-        " ".repeat(column - 1),
-        "^".repeat(width),
-        d.label
-    );
-    if let Some(help) = &d.help {
-        out.push_str(&format!("  = help: {help}\n"));
-    }
-    out
 }
 
 /// The user functions and driver settings of a session, and the text that recreates them.
@@ -163,15 +141,37 @@ pub struct Session {
 impl Session {
     /// A session with no user function and the default driver settings.
     pub fn new() -> Self {
-        Self {
-            functions: BTreeMap::new(),
-            sets: Vec::new(),
-            preamble: String::new(),
-        }
+        Self::default()
     }
 
-    /// Runs `statements`, parsed from `text`, handing each result to `out`.
-    pub fn run_statements(
+    /// Parses `text` (named `source_name` in messages) and runs its statements in order,
+    /// handing each result of each query to `out` as it arrives: `create function` and `set`
+    /// change the session for the statements after them.
+    pub fn run(
+        &mut self,
+        source_name: &str,
+        text: &str,
+        options: &QueryOptions,
+        out: &mut dyn FnMut(&Value),
+    ) -> Result<(), QueryError> {
+        let statements = parsed(source_name, text)?;
+        self.run_statements(source_name, text, &statements, options, out)
+    }
+
+    /// The plan of each query of `text` instead of running it: its stream processes with
+    /// their subqueries, clusters and nodes, and the edges with their transports. Its
+    /// `create function` and `set` statements change the session as `run` would.
+    pub fn explain(
+        &mut self,
+        source_name: &str,
+        text: &str,
+        options: &QueryOptions,
+    ) -> Result<String, QueryError> {
+        let statements = parsed(source_name, text)?;
+        self.explain_statements(source_name, text, &statements, options)
+    }
+
+    fn run_statements(
         &mut self,
         source_name: &str,
         text: &str,
@@ -216,7 +216,8 @@ impl Session {
                     let bound = Binder::new(&self.functions, &machine)
                         .bind(expr)
                         .map_err(problem)?;
-                    let own_text = &text[expr.span.start.min(text.len())..expr.span.end.min(text.len())];
+                    let own_text =
+                        &text[expr.span.start.min(text.len())..expr.span.end.min(text.len())];
                     self.run_query(bound, own_text, &settings, &machine, options, out)?;
                 }
             }
@@ -224,9 +225,7 @@ impl Session {
         Ok(())
     }
 
-    /// The plan of each query in `statements` instead of running it: its stream processes
-    /// with their subqueries, clusters and nodes, and the edges with their transports.
-    pub fn explain_statements(
+    fn explain_statements(
         &mut self,
         source_name: &str,
         text: &str,
@@ -239,7 +238,13 @@ impl Session {
             if let Statement::Query(expr) = statement {
                 queries.push(expr.clone());
             } else {
-                self.run_statements(source_name, text, std::slice::from_ref(statement), options, &mut |_| {})?;
+                self.run_statements(
+                    source_name,
+                    text,
+                    std::slice::from_ref(statement),
+                    options,
+                    &mut |_| {},
+                )?;
             }
         }
         for expr in queries {
@@ -318,6 +323,15 @@ impl Session {
     }
 }
 
+/// The statements of `text`, or its syntax errors.
+fn parsed(source_name: &str, text: &str) -> Result<Vec<Statement>, QueryError> {
+    crate::parse(text).map_err(|diagnostics| QueryError::Text {
+        source_name: source_name.to_string(),
+        text: text.to_string(),
+        diagnostics,
+    })
+}
+
 /// The machine of a query: the hosts file's, or this one's cores.
 fn machine(options: &QueryOptions, settings: &DriverSettings) -> Machine {
     let machine = match &options.hosts {
@@ -350,21 +364,21 @@ impl Job<'_> {
                 .client
                 .clone()
                 .ok_or_else(|| failed("a PE of a query needs --client".into()))?;
-            let lowered =
-                lower(self.sps, self.client, &socket, self.settings, self.machine).map_err(failed)?;
+            let lowered = lower(self.sps, self.client, &socket, self.settings, self.machine)
+                .map_err(failed)?;
             sluice_runtime::start(&lowered.graph, &lowered.plan, &RunOptions::default())
                 .map_err(|e| failed(e.to_string()))?;
             return Ok(());
         }
-        let reader = ClientReader::bind().map_err(|e| failed(format!("the client's socket: {e}")))?;
+        let reader =
+            ClientReader::bind().map_err(|e| failed(format!("the client's socket: {e}")))?;
         let socket = reader.path();
         let lowered =
             lower(self.sps, self.client, &socket, self.settings, self.machine).map_err(failed)?;
         let mut args = options.pe_args.clone();
         args.push("--client".into());
         args.push(socket.clone().into_os_string());
-        args.push("-e".into());
-        args.push(format!("{preamble}{query_text};").into());
+        args.push(format!("--execute={preamble}{query_text};").into());
         let run_options = RunOptions {
             launcher: options.launcher,
             pe_args: Some(Box::leak(args.into_boxed_slice())),
@@ -375,8 +389,9 @@ impl Job<'_> {
         let waiter = {
             let (stop, done) = (stop.clone(), done.clone());
             std::thread::spawn(move || {
-                let result = sluice_runtime::start_with(&lowered.graph, &lowered.plan, &run_options, &stop)
-                    .and_then(|job| job.wait());
+                let result =
+                    sluice_runtime::start_with(&lowered.graph, &lowered.plan, &run_options, &stop)
+                        .and_then(|job| job.wait());
                 done.store(true, Ordering::Release);
                 result
             })
@@ -399,11 +414,21 @@ impl Job<'_> {
             .map_err(|e| failed(e.to_string()))?;
         read.map_err(failed)?;
         if let Some(on_transfer) = &options.on_transfer {
-            let names: Vec<String> = (0..self.sps.len()).map(sp_name).chain(["client".to_string()]).collect();
+            let names: Vec<String> = (0..self.sps.len())
+                .map(sp_name)
+                .chain(["client".to_string()])
+                .collect();
             let counter = |key: &str| -> u64 {
                 names
                     .iter()
-                    .map(|n| report.operator_report(n).counters.get(key).copied().unwrap_or(0))
+                    .map(|n| {
+                        report
+                            .operator_report(n)
+                            .counters
+                            .get(key)
+                            .copied()
+                            .unwrap_or(0)
+                    })
                     .sum()
             };
             on_transfer(&Transfer {
@@ -465,7 +490,9 @@ fn explain(
             "  {:<6} {:<width$}  cluster {} node {} ({} core {}), PE {pe}\n",
             sp_name(sp.id),
             sp.pipeline.to_string(),
-            sp.cluster.as_deref().map_or("(any)".to_string(), |c| format!("'{c}'")),
+            sp.cluster
+                .as_deref()
+                .map_or("(any)".to_string(), |c| format!("'{c}'")),
             sp.node,
             sp.place.host,
             sp.place.core,

@@ -68,9 +68,15 @@ impl Value {
     }
 }
 
+/// A real as `sluice query` prints it: the shortest text that reads back as the same number,
+/// always with a point or an exponent (`2.0`, `1.1e-17`, not seventeen zeros).
+fn real(f: &mut std::fmt::Formatter<'_>, x: f64) -> std::fmt::Result {
+    write!(f, "{x:?}")
+}
+
 /// How `sluice query` prints a value: numbers and strings as they are, arrays and bags in
-/// brackets and braces, a byte array by its size (a `gen_array` element is megabytes), a
-/// stream process handle as `sp<N>`.
+/// brackets and braces, a complex number as `re+imi`, a byte array by its size (a
+/// `gen_array` element is megabytes), a stream process handle as `sp<N>`.
 impl std::fmt::Display for Value {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         fn list<T>(
@@ -90,15 +96,14 @@ impl std::fmt::Display for Value {
         }
         match self {
             Value::Integer(n) => write!(f, "{n}"),
-            Value::Real(x) => write!(f, "{x}"),
+            Value::Real(x) => real(f, *x),
             Value::String(s) => f.write_str(s),
-            Value::Array(a) => list(f, ("[", "]"), a, |f, x| write!(f, "{x}")),
+            Value::Array(a) => list(f, ("[", "]"), a, |f, x| real(f, *x)),
             Value::Complex(c) => list(f, ("[", "]"), c, |f, (re, im)| {
-                if *im < 0.0 {
-                    write!(f, "{re}-{}i", -im)
-                } else {
-                    write!(f, "{re}+{im}i")
-                }
+                real(f, *re)?;
+                f.write_str(if im.is_sign_negative() { "-" } else { "+" })?;
+                real(f, im.abs())?;
+                f.write_str("i")
             }),
             Value::Bytes(b) => write!(f, "<{} bytes>", b.len()),
             Value::Bag(items) => list(f, ("{", "}"), items, |f, v| write!(f, "{v}")),
