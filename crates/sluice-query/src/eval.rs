@@ -862,3 +862,115 @@ fn truth(value: &Bound, span: &Span) -> Result<bool, Diagnostic> {
         _ => Err(error("a condition must be a comparison or a number", span)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::Statement;
+
+    /// Binds the last statement of `text` after defining its functions, on 4 cores.
+    fn bind(text: &str) -> Result<BoundQuery, Diagnostic> {
+        let machine = Machine::embedded(4);
+        let mut functions = BTreeMap::new();
+        let mut query = None;
+        for statement in crate::parse(text).expect("parses") {
+            match statement {
+                Statement::CreateFunction(def) => {
+                    functions.insert(def.name.name.to_lowercase(), def);
+                }
+                Statement::Query(expr) => query = Some(expr),
+                Statement::Set(_) => {}
+            }
+        }
+        Binder::new(&functions, &machine).bind(&query.expect("a query"))
+    }
+
+    fn values(bound: BoundQuery) -> Vec<String> {
+        match bound.result {
+            QueryResult::Values(values) => values.iter().map(Value::to_string).collect(),
+            QueryResult::Stream(p) => {
+                let mut out = Vec::new();
+                p.run_here(&mut |v| {
+                    out.push(v.to_string());
+                    true
+                })
+                .unwrap();
+                out
+            }
+        }
+    }
+
+    #[test]
+    fn conditions_run_once_what_they_read_is_bound() {
+        let bound = bind(
+            "create function radix2(string s) -> stream as \
+             select radixcombine(merge({a,b})) from sp a, sp b, sp c \
+             where a=sp(fft(odd(extract(c)))) and b=sp(fft(even(extract(c)))) \
+             and c=sp(receiver(s)); radix2('sine:8:2');",
+        )
+        .unwrap();
+        let texts: Vec<String> = bound.sps.iter().map(|sp| sp.pipeline.to_string()).collect();
+        assert_eq!(
+            texts,
+            [
+                "receiver('sine:8:2')",
+                "fft(odd(extract(sp0)))",
+                "fft(even(extract(sp0)))"
+            ]
+        );
+        let QueryResult::Stream(client) = bound.result else {
+            panic!("a stream")
+        };
+        assert_eq!(client.to_string(), "radixcombine(merge({sp1, sp2}))");
+    }
+
+    #[test]
+    fn a_cycle_and_an_unbound_variable_are_refused_where_they_are() {
+        let text = "select x from integer x, integer y where x = y + 1 and y = x;";
+        let error = bind(text).err().unwrap();
+        assert_eq!(
+            error.message,
+            "the conditions binding x, y depend on each other in a cycle"
+        );
+        assert_eq!(&text[error.span], "x = y + 1");
+        let text = "select x from integer x, integer y where x = y;";
+        let error = bind(text).err().unwrap();
+        assert_eq!(error.message, "'y' is declared but no condition binds it");
+    }
+
+    #[test]
+    fn spv_makes_a_stream_process_per_binding_on_its_allocation() {
+        let bound = bind(
+            "select extract(c) from bag of sp a, sp c, integer n \
+             where c=sp(count(merge(a)), 'bg', 0) \
+             and a=spv(select gen_array(10, i) from integer i where i in iota(1, n), \
+                       'be', urr('be')) and n = 3;",
+        )
+        .unwrap();
+        let nodes: Vec<usize> = bound.sps.iter().map(|sp| sp.node).collect();
+        // a's three on nodes 0, 1, 2 (round robin from 0), then c on node 0.
+        assert_eq!(nodes, [0, 1, 2, 0]);
+        assert_eq!(bound.sps[3].pipeline.to_string(), "count(merge({sp0, sp1, sp2}))");
+        assert_eq!(bound.sps[2].pipeline.to_string(), "gen_array(10, 3)");
+    }
+
+    #[test]
+    fn values_nested_selects_and_local_streams_are_computed_here() {
+        assert_eq!(
+            values(bind("select i * 2 from integer i where i in iota(1, 3) and i != 2;").unwrap()),
+            ["2", "6"]
+        );
+        assert_eq!(
+            values(bind("sum(select i from integer i where i in iota(1, 4));").unwrap()),
+            ["10"]
+        );
+        assert_eq!(values(bind("count(iota(1, 5));").unwrap()), ["5"]);
+        assert_eq!(values(bind("{1, 'a'};").unwrap()), ["{1, a}"]);
+    }
+
+    #[test]
+    fn extract_of_a_value_names_its_type() {
+        let error = bind("extract(4);").err().unwrap();
+        assert_eq!(error.message, "extract takes a stream process, not integer");
+    }
+}
