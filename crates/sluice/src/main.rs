@@ -8,6 +8,9 @@ mod feed;
 mod plan;
 mod plan_choice;
 mod run;
+// Called by `sluice query` with no query text nor file (its module, q-bind's, wires it).
+#[allow(dead_code)]
+mod shell;
 mod stdout;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
