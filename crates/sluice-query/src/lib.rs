@@ -7,7 +7,8 @@
 //! - [`ast`]: the syntax tree, every node with its byte span in the source text;
 //! - [`lexer`] and [`mod@parse`]: text to [`ast::Statement`]s, or [`Diagnostic`]s that point at
 //!   the line and column ([`Diagnostic::render`] draws them);
-//! - `check`: names and types against the built-in and user-defined functions;
+//! - [`check`]: names and [`types`] against the built-in ([`functions`]) and user-defined
+//!   functions;
 //! - `eval`: the binding of a query's variables, which yields the stream processes, their
 //!   subqueries and their allocation;
 //! - `lower`: the stream processes as a Sluice graph and plan (a PE per stream process);
@@ -15,14 +16,18 @@
 #![forbid(unsafe_code)]
 
 pub mod ast;
+pub mod check;
 pub mod diagnostic;
+pub mod functions;
 #[cfg(any(test, fuzzing))]
 pub mod fuzzing;
 pub mod lexer;
 pub mod parse;
 pub mod stage;
+pub mod types;
 pub mod value;
 
 pub use diagnostic::Diagnostic;
 pub use parse::parse;
+pub use types::Type;
 pub use value::Value;
