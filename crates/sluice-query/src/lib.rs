@@ -5,21 +5,26 @@
 //!
 //! The crate's parts, in the order a statement goes through them:
 //! - [`ast`]: the syntax tree, every node with its byte span in the source text;
-//! - `parse` (lexer and parser): text to [`ast::Statement`]s, or diagnostics that point at
-//!   the line and column;
-//! - `check`: names and types against the built-in and user-defined functions;
+//! - [`lexer`] and [`mod@parse`]: text to [`ast::Statement`]s, or [`Diagnostic`]s that point at
+//!   the line and column ([`Diagnostic::render`] draws them);
+//! - [`check`]: names and [`types`] against the built-in ([`functions`]) and user-defined
+//!   functions;
 //! - `eval`: the binding of a query's variables, which yields the stream processes, their
 //!   subqueries and their allocation;
 //! - `lower`: the stream processes as a Sluice graph and plan (a PE per stream process);
 //! - [`process`]: the operators that run a stream process's [`pipeline`];
-//! - [`session`]: runs statements, the queries as jobs, their results back to the caller.
+//! - [`session`]: runs statements, the queries as jobs, their results back to the caller;
+//! - `fuzzing` (under test and `--cfg fuzzing`): the parser's fuzzing entry point.
 #![forbid(unsafe_code)]
 
 pub mod ast;
+pub mod check;
 pub mod cluster;
 pub mod diagnostic;
 pub mod eval;
 pub mod functions;
+#[cfg(any(test, fuzzing))]
+pub mod fuzzing;
 pub mod lexer;
 pub mod lower;
 pub mod parse;

@@ -223,13 +223,14 @@ pub fn lifted_argument(builtin: &Builtin, args: &[Type]) -> Option<usize> {
 }
 
 /// The stage of a lifted scalar call: each element of its input stream becomes argument
-/// `position` of `function` (the other arguments are `constant_args`, in order, without
-/// it), and the result is emitted.
+/// `position` (from 0) of `function` (the other arguments are `constant_args`, in order,
+/// without it), and the result is emitted. A `position` past the constants puts the element
+/// last.
 pub fn map_stage(function: ScalarFn, constant_args: Vec<Value>, position: usize) -> Box<dyn Stage> {
     Box::new(MapStage {
         function,
+        position: position.min(constant_args.len()),
         args: constant_args,
-        position,
     })
 }
 
@@ -624,6 +625,18 @@ mod tests {
         assert!(lookup("mege").is_none());
         for name in names() {
             assert_eq!(lookup(name).map(|b| b.name), Some(name));
+        }
+    }
+
+    #[test]
+    fn the_architecture_doc_lists_every_built_in() {
+        let doc = include_str!("../../../../docs/architecture.md");
+        for builtin in all() {
+            let row = format!("| `{}` | {} |", builtin.signature(), builtin.about);
+            assert!(
+                doc.contains(&row),
+                "docs/architecture.md lacks the row\n{row}"
+            );
         }
     }
 
