@@ -132,6 +132,8 @@ impl std::fmt::Display for QueryError {
 #[derive(Default)]
 pub struct Session {
     functions: BTreeMap<String, FunctionDef>,
+    /// The same functions, typed, for the checker.
+    checked: crate::check::Functions,
     /// The `set` statements run so far, in order.
     sets: Vec<(String, String)>,
     /// The `create function` and `set` statements run so far, as text.
@@ -179,14 +181,19 @@ impl Session {
         options: &QueryOptions,
         out: &mut dyn FnMut(&Value),
     ) -> Result<(), QueryError> {
-        let problem = |d: Diagnostic| QueryError::Text {
+        let problems = |diagnostics: Vec<Diagnostic>| QueryError::Text {
             source_name: source_name.to_string(),
             text: text.to_string(),
-            diagnostics: vec![d],
+            diagnostics,
         };
+        let problem = |d: Diagnostic| problems(vec![d]);
         for statement in statements {
+            if let Statement::Query(_) = statement {
+                crate::check::check(statement, &self.checked).map_err(problems)?;
+            }
             match statement {
                 Statement::CreateFunction(def) => {
+                    self.checked.define(def).map_err(problems)?;
                     self.functions
                         .insert(def.name.name.to_lowercase(), def.clone());
                     self.remember(text, &def.span);

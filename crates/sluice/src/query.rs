@@ -1,5 +1,6 @@
-//! `sluice query`: runs SCSQL statements (`-e TEXT`, a file, or standard input) and prints each
-//! result of each query on a line of its own, as it arrives.
+//! `sluice query`: runs SCSQL statements (`-e TEXT`, a file, or those typed or piped into the
+//! shell, [`crate::shell`]) and prints each result of each query on a line of its own, as it
+//! arrives.
 //!
 //! A query whose stream processes run as a job prints, on standard error after its results,
 //! what moved between its stream processes: `query: 100 element(s), 300.0 MB between stream
@@ -14,7 +15,7 @@
 //! given (a file, standard input).
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -28,8 +29,9 @@ use crate::stdout::tell;
 /// Arguments of `sluice query`.
 #[derive(Args, Debug)]
 pub(crate) struct QueryArgs {
-    /// A file of SCSQL statements (standard input when neither it nor -e is given and
-    /// standard input is not a terminal).
+    /// A file of SCSQL statements. With neither it nor -e, the shell: statements are read
+    /// from the terminal (with line editing and history) or from standard input, and each
+    /// runs as it is completed.
     file: Option<PathBuf>,
     /// The statements to run.
     #[arg(
@@ -64,6 +66,8 @@ pub(crate) struct QueryArgs {
 }
 
 pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
+    let options = options(&args)?;
+    let mut session = Session::new();
     let (source_name, text) = match (&args.text, &args.file) {
         (Some(text), _) => ("-e".to_string(), text.clone()),
         (None, Some(path)) => (
@@ -71,47 +75,57 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
             std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?,
         ),
-        (None, None) if !std::io::stdin().is_terminal() => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("cannot read standard input")?;
-            ("<stdin>".to_string(), text)
+        (None, None) => {
+            return crate::shell::run_shell(|text| {
+                statements(&mut session, "<shell>", text, &options, args.explain)
+                    .map_err(anyhow::Error::from)
+            })
         }
-        (None, None) => anyhow::bail!("give a query with -e TEXT or a file of statements"),
     };
-    let options = options(&args)?;
-    let mut session = Session::new();
-    if args.explain {
-        let plan = session
-            .explain(&source_name, &text, &options)
-            .map_err(refuse)?;
-        write!(std::io::stdout().lock(), "{plan}")?;
+    statements(&mut session, &source_name, &text, &options, args.explain).map_err(|error| {
+        if let Failure::Query(QueryError::Text { .. }) = &error {
+            // Its rendering says `Error:` itself: printed as it is, not after main's `error:`.
+            tell(format_args!("{error}"));
+            std::process::exit(1);
+        }
+        error.into()
+    })
+}
+
+/// Why statements failed: the query, or writing its results.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error(transparent)]
+    Write(#[from] std::io::Error),
+}
+
+/// Runs (or, with `explain`, explains) the statements of `text` in `session`, printing each
+/// result on a line of standard output.
+fn statements(
+    session: &mut Session,
+    source_name: &str,
+    text: &str,
+    options: &QueryOptions,
+    explain: bool,
+) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    if explain {
+        let plan = session.explain(source_name, text, options)?;
+        write!(out, "{plan}")?;
         return Ok(());
     }
     let mut failed_write = None;
-    let mut out = std::io::stdout().lock();
-    session
-        .run(&source_name, &text, &options, &mut |value| {
-            if failed_write.is_none() {
-                failed_write = writeln!(out, "{value}").and_then(|()| out.flush()).err();
-            }
-        })
-        .map_err(refuse)?;
+    session.run(source_name, text, options, &mut |value| {
+        if failed_write.is_none() {
+            failed_write = writeln!(out, "{value}").and_then(|()| out.flush()).err();
+        }
+    })?;
     match failed_write {
         Some(error) => Err(error.into()),
         None => Ok(()),
     }
-}
-
-/// A query's error for `main` to print; problems in the text are printed here, as their
-/// rendering says `Error:` itself, and the program exits with 1.
-fn refuse(error: QueryError) -> anyhow::Error {
-    if let QueryError::Text { .. } = &error {
-        tell(format_args!("{error}"));
-        std::process::exit(1);
-    }
-    error.into()
 }
 
 /// The session's options from the command line, and the arguments its PEs are started with.
