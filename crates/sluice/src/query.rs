@@ -9,6 +9,10 @@
 //! each query instead of running it; `--limit N` stops each query after N results (its
 //! sources stop, what is in flight drains, every process and segment is removed).
 //!
+//! Ctrl-C (or SIGTERM) during a query stops it: a job's sources stop and what is in flight
+//! drains; a second aborts the job (its PEs killed, its segments removed). The statements
+//! after it are not run (the shell reads the next one).
+//!
 //! Each PE of a query's job is this program again: `sluice query [--set ..] [--hosts ..]
 //! --client SOCKET --execute=TEXT`, where TEXT is the session's function definitions and settings
 //! followed by the query, so a PE rebuilds the job's graph whatever the launching process was
@@ -17,6 +21,8 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
@@ -162,5 +168,21 @@ fn options(args: &QueryArgs) -> anyhow::Result<QueryOptions> {
         pe_args,
         client: args.client.clone(),
         on_transfer: Some(Box::new(|transfer| tell(format_args!("query: {transfer}")))),
+        interrupts: count_interrupts()?,
     })
+}
+
+/// Counts Ctrl-C (and SIGTERM) in the launching process, for the session to stop (then abort)
+/// the running query; a PE keeps the default actions, as its launcher stops it.
+fn count_interrupts() -> anyhow::Result<Option<Arc<AtomicUsize>>> {
+    if sluice_runtime::is_pe_process() {
+        return Ok(None);
+    }
+    let count = Arc::new(AtomicUsize::new(0));
+    let handler = count.clone();
+    ctrlc::set_handler(move || {
+        handler.fetch_add(1, Ordering::Relaxed);
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(Some(count))
 }
