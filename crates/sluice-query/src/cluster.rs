@@ -77,6 +77,9 @@ pub enum Allocation {
     PsetRoundRobin,
 }
 
+/// The host of every node on the embedded default (the planner's name for this machine).
+pub const EMBEDDED_HOST: &str = "localhost";
+
 /// The most nodes per pset.
 pub const MAX_PSET_SIZE: usize = 1 << 16;
 
@@ -119,7 +122,7 @@ impl Machine {
         match &self.kind {
             MachineKind::Embedded { cores } => (0..*cores)
                 .map(|core| Node {
-                    host: "localhost".into(),
+                    host: EMBEDDED_HOST.into(),
                     core,
                 })
                 .collect(),

@@ -239,12 +239,17 @@ pub fn lower(
     let client_handle = builder.operator("client", ports, move |_| {
         SpOperator::client(pipeline.clone(), &path)
     });
-    // The client's socket is on this machine: a host of the hosts file with no launch prefix.
-    let local_host = machine
-        .hosts()
-        .and_then(|file| file.hosts.iter().find(|h| h.launch.is_empty()))
-        .map(|h| h.name.clone());
-    if let Some(host) = &local_host {
+    // The client's socket is on this machine: a host of the hosts file with no launch prefix
+    // (none: wherever the planner puts it), or the embedded default's one host.
+    let local_host = match machine.hosts() {
+        Some(file) => file
+            .hosts
+            .iter()
+            .find(|h| h.launch.is_empty())
+            .map(|h| h.name.clone()),
+        None => Some(crate::cluster::EMBEDDED_HOST.to_string()),
+    };
+    if let (Some(host), Some(_)) = (&local_host, machine.hosts()) {
         builder
             .place(client_handle, Placement::Host(host.clone()))
             .map_err(graph_error)?;

@@ -230,8 +230,12 @@ impl Session {
                     };
                     DriverSettings::default()
                         .set(&setting.name.name, &value)
-                        .map_err(|m| problem(Diagnostic::new(m, span.clone())))?;
+                        .map_err(|m| {
+                            problem(Diagnostic::new(m, span.clone()).with_label("refused"))
+                        })?;
                     self.sets.push((setting.name.name.clone(), value));
+                    // The span leaves out the keyword.
+                    self.preamble.push_str("set ");
                     self.remember(text, &span);
                 }
                 Statement::Query(expr) => {

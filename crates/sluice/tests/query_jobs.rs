@@ -218,3 +218,16 @@ fn the_shell_gives_each_job_the_functions_defined_before_it() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output), "3\n5\n");
 }
+
+#[test]
+fn set_statements_reach_every_pe_of_the_queries_after_them() {
+    let text = "set buffer = 1000; set double_buffering = on;\n\
+                select extract(b) from sp a, sp b \
+                where b=sp(count(extract(a))) and a=sp(gen_array(3000,7));";
+    let plan = stdout(&query(&["--explain"], text));
+    assert!(
+        plan.contains("sp1 -> client  shm-vega(slot_bytes=1000, slots=2)"),
+        "{plan}"
+    );
+    assert_eq!(stdout(&query(&[], text)), "7\n");
+}
