@@ -76,7 +76,7 @@ enum Bound {
     Allocation(Allocation),
 }
 
-/// An allocation and where it is written (`None`: not written, the next available node).
+/// An allocation and where it is written (else the cluster's name; `None`: neither is).
 type Allocated = (Allocation, Option<Span>);
 
 /// The variables bound so far, by their name in lower case.
@@ -654,7 +654,8 @@ impl<'a> Binder<'a> {
             },
         };
         let allocation = match args.get(1) {
-            None => (Allocation::Next, None),
+            // A cluster with no node is refused at its name.
+            None => (Allocation::Next, args.first().map(|arg| arg.span.clone())),
             Some(arg) => match self.eval(arg, env)? {
                 Bound::Allocation(a) => (a, Some(arg.span.clone())),
                 Bound::Value(Value::Integer(n)) => (Allocation::Node(n), Some(arg.span.clone())),
