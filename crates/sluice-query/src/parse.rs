@@ -775,7 +775,7 @@ pub(crate) mod tests {
                 "create radix2(string s) -> stream as [select radixcombine(merge({a, b})) \
                  from sp a, sp b, sp c where a = sp(fft(odd(extract(c)))) \
                  and b = sp(fft(even(extract(c)))) and c = sp(receiver(s))]",
-                "radix2(\"signal\")"
+                "radix2(\"sine:8:4\")"
             ]
         );
         assert_eq!(
