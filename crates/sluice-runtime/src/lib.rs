@@ -95,6 +95,12 @@ pub struct RunOptions {
     /// How long the PEs may take to start (each step of start-up: reaching the launcher,
     /// binding, starting), through their hosts' launch commands too.
     pub start_timeout: Duration,
+    /// The arguments each PE's process is started with (after the program), when not this
+    /// process's own: a program whose command line does not rebuild the graph (the query
+    /// shell, where the statement was typed, not given) passes what does. The slice lives as
+    /// long as the program (`Box::leak` it: a few hundred bytes per job), which keeps the
+    /// options `Copy`.
+    pub pe_args: Option<&'static [std::ffi::OsString]>,
 }
 
 /// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
@@ -116,6 +122,7 @@ impl Default for RunOptions {
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             start_timeout: DEFAULT_START_TIMEOUT,
+            pe_args: None,
         }
     }
 }

@@ -7,6 +7,7 @@ mod companions;
 mod feed;
 mod plan;
 mod plan_choice;
+mod query;
 mod run;
 // Called by `sluice query` with no query text nor file (its module, q-bind's, wires it).
 #[allow(dead_code)]
@@ -31,6 +32,8 @@ enum Command {
     Plan(plan::PlanArgs),
     /// List the built-in applications.
     Apps,
+    /// Run SCSQL queries: continuous queries whose stream processes run as a job.
+    Query(query::QueryArgs),
     /// Measure a transport: throughput or latency, beside a baseline measured in the same run.
     Bench(sluice_bench::BenchArgs),
     /// Send, record or print the synthetic OPRA-style options feed.
@@ -54,6 +57,7 @@ fn main() {
         Command::Run(args) => run::run(args),
         Command::Plan(args) => plan::plan(args),
         Command::Apps => apps::list(),
+        Command::Query(args) => query::query(args),
         Command::Bench(args) => sluice_bench::main(args),
         Command::Feed(args) => feed::feed(args),
     };
