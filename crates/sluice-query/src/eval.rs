@@ -950,7 +950,10 @@ mod tests {
         let nodes: Vec<usize> = bound.sps.iter().map(|sp| sp.node).collect();
         // a's three on nodes 0, 1, 2 (round robin from 0), then c on node 0.
         assert_eq!(nodes, [0, 1, 2, 0]);
-        assert_eq!(bound.sps[3].pipeline.to_string(), "count(merge({sp0, sp1, sp2}))");
+        assert_eq!(
+            bound.sps[3].pipeline.to_string(),
+            "count(merge({sp0, sp1, sp2}))"
+        );
         assert_eq!(bound.sps[2].pipeline.to_string(), "gen_array(10, 3)");
     }
 

@@ -1,5 +1,6 @@
-//! `sluice query`: runs SCSQL statements (`-e TEXT`, a file, or standard input) and prints each
-//! result of each query on a line of its own, as it arrives.
+//! `sluice query`: runs SCSQL statements (`-e TEXT`, a file, or with neither the shell of
+//! [`crate::shell`], on a terminal or on piped standard input) and prints each result of each
+//! query on a line of its own, as it arrives.
 //!
 //! A query whose stream processes run as a job prints, on standard error after its results,
 //! what moved between its stream processes: `query: 100 element(s), 300.0 MB between stream
@@ -14,7 +15,7 @@
 //! given (a file, standard input).
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -28,8 +29,8 @@ use crate::stdout::tell;
 /// Arguments of `sluice query`.
 #[derive(Args, Debug)]
 pub(crate) struct QueryArgs {
-    /// A file of SCSQL statements (standard input when neither it nor -e is given and
-    /// standard input is not a terminal).
+    /// A file of SCSQL statements (with neither it nor -e, the shell: statements typed, or
+    /// piped into standard input, run one by one).
     file: Option<PathBuf>,
     /// The statements to run.
     #[arg(
@@ -64,6 +65,8 @@ pub(crate) struct QueryArgs {
 }
 
 pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
+    let options = options(&args)?;
+    let mut session = Session::new();
     let (source_name, text) = match (&args.text, &args.file) {
         (Some(text), _) => ("-e".to_string(), text.clone()),
         (None, Some(path)) => (
@@ -71,33 +74,48 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
             std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?,
         ),
-        (None, None) if !std::io::stdin().is_terminal() => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("cannot read standard input")?;
-            ("<stdin>".to_string(), text)
+        (None, None) => {
+            // The shell: each statement runs as it is completed; an error is printed and the
+            // shell goes on.
+            let source_name = if std::io::stdin().is_terminal() {
+                "<shell>"
+            } else {
+                "<stdin>"
+            };
+            return crate::shell::run_shell(|statement| {
+                execute(&mut session, source_name, statement, &options, args.explain)
+            });
         }
-        (None, None) => anyhow::bail!("give a query with -e TEXT or a file of statements"),
     };
-    let options = options(&args)?;
-    let mut session = Session::new();
-    if args.explain {
-        let plan = session
-            .explain(&source_name, &text, &options)
-            .map_err(refuse)?;
+    execute(&mut session, &source_name, &text, &options, args.explain).map_err(|error| {
+        match error.downcast::<QueryError>() {
+            Ok(error) => refuse(error),
+            Err(error) => error,
+        }
+    })
+}
+
+/// Runs the statements of `text` in `session`, printing each result as it arrives, or with
+/// `explain` prints their plan.
+fn execute(
+    session: &mut Session,
+    source_name: &str,
+    text: &str,
+    options: &QueryOptions,
+    explain: bool,
+) -> anyhow::Result<()> {
+    if explain {
+        let plan = session.explain(source_name, text, options)?;
         write!(std::io::stdout().lock(), "{plan}")?;
         return Ok(());
     }
     let mut failed_write = None;
     let mut out = std::io::stdout().lock();
-    session
-        .run(&source_name, &text, &options, &mut |value| {
-            if failed_write.is_none() {
-                failed_write = writeln!(out, "{value}").and_then(|()| out.flush()).err();
-            }
-        })
-        .map_err(refuse)?;
+    session.run(source_name, text, options, &mut |value| {
+        if failed_write.is_none() {
+            failed_write = writeln!(out, "{value}").and_then(|()| out.flush()).err();
+        }
+    })?;
     match failed_write {
         Some(error) => Err(error.into()),
         None => Ok(()),
