@@ -248,6 +248,12 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_lone_carriage_return_ends_a_line_for_the_place_too() {
+        // Found by cargo fuzz: ariadne counts `\r` as a line end, so must `line_column`.
+        parse_text("create function radix2(string s)\n    \r>stream as 1");
+    }
+
     proptest! {
         // No regression files: the suite stays offline and leaves nothing behind; a failure
         // prints its minimal input.

@@ -672,6 +672,24 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_parse_error_renders_with_its_line_column_and_caret() {
+        let text = "select extract(b)\nfrom sp a, sp b\n\
+                    where b=sp(streamof(count(extract(a)))\n    'bg',0) and\n\
+                    a=sp(gen_array(3000000,100),'bg',1);\n";
+        let diagnostics = parse(text).expect_err("the paper's typo");
+        assert_eq!(
+            diagnostics[0].render("p2p.scsql", text),
+            "Error: unexpected string \"bg\"\n\
+             \x20  ,-[ p2p.scsql:4:5 ]\n\
+             \x20  |\n\
+             \x204 |     'bg',0) and\n\
+             \x20  |     ^^|^\n\
+             \x20  |       `--- expected an operator, ',' or ')'\n\
+             ---'\n"
+        );
+    }
+
+    #[test]
     fn an_unexpected_end_is_at_the_end_of_the_text() {
         assert_eq!(
             errors("select 1 +"),
@@ -775,7 +793,7 @@ pub(crate) mod tests {
                 "create radix2(string s) -> stream as [select radixcombine(merge({a, b})) \
                  from sp a, sp b, sp c where a = sp(fft(odd(extract(c)))) \
                  and b = sp(fft(even(extract(c)))) and c = sp(receiver(s))]",
-                "radix2(\"signal\")"
+                "radix2(\"sine:8:4\")"
             ]
         );
         assert_eq!(

@@ -9,8 +9,6 @@ mod plan;
 mod plan_choice;
 mod query;
 mod run;
-// Called by `sluice query` with no query text nor file (its module, q-bind's, wires it).
-#[allow(dead_code)]
 mod shell;
 mod stdout;
 

@@ -19,7 +19,7 @@
 //! given (a file, standard input).
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -82,10 +82,17 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot read {}", path.display()))?,
         ),
         (None, None) => {
+            // The shell: each statement runs as it is completed; an error is printed and the
+            // shell goes on.
+            let source_name = if std::io::stdin().is_terminal() {
+                "<shell>"
+            } else {
+                "<stdin>"
+            };
             return crate::shell::run_shell(|text| {
-                statements(&mut session, "<shell>", text, &options, args.explain)
+                statements(&mut session, source_name, text, &options, args.explain)
                     .map_err(anyhow::Error::from)
-            })
+            });
         }
     };
     statements(&mut session, &source_name, &text, &options, args.explain).map_err(|error| {

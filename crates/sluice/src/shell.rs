@@ -9,9 +9,10 @@
 //!
 //! - `quit;` or `exit;` (the `;` may be left out), or Ctrl-D, leaves; at the end of the input
 //!   a last statement without its `;` is run first.
-//! - `help;` lists the statements.
+//! - `help;` lists the statements and the built-in functions' signatures.
 //! - On a terminal, lines are edited with `rustyline` (the usual Emacs keys; Ctrl-C drops the
-//!   statement being typed) and each statement is kept in the history file
+//!   statement being typed; Tab completes keywords, type names and built-in functions) and each
+//!   statement is kept in the history file
 //!   `$XDG_STATE_HOME/sluice/history` (else `~/.local/state/sluice/history`; made readable by
 //!   its owner only), so that Up and Ctrl-R find it in later sessions.
 //! - When standard input is not a terminal (a pipe, a file), statements are read from it the
@@ -30,7 +31,8 @@ use rustyline::hint::Hinter;
 use rustyline::history::DefaultHistory;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Editor, Helper};
-use sluice_query::lexer::{self, Token};
+use sluice_query::functions;
+use sluice_query::lexer::{self, Keyword, Token};
 
 /// What `help;` prints.
 const HELP: &str = "\
@@ -41,12 +43,22 @@ SCSQL statements (end each with ';'; keywords in any case):
   create function NAME(TYPE NAME, ...) -> TYPE as select ...;
   set NAME = VALUE;           a driver setting for the queries that follow
 Types: integer, real, string, sp, stream, array, object, bag of TYPE.
-Stream processes: sp(QUERY [, CLUSTER [, ALLOCATION]]), spv(BAG [, CLUSTER [, ALLOCATION]]),
-  extract(SP), merge(BAG or {SP, ...}); allocations: a node number, urr(CLUSTER), inPset(K),
-  psetrr(). The built-in functions are listed in docs/architecture.md (SCSQL).
 Comments: -- to the end of the line, /* ... */.
-Shell: help; quit; exit; (or Ctrl-D). Ctrl-C drops the statement being typed.
+Shell: help; quit; exit; (or Ctrl-D). Ctrl-C drops the statement being typed; Tab completes
+  keywords and function names.
+Built-in functions ([...] optional; docs/architecture.md says what each does):
 ";
+
+/// `help;`'s text: [`HELP`] and the signature of every built-in.
+fn help() -> String {
+    let mut text = HELP.to_owned();
+    for builtin in functions::all() {
+        text.push_str("  ");
+        text.push_str(&builtin.signature());
+        text.push('\n');
+    }
+    text
+}
 
 /// Reads statements until `quit;`, `exit;` or the end of the input, calling `run` with the text
 /// of each as it is completed; an error `run` returns is printed and the shell goes on. An
@@ -152,7 +164,7 @@ fn drive(
         let text = std::mem::take(&mut pending);
         match entered(&text) {
             Entered::Quit => return Ok(()),
-            Entered::Help => out.write_all(HELP.as_bytes())?,
+            Entered::Help => out.write_all(help().as_bytes())?,
             Entered::Nothing => {}
             Entered::Statements => {
                 if let Err(error) = run(&text) {
@@ -253,8 +265,59 @@ impl Validator for StatementHelper {
     }
 }
 
+/// The type names a declaration may use (besides `bag of`).
+const TYPE_NAMES: [&str; 8] = [
+    "integer",
+    "real",
+    "string",
+    "charstring",
+    "sp",
+    "stream",
+    "array",
+    "object",
+];
+
+/// The words Tab completes `prefix` to (ignoring case): keywords, type names, built-in
+/// functions and the shell's words, sorted.
+fn completions(prefix: &str) -> Vec<String> {
+    let mut words: Vec<String> = Keyword::ALL
+        .iter()
+        .map(|keyword| keyword.text())
+        .chain(TYPE_NAMES)
+        .chain(functions::names())
+        .chain(["help", "quit", "exit"])
+        .filter(|word| {
+            word.len() >= prefix.len()
+                && word.is_char_boundary(prefix.len())
+                && word[..prefix.len()].eq_ignore_ascii_case(prefix)
+        })
+        .map(String::from)
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
 impl Completer for StatementHelper {
     type Candidate = String;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        let before = &line[..pos];
+        let start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |at| at + 1);
+        let prefix = &before[start..];
+        Ok(if prefix.is_empty() {
+            (pos, Vec::new())
+        } else {
+            (start, completions(prefix))
+        })
+    }
 }
 
 impl Hinter for StatementHelper {
@@ -342,13 +405,27 @@ mod tests {
     }
 
     #[test]
-    fn help_lists_the_statements() {
+    fn help_lists_the_statements_and_the_built_ins() {
         let (given, out, _) = shell(&["help;"]);
         assert!(given.is_empty());
         assert!(
             out.contains("create function") && out.contains("quit"),
             "{out}"
         );
+        assert!(
+            out.contains("\n  gen_array(integer bytes, integer count) -> "),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn tab_completes_keywords_types_and_functions() {
+        assert_eq!(completions("SEL"), ["select"]);
+        assert_eq!(completions("ex"), ["exit", "extract"]);
+        assert_eq!(completions("inp"), ["inPset"]);
+        assert_eq!(completions("s"), completions("S"));
+        assert!(completions("s").contains(&"sp".to_owned()));
+        assert!(completions("é").is_empty());
     }
 
     #[test]
