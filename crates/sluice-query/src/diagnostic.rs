@@ -97,14 +97,28 @@ impl Diagnostic {
     }
 }
 
+/// What ends a line, as `ariadne` draws the text (`\r\n` counts as one).
+const LINE_ENDS: [char; 7] = ['\n', '\r', '\x0B', '\x0C', '\u{85}', '\u{2028}', '\u{2029}'];
+
 /// The line and column (from 1, in characters) of the byte `offset` of `text` (an offset past
-/// the end counts as the end, one inside a character as that character).
+/// the end counts as the end, one inside a character as that character). Lines end as in the
+/// rendering: at `\n`, `\r\n`, a lone `\r` and the other Unicode line ends.
 pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = floor_char_boundary(text, offset);
-    let before = &text[..offset];
-    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
-    let line = before.matches('\n').count() + 1;
-    (line, before[line_start..].chars().count() + 1)
+    let (mut line, mut column) = (1, 1);
+    let mut chars = text[..offset].chars().peekable();
+    while let Some(c) = chars.next() {
+        if LINE_ENDS.contains(&c) {
+            if c == '\r' {
+                chars.next_if_eq(&'\n');
+            }
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    (line, column)
 }
 
 /// The largest character boundary of `text` at or before `offset` (at most its length).
@@ -140,6 +154,11 @@ mod tests {
         // Inside '€', and past the end.
         assert_eq!(line_column(text, "ab\né".len() + 1), (2, 2));
         assert_eq!(line_column(text, 100), (3, 1));
+        // As ariadne counts lines: `\r\n` is one line end, a lone `\r` another.
+        assert_eq!(line_column("a\r\nb\rc", 3), (2, 1));
+        assert_eq!(line_column("a\r\nb\rc", 5), (3, 1));
+        let rendered = Diagnostic::new("m", 5..6).render("t", "a\r\nb\rc");
+        assert!(rendered.contains("t:3:1"), "{rendered}");
     }
 
     #[test]

@@ -49,7 +49,8 @@ pub enum Keyword {
 }
 
 impl Keyword {
-    const ALL: [Keyword; 11] = [
+    /// Every keyword.
+    pub const ALL: [Keyword; 11] = [
         Keyword::Select,
         Keyword::From,
         Keyword::Where,

@@ -36,6 +36,10 @@
 //! a bad argument list, parenthesised expression or set by skipping to its closing bracket, so
 //! one text reports the errors of all its statements; a statement with a lexical error (an
 //! unknown character, an unterminated string) reports only that.
+//!
+//! A statement may have at most [`MAX_DEPTH`] levels of nesting, counting each open bracket,
+//! `select` and operator as one (so also at most that many operators): deeper trees would
+//! exhaust the stack of the stages that walk them.
 
 use chumsky::input::ValueInput;
 use chumsky::prelude::*;
@@ -69,6 +73,20 @@ pub fn parse(text: &str) -> Result<Vec<Statement>, Vec<Diagnostic>> {
         if lexically_bad || chunk.len() == 1 && *last_token == Token::Semicolon {
             continue;
         }
+        if let Some(span) = too_deep(chunk) {
+            diagnostics.push(
+                Diagnostic::new(
+                    format!("statement nested too deeply (more than {MAX_DEPTH} levels)"),
+                    lexer::range(span),
+                )
+                .with_label("here")
+                .with_help(
+                    "brackets, operators and selects nest; split the statement, \
+                     or give parts of it a name with `create function`",
+                ),
+            );
+            continue;
+        }
         let ends_with_semicolon = *last_token == Token::Semicolon;
         // An unexpected end is right after the statement's last token (the end of the text but
         // for the spaces and comments after it).
@@ -90,6 +108,31 @@ pub fn parse(text: &str) -> Result<Vec<Statement>, Vec<Diagnostic>> {
         diagnostics.sort_by_key(|diagnostic| diagnostic.span.start);
         Err(diagnostics)
     }
+}
+
+/// The most levels a statement's tree may have (counted as below), so that no stage that walks
+/// it recursively (the parser, a checker, dropping it) runs out of stack.
+pub const MAX_DEPTH: usize = 256;
+
+/// The token at which the statement's tree could exceed [`MAX_DEPTH`] levels, if any. Each
+/// level of the tree comes from an open bracket, a `select`, a `-` or another operator, so
+/// their count (the brackets counted as deep as they are open) bounds its depth.
+fn too_deep(statement: &[lexer::Spanned]) -> Option<SimpleSpan> {
+    let mut open = 0usize;
+    let mut nesting_tokens = 0usize;
+    for (token, span) in statement {
+        match token {
+            Token::LParen | Token::LBrace => open += 1,
+            Token::RParen | Token::RBrace => open = open.saturating_sub(1),
+            Token::Keyword(Keyword::Select) => nesting_tokens += 1,
+            token if token.is_operator() => nesting_tokens += 1,
+            _ => {}
+        }
+        if open + nesting_tokens > MAX_DEPTH {
+            return Some(*span);
+        }
+    }
+    None
 }
 
 /// A diagnostic for a lexer error.
@@ -449,7 +492,7 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The paper's queries (crates/sluice/tests/queries), by name.
@@ -629,6 +672,24 @@ mod tests {
     }
 
     #[test]
+    fn a_parse_error_renders_with_its_line_column_and_caret() {
+        let text = "select extract(b)\nfrom sp a, sp b\n\
+                    where b=sp(streamof(count(extract(a)))\n    'bg',0) and\n\
+                    a=sp(gen_array(3000000,100),'bg',1);\n";
+        let diagnostics = parse(text).expect_err("the paper's typo");
+        assert_eq!(
+            diagnostics[0].render("p2p.scsql", text),
+            "Error: unexpected string \"bg\"\n\
+             \x20  ,-[ p2p.scsql:4:5 ]\n\
+             \x20  |\n\
+             \x204 |     'bg',0) and\n\
+             \x20  |     ^^|^\n\
+             \x20  |       `--- expected an operator, ',' or ')'\n\
+             ---'\n"
+        );
+    }
+
+    #[test]
     fn an_unexpected_end_is_at_the_end_of_the_text() {
         assert_eq!(
             errors("select 1 +"),
@@ -659,6 +720,21 @@ mod tests {
                 "26..30: unterminated string: no closing ' [here]",
             ]
         );
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = format!("select {}1{};", "(".repeat(300), ")".repeat(300));
+        let long = format!("select 1{};", "+1".repeat(1000));
+        // Spaced, as `--` starts a comment.
+        let negated = format!("select {}1;", "- ".repeat(1000));
+        for text in [&deep, &long, &negated] {
+            let diagnostics = parse(text).expect_err("too deep");
+            assert_eq!(diagnostics.len(), 1);
+            assert!(diagnostics[0].message.contains("nested too deeply"));
+        }
+        let fine = format!("select {}1{}", "(".repeat(100), ")".repeat(100));
+        assert!(parse(&fine).is_ok());
     }
 
     #[test]
@@ -717,7 +793,7 @@ mod tests {
                 "create radix2(string s) -> stream as [select radixcombine(merge({a, b})) \
                  from sp a, sp b, sp c where a = sp(fft(odd(extract(c)))) \
                  and b = sp(fft(even(extract(c)))) and c = sp(receiver(s))]",
-                "radix2(\"signal\")"
+                "radix2(\"sine:8:4\")"
             ]
         );
         assert_eq!(
@@ -731,7 +807,7 @@ mod tests {
             ["[select extract(c) from sp a, sp b, sp c \
               where c = sp(count(merge({a, b})), \"bg\", 0) \
               and a = sp(gen_array(3000000, 100), \"bg\", 1) \
-              and b = sp(gen_array(3000000, 100), \"bg\", 2)]"]
+              and b = sp(gen_array(3000000, 100), \"bg\", 1)]"]
         );
         let back_end = |allocation: &str| {
             format!(

@@ -23,8 +23,10 @@ pub enum Value {
     Array(Vec<f64>),
     /// A one-dimensional array of complex numbers, `(re, im)` (what `fft` gives).
     Complex(Vec<(f64, f64)>),
-    /// An array of bytes (what `gen_array(bytes, count)` gives).
-    Bytes(Vec<u8>),
+    /// An array of bytes (what `gen_array(bytes, count)` gives), encoded as one run of bytes
+    /// (a `gen_array` element is megabytes: element by element, postcard's encoding took
+    /// most of a stream process's time).
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
     /// A bag: a finite collection, in the order it was made.
     Bag(Vec<Value>),
     /// A handle to a stream process.
@@ -43,6 +45,71 @@ impl Value {
             Value::Bytes(_) => "byte array",
             Value::Bag(_) => "bag",
             Value::Sp(_) => "sp",
+        }
+    }
+}
+
+// A value travels between stream processes as a normal (postcard-encoded) tuple.
+sluice_types::normal_tuple!(Value);
+
+impl Value {
+    /// The bytes of data it holds: an array's elements (8 bytes a real, 16 a complex, 1 a
+    /// byte), a string's bytes, 8 for a number or a handle, a bag's elements summed. What
+    /// `sluice query` counts as moved between stream processes (the paper's bandwidth is in
+    /// array bytes); the encoding adds a length prefix or two.
+    pub fn payload_bytes(&self) -> u64 {
+        let len = |n: usize, each: u64| n as u64 * each;
+        match self {
+            Value::Integer(_) | Value::Real(_) | Value::Sp(_) => 8,
+            Value::String(s) => len(s.len(), 1),
+            Value::Array(a) => len(a.len(), 8),
+            Value::Complex(c) => len(c.len(), 16),
+            Value::Bytes(b) => len(b.len(), 1),
+            Value::Bag(items) => items.iter().map(Value::payload_bytes).sum(),
+        }
+    }
+}
+
+/// A real as `sluice query` prints it: the shortest text that reads back as the same number,
+/// always with a point or an exponent (`2.0`, `1.1e-17`, not seventeen zeros).
+fn real(f: &mut std::fmt::Formatter<'_>, x: f64) -> std::fmt::Result {
+    write!(f, "{x:?}")
+}
+
+/// How `sluice query` prints a value: numbers and strings as they are, arrays and bags in
+/// brackets and braces, a complex number as `re+imi`, a byte array by its size (a
+/// `gen_array` element is megabytes), a stream process handle as `sp<N>`.
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fn list<T>(
+            f: &mut std::fmt::Formatter<'_>,
+            (open, close): (&str, &str),
+            items: &[T],
+            each: impl Fn(&mut std::fmt::Formatter<'_>, &T) -> std::fmt::Result,
+        ) -> std::fmt::Result {
+            f.write_str(open)?;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                each(f, item)?;
+            }
+            f.write_str(close)
+        }
+        match self {
+            Value::Integer(n) => write!(f, "{n}"),
+            Value::Real(x) => real(f, *x),
+            Value::String(s) => f.write_str(s),
+            Value::Array(a) => list(f, ("[", "]"), a, |f, x| real(f, *x)),
+            Value::Complex(c) => list(f, ("[", "]"), c, |f, (re, im)| {
+                real(f, *re)?;
+                f.write_str(if im.is_sign_negative() { "-" } else { "+" })?;
+                real(f, im.abs())?;
+                f.write_str("i")
+            }),
+            Value::Bytes(b) => write!(f, "<{} bytes>", b.len()),
+            Value::Bag(items) => list(f, ("{", "}"), items, |f, v| write!(f, "{v}")),
+            Value::Sp(id) => write!(f, "sp{id}"),
         }
     }
 }

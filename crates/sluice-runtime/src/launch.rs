@@ -264,9 +264,11 @@ pub(crate) fn start(
         _dir: dir,
     };
     let spawned = match spawner {
-        Spawner::Direct => spawn_each(plan, &exe, &environment, &mut children),
-        Spawner::Mpi => crate::mpi::spawn_mpirun(plan, &exe, &environment, children._dir.path())
-            .map(|mpirun| children.mpirun = Some(mpirun)),
+        Spawner::Direct => spawn_each(plan, &exe, options, &environment, &mut children),
+        Spawner::Mpi => {
+            crate::mpi::spawn_mpirun(plan, &exe, options, &environment, children._dir.path())
+                .map(|mpirun| children.mpirun = Some(mpirun))
+        }
     };
     if let Err(error) = spawned {
         children.kill_all();
@@ -313,6 +315,7 @@ pub(crate) fn start(
 fn spawn_each(
     plan: &PhysicalPlan,
     exe: &std::path::Path,
+    options: &RunOptions,
     environment: &PeEnvironment,
     children: &mut Children,
 ) -> Result<(), RunError> {
@@ -342,11 +345,20 @@ fn spawn_each(
                 (command, Some(format!("{}\n", environment.secret)))
             }
         };
-        command.args(std::env::args_os().skip(1));
+        command.args(pe_args(options));
         let child = spawn_logged(command, &pe.name, stdin.as_deref())?;
         children.pes[pe.id].process = Some(child);
     }
     Ok(())
+}
+
+/// The arguments a PE's process gets after the program: [`RunOptions::pe_args`], else this
+/// process's own.
+pub(crate) fn pe_args(options: &RunOptions) -> Vec<OsString> {
+    match options.pe_args {
+        Some(args) => args.to_vec(),
+        None => std::env::args_os().skip(1).collect(),
+    }
 }
 
 /// `KEY=VALUE`, the way `env` and `mpirun -x` take a variable on the command line.

@@ -104,6 +104,12 @@ pub struct RunOptions {
     /// Whether the threads publish live metrics ([`metrics`], [`RunningJob::metrics`]); on
     /// by default.
     pub metrics: bool,
+    /// The arguments each PE's process is started with (after the program), when not this
+    /// process's own: a program whose command line does not rebuild the graph (the query
+    /// shell, where the statement was typed, not given) passes what does. The slice lives as
+    /// long as the program (`Box::leak` it: a few hundred bytes per job), which keeps the
+    /// options `Copy`.
+    pub pe_args: Option<&'static [std::ffi::OsString]>,
 }
 
 /// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
@@ -127,6 +133,7 @@ impl Default for RunOptions {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             start_timeout: DEFAULT_START_TIMEOUT,
             metrics: true,
+            pe_args: None,
         }
     }
 }

@@ -16,20 +16,21 @@ use std::time::{Duration, Instant};
 
 use sluice_plan::PhysicalPlan;
 
-use crate::launch::{assignment, spawn_logged, PeEnvironment};
+use crate::launch::{assignment, pe_args, spawn_logged, PeEnvironment};
 use crate::pe::ENV_SECRET;
-use crate::RunError;
+use crate::{RunError, RunOptions};
 
 /// The MPI hostfile's name in the job's private directory.
 pub(crate) const HOSTFILE: &str = "hostfile";
 /// How long `mpirun` gets to take its ranks down after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
-/// Starts `mpirun` with one rank per PE of `plan`, each running `exe` with this process's
-/// arguments and `environment`.
+/// Starts `mpirun` with one rank per PE of `plan`, each running `exe` with the PEs'
+/// arguments ([`RunOptions::pe_args`]) and `environment`.
 pub(crate) fn spawn_mpirun(
     plan: &PhysicalPlan,
     exe: &Path,
+    options: &RunOptions,
     environment: &PeEnvironment,
     dir: &Path,
 ) -> Result<Child, RunError> {
@@ -67,7 +68,7 @@ pub(crate) fn spawn_mpirun(
             command.arg("-x").arg(assignment(key, value));
         }
         command.args(["-x", ENV_SECRET]);
-        command.arg(exe).args(std::env::args_os().skip(1));
+        command.arg(exe).args(pe_args(options));
     }
     spawn_logged(command, "mpirun", None).map_err(|e| match e {
         RunError::Launch(m) => RunError::Launch(format!(

@@ -156,7 +156,7 @@ pub use admission::{
     HANDSHAKE_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_ADDRESS, MAX_WARNED_ADDRESSES,
     WARNINGS_PER_ADDRESS,
 };
-pub use params::{BatchProfile, TcpParams};
+pub use params::{BatchProfile, TcpParams, MIN_SOCKET_BUFFER};
 pub use receiver::{bind_receiver, TcpReceiver, MAX_SENDERS};
 pub use secret::{InvalidSecret, JobSecret, SECRET_LEN};
 pub use sender::{connect_sender, TcpSender, CONNECT_PATIENCE, DROP_DRAIN};

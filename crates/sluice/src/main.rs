@@ -15,7 +15,9 @@ mod plan;
 mod plan_choice;
 mod progress;
 mod prometheus;
+mod query;
 mod run;
+mod shell;
 mod stdout;
 mod top;
 mod ui;
@@ -38,6 +40,8 @@ enum Command {
     Plan(plan::PlanArgs),
     /// List the built-in applications.
     Apps,
+    /// Run SCSQL queries: continuous queries whose stream processes run as a job.
+    Query(query::QueryArgs),
     /// Measure a transport: throughput or latency, beside a baseline measured in the same run.
     Bench(sluice_bench::BenchArgs),
     /// Send, record or print the synthetic OPRA-style options feed.
@@ -81,6 +85,7 @@ fn main() {
         Command::Run(args) => run::run(args),
         Command::Plan(args) => plan::plan(args),
         Command::Apps => apps::list(),
+        Command::Query(args) => query::query(args),
         Command::Bench(args) => sluice_bench::main(args),
         Command::Feed(args) => feed::feed(args),
         Command::Config(ConfigCommand::Show(_)) => config::show(&effective),

@@ -1,0 +1,235 @@
+//! `sluice query` running real queries whose stream processes are PEs (processes) of a job:
+//! the paper's point-to-point and merge queries and Queries 1-6 with small arrays, `--limit`
+//! on a long query, `--explain`, the threaded transport, the radix2 FFT against a direct FFT,
+//! and an allocation naming no node. Each leaves no process and no shared segment behind.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{sluice, stderr, stdout};
+
+/// The paper's queries, in `tests/queries`.
+fn paper(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/queries")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The shared segments the query jobs of the `sluice` process `pid` left on this host (a
+/// job's id is `scsql-<pid>-<n>`, escaped in segment names).
+fn segments_left_by(pid: u32) -> Vec<String> {
+    let prefix = format!("sluice-scsql_2d{pid}_2d");
+    let Ok(entries) = std::fs::read_dir("/dev/shm") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&prefix))
+        .collect()
+}
+
+/// Runs `sluice query ARGS -e TEXT`, checks that it succeeded and left no shared segment.
+fn query(args: &[&str], text: &str) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("query")
+        .args(args)
+        .args(["-e", text])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    let pid = child.id();
+    let output = child.wait_with_output().expect("sluice ends");
+    assert!(
+        output.status.success(),
+        "sluice query {args:?} -e {text} failed:\n{}",
+        stderr(&output)
+    );
+    assert_eq!(segments_left_by(pid), Vec::<String>::new());
+    output
+}
+
+#[test]
+fn point_to_point_counts_the_arrays_and_reports_the_bandwidth() {
+    let text =
+        paper("paper_p2p_bandwidth.scsql").replace("gen_array(3000000,100)", "gen_array(1000,100)");
+    let output = query(&[], &text);
+    assert_eq!(stdout(&output), "100\n");
+    let err = stderr(&output);
+    assert!(
+        err.contains("query: 101 element(s), 0.1 MB between stream processes in"),
+        "{err}"
+    );
+    assert!(err.contains("MB/s"), "{err}");
+}
+
+#[test]
+fn a_merge_counts_both_streams() {
+    let text = "select extract(c) from sp a, sp b, sp c \
+                where c=sp(count(merge({a,b})), 'bg', 0) \
+                and a=sp(gen_array(1000,10), 'bg', 1) \
+                and b=sp(gen_array(1000,10), 'bg', 1);";
+    assert_eq!(stdout(&query(&[], text)), "20\n");
+}
+
+#[test]
+fn queries_1_to_6_count_every_array_of_the_back_end() {
+    for i in 1..=6 {
+        let text = paper(&format!("paper_query{i}.scsql"))
+            .replace("n=4", "n=2")
+            .replace("gen_array(3000000,100)", "gen_array(1000,10)");
+        assert_eq!(stdout(&query(&[], &text)), "20\n", "query {i}");
+    }
+}
+
+#[test]
+fn the_threaded_transport_runs_every_stream_process_in_one_process() {
+    let text = "select extract(b) from sp a, sp b \
+                where b=sp(streamof(count(extract(a)))) and a=sp(gen_array(100,10));";
+    let explained = query(&["--set", "transport=threaded", "--explain"], text);
+    let plan = stdout(&explained);
+    assert!(plan.contains("PE main"), "{plan}");
+    assert!(plan.contains("sp0 -> sp1  threaded"), "{plan}");
+    assert_eq!(
+        stdout(&query(&["--set", "transport=threaded"], text)),
+        "10\n"
+    );
+}
+
+#[test]
+fn buffer_settings_pin_a_ring_of_one_or_two_buffers() {
+    let text = "select extract(b) from sp a, sp b \
+                where b=sp(count(extract(a))) and a=sp(gen_array(1000,10));";
+    for (double, slots) in [("off", 1), ("on", 2)] {
+        let double = format!("double_buffering={double}");
+        let plan = stdout(&query(
+            &["--set", "buffer=100", "--set", &double, "--explain"],
+            text,
+        ));
+        let edge = format!("sp0 -> sp1  shm-vega(slot_bytes=100, slots={slots})");
+        assert!(plan.contains(&edge), "{plan}");
+        assert_eq!(
+            stdout(&query(&["--set", "buffer=100", "--set", &double], text)),
+            "10\n"
+        );
+    }
+}
+
+#[test]
+fn explain_shows_the_stream_processes_their_nodes_and_the_edges() {
+    let text = paper("paper_p2p_bandwidth.scsql");
+    let plan = stdout(&query(&["--explain"], &text));
+    let expected = [
+        "stream processes (2):",
+        "sp0    gen_array(3000000, 100)",
+        "cluster 'bg' node 1 (localhost core 1), PE sp0",
+        "sp1    streamof(count(extract(sp0)))",
+        "cluster 'bg' node 0 (localhost core 0), PE sp1",
+        "client extract(sp1)",
+        "sp0 -> sp1  shm-osr",
+        "sp1 -> client  shm-osr",
+    ];
+    for line in expected {
+        assert!(plan.contains(line), "no '{line}' in:\n{plan}");
+    }
+}
+
+#[test]
+fn limit_stops_a_long_query_and_removes_everything() {
+    let text = "select extract(b) from sp a, sp b \
+                where b=sp(extract(a)) and a=sp(iota(1, 1000000000));";
+    let output = query(&["--limit", "3"], text);
+    assert_eq!(stdout(&output), "1\n2\n3\n");
+}
+
+#[test]
+fn radix2_gives_the_direct_fft() {
+    // The file's function definition, without its query.
+    let file = paper("paper_radix2.scsql");
+    let radix2 = &file[..file.find("radix2(\"").expect("the file's query")];
+    let parallel = query(&[], &format!("{radix2} radix2('sine:16:3');"));
+    let direct = query(&[], "fft(receiver('sine:16:3'));");
+    // Each line is an array of complex numbers `[re+imi, re-imi, ...]`.
+    let numbers = |output: &Output| -> Vec<f64> {
+        let mut parts = Vec::new();
+        for line in stdout(output).lines() {
+            for number in line.trim_matches(['[', ']']).split(", ") {
+                let number = number.trim_end_matches('i');
+                let split = (1..number.len())
+                    .rev()
+                    .find(|&i| matches!(&number[i..=i], "+" | "-") && &number[i - 1..i] != "e")
+                    .unwrap_or_else(|| panic!("not a complex number: {number}"));
+                parts.push(number[..split].parse().unwrap());
+                parts.push(number[split..].parse().unwrap());
+            }
+        }
+        parts
+    };
+    let (parallel, direct) = (numbers(&parallel), numbers(&direct));
+    assert_eq!(parallel.len(), direct.len());
+    assert!(!direct.is_empty());
+    for (p, d) in parallel.iter().zip(&direct) {
+        assert!((p - d).abs() < 1e-9, "{p} vs {d}");
+    }
+}
+
+#[test]
+fn an_allocation_naming_no_node_fails_before_anything_starts() {
+    let output = sluice(&[
+        "query",
+        "-e",
+        "select extract(a) from sp a where a=sp(gen_array(10,1), 'bg', 99);",
+    ]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(
+        err.contains("node 99 is not available: cluster 'bg' has nodes 0.."),
+        "{err}"
+    );
+    assert!(err.contains("-e:1:63"), "{err}");
+    assert!(err.contains("no available node"), "{err}");
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn the_shell_gives_each_job_the_functions_defined_before_it() {
+    let mut shell = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("query")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    let statements = "create function counted(integer n) -> stream as\n\
+                      select extract(b) from sp a, sp b\n\
+                      where b = sp(count(extract(a))) and a = sp(gen_array(10, n));\n\
+                      counted(3);\n\
+                      counted(5);\n";
+    shell
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(statements.as_bytes())
+        .unwrap();
+    let output = shell.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "3\n5\n");
+}
+
+#[test]
+fn set_statements_reach_every_pe_of_the_queries_after_them() {
+    let text = "set buffer = 1000; set double_buffering = on;\n\
+                select extract(b) from sp a, sp b \
+                where b=sp(count(extract(a))) and a=sp(gen_array(3000,7));";
+    let plan = stdout(&query(&["--explain"], text));
+    assert!(
+        plan.contains("sp1 -> client  shm-vega(slot_bytes=1000, slots=2)"),
+        "{plan}"
+    );
+    assert_eq!(stdout(&query(&[], text)), "7\n");
+}
