@@ -807,7 +807,7 @@ pub(crate) mod tests {
             ["[select extract(c) from sp a, sp b, sp c \
               where c = sp(count(merge({a, b})), \"bg\", 0) \
               and a = sp(gen_array(3000000, 100), \"bg\", 1) \
-              and b = sp(gen_array(3000000, 100), \"bg\", 2)]"]
+              and b = sp(gen_array(3000000, 100), \"bg\", 1)]"]
         );
         let back_end = |allocation: &str| {
             format!(

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sluice_plan::HostsFile;
@@ -49,6 +49,17 @@ pub struct QueryOptions {
     pub client: Option<PathBuf>,
     /// Called after each job with what moved between its stream processes.
     pub on_transfer: Option<TransferReport>,
+    /// Interrupts (Ctrl-C) so far, counted by the caller: one during a query stops it (a
+    /// job's sources stop and what is in flight drains), a second aborts its job.
+    pub interrupts: Option<Arc<AtomicUsize>>,
+}
+
+/// How many interrupts `options` has seen so far.
+fn interrupts(options: &QueryOptions) -> usize {
+    options
+        .interrupts
+        .as_ref()
+        .map_or(0, |count| count.load(Ordering::Relaxed))
 }
 
 /// Called with what each job moved ([`QueryOptions::on_transfer`]).
@@ -132,6 +143,8 @@ impl std::fmt::Display for QueryError {
 #[derive(Default)]
 pub struct Session {
     functions: BTreeMap<String, FunctionDef>,
+    /// The same functions, typed, for the checker.
+    checked: crate::check::Functions,
     /// The `set` statements run so far, in order.
     sets: Vec<(String, String)>,
     /// The `create function` and `set` statements run so far, as text.
@@ -179,14 +192,25 @@ impl Session {
         options: &QueryOptions,
         out: &mut dyn FnMut(&Value),
     ) -> Result<(), QueryError> {
-        let problem = |d: Diagnostic| QueryError::Text {
+        let problems = |diagnostics: Vec<Diagnostic>| QueryError::Text {
             source_name: source_name.to_string(),
             text: text.to_string(),
-            diagnostics: vec![d],
+            diagnostics,
         };
+        let problem = |d: Diagnostic| problems(vec![d]);
+        let before = interrupts(options);
         for statement in statements {
+            if interrupts(options) != before {
+                return Err(QueryError::Run(
+                    "interrupted: the statements after the stopped query were not run".into(),
+                ));
+            }
+            if let Statement::Query(_) = statement {
+                crate::check::check(statement, &self.checked).map_err(problems)?;
+            }
             match statement {
                 Statement::CreateFunction(def) => {
+                    self.checked.define(def).map_err(problems)?;
                     self.functions
                         .insert(def.name.name.to_lowercase(), def.clone());
                     self.remember(text, &def.span);
@@ -291,12 +315,13 @@ impl Session {
     ) -> Result<(), QueryError> {
         let limit = options.limit.unwrap_or(u64::MAX);
         let mut given = 0u64;
+        let before = interrupts(options);
         let mut each = |v: Value| {
             if given < limit {
                 given += 1;
                 out(&v);
             }
-            given < limit
+            given < limit && interrupts(options) == before
         };
         match bound.result {
             QueryResult::Values(values) => {
@@ -386,6 +411,9 @@ impl Job<'_> {
         };
         let stop = StopHandle::new();
         let done = Arc::new(AtomicBool::new(false));
+        if let Some(count) = &options.interrupts {
+            watch_interrupts(count.clone(), stop.clone(), done.clone());
+        }
         let waiter = {
             let (stop, done) = (stop.clone(), done.clone());
             std::thread::spawn(move || {
@@ -440,6 +468,29 @@ impl Job<'_> {
         Ok(())
     }
 }
+
+/// Stops the job on the first interrupt after now and aborts it on the second, until `done`.
+fn watch_interrupts(count: Arc<AtomicUsize>, stop: StopHandle, done: Arc<AtomicBool>) {
+    let before = count.load(Ordering::Relaxed);
+    std::thread::spawn(move || {
+        let mut stopped = false;
+        while !done.load(Ordering::Acquire) {
+            let seen = count.load(Ordering::Relaxed) - before;
+            if seen >= 2 {
+                stop.abort();
+                return;
+            }
+            if seen == 1 && !stopped {
+                stopped = true;
+                stop.stop();
+            }
+            std::thread::sleep(INTERRUPT_POLL);
+        }
+    });
+}
+
+/// How often a running job's watcher looks at the interrupt count.
+const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The plan of a bound query, as text.
 fn explain(

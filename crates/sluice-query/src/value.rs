@@ -23,8 +23,10 @@ pub enum Value {
     Array(Vec<f64>),
     /// A one-dimensional array of complex numbers, `(re, im)` (what `fft` gives).
     Complex(Vec<(f64, f64)>),
-    /// An array of bytes (what `gen_array(bytes, count)` gives).
-    Bytes(Vec<u8>),
+    /// An array of bytes (what `gen_array(bytes, count)` gives), encoded as one run of bytes
+    /// (a `gen_array` element is megabytes: element by element, postcard's encoding took
+    /// most of a stream process's time).
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
     /// A bag: a finite collection, in the order it was made.
     Bag(Vec<Value>),
     /// A handle to a stream process.

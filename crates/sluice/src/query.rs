@@ -1,6 +1,6 @@
-//! `sluice query`: runs SCSQL statements (`-e TEXT`, a file, or with neither the shell of
-//! [`crate::shell`], on a terminal or on piped standard input) and prints each result of each
-//! query on a line of its own, as it arrives.
+//! `sluice query`: runs SCSQL statements (`-e TEXT`, a file, or those typed or piped into the
+//! shell, [`crate::shell`]) and prints each result of each query on a line of its own, as it
+//! arrives.
 //!
 //! A query whose stream processes run as a job prints, on standard error after its results,
 //! what moved between its stream processes: `query: 100 element(s), 300.0 MB between stream
@@ -9,14 +9,20 @@
 //! each query instead of running it; `--limit N` stops each query after N results (its
 //! sources stop, what is in flight drains, every process and segment is removed).
 //!
+//! Ctrl-C (or SIGTERM) during a query stops it: a job's sources stop and what is in flight
+//! drains; a second aborts the job (its PEs killed, its segments removed). The statements
+//! after it are not run (the shell reads the next one).
+//!
 //! Each PE of a query's job is this program again: `sluice query [--set ..] [--hosts ..]
 //! --client SOCKET --execute=TEXT`, where TEXT is the session's function definitions and settings
 //! followed by the query, so a PE rebuilds the job's graph whatever the launching process was
 //! given (a file, standard input).
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
@@ -29,8 +35,9 @@ use crate::stdout::tell;
 /// Arguments of `sluice query`.
 #[derive(Args, Debug)]
 pub(crate) struct QueryArgs {
-    /// A file of SCSQL statements (with neither it nor -e, the shell: statements typed, or
-    /// piped into standard input, run one by one).
+    /// A file of SCSQL statements. With neither it nor -e, the shell: statements are read
+    /// from the terminal (with line editing and history) or from standard input, and each
+    /// runs as it is completed.
     file: Option<PathBuf>,
     /// The statements to run.
     #[arg(
@@ -75,42 +82,47 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot read {}", path.display()))?,
         ),
         (None, None) => {
-            // The shell: each statement runs as it is completed; an error is printed and the
-            // shell goes on.
-            let source_name = if std::io::stdin().is_terminal() {
-                "<shell>"
-            } else {
-                "<stdin>"
-            };
-            return crate::shell::run_shell(|statement| {
-                execute(&mut session, source_name, statement, &options, args.explain)
-            });
+            return crate::shell::run_shell(|text| {
+                statements(&mut session, "<shell>", text, &options, args.explain)
+                    .map_err(anyhow::Error::from)
+            })
         }
     };
-    execute(&mut session, &source_name, &text, &options, args.explain).map_err(|error| {
-        match error.downcast::<QueryError>() {
-            Ok(error) => refuse(error),
-            Err(error) => error,
+    statements(&mut session, &source_name, &text, &options, args.explain).map_err(|error| {
+        if let Failure::Query(QueryError::Text { .. }) = &error {
+            // Its rendering says `Error:` itself: printed as it is, not after main's `error:`.
+            tell(format_args!("{error}"));
+            std::process::exit(1);
         }
+        error.into()
     })
 }
 
-/// Runs the statements of `text` in `session`, printing each result as it arrives, or with
-/// `explain` prints their plan.
-fn execute(
+/// Why statements failed: the query, or writing its results.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error(transparent)]
+    Write(#[from] std::io::Error),
+}
+
+/// Runs (or, with `explain`, explains) the statements of `text` in `session`, printing each
+/// result on a line of standard output.
+fn statements(
     session: &mut Session,
     source_name: &str,
     text: &str,
     options: &QueryOptions,
     explain: bool,
-) -> anyhow::Result<()> {
+) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
     if explain {
         let plan = session.explain(source_name, text, options)?;
-        write!(std::io::stdout().lock(), "{plan}")?;
+        write!(out, "{plan}")?;
         return Ok(());
     }
     let mut failed_write = None;
-    let mut out = std::io::stdout().lock();
     session.run(source_name, text, options, &mut |value| {
         if failed_write.is_none() {
             failed_write = writeln!(out, "{value}").and_then(|()| out.flush()).err();
@@ -120,16 +132,6 @@ fn execute(
         Some(error) => Err(error.into()),
         None => Ok(()),
     }
-}
-
-/// A query's error for `main` to print; problems in the text are printed here, as their
-/// rendering says `Error:` itself, and the program exits with 1.
-fn refuse(error: QueryError) -> anyhow::Error {
-    if let QueryError::Text { .. } = &error {
-        tell(format_args!("{error}"));
-        std::process::exit(1);
-    }
-    error.into()
 }
 
 /// The session's options from the command line, and the arguments its PEs are started with.
@@ -166,5 +168,21 @@ fn options(args: &QueryArgs) -> anyhow::Result<QueryOptions> {
         pe_args,
         client: args.client.clone(),
         on_transfer: Some(Box::new(|transfer| tell(format_args!("query: {transfer}")))),
+        interrupts: count_interrupts()?,
     })
+}
+
+/// Counts Ctrl-C (and SIGTERM) in the launching process, for the session to stop (then abort)
+/// the running query; a PE keeps the default actions, as its launcher stops it.
+fn count_interrupts() -> anyhow::Result<Option<Arc<AtomicUsize>>> {
+    if sluice_runtime::is_pe_process() {
+        return Ok(None);
+    }
+    let count = Arc::new(AtomicUsize::new(0));
+    let handler = count.clone();
+    ctrlc::set_handler(move || {
+        handler.fetch_add(1, Ordering::Relaxed);
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(Some(count))
 }

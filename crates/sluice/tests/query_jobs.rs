@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -191,4 +192,29 @@ fn an_allocation_naming_no_node_fails_before_anything_starts() {
     assert!(err.contains("-e:1:63"), "{err}");
     assert!(err.contains("no available node"), "{err}");
     assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn the_shell_gives_each_job_the_functions_defined_before_it() {
+    let mut shell = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("query")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    let statements = "create function counted(integer n) -> stream as\n\
+                      select extract(b) from sp a, sp b\n\
+                      where b = sp(count(extract(a))) and a = sp(gen_array(10, n));\n\
+                      counted(3);\n\
+                      counted(5);\n";
+    shell
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(statements.as_bytes())
+        .unwrap();
+    let output = shell.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "3\n5\n");
 }
