@@ -10,15 +10,16 @@
 //!   `\n` and `\t` are escapes, and a quote of the other kind is an ordinary character.
 //! - Comments: `--` to the end of the line, and `/* ... */` (not nested).
 //!
-//! A character that starts no token, an unknown escape, an unterminated string or comment and an
-//! integer too large are errors; the lexer skips what it cannot read and goes on, so one text
-//! reports all of them.
+//! A character that starts no token, an unterminated string or comment and an integer too large
+//! are errors; the lexer skips what it cannot read and goes on, so one text reports all of them
+//! (an unknown escape in a string too).
 
 use std::fmt;
 
 use chumsky::prelude::*;
 
 use crate::ast::Span;
+use crate::diagnostic::Diagnostic;
 
 /// The reserved words of SCSQL. Type names (`integer`, `sp`, `bag`'s `of` aside) are not
 /// reserved: `sp` is both a type and the function that makes a stream process.
@@ -198,15 +199,48 @@ impl fmt::Display for Token {
 /// A token and where it is.
 pub type Spanned = (Token, SimpleSpan);
 
-/// A lexer error, with the chumsky character-level detail still in it.
-pub type LexError<'src> = Rich<'src, char>;
+type Extra<'src> = extra::Err<Rich<'src, char>>;
 
-type Extra<'src> = extra::Err<LexError<'src>>;
+/// What the lexer reads at one place: a token, or a character that starts none.
+#[derive(Debug, Clone)]
+enum Lexeme {
+    Token(Token),
+    Unknown(char),
+}
 
-/// The tokens of `text`, and the errors met on the way (what could not be read is skipped).
-pub fn lex(text: &str) -> (Vec<Spanned>, Vec<LexError<'_>>) {
-    let (tokens, errors) = lexer().parse(text).into_output_errors();
-    (tokens.unwrap_or_default(), errors)
+/// The tokens of `text`, and the errors met on the way, as diagnostics in the order of the
+/// text (what could not be read is skipped).
+pub fn lex(text: &str) -> (Vec<Spanned>, Vec<Diagnostic>) {
+    let (lexemes, errors) = lexer().parse(text).into_output_errors();
+    let mut tokens = Vec::new();
+    let mut diagnostics: Vec<Diagnostic> = errors.iter().map(diagnostic).collect();
+    for (lexeme, span) in lexemes.unwrap_or_default() {
+        match lexeme {
+            Lexeme::Token(token) => tokens.push((token, span)),
+            Lexeme::Unknown(c) => diagnostics.push(
+                Diagnostic::new(format!("unexpected character {c:?}"), range(span))
+                    .with_label("not part of any token")
+                    .with_help(
+                        "SCSQL is made of names, numbers, strings in quotes, \
+                         ( ) { } , ; = and the operators + - * / < <= > >= != <> ->",
+                    ),
+            ),
+        }
+    }
+    diagnostics.sort_by_key(|diagnostic| diagnostic.span.start);
+    (tokens, diagnostics)
+}
+
+/// A diagnostic for an error of the lexer (a literal it refuses, an unterminated string or
+/// comment).
+fn diagnostic(error: &Rich<'_, char>) -> Diagnostic {
+    let span = range(*error.span());
+    match error.reason() {
+        chumsky::error::RichReason::Custom(message) => {
+            Diagnostic::new(message.clone(), span).with_label("here")
+        }
+        reason => Diagnostic::new(reason.to_string(), span).with_label("here"),
+    }
 }
 
 /// Whether `text` ends a statement: its last token is `;` and nothing after it is left open
@@ -214,7 +248,7 @@ pub fn lex(text: &str) -> (Vec<Spanned>, Vec<LexError<'_>>) {
 pub fn ends_statement(text: &str) -> bool {
     let (tokens, errors) = lex(text);
     match tokens.last() {
-        Some((Token::Semicolon, span)) => errors.iter().all(|error| error.span().end <= span.start),
+        Some((Token::Semicolon, span)) => errors.iter().all(|error| error.span.end <= span.start),
         _ => false,
     }
 }
@@ -224,7 +258,7 @@ pub fn range(span: SimpleSpan) -> Span {
     span.start..span.end
 }
 
-fn lexer<'src>() -> impl Parser<'src, &'src str, Vec<Spanned>, Extra<'src>> {
+fn lexer<'src>() -> impl Parser<'src, &'src str, Vec<(Lexeme, SimpleSpan)>, Extra<'src>> {
     let digits = text::digits(10).to_slice();
     let exponent = one_of("eE").then(one_of("+-").or_not()).then(digits);
     let real = digits
@@ -255,6 +289,10 @@ fn lexer<'src>() -> impl Parser<'src, &'src str, Vec<Spanned>, Extra<'src>> {
         just('"'),
         just('n').to('\n'),
         just('t').to('\t'),
+        any().validate(|c: char, e, emitter| {
+            emitter.emit(Rich::custom(e.span(), format!("unknown escape \\{c}")));
+            c
+        }),
     )));
     let quoted = |quote: char| {
         just(quote)
@@ -331,9 +369,10 @@ fn lexer<'src>() -> impl Parser<'src, &'src str, Vec<Spanned>, Extra<'src>> {
 
     skip.ignore_then(
         token
-            .map_with(|token, e| (token, e.span()))
+            .map(Lexeme::Token)
+            .or(any().map(Lexeme::Unknown))
+            .map_with(|lexeme, e| (lexeme, e.span()))
             .then_ignore(skip)
-            .recover_with(skip_then_retry_until(any().ignored(), end()))
             .repeated()
             .collect(),
     )
@@ -392,13 +431,17 @@ mod tests {
 
     #[test]
     fn errors_are_reported_and_skipped() {
-        let (tokens, errors) = lex("a @ b 99999999999999999999 'open");
-        let messages: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-        assert_eq!(errors.len(), 3, "{messages:?}");
-        assert_eq!(errors[0].span().into_range(), 2..3);
+        let (tokens, errors) = lex("a @ b 99999999999999999999 'a\\qb' 'open ]");
+        let messages: Vec<&str> = errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(errors.len(), 4, "{messages:?}");
+        assert_eq!(errors[0].span, 2..3);
         assert!(messages[1].contains("too large"), "{messages:?}");
-        assert!(messages[2].contains("unterminated string"), "{messages:?}");
-        assert_eq!(tokens.len(), 4);
+        assert_eq!(messages[2], "unknown escape \\q");
+        assert!(messages[3].contains("unterminated string"), "{messages:?}");
+        assert_eq!(tokens.len(), 5);
+        // A character that starts no token at the very end of the text.
+        let (tokens, errors) = lex("[1.5e-16, 2]");
+        assert_eq!((tokens.len(), errors.len()), (3, 2));
     }
 
     #[test]

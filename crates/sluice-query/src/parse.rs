@@ -54,7 +54,7 @@ use crate::lexer::{self, Keyword, Token};
 /// Parses the statements of `text`, or returns every error found, in the order of the text.
 pub fn parse(text: &str) -> Result<Vec<Statement>, Vec<Diagnostic>> {
     let (tokens, lex_errors) = lexer::lex(text);
-    let mut diagnostics: Vec<Diagnostic> = lex_errors.iter().map(lexical_diagnostic).collect();
+    let mut diagnostics = lex_errors.clone();
     let mut statements = Vec::new();
     let terminated = statement().then_ignore(just(Token::Semicolon));
     let last = statement();
@@ -68,7 +68,7 @@ pub fn parse(text: &str) -> Result<Vec<Statement>, Vec<Diagnostic>> {
         let end = last_span.end;
         let lexically_bad = lex_errors
             .iter()
-            .any(|error| (previous_end..end).contains(&error.span().start));
+            .any(|error| (previous_end..end).contains(&error.span.start));
         previous_end = end;
         if lexically_bad || chunk.len() == 1 && *last_token == Token::Semicolon {
             continue;
@@ -133,28 +133,6 @@ fn too_deep(statement: &[lexer::Spanned]) -> Option<SimpleSpan> {
         }
     }
     None
-}
-
-/// A diagnostic for a lexer error.
-fn lexical_diagnostic(error: &lexer::LexError<'_>) -> Diagnostic {
-    let span = lexer::range(*error.span());
-    match error.reason() {
-        chumsky::error::RichReason::Custom(message) => {
-            Diagnostic::new(message.clone(), span).with_label("here")
-        }
-        chumsky::error::RichReason::ExpectedFound { found, .. } => match found {
-            Some(found) => {
-                let found = **found;
-                Diagnostic::new(format!("unexpected character {found:?}"), span)
-                    .with_label("not part of any token")
-                    .with_help(
-                        "SCSQL is made of names, numbers, strings in quotes, \
-                         ( ) { } , ; = and the operators + - * / < <= > >= != <> ->",
-                    )
-            }
-            None => Diagnostic::new("unexpected end of input", span).with_label("here"),
-        },
-    }
 }
 
 /// A diagnostic for a parser error: what was found, and at the caret what was expected.

@@ -70,10 +70,30 @@ impl Value {
     }
 }
 
-/// A real as `sluice query` prints it: the shortest text that reads back as the same number,
-/// always with a point or an exponent (`2.0`, `1.1e-17`, not seventeen zeros).
+/// Significant digits a real is printed with: what an FFT's rounding leaves alone, so that
+/// the same query prints the same text on every CPU.
+const PRINTED_DIGITS: usize = 12;
+
+/// A real as `sluice query` prints it: rounded to [`PRINTED_DIGITS`] significant digits, then
+/// the shortest text that reads back as that number, always with a point or an exponent
+/// (`2.0`, `1.1e-17`, `4.0` for 4.000000000000001).
 fn real(f: &mut std::fmt::Formatter<'_>, x: f64) -> std::fmt::Result {
-    write!(f, "{x:?}")
+    let rounded: f64 = format!("{:.*e}", PRINTED_DIGITS - 1, x)
+        .parse()
+        .unwrap_or(x);
+    write!(f, "{rounded:?}")
+}
+
+/// An element of an array whose largest magnitude is `scale`, as printed: what lies below the
+/// printed digits of the largest, or below 1e-12 (floating-point noise, as the 1e-16 an FFT
+/// leaves where a zero belongs), is 0.
+fn in_array(x: f64, scale: f64) -> f64 {
+    let noise = 10f64.powi(-(PRINTED_DIGITS as i32));
+    if x.abs() <= (scale * noise).max(noise) {
+        0.0
+    } else {
+        x
+    }
 }
 
 /// How `sluice query` prints a value: numbers and strings as they are, arrays and bags in
@@ -100,13 +120,22 @@ impl std::fmt::Display for Value {
             Value::Integer(n) => write!(f, "{n}"),
             Value::Real(x) => real(f, *x),
             Value::String(s) => f.write_str(s),
-            Value::Array(a) => list(f, ("[", "]"), a, |f, x| real(f, *x)),
-            Value::Complex(c) => list(f, ("[", "]"), c, |f, (re, im)| {
-                real(f, *re)?;
-                f.write_str(if im.is_sign_negative() { "-" } else { "+" })?;
-                real(f, im.abs())?;
-                f.write_str("i")
-            }),
+            Value::Array(a) => {
+                let scale = a.iter().fold(0.0, |m: f64, x| m.max(x.abs()));
+                list(f, ("[", "]"), a, |f, x| real(f, in_array(*x, scale)))
+            }
+            Value::Complex(c) => {
+                let scale = c
+                    .iter()
+                    .fold(0.0, |m: f64, (re, im)| m.max(re.abs()).max(im.abs()));
+                list(f, ("[", "]"), c, |f, (re, im)| {
+                    let (re, im) = (in_array(*re, scale), in_array(*im, scale));
+                    real(f, re)?;
+                    f.write_str(if im.is_sign_negative() { "-" } else { "+" })?;
+                    real(f, im.abs())?;
+                    f.write_str("i")
+                })
+            }
             Value::Bytes(b) => write!(f, "<{} bytes>", b.len()),
             Value::Bag(items) => list(f, ("{", "}"), items, |f, v| write!(f, "{v}")),
             Value::Sp(id) => write!(f, "sp{id}"),
