@@ -8,7 +8,7 @@ use sluice_graph::{
     Graph, GraphBuilder, Operator, OperatorError, Output, Partitioning, Ports, Produced, Source,
 };
 use sluice_ops::{Collect, Collected, Filter, IterSource, Map};
-use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
+use sluice_plan::{plan, PhysicalPlan, PlanFile, PlanOptions, PlanRequest};
 use sluice_runtime::{run, start, RunError, RunOptions};
 use sluice_types::TupleRef;
 
@@ -331,8 +331,8 @@ fn a_stop_drains_every_emitted_tuple() {
     }
 }
 
-#[test]
-fn a_run_duration_stops_an_endless_job() {
+/// An endless source into a sink that keeps nothing, a thread each.
+fn endless_job() -> (Graph, PhysicalPlan) {
     let mut g = GraphBuilder::new("endless");
     let src = g.source("endless", Ports::new().output::<u64>(), |_| Endless {
         next: 0,
@@ -344,6 +344,12 @@ fn a_run_duration_stops_an_endless_job() {
     g.connect(src.out(0), sink.input(0)).unwrap();
     let graph = g.build().unwrap();
     let p = plan(&graph, &PlanRequest::Threaded, &PlanOptions::default()).unwrap();
+    (graph, p)
+}
+
+#[test]
+fn a_run_duration_stops_an_endless_job() {
+    let (graph, p) = endless_job();
     let options = RunOptions {
         duration: Some(Duration::from_millis(100)),
         ..RunOptions::default()
@@ -354,17 +360,7 @@ fn a_run_duration_stops_an_endless_job() {
 
 #[test]
 fn a_running_job_in_process_shows_its_live_metrics() {
-    let mut g = GraphBuilder::new("endless");
-    let src = g.source("endless", Ports::new().output::<u64>(), |_| Endless {
-        next: 0,
-        emitted: Default::default(),
-    });
-    let sink = g.operator("sink", Ports::new().input::<u64>(), |_| {
-        Filter::new(|_: &u64| false)
-    });
-    g.connect(src.out(0), sink.input(0)).unwrap();
-    let graph = g.build().unwrap();
-    let p = plan(&graph, &PlanRequest::Threaded, &PlanOptions::default()).unwrap();
+    let (graph, p) = endless_job();
     let options = RunOptions {
         latency_every: 16,
         ..RunOptions::default()

@@ -65,16 +65,7 @@ impl Profile {
             .map(|e| {
                 let from = &plan.instances[e.from.instance.0].name;
                 let to = &plan.instances[e.to.instance.0].name;
-                let fan_out = plan
-                    .edges
-                    .iter()
-                    .filter(|o| o.from == e.from && o.logical == e.logical)
-                    .count()
-                    .max(1) as u64;
-                let sent = match e.partitioning.as_str() {
-                    "round-robin" | "key-by" => out_of(from).tuples_out / fan_out,
-                    _ => out_of(from).tuples_out,
-                };
+                let sent = out_of(from).tuples_out / plan.output_split(e) as u64;
                 EdgeProfile {
                     from: from.clone(),
                     to: to.clone(),

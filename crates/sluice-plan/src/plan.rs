@@ -128,6 +128,22 @@ impl ChannelPlan {
 }
 
 impl PhysicalPlan {
+    /// How many ways `edge`'s upstream instance splits its output on that logical edge: the
+    /// number of that instance's edges of it on a round-robin or key-by edge (each takes an
+    /// even share: exactly for round robin, on average for key-by), 1 on a forward or
+    /// broadcast edge (which carries all of it). The optimizers estimate traffic with it.
+    pub fn output_split(&self, edge: &EdgePlan) -> usize {
+        match edge.partitioning.as_str() {
+            "round-robin" | "key-by" => self
+                .edges
+                .iter()
+                .filter(|e| e.from == edge.from && e.logical == edge.logical)
+                .count()
+                .max(1),
+            _ => 1,
+        }
+    }
+
     /// The instance with this id.
     pub fn instance(&self, id: InstanceId) -> &InstancePlan {
         &self.instances[id.0]

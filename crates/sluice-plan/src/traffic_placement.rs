@@ -105,20 +105,8 @@ pub fn task_graph(plan: &PhysicalPlan, source_rate: impl Fn(usize) -> f64) -> Ta
             source_rate(instance)
         };
         load[instance] = rate;
-        let out: Vec<_> = plan
-            .edges
-            .iter()
-            .filter(|e| e.from.instance.0 == instance)
-            .collect();
-        for edge in &out {
-            let fan_out = out
-                .iter()
-                .filter(|e| e.logical == edge.logical && e.from.port == edge.from.port)
-                .count() as f64;
-            let share = match edge.partitioning.as_str() {
-                "round-robin" | "key-by" => rate / fan_out,
-                _ => rate,
-            };
+        for edge in plan.edges.iter().filter(|e| e.from.instance.0 == instance) {
+            let share = rate / plan.output_split(edge) as f64;
             incoming[edge.to.instance.0] += share;
             traffic.push((instance, edge.to.instance.0, share));
         }
