@@ -206,6 +206,8 @@ struct SentenceSource {
     pacer: Pacer,
     emitted: u64,
     batch: Vec<String>,
+    /// Where in the input file to go on reading, when it resumes.
+    resume_at: Option<u64>,
 }
 
 impl SentenceSource {
@@ -220,6 +222,7 @@ impl SentenceSource {
             pacer: Pacer::new(input.rate),
             emitted: 0,
             batch: Vec::with_capacity(SENTENCES_PER_CALL),
+            resume_at: None,
             input,
         }
     }
@@ -248,7 +251,13 @@ impl Source for SentenceSource {
         if let Some(path) = &self.input.file {
             let file = File::open(path)
                 .map_err(|e| OperatorError::io(format!("open {}", path.display()), e))?;
-            self.reader = Some(BufReader::new(file));
+            let mut reader = BufReader::new(file);
+            if let Some(offset) = self.resume_at {
+                reader
+                    .seek(SeekFrom::Start(offset))
+                    .map_err(|e| OperatorError::io(format!("seek in {}", path.display()), e))?;
+            }
+            self.reader = Some(reader);
         }
         Ok(())
     }
@@ -295,11 +304,7 @@ impl Source for SentenceSource {
         let (emitted, random, offset): (u64, u64, Option<u64>) = snapshot.decode_whole()?;
         self.emitted = emitted;
         self.generator.random = XorShift::new(random);
-        if let (Some(reader), Some(offset)) = (&mut self.reader, offset) {
-            reader
-                .seek(SeekFrom::Start(offset))
-                .map_err(|e| OperatorError::io("seek in the input", e))?;
-        }
+        self.resume_at = offset;
         Ok(())
     }
 }

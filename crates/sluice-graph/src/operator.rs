@@ -209,8 +209,8 @@ pub trait Operator: Send {
         Ok(Snapshot::default())
     }
 
-    /// Takes back state made by [`Operator::snapshot`] of this operator, after `start` and
-    /// before any tuple arrives. The default refuses any state, as it keeps none.
+    /// Takes back state made by [`Operator::snapshot`] of this operator, before `start` (which
+    /// then opens what it needs knowing that it resumes: a file sink appends where it was). The default refuses any state, as it keeps none.
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
         if snapshot.is_empty() {
             Ok(())
@@ -271,8 +271,8 @@ pub trait Source: Send {
         ))
     }
 
-    /// Takes back a position made by [`Source::snapshot`], after `start` and before the first
-    /// `produce`. The default refuses any state.
+    /// Takes back a position made by [`Source::snapshot`], before `start` (which then opens
+    /// its input at that position). The default refuses any state.
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
         if snapshot.is_empty() {
             Ok(())

@@ -11,16 +11,20 @@
 //! Standard output is written under its lock, a buffer at a time. When the reader of a pipe
 //! goes away (`sluice run ... | head -1`) the sink stops writing quietly: it counts
 //! `broken_pipe` (1) and the `tuples_not_written`, and the job goes on.
+//!
+//! A job suspended to be redeployed ([`Operator::snapshot`]) has the sink write what it holds
+//! and keep its counts; resumed, it opens a file where it left it (cut to the bytes it had
+//! written, then appended to) instead of emptying it, and opens a TCP target anew.
 
 use std::fmt::{self, Display};
-use std::fs::File;
-use std::io::{self, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output,
+    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
 };
 use sluice_types::{Tuple, TupleRef};
 
@@ -58,13 +62,25 @@ impl ByteTarget {
         Self::File(path.into())
     }
 
-    /// Opens the target for writing.
-    fn open(&self) -> Result<Box<dyn Write + Send>, OperatorError> {
+    /// Opens the target for writing: a file emptied, or kept to its first `resume_at` bytes
+    /// and written after them.
+    fn open(&self, resume_at: Option<u64>) -> Result<Box<dyn Write + Send>, OperatorError> {
         Ok(match self {
-            Self::File(path) => Box::new(
-                File::create(path)
-                    .map_err(|e| OperatorError::io(format!("create {}", path.display()), e))?,
-            ),
+            Self::File(path) => {
+                let fail = |e| OperatorError::io(format!("create {}", path.display()), e);
+                let Some(offset) = resume_at else {
+                    return Ok(Box::new(File::create(path).map_err(fail)?));
+                };
+                let mut file = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(fail)?;
+                file.set_len(offset).map_err(fail)?;
+                file.seek(SeekFrom::End(0)).map_err(fail)?;
+                Box::new(file)
+            }
             Self::Stdout => Box::new(io::stdout()),
             Self::Tcp(endpoint) => {
                 let stream = endpoint.open_one()?;
@@ -101,6 +117,8 @@ pub struct StreamSink<T, E> {
     bytes_written: u64,
     broken_pipe: bool,
     not_written: u64,
+    /// It resumes a suspended job's sink: its file is kept to what it had written.
+    resumed: bool,
     tuples: PhantomData<fn(&T)>,
 }
 
@@ -117,6 +135,7 @@ impl<T, E> StreamSink<T, E> {
             bytes_written: 0,
             broken_pipe: false,
             not_written: 0,
+            resumed: false,
             tuples: PhantomData,
         }
     }
@@ -213,7 +232,8 @@ where
     E: TupleEncoder<T>,
 {
     fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
-        self.writer = Some(self.target.open()?);
+        let resume_at = self.resumed.then_some(self.bytes_written);
+        self.writer = Some(self.target.open(resume_at)?);
         Ok(())
     }
 
@@ -238,6 +258,18 @@ where
 
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
         self.flush()
+    }
+
+    /// Writes what it holds; its state is its counts.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        self.flush()?;
+        Snapshot::whole(&(self.bytes_written, self.not_written, self.broken_pipe))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        (self.bytes_written, self.not_written, self.broken_pipe) = snapshot.decode_whole()?;
+        self.resumed = true;
+        Ok(())
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sluice_graph::{Graph, GraphBuilder, Partitioning, Ports};
-use sluice_ops::{collected, Collect, Collected, Generator, RollingAggregate, Sum};
+use sluice_ops::{
+    collected, ByteTarget, Collect, Collected, Generator, RollingAggregate, StreamSink, Sum,
+};
 use sluice_plan::{plan, PhysicalPlan, PlanOptions, PlanRequest};
 use sluice_runtime::{resume_with, start, JobReport, Launcher, RunError, RunOptions, StopHandle};
 use sluice_types::partition_hash;
@@ -132,6 +134,31 @@ fn a_job_of_pes_joined_by_shared_memory_resumes_with_its_keys_dealt_anew() {
         Launcher::InProcess,
     );
     check_sums(&into, &report);
+}
+
+#[test]
+fn a_file_sink_resumed_appends_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.txt");
+    let mut g = GraphBuilder::new("lines");
+    let numbers = g.source("numbers", Ports::new().output::<u64>(), |_| {
+        Generator::new(Some).count(N).rate(100_000)
+    });
+    let target = ByteTarget::file(&path);
+    let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| {
+        StreamSink::<u64, _>::lines(target.clone())
+    });
+    g.connect(numbers.out(0), sink.input(0)).unwrap();
+    let graph = g.build().unwrap();
+    let report = suspend_and_resume(
+        (&graph, &planned(&graph, PlanRequest::Threaded)),
+        (&graph, &planned(&graph, PlanRequest::Fused)),
+        Launcher::InProcess,
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.lines().map(|l| l.parse::<u64>().unwrap()).eq(0..N));
+    let written = report.operator_report("sink").counters["bytes_written"];
+    assert_eq!(written, text.len() as u64);
 }
 
 #[test]

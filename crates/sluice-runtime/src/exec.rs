@@ -650,11 +650,15 @@ impl ThreadExec {
         } = self;
         for index in 0..nodes.len() {
             let ctx = nodes[index].borrow().ctx.clone();
-            let _ = with_node(&nodes, index, env, 0, |body, _| match body {
-                Body::Source(s) => s.start(&ctx),
-                Body::Operator(o) => o.start(&ctx),
-            })
-            .and_then(|()| resume(&nodes, index, env));
+            let _ = resume(&nodes, index, env).and_then(|()| {
+                if nodes[index].borrow().resumed_finished {
+                    return Ok(());
+                }
+                with_node(&nodes, index, env, 0, |body, _| match body {
+                    Body::Source(s) => s.start(&ctx),
+                    Body::Operator(o) => o.start(&ctx),
+                })
+            });
         }
         ready.wait();
         while !env.control.may_go() && !env.control.aborting() {
@@ -727,8 +731,9 @@ impl ThreadExec {
     }
 }
 
-/// Gives node `index` the state it resumes from, if any (after its `start`): its snapshot,
-/// its timers, the ports already ended; one that had finished stays finished. Refuses a
+/// Gives node `index` the state it resumes from, if any (before its `start`, so that it
+/// opens what it holds knowing it resumes): its snapshot, its timers, the ports already
+/// ended; one that had finished stays finished, and is not started. Refuses a
 /// source that cannot resume in a job that must be able to suspend.
 fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
     let (state, unresumable) = {
