@@ -561,12 +561,17 @@ struct JobMetrics {
     pes: Mutex<Vec<(String, PeSamples)>>,
     /// Set when the job's wait ends: a sampler thread leaves.
     ended: AtomicBool,
+    /// The job is being redeployed: it has not ended for those who watch it.
+    handing_over: AtomicBool,
+    /// The run that took the job's place ([`MetricsHandle::follow`]).
+    successor: Mutex<Option<MetricsHandle>>,
 }
 
 /// A handle on a running job's metrics, for any thread of the launching process (a web
 /// page, a Prometheus scrape, a terminal monitor): [`MetricsHandle::snapshot`] makes a
 /// [`MetricsSnapshot`] of the latest samples. It stays valid after the job ends (its last
-/// figures stay).
+/// figures stay). When the job is redeployed, the handle follows the run that takes its place
+/// ([`MetricsHandle::hand_over`], [`MetricsHandle::follow`]), so whoever watches it goes on.
 #[derive(Debug, Clone)]
 pub struct MetricsHandle(Arc<JobMetrics>);
 
@@ -578,7 +583,31 @@ impl MetricsHandle {
             started: Instant::now(),
             pes: Mutex::new(pes.into_iter().map(|p| (p, PeSamples::default())).collect()),
             ended: AtomicBool::new(false),
+            handing_over: AtomicBool::new(false),
+            successor: Mutex::new(None),
         }))
+    }
+
+    /// The job is about to be redeployed: until [`MetricsHandle::follow`] names the run that
+    /// takes its place, the handle does not say it ended.
+    pub fn hand_over(&self) {
+        // SYNC: Relaxed: watchers only poll it.
+        self.0.handing_over.store(true, Ordering::Relaxed);
+    }
+
+    /// From now on the handle gives the figures of `next`, the run that took the job's place
+    /// (and of whatever takes `next`'s).
+    pub fn follow(&self, next: &MetricsHandle) {
+        *lock(&self.0.successor) = Some(next.clone());
+        self.0.handing_over.store(false, Ordering::Relaxed);
+    }
+
+    /// The run whose figures the handle gives: the last of its successors.
+    fn current(&self) -> MetricsHandle {
+        match lock(&self.0.successor).clone() {
+            Some(next) => next.current(),
+            None => self.clone(),
+        }
     }
 
     /// Takes in a PE's sample, taken now.
@@ -597,7 +626,8 @@ impl MetricsHandle {
         let spawned = std::thread::Builder::new()
             .name("sluice-metrics".into())
             .spawn(move || loop {
-                let ended = handle.ended();
+                // Its own run's end, not a successor's.
+                let ended = handle.0.ended.load(Ordering::Relaxed);
                 for (pe, threads) in process.sample() {
                     handle.record(&pe, threads);
                 }
@@ -616,13 +646,19 @@ impl MetricsHandle {
         self.0.ended.store(true, Ordering::Relaxed);
     }
 
-    /// Whether the job has ended.
+    /// Whether the job has ended (the run that took its place, if it was redeployed).
     pub fn ended(&self) -> bool {
-        self.0.ended.load(Ordering::Relaxed)
+        let current = self.current();
+        current.0.ended.load(Ordering::Relaxed) && !current.0.handing_over.load(Ordering::Relaxed)
     }
 
-    /// The job's figures now: each PE's latest sample, rates from its previous one.
+    /// The job's figures now (the run's that took its place, if it was redeployed): each PE's
+    /// latest sample, rates from its previous one.
     pub fn snapshot(&self) -> MetricsSnapshot {
+        let current = self.current();
+        if !Arc::ptr_eq(&current.0, &self.0) {
+            return current.snapshot();
+        }
         let now = Instant::now();
         let pes = lock(&self.0.pes);
         MetricsSnapshot {

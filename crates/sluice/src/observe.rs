@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 
 use clap::Args;
-use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob};
+use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob, StopHandle};
 
 use crate::jobs::{self, Registration};
 use crate::progress::{Asked, Progress};
@@ -74,13 +74,13 @@ pub(crate) struct JobIdentity<'a> {
 }
 
 impl Prepared {
-    /// Starts watching `job`: its Prometheus endpoint, its registry entry and its progress
-    /// line, and for the sources' rate asked, the warnings when they fall short. What cannot
-    /// start is warned about; the job runs on.
+    /// Starts watching `job`: its Prometheus endpoint, its registry entry (which `stop`
+    /// stops) and its progress line, and for the sources' rate asked, the warnings when they
+    /// fall short. What cannot start is warned about; the job runs on.
     pub(crate) fn start(
         self,
         job: &RunningJob,
-        identity: JobIdentity<'_>,
+        (identity, stop): (JobIdentity<'_>, StopHandle),
         asked: Option<Asked>,
     ) -> Observers {
         let metrics = job.metrics_handle();
@@ -95,7 +95,7 @@ impl Prepared {
             identity.plan,
             identity.pes,
             metrics.clone(),
-            job.stop_handle(),
+            stop,
         ) {
             Ok(registration) => Some(registration),
             Err(error) => {

@@ -57,17 +57,26 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
-/// The stop handle of whichever run of the job is under way, for Ctrl-C and `sluice stop`.
+/// The stop handle of whichever run of the job is under way, for Ctrl-C; and a handle of the
+/// whole job for the job registry (`sluice stop`), whose stop the monitor passes on to the
+/// run under way.
 #[derive(Clone, Default)]
 pub(crate) struct SharedStop {
     current: Arc<Mutex<StopHandle>>,
     stopped: Arc<AtomicBool>,
+    whole: StopHandle,
 }
 
 impl SharedStop {
     /// The handle of the first run.
     pub(crate) fn handle(&self) -> StopHandle {
         self.lock().clone()
+    }
+
+    /// A handle on the whole job, whichever run is under way: a stop through it reaches the
+    /// run under way within the monitor's reaction time (an abort aborts the first run only).
+    pub(crate) fn whole(&self) -> StopHandle {
+        self.whole.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, StopHandle> {
@@ -85,16 +94,16 @@ impl SharedStop {
         self.lock().abort();
     }
 
-    /// Whether a stop was asked.
+    /// Whether a stop was asked of the job (not a suspension of one of its runs).
     pub(crate) fn is_stopping(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed) || self.lock().is_stopping()
+        self.stopped.load(Ordering::Relaxed) || self.whole.is_stopping()
     }
 
     /// A handle for the next run, stopped at once if a stop was asked meanwhile.
     fn next(&self) -> StopHandle {
         let handle = StopHandle::new();
         *self.lock() = handle.clone();
-        if self.stopped.load(Ordering::Relaxed) {
+        if self.is_stopping() {
             handle.stop();
         }
         handle
@@ -121,21 +130,22 @@ struct Moved {
 }
 
 /// Waits for `first` (running `plan`) under the monitor, redeploying it as often as the
-/// traffic says, and returns the whole job's report. `watch` is called with each run that a
-/// redeploy starts (to register it, serve its metrics).
+/// traffic says, and returns the whole job's report. The first run's metrics handle follows
+/// each run that takes its place, so whoever watches it (the progress line, `sluice top`,
+/// the web page, Prometheus) goes on.
 pub(crate) fn supervise(
     first: RunningJob,
     plan: &PhysicalPlan,
     redeploys: &Redeploys<'_>,
     stop: &SharedStop,
-    mut watch: impl FnMut(&RunningJob),
 ) -> Result<JobReport, RunError> {
+    let metrics = first.metrics_handle();
     let mut job = first;
     let mut plan = plan.clone();
     let mut merged: Option<JobReport> = None;
     let mut moves: Vec<Moved> = Vec::new();
     loop {
-        let monitor = Monitor::start(&job, &plan, redeploys);
+        let monitor = Monitor::start(&job, &plan, redeploys, stop);
         let report = job.wait();
         let decision = monitor.finish();
         let report = report?;
@@ -185,7 +195,7 @@ pub(crate) fn supervise(
             state.instances(),
         );
         moves.push(moved);
-        watch(&job);
+        metrics.follow(&job.metrics_handle());
         plan = next_plan;
     }
 }
@@ -228,11 +238,17 @@ struct Monitor {
 }
 
 impl Monitor {
-    fn start(job: &RunningJob, plan: &PhysicalPlan, redeploys: &Redeploys<'_>) -> Self {
+    fn start(
+        job: &RunningJob,
+        plan: &PhysicalPlan,
+        redeploys: &Redeploys<'_>,
+        shared: &SharedStop,
+    ) -> Self {
         let done = Arc::new(AtomicBool::new(false));
         let watcher = Watcher {
             metrics: job.metrics_handle(),
             stop: job.stop_handle(),
+            whole: shared.whole(),
             plan: plan.clone(),
             every: redeploys.args.rebalance_every,
             threshold: redeploys.args.rebalance_threshold,
@@ -255,6 +271,8 @@ impl Monitor {
 struct Watcher {
     metrics: MetricsHandle,
     stop: StopHandle,
+    /// The whole job's handle: a stop through it stops this run.
+    whole: StopHandle,
     plan: PhysicalPlan,
     every: Duration,
     threshold: f64,
@@ -270,6 +288,9 @@ impl Watcher {
         loop {
             let woke = Instant::now() + self.every;
             while Instant::now() < woke {
+                if self.whole.is_stopping() {
+                    self.stop.stop();
+                }
                 if self.done.load(Ordering::Relaxed) || self.stop.is_stopping() {
                     return None;
                 }
@@ -287,6 +308,7 @@ impl Watcher {
             };
             let tasks = measured_tasks(&self.plan, &earlier, &after);
             if let Some(better) = rebalance(&tasks, &current, &slots, self.threshold) {
+                self.metrics.hand_over();
                 self.stop.suspend();
                 return Some((better, Instant::now()));
             }

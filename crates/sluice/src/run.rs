@@ -234,7 +234,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             .rate
             .filter(|&rate| generated && rate > 0)
             .map(|rate| Asked { rate });
-        observers = Some(watch.start(&job, identity, asked));
+        // `sluice stop` stops the whole job, whichever of its runs is under way.
+        let registered = if args.online.online_placement {
+            shared.whole()
+        } else {
+            job.stop_handle()
+        };
+        observers = Some(watch.start(&job, (identity, registered), asked));
         if let Some(ui) = &ui {
             ui.attach(job.metrics_handle());
         }
@@ -253,11 +259,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             args: &args.online,
             started: std::time::Instant::now(),
         };
-        crate::online::supervise(job, &plan, &redeploys, &shared, |job| {
-            if let Some(ui) = &ui {
-                ui.attach(job.metrics_handle());
-            }
-        })
+        crate::online::supervise(job, &plan, &redeploys, &shared)
     });
     if let Some(observers) = observers {
         observers.finish(result.as_ref().ok());
