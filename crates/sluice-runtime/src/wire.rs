@@ -88,6 +88,9 @@ struct WireInstance {
     tuples_in: u64,
     tuples_out: u64,
     cpu_ns: u64,
+    /// Absent from a report of a PE built before the runtime measured it.
+    #[serde(default)]
+    sent: Vec<(usize, u64)>,
     counters: BTreeMap<String, u64>,
     latency: Option<Vec<(u64, u64)>>,
     arrival_latency: Option<Vec<(u64, u64)>>,
@@ -123,6 +126,7 @@ impl WireReport {
                     tuples_in: i.tuples_in,
                     tuples_out: i.tuples_out,
                     cpu_ns: i.cpu_ns,
+                    sent: i.sent.clone(),
                     counters: i.report.counters.clone(),
                     latency: i.report.latency.as_ref().map(to_pairs),
                     arrival_latency: i.arrival_latency.as_ref().map(to_pairs),
@@ -141,6 +145,7 @@ impl WireReport {
                 tuples_in: i.tuples_in,
                 tuples_out: i.tuples_out,
                 cpu_ns: i.cpu_ns,
+                sent: i.sent,
                 report: OperatorReport {
                     counters: i.counters,
                     latency: i.latency.map(from_pairs),
@@ -194,6 +199,7 @@ mod tests {
                 tuples_in: 7,
                 tuples_out: 0,
                 cpu_ns: 12_345,
+                sent: vec![(2, 5), (4, 2)],
                 report: OperatorReport {
                     counters: [("words".to_string(), 4)].into_iter().collect(),
                     latency: Some(latency.clone()),
@@ -209,6 +215,7 @@ mod tests {
         let back = wire.into_instances();
         assert_eq!(back[0].tuples_in, 7);
         assert_eq!(back[0].cpu_ns, 12_345);
+        assert_eq!(back[0].sent, [(2, 5), (4, 2)]);
         assert_eq!(back[0].report.counters["words"], 4);
         let h = back[0].report.latency.as_ref().unwrap();
         assert_eq!(h.len(), 4);
@@ -216,5 +223,16 @@ mod tests {
         assert_eq!(h.max(), latency.max());
         assert!(back[0].sink);
         assert_eq!(back[0].arrival_latency.as_ref().map(|h| h.len()), Some(4));
+    }
+
+    #[test]
+    fn a_report_without_measured_traffic_reads_as_none_sent() {
+        let older = r#"{"instances":[{"operator":"a","instance":"a","tuples_in":0,
+            "tuples_out":3,"cpu_ns":0,"counters":{},"latency":null,"arrival_latency":null,
+            "sink":false}]}"#;
+        let back = serde_json::from_str::<WireReport>(older)
+            .unwrap()
+            .into_instances();
+        assert_eq!((back[0].tuples_out, back[0].sent.len()), (3, 0));
     }
 }
