@@ -139,7 +139,9 @@ impl OperatorReport {
 }
 
 /// A call an operator asked for with [`Output::set_timer`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Timer {
     /// When the instance's event time (its input watermark) reaches this value.
     Event(u64),
@@ -196,12 +198,19 @@ pub trait Operator: Send {
     /// The instance's state, to restore later with [`Operator::restore`] (perhaps in another
     /// process, or split over another number of instances). Stateless operators keep the
     /// default, which has none.
+    ///
+    /// A job suspended to be redeployed calls it instead of `port_ended`, `finish` and `stop`
+    /// once every input has drained, and gives it to the instance that takes its place, so
+    /// whatever the instance will report from `stop` (its counters, its latency) belongs in
+    /// it too. The runtime keeps the instance's pending timers beside it; an instance that
+    /// takes the keys of several may get a timer another of them set, so `timer` must
+    /// tolerate one with nothing due.
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
         Ok(Snapshot::default())
     }
 
-    /// Takes back state made by [`Operator::snapshot`] of this operator, before any tuple
-    /// arrives. The default refuses any state, as it keeps none.
+    /// Takes back state made by [`Operator::snapshot`] of this operator, after `start` and
+    /// before any tuple arrives. The default refuses any state, as it keeps none.
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
         if snapshot.is_empty() {
             Ok(())
@@ -243,6 +252,35 @@ pub trait Source: Send {
     /// The source is exhausted or the job is stopping: emit any final tuples now.
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
         Ok(())
+    }
+
+    /// Whether the source can be suspended and resumed where it stopped
+    /// ([`Source::snapshot`] and [`Source::restore`] keep its position), which redeploying a
+    /// running job on another plan needs: a source that cannot would emit its tuples again,
+    /// or skip some. The default says it cannot.
+    fn resumable(&self) -> bool {
+        false
+    }
+
+    /// The source's position (and any other state), so that a source made anew and given it
+    /// by [`Source::restore`] emits exactly what this one would have emitted next. The
+    /// default refuses: see [`Source::resumable`].
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Err(OperatorError::Failed(
+            "this source cannot be suspended: it keeps no position to resume from".into(),
+        ))
+    }
+
+    /// Takes back a position made by [`Source::snapshot`], after `start` and before the first
+    /// `produce`. The default refuses any state.
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            Ok(())
+        } else {
+            Err(OperatorError::Failed(
+                "this source cannot resume from a snapshot".into(),
+            ))
+        }
     }
 
     /// Called once at the end; returns what the instance wants in the job summary.

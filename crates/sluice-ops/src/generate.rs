@@ -1,11 +1,14 @@
 //! A source that makes its tuples with a closure of the sequence number, as fast as it can or
 //! at a fixed rate, for a given count or until the closure says it is done.
 //!
+//! It resumes where it stopped after a redeploy ([`Source::snapshot`] keeps the next sequence
+//! number), as long as the closure depends on the sequence number alone.
+//!
 //! Paced by a [`Pacer`]: each `produce` emits only what is due now, at most
 //! [`PACED_BATCH`] tuples, and says `Idle` when nothing is due, so the stream never runs
 //! ahead of its schedule and a late source catches up a small batch at a time.
 
-use sluice_graph::{OperatorError, Output, Produced, Source};
+use sluice_graph::{OperatorError, Output, Produced, Snapshot, Source};
 use sluice_types::Tuple;
 
 use crate::pace::Pacer;
@@ -105,5 +108,31 @@ where
         } else {
             Produced::Emitted(emitted)
         })
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// The next sequence number and whether `make` said it was done: 9 bytes.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let mut position = self.next.to_le_bytes().to_vec();
+        position.push(u8::from(self.made_all));
+        Ok(Snapshot {
+            operator: position,
+            keyed: Vec::new(),
+        })
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        let Some((next, [made_all])) = snapshot.operator.split_first_chunk::<8>() else {
+            return Err(OperatorError::Failed(format!(
+                "a generator's position is 9 bytes, not {}",
+                snapshot.operator.len()
+            )));
+        };
+        self.next = u64::from_le_bytes(*next);
+        self.made_all = *made_all != 0;
+        Ok(())
     }
 }

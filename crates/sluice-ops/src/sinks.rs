@@ -2,11 +2,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use sluice_graph::{expect_tuple, Operator, OperatorContext, OperatorError, Output};
+use sluice_graph::{expect_tuple, Operator, OperatorContext, OperatorError, Output, Snapshot};
 use sluice_types::{Tuple, TupleRef};
 
 /// Where [`Collect`] instances put what they received: one vector per instance, filled when
-/// each instance stops.
+/// each instance finishes, and one more each time it is suspended before.
 pub type Collected<T> = Arc<Mutex<Vec<(usize, Vec<T>)>>>;
 
 /// Every tuple the instances of a [`Collect`] sink handed to `into`, instance by instance,
@@ -54,6 +54,22 @@ impl<T: Tuple> Operator for Collect<T> {
     }
 
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
+        self.hand_over()
+    }
+
+    /// Hands over what it collected so far, as it would at the end: what a sink delivered is
+    /// out of the job, so a suspended job resumed elsewhere goes on from there. It keeps no
+    /// state.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        self.hand_over()?;
+        Ok(Snapshot::default())
+    }
+}
+
+impl<T> Collect<T> {
+    /// Adds the tuples collected since the last time to `into`, as one more
+    /// `(instance, tuples)` entry.
+    fn hand_over(&mut self) -> Result<(), OperatorError> {
         let items = std::mem::take(&mut self.items);
         self.into
             .lock()

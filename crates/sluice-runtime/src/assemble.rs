@@ -21,6 +21,7 @@ use crate::exec::{
     Body, CpuSampler, Env, Fan, Inbound, InstanceName, Node, Picker, Target, ThreadExec,
 };
 use crate::metrics::{InstanceLabels, ProcessMetrics, ThreadLabels};
+use crate::state::JobState;
 use crate::watch::{Progress, Worker};
 use crate::{RunError, RunOptions};
 
@@ -156,10 +157,11 @@ pub(crate) fn bind(
 }
 
 /// Who watches the threads a [`start`] starts: the job's control, and where they publish
-/// their live metrics (when they are on).
+/// their live metrics (when they are on); and the state the job resumes from, if it does.
 pub(crate) struct Watched<'a> {
     pub(crate) control: &'a Arc<JobControl>,
     pub(crate) metrics: Option<&'a ProcessMetrics>,
+    pub(crate) resume: Option<&'a JobState>,
 }
 
 /// Builds this process's threads (opening the senders of channels bound elsewhere), starts
@@ -174,7 +176,11 @@ pub(crate) fn start(
     options: &RunOptions,
     watched: Watched<'_>,
 ) -> Result<Vec<Worker>, RunError> {
-    let Watched { control, metrics } = watched;
+    let Watched {
+        control,
+        metrics,
+        resume,
+    } = watched;
     let placed: Vec<_> = plan
         .pes
         .iter()
@@ -200,19 +206,20 @@ pub(crate) fn start(
         )));
     }
 
-    let mut execs: Vec<ThreadExec> = threads
-        .iter()
-        .map(|t| ThreadExec {
+    let mut execs = Vec::with_capacity(threads.len());
+    for t in &threads {
+        let nodes = t
+            .instances
+            .iter()
+            .map(|id| new_node(graph, plan, *id, resume).map(RefCell::new))
+            .collect::<Result<_, _>>()?;
+        execs.push(ThreadExec {
             name: t.name.clone(),
             core: t.core,
-            nodes: t
-                .instances
-                .iter()
-                .map(|id| RefCell::new(new_node(graph, plan, *id)))
-                .collect(),
+            nodes,
             inbound: Vec::new(),
-        })
-        .collect();
+        });
+    }
 
     for (channel, receiver) in bound.receivers {
         let c = &plan.channels[channel];
@@ -335,6 +342,7 @@ pub(crate) fn start(
     let poll_batch = options.poll_batch.max(1);
     let latency_every = options.latency_every;
     let profile_cpu = options.profile_cpu;
+    let suspendable = options.suspendable;
     let mut workers = Vec::with_capacity(execs.len());
     for (thread, (exec, (pe, _))) in execs.into_iter().zip(&placed).enumerate() {
         let publisher = metrics.map(|m| m.register(thread_labels(pe, &exec)));
@@ -358,6 +366,7 @@ pub(crate) fn start(
                     progress: &progress_t,
                     metrics: publisher.as_ref(),
                     cpu: profile_cpu.then(|| CpuSampler::new(0x9e37_79b9 ^ thread as u64)),
+                    suspendable,
                 };
                 exec.run(&env, &ready_t)
             });
@@ -414,13 +423,25 @@ fn thread_labels(pe: &str, exec: &ThreadExec) -> ThreadLabels {
     }
 }
 
-fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {
+/// Instance `id` of `plan`, made by its operator's factory, with the state it resumes from
+/// in `resume` (if the job resumes).
+fn new_node(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    id: InstanceId,
+    resume: Option<&JobState>,
+) -> Result<Node, RunError> {
     let instance = plan.instance(id);
     let op = &graph.operators()[instance.operator];
     let ctx = OperatorContext {
         name: op.name.clone(),
         instance: instance.index,
         parallelism: op.parallelism,
+    };
+    let is_source = matches!(op.kind, OperatorKind::Source(_));
+    let resume = match resume {
+        Some(state) => state.for_instance(&op.name, instance.index, op.parallelism, is_source)?,
+        None => None,
     };
     let body = match &op.kind {
         OperatorKind::Source(factory) => Body::Source(factory(&ctx)),
@@ -431,7 +452,7 @@ fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {
         .iter()
         .filter(|e| e.to.instance == id)
         .map(|e| e.from.instance.0 as u32);
-    Node {
+    Ok(Node {
         id: id.0 as u32,
         clock: EventClock::new(upstream),
         timers: Timers::default(),
@@ -446,11 +467,15 @@ fn new_node(graph: &Graph, plan: &PhysicalPlan, id: InstanceId) -> Node {
         routes: (0..op.outputs.len()).map(|_| Vec::new()).collect(),
         open_inputs: (0..op.inputs.len()).map(|p| plan.fan_in(id, p)).collect(),
         open_ports: op.inputs.len(),
+        ended_ports: Vec::new(),
         finished: false,
+        resume,
+        resumed_finished: false,
+        suspended: None,
         tuples_in: 0,
         tuples_out: 0,
         ctx,
-    }
+    })
 }
 
 fn check_plan(graph: &Graph, plan: &PhysicalPlan) -> Result<(), RunError> {

@@ -62,6 +62,14 @@ impl Timers {
         };
     }
 
+    /// Every timer set and not yet due, event-time ones first, each kind in time order.
+    pub(crate) fn pending(&self) -> Vec<Timer> {
+        let event = self.event.iter().map(|&at| Timer::Event(at));
+        event
+            .chain(self.processing.iter().map(|&at| Timer::Processing(at)))
+            .collect()
+    }
+
     /// Whether a processing-time timer is set.
     pub(crate) fn has_processing(&self) -> bool {
         !self.processing.is_empty()
@@ -114,5 +122,10 @@ mod tests {
         assert_eq!(timers.next_processing(4), None);
         assert_eq!(timers.next_processing(5), Some(Timer::Processing(5)));
         assert!(!timers.has_processing());
+        timers.set(Timer::Processing(9));
+        assert_eq!(
+            timers.pending(),
+            vec![Timer::Event(30), Timer::Processing(9)]
+        );
     }
 }

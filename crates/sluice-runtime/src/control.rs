@@ -1,5 +1,5 @@
-//! The flags every thread of a job watches: go (sources may start), stop (drain and end) and
-//! abort (leave now), and the job's failures, from which [`crate::error::root_cause`] makes its
+//! The flags every thread of a job watches: go (sources may start), stop (drain and end),
+//! suspend (drain and keep every instance's state, to resume elsewhere) and abort (leave now), and the job's failures, from which [`crate::error::root_cause`] makes its
 //! error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +14,7 @@ use crate::RunError;
 pub(crate) struct JobControl {
     go: AtomicBool,
     stop: AtomicBool,
+    suspend: AtomicBool,
     abort: AtomicBool,
     /// Every failure recorded, in order (at most [`MAX_FAILURES`]).
     failures: Mutex<Vec<RunError>>,
@@ -26,6 +27,7 @@ impl JobControl {
         Self {
             go: AtomicBool::new(go),
             stop: AtomicBool::new(false),
+            suspend: AtomicBool::new(false),
             abort: AtomicBool::new(false),
             failures: Mutex::new(Vec::new()),
         }
@@ -43,14 +45,33 @@ impl JobControl {
     }
 
     pub(crate) fn request_stop(&self) {
-        // SYNC: Relaxed suffices: sources only need to see the flag eventually, and what they
-        // do after seeing it (finish, send end-of-stream) is ordered by the queues themselves.
-        self.stop.store(true, Ordering::Relaxed);
+        // SYNC: Release pairs with the Acquire load in `stop_requested`: a thread that sees
+        // the stop also sees a suspension requested before it (`request_suspend`). What
+        // sources do after seeing it (finish, send end-of-stream) is ordered by the queues.
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Asks for a stop that suspends: sources keep their position, instances snapshot their
+    /// state instead of finishing.
+    pub(crate) fn request_suspend(&self) {
+        // SYNC: Relaxed: published by the Release store of the stop that follows. A thread
+        // that handles an end-of-stream sent after its source saw the stop sees it too (the
+        // queue orders the end after the source's reads); one that handles an end sent
+        // before (a source that was exhausted) may see it or not, and either is consistent:
+        // the instance finishes or is suspended, and resumes finished or to be finished.
+        self.suspend.store(true, Ordering::Relaxed);
+        self.request_stop();
+    }
+
+    /// Whether the stop under way suspends the job.
+    #[inline]
+    pub(crate) fn suspending(&self) -> bool {
+        self.suspend.load(Ordering::Relaxed)
     }
 
     #[inline]
     pub(crate) fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.load(Ordering::Acquire)
     }
 
     #[inline]
@@ -124,6 +145,19 @@ impl StopHandle {
     /// Requests the stop; returns at once.
     pub fn stop(&self) {
         self.control.request_stop();
+    }
+
+    /// Requests a suspension; returns at once. The job drains as for a stop, but its sources
+    /// keep their position and every instance gives its state ([`Source::snapshot`],
+    /// [`Operator::snapshot`]) instead of finishing: [`crate::JobReport::state`] then holds
+    /// what [`crate::resume_with`] resumes the job from, on another plan, losing and
+    /// repeating no tuple. A job whose sources cannot resume fails at its start when it is
+    /// started suspendable ([`crate::RunOptions::suspendable`]).
+    ///
+    /// [`Source::snapshot`]: sluice_graph::Source::snapshot
+    /// [`Operator::snapshot`]: sluice_graph::Operator::snapshot
+    pub fn suspend(&self) {
+        self.control.request_suspend();
     }
 
     /// Whether a stop was already requested.

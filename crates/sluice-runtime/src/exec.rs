@@ -22,6 +22,7 @@ use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::metrics::ThreadPublisher;
 use crate::report::per_destination;
+use crate::state::InstanceState;
 use crate::watch::Progress;
 use crate::{InstanceReport, RunError};
 
@@ -110,7 +111,16 @@ pub(crate) struct Node {
     pub(crate) open_inputs: Vec<usize>,
     /// Input ports not yet ended.
     pub(crate) open_ports: usize,
+    /// Input ports whose `port_ended` it was given (in this run or before it was resumed).
+    pub(crate) ended_ports: Vec<usize>,
+    /// It will never be called again: it finished, was suspended, or resumed finished.
     pub(crate) finished: bool,
+    /// The state it resumes from, until its thread restores it.
+    pub(crate) resume: Option<InstanceState>,
+    /// It resumed finished: it takes no call in this run and reports nothing of its own.
+    pub(crate) resumed_finished: bool,
+    /// Its state, once it was suspended.
+    pub(crate) suspended: Option<InstanceState>,
     pub(crate) tuples_in: u64,
     pub(crate) tuples_out: u64,
     /// Its event time: the watermarks of its upstream instances.
@@ -165,6 +175,8 @@ pub(crate) struct Env<'a> {
     pub(crate) metrics: Option<&'a ThreadPublisher>,
     /// Times a sample of the rounds when the job is profiled (`RunOptions::profile_cpu`).
     pub(crate) cpu: Option<CpuSampler>,
+    /// Every source must be able to resume ([`crate::RunOptions::suspendable`]).
+    pub(crate) suspendable: bool,
 }
 
 /// One round in this many, on average, is timed when profiling, among short rounds.
@@ -530,43 +542,92 @@ fn with_operator(
     })
 }
 
-/// One upstream edge of `port` on node `index` has ended.
+/// One upstream edge of `port` on node `index` has ended. Once the job is suspending, an
+/// end is a suspension: the instance gets no `port_ended` and, when every input has ended,
+/// is suspended rather than finished.
 fn end_input(
     nodes: &[RefCell<Node>],
     index: usize,
     port: usize,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
+    let suspending = env.control.suspending();
     let (port_done, all_done) = {
         let Ok(mut node) = nodes[index].try_borrow_mut() else {
             return Err(OperatorError::Failed("an instance was re-entered".into()));
         };
+        // The ends its upstreams send when they resume finished (so is it).
+        if node.finished {
+            return Ok(());
+        }
         let open = &mut node.open_inputs[port];
         *open = open.saturating_sub(1);
         let port_done = *open == 0;
         if port_done {
             node.open_ports = node.open_ports.saturating_sub(1);
         }
-        (port_done, port_done && node.open_ports == 0)
+        let all_done = port_done && node.open_ports == 0;
+        // A port ended before the instance resumed is not ended again.
+        let tell = port_done && !suspending && !node.ended_ports.contains(&port);
+        if tell {
+            node.ended_ports.push(port);
+        }
+        (tell, all_done)
     };
     if port_done {
         with_operator(nodes, index, env, |op, out| op.port_ended(port, out))?;
     }
-    if all_done {
-        finish_node(nodes, index, env)?;
+    match (all_done, suspending) {
+        (true, false) => finish_node(nodes, index, env),
+        (true, true) => suspend_node(nodes, index, env),
+        (false, _) => Ok(()),
     }
-    Ok(())
 }
 
-/// Calls `finish` on node `index`, passes the end of event time downstream (so every window
-/// and event-time timer downstream fires, and a drain loses nothing) and ends every stream it
-/// feeds.
+/// Calls `finish` on node `index`, then closes it ([`close_node`]).
 fn finish_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
     with_node(nodes, index, env, 0, |body, out| match body {
         Body::Source(source) => source.finish(out),
         Body::Operator(op) => op.finish(out),
     })?;
-    with_node(nodes, index, env, 0, |_, out| out.watermark(u64::MAX))?;
+    close_node(nodes, index, env, false)
+}
+
+/// Takes node `index`'s snapshot (every tuple it was sent has been processed), keeps it for
+/// the report, and closes it as suspended ([`close_node`]).
+fn suspend_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
+    let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
+        Body::Source(source) => source.snapshot(),
+        Body::Operator(op) => op.snapshot(),
+    })?;
+    {
+        let Ok(mut node) = nodes[index].try_borrow_mut() else {
+            return Err(OperatorError::Failed("an instance was re-entered".into()));
+        };
+        node.suspended = Some(InstanceState {
+            snapshot,
+            finished: false,
+            ended_ports: node.ended_ports.clone(),
+            timers: node.timers.pending(),
+        });
+    }
+    close_node(nodes, index, env, true)
+}
+
+/// Marks node `index` finished and ends every stream it feeds. A finished node first passes
+/// the end of event time downstream (so every window and event-time timer downstream fires,
+/// and a drain loses nothing); a suspended one passes nothing on but its suspension, which
+/// precedes its end on every edge to another thread so that a receiver in another process
+/// knows that end for a suspension before its launcher says so.
+fn close_node(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    env: &Env<'_>,
+    suspended: bool,
+) -> Result<(), OperatorError> {
+    if !suspended {
+        with_node(nodes, index, env, 0, |_, out| out.watermark(u64::MAX))?;
+    }
     let Ok(mut node) = nodes[index].try_borrow_mut() else {
         return Err(OperatorError::Failed("an instance was re-entered".into()));
     };
@@ -580,6 +641,9 @@ fn finish_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(
         match target {
             Target::Fused { node, port } => end_input(nodes, *node, *port, env)?,
             Target::Remote(sender) => {
+                if suspended {
+                    send(env, sender, |s| s.offer_punctuation(Punctuation::Suspend))?;
+                }
                 send(env, sender, |s| s.offer_end())?;
                 sender.flush();
             }
@@ -626,11 +690,20 @@ impl ThreadExec {
             let _ = with_node(&nodes, index, env, 0, |body, _| match body {
                 Body::Source(s) => s.start(&ctx),
                 Body::Operator(o) => o.start(&ctx),
-            });
+            })
+            .and_then(|()| resume(&nodes, index, env));
         }
         ready.wait();
         while !env.control.may_go() && !env.control.aborting() {
             std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Instances that resumed finished end their streams at once, as they did before.
+        for index in 0..nodes.len() {
+            if nodes[index].borrow().resumed_finished
+                && close_node(&nodes, index, env, false).is_err()
+            {
+                break;
+            }
         }
         work_loop(&nodes, &mut inbound, env);
         if let Some(metrics) = env.metrics {
@@ -639,11 +712,24 @@ impl ThreadExec {
         if env.control.aborting() {
             return Vec::new();
         }
+        let suspended = env.control.suspending();
         let mut reports = Vec::with_capacity(nodes.len());
         for cell in &nodes {
             env.progress.beat();
             let mut node = cell.borrow_mut();
+            // A suspended job's instances each leave their state: what they snapshotted, or
+            // that they had finished (which they reported then, or do now).
+            let state = suspended.then(|| {
+                node.suspended.take().unwrap_or_else(|| InstanceState {
+                    finished: true,
+                    ended_ports: node.ended_ports.clone(),
+                    ..InstanceState::default()
+                })
+            });
+            // An instance is stopped once in a job's life: when it finished, or at the end.
+            let stop = !node.resumed_finished && state.as_ref().is_none_or(|s| s.finished);
             let stopped = match &mut node.body {
+                _ if !stop => Ok(Ok(OperatorReport::default())),
                 Body::Source(s) => catch_unwind(AssertUnwindSafe(|| s.stop())),
                 Body::Operator(o) => catch_unwind(AssertUnwindSafe(|| o.stop())),
             };
@@ -664,6 +750,7 @@ impl ThreadExec {
             reports.push(InstanceReport {
                 operator: node.operator.clone(),
                 instance: node.ctx.name_of_instance(),
+                index: node.ctx.instance,
                 tuples_in: node.tuples_in,
                 tuples_out: node.tuples_out,
                 cpu_ns: node.sampled_ns,
@@ -671,10 +758,50 @@ impl ThreadExec {
                 report,
                 arrival_latency: node.arrival_latency.take(),
                 sink: node.outputs.is_empty(),
+                state,
             });
         }
         reports
     }
+}
+
+/// Gives node `index` the state it resumes from, if any (after its `start`): its snapshot,
+/// its timers, the ports already ended; one that had finished stays finished. Refuses a
+/// source that cannot resume in a job that must be able to suspend.
+fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
+    let (state, unresumable) = {
+        let mut node = nodes[index].borrow_mut();
+        let unresumable = matches!(&node.body, Body::Source(s) if !s.resumable());
+        (node.resume.take(), unresumable)
+    };
+    if env.suspendable && unresumable {
+        return with_node(nodes, index, env, 0, |_, _| {
+            Err(OperatorError::Failed(
+                "this source cannot resume where it stopped (Source::resumable), which \
+                 redeploying the job on another plan needs"
+                    .into(),
+            ))
+        });
+    }
+    let Some(state) = state else {
+        return Ok(());
+    };
+    if state.finished {
+        let mut node = nodes[index].borrow_mut();
+        node.finished = true;
+        node.resumed_finished = true;
+        return Ok(());
+    }
+    with_node(nodes, index, env, 0, |body, _| match body {
+        Body::Source(s) => s.restore(state.snapshot),
+        Body::Operator(o) => o.restore(state.snapshot),
+    })?;
+    let mut node = nodes[index].borrow_mut();
+    for timer in state.timers {
+        node.timers.set(timer);
+    }
+    node.ended_ports = state.ended_ports;
+    Ok(())
 }
 
 fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
@@ -698,7 +825,11 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
                 continue;
             }
             let step = if env.control.stop_requested() {
-                finish_node(nodes, index, env).map(|()| 1)
+                if env.control.suspending() {
+                    suspend_node(nodes, index, env).map(|()| 1)
+                } else {
+                    finish_node(nodes, index, env).map(|()| 1)
+                }
             } else {
                 produce(nodes, index, env)
             };
@@ -768,6 +899,12 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
             }
             Delivery::Punctuation(Punctuation::Latency(stamp)) => {
                 pass_marker(nodes, node, stamp, env)
+            }
+            // An upstream in another process was suspended: so is this job, whether or not
+            // this process's launcher has said so yet.
+            Delivery::Punctuation(Punctuation::Suspend) => {
+                env.control.request_suspend();
+                Ok(())
             }
             Delivery::EndOfStream => {
                 ended += 1;

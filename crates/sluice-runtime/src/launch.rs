@@ -53,6 +53,7 @@ use sluice_transport::tcp::JobSecret;
 use crate::control::JobControl;
 use crate::link::{self, Admission, Link, LinkListener};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
+use crate::state::JobState;
 use crate::wire::{self, FromPe, ToPe};
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
 
@@ -205,12 +206,14 @@ pub(crate) struct Children {
     _dir: tempfile::TempDir,
 }
 
-/// Spawns one process per PE of `plan` and brings them to the point where sources start.
+/// Spawns one process per PE of `plan` and brings them to the point where sources start,
+/// each instance with its state in `resume` if the job resumes.
 pub(crate) fn start(
     plan: &PhysicalPlan,
     options: &RunOptions,
     spawner: Spawner,
     control: Arc<JobControl>,
+    resume: Option<&JobState>,
 ) -> Result<RunningJob, RunError> {
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
@@ -279,7 +282,7 @@ pub(crate) fn start(
         timeout: options.start_timeout,
     };
     let result = children
-        .connect_all(listener, &secret, plan, &starting)
+        .connect_all(listener, &secret, (plan, resume), &starting)
         .and_then(|()| {
             let mut endpoints = Vec::new();
             children.await_all(
@@ -489,13 +492,14 @@ fn refused(peer: &str, why: &str) {
 }
 
 impl Children {
-    /// Admits one connection per PE, sends each its plan and starts a reader for it; reports
-    /// (on standard error) every connection refused. Closes the listener once all are in.
+    /// Admits one connection per PE, sends each the plan (and the state the job resumes
+    /// from) and starts a reader for it; reports (on standard error) every connection
+    /// refused. Closes the listener once all are in.
     fn connect_all(
         &mut self,
         listener: LinkListener,
         secret: &JobSecret,
-        plan: &PhysicalPlan,
+        (plan, resume): (&PhysicalPlan, Option<&JobState>),
         starting: &Starting<'_>,
     ) -> Result<(), RunError> {
         let (events, received) = mpsc::channel();
@@ -504,6 +508,7 @@ impl Children {
         let handshakes = link::Handshakes::for_peers(self.pes.len());
         let plan = ToPe::Plan {
             plan: Box::new(plan.clone()),
+            resume: resume.cloned().map(Box::new),
         };
         let began = Instant::now();
         let mut connected = 0;
@@ -816,7 +821,11 @@ impl Children {
             }
             if control.stop_requested() && stop_sent.is_none() {
                 stop_sent = Some(Instant::now());
-                self.tell_all(&ToPe::Stop);
+                self.tell_all(if control.suspending() {
+                    &ToPe::Suspend
+                } else {
+                    &ToPe::Stop
+                });
             }
             if stop_sent.is_some_and(|sent| sent.elapsed() >= options.drain_timeout) {
                 let waiting: Vec<String> = self

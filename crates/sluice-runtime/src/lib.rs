@@ -17,7 +17,9 @@
 //! Stopping: a finite source ends its stream, end-of-stream flows downstream, and a thread
 //! ends when all its instances have finished. [`StopHandle::stop`] makes every source finish
 //! early, so every tuple already emitted is still processed (a drain), within
-//! [`RunOptions::drain_timeout`]. A failed or panicking operator aborts the job: every thread
+//! [`RunOptions::drain_timeout`]. [`StopHandle::suspend`] drains the same way but keeps
+//! every source's position and every instance's state ([`JobReport::state`]) instead of
+//! finishing, and [`resume_with`] starts the job again from it, on another plan. A failed or panicking operator aborts the job: every thread
 //! leaves its loop, blocked senders give up, and [`RunningJob::wait`] returns the error, its
 //! root cause first ([`RunError`]). A thread stuck in an operator's call, or a PE that stops
 //! sending heartbeats, fails the job within [`RunOptions::stall_timeout`] (see `watch`);
@@ -35,6 +37,7 @@ pub mod metrics;
 mod mpi;
 mod pe;
 mod report;
+mod state;
 mod watch;
 mod wire;
 
@@ -47,6 +50,7 @@ pub use link::why_not_private;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use report::{InstanceReport, JobReport};
+pub use state::{InstanceState, JobState};
 
 use sluice_graph::Graph;
 use sluice_plan::PhysicalPlan;
@@ -110,6 +114,9 @@ pub struct RunOptions {
     /// long as the program (`Box::leak` it: a few hundred bytes per job), which keeps the
     /// options `Copy`.
     pub pe_args: Option<&'static [std::ffi::OsString]>,
+    /// The job may be suspended to be redeployed ([`StopHandle::suspend`]): it fails at its
+    /// start, naming the source, unless every source can resume where it stopped.
+    pub suspendable: bool,
 }
 
 /// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
@@ -134,6 +141,7 @@ impl Default for RunOptions {
             start_timeout: DEFAULT_START_TIMEOUT,
             metrics: true,
             pe_args: None,
+            suspendable: false,
         }
     }
 }
@@ -178,6 +186,31 @@ pub fn start_with(
     options: &RunOptions,
     stop: &StopHandle,
 ) -> Result<RunningJob, RunError> {
+    start_from(graph, plan, options, stop, None)
+}
+
+/// As [`start_with`], resuming a suspended job ([`StopHandle::suspend`]) from `state`, its
+/// [`JobReport::state`]: every instance takes back its state (an operator whose parallelism
+/// changed gets its keys dealt anew, each to the instance its key now goes to), every source
+/// resumes where it stopped, and an instance that had finished stays finished. `plan` may
+/// place the instances anywhere.
+pub fn resume_with(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+    stop: &StopHandle,
+    state: &JobState,
+) -> Result<RunningJob, RunError> {
+    start_from(graph, plan, options, stop, Some(state))
+}
+
+fn start_from(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+    stop: &StopHandle,
+    resume: Option<&JobState>,
+) -> Result<RunningJob, RunError> {
     if is_pe_process() {
         pe::serve(graph, options)
     }
@@ -186,10 +219,10 @@ pub fn start_with(
     let control = stop.control();
     match options.launcher {
         Launcher::Local if plan.pes.len() > 1 => {
-            launch::start(plan, options, launch::Spawner::Direct, control)
+            launch::start(plan, options, launch::Spawner::Direct, control, resume)
         }
-        Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi, control),
-        _ => start_threads(graph, plan, options, control),
+        Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi, control, resume),
+        _ => start_threads(graph, plan, options, control, resume),
     }
 }
 
@@ -223,6 +256,7 @@ fn start_threads(
     plan: &PhysicalPlan,
     options: &RunOptions,
     control: Arc<JobControl>,
+    resume: Option<&JobState>,
 ) -> Result<RunningJob, RunError> {
     let segments = launch::job_segments(plan)?;
     let mut sites = Sites::new(segments.job(), launch::job_secret()?);
@@ -232,6 +266,7 @@ fn start_threads(
     let watched = assemble::Watched {
         control: &control,
         metrics: options.metrics.then_some(&*process),
+        resume,
     };
     let workers = assemble::start(graph, plan, Scope::All, &sites, bound, options, watched)?;
     let handle = MetricsHandle::new(&plan.job, plan.pes.iter().map(|p| p.name.clone()));

@@ -268,8 +268,8 @@ fn run(
     metrics: Option<&ProcessMetrics>,
 ) -> Result<crate::JobReport, RunError> {
     let gone = || RunError::LauncherLost("its stream ended".into());
-    let plan = match wire::receive::<ToPe>(&mut reader) {
-        Ok(Some(ToPe::Plan { plan })) => plan,
+    let (plan, resume) = match wire::receive::<ToPe>(&mut reader) {
+        Ok(Some(ToPe::Plan { plan, resume })) => (plan, resume),
         _ => return Err(gone()),
     };
     if assemble::mpi_channel(&plan).is_some() {
@@ -296,6 +296,7 @@ fn run(
     let watched = assemble::Watched {
         control: &control,
         metrics,
+        resume: resume.as_deref(),
     };
     let workers = assemble::start(graph, &plan, scope, &sites, bound, &own, watched)?;
     reporter.send(&FromPe::Ready).map_err(launcher_lost)?;
@@ -311,6 +312,7 @@ fn run(
     std::thread::spawn(move || loop {
         match wire::receive::<ToPe>(&mut reader) {
             Ok(Some(ToPe::Stop)) => listener.request_stop(),
+            Ok(Some(ToPe::Suspend)) => listener.request_suspend(),
             Ok(Some(_)) => {}
             _ => {
                 listener.abort();

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use sluice_graph::{LatencyHistogram, OperatorReport};
 
+use crate::state::{InstanceState, JobState};
+
 /// One instance's figures.
 #[derive(Debug, Clone)]
 pub struct InstanceReport {
@@ -14,6 +16,8 @@ pub struct InstanceReport {
     pub operator: String,
     /// The instance's name.
     pub instance: String,
+    /// Its index among the operator's instances.
+    pub index: usize,
     /// Tuples it received.
     pub tuples_in: u64,
     /// Tuples it emitted.
@@ -31,6 +35,8 @@ pub struct InstanceReport {
     pub arrival_latency: Option<LatencyHistogram>,
     /// Whether it is a sink (it has no output ports).
     pub sink: bool,
+    /// Its state, when the job was suspended ([`crate::StopHandle::suspend`]).
+    pub state: Option<InstanceState>,
 }
 
 /// A finished job's figures.
@@ -89,6 +95,50 @@ impl JobReport {
     /// `operator`: the latency of each hop, read operator by operator.
     pub fn arrival_latency(&self, operator: &str) -> Option<LatencyHistogram> {
         merge_histograms(self.of(operator).filter_map(|i| i.arrival_latency.as_ref()))
+    }
+
+    /// The state the job was suspended with ([`crate::StopHandle::suspend`]), to resume it
+    /// from ([`crate::resume_with`]); `None` if it was not suspended. An instance that
+    /// reported no state had finished before the suspension (its whole thread had).
+    pub fn state(&self) -> Option<JobState> {
+        if self.instances.iter().all(|i| i.state.is_none()) {
+            return None;
+        }
+        let mut state = JobState::default();
+        for i in &self.instances {
+            let finished = InstanceState {
+                finished: true,
+                ..InstanceState::default()
+            };
+            state.insert(&i.operator, i.index, i.state.clone().unwrap_or(finished));
+        }
+        Some(state)
+    }
+
+    /// Adds the figures of `later`, a run of the same job resumed from this one's state: each
+    /// instance's counts and CPU are summed, its reports and latencies merged (an instance is
+    /// stopped once in the job's life, so its own report is in one of the runs), and the
+    /// elapsed times added. The state is `later`'s.
+    pub fn absorb(&mut self, later: JobReport) {
+        self.elapsed += later.elapsed;
+        for run in later.instances {
+            let Some(ours) = self
+                .instances
+                .iter_mut()
+                .find(|i| i.instance == run.instance)
+            else {
+                self.instances.push(run);
+                continue;
+            };
+            ours.tuples_in += run.tuples_in;
+            ours.tuples_out += run.tuples_out;
+            ours.cpu_ns += run.cpu_ns;
+            ours.report.merge(&run.report);
+            ours.arrival_latency =
+                merge_histograms(ours.arrival_latency.iter().chain(&run.arrival_latency));
+            ours.state = run.state;
+        }
+        self.instances.sort_by(|a, b| a.instance.cmp(&b.instance));
     }
 
     fn of<'a>(&'a self, operator: &'a str) -> impl Iterator<Item = &'a InstanceReport> + 'a {

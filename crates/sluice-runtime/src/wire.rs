@@ -7,12 +7,14 @@
 //!  Hello { pe }              ──▶     (after the hello with the secret)
 //!  Heartbeat                 ──▶     every 250 ms from then on (see crate::watch)
 //!  Metrics { threads }       ──▶     after each heartbeat once its threads run (crate::metrics)
-//!                            ◀──     Plan { plan }   the whole plan: a PE reads no file
+//!                            ◀──     Plan { plan, resume }   the whole plan (and the state
+//!                                            the job resumes from): a PE reads no file
 //!  Bound { endpoints }       ──▶     (every PE has bound its receivers)
 //!                            ◀──     Connect { endpoints }   PEs open their senders
 //!  Ready                     ──▶     (every PE is built and started)
 //!                            ◀──     Go            sources start
 //!                            ◀──     Stop          (Ctrl-C, duration): sources finish, drain
+//!                            ◀──     Suspend       (a redeploy): sources pause, drain, snapshot
 //!  Done { report } | Failed { error }
 //! ```
 //! A PE that loses the socket aborts at once (its launcher is gone); the launcher treats a PE
@@ -27,6 +29,7 @@ use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
 use crate::metrics::ThreadSample;
+use crate::state::{InstanceState, JobState};
 use crate::{InstanceReport, JobReport};
 
 /// What a PE tells its launcher.
@@ -63,9 +66,10 @@ pub(crate) const HEARTBEAT_PERIOD: std::time::Duration = std::time::Duration::fr
 /// What the launcher tells a PE.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum ToPe {
-    /// The job's plan, which the PE builds its part of.
+    /// The job's plan, which the PE builds its part of, and the state the job resumes from.
     Plan {
         plan: Box<PhysicalPlan>,
+        resume: Option<Box<JobState>>,
     },
     /// Open the senders; the addresses of every network receiver of the job, by channel.
     Connect {
@@ -73,6 +77,7 @@ pub(crate) enum ToPe {
     },
     Go,
     Stop,
+    Suspend,
 }
 
 /// A PE's report in a form JSON carries: histograms as (value, count) pairs.
@@ -85,6 +90,7 @@ pub(crate) struct WireReport {
 struct WireInstance {
     operator: String,
     instance: String,
+    index: usize,
     tuples_in: u64,
     tuples_out: u64,
     cpu_ns: u64,
@@ -95,6 +101,7 @@ struct WireInstance {
     latency: Option<Vec<(u64, u64)>>,
     arrival_latency: Option<Vec<(u64, u64)>>,
     sink: bool,
+    state: Option<InstanceState>,
 }
 
 /// A histogram as (value, count) pairs.
@@ -123,6 +130,7 @@ impl WireReport {
                 .map(|i| WireInstance {
                     operator: i.operator.clone(),
                     instance: i.instance.clone(),
+                    index: i.index,
                     tuples_in: i.tuples_in,
                     tuples_out: i.tuples_out,
                     cpu_ns: i.cpu_ns,
@@ -131,6 +139,7 @@ impl WireReport {
                     latency: i.report.latency.as_ref().map(to_pairs),
                     arrival_latency: i.arrival_latency.as_ref().map(to_pairs),
                     sink: i.sink,
+                    state: i.state.clone(),
                 })
                 .collect(),
         }
@@ -142,6 +151,7 @@ impl WireReport {
             .map(|i| InstanceReport {
                 operator: i.operator,
                 instance: i.instance,
+                index: i.index,
                 tuples_in: i.tuples_in,
                 tuples_out: i.tuples_out,
                 cpu_ns: i.cpu_ns,
@@ -152,6 +162,7 @@ impl WireReport {
                 },
                 arrival_latency: i.arrival_latency.map(from_pairs),
                 sink: i.sink,
+                state: i.state,
             })
             .collect()
     }
@@ -196,6 +207,7 @@ mod tests {
             vec![InstanceReport {
                 operator: "sink".into(),
                 instance: "sink".into(),
+                index: 0,
                 tuples_in: 7,
                 tuples_out: 0,
                 cpu_ns: 12_345,
@@ -206,6 +218,11 @@ mod tests {
                 },
                 arrival_latency: Some(latency.clone()),
                 sink: true,
+                state: Some(InstanceState {
+                    finished: true,
+                    ended_ports: vec![0],
+                    ..InstanceState::default()
+                }),
             }],
         );
         let wire: WireReport = serde_json::from_str(
@@ -223,11 +240,15 @@ mod tests {
         assert_eq!(h.max(), latency.max());
         assert!(back[0].sink);
         assert_eq!(back[0].arrival_latency.as_ref().map(|h| h.len()), Some(4));
+        assert_eq!(
+            back[0].state.as_ref().map(|s| s.ended_ports.clone()),
+            Some(vec![0])
+        );
     }
 
     #[test]
     fn a_report_without_measured_traffic_reads_as_none_sent() {
-        let older = r#"{"instances":[{"operator":"a","instance":"a","tuples_in":0,
+        let older = r#"{"instances":[{"operator":"a","instance":"a","index":0,"tuples_in":0,
             "tuples_out":3,"cpu_ns":0,"counters":{},"latency":null,"arrival_latency":null,
             "sink":false}]}"#;
         let back = serde_json::from_str::<WireReport>(older)

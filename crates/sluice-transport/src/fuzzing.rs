@@ -200,6 +200,7 @@ mod tests {
             Just(Punctuation::WindowMarker),
             any::<(u64, u32)>().prop_map(|(time, from)| Punctuation::Watermark { time, from }),
             any::<u64>().prop_map(Punctuation::Latency),
+            Just(Punctuation::Suspend),
         ]
     }
 

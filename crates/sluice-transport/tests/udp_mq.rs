@@ -108,6 +108,7 @@ fn punctuation(index: u64, punctuation: Punctuation) -> Vec<u8> {
         Punctuation::WindowMarker => (1u8, 0, 0u32),
         Punctuation::Watermark { time, from } => (2, time, from),
         Punctuation::Latency(v) => (3, v, 0),
+        Punctuation::Suspend => (4, 0, 0),
     };
     let mut payload = index.to_le_bytes().to_vec();
     payload.push(kind);

@@ -1,8 +1,9 @@
 //! Punctuations: the control items that travel along an edge in order with its tuples, and
 //! the one wire encoding every transport gives them.
 //!
-//! A punctuation is a window marker (IBM Streams' punctuation), an event-time watermark or a
-//! latency marker (Flink's); the last two carry a `u64`, and a watermark also the plan id of
+//! A punctuation is a window marker (IBM Streams' punctuation), an event-time watermark, a
+//! latency marker (Flink's) or a suspension marker (the end-of-stream that follows is a
+//! suspension, not the end: the job is being redeployed); watermarks and latency markers carry a `u64`, and a watermark also the plan id of
 //! the instance that sent it (one receiver may be fed by several senders, and an instance's
 //! event time is the least over all of them). Whatever a transport's framing around it, a
 //! punctuation crosses a process boundary as the same [`Punctuation::WIRE_BYTES`] bytes, all
@@ -16,6 +17,7 @@
 //!  kind 1  window marker    value 0                                    from 0
 //!  kind 2  watermark        event time, nanoseconds on the app's clock from: sender's id
 //!  kind 3  latency marker   CLOCK_MONOTONIC ns when a source read it   from 0
+//!  kind 4  suspension       value 0                                    from 0
 //! ```
 //!
 //! [`Punctuation::from_wire`] reads bytes from a peer that may be broken or hostile: it
@@ -40,6 +42,10 @@ pub enum Punctuation {
     /// A latency marker: a source read `CLOCK_MONOTONIC` ([`crate::monotonic_ns`]) at this
     /// value.
     Latency(u64),
+    /// The job is suspending ([`Punctuation::Suspend`] precedes the end-of-stream of a
+    /// sender whose instance was suspended, so a receiver in another process knows that end
+    /// is no end before its own launcher tells it).
+    Suspend,
 }
 
 /// Offset of the kind byte.
@@ -59,6 +65,8 @@ const KIND_WINDOW_MARKER: u8 = 1;
 const KIND_WATERMARK: u8 = 2;
 /// The kind byte of a latency marker.
 const KIND_LATENCY: u8 = 3;
+/// The kind byte of a suspension marker.
+const KIND_SUSPEND: u8 = 4;
 
 const _: () = assert!(KIND_AT + 1 == VALUE_AT);
 const _: () = assert!(Punctuation::WIRE_BYTES == 13);
@@ -100,6 +108,7 @@ impl Punctuation {
             Self::WindowMarker => (KIND_WINDOW_MARKER, 0, 0),
             Self::Watermark { time, from } => (KIND_WATERMARK, time, from),
             Self::Latency(time) => (KIND_LATENCY, time, 0),
+            Self::Suspend => (KIND_SUSPEND, 0, 0),
         };
         let mut wire = [0u8; Self::WIRE_BYTES];
         wire[KIND_AT] = kind;
@@ -128,7 +137,8 @@ impl Punctuation {
             KIND_WINDOW_MARKER if value == 0 && from == 0 => Ok(Self::WindowMarker),
             KIND_WATERMARK => Ok(Self::Watermark { time: value, from }),
             KIND_LATENCY if from == 0 => Ok(Self::Latency(value)),
-            KIND_WINDOW_MARKER | KIND_LATENCY => {
+            KIND_SUSPEND if value == 0 && from == 0 => Ok(Self::Suspend),
+            KIND_WINDOW_MARKER | KIND_LATENCY | KIND_SUSPEND => {
                 Err(PunctuationWireError::StrayValue { kind, value, from })
             }
             kind => Err(PunctuationWireError::UnknownKind(kind)),
@@ -140,7 +150,7 @@ impl Punctuation {
 mod tests {
     use super::*;
 
-    const EVERY_KIND: [Punctuation; 5] = [
+    const EVERY_KIND: [Punctuation; 6] = [
         Punctuation::WindowMarker,
         Punctuation::Watermark { time: 0, from: 0 },
         Punctuation::Watermark {
@@ -149,6 +159,7 @@ mod tests {
         },
         Punctuation::Latency(u64::MAX),
         Punctuation::Latency(1),
+        Punctuation::Suspend,
     ];
 
     #[test]
@@ -194,7 +205,7 @@ mod tests {
                 actual: 14
             })
         );
-        for kind in [0, 4, 255] {
+        for kind in [0, 5, 255] {
             let mut bad = wire;
             bad[KIND_AT] = kind;
             assert_eq!(
@@ -212,6 +223,12 @@ mod tests {
                 from: 0
             })
         );
+        let mut stray = Punctuation::Suspend.to_wire();
+        stray[VALUE_AT] = 1;
+        assert!(matches!(
+            Punctuation::from_wire(&stray),
+            Err(PunctuationWireError::StrayValue { kind: 4, .. })
+        ));
         let mut stray = Punctuation::Latency(3).to_wire();
         stray[FROM_AT] = 2;
         assert_eq!(

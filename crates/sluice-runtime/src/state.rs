@@ -1,0 +1,174 @@
+//! A suspended job's state ([`StopHandle::suspend`](crate::StopHandle::suspend)): every
+//! instance's snapshot with what the runtime knew about it, gathered from all its PEs, and
+//! dealt back to the instances of the plan it resumes on ([`crate::resume_with`]).
+//!
+//! Placement keeps each operator's parallelism, so an instance takes back the state of the
+//! instance of the same index. When an operator's parallelism changed, its instances'
+//! snapshots are merged and split again as its key-partitioned input will deal the keys
+//! ([`Snapshot::split`]); a source cannot change its parallelism across a redeploy, since
+//! each instance's position is its own.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sluice_graph::{Snapshot, Timer};
+
+use crate::RunError;
+
+/// One instance's state when its job was suspended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceState {
+    /// What its `snapshot` returned.
+    pub snapshot: Snapshot,
+    /// Whether it had finished for good (every input ended, or its source was exhausted)
+    /// before the suspension reached it: it resumes finished, never called again.
+    pub finished: bool,
+    /// Input ports whose `port_ended` it was already given, not to be given again.
+    pub ended_ports: Vec<usize>,
+    /// The timers it had set and that were not yet due.
+    pub timers: Vec<Timer>,
+}
+
+/// Every instance's state, by operator, each operator's instances in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobState {
+    /// Per operator, the state of each instance (index = the instance's).
+    pub operators: BTreeMap<String, Vec<InstanceState>>,
+}
+
+impl JobState {
+    /// Records the state of instance `instance` of `operator`.
+    pub(crate) fn insert(&mut self, operator: &str, instance: usize, state: InstanceState) {
+        let states = self.operators.entry(operator.to_string()).or_default();
+        if states.len() <= instance {
+            states.resize_with(instance + 1, InstanceState::default);
+        }
+        states[instance] = state;
+    }
+
+    /// The state instance `instance` of `operator`, one of `parallelism`, resumes from;
+    /// `None` when the job's state has none of the operator (an operator added since).
+    pub(crate) fn for_instance(
+        &self,
+        operator: &str,
+        instance: usize,
+        parallelism: usize,
+        is_source: bool,
+    ) -> Result<Option<InstanceState>, RunError> {
+        let Some(states) = self.operators.get(operator) else {
+            return Ok(None);
+        };
+        if states.len() == parallelism {
+            return Ok(states.get(instance).cloned());
+        }
+        if is_source {
+            return Err(RunError::PlanMismatch(format!(
+                "source '{operator}' was suspended with {} instance(s) and resumes with \
+                 {parallelism}: each instance's position is its own",
+                states.len()
+            )));
+        }
+        let merged = Snapshot::merge(states.iter().map(|s| s.snapshot.clone()));
+        let snapshot = merged
+            .split(parallelism)
+            .into_iter()
+            .nth(instance)
+            .unwrap_or_default();
+        let mut timers: Vec<Timer> = states.iter().flat_map(|s| s.timers.clone()).collect();
+        timers.sort_unstable();
+        timers.dedup();
+        let ended_ports = states
+            .first()
+            .map(|first| {
+                first
+                    .ended_ports
+                    .iter()
+                    .copied()
+                    .filter(|p| states.iter().all(|s| s.ended_ports.contains(p)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some(InstanceState {
+            snapshot,
+            finished: states.iter().all(|s| s.finished),
+            ended_ports,
+            timers,
+        }))
+    }
+
+    /// How many instances it holds the state of.
+    pub fn instances(&self) -> usize {
+        self.operators.values().map(Vec::len).sum()
+    }
+
+    /// Bytes of operator state it holds (keys and values as the operators encoded them).
+    pub fn bytes(&self) -> usize {
+        self.operators
+            .values()
+            .flatten()
+            .map(|s| {
+                s.snapshot.operator.len()
+                    + s.snapshot
+                        .keyed
+                        .iter()
+                        .map(|e| e.key.len() + e.state.len())
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_graph::KeyedEntry;
+
+    fn keyed(keys: std::ops::Range<u64>) -> InstanceState {
+        InstanceState {
+            snapshot: Snapshot {
+                operator: Vec::new(),
+                keyed: keys
+                    .map(|k| KeyedEntry {
+                        hash: sluice_types::partition_hash(&k),
+                        key: k.to_le_bytes().to_vec(),
+                        state: vec![1],
+                    })
+                    .collect(),
+            },
+            timers: vec![Timer::Event(5)],
+            ..InstanceState::default()
+        }
+    }
+
+    #[test]
+    fn same_parallelism_keeps_each_instance_its_own_state() {
+        let mut state = JobState::default();
+        state.insert("sum", 1, keyed(0..3));
+        state.insert("sum", 0, keyed(3..5));
+        let one = state.for_instance("sum", 1, 2, false).unwrap().unwrap();
+        assert_eq!(one, keyed(0..3));
+        assert_eq!(state.for_instance("other", 0, 1, false).unwrap(), None);
+        assert_eq!(state.instances(), 2);
+    }
+
+    #[test]
+    fn another_parallelism_deals_every_key_to_its_new_owner() {
+        let mut state = JobState::default();
+        state.insert("sum", 0, keyed(0..40));
+        state.insert("sum", 1, keyed(40..100));
+        let parts: Vec<InstanceState> = (0..3)
+            .map(|i| state.for_instance("sum", i, 3, false).unwrap().unwrap())
+            .collect();
+        let total: usize = parts.iter().map(|p| p.snapshot.keyed.len()).sum();
+        assert_eq!(total, 100);
+        for (i, part) in parts.iter().enumerate() {
+            assert!(part
+                .snapshot
+                .keyed
+                .iter()
+                .all(|e| sluice_types::pick_instance(e.hash, 3) == i));
+            assert_eq!(part.timers, vec![Timer::Event(5)]);
+        }
+        assert!(state.for_instance("sum", 0, 3, true).is_err());
+    }
+}
