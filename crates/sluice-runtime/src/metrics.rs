@@ -3,11 +3,11 @@
 //! Every thread of a job keeps plain counters of its own (tuples in and out per instance,
 //! tuples each instance delivered to each downstream instance, tuples per inbound edge, time
 //! blocked on full queues, and each instance's sampled CPU time when the job is profiled) and
-//! a histogram of the latency markers that reached each instance since it last published. It *publishes* them into
-//! relaxed atomics (one writer each) only when asked: a sampler bumps a generation number a
-//! few times a second ([`SAMPLE_PERIOD`]) and each thread, at the end of a round of its work
-//! loop, compares it with the last one it answered: one relaxed load a round, no lock and no
-//! shared write per tuple. Publishing also reads what each receiver knows of its edge (its
+//! a histogram of the latency markers that reached each instance since it last published. It
+//! *publishes* them into relaxed atomics (one writer each) only when asked: a sampler bumps a
+//! generation number a few times a second ([`SAMPLE_PERIOD`]) and each thread, at the end of
+//! a round of its work loop, compares it with the last one it answered: one relaxed load a
+//! round, no lock and no shared write per tuple. Publishing also reads what each receiver knows of its edge (its
 //! queue's or ring's fill, bytes, tuples lost: [`sluice_transport::ReceiverStats`]) and the
 //! percentiles of the markers' latency over the window, then starts a new window.
 //!
