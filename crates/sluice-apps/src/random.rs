@@ -11,6 +11,11 @@ impl XorShift {
         Self(seed.max(1))
     }
 
+    /// Where the sequence is: [`XorShift::new`] of it goes on from there.
+    pub(crate) fn state(&self) -> u64 {
+        self.0
+    }
+
     /// The next number.
     pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;

@@ -28,10 +28,11 @@
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use sluice_graph::{
-    expect_tuple, latency_histogram, GraphBuilder, GraphError, LatencyHistogram, Operator,
-    OperatorContext, OperatorError, OperatorHandle, OperatorReport, Output, Partitioning, Ports,
-    Produced, Source,
+    expect_tuple, histogram_from_pairs, histogram_pairs, latency_histogram, GraphBuilder,
+    GraphError, LatencyHistogram, Operator, OperatorContext, OperatorError, OperatorHandle,
+    OperatorReport, Output, Partitioning, Ports, Produced, Snapshot, Source,
 };
 use sluice_ops::Pacer;
 use sluice_runtime::JobReport;
@@ -348,6 +349,21 @@ impl Source for Spout {
         })
     }
 
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// The next sequence number and the send times its report covers (a tuple's message
+    /// is the pool's for its sequence number).
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&(self.seq, self.first_ns, self.last_ns))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        (self.seq, self.first_ns, self.last_ns) = snapshot.decode_whole()?;
+        Ok(())
+    }
+
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         let mut report = OperatorReport::default();
         report.counters.insert(SENT.into(), self.seq);
@@ -375,7 +391,7 @@ impl Operator for PassOn {
 }
 
 /// Which sequence numbers arrived, in a sliding window of [`SEQ_WINDOW`] of them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SeqTracker {
     /// One bit per sequence number from `base`, word `w` (absolute) at `w mod len`.
     words: Vec<u64>,
@@ -468,6 +484,22 @@ impl Check {
         self.seqs.distinct
     }
 
+    /// What it has checked, to resume from with [`Check::resume`] after a redeploy.
+    pub fn state(&self) -> CheckState {
+        CheckState {
+            seqs: self.seqs.clone(),
+            corrupt: self.corrupt,
+            latency: histogram_pairs(&self.latency),
+        }
+    }
+
+    /// Goes on from `state`, what another instance had checked.
+    pub fn resume(&mut self, state: CheckState) {
+        self.seqs = state.seqs;
+        self.corrupt = state.corrupt;
+        self.latency = histogram_from_pairs(&state.latency);
+    }
+
     /// The report of what it checked.
     pub fn report(&mut self) -> OperatorReport {
         let mut report = OperatorReport {
@@ -499,9 +531,26 @@ impl Operator for Check {
         Ok(())
     }
 
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&self.state())
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.resume(snapshot.decode_whole()?);
+        Ok(())
+    }
+
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         Ok(self.report())
     }
+}
+
+/// What a [`Check`] has checked: its sequence numbers, corrupt tuples and latencies.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CheckState {
+    seqs: SeqTracker,
+    corrupt: u64,
+    latency: Vec<(u64, u64)>,
 }
 
 /// What a finished run of a topology says about its tuples.

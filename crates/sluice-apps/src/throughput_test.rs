@@ -29,7 +29,8 @@
 //! `--duration` ends or, with `--set tuples=N`, after N tuples.
 
 use sluice_graph::{
-    expect_tuple, GraphBuilder, Operator, OperatorError, OperatorReport, Output, Partitioning,
+    expect_tuple, GraphBuilder, KeyedEntry, Operator, OperatorError, OperatorReport, Output,
+    Partitioning, Snapshot,
 };
 use sluice_types::{monotonic_ns, partition_hash, KeyMap, TupleRef};
 
@@ -127,6 +128,34 @@ impl Operator for Count {
         _out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
         self.record(expect_tuple::<StormTuple>(port, tuple)?, monotonic_ns());
+        Ok(())
+    }
+
+    /// What it checked, and its count of every id as keyed state (so that another
+    /// parallelism deals each id's count to the instance its tuples go to).
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let mut snapshot = Snapshot::whole(&self.check.state())?;
+        snapshot.keyed = self
+            .counts
+            .iter()
+            .map(|(id, count)| KeyedEntry {
+                hash: partition_hash(&id[..]),
+                key: id.to_vec(),
+                state: count.to_le_bytes().to_vec(),
+            })
+            .collect();
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.check.resume(snapshot.decode_whole()?);
+        for entry in snapshot.keyed {
+            let count = <[u8; 8]>::try_from(entry.state.as_slice()).map_err(|_| {
+                OperatorError::Failed("an id's count in a snapshot is not 8 bytes".into())
+            })?;
+            self.counts
+                .insert(entry.key.into_boxed_slice(), u64::from_le_bytes(count));
+        }
         Ok(())
     }
 

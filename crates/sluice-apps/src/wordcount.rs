@@ -20,10 +20,10 @@
 //! lines sorted by word.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use sluice_graph::{OperatorError, Output, Produced, Source};
+use sluice_graph::{OperatorError, Output, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
 use sluice_types::CompactString;
 
@@ -272,6 +272,35 @@ impl Source for SentenceSource {
         self.pacer.emitted(emitted);
         out.emit_batch(0, &mut self.batch)?;
         Ok(Produced::Emitted(emitted))
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// Sentences emitted, the generator's state and the offset in the input file.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let offset = match &mut self.reader {
+            Some(reader) => Some(
+                reader
+                    .stream_position()
+                    .map_err(|e| OperatorError::io("find the position in the input", e))?,
+            ),
+            None => None,
+        };
+        Snapshot::whole(&(self.emitted, self.generator.random.state(), offset))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        let (emitted, random, offset): (u64, u64, Option<u64>) = snapshot.decode_whole()?;
+        self.emitted = emitted;
+        self.generator.random = XorShift::new(random);
+        if let (Some(reader), Some(offset)) = (&mut self.reader, offset) {
+            reader
+                .seek(SeekFrom::Start(offset))
+                .map_err(|e| OperatorError::io("seek in the input", e))?;
+        }
+        Ok(())
     }
 }
 

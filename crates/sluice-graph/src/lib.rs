@@ -26,4 +26,4 @@ pub use operator::{
 };
 pub use partitioning::{KeyFn, Partitioning};
 pub use placement::Placement;
-pub use snapshot::{KeyedEntry, Snapshot};
+pub use snapshot::{histogram_from_pairs, histogram_pairs, KeyedEntry, Snapshot};

@@ -9,8 +9,11 @@
 //! [`Operator::snapshot`]: crate::Operator::snapshot
 //! [`Operator::restore`]: crate::Operator::restore
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sluice_types::pick_instance;
+
+use crate::{LatencyHistogram, OperatorError};
 
 /// One key's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +42,23 @@ impl Snapshot {
         self.operator.is_empty() && self.keyed.is_empty()
     }
 
+    /// A snapshot of operator-wide state alone: `value`, encoded with `postcard`.
+    pub fn whole<T: Serialize>(value: &T) -> Result<Snapshot, OperatorError> {
+        let operator = postcard::to_allocvec(value).map_err(|e| {
+            OperatorError::Failed(format!("cannot encode state for a snapshot: {e}"))
+        })?;
+        Ok(Snapshot {
+            operator,
+            keyed: Vec::new(),
+        })
+    }
+
+    /// The operator-wide state [`Snapshot::whole`] encoded, decoded as `T`.
+    pub fn decode_whole<T: DeserializeOwned>(&self) -> Result<T, OperatorError> {
+        postcard::from_bytes(&self.operator)
+            .map_err(|e| OperatorError::Failed(format!("a snapshot's state does not decode: {e}")))
+    }
+
     /// Deals the keyed state over `instances` instances as a key-partitioned edge deals the
     /// keys' tuples; the operator-wide state goes to instance 0.
     pub fn split(self, instances: usize) -> Vec<Snapshot> {
@@ -63,6 +83,24 @@ impl Snapshot {
         }
         merged
     }
+}
+
+/// A latency histogram as (value, count) pairs, a form `serde` carries (in a snapshot, or a
+/// report between processes).
+pub fn histogram_pairs(histogram: &LatencyHistogram) -> Vec<(u64, u64)> {
+    histogram
+        .iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
+}
+
+/// The histogram [`histogram_pairs`] described, as [`crate::latency_histogram`] makes them.
+pub fn histogram_from_pairs(pairs: &[(u64, u64)]) -> LatencyHistogram {
+    let mut h = crate::latency_histogram();
+    for &(value, count) in pairs {
+        h.saturating_record_n(value, count);
+    }
+    h
 }
 
 #[cfg(test)]
@@ -90,5 +128,18 @@ mod tests {
         let mut expected = whole;
         expected.keyed.sort_by(|a, b| a.key.cmp(&b.key));
         assert_eq!(merged, expected);
+    }
+
+    #[test]
+    fn whole_state_and_histograms_round_trip() {
+        let whole = Snapshot::whole(&(7u64, true)).unwrap();
+        assert_eq!(whole.decode_whole::<(u64, bool)>().unwrap(), (7, true));
+        assert!(whole.decode_whole::<(u64, u64, u64)>().is_err());
+        let mut h = crate::latency_histogram();
+        h.saturating_record_n(1500, 3);
+        h.saturating_record(90_000);
+        let back = histogram_from_pairs(&histogram_pairs(&h));
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.max(), h.max());
     }
 }

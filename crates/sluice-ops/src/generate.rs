@@ -114,25 +114,13 @@ where
         true
     }
 
-    /// The next sequence number and whether `make` said it was done: 9 bytes.
+    /// The next sequence number and whether `make` said it was done.
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
-        let mut position = self.next.to_le_bytes().to_vec();
-        position.push(u8::from(self.made_all));
-        Ok(Snapshot {
-            operator: position,
-            keyed: Vec::new(),
-        })
+        Snapshot::whole(&(self.next, self.made_all))
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
-        let Some((next, [made_all])) = snapshot.operator.split_first_chunk::<8>() else {
-            return Err(OperatorError::Failed(format!(
-                "a generator's position is 9 bytes, not {}",
-                snapshot.operator.len()
-            )));
-        };
-        self.next = u64::from_le_bytes(*next);
-        self.made_all = *made_all != 0;
+        (self.next, self.made_all) = snapshot.decode_whole()?;
         Ok(())
     }
 }

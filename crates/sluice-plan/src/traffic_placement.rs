@@ -23,6 +23,10 @@
 //! threads holding several tasks could feed each other in a cycle (a chain `a -> b -> c` with
 //! `a` and `c` on one thread, or on one host and `b` on another), which can deadlock under
 //! backpressure and which the planner refuses.
+//!
+//! On-line, [`rebalance`] weighs a running job's placement against the scheduler's for the
+//! traffic measured: it proposes a move when that cuts the traffic crossing hosts by more than
+//! a threshold.
 
 use std::collections::BTreeMap;
 
@@ -213,6 +217,40 @@ pub fn plan_file(plan: &PhysicalPlan, hosts: &[HostSpec], host_of: &[usize]) -> 
         threads,
         ..PlanFile::default()
     }
+}
+
+/// A better placement for a running job, and how much better it is predicted to be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rebalance {
+    /// The host of every task.
+    pub host_of: Vec<usize>,
+    /// The placement the job runs on, for the traffic measured.
+    pub now: PlacementQuality,
+    /// The proposed one, for the same traffic.
+    pub proposed: PlacementQuality,
+}
+
+/// TurboStream's on-line step: for `tasks` (the traffic and load measured) placed as
+/// `current` on hosts with `slots` free slots, the scheduler's placement if it cuts the
+/// fraction of the traffic crossing hosts by more than `threshold` (0 to 1); `None` if it does
+/// not, or if there is no traffic to judge by.
+pub fn rebalance(
+    tasks: &TaskGraph,
+    current: &[usize],
+    slots: &[usize],
+    threshold: f64,
+) -> Option<Rebalance> {
+    if tasks.total_traffic() <= 0.0 {
+        return None;
+    }
+    let host_of = Scheduler::Consolidated.assign(tasks, slots);
+    let now = PlacementQuality::of(tasks, current, slots);
+    let proposed = PlacementQuality::of(tasks, &host_of, slots);
+    (now.cross_host_traffic - proposed.cross_host_traffic > threshold).then_some(Rebalance {
+        host_of,
+        now,
+        proposed,
+    })
 }
 
 /// Each scheduler's placement quality for `tasks` on hosts with `slots` free slots.

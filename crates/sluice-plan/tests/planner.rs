@@ -894,6 +894,29 @@ fn measured_traffic_pairs_a_source_with_the_instance_its_skewed_keys_favour() {
 }
 
 #[test]
+fn rebalancing_moves_only_a_placement_the_threshold_says_is_worth_it() {
+    use sluice_plan::traffic_placement::{rebalance, task_graph, Scheduler};
+    let graph = two_chains();
+    let processes = plan(&graph, &PlanRequest::Processes, &with_hosts()).unwrap();
+    let tasks = task_graph(&processes, |_| 1.0);
+    // Round robin over three hosts cuts every edge; the scheduler half of them.
+    let round_robin = Scheduler::RoundRobin.assign(&tasks, &[2, 2, 2]);
+    let better = rebalance(&tasks, &round_robin, &[2, 2, 2], 0.1).unwrap();
+    assert_eq!(better.now.cross_host_traffic, 1.0);
+    assert_eq!(better.proposed.cross_host_traffic, 0.5);
+    assert_eq!(
+        better.host_of,
+        Scheduler::Consolidated.assign(&tasks, &[2, 2, 2])
+    );
+    // A gain below the threshold, or a placement already as good, moves nothing.
+    assert_eq!(rebalance(&tasks, &round_robin, &[2, 2, 2], 0.5), None);
+    assert_eq!(rebalance(&tasks, &better.host_of, &[2, 2, 2], 0.0), None);
+    // Without traffic there is nothing to judge by.
+    let idle = task_graph(&processes, |_| 0.0);
+    assert_eq!(rebalance(&idle, &round_robin, &[2, 2, 2], 0.0), None);
+}
+
+#[test]
 fn a_plan_file_host_must_exist_and_agree_within_a_pe() {
     let graph = two_chains();
     let mut file = PlanFile::parse(

@@ -25,7 +25,7 @@ use std::io::{BufRead, Read, Write};
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
-use sluice_graph::{latency_histogram, LatencyHistogram, OperatorReport};
+use sluice_graph::{histogram_from_pairs, histogram_pairs, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
 use crate::metrics::ThreadSample;
@@ -104,23 +104,6 @@ struct WireInstance {
     state: Option<InstanceState>,
 }
 
-/// A histogram as (value, count) pairs.
-fn to_pairs(histogram: &LatencyHistogram) -> Vec<(u64, u64)> {
-    histogram
-        .iter_recorded()
-        .map(|v| (v.value_iterated_to(), v.count_at_value()))
-        .collect()
-}
-
-/// A histogram back from (value, count) pairs.
-fn from_pairs(pairs: Vec<(u64, u64)>) -> LatencyHistogram {
-    let mut h = latency_histogram();
-    for (value, count) in pairs {
-        h.saturating_record_n(value, count);
-    }
-    h
-}
-
 impl WireReport {
     pub(crate) fn from_report(report: &JobReport) -> Self {
         Self {
@@ -136,8 +119,8 @@ impl WireReport {
                     cpu_ns: i.cpu_ns,
                     sent: i.sent.clone(),
                     counters: i.report.counters.clone(),
-                    latency: i.report.latency.as_ref().map(to_pairs),
-                    arrival_latency: i.arrival_latency.as_ref().map(to_pairs),
+                    latency: i.report.latency.as_ref().map(histogram_pairs),
+                    arrival_latency: i.arrival_latency.as_ref().map(histogram_pairs),
                     sink: i.sink,
                     state: i.state.clone(),
                 })
@@ -158,9 +141,9 @@ impl WireReport {
                 sent: i.sent,
                 report: OperatorReport {
                     counters: i.counters,
-                    latency: i.latency.map(from_pairs),
+                    latency: i.latency.as_deref().map(histogram_from_pairs),
                 },
-                arrival_latency: i.arrival_latency.map(from_pairs),
+                arrival_latency: i.arrival_latency.as_deref().map(histogram_from_pairs),
                 sink: i.sink,
                 state: i.state,
             })
@@ -195,6 +178,7 @@ pub(crate) fn receive<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_graph::latency_histogram;
     use std::time::Duration;
 
     #[test]

@@ -10,6 +10,7 @@ mod feed;
 mod jobs;
 mod logs;
 mod observe;
+mod online;
 mod optimize;
 mod plan;
 mod plan_choice;

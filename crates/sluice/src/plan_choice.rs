@@ -41,6 +41,15 @@ impl AppArgs {
     pub fn build(&self, mut config: AppConfig) -> anyhow::Result<(sluice_apps::App, PhysicalPlan)> {
         config.settings = Settings::parse(self.settings.iter().map(String::as_str))?;
         let mut app = sluice_apps::build(&self.app, &config)?;
+        let options = self.plan_options()?;
+        let request = self.request()?;
+        app.graph = sluice_plan::replicated_graph(&app.graph, &request)?;
+        let plan = sluice_plan::plan(&app.graph, &request, &options)?;
+        Ok((app, plan))
+    }
+
+    /// What the planner is told: the queue capacity and the hosts file, if given.
+    pub fn plan_options(&self) -> anyhow::Result<PlanOptions> {
         let mut options = PlanOptions::default();
         if let Some(capacity) = self.queue_capacity {
             if !(1..=MAX_QUEUE_CAPACITY).contains(&capacity) {
@@ -56,10 +65,7 @@ impl AppArgs {
                 .with_context(|| format!("cannot read hosts file {}", path.display()))?;
             options.hosts = Some(HostsFile::read(path, &text)?);
         }
-        let request = self.request()?;
-        app.graph = sluice_plan::replicated_graph(&app.graph, &request)?;
-        let plan = sluice_plan::plan(&app.graph, &request, &options)?;
-        Ok((app, plan))
+        Ok(options)
     }
 }
 

@@ -16,13 +16,14 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use sluice_apps::AppConfig;
-use sluice_runtime::{Launcher, RunOptions, StopHandle};
+use sluice_runtime::{Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
 use crate::ending::Ending;
 use crate::logs::{self, Verbosity};
 use crate::observe::{JobIdentity, ObserveArgs};
+use crate::online::{OnlineArgs, Redeploys, SharedStop};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
 use crate::ui;
@@ -96,6 +97,8 @@ pub(crate) struct RunArgs {
     ui: Option<SocketAddr>,
     #[command(flatten)]
     observe: ObserveArgs,
+    #[command(flatten)]
+    online: OnlineArgs,
 }
 
 /// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
@@ -183,6 +186,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let watch = args.observe.prepare(&mut options)?;
     options.profile_cpu = args.profile.is_some();
+    options.suspendable = args.online.online_placement;
     let ui = ui::serve_if_asked(args.ui, &plan)?;
     if !sluice_runtime::is_pe_process() {
         tracing::info!(
@@ -198,12 +202,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if sluice_runtime::is_pe_process() {
         tracing::debug!(job = %plan.job, "this PE builds its part of the job");
     }
-    let stop = StopHandle::new();
+    let shared = SharedStop::default();
+    let stop = shared.handle();
     let interrupts = Arc::new(AtomicUsize::new(0));
     if !sluice_runtime::is_pe_process() {
         // Before the start, so that an interrupt during it is a stop too. A PE keeps the
         // default actions: its launcher stops it over its control stream.
-        let handle = stop.clone();
+        let handle = shared.clone();
         let interrupts = interrupts.clone();
         ctrlc::set_handler(move || {
             if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -237,7 +242,23 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);
         }
-        job.wait()
+        if !args.online.online_placement {
+            return job.wait();
+        }
+        let redeploys = Redeploys {
+            graph: &app.graph,
+            plan_options: args.app.plan_options().map_err(|e| {
+                sluice_runtime::RunError::Launch(format!("cannot plan a redeploy: {e:#}"))
+            })?,
+            options,
+            args: &args.online,
+            started: std::time::Instant::now(),
+        };
+        crate::online::supervise(job, &plan, &redeploys, &shared, |job| {
+            if let Some(ui) = &ui {
+                ui.attach(job.metrics_handle());
+            }
+        })
     });
     if let Some(observers) = observers {
         observers.finish(result.as_ref().ok());
@@ -256,7 +277,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         crate::optimize::write_profile(path, &plan, &report)?;
     }
     let partial = Ending {
-        stopped: stop.is_stopping(),
+        stopped: shared.is_stopping(),
         interrupted: interrupts.load(Ordering::Relaxed) > 0,
         duration,
         elapsed: report.elapsed,

@@ -1,0 +1,328 @@
+//! `sluice run APP --hosts FILE --online-placement`: TurboStream's on-line placement. A
+//! monitor reads the running job's live metrics every `--rebalance-every` seconds and turns
+//! what each instance handled since the last reading into a task graph (its load, and the
+//! traffic between instances); when the scheduler's placement of that graph would cut the
+//! fraction of the traffic crossing hosts by more than `--rebalance-threshold`
+//! ([`rebalance`]), the job is redeployed on it:
+//!
+//! 1. the job is suspended ([`StopHandle::suspend`]): its sources stop where they are, every
+//!    tuple in flight drains, and every instance leaves its state (keyed state per key, the
+//!    sources' positions);
+//! 2. the new plan starts from that state ([`sluice_runtime::resume_with`]), each key's state
+//!    with the instance its key now goes to, and the sources go on from where they stopped.
+//!
+//! No tuple is lost or repeated; the pause (from the suspension to the sources going again)
+//! is logged and summed up at the end. The job's report is every run's, merged
+//! ([`JobReport::absorb`]). `--duration` is the whole job's; no redeploy starts in its last
+//! second. Ctrl-C stops whichever run is under way, and a redeploy under way resumes only
+//! to drain. Every source of the application must be able to resume where it stopped
+//! ([`sluice_graph::Source::resumable`]): the job fails at its start otherwise.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use sluice_graph::Graph;
+use sluice_plan::consolidate::TaskGraph;
+use sluice_plan::traffic_placement::{plan_file, rebalance, task_graph, Rebalance};
+use sluice_plan::{PhysicalPlan, PlanOptions, PlanRequest};
+use sluice_runtime::{
+    JobReport, MetricsHandle, MetricsSnapshot, RunError, RunOptions, RunningJob, StopHandle,
+};
+
+use crate::plan_choice::parse_seconds;
+
+/// The options of on-line placement.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct OnlineArgs {
+    /// Watch the job and redeploy it on the hosts of --hosts when moving its instances cuts
+    /// the traffic between hosts (TurboStream's on-line placement); no tuple or state is lost.
+    #[arg(long, requires = "hosts")]
+    pub online_placement: bool,
+    /// Seconds between two readings of the traffic (--online-placement).
+    #[arg(long, default_value = "5", value_parser = parse_seconds, requires = "online_placement")]
+    rebalance_every: Duration,
+    /// Redeploy when the fraction of the traffic crossing hosts would fall by more than this
+    /// (0 to 1; --online-placement).
+    #[arg(long, default_value = "0.1", value_parser = parse_fraction, requires = "online_placement")]
+    rebalance_threshold: f64,
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("'{text}' is not a fraction from 0 to 1")),
+    }
+}
+
+/// The stop handle of whichever run of the job is under way, for Ctrl-C and `sluice stop`.
+#[derive(Clone, Default)]
+pub(crate) struct SharedStop {
+    current: Arc<Mutex<StopHandle>>,
+    stopped: Arc<AtomicBool>,
+}
+
+impl SharedStop {
+    /// The handle of the first run.
+    pub(crate) fn handle(&self) -> StopHandle {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StopHandle> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops (drains) the run under way, and any run a redeploy starts after.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.lock().stop();
+    }
+
+    /// Aborts the run under way.
+    pub(crate) fn abort(&self) {
+        self.lock().abort();
+    }
+
+    /// Whether a stop was asked.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed) || self.lock().is_stopping()
+    }
+
+    /// A handle for the next run, stopped at once if a stop was asked meanwhile.
+    fn next(&self) -> StopHandle {
+        let handle = StopHandle::new();
+        *self.lock() = handle.clone();
+        if self.stopped.load(Ordering::Relaxed) {
+            handle.stop();
+        }
+        handle
+    }
+}
+
+/// What a redeploy needs besides the running job.
+pub(crate) struct Redeploys<'a> {
+    pub graph: &'a Graph,
+    pub plan_options: PlanOptions,
+    pub options: RunOptions,
+    pub args: &'a OnlineArgs,
+    /// When the first run started, for the whole job's duration.
+    pub started: Instant,
+}
+
+/// One redeploy, for the summary.
+struct Moved {
+    at: Duration,
+    rebalance: Rebalance,
+    drained: Duration,
+    pause: Duration,
+    state_bytes: usize,
+}
+
+/// Waits for `first` (running `plan`) under the monitor, redeploying it as often as the
+/// traffic says, and returns the whole job's report. `watch` is called with each run that a
+/// redeploy starts (to register it, serve its metrics).
+pub(crate) fn supervise(
+    first: RunningJob,
+    plan: &PhysicalPlan,
+    redeploys: &Redeploys<'_>,
+    stop: &SharedStop,
+    mut watch: impl FnMut(&RunningJob),
+) -> Result<JobReport, RunError> {
+    let mut job = first;
+    let mut plan = plan.clone();
+    let mut merged: Option<JobReport> = None;
+    let mut moves: Vec<Moved> = Vec::new();
+    loop {
+        let monitor = Monitor::start(&job, &plan, redeploys);
+        let report = job.wait();
+        let decision = monitor.finish();
+        let report = report?;
+        let state = report.state();
+        match &mut merged {
+            Some(earlier) => earlier.absorb(report),
+            None => merged = Some(report),
+        }
+        let (Some(state), Some((rebalance, suspended))) = (state, decision) else {
+            let mut report = merged.expect("a run ended");
+            report.elapsed = redeploys.started.elapsed();
+            summarize(&moves);
+            return Ok(report);
+        };
+        let drained = suspended.elapsed();
+        let file = plan_file(&plan, &plan.hosts, &rebalance.host_of);
+        let request = PlanRequest::File("the on-line placement".into(), file);
+        let next_plan = sluice_plan::plan(redeploys.graph, &request, &redeploys.plan_options)
+            .map_err(|e| RunError::Launch(format!("cannot plan the new placement: {e}")))?;
+        let options = RunOptions {
+            duration: redeploys
+                .options
+                .duration
+                .map(|d| d.saturating_sub(redeploys.started.elapsed()).max(MIN_RUN)),
+            ..redeploys.options
+        };
+        let handle = stop.next();
+        job = sluice_runtime::resume_with(redeploys.graph, &next_plan, &options, &handle, &state)?;
+        let moved = Moved {
+            at: suspended.duration_since(redeploys.started),
+            drained,
+            pause: suspended.elapsed(),
+            state_bytes: state.bytes(),
+            rebalance,
+        };
+        tracing::info!(
+            "redeployed at {:.1} s: traffic crossing hosts {:.1}% -> {:.1}% (imbalance {:.2} \
+             -> {:.2}); the sources paused {:.3} s (drain {:.3} s), {} of state in {} instances",
+            moved.at.as_secs_f64(),
+            100.0 * moved.rebalance.now.cross_host_traffic,
+            100.0 * moved.rebalance.proposed.cross_host_traffic,
+            moved.rebalance.now.imbalance,
+            moved.rebalance.proposed.imbalance,
+            moved.pause.as_secs_f64(),
+            moved.drained.as_secs_f64(),
+            bytes(moved.state_bytes),
+            state.instances(),
+        );
+        moves.push(moved);
+        watch(&job);
+        plan = next_plan;
+    }
+}
+
+/// A run a redeploy starts lasts at least this long (its sources then drain).
+const MIN_RUN: Duration = Duration::from_millis(100);
+/// No redeploy starts when less than this is left of the job's duration.
+const LAST_MOVE: Duration = Duration::from_secs(1);
+
+fn bytes(n: usize) -> String {
+    if n < 10 << 10 {
+        format!("{n} B")
+    } else {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    }
+}
+
+/// Logs what the redeploys did, in all.
+fn summarize(moves: &[Moved]) {
+    if moves.is_empty() {
+        tracing::info!("on-line placement: the job ran on its first placement throughout");
+        return;
+    }
+    let paused: Duration = moves.iter().map(|m| m.pause).sum();
+    let last = &moves[moves.len() - 1].rebalance;
+    tracing::info!(
+        "on-line placement: {} redeploy(s), the sources paused {:.3} s in all; traffic \
+         crossing hosts {:.1}% -> {:.1}%",
+        moves.len(),
+        paused.as_secs_f64(),
+        100.0 * moves[0].rebalance.now.cross_host_traffic,
+        100.0 * last.proposed.cross_host_traffic,
+    );
+}
+
+/// The thread reading a run's metrics; it suspends the run when a redeploy is worth it.
+struct Monitor {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Option<(Rebalance, Instant)>>,
+}
+
+impl Monitor {
+    fn start(job: &RunningJob, plan: &PhysicalPlan, redeploys: &Redeploys<'_>) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = Watcher {
+            metrics: job.metrics_handle(),
+            stop: job.stop_handle(),
+            plan: plan.clone(),
+            every: redeploys.args.rebalance_every,
+            threshold: redeploys.args.rebalance_threshold,
+            deadline: redeploys.options.duration.map(|d| redeploys.started + d),
+            done: done.clone(),
+        };
+        Self {
+            done,
+            thread: std::thread::spawn(move || watcher.watch()),
+        }
+    }
+
+    /// Ends the monitor; what it decided, and when it suspended the run, if it did.
+    fn finish(self) -> Option<(Rebalance, Instant)> {
+        self.done.store(true, Ordering::Relaxed);
+        self.thread.join().ok().flatten()
+    }
+}
+
+struct Watcher {
+    metrics: MetricsHandle,
+    stop: StopHandle,
+    plan: PhysicalPlan,
+    every: Duration,
+    threshold: f64,
+    deadline: Option<Instant>,
+    done: Arc<AtomicBool>,
+}
+
+impl Watcher {
+    fn watch(self) -> Option<(Rebalance, Instant)> {
+        let slots: Vec<usize> = self.plan.hosts.iter().map(|h| h.cores.max(1)).collect();
+        let current = hosts_of(&self.plan);
+        let mut before: Option<MetricsSnapshot> = None;
+        loop {
+            let woke = Instant::now() + self.every;
+            while Instant::now() < woke {
+                if self.done.load(Ordering::Relaxed) || self.stop.is_stopping() {
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if self
+                .deadline
+                .is_some_and(|d| d.saturating_duration_since(Instant::now()) < LAST_MOVE)
+            {
+                return None;
+            }
+            let after = self.metrics.snapshot();
+            let Some(earlier) = before.replace(after.clone()) else {
+                continue;
+            };
+            let tasks = measured_tasks(&self.plan, &earlier, &after);
+            if let Some(better) = rebalance(&tasks, &current, &slots, self.threshold) {
+                self.stop.suspend();
+                return Some((better, Instant::now()));
+            }
+        }
+    }
+}
+
+/// The host (index in `plan.hosts`) of every instance of `plan`.
+fn hosts_of(plan: &PhysicalPlan) -> Vec<usize> {
+    plan.instances
+        .iter()
+        .map(|i| {
+            let host = &plan.pes[i.pe].host;
+            plan.hosts.iter().position(|h| &h.name == host).unwrap_or(0)
+        })
+        .collect()
+}
+
+/// The task graph of what `plan`'s instances did between two readings: each source
+/// instance's output is measured, and the traffic it drives follows the topology.
+fn measured_tasks(
+    plan: &PhysicalPlan,
+    before: &MetricsSnapshot,
+    after: &MetricsSnapshot,
+) -> TaskGraph {
+    let emitted = |snapshot: &MetricsSnapshot| -> HashMap<String, u64> {
+        snapshot
+            .instances()
+            .filter(|i| i.source)
+            .map(|i| (i.instance.clone(), i.tuples_out))
+            .collect()
+    };
+    let (was, now) = (emitted(before), emitted(after));
+    task_graph(plan, |instance| {
+        let name = &plan.instances[instance].name;
+        let since = now.get(name).copied().unwrap_or(0);
+        since.saturating_sub(was.get(name).copied().unwrap_or(0)) as f64
+    })
+}

@@ -1,0 +1,96 @@
+//! `sluice run APP --hosts FILE --online-placement`: the job, started on the naive placement
+//! (a process per instance, dealt over two hosts in turn), is redeployed on the scheduler's
+//! while it runs, as processes joined by TCP between the hosts (two loopback addresses) and
+//! shared memory within one; every tuple arrives exactly once and every key's state survives.
+
+mod common;
+
+use common::{direct_counts, stderr, stdout, wordcount, write_wordcount_input};
+
+/// Two hosts of two slots on this machine, at two loopback addresses.
+fn two_hosts(dir: &std::path::Path) -> std::path::PathBuf {
+    let hosts = dir.join("hosts.toml");
+    let text: String = (1..=2)
+        .map(|i| format!("[[host]]\nname = \"h{i}\"\naddress = \"127.0.0.{i}\"\ncores = 2\n"))
+        .collect();
+    std::fs::write(&hosts, text).unwrap();
+    hosts
+}
+
+const ONLINE: [&str; 5] = [
+    "--online-placement",
+    "--rebalance-every",
+    "0.4",
+    "--rebalance-threshold",
+    "0.05",
+];
+
+#[test]
+fn wordcount_redeployed_while_it_reads_counts_every_word_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = two_hosts(dir.path());
+    let input = dir.path().join("book.txt");
+    write_wordcount_input(&input, 6_000);
+    let mut args = vec![
+        "--hosts",
+        hosts.to_str().unwrap(),
+        "--set",
+        "parallelism=2",
+        "--rate",
+        "3000",
+        "--throttle-input",
+    ];
+    args.extend(ONLINE);
+    let counts = wordcount(dir.path(), &input, "processes", &args);
+    assert_eq!(
+        counts,
+        direct_counts(&std::fs::read_to_string(&input).unwrap())
+    );
+}
+
+#[test]
+fn sol_redeployed_loses_and_repeats_no_tuple() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = two_hosts(dir.path());
+    let mut args = vec![
+        "run",
+        "sol",
+        "--plan",
+        "processes",
+        "--hosts",
+        hosts.to_str().unwrap(),
+        "--set",
+        "parallelism=1",
+        "--set",
+        "levels=3",
+        "--rate",
+        "5000",
+        "--duration",
+        "3",
+    ];
+    args.extend(ONLINE);
+    let o = common::sluice(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("redeployed at"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("integrity: ok"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_source_that_cannot_resume_is_refused_at_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = two_hosts(dir.path());
+    let mut args = vec![
+        "run",
+        "relay",
+        "--plan",
+        "processes",
+        "--hosts",
+        hosts.to_str().unwrap(),
+        "--duration",
+        "1",
+    ];
+    args.extend(ONLINE);
+    let o = common::sluice(&args);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot resume"), "{}", stderr(&o));
+}
