@@ -10,7 +10,7 @@ use sluice_graph::{
 use sluice_ops::{Collect, Collected, Filter, IterSource, Map};
 use sluice_plan::{plan, PhysicalPlan, PlanFile, PlanOptions, PlanRequest};
 use sluice_runtime::{run, start, RunError, RunOptions};
-use sluice_types::TupleRef;
+use sluice_types::{partition_hash, pick_instance, TupleRef};
 
 fn requests() -> Vec<PlanRequest> {
     vec![PlanRequest::Fused, PlanRequest::Threaded]
@@ -106,6 +106,68 @@ fn key_partitioning_keeps_each_key_on_one_instance() {
             }
         }
         assert_eq!(total, 5_000);
+    }
+}
+
+#[test]
+fn each_edge_counts_the_tuples_it_delivers_even_with_skewed_keys() {
+    // Four tuples in five go to one key; the others spread over the rest.
+    let key = |x: &u64| if x.is_multiple_of(5) { *x } else { 1 };
+    for request in requests() {
+        let into: Collected<u64> = Default::default();
+        let graph = pipeline(30_000, 3, Partitioning::key_by(key), into.clone());
+        let p = plan(&graph, &request, &PlanOptions::default()).unwrap();
+        let report = run(&graph, &p, &RunOptions::default()).unwrap();
+        let id = |name: &str| p.instances.iter().position(|i| i.name == name).unwrap();
+        let sent = |name: &str| {
+            &report
+                .instances
+                .iter()
+                .find(|i| i.instance == name)
+                .unwrap()
+                .sent
+        };
+        // Each sink's count is what it received and what the keys' hashes say it gets.
+        let evens: Vec<u64> = (0..30_000u64)
+            .map(|x| x * 3)
+            .filter(|x| x.is_multiple_of(2))
+            .collect();
+        let received = collected(&into);
+        let expected: Vec<(usize, u64)> = (0..3)
+            .map(|k| {
+                let by_key = evens
+                    .iter()
+                    .filter(|x| pick_instance(partition_hash(&key(x)), 3) == k)
+                    .count();
+                let got = received
+                    .iter()
+                    .find(|(i, _)| *i == k)
+                    .map_or(0, |(_, v)| v.len());
+                assert_eq!(by_key, got, "{request:?}");
+                (id(&format!("sink[{k}]")), by_key as u64)
+            })
+            .collect();
+        assert_eq!(*sent("even"), expected, "{request:?}");
+        let total: u64 = expected.iter().map(|(_, n)| n).sum();
+        assert_eq!(total, report.tuples_out("even"));
+        let heaviest = expected.iter().map(|(_, n)| *n).max().unwrap();
+        assert!(heaviest > total / 2, "the keys are skewed: {expected:?}");
+        // A forward edge delivers everything; a sink delivers nothing.
+        assert_eq!(*sent("numbers"), [(id("triple"), 30_000)]);
+        assert!(sent("sink[0]").is_empty());
+
+        // On a broadcast edge every target counts every tuple.
+        let into: Collected<u64> = Default::default();
+        let graph = pipeline(300, 3, Partitioning::Broadcast, into);
+        let p = plan(&graph, &request, &PlanOptions::default()).unwrap();
+        let report = run(&graph, &p, &RunOptions::default()).unwrap();
+        let even = report
+            .instances
+            .iter()
+            .find(|i| i.instance == "even")
+            .unwrap();
+        assert_eq!(even.sent.len(), 3);
+        assert!(even.sent.iter().all(|&(_, n)| n == 150), "{:?}", even.sent);
     }
 }
 
@@ -363,6 +425,7 @@ fn a_running_job_in_process_shows_its_live_metrics() {
     let (graph, p) = endless_job();
     let options = RunOptions {
         latency_every: 16,
+        profile_cpu: true,
         ..RunOptions::default()
     };
     let job = start(&graph, &p, &options).unwrap();
@@ -373,7 +436,8 @@ fn a_running_job_in_process_shows_its_live_metrics() {
         let snapshot = metrics.snapshot();
         let edge_seen = snapshot.edges().any(|e| e.rate > 0.0);
         let marked = snapshot.instances().any(|i| i.sink && i.latency.is_some());
-        if snapshot.source_rate() > 0.0 && edge_seen && marked {
+        let timed = snapshot.instances().any(|i| i.cpu_ns > 0);
+        if snapshot.source_rate() > 0.0 && edge_seen && marked && timed {
             break snapshot;
         }
         assert!(began.elapsed() < Duration::from_secs(30), "{snapshot:?}");
@@ -392,4 +456,11 @@ fn a_running_job_in_process_shows_its_live_metrics() {
     assert_eq!(operators[0].operator, "endless");
     assert!(operators[0].source);
     assert!(snapshot.source_tuples() <= report.tuples_out("endless"));
+    // The source's tuples to the sink so far, by their ids in the plan.
+    let traffic: Vec<_> = snapshot.traffic().collect();
+    let id = |name: &str| p.instances.iter().position(|i| i.name == name).unwrap();
+    assert!(
+        matches!(traffic[..], [(from, to, n)] if from == id("endless") && to == id("sink") && n > 0),
+        "{traffic:?}"
+    );
 }

@@ -22,7 +22,7 @@
 //! sees the costs of the crossings the first one made and is never worse by this model, since
 //! it starts from scratch with better figures.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -42,36 +42,33 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// A profile of a run of `plan` that lasted `seconds`, from each instance's counts
-    /// (`figures(name)`: tuples in, tuples out, CPU nanoseconds). The runtime counts tuples
-    /// per instance, not per edge, so an edge's tuples are estimated: its upstream
-    /// instance's output, all of it on a forward or broadcast edge, an even share of it over
-    /// the targets of a round-robin or key-by edge (exact for round robin, the mean for
-    /// key-by), and never more than the downstream instance received.
-    pub fn from_counts(
+    /// A profile of a run of `plan` that lasted `seconds`: each instance's counts
+    /// (`figures(name)`: tuples in, tuples out, CPU nanoseconds), and each edge's tuples as
+    /// the runtime counted them (`sent(from, to)`: the tuples instance `from` delivered to
+    /// instance `to`, by their ids in `plan`), one edge per pair of instances the plan joins,
+    /// in the order of the plan's edges.
+    pub fn measured(
         plan: &PhysicalPlan,
         seconds: f64,
         figures: impl Fn(&str) -> Option<InstanceProfile>,
+        sent: impl Fn(usize, usize) -> u64,
     ) -> Self {
         let instances: BTreeMap<String, InstanceProfile> = plan
             .instances
             .iter()
             .filter_map(|i| Some((i.name.clone(), figures(&i.name)?)))
             .collect();
-        let out_of = |name: &str| instances.get(name).cloned().unwrap_or_default();
+        let mut joined = BTreeSet::new();
         let edges = plan
             .edges
             .iter()
-            .map(|e| {
-                let from = &plan.instances[e.from.instance.0].name;
-                let to = &plan.instances[e.to.instance.0].name;
-                let sent = out_of(from).tuples_out / plan.output_split(e) as u64;
-                EdgeProfile {
-                    from: from.clone(),
-                    to: to.clone(),
-                    tuples: sent.min(out_of(to).tuples_in),
-                    bytes: 0,
-                }
+            .map(|e| (e.from.instance.0, e.to.instance.0))
+            .filter(|&pair| joined.insert(pair))
+            .map(|(from, to)| EdgeProfile {
+                from: plan.instances[from].name.clone(),
+                to: plan.instances[to].name.clone(),
+                tuples: sent(from, to),
+                bytes: 0,
             })
             .collect();
         Self {

@@ -11,7 +11,7 @@
 //! operator declared: key-by (flow affinity, so each key's tuples keep their order through
 //! it) or round robin.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_graph::Graph;
 use thiserror::Error;
@@ -97,14 +97,19 @@ impl ReplicationChoice {
     }
 
     /// `profile` (of `plan`) as it would read for `wide`, the plan of the replicated graph:
-    /// the operator's figures shared evenly among its new instances, the others' unchanged.
+    /// the operator's figures shared evenly among its new instances, the others' unchanged;
+    /// an edge to or from the operator carries an even share of what the profile measured
+    /// between its other end and all the operator's instances (exact for round robin, the
+    /// mean for key-by), every other edge what the profile measured.
     pub fn spread(&self, plan: &PhysicalPlan, profile: &Profile, wide: &PhysicalPlan) -> Profile {
         let mut whole = InstanceProfile::default();
+        let mut replicated = BTreeSet::new();
         for instance in plan
             .instances
             .iter()
             .filter(|i| i.operator == self.operator_index)
         {
+            replicated.insert(instance.name.as_str());
             if let Some(p) = profile.instances.get(&instance.name) {
                 whole.tuples_in += p.tuples_in;
                 whole.tuples_out += p.tuples_out;
@@ -117,13 +122,37 @@ impl ReplicationChoice {
             tuples_out: whole.tuples_out / n,
             cpu_ns: whole.cpu_ns / n,
         };
-        Profile::from_counts(wide, profile.seconds, |name| {
-            let instance = wide.instances.iter().find(|i| i.name == name)?;
-            if instance.operator == self.operator_index {
-                Some(share.clone())
-            } else {
-                profile.instances.get(name).cloned()
-            }
-        })
+        // The measured traffic between instances, the operator's instances as one (`None`).
+        let end = |name: &str| (!replicated.contains(name)).then(|| name.to_string());
+        let mut traffic: BTreeMap<(Option<String>, Option<String>), u64> = BTreeMap::new();
+        for edge in &profile.edges {
+            *traffic.entry((end(&edge.from), end(&edge.to))).or_default() += edge.tuples;
+        }
+        let wide_end = |id: usize| {
+            let instance = &wide.instances[id];
+            (instance.operator != self.operator_index).then(|| instance.name.clone())
+        };
+        Profile::measured(
+            wide,
+            profile.seconds,
+            |name| {
+                let instance = wide.instances.iter().find(|i| i.name == name)?;
+                if instance.operator == self.operator_index {
+                    Some(share.clone())
+                } else {
+                    profile.instances.get(name).cloned()
+                }
+            },
+            |from, to| {
+                let ends = (wide_end(from), wide_end(to));
+                let shared = ends.0.is_none() || ends.1.is_none();
+                let tuples = traffic.get(&ends).copied().unwrap_or(0);
+                if shared {
+                    tuples / n
+                } else {
+                    tuples
+                }
+            },
+        )
     }
 }

@@ -3,11 +3,21 @@
 //! scheduler ([`crate::consolidate`]), beside the two placements a Storm user would get
 //! otherwise, for comparison ([`Scheduler`]).
 //!
-//! The tasks are the graph's instances; their traffic comes from the topology with declared
-//! rates: every source instance emits at rate 1 (or its profiled rate), every operator passes
-//! on what it receives, a forward or broadcast edge carries its upstream instance's whole
-//! output to each target, and a round-robin or key-by edge splits it evenly over its targets.
-//! A task's load is the rate it handles. On each host the scheduler's tasks are dealt round
+//! The tasks are the graph's instances, with their load and the traffic between them from one
+//! of two sources:
+//! - measured ([`profiled_task_graph`], `--profile FILE`: a run's profile, `sluice run APP
+//!   --profile FILE`; [`measured_task_graph`] for figures from elsewhere, such as two
+//!   samples of a running job's live metrics): a task's load is its CPU time per second, or
+//!   the tuples it handled per second where the run measured no CPU; an edge's traffic is the
+//!   tuples its upstream instance delivered to its downstream one, as the runtime counted
+//!   them, so a key-by edge with skewed keys carries what it really carried;
+//! - declared ([`task_graph`], without a profile): every source instance emits at rate 1,
+//!   every operator passes on what it receives, a forward or broadcast edge carries its
+//!   upstream instance's whole output to each target, and a round-robin or key-by edge splits
+//!   it evenly over its targets ([`PhysicalPlan::output_split`]); a task's load is the rate it
+//!   handles.
+//!
+//! On each host the scheduler's tasks are dealt round
 //! robin to one PE per free slot (the host's cores), as TurboStream deals tasks to the
 //! workers of a node, and each task runs in a thread of its own, as a Storm executor does:
 //! threads holding several tasks could feed each other in a cycle (a chain `a -> b -> c` with
@@ -18,8 +28,11 @@
 //! traffic measured: it proposes a move when that cuts the traffic crossing hosts by more than
 //! a threshold.
 
+use std::collections::BTreeMap;
+
 use crate::consolidate::{PlacementQuality, TaskAssignment, TaskGraph, DEFAULT_BALANCE_TOLERANCE};
-use crate::{HostSpec, PhysicalPlan, PlanFile, ThreadSpec};
+use crate::fusion::Profile;
+use crate::{HostSpec, InstancePlan, PhysicalPlan, PlanFile, ThreadSpec};
 
 /// Consolidation stops below this many parent tasks, unless the hosts need more.
 pub const CONSOLIDATION_THRESHOLD: usize = 16;
@@ -90,7 +103,7 @@ fn interleaved_slots(slots: &[usize]) -> Vec<usize> {
 }
 
 /// The instances of `plan` as tasks, with the traffic the topology implies when each source
-/// instance emits at `source_rate(instance)`.
+/// instance emits at `source_rate(instance)` (declared rates; nothing measured).
 pub fn task_graph(plan: &PhysicalPlan, source_rate: impl Fn(usize) -> f64) -> TaskGraph {
     let n = plan.instances.len();
     let mut incoming = vec![0.0; n];
@@ -120,6 +133,62 @@ pub fn task_graph(plan: &PhysicalPlan, source_rate: impl Fn(usize) -> f64) -> Ta
         tasks.add_traffic(from, to, amount);
     }
     tasks
+}
+
+/// The instances of `plan` as tasks with measured figures: `load[i]` is instance `i`'s load
+/// (CPU per second, say, or tuples handled per second), `traffic` the tuples (or bytes) per
+/// second from one instance to another, by their ids in `plan`. Traffic naming an instance
+/// `plan` lacks is ignored; an instance beyond `load`'s end weighs nothing.
+pub fn measured_task_graph(
+    plan: &PhysicalPlan,
+    load: &[f64],
+    traffic: impl IntoIterator<Item = (usize, usize, f64)>,
+) -> TaskGraph {
+    let n = plan.instances.len();
+    let weights = (0..n)
+        .map(|i| load.get(i).copied().unwrap_or(0.0))
+        .collect();
+    let mut tasks = TaskGraph::new(weights);
+    for (from, to, amount) in traffic {
+        if from < n && to < n {
+            tasks.add_traffic(from, to, amount);
+        }
+    }
+    tasks
+}
+
+/// The instances of `plan` as tasks with what `profile` (a run of the same job) measured:
+/// each weighs its CPU time per second or, when the profile holds no CPU time at all, the
+/// tuples it handled per second (received, or emitted by a source); each edge carries its
+/// measured tuples per second. Instances and edges the profile lacks weigh nothing.
+pub fn profiled_task_graph(plan: &PhysicalPlan, profile: &Profile) -> TaskGraph {
+    let seconds = profile.seconds.max(1e-9);
+    let figures = |i: &InstancePlan| profile.instances.get(&i.name).cloned().unwrap_or_default();
+    let timed = profile.instances.values().any(|p| p.cpu_ns > 0);
+    let load: Vec<f64> = plan
+        .instances
+        .iter()
+        .map(|i| {
+            let p = figures(i);
+            if timed {
+                p.cpu_ns as f64 / 1e9 / seconds
+            } else if p.tuples_in > 0 {
+                p.tuples_in as f64 / seconds
+            } else {
+                p.tuples_out as f64 / seconds
+            }
+        })
+        .collect();
+    let id: BTreeMap<&str, usize> = plan
+        .instances
+        .iter()
+        .map(|i| (i.name.as_str(), i.id.0))
+        .collect();
+    let traffic = profile.edges.iter().filter_map(|e| {
+        let (from, to) = (*id.get(e.from.as_str())?, *id.get(e.to.as_str())?);
+        Some((from, to, e.tuples as f64 / seconds))
+    });
+    measured_task_graph(plan, &load, traffic)
 }
 
 /// A plan file putting each instance of `plan` on the host `host_of` gives it: on each host,

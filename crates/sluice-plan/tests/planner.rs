@@ -814,6 +814,86 @@ fn the_placement_optimizer_keeps_each_chain_on_one_host() {
 }
 
 #[test]
+fn measured_traffic_pairs_a_source_with_the_instance_its_skewed_keys_favour() {
+    use sluice_plan::consolidate::PlacementQuality;
+    use sluice_plan::fusion::{EdgeProfile, InstanceProfile, Profile};
+    use sluice_plan::traffic_placement::{
+        measured_task_graph, profiled_task_graph, task_graph, Scheduler,
+    };
+    // source -> work[0], work[1] (key-by): as declared, each gets half the source's tuples.
+    let mut g = GraphBuilder::new("skew");
+    let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
+    let work = g.operator("work", Ports::new().input::<String>(), |_| Pass);
+    g.set_parallelism(work, 2).unwrap();
+    g.connect_with(
+        src.out(0),
+        work.input(0),
+        sluice_graph::Partitioning::key_by(|s: &String| s.len()),
+    )
+    .unwrap();
+    let graph = g.build().unwrap();
+    let processes = plan(&graph, &PlanRequest::Processes, &options()).unwrap();
+    let id = |name: &str| processes.instances.iter().position(|i| i.name == name);
+    let (s, w0, w1) = (
+        id("source").unwrap(),
+        id("work[0]").unwrap(),
+        id("work[1]").unwrap(),
+    );
+    let declared = task_graph(&processes, |_| 1.0);
+    assert_eq!(declared.cut(&[0, 0, 1]), declared.cut(&[0, 1, 0]));
+    // As measured over two seconds: 1800 tuples to work[1], 200 to work[0]; a core each.
+    let edge = |to: &str, tuples| EdgeProfile {
+        from: "source".into(),
+        to: to.into(),
+        tuples,
+        bytes: 0,
+    };
+    let busy = |tuples_in, tuples_out| InstanceProfile {
+        tuples_in,
+        tuples_out,
+        cpu_ns: 2_000_000_000,
+    };
+    let mut profile = Profile {
+        job: "skew".into(),
+        seconds: 2.0,
+        instances: [
+            ("source".to_string(), busy(0, 2000)),
+            ("work[0]".to_string(), busy(200, 0)),
+            ("work[1]".to_string(), busy(1800, 0)),
+        ]
+        .into_iter()
+        .collect(),
+        edges: vec![edge("work[0]", 200), edge("work[1]", 1800)],
+    };
+    let tasks = profiled_task_graph(&processes, &profile);
+    assert_eq!(tasks.weight(s), 1.0);
+    assert_eq!(tasks.total_traffic(), 1000.0);
+    // Two hosts of one slot: the source shares a host with work[1], and only work[0]'s
+    // tenth of the traffic crosses.
+    let host_of = Scheduler::Consolidated.assign(&tasks, &[1, 1]);
+    assert_eq!(host_of[s], host_of[w1]);
+    assert_ne!(host_of[s], host_of[w0]);
+    let quality = PlacementQuality::of(&tasks, &host_of, &[1, 1]);
+    assert!(
+        (quality.cross_host_traffic - 0.1).abs() < 1e-9,
+        "{quality:?}"
+    );
+    // Without CPU time, the tuples each handled weigh instead.
+    for figures in profile.instances.values_mut() {
+        figures.cpu_ns = 0;
+    }
+    let tasks = profiled_task_graph(&processes, &profile);
+    assert_eq!(
+        (tasks.weight(s), tasks.weight(w0), tasks.weight(w1)),
+        (1000.0, 100.0, 900.0)
+    );
+    // Figures naming no instance of the plan are left out.
+    let tasks = measured_task_graph(&processes, &[1.0], [(s, w0, 5.0), (s, 99, 7.0)]);
+    assert_eq!((tasks.len(), tasks.weight(w1)), (3, 0.0));
+    assert_eq!(tasks.total_traffic(), 5.0);
+}
+
+#[test]
 fn rebalancing_moves_only_a_placement_the_threshold_says_is_worth_it() {
     use sluice_plan::traffic_placement::{rebalance, task_graph, Scheduler};
     let graph = two_chains();
@@ -985,4 +1065,57 @@ fn a_plan_file_replicates_only_through_the_graph_it_makes() {
     let refused = file("[[replicate]]\noperator = 'sink'\nparallelism = 2\n");
     let e = sluice_plan::replicated_graph(&graph, &refused).unwrap_err();
     assert!(e.to_string().contains("'sink' keeps state"), "{e}");
+}
+
+#[test]
+fn replication_shares_the_measured_traffic_of_the_operator_among_its_instances() {
+    use sluice_graph::Partitioning;
+    use sluice_plan::fusion::{EdgeProfile, InstanceProfile, Profile};
+    use sluice_plan::replication::ReplicationChoice;
+    let (mut g, [_, split, _]) = three_in_a_row();
+    g.replicable(split, Partitioning::RoundRobin).unwrap();
+    let graph = g.build().unwrap();
+    let processes = plan(&graph, &PlanRequest::Processes, &options()).unwrap();
+    let figures = |tuples_in, tuples_out, cores: f64| InstanceProfile {
+        tuples_in,
+        tuples_out,
+        cpu_ns: (cores * 1e9) as u64,
+    };
+    let edge = |from: &str, to: &str, tuples| EdgeProfile {
+        from: from.into(),
+        to: to.into(),
+        tuples,
+        bytes: 0,
+    };
+    // Split takes 2 of the job's 4 cores' worth: on 6 cores it gets 3 instances.
+    let profile = Profile {
+        job: "wc".into(),
+        seconds: 1.0,
+        instances: [
+            ("source".to_string(), figures(0, 900, 1.0)),
+            ("split".to_string(), figures(900, 2700, 2.0)),
+            ("sink".to_string(), figures(2700, 0, 1.0)),
+        ]
+        .into_iter()
+        .collect(),
+        edges: vec![edge("source", "split", 900), edge("split", "sink", 2700)],
+    };
+    let choice = ReplicationChoice::new(&graph, &processes, &profile, 6).unwrap();
+    assert_eq!((choice.operator.as_str(), choice.parallelism), ("split", 3));
+    let request = file("[[replicate]]\noperator = 'split'\nparallelism = 3\n");
+    let wide = sluice_plan::replicated_graph(&graph, &request).unwrap();
+    let wide_plan = plan(&wide, &PlanRequest::Processes, &options()).unwrap();
+    let spread = choice.spread(&processes, &profile, &wide_plan);
+    let tuples = |from: &str, to: &str| {
+        let found = spread.edges.iter().find(|e| e.from == from && e.to == to);
+        found.map(|e| e.tuples)
+    };
+    for k in 0..3 {
+        let split = format!("split[{k}]");
+        assert_eq!(tuples("source", &split), Some(300), "{spread:?}");
+        assert_eq!(tuples(&split, "sink"), Some(900), "{spread:?}");
+        assert_eq!(spread.instances[&split], figures(300, 900, 2.0 / 3.0));
+    }
+    assert_eq!(spread.instances["sink"], profile.instances["sink"]);
+    assert_eq!(spread.edges.len(), 6);
 }

@@ -20,7 +20,7 @@ use crate::control::JobControl;
 use crate::exec::{
     Body, CpuSampler, Env, Fan, Inbound, InstanceName, Node, Picker, Target, ThreadExec,
 };
-use crate::metrics::{ProcessMetrics, ThreadLabels};
+use crate::metrics::{InstanceLabels, ProcessMetrics, ThreadLabels};
 use crate::state::JobState;
 use crate::watch::{Progress, Worker};
 use crate::{RunError, RunOptions};
@@ -268,14 +268,18 @@ pub(crate) fn start(
                     edge: label.clone(),
                     error,
                 };
-                let local_to = location[pe.to.instance.0];
+                let to = pe.to.instance.0;
+                let local_to = location[to];
                 let Some(channel) = pe.channel.map(|c| &plan.channels[c]) else {
                     match local_to {
                         Some((to_thread, to_node)) if to_thread == from_thread => {
-                            targets.push(Target::Fused {
-                                node: to_node,
-                                port: pe.to.port,
-                            });
+                            targets.push((
+                                to,
+                                Target::Fused {
+                                    node: to_node,
+                                    port: pe.to.port,
+                                },
+                            ));
                             continue;
                         }
                         _ => {
@@ -299,7 +303,7 @@ pub(crate) fn start(
                     let (to_thread, to_node) = local_to.ok_or_else(|| {
                         RunError::PlanMismatch(format!("edge {label} leads nowhere"))
                     })?;
-                    targets.push(Target::Remote(sender));
+                    targets.push((to, Target::Remote(sender)));
                     execs[to_thread].inbound.push(Inbound {
                         receiver,
                         node: to_node,
@@ -313,7 +317,7 @@ pub(crate) fn start(
                     let sender = stream
                         .open_sender(&channel.transport, &sites.site(plan, channel, Some(from))?)
                         .map_err(transport_error)?;
-                    targets.push(Target::Remote(sender));
+                    targets.push((to, Target::Remote(sender)));
                 }
             }
             let picker = match &edge.partitioning {
@@ -323,7 +327,7 @@ pub(crate) fn start(
                 Partitioning::Broadcast => Picker::Broadcast,
             };
             execs[from_thread].nodes[from_node].get_mut().routes[edge.from.port]
-                .push(Fan { picker, targets });
+                .push(Fan::new(picker, targets));
         }
     }
 
@@ -398,12 +402,14 @@ fn thread_labels(pe: &str, exec: &ThreadExec) -> ThreadLabels {
             .iter()
             .map(|n| {
                 let n = n.borrow();
-                (
-                    n.operator.clone(),
-                    n.ctx.name_of_instance(),
-                    matches!(n.body, Body::Source(_)),
-                    n.outputs.is_empty(),
-                )
+                InstanceLabels {
+                    operator: n.operator.clone(),
+                    instance: n.ctx.name_of_instance(),
+                    id: n.id as usize,
+                    source: matches!(n.body, Body::Source(_)),
+                    sink: n.outputs.is_empty(),
+                    to: n.deliveries().map(|(to, _)| to).collect(),
+                }
             })
             .collect(),
         inputs: exec

@@ -21,6 +21,7 @@ use sluice_types::{monotonic_ns, pick_instance, BatchRef, Punctuation, TupleRef,
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::metrics::ThreadPublisher;
+use crate::report::per_destination;
 use crate::state::InstanceState;
 use crate::watch::Progress;
 use crate::{InstanceReport, RunError};
@@ -52,9 +53,29 @@ pub(crate) struct Fan {
     pub(crate) picker: Picker,
     /// One per downstream instance reached, in instance order.
     pub(crate) targets: Vec<Target>,
+    /// The plan's id (`PhysicalPlan::instances` index) of each target's instance.
+    to: Vec<usize>,
+    /// Tuples delivered to each target so far: the measured traffic of each physical edge.
+    sent: Vec<u64>,
 }
 
 impl Fan {
+    /// A fan picking among `targets`, each with its instance's id in the plan.
+    pub(crate) fn new(picker: Picker, targets: Vec<(usize, Target)>) -> Self {
+        let (to, targets): (Vec<usize>, Vec<Target>) = targets.into_iter().unzip();
+        Self {
+            picker,
+            sent: vec![0; targets.len()],
+            targets,
+            to,
+        }
+    }
+
+    /// Each target's instance id with the tuples delivered to it so far.
+    pub(crate) fn deliveries(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.to.iter().copied().zip(self.sent.iter().copied())
+    }
+
     /// The single target for `tuple`, or `None` when every target gets it. A fan of one
     /// target never reads the tuple (no key is hashed).
     #[inline]
@@ -281,10 +302,15 @@ impl Router<'_> {
             // Only the very last delivery of a tuple may move it into a queue.
             let movable = k == last_fan;
             match fan.pick(tuple.tuple()) {
-                Some(j) => deliver(self.nodes, &mut fan.targets[j], tuple, movable, self.env)?,
+                Some(j) => {
+                    fan.sent[j] += 1;
+                    deliver(self.nodes, &mut fan.targets[j], tuple, movable, self.env)?
+                }
                 None => {
                     let last = fan.targets.len().saturating_sub(1);
-                    for (j, target) in fan.targets.iter_mut().enumerate() {
+                    let each = fan.targets.iter_mut().zip(&mut fan.sent);
+                    for (j, (target, sent)) in each.enumerate() {
+                        *sent += 1;
                         deliver(self.nodes, target, tuple, movable && j == last, self.env)?;
                     }
                 }
@@ -308,17 +334,20 @@ impl OutputSink for Router<'_> {
         }
         // An operator that paces its output (sleeping between batches) is making progress.
         self.env.progress.beat();
-        *self.tuples_out += items.len() as u64;
+        let count = items.len() as u64;
+        *self.tuples_out += count;
         // The common cases: one edge to one instance in this thread gets the whole batch in
         // one call; one edge to one instance in another thread takes it in one offer.
         if let Some([fan]) = self.routes.get_mut(port).map(Vec::as_mut_slice) {
             match fan.targets.as_mut_slice() {
                 [Target::Fused { node, port }] => {
+                    fan.sent[0] += count;
                     process_batch(self.nodes, *node, *port, items, self.env)?;
                     batch.clear();
                     return Ok(());
                 }
                 [Target::Remote(sender)] => {
+                    fan.sent[0] += count;
                     return send(self.env, sender, |s| s.offer_batch(batch.slot()));
                 }
                 _ => {}
@@ -623,6 +652,14 @@ fn close_node(
     Ok(())
 }
 
+impl Node {
+    /// Each of its edges' downstream instance id with the tuples delivered on it so far, in
+    /// the order of its ports and fans (an instance may appear more than once).
+    pub(crate) fn deliveries(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.routes.iter().flatten().flat_map(Fan::deliveries)
+    }
+}
+
 /// An instance's name in messages: `sum[1]`, or `sum` when it has one instance.
 pub(crate) trait InstanceName {
     fn name_of_instance(&self) -> String;
@@ -721,6 +758,7 @@ impl ThreadExec {
                 tuples_in: node.tuples_in,
                 tuples_out: node.tuples_out,
                 cpu_ns: node.sampled_ns,
+                sent: per_destination(node.deliveries()),
                 report,
                 arrival_latency: node.arrival_latency.take(),
                 sink: node.outputs.is_empty(),
@@ -922,8 +960,9 @@ fn process_batch(
     )
 }
 
-/// Publishes the thread's live metrics: every instance's counts and latency window, every
-/// inbound edge's tuples and what its receiver knows, the time blocked.
+/// Publishes the thread's live metrics: every instance's counts, tuples delivered per edge,
+/// CPU estimate and latency window, every inbound edge's tuples and what its receiver knows,
+/// the time blocked.
 fn publish(nodes: &[RefCell<Node>], inbound: &mut [Inbound], metrics: &ThreadPublisher) {
     for (index, cell) in nodes.iter().enumerate() {
         // Not re-entered: the loop holds no borrow here.
@@ -935,6 +974,7 @@ fn publish(nodes: &[RefCell<Node>], inbound: &mut [Inbound], metrics: &ThreadPub
                 node.tuples_out,
                 node.latency_window.as_mut(),
             );
+            metrics.traffic(index, node.sampled_ns, node.deliveries());
         }
     }
     for (index, input) in inbound.iter_mut().enumerate() {

@@ -1,12 +1,13 @@
 //! Live metrics of a running job, cheap enough to leave on.
 //!
 //! Every thread of a job keeps plain counters of its own (tuples in and out per instance,
-//! tuples per inbound edge, time blocked on full queues) and a histogram of the latency
-//! markers that reached each instance since it last published. It *publishes* them into
-//! relaxed atomics (one writer each) only when asked: a sampler bumps a generation number a
-//! few times a second ([`SAMPLE_PERIOD`]) and each thread, at the end of a round of its work
-//! loop, compares it with the last one it answered: one relaxed load a round, no lock and no
-//! shared write per tuple. Publishing also reads what each receiver knows of its edge (its
+//! tuples each instance delivered to each downstream instance, tuples per inbound edge, time
+//! blocked on full queues, and each instance's sampled CPU time when the job is profiled) and
+//! a histogram of the latency markers that reached each instance since it last published. It
+//! *publishes* them into relaxed atomics (one writer each) only when asked: a sampler bumps a
+//! generation number a few times a second ([`SAMPLE_PERIOD`]) and each thread, at the end of
+//! a round of its work loop, compares it with the last one it answered: one relaxed load a
+//! round, no lock and no shared write per tuple. Publishing also reads what each receiver knows of its edge (its
 //! queue's or ring's fill, bytes, tuples lost: [`sluice_transport::ReceiverStats`]) and the
 //! percentiles of the markers' latency over the window, then starts a new window.
 //!
@@ -26,6 +27,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sluice_graph::LatencyHistogram;
 use sluice_transport::ReceiverStats;
+
+use crate::report::per_destination;
 
 /// How often a sample is taken: the threads publish, and a PE sends it with its heartbeat.
 pub const SAMPLE_PERIOD: Duration = crate::wire::HEARTBEAT_PERIOD;
@@ -75,6 +78,9 @@ pub struct InstanceMetrics {
     pub operator: String,
     /// The instance's name (`count[1]`, or the operator's when it has one instance).
     pub instance: String,
+    /// Its id in the plan (`PhysicalPlan::instances` index).
+    #[serde(default)]
+    pub id: usize,
     /// Whether it is a source (it produces the job's tuples).
     pub source: bool,
     /// Whether it is a sink (it has no outputs).
@@ -87,6 +93,14 @@ pub struct InstanceMetrics {
     pub rate_in: f64,
     /// Tuples emitted per second over the last period.
     pub rate_out: f64,
+    /// Tuples delivered so far to each downstream instance: (its id in the plan, tuples), by
+    /// id. Two snapshots' difference is each edge's traffic between them.
+    #[serde(default)]
+    pub sent: Vec<(usize, u64)>,
+    /// Its CPU time so far, in nanoseconds, as the sampler estimates it; 0 unless the job is
+    /// profiled (`RunOptions::profile_cpu`).
+    #[serde(default)]
+    pub cpu_ns: u64,
     /// How long the sampled latency markers took from their source to this instance, over
     /// the latest window that had some (none at a source, or before the first marker).
     pub latency: Option<LatencySummary>,
@@ -180,6 +194,13 @@ impl MetricsSnapshot {
         self.threads().flat_map(|t| t.inputs.iter())
     }
 
+    /// The tuples delivered so far between every two instances: (upstream id, downstream
+    /// id, tuples), ids in the plan.
+    pub fn traffic(&self) -> impl Iterator<Item = (usize, usize, u64)> + '_ {
+        self.instances()
+            .flat_map(|i| i.sent.iter().map(move |&(to, tuples)| (i.id, to, tuples)))
+    }
+
     /// The job's operators in the order their first instance appears, their instances'
     /// figures summed (latency: the worst instance's percentiles).
     pub fn operators(&self) -> Vec<OperatorMetrics> {
@@ -257,10 +278,22 @@ impl Cell {
 struct InstanceCells {
     tuples_in: Cell,
     tuples_out: Cell,
+    cpu_ns: Cell,
+    /// Tuples delivered on each of its edges, in the order of `InstanceLabels::to`.
+    sent: Vec<Cell>,
     latency_samples: Cell,
     p50_ns: Cell,
     p99_ns: Cell,
     max_ns: Cell,
+}
+
+impl InstanceCells {
+    fn new(labels: &InstanceLabels) -> Self {
+        Self {
+            sent: labels.to.iter().map(|_| Cell::default()).collect(),
+            ..Self::default()
+        }
+    }
 }
 
 /// `queued`, `capacity` and `bytes` unknown.
@@ -292,13 +325,25 @@ impl Default for EdgeCells {
     }
 }
 
+/// The names of what one thread publishes of one instance.
+#[derive(Debug, Clone)]
+pub(crate) struct InstanceLabels {
+    pub(crate) operator: String,
+    pub(crate) instance: String,
+    /// Its id in the plan.
+    pub(crate) id: usize,
+    pub(crate) source: bool,
+    pub(crate) sink: bool,
+    /// The downstream instance of each of its edges, in the order of `Node::deliveries`.
+    pub(crate) to: Vec<usize>,
+}
+
 /// The names of what one thread publishes.
 #[derive(Debug, Clone)]
 pub(crate) struct ThreadLabels {
     pub(crate) pe: String,
     pub(crate) thread: String,
-    /// Per instance: operator, instance, source, sink.
-    pub(crate) instances: Vec<(String, String, bool, bool)>,
+    pub(crate) instances: Vec<InstanceLabels>,
     /// Per inbound edge: edge, transport, the operator it feeds.
     pub(crate) inputs: Vec<(String, String, String)>,
 }
@@ -365,6 +410,23 @@ impl ThreadPublisher {
         }
     }
 
+    /// Publishes instance `index`'s CPU time so far and the tuples it delivered on each of its
+    /// edges (`deliveries`, in the order its labels name their destinations).
+    pub(crate) fn traffic(
+        &self,
+        index: usize,
+        cpu_ns: u64,
+        deliveries: impl Iterator<Item = (usize, u64)>,
+    ) {
+        let Some(cells) = self.cells.instances.get(index) else {
+            return;
+        };
+        cells.cpu_ns.set(cpu_ns);
+        for (cell, (_, tuples)) in cells.sent.iter().zip(deliveries) {
+            cell.set(tuples);
+        }
+    }
+
     /// Publishes inbound edge `index`'s tuples and what its receiver knows.
     pub(crate) fn input(&self, index: usize, tuples: u64, stats: ReceiverStats) {
         let Some(cells) = self.cells.inputs.get(index) else {
@@ -412,11 +474,7 @@ impl ProcessMetrics {
     pub(crate) fn register(&self, labels: ThreadLabels) -> ThreadPublisher {
         let cells = Arc::new(ThreadCells {
             blocked_ns: Cell::default(),
-            instances: labels
-                .instances
-                .iter()
-                .map(|_| InstanceCells::default())
-                .collect(),
+            instances: labels.instances.iter().map(InstanceCells::new).collect(),
             inputs: labels.inputs.iter().map(|_| EdgeCells::default()).collect(),
             labels,
         });
@@ -462,14 +520,21 @@ pub(crate) struct ThreadSample {
     inputs: Vec<EdgeSample>,
 }
 
+/// New fields default, so a launcher reads what a PE of an older build sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct InstanceSample {
     operator: String,
     instance: String,
+    #[serde(default)]
+    id: usize,
     source: bool,
     sink: bool,
     tuples_in: u64,
     tuples_out: u64,
+    #[serde(default)]
+    cpu_ns: u64,
+    #[serde(default)]
+    sent: Vec<(usize, u64)>,
     latency: Option<LatencySummary>,
 }
 
@@ -504,15 +569,19 @@ impl ThreadSample {
                 .instances
                 .iter()
                 .zip(&cells.instances)
-                .map(|((operator, instance, source, sink), c)| {
+                .map(|(l, c)| {
                     let samples = c.latency_samples.get();
+                    let sent = l.to.iter().copied().zip(c.sent.iter().map(Cell::get));
                     InstanceSample {
-                        operator: operator.clone(),
-                        instance: instance.clone(),
-                        source: *source,
-                        sink: *sink,
+                        operator: l.operator.clone(),
+                        instance: l.instance.clone(),
+                        id: l.id,
+                        source: l.source,
+                        sink: l.sink,
                         tuples_in: c.tuples_in.get(),
                         tuples_out: c.tuples_out.get(),
+                        cpu_ns: c.cpu_ns.get(),
+                        sent: per_destination(sent),
                         latency: (samples > 0).then(|| LatencySummary {
                             samples,
                             p50_us: micros(c.p50_ns.get()),
@@ -714,12 +783,15 @@ fn threads_metrics(
                         InstanceMetrics {
                             operator: i.operator.clone(),
                             instance: i.instance.clone(),
+                            id: i.id,
                             source: i.source,
                             sink: i.sink,
                             tuples_in: i.tuples_in,
                             tuples_out: i.tuples_out,
                             rate_in: rate(i.tuples_in, was.map(|w| w.tuples_in), seconds),
                             rate_out: rate(i.tuples_out, was.map(|w| w.tuples_out), seconds),
+                            sent: i.sent.clone(),
+                            cpu_ns: i.cpu_ns,
                             latency: i.latency,
                         }
                     })
@@ -757,8 +829,22 @@ mod tests {
             pe: "pe0".into(),
             thread: "t0".into(),
             instances: vec![
-                ("src".into(), "src".into(), true, false),
-                ("sink".into(), "sink".into(), false, true),
+                InstanceLabels {
+                    operator: "src".into(),
+                    instance: "src".into(),
+                    id: 0,
+                    source: true,
+                    sink: false,
+                    to: vec![1, 1],
+                },
+                InstanceLabels {
+                    operator: "sink".into(),
+                    instance: "sink".into(),
+                    id: 1,
+                    source: false,
+                    sink: true,
+                    to: Vec::new(),
+                },
             ],
             inputs: vec![("src -> sink".into(), "threaded".into(), "sink".into())],
         }
@@ -780,6 +866,7 @@ mod tests {
         window.saturating_record(2_000);
         window.saturating_record(4_000);
         publisher.instance(0, 0, 1000, None);
+        publisher.traffic(0, 5_000, [(1, 600), (1, 400)].into_iter());
         publisher.instance(1, 1000, 0, Some(&mut window));
         publisher.input(
             0,
@@ -804,6 +891,8 @@ mod tests {
         assert_eq!(thread.instances[1].tuples_in, 1000);
         assert!(thread.instances[0].rate_out > 0.0);
         assert_eq!(snapshot.source_tuples(), 1000);
+        assert_eq!(thread.instances[0].cpu_ns, 5_000);
+        assert_eq!(snapshot.traffic().collect::<Vec<_>>(), [(0, 1, 1000)]);
         assert!(snapshot.source_rate() > 0.0);
         let latency = thread.instances[1].latency.unwrap();
         assert_eq!(latency.samples, 2);

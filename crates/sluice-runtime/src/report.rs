@@ -1,6 +1,8 @@
-//! What a finished job reports: per-instance counts and what each operator returned from
-//! `stop`, merged per operator.
+//! What a finished job reports: per-instance counts (tuples in and out, tuples delivered to
+//! each downstream instance, sampled CPU time) and what each operator returned from `stop`,
+//! merged per operator.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sluice_graph::{LatencyHistogram, OperatorReport};
@@ -23,6 +25,10 @@ pub struct InstanceReport {
     /// CPU time its hooks took, in nanoseconds, estimated from a sample of its thread's
     /// rounds; 0 unless the job was profiled ([`crate::RunOptions::profile_cpu`]).
     pub cpu_ns: u64,
+    /// Tuples it delivered to each downstream instance, measured: (that instance's id in the
+    /// plan, `PhysicalPlan::instances` index; tuples), by id, one entry per instance even
+    /// where several edges lead there. A broadcast edge delivers each tuple to every target.
+    pub sent: Vec<(usize, u64)>,
     /// What its `stop` returned.
     pub report: OperatorReport,
     /// How long the latency markers took from their sources to this instance.
@@ -140,6 +146,16 @@ impl JobReport {
             .iter()
             .filter(move |i| i.operator == operator)
     }
+}
+
+/// Tuples delivered per destination instance, from per-edge counts that may name an instance
+/// more than once: summed by destination, in the order of the ids.
+pub(crate) fn per_destination(deliveries: impl Iterator<Item = (usize, u64)>) -> Vec<(usize, u64)> {
+    let mut sent: BTreeMap<usize, u64> = BTreeMap::new();
+    for (to, tuples) in deliveries {
+        *sent.entry(to).or_default() += tuples;
+    }
+    sent.into_iter().collect()
 }
 
 /// The histograms merged into one, or `None` if there are none.

@@ -94,6 +94,9 @@ struct WireInstance {
     tuples_in: u64,
     tuples_out: u64,
     cpu_ns: u64,
+    /// Absent from a report of a PE built before the runtime measured it.
+    #[serde(default)]
+    sent: Vec<(usize, u64)>,
     counters: BTreeMap<String, u64>,
     latency: Option<Vec<(u64, u64)>>,
     arrival_latency: Option<Vec<(u64, u64)>>,
@@ -114,6 +117,7 @@ impl WireReport {
                     tuples_in: i.tuples_in,
                     tuples_out: i.tuples_out,
                     cpu_ns: i.cpu_ns,
+                    sent: i.sent.clone(),
                     counters: i.report.counters.clone(),
                     latency: i.report.latency.as_ref().map(histogram_pairs),
                     arrival_latency: i.arrival_latency.as_ref().map(histogram_pairs),
@@ -134,6 +138,7 @@ impl WireReport {
                 tuples_in: i.tuples_in,
                 tuples_out: i.tuples_out,
                 cpu_ns: i.cpu_ns,
+                sent: i.sent,
                 report: OperatorReport {
                     counters: i.counters,
                     latency: i.latency.as_deref().map(histogram_from_pairs),
@@ -190,6 +195,7 @@ mod tests {
                 tuples_in: 7,
                 tuples_out: 0,
                 cpu_ns: 12_345,
+                sent: vec![(2, 5), (4, 2)],
                 report: OperatorReport {
                     counters: [("words".to_string(), 4)].into_iter().collect(),
                     latency: Some(latency.clone()),
@@ -210,6 +216,7 @@ mod tests {
         let back = wire.into_instances();
         assert_eq!(back[0].tuples_in, 7);
         assert_eq!(back[0].cpu_ns, 12_345);
+        assert_eq!(back[0].sent, [(2, 5), (4, 2)]);
         assert_eq!(back[0].report.counters["words"], 4);
         let h = back[0].report.latency.as_ref().unwrap();
         assert_eq!(h.len(), 4);
@@ -221,5 +228,16 @@ mod tests {
             back[0].state.as_ref().map(|s| s.ended_ports.clone()),
             Some(vec![0])
         );
+    }
+
+    #[test]
+    fn a_report_without_measured_traffic_reads_as_none_sent() {
+        let older = r#"{"instances":[{"operator":"a","instance":"a","index":0,"tuples_in":0,
+            "tuples_out":3,"cpu_ns":0,"counters":{},"latency":null,"arrival_latency":null,
+            "sink":false}]}"#;
+        let back = serde_json::from_str::<WireReport>(older)
+            .unwrap()
+            .into_instances();
+        assert_eq!((back[0].tuples_out, back[0].sent.len()), (3, 0));
     }
 }

@@ -1,7 +1,8 @@
 //! `sluice run APP --hosts FILE --online-placement`: TurboStream's on-line placement. A
 //! monitor reads the running job's live metrics every `--rebalance-every` seconds and turns
-//! what each instance handled since the last reading into a task graph (its load, and the
-//! traffic between instances); when the scheduler's placement of that graph would cut the
+//! what each instance did since the last reading into a task graph (its load: CPU time when
+//! the job is profiled, tuples handled otherwise; and the tuples it delivered to each other
+//! instance, as counted); when the scheduler's placement of that graph would cut the
 //! fraction of the traffic crossing hosts by more than `--rebalance-threshold`
 //! ([`rebalance`]), the job is redeployed on it:
 //!
@@ -26,8 +27,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use sluice_graph::Graph;
 use sluice_plan::consolidate::TaskGraph;
-use sluice_plan::traffic_placement::{plan_file, rebalance, task_graph, Rebalance};
+use sluice_plan::traffic_placement::{measured_task_graph, plan_file, rebalance, Rebalance};
 use sluice_plan::{PhysicalPlan, PlanOptions, PlanRequest};
+use sluice_runtime::metrics::InstanceMetrics;
 use sluice_runtime::{
     JobReport, MetricsHandle, MetricsSnapshot, RunError, RunOptions, RunningJob, StopHandle,
 };
@@ -327,24 +329,105 @@ fn hosts_of(plan: &PhysicalPlan) -> Vec<usize> {
         .collect()
 }
 
-/// The task graph of what `plan`'s instances did between two readings: each source
-/// instance's output is measured, and the traffic it drives follows the topology.
+/// The task graph of what `plan`'s instances did between two readings, as the runtime
+/// counted it: each instance weighs the CPU time it used (when the job is profiled, so its
+/// CPU is sampled) or else the tuples it handled (received, or emitted by a source), and each
+/// edge the tuples its upstream instance delivered on it, so a key-by edge with skewed keys
+/// weighs what it really carried.
 fn measured_tasks(
     plan: &PhysicalPlan,
     before: &MetricsSnapshot,
     after: &MetricsSnapshot,
 ) -> TaskGraph {
-    let emitted = |snapshot: &MetricsSnapshot| -> HashMap<String, u64> {
-        snapshot
-            .instances()
-            .filter(|i| i.source)
-            .map(|i| (i.instance.clone(), i.tuples_out))
-            .collect()
-    };
-    let (was, now) = (emitted(before), emitted(after));
-    task_graph(plan, |instance| {
-        let name = &plan.instances[instance].name;
-        let since = now.get(name).copied().unwrap_or(0);
-        since.saturating_sub(was.get(name).copied().unwrap_or(0)) as f64
-    })
+    let earlier: HashMap<usize, &InstanceMetrics> = before.instances().map(|i| (i.id, i)).collect();
+    let timed = after.instances().any(|i| i.cpu_ns > 0);
+    let mut load = vec![0.0; plan.instances.len()];
+    for i in after.instances() {
+        let was = earlier.get(&i.id);
+        let grew = |figure: fn(&InstanceMetrics) -> u64| {
+            figure(i).saturating_sub(was.map_or(0, |w| figure(w))) as f64
+        };
+        if let Some(weight) = load.get_mut(i.id) {
+            *weight = match (timed, i.source) {
+                (true, _) => grew(|m| m.cpu_ns),
+                (false, true) => grew(|m| m.tuples_out),
+                (false, false) => grew(|m| m.tuples_in),
+            };
+        }
+    }
+    let sent_before: HashMap<(usize, usize), u64> = before
+        .traffic()
+        .map(|(from, to, n)| ((from, to), n))
+        .collect();
+    let traffic = after.traffic().map(|(from, to, n)| {
+        let was = sent_before.get(&(from, to)).copied().unwrap_or(0);
+        (from, to, n.saturating_sub(was) as f64)
+    });
+    measured_task_graph(plan, &load, traffic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_apps::AppConfig;
+    use sluice_runtime::metrics::{PeMetrics, ThreadMetrics};
+
+    use crate::plan_choice::AppArgs;
+
+    fn snapshot(instances: Vec<InstanceMetrics>) -> MetricsSnapshot {
+        let thread = ThreadMetrics {
+            instances,
+            ..ThreadMetrics::default()
+        };
+        MetricsSnapshot {
+            pes: vec![PeMetrics {
+                threads: vec![thread],
+                ..PeMetrics::default()
+            }],
+            ..MetricsSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn the_monitor_weighs_each_edge_with_what_it_carried_between_two_readings() {
+        let app = AppArgs {
+            app: "wordcount".into(),
+            plan: "processes".into(),
+            hosts: None,
+            queue_capacity: None,
+            settings: vec!["parallelism=2".into()],
+        };
+        let (_, plan) = app.build(AppConfig::default()).unwrap();
+        let id = |name: &str| plan.instances.iter().position(|i| i.name == name).unwrap();
+        let (split, sum0, sum1) = (id("split"), id("sum[0]"), id("sum[1]"));
+        let figures = |id, tuples_in, cpu_ns, sent: Vec<(usize, u64)>| InstanceMetrics {
+            id,
+            tuples_in,
+            cpu_ns,
+            sent,
+            ..InstanceMetrics::default()
+        };
+        let before = snapshot(vec![
+            figures(split, 10, 0, vec![(sum0, 100), (sum1, 100)]),
+            figures(sum0, 100, 0, Vec::new()),
+        ]);
+        let after = snapshot(vec![
+            figures(split, 30, 0, vec![(sum0, 1000), (sum1, 200)]),
+            figures(sum0, 1000, 0, Vec::new()),
+        ]);
+        // Skewed keys: 900 words went to sum[0] since the last reading, 100 to sum[1].
+        let tasks = measured_tasks(&plan, &before, &after);
+        assert_eq!(tasks.total_traffic(), 1000.0);
+        let alone = |task: usize| -> Vec<usize> {
+            (0..plan.instances.len())
+                .map(|t| usize::from(t == task))
+                .collect()
+        };
+        assert_eq!(tasks.cut(&alone(sum0)), 900.0);
+        assert_eq!((tasks.weight(split), tasks.weight(sum0)), (20.0, 900.0));
+        // With the CPU sampled, the CPU used weighs instead.
+        let timed = snapshot(vec![figures(split, 30, 5_000, Vec::new())]);
+        let tasks = measured_tasks(&plan, &before, &timed);
+        assert_eq!((tasks.weight(split), tasks.weight(sum0)), (5_000.0, 0.0));
+    }
 }

@@ -2,7 +2,8 @@
 //! application, which `sluice run APP --plan FILE` runs as it is.
 //! - `placement`: TurboStream's traffic-cutting placement of the instances on the hosts of
 //!   `--hosts` (this machine alone without it), after a comparison with the placements round
-//!   robin and Storm's even scheduler would give.
+//!   robin and Storm's even scheduler would give; from the traffic and CPU a run measured
+//!   with `--profile FILE`, from declared rates without it.
 //! - `fusion`: COLA-style fusion from a run's profile (`sluice run APP --profile FILE`):
 //!   which instances share a thread, at most `--cores` threads.
 //! - `replication`: the busiest operator that declared itself replicable gets the instances
@@ -10,6 +11,7 @@
 //!
 //! The figures go to standard error, the plan file to `--output` or standard output.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +21,9 @@ use sluice_apps::AppConfig;
 use sluice_plan::fusion::{FusionChoice, DEFAULT_HOP_NS};
 use sluice_plan::fusion::{InstanceProfile, Profile};
 use sluice_plan::replication::ReplicationChoice;
-use sluice_plan::traffic_placement::{compare, plan_file, task_graph, Scheduler};
+use sluice_plan::traffic_placement::{
+    compare, plan_file, profiled_task_graph, task_graph, Scheduler,
+};
 use sluice_plan::{PhysicalPlan, PlanFile, PlanOptions, PlanRequest, ReplicaSpec};
 
 use crate::plan_choice::AppArgs;
@@ -36,7 +40,8 @@ pub(crate) struct OptimizeArgs {
     /// Where `--optimize` writes its plan file (standard output without it).
     #[arg(long, requires = "optimizer")]
     output: Option<PathBuf>,
-    /// A run's profile (`sluice run APP --profile FILE`), for fusion and replication.
+    /// A run's profile (`sluice run APP --profile FILE`): for fusion and replication, and for
+    /// placement to weigh instances and edges as the run measured them.
     #[arg(long, requires = "optimizer")]
     profile: Option<PathBuf>,
     /// Cores the plan may use (default: this machine's).
@@ -49,7 +54,7 @@ pub(crate) fn optimize(app: &AppArgs, args: &OptimizeArgs) -> anyhow::Result<()>
     let (text, about) = match args.optimizer.as_deref() {
         Some("fusion") => fusion(app, args)?,
         Some("replication") => replication(app, args)?,
-        _ => placement(app)?,
+        _ => placement(app, args)?,
     };
     let text = format!(
         "# sluice plan {} --optimize {}: {about}\n{}",
@@ -78,13 +83,22 @@ fn per_instance(app: &AppArgs) -> anyhow::Result<(sluice_apps::App, PhysicalPlan
     .build(AppConfig::default())
 }
 
-/// Places `app`'s instances on its hosts.
-fn placement(app: &AppArgs) -> anyhow::Result<(PlanFile, String)> {
+/// Places `app`'s instances on its hosts, from a profile's measured figures if given.
+fn placement(app: &AppArgs, args: &OptimizeArgs) -> anyhow::Result<(PlanFile, String)> {
     let (_, processes) = per_instance(app)?;
     let slots: Vec<usize> = processes.hosts.iter().map(|h| h.cores).collect();
-    let tasks = task_graph(&processes, |_| 1.0);
+    let (tasks, weighed) = match &args.profile {
+        Some(path) => (
+            profiled_task_graph(&processes, &read_profile(args, &processes)?),
+            format!("as {} measured them", path.display()),
+        ),
+        None => (
+            task_graph(&processes, |_| 1.0),
+            "at declared rates".to_string(),
+        ),
+    };
     eprintln!(
-        "{}: {} tasks on {} host(s) with {} slot(s)",
+        "{}: {} tasks on {} host(s) with {} slot(s), {weighed}",
         processes.job,
         tasks.len(),
         slots.len(),
@@ -190,14 +204,27 @@ pub(crate) fn write_profile(
     if sluice_runtime::is_pe_process() {
         return Ok(());
     }
-    let profile = Profile::from_counts(plan, report.elapsed.as_secs_f64(), |name| {
-        let i = report.instances.iter().find(|i| i.instance == name)?;
-        Some(InstanceProfile {
-            tuples_in: i.tuples_in,
-            tuples_out: i.tuples_out,
-            cpu_ns: i.cpu_ns,
-        })
-    });
+    let mut sent: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+    for i in &report.instances {
+        if let Some(from) = plan.instances.iter().find(|p| p.name == i.instance) {
+            for &(to, tuples) in &i.sent {
+                *sent.entry((from.id.0, to)).or_default() += tuples;
+            }
+        }
+    }
+    let profile = Profile::measured(
+        plan,
+        report.elapsed.as_secs_f64(),
+        |name| {
+            let i = report.instances.iter().find(|i| i.instance == name)?;
+            Some(InstanceProfile {
+                tuples_in: i.tuples_in,
+                tuples_out: i.tuples_out,
+                cpu_ns: i.cpu_ns,
+            })
+        },
+        |from, to| sent.get(&(from, to)).copied().unwrap_or(0),
+    );
     let text = serde_json::to_string_pretty(&profile)?;
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("profile: {}", path.display());

@@ -39,8 +39,9 @@ pub(crate) struct RunArgs {
     /// Output file for applications that write one.
     #[arg(long)]
     output: Option<PathBuf>,
-    /// Record a profile of the run for the optimizers (`sluice plan --optimize fusion
-    /// --profile FILE`): each instance's tuples and sampled CPU time, each edge's tuples.
+    /// Record a profile of the run for the optimizers (`sluice plan --optimize
+    /// fusion|replication|placement --profile FILE`): each instance's tuples and sampled CPU
+    /// time, the tuples each instance delivered to each downstream one.
     #[arg(long, value_name = "FILE.json")]
     profile: Option<PathBuf>,
     /// Tuples per second from generating sources (0: as fast as possible; default 100000). A

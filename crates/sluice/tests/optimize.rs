@@ -1,5 +1,6 @@
-//! `sluice plan --optimize placement`: the plan file it writes runs as it is and gives the
-//! application's output, and on several hosts it cuts less traffic than round robin.
+//! `sluice plan --optimize placement|fusion|replication`: the plan files they write run as
+//! they are and give the application's output; on several hosts placement cuts less traffic
+//! than round robin, and from a profile it weighs each edge with the tuples the run counted.
 
 mod common;
 
@@ -86,6 +87,76 @@ fn on_four_hosts_the_scheduler_cuts_less_traffic_than_round_robin() {
         hosts.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn placement_from_a_profile_weighs_the_edges_as_the_run_counted_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    let app = ["wordcount", "--set", "parallelism=2"];
+    let mut run = vec!["run"];
+    run.extend_from_slice(&app);
+    run.extend_from_slice(&["--plan", "threaded", "--duration", "1"]);
+    run.extend_from_slice(&["--profile", profile.to_str().unwrap()]);
+    let o = sluice(&run);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Each key-by edge carries what it carried: split's words, each where its key led.
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let tuples = |name: &str, field: &str| json["instances"][name][field].as_u64().unwrap();
+    let edge = |from: &str, to: &str| {
+        let edges = json["edges"].as_array().unwrap();
+        let found = edges.iter().find(|e| e["from"] == from && e["to"] == to);
+        found.unwrap_or_else(|| panic!("no edge {from} -> {to}: {text}"))["tuples"]
+            .as_u64()
+            .unwrap()
+    };
+    let words = tuples("split", "tuples_out");
+    assert!(words > 0, "{text}");
+    for sum in ["sum[0]", "sum[1]"] {
+        assert_eq!(edge("split", sum), tuples(sum, "tuples_in"), "{text}");
+    }
+    assert_eq!(edge("split", "sum[0]") + edge("split", "sum[1]"), words);
+
+    let hosts = dir.path().join("hosts.toml");
+    let text: String = (1..=2)
+        .map(|i| format!("[[host]]\nname = \"n{i}\"\naddress = \"10.0.0.{i}\"\ncores = 2\n"))
+        .collect();
+    std::fs::write(&hosts, text).unwrap();
+    let placement = |app: &[&str]| {
+        let mut args = vec!["plan"];
+        args.extend_from_slice(app);
+        args.extend_from_slice(&[
+            "--optimize",
+            "placement",
+            "--hosts",
+            hosts.to_str().unwrap(),
+        ]);
+        args.extend_from_slice(&["--profile", profile.to_str().unwrap()]);
+        sluice(&args)
+    };
+    let o = placement(&app);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("profile.json measured them"),
+        "{}",
+        stderr(&o)
+    );
+    let plan_text = common::stdout(&o);
+    for host in ["n1", "n2"] {
+        assert!(
+            plan_text.contains(&format!("host = \"{host}\"")),
+            "{plan_text}"
+        );
+    }
+    // A profile of another application is refused, naming both.
+    let o = placement(&["sol"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("profiles wordcount, not sol"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// `sluice run APP RUN_ONLY --profile FILE`, then `sluice plan APP --optimize OPTIMIZER
