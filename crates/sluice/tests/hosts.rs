@@ -264,6 +264,19 @@ fn each_placement_of_the_placement_bench_runs_on_two_hosts_and_delivers_every_tu
         assert_eq!(run["received"], TUPLES, "{r}");
         assert_eq!(run["intact"], true, "{r}");
     }
+    // SOL's round-robin edges split evenly, so the traffic measured crossing hosts follows the
+    // placements: consolidation sends less across than round robin.
+    let measured = |scheduler: &str| {
+        results
+            .iter()
+            .find(|r| r["app"] == "sol" && r["scheduler"] == scheduler)
+            .and_then(|r| r["cross_host_measured"].as_f64())
+            .unwrap()
+    };
+    assert!(
+        measured("Sluice (consolidation)") < measured("round robin"),
+        "{results:?}"
+    );
     // Its namespaces (named after its process id) are gone, and with them its PEs.
     let tag = format!("{}61", bench % 100_000);
     let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
