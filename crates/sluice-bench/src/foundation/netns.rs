@@ -55,8 +55,8 @@ pub struct NetnsHosts {
     switch: String,
     /// The hosts' namespaces, which are also their names.
     names: Vec<String>,
-    /// This namespace's end of its link to the bridge.
-    launcher_link: String,
+    /// This namespace's end of its link to the bridge, once made.
+    launcher_link: Option<String>,
 }
 
 impl NetnsHosts {
@@ -67,30 +67,33 @@ impl NetnsHosts {
             bail!("{n} hosts: network-namespace hosts number 1 to 250");
         }
         let tag = format!("{}{net}", std::process::id() % 100_000);
-        // Everything made so far goes when this is dropped, also on the way out of an error.
-        let mut hosts = NetnsHosts {
-            net,
-            switch: format!("sw{tag}"),
-            names: Vec::new(),
-            launcher_link: format!("v{tag}l"),
-        };
-        ip(&["netns", "add", &hosts.switch]).map_err(|e| {
+        let switch = format!("sw{tag}");
+        ip(&["netns", "add", &switch]).map_err(|e| {
             e.context("cannot make network namespaces here (needs root and iproute2)")
         })?;
-        let (launcher, port) = (hosts.launcher_link.clone(), format!("v{tag}m"));
-        let launcher_address = format!("{}/24", hosts.launcher_address());
+        // From here on, what is made goes when `hosts` is dropped, also on the way out of an
+        // error: each veth pair is made with its ends already where they belong, so nothing
+        // is left behind half-moved, and only what this call made is recorded.
+        let mut hosts = NetnsHosts {
+            net,
+            switch,
+            names: Vec::new(),
+            launcher_link: None,
+        };
         in_namespace(&hosts.switch, &["link", "add", "br0", "type", "bridge"])?;
         in_namespace(&hosts.switch, &["link", "set", "br0", "up"])?;
-        hosts.join_bridge(&launcher, &port)?;
+        let launcher = format!("v{tag}l");
+        hosts.join_bridge(&[&launcher], &format!("v{tag}m"))?;
+        hosts.launcher_link = Some(launcher.clone());
+        let launcher_address = format!("{}/24", hosts.launcher_address());
         ip(&["addr", "add", &launcher_address, "dev", &launcher])?;
         ip(&["link", "set", &launcher, "up"])?;
         for i in 0..n {
             let name = format!("h{tag}x{i}");
             ip(&["netns", "add", &name])?;
             hosts.names.push(name.clone());
-            let (inner, outer) = (format!("v{tag}i{i}"), format!("v{tag}o{i}"));
-            hosts.join_bridge(&inner, &outer)?;
-            ip(&["link", "set", &inner, "netns", &name])?;
+            let inner = format!("v{tag}i{i}");
+            hosts.join_bridge(&[&inner, "netns", &name], &format!("v{tag}o{i}"))?;
             let address = format!("{}/24", hosts.address(i));
             in_namespace(&name, &["link", "set", "lo", "up"])?;
             in_namespace(&name, &["link", "set", &inner, "up"])?;
@@ -99,10 +102,11 @@ impl NetnsHosts {
         Ok(hosts)
     }
 
-    /// Makes the veth pair `end`-`port` here and puts `port` on the bridge, up.
-    fn join_bridge(&self, end: &str, port: &str) -> anyhow::Result<()> {
-        ip(&["link", "add", end, "type", "veth", "peer", "name", port])?;
-        ip(&["link", "set", port, "netns", &self.switch])?;
+    /// Makes a veth pair whose end is `end` (a name, perhaps followed by `netns NAME`) and
+    /// whose other end, `port`, is in the switch, and puts `port` on the bridge, up.
+    fn join_bridge(&self, end: &[&str], port: &str) -> anyhow::Result<()> {
+        let peer = ["type", "veth", "peer", "name", port, "netns", &self.switch];
+        ip(&[&["link", "add"], end, &peer].concat())?;
         in_namespace(&self.switch, &["link", "set", port, "master", "br0"])?;
         in_namespace(&self.switch, &["link", "set", port, "up"])
     }
@@ -177,12 +181,15 @@ impl Drop for NetnsHosts {
                 }
             }
         }
-        // Deleting a namespace deletes the veth ends in it, and so their peers (the
-        // launcher's end too, unless making it stopped before its peer moved).
+        // Deleting a namespace deletes the veth ends in it, and so their peers, but later (the
+        // kernel cleans a namespace up in the background): this namespace's end goes first,
+        // at once, so that hosts made again right after find its name and address free.
+        if let Some(link) = &self.launcher_link {
+            let _ = ip(&["link", "del", link]);
+        }
         for name in &self.names {
             let _ = ip(&["netns", "del", name]);
         }
         let _ = ip(&["netns", "del", &self.switch]);
-        let _ = ip(&["link", "del", &self.launcher_link]);
     }
 }
