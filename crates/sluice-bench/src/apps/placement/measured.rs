@@ -467,6 +467,36 @@ fn micros(ns: f64) -> String {
 mod tests {
     use super::*;
     use crate::foundation::args::RunArgs;
+    use sluice_runtime::metrics::{EdgeMetrics, PeMetrics, ThreadMetrics};
+
+    #[test]
+    fn the_share_across_hosts_is_what_network_receivers_received_of_all() {
+        let edge = |transport: &str, tuples| EdgeMetrics {
+            transport: transport.into(),
+            tuples,
+            ..EdgeMetrics::default()
+        };
+        let thread = |inputs| ThreadMetrics {
+            inputs,
+            ..ThreadMetrics::default()
+        };
+        let mut metrics = MetricsSnapshot {
+            pes: vec![
+                PeMetrics {
+                    threads: vec![thread(vec![edge("tcp", 30), edge("shm-vega", 50)])],
+                    ..PeMetrics::default()
+                },
+                PeMetrics {
+                    threads: vec![thread(vec![edge("threaded", 10), edge("udp-mq", 10)])],
+                    ..PeMetrics::default()
+                },
+            ],
+            ..MetricsSnapshot::default()
+        };
+        assert_eq!(cross_host_share(&metrics), Some(0.4));
+        metrics.pes.clear();
+        assert_eq!(cross_host_share(&metrics), None);
+    }
 
     #[test]
     fn a_pe_is_started_for_one_application_with_the_same_settings() {
