@@ -41,7 +41,9 @@ pub enum BenchCommand {
     Pipeline(crate::apps::PipelineBenchArgs),
     /// Where each scheduler puts a topology's tasks on a simulated cluster of 2, 4 and 8
     /// hosts: the traffic crossing hosts and the load imbalance of round robin, Storm's even
-    /// scheduler and Sluice's consolidation (the TurboStream paper's Table II).
+    /// scheduler and Sluice's consolidation (the TurboStream paper's Table II); with `--run`
+    /// (root), each placement run on hosts made of network namespaces: its rate, end-to-end
+    /// latency and measured traffic across hosts.
     Placement(crate::apps::PlacementBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.

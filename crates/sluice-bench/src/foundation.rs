@@ -1,11 +1,13 @@
 //! The bottom layer: what every benchmark needs and nothing above it. The settings and the
 //! options they come from (`args`), the tuples sent (`payload`), how a sender sends (`load`)
 //! and a receiver records (`record`), the arithmetic of the figures (`stats`), where they were
-//! measured (`machine`) and a transport benchmark's result (`report`). It uses no other layer.
+//! measured (`machine`), a transport benchmark's result (`report`) and hosts made of network
+//! namespaces (`netns`, public: the CLI's tests use them too). It uses no other layer.
 
 pub(crate) mod args;
 pub(crate) mod load;
 pub(crate) mod machine;
+pub mod netns;
 pub(crate) mod payload;
 pub(crate) mod record;
 pub(crate) mod report;

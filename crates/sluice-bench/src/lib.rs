@@ -65,6 +65,7 @@ pub use foundation::args::{
     CommonArgs, LatencyArgs, LatencyMethod, RunArgs, ThroughputArgs, Transport, TupleEncoding,
     MAX_NORMAL_SIZE,
 };
+pub use foundation::netns;
 pub use foundation::payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
 pub use foundation::record::{Loss, RunFigures};
 pub use foundation::report::{render_json, render_table, BaselineResult, BenchResult};

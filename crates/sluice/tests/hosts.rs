@@ -1,128 +1,29 @@
-//! Jobs across hosts: each host is a network namespace made by the test (joined through a
-//! bridge in a namespace of its own, which the launcher's namespace joins too), its PEs
-//! started there with `ip netns exec`, the edges between hosts carried by TCP and the PEs
-//! reaching the launcher over TCP. Skips, saying why, where namespaces cannot be made (not
-//! root, no `ip`); always removes what it made.
+//! Jobs across hosts: each host is a network namespace made by the test
+//! (`sluice_bench::netns`: joined through a bridge in a namespace of its own, which the
+//! launcher's namespace joins too), its PEs started there with `ip netns exec`, the edges
+//! between hosts carried by TCP and the PEs reaching the launcher over TCP; and `sluice bench
+//! placement --run`, which makes such hosts itself. Skips, saying why, where namespaces cannot
+//! be made (not root, no `ip`); always removes what it made.
 
 mod common;
 
 use common::sluice;
+use sluice_bench::netns::{launch_prefix, NetnsHosts};
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Runs `ip` with `args`; true when it succeeded.
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// `n` hosts on `10.<net>.0.0/24`, or `None` after saying why they cannot be made here.
+fn make_hosts(n: usize, net: u8) -> Option<NetnsHosts> {
+    NetnsHosts::make(n, net)
+        .map_err(|e| eprintln!("skipped: {e:#}"))
+        .ok()
 }
 
-/// Hosts as network namespaces on one bridge, removed on drop.
-struct Hosts {
-    switch: String,
-    names: Vec<String>,
-    /// This namespace's end of its link to the bridge.
-    launcher_link: String,
-}
-
-impl Hosts {
-    /// Makes `n` hosts 10.<net>.0.1.. and gives this namespace (the launcher's machine)
-    /// 10.<net>.0.254 on their bridge; `None` (after saying why) where that is impossible.
-    fn make(n: usize, net: u8) -> Option<Self> {
-        let tag = format!("{}{}", std::process::id() % 100_000, net);
-        let hosts = Hosts {
-            switch: format!("sw{tag}"),
-            names: (0..n).map(|i| format!("h{tag}x{i}")).collect(),
-            launcher_link: format!("v{tag}l"),
-        };
-        if !ip(&["netns", "add", &hosts.switch]) {
-            eprintln!("skipped: cannot make network namespaces here (needs root and iproute2)");
-            return None;
-        }
-        let sw = |args: &[&str]| {
-            let mut all = vec!["netns", "exec", &hosts.switch, "ip"];
-            all.extend(args);
-            ip(&all)
-        };
-        let (launcher, port) = (hosts.launcher_link.clone(), format!("v{tag}m"));
-        let launcher_address = format!("10.{net}.0.254/24");
-        let mut ok = sw(&["link", "add", "br0", "type", "bridge"])
-            && sw(&["link", "set", "br0", "up"])
-            && ip(&[
-                "link", "add", &launcher, "type", "veth", "peer", "name", &port,
-            ])
-            && ip(&["link", "set", &port, "netns", &hosts.switch])
-            && sw(&["link", "set", &port, "master", "br0"])
-            && sw(&["link", "set", &port, "up"])
-            && ip(&["addr", "add", &launcher_address, "dev", &launcher])
-            && ip(&["link", "set", &launcher, "up"]);
-        for (i, name) in hosts.names.iter().enumerate() {
-            let (inner, outer) = (format!("v{tag}i{i}"), format!("v{tag}o{i}"));
-            let address = format!("10.{net}.0.{}/24", i + 1);
-            ok = ok
-                && ip(&["netns", "add", name])
-                && ip(&[
-                    "link", "add", &inner, "type", "veth", "peer", "name", &outer,
-                ])
-                && ip(&["link", "set", &inner, "netns", name])
-                && ip(&["link", "set", &outer, "netns", &hosts.switch])
-                && sw(&["link", "set", &outer, "master", "br0"])
-                && sw(&["link", "set", &outer, "up"])
-                && ip(&["netns", "exec", name, "ip", "link", "set", "lo", "up"])
-                && ip(&["netns", "exec", name, "ip", "link", "set", &inner, "up"])
-                && ip(&[
-                    "netns", "exec", name, "ip", "addr", "add", &address, "dev", &inner,
-                ]);
-        }
-        if !ok {
-            eprintln!("skipped: the namespaces could not be joined by veth pairs");
-            return None;
-        }
-        Some(hosts)
-    }
-
-    /// The hosts file naming them, each run with `ip netns exec`.
-    fn file(&self, net: u8) -> String {
-        self.file_with(net, |name| {
-            vec!["ip", "netns", "exec", name]
-                .into_iter()
-                .map(String::from)
-                .collect()
-        })
-    }
-
-    /// The hosts file naming them, each run with the prefix `launch` gives for its name.
-    fn file_with(&self, net: u8, launch: impl Fn(&str) -> Vec<String>) -> String {
-        self.names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                format!(
-                    "[[host]]\nname = \"{name}\"\naddress = \"10.{net}.0.{}\"\ncores = 1\n\
-                     launch = {:?}\n",
-                    i + 1,
-                    launch(name)
-                )
-            })
-            .collect()
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes the veth ends in it, and so their peers (the
-        // launcher's end too, unless making it stopped before its peer moved).
-        for name in &self.names {
-            ip(&["netns", "del", name]);
-        }
-        ip(&["netns", "del", &self.switch]);
-        ip(&["link", "del", &self.launcher_link]);
-    }
+/// The hosts file of `hosts`, a core each, each run through the prefix `launch` gives.
+fn hosts_toml(hosts: &NetnsHosts, launch: impl Fn(&str) -> Vec<String>) -> String {
+    toml::to_string(&hosts.hosts_file(|_| 1, launch)).unwrap()
 }
 
 /// Runs WordCount over `input` fused, then as processes on the hosts of `hosts_file` (the
@@ -166,13 +67,13 @@ fn wordcount_fused_and_on_hosts(
 
 #[test]
 fn wordcount_across_three_hosts_matches_one_thread() {
-    let Some(hosts) = Hosts::make(3, 71) else {
+    let Some(hosts) = make_hosts(3, 71) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let (input, hosts_file) = (dir.path().join("in.txt"), dir.path().join("hosts.toml"));
     common::write_wordcount_input(&input, 2000);
-    std::fs::write(&hosts_file, hosts.file(71)).unwrap();
+    std::fs::write(&hosts_file, hosts_toml(&hosts, launch_prefix)).unwrap();
     let outputs = wordcount_fused_and_on_hosts(dir.path(), &input, &hosts_file, &[]);
     assert_eq!(outputs[0].lines().count(), 211);
     assert_eq!(outputs[0], outputs[1]);
@@ -185,18 +86,18 @@ fn wordcount_across_three_hosts_matches_one_thread() {
         hosts_file.to_str().unwrap(),
     ]);
     let text = String::from_utf8_lossy(&plan.stdout);
-    assert!(text.contains(&format!("on {}", hosts.names[2])), "{text}");
+    assert!(text.contains(&format!("on {}", hosts.names()[2])), "{text}");
     assert!(text.contains("via tcp("), "{text}");
 }
 
 #[test]
 fn a_killed_pe_on_one_host_stops_the_job_on_the_others() {
-    let Some(hosts) = Hosts::make(2, 72) else {
+    let Some(hosts) = make_hosts(2, 72) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let hosts_file = dir.path().join("hosts.toml");
-    std::fs::write(&hosts_file, hosts.file(72)).unwrap();
+    std::fs::write(&hosts_file, hosts_toml(&hosts, launch_prefix)).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", "wordcount", "--plan", "processes", "--rate", "20000"])
         .args(["--duration", "120", "--hosts", hosts_file.to_str().unwrap()])
@@ -208,14 +109,7 @@ fn a_killed_pe_on_one_host_stops_the_job_on_the_others() {
     let started = Instant::now();
     // The PE of `split` runs in the second namespace; wait until it is there, then kill it.
     let victim = loop {
-        let o = Command::new("ip")
-            .args(["netns", "pids", &hosts.names[1]])
-            .output()
-            .unwrap();
-        let pids: Vec<u32> = String::from_utf8_lossy(&o.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
+        let pids = NetnsHosts::pids(&hosts.names()[1]);
         let split = pids.iter().copied().find(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/environ"))
                 .is_ok_and(|env| env.contains("SLUICE_PE=1\0"))
@@ -237,15 +131,11 @@ fn a_killed_pe_on_one_host_stops_the_job_on_the_others() {
         "{err}"
     );
     // Nothing of the job is left running on either host.
-    for name in &hosts.names {
-        let o = Command::new("ip")
-            .args(["netns", "pids", name])
-            .output()
-            .unwrap();
-        let left = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    for name in hosts.names() {
+        let left = NetnsHosts::pids(name);
         assert!(
             left.is_empty(),
-            "processes left in {name}: {left} (launcher {launcher})"
+            "processes left in {name}: {left:?} (launcher {launcher})"
         );
     }
 }
@@ -260,7 +150,7 @@ fn pes_that_cannot_see_the_launchers_files_get_everything_over_tcp() {
         eprintln!("skipped: cannot make mount namespaces here (needs root and unshare)");
         return;
     }
-    let Some(hosts) = Hosts::make(3, 73) else {
+    let Some(hosts) = make_hosts(3, 73) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -274,18 +164,12 @@ fn pes_that_cannot_see_the_launchers_files_get_everything_over_tcp() {
         "mount -t tmpfs none '{0}' && test -z \"$(ls -A '{0}')\" && exec \"$@\"",
         jobs.display()
     );
-    let file = hosts.file_with(73, |name| {
-        [
-            "ip", "netns", "exec", name, "unshare", "-m", "sh", "-c", &hide, "sh",
-        ]
-        .map(String::from)
-        .to_vec()
+    let file = hosts_toml(&hosts, |name| {
+        let mut prefix = launch_prefix(name);
+        prefix.extend(["unshare", "-m", "sh", "-c", &hide, "sh"].map(String::from));
+        prefix
     });
-    std::fs::write(
-        &hosts_file,
-        format!("{file}[launcher]\naddress = \"10.73.0.254\"\n"),
-    )
-    .unwrap();
+    std::fs::write(&hosts_file, file).unwrap();
     let outputs =
         wordcount_fused_and_on_hosts(dir.path(), &input, &hosts_file, &[("TMPDIR", &jobs)]);
     assert_eq!(outputs[0].lines().count(), 211);
@@ -330,4 +214,72 @@ fn a_pe_without_the_jobs_secret_is_refused_and_reported() {
         err.contains("before reaching the launcher at 127.0.0.1:"),
         "{err}"
     );
+}
+
+#[test]
+fn each_placement_of_the_placement_bench_runs_on_two_hosts_and_delivers_every_tuple() {
+    const TUPLES: u64 = 2000;
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "placement", "--run", "--hosts", "2"])
+        .args(["--apps", "sol,throughput-test", "--rate", "2000"])
+        .args(["--set", &format!("tuples={TUPLES}")])
+        .args([
+            "--duration",
+            "20",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bench = child.id();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    if err.contains("skipped: ") {
+        eprintln!("{err}");
+        return;
+    }
+    let results: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let placed: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r["app"].as_str().unwrap(), r["scheduler"].as_str().unwrap()))
+        .collect();
+    let schedulers = ["round robin", "Storm even", "Sluice (consolidation)"];
+    let expected: Vec<(&str, &str)> = ["sol", "throughput-test"]
+        .into_iter()
+        .flat_map(|app| schedulers.map(|s| (app, s)))
+        .collect();
+    assert_eq!(placed, expected, "{err}");
+    for r in &results {
+        let run = &r["runs"][0];
+        assert_eq!(run["sent"], TUPLES, "{r}");
+        assert_eq!(run["received"], TUPLES, "{r}");
+        assert_eq!(run["intact"], true, "{r}");
+    }
+    // SOL's round-robin edges split evenly, so the traffic measured crossing hosts follows the
+    // placements: consolidation sends less across than round robin.
+    let measured = |scheduler: &str| {
+        results
+            .iter()
+            .find(|r| r["app"] == "sol" && r["scheduler"] == scheduler)
+            .and_then(|r| r["cross_host_measured"].as_f64())
+            .unwrap()
+    };
+    assert!(
+        measured("Sluice (consolidation)") < measured("round robin"),
+        "{results:?}"
+    );
+    // Its namespaces (named after its process id) are gone, and with them its PEs.
+    let tag = format!("{}61", bench % 100_000);
+    let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&o.stdout);
+    assert!(!left.contains(&tag), "namespaces left: {left}");
 }

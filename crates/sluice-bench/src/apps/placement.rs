@@ -6,6 +6,12 @@
 //! Sluice's consolidation. The traffic is the topology's, at declared rates
 //! ([`sluice_plan::traffic_placement`]); no job runs, so the figures do not depend on the
 //! machine.
+//!
+//! With `--run` (root only), each placement runs for real on hosts made of network namespaces
+//! and the table gives, beside the predicted traffic across hosts, the measured one, the rate
+//! reached and the end-to-end latency (module `measured`).
+
+mod measured;
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -15,6 +21,8 @@ use clap::Args;
 use sluice_apps::{AppConfig, Settings};
 use sluice_plan::traffic_placement::{compare, task_graph};
 use sluice_plan::{HostSpec, HostsFile, LauncherSpec, PlanOptions, PlanRequest};
+
+use crate::foundation::args::RunArgs;
 
 /// Arguments of `sluice bench placement`.
 #[derive(Debug, Clone, Args)]
@@ -31,10 +39,23 @@ pub struct PlacementBenchArgs {
     /// Application setting, `key=value`; repeatable, given to every application.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
+    /// Run each scheduler's placement on that many hosts made of network namespaces (needs
+    /// root) and measure the rate, the end-to-end latency and the traffic across hosts.
+    #[arg(long)]
+    run: bool,
+    /// With --run: tuples per second from the spout.
+    #[arg(long, value_name = "N", default_value_t = 5000)]
+    rate: u64,
+    /// With --run: how long and how often each placement runs, and how it prints.
+    #[command(flatten)]
+    runs: RunArgs,
 }
 
-/// Prints the table.
+/// Prints the table, computed or, with `--run`, measured.
 pub(crate) fn main(args: &PlacementBenchArgs) -> anyhow::Result<()> {
+    if args.run {
+        return measured::main(args);
+    }
     let settings = Settings::parse(args.settings.iter().map(String::as_str))?;
     let apps: Vec<&str> = args.apps.iter().map(String::as_str).collect();
     let table = table(&apps, &args.hosts, args.workers, &settings)?;

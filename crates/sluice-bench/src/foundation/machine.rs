@@ -1,4 +1,5 @@
-//! Where a figure was measured: the commit built, the CPU model and the core count.
+//! Where a figure was measured: the commit built, the CPU model, the core count and how busy
+//! the machine was (its load average).
 
 /// The commit this binary was built from (`git rev-parse --short HEAD` at build time), or
 /// `unknown`.
@@ -17,6 +18,16 @@ pub fn cpu() -> String {
 /// Cores available to this process.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The load average over the last minute (`/proc/loadavg`), or `None` where it cannot be read.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The first `model name` line of a `/proc/cpuinfo` text.
@@ -48,5 +59,6 @@ mod tests {
         assert!(!commit().is_empty());
         assert!(!cpu().is_empty());
         assert!(cores() >= 1);
+        assert!(load_average().is_some_and(|load| load >= 0.0));
     }
 }
