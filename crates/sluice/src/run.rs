@@ -185,7 +185,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         ..defaults
     };
     let watch = args.observe.prepare(&mut options)?;
-    options.profile_cpu = args.profile.is_some();
+    // On-line placement weighs each instance by its CPU time, as TurboStream's monitor does.
+    options.profile_cpu = args.profile.is_some() || args.online.online_placement;
     options.suspendable = args.online.online_placement;
     let ui = ui::serve_if_asked(args.ui, &plan)?;
     if !sluice_runtime::is_pe_process() {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{direct_counts, stderr, stdout, wordcount, write_wordcount_input};
+use common::{direct_counts, stderr, stdout, wordcount_logged, write_wordcount_input};
 
 /// Two hosts of two slots on this machine, at two loopback addresses.
 fn two_hosts(dir: &std::path::Path) -> std::path::PathBuf {
@@ -34,14 +34,15 @@ fn wordcount_redeployed_while_it_reads_counts_every_word_once() {
     let mut args = vec![
         "--hosts",
         hosts.to_str().unwrap(),
-        "--set",
-        "parallelism=2",
         "--rate",
         "3000",
         "--throttle-input",
     ];
     args.extend(ONLINE);
-    let counts = wordcount(dir.path(), &input, "processes", &args);
+    // A chain of four processes dealt over two hosts in turn: every edge crosses, and the
+    // scheduler's placement cuts only the lightest (sentences -> split).
+    let (counts, log) = wordcount_logged(dir.path(), &input, "processes", &args);
+    assert!(log.contains("redeployed at"), "{log}");
     assert_eq!(
         counts,
         direct_counts(&std::fs::read_to_string(&input).unwrap())

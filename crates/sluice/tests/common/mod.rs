@@ -71,6 +71,16 @@ pub fn direct_counts(text: &str) -> BTreeMap<String, u64> {
 /// Runs WordCount on `input` under `plan` (with `extra` arguments) and returns the counts it
 /// wrote.
 pub fn wordcount(dir: &Path, input: &Path, plan: &str, extra: &[&str]) -> BTreeMap<String, u64> {
+    wordcount_logged(dir, input, plan, extra).0
+}
+
+/// As [`wordcount`], with what the run logged on standard error.
+pub fn wordcount_logged(
+    dir: &Path,
+    input: &Path,
+    plan: &str,
+    extra: &[&str],
+) -> (BTreeMap<String, u64>, String) {
     let name = Path::new(plan).file_name().expect("a plan's name or file");
     let output = dir.join(name).with_extension("tsv");
     let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -86,14 +96,15 @@ pub fn wordcount(dir: &Path, input: &Path, plan: &str, extra: &[&str]) -> BTreeM
         "{plan}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    std::fs::read_to_string(&output)
+    let counts = std::fs::read_to_string(&output)
         .unwrap()
         .lines()
         .map(|l| {
             let (word, count) = l.split_once('\t').expect("word<TAB>count");
             (word.to_owned(), count.parse().expect("a count"))
         })
-        .collect()
+        .collect();
+    (counts, String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 /// A PE of a running job, as its process's environment describes it.
