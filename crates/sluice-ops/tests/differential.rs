@@ -3,8 +3,9 @@
 //! two branches that merge into one input port of the sink) must give the same output when run
 //! fused (one thread), threaded (one thread per instance), one PE per instance (every edge a
 //! shared-memory transport; the PEs run as threads of the test process) and under a random
-//! plan file that spreads the instances over 2-3 threads in two PEs, and that output must
-//! match a plain-Rust reference.
+//! plan file that spreads the instances over 2-3 threads in two PEs, and under the plans the
+//! optimizers make of it (fusion from a profile of random costs, TurboStream's placement on two
+//! hosts of this machine joined by TCP), and that output must match a plain-Rust reference.
 //!
 //! The engine promises order only along one physical edge, so outputs are compared as multisets
 //! unless a model of the graph shows that a sink instance's exact sequence (or its exact
@@ -17,7 +18,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use sluice_graph::{Graph, GraphBuilder, Partitioning, Ports};
 use sluice_ops::{Collect, Collected, Filter, IterSource, Map};
-use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
+use sluice_plan::fusion::{FusionChoice, InstanceProfile, Profile, DEFAULT_HOP_NS};
+use sluice_plan::traffic_placement::{plan_file, task_graph, Scheduler};
+use sluice_plan::{plan, HostsFile, PlanFile, PlanOptions, PlanRequest};
 use sluice_runtime::{start, Launcher, RunOptions};
 
 /// The partitioning of an edge, as generated.
@@ -428,15 +431,69 @@ struct Outcome {
 /// Longest a run may take before the test reports it as hung.
 const WATCHDOG: Duration = Duration::from_secs(10);
 
-fn execute(nodes: &[Node], input: &[u64], request: &PlanRequest) -> Result<Outcome, String> {
-    let into: Collected<u64> = Default::default();
-    let graph = build(nodes, input, &into);
-    let options = PlanOptions {
+/// This machine alone, two cores, small queues (so backpressure is exercised).
+fn on_this_machine() -> PlanOptions {
+    PlanOptions {
         cores: 2,
         queue_capacity: 8,
         ..PlanOptions::default()
+    }
+}
+
+/// Two hosts of this machine, at two loopback addresses: edges between them are TCP.
+fn on_two_hosts() -> PlanOptions {
+    let hosts = "[[host]]\nname = 'a'\naddress = '127.0.0.1'\ncores = 2\n\
+                 [[host]]\nname = 'b'\naddress = '127.0.0.2'\ncores = 2\n";
+    PlanOptions {
+        hosts: Some(HostsFile::parse(hosts).expect("a valid hosts file")),
+        ..on_this_machine()
+    }
+}
+
+/// The plans the optimizers make of the graph: fusion from a profile whose instances cost
+/// what `case.picks` say (at one tuple per edge), and the scheduler's placement of its
+/// instances on two hosts.
+fn optimized(nodes: &[Node], case: &Case) -> Result<[(PlanRequest, PlanOptions); 2], String> {
+    let graph = build(nodes, &case.input, &Collected::default());
+    let processes = plan(&graph, &PlanRequest::Processes, &on_this_machine())
+        .map_err(|e| format!("plan: {e}"))?;
+    let cost = |name: &str| {
+        let k = processes.instances.iter().position(|i| i.name == name)?;
+        let pick = case.picks.get(k % case.picks.len().max(1)).copied()?;
+        Some(InstanceProfile {
+            tuples_in: 1,
+            tuples_out: 1,
+            cpu_ns: (pick as u64 + 1) * 1_000_000,
+        })
     };
-    let physical = plan(&graph, request, &options).map_err(|e| format!("plan: {e}"))?;
+    let profile = Profile::measured(&processes, 1.0, cost, |_, _| 1);
+    let fused = FusionChoice::new(&processes, &profile, 2, DEFAULT_HOP_NS).plan_file(&processes);
+    let spread =
+        plan(&graph, &PlanRequest::Processes, &on_two_hosts()).map_err(|e| format!("plan: {e}"))?;
+    let host_of = Scheduler::Consolidated.assign(&task_graph(&spread, |_| 1.0), &[2, 2]);
+    let placed = plan_file(&spread, &spread.hosts, &host_of);
+    Ok([
+        (PlanRequest::File("fusion".into(), fused), on_this_machine()),
+        (
+            PlanRequest::File("placement".into(), placed),
+            on_two_hosts(),
+        ),
+    ])
+}
+
+fn execute(nodes: &[Node], input: &[u64], request: &PlanRequest) -> Result<Outcome, String> {
+    execute_on(nodes, input, request, &on_this_machine())
+}
+
+fn execute_on(
+    nodes: &[Node],
+    input: &[u64],
+    request: &PlanRequest,
+    options: &PlanOptions,
+) -> Result<Outcome, String> {
+    let into: Collected<u64> = Default::default();
+    let graph = build(nodes, input, &into);
+    let physical = plan(&graph, request, options).map_err(|e| format!("plan: {e}"))?;
     let run = RunOptions {
         launcher: Launcher::InProcess,
         ..RunOptions::default()
@@ -701,8 +758,17 @@ proptest! {
         let request = PlanRequest::File("random.toml".into(), file);
         let filed = execute(&nodes, &case.input, &request)
             .map_err(|e| TestCaseError::fail(format!("{e}\nplan file:\n{text}")))?;
-        let what = format!("{} with plan file\n{text}", what("plan-file"));
-        check_reference(&nodes, &models, &filed, &what)?;
-        check_same(&nodes, &models, &fused, &filed, &what)?;
+        let what_file = format!("{} with plan file\n{text}", what("plan-file"));
+        check_reference(&nodes, &models, &filed, &what_file)?;
+        check_same(&nodes, &models, &fused, &filed, &what_file)?;
+
+        for (request, options) in optimized(&nodes, &case).map_err(TestCaseError::fail)? {
+            let PlanRequest::File(optimizer, file) = &request else { unreachable!() };
+            let what = format!("{} with the {optimizer} optimizer's plan\n{file:?}", what(optimizer));
+            let run = execute_on(&nodes, &case.input, &request, &options)
+                .map_err(|e| TestCaseError::fail(format!("{e}\n{what}")))?;
+            check_reference(&nodes, &models, &run, &what)?;
+            check_same(&nodes, &models, &fused, &run, &what)?;
+        }
     }
 }
