@@ -366,10 +366,14 @@ fn check_value(arg: &Arg, value: &Value) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    // The option alone, parsed as the command line parses it.
-    let option = clap::Command::new("sluice run")
-        .no_binary_name(true)
-        .arg(arg.clone().required(false));
+    // The option alone, parsed as the command line parses it (without the options it
+    // requires or conflicts with, which are not there; the whole command line checks those).
+    let option = clap::Command::new("sluice run").no_binary_name(true).arg(
+        arg.clone()
+            .required(false)
+            .requires(clap::builder::Resettable::<clap::Id>::Reset)
+            .conflicts_with(clap::builder::Resettable::<clap::Id>::Reset),
+    );
     option
         .try_get_matches_from([format!("--{long}"), value.text.clone()])
         .map(drop)

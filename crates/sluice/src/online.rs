@@ -44,11 +44,11 @@ pub(crate) struct OnlineArgs {
     #[arg(long, requires = "hosts")]
     pub online_placement: bool,
     /// Seconds between two readings of the traffic (--online-placement).
-    #[arg(long, default_value = "5", value_parser = parse_seconds, requires = "online_placement")]
+    #[arg(long, default_value = "5", value_parser = parse_seconds)]
     rebalance_every: Duration,
     /// Redeploy when the fraction of the traffic crossing hosts would fall by more than this
     /// (0 to 1; --online-placement).
-    #[arg(long, default_value = "0.1", value_parser = parse_fraction, requires = "online_placement")]
+    #[arg(long, default_value = "0.1", value_parser = parse_fraction)]
     rebalance_threshold: f64,
 }
 
