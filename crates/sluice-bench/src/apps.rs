@@ -7,13 +7,18 @@
 //!
 //! An application becomes benchable by one entry in `registry` (its name, the operator whose
 //! tuples in are its throughput, its yardsticks), its yardsticks in a module of its own
-//! (`wordcount`, `vwap`; `storm` for SOL and the Throughput Test). Module `measure` runs a benchmark, `result` reports it.
+//! (`wordcount`, `vwap`; `storm` for SOL and the Throughput Test). Module `measure` runs a
+//! benchmark, `result` reports it. `placement` (`sluice bench placement`) and `redeploy`
+//! (`sluice bench redeploy`, the pause of on-line placement's redeploy) place an
+//! application's jobs on hosts, with what they share in `jobs`.
 
 mod entry;
+mod jobs;
 mod measure;
 pub(crate) mod omdp;
 mod pipeline;
 mod placement;
+mod redeploy;
 mod registry;
 mod result;
 mod speedup;
@@ -26,6 +31,8 @@ pub use measure::AppBenchArgs;
 pub use omdp::OmdpBenchArgs;
 pub use placement::PlacementBenchArgs;
 pub(crate) use placement::{main as placement_main, table as placement_table};
+pub(crate) use redeploy::main as redeploy_main;
+pub use redeploy::RedeployBenchArgs;
 pub(crate) use registry::BENCHABLE;
 pub(crate) use speedup::main as pipeline_main;
 pub use speedup::PipelineBenchArgs;

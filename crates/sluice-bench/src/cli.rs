@@ -45,6 +45,11 @@ pub enum BenchCommand {
     /// (root), each placement run on hosts made of network namespaces: its rate, end-to-end
     /// latency and measured traffic across hosts.
     Placement(crate::apps::PlacementBenchArgs),
+    /// The pause of on-line placement's redeploy: a running job suspended and resumed from
+    /// its state on the scheduler's placement over two hosts of this machine (drain, restart),
+    /// beside a cold start of the same plan, every repetition checked to lose and repeat no
+    /// tuple.
+    Redeploy(crate::apps::RedeployBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -74,6 +79,7 @@ impl BenchArgs {
             | BenchCommand::Topology(_)
             | BenchCommand::Pipeline(_)
             | BenchCommand::Placement(_)
+            | BenchCommand::Redeploy(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

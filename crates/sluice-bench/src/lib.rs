@@ -42,6 +42,12 @@
 //!   rate asked, under each plan (module `suite::topology`, which runs `sluice bench app` for
 //!   each point).
 //!
+//! - `sluice bench placement`: where each scheduler puts a topology's tasks on 2, 4 and 8
+//!   hosts, and with `--run` each placement run on network-namespace hosts (module `apps`).
+//! - `sluice bench redeploy [--apps A,...] [--repeat R]`: the pause of on-line placement's
+//!   redeploy (drain, restart) beside a cold start of the same plan, every repetition checked
+//!   to lose and repeat no tuple (module `apps`).
+//!
 //! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
 //! without printing.
 //!
@@ -59,7 +65,7 @@ mod foundation;
 mod suite;
 mod transports;
 
-pub use apps::{AppBenchArgs, PipelineBenchArgs, PlacementBenchArgs};
+pub use apps::{AppBenchArgs, PipelineBenchArgs, PlacementBenchArgs, RedeployBenchArgs};
 pub use cli::{BenchArgs, BenchCommand};
 pub use foundation::args::{
     CommonArgs, LatencyArgs, LatencyMethod, RunArgs, ThroughputArgs, Transport, TupleEncoding,
@@ -83,6 +89,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Omdp(args) => apps::omdp::main(args),
         BenchCommand::Pipeline(pipeline) => apps::pipeline_main(pipeline),
         BenchCommand::Placement(placement) => apps::placement_main(placement),
+        BenchCommand::Redeploy(redeploy) => apps::redeploy_main(redeploy),
         BenchCommand::Baseline(baseline) => hardware::main(baseline),
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),

@@ -170,6 +170,18 @@ impl PhysicalPlan {
         self.hosts.iter().find(|h| h.name == pe.host)
     }
 
+    /// The host (its index in [`PhysicalPlan::hosts`]) of every instance, by instance id; 0
+    /// for an instance whose PE names no host of the plan (a plan without hosts).
+    pub fn instance_hosts(&self) -> Vec<usize> {
+        self.instances
+            .iter()
+            .map(|i| {
+                let host = &self.pes[i.pe].host;
+                self.hosts.iter().position(|h| &h.name == host).unwrap_or(0)
+            })
+            .collect()
+    }
+
     /// How many physical edges feed input `port` of `instance`.
     pub fn fan_in(&self, instance: InstanceId, port: usize) -> usize {
         self.edges

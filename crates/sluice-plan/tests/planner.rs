@@ -792,6 +792,13 @@ fn the_placement_optimizer_keeps_each_chain_on_one_host() {
         let host = &placed.pes[instance.pe].host;
         assert_eq!(*host, processes.hosts[host_of[instance.id.0]].name);
     }
+    assert_eq!(placed.instance_hosts(), host_of);
+    assert_eq!(
+        plan(&graph, &PlanRequest::Fused, &PlanOptions::default())
+            .unwrap()
+            .instance_hosts(),
+        vec![0; processes.instances.len()]
+    );
     for edge in &placed.edges {
         let host = |i: sluice_plan::InstanceId| &placed.pes[placed.instances[i.0].pe].host;
         assert_eq!(host(edge.from.instance), host(edge.to.instance));

@@ -95,3 +95,55 @@ fn a_source_that_cannot_resume_is_refused_at_the_start() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("cannot resume"), "{}", stderr(&o));
 }
+
+#[test]
+fn the_redeploy_benchmark_measures_the_pause_beside_a_cold_start_and_checks_every_tuple() {
+    let o = common::sluice(&[
+        "bench",
+        "redeploy",
+        "--apps",
+        "sol",
+        "--set",
+        "parallelism=1",
+        "--set",
+        "levels=3",
+        "--rate",
+        "2000",
+        "--run-for",
+        "0.3",
+        "--repeat",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let result: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(result["bench"], "redeploy", "{result}");
+    assert_eq!(result["app"], "sol");
+    assert_eq!(result["intact"], 1);
+    let run = &result["runs"][0];
+    assert!(
+        run["check"].as_str().unwrap().starts_with("integrity: ok"),
+        "{result}"
+    );
+    let seconds = |v: &serde_json::Value| v.as_f64().unwrap();
+    assert!(
+        seconds(&run["pause_s"]) >= seconds(&run["drain_s"]),
+        "{result}"
+    );
+    assert!(seconds(&run["cold_start_s"]) > 0.0, "{result}");
+    assert!(seconds(&result["pause_over_cold_start"]) > 0.0, "{result}");
+    assert!(run["state_bytes"].as_u64().unwrap() > 0, "{result}");
+    for source_sent in run["emitted"].as_array().unwrap() {
+        assert!(source_sent.as_u64().unwrap() > 0, "{result}");
+    }
+
+    let o = common::sluice(&["bench", "redeploy", "--apps", "relay"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--apps takes sol, wordcount"),
+        "{}",
+        stderr(&o)
+    );
+}

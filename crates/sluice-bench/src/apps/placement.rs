@@ -15,13 +15,14 @@ mod measured;
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 
 use clap::Args;
 use sluice_apps::{AppConfig, Settings};
 use sluice_plan::traffic_placement::{compare, task_graph};
-use sluice_plan::{HostSpec, HostsFile, LauncherSpec, PlanOptions, PlanRequest};
+use sluice_plan::{HostsFile, PlanOptions, PlanRequest};
 
+use super::jobs::hosts_file;
 use crate::foundation::args::RunArgs;
 
 /// Arguments of `sluice bench placement`.
@@ -108,17 +109,11 @@ pub(crate) fn table(
 
 /// `count` hosts sharing `workers` slots as evenly as they can (at least one each).
 fn cluster(count: usize, workers: usize) -> HostsFile {
-    let hosts = (0..count)
-        .map(|h| HostSpec {
-            name: format!("n{}", h + 1),
-            address: IpAddr::V4(Ipv4Addr::new(10, 0, 0, (h % 250 + 1) as u8)),
-            cores: (workers / count + usize::from(h < workers % count)).max(1),
-            groups: Vec::new(),
-            launch: Vec::new(),
-        })
-        .collect();
-    HostsFile {
-        hosts,
-        launcher: LauncherSpec::default(),
-    }
+    hosts_file((0..count).map(|h| {
+        (
+            format!("n{}", h + 1),
+            Ipv4Addr::new(10, 0, 0, (h % 250 + 1) as u8).into(),
+            (workers / count + usize::from(h < workers % count)).max(1),
+        )
+    }))
 }

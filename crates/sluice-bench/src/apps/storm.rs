@@ -57,6 +57,17 @@ fn spout_rate(report: &JobReport) -> f64 {
     storm::achieved_rate(report, storm::SPOUT)
 }
 
+/// What a run of a topology says about its tuples: the spout's against its terminal bolt's
+/// (the sink), as the topology's own integrity line gives them.
+pub(crate) fn integrity(report: &JobReport) -> storm::Integrity {
+    let terminal = report
+        .instances
+        .iter()
+        .find(|i| i.sink)
+        .map_or("", |i| i.operator.as_str());
+    storm::Integrity::of(report, storm::SPOUT, terminal)
+}
+
 /// The application's configuration with `settings`.
 fn config(settings: &Settings) -> AppConfig {
     AppConfig {

@@ -114,18 +114,38 @@ impl<C: Counter> Yardstick for Generated<C> {
     }
 }
 
-/// `counter` fed by the generator the application builds from its `--set` values (with the
-/// application's defaults: 10 words a sentence from 1,000, seed 1).
+/// `counter` fed by the generator the application builds from its `--set` values.
 fn generated<C: Counter + 'static>(
     settings: &Settings,
     counter: C,
 ) -> anyhow::Result<Box<dyn Yardstick>> {
-    let sentences = SentenceGenerator::new(
+    let sentences = generator(settings)?;
+    Ok(Box::new(Generated { sentences, counter }))
+}
+
+/// The generator the application builds from its `--set` values (with the application's
+/// defaults: 10 words a sentence from 1,000, seed 1).
+fn generator(settings: &Settings) -> anyhow::Result<SentenceGenerator> {
+    Ok(SentenceGenerator::new(
         settings.get("words", 10)?,
         settings.get("vocabulary", 1000)?,
         settings.get("seed", 1)?,
-    );
-    Ok(Box::new(Generated { sentences, counter }))
+    ))
+}
+
+/// The count of every word of the first `sentences` sentences the application generates with
+/// `settings`, counted in one thread: what its output holds once it counted them, however it
+/// ran.
+pub(crate) fn direct_counts(
+    settings: &Settings,
+    sentences: u64,
+) -> anyhow::Result<HashMap<String, u64>> {
+    let mut generator = generator(settings)?;
+    let mut counter = Naive::default();
+    for _ in 0..sentences {
+        counter.count(&generator.sentence());
+    }
+    Ok(counter.counts)
 }
 
 #[cfg(test)]
@@ -206,6 +226,7 @@ mod tests {
         };
         assert_eq!(yardstick.steps(100), 400);
         assert_eq!(yardstick.counter.counts, expected.counts);
+        assert_eq!(direct_counts(&settings, 100).unwrap(), expected.counts);
         let mut made = (BENCHABLE.yardsticks[1].make)(&settings).unwrap();
         assert_eq!(made.steps(100), 400);
         let bad = Settings::parse(["words=many"]).unwrap();

@@ -358,7 +358,9 @@ pub(crate) fn checked_repeat(repeat: usize) -> anyhow::Result<usize> {
 /// The longest duration or warm-up accepted, in seconds (a day).
 const MAX_SECONDS: f64 = 86_400.0;
 
-fn seconds(option: &str, value: f64, allow_zero: bool) -> anyhow::Result<Duration> {
+/// `value` seconds of the option `option`, checked: above 0 (or 0 with `allow_zero`) and at
+/// most a day.
+pub(crate) fn seconds(option: &str, value: f64, allow_zero: bool) -> anyhow::Result<Duration> {
     let low_ok = if allow_zero {
         value >= 0.0
     } else {

@@ -33,6 +33,19 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// The `q`-quantile of `values` (0 < q <= 1) by nearest rank: the smallest value with at
+/// least a fraction `q` of the values at or below it (the largest for `q` = 1; with five
+/// values, p90 is the largest too); 0 when empty.
+pub fn nearest_rank(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted
+        .get(rank.clamp(1, sorted.len().max(1)) - 1)
+        .copied()
+        .unwrap_or(0.0)
+}
+
 /// One-way latency percentiles in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
@@ -118,6 +131,19 @@ pub fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearest_rank_gives_a_value_of_the_set() {
+        let values = [5.0, 1.0, 4.0, 2.0, 3.0];
+        assert_eq!(nearest_rank(&values, 0.5), 3.0);
+        assert_eq!(nearest_rank(&values, 0.9), 5.0);
+        assert_eq!(nearest_rank(&values, 0.2), 1.0);
+        assert_eq!(nearest_rank(&values, 0.21), 2.0);
+        assert_eq!(nearest_rank(&values, 1.0), 5.0);
+        let many: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(nearest_rank(&many, 0.9), 18.0);
+        assert_eq!(nearest_rank(&[], 0.9), 0.0);
+    }
 
     #[test]
     fn rate_counts_intervals_between_first_and_last_arrival() {

@@ -30,7 +30,6 @@
 //! aborts the running job).
 
 use std::fmt::Write as _;
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -44,6 +43,7 @@ use sluice_plan::{HostsFile, PhysicalPlan, PlanFile, PlanOptions, PlanRequest};
 use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, StopHandle};
 
 use super::{cluster, PlacementBenchArgs};
+use crate::apps::jobs::{print, serve_pe};
 use crate::foundation::machine;
 use crate::foundation::netns::{launch_prefix, NetnsHosts};
 use crate::foundation::stats::{median, LatencySummary};
@@ -123,7 +123,7 @@ pub(crate) struct PlacedResult {
 pub(super) fn main(args: &PlacementBenchArgs) -> anyhow::Result<()> {
     let settings = Settings::parse(args.settings.iter().map(String::as_str))?;
     if sluice_runtime::is_pe_process() {
-        return run_pe(args, &settings);
+        return serve_pe("placement --run", &args.apps, &config(args.rate, &settings));
     }
     if !rustix::process::geteuid().is_root() {
         eprintln!(
@@ -136,27 +136,7 @@ pub(super) fn main(args: &PlacementBenchArgs) -> anyhow::Result<()> {
     ctrlc::set_handler(move || on_interrupt.interrupt())
         .context("cannot catch Ctrl-C to clean up after an interrupted run")?;
     let results = measure(args, &settings, &current)?;
-    let mut out = std::io::stdout().lock();
-    if args.runs.json {
-        for result in &results {
-            writeln!(out, "{}", serde_json::to_string(result)?)?;
-        }
-    } else {
-        out.write_all(table(&results).as_bytes())?;
-    }
-    Ok(())
-}
-
-/// A PE of a job of the measured mode: builds the application its arguments name and serves
-/// its part (the runtime exits the process when it is done).
-fn run_pe(args: &PlacementBenchArgs, settings: &Settings) -> anyhow::Result<()> {
-    let [app] = args.apps.as_slice() else {
-        bail!("a PE of sluice bench placement --run runs one application");
-    };
-    let app = sluice_apps::build(app, &config(args.rate, settings))?;
-    let plan = sluice_plan::plan(&app.graph, &PlanRequest::Fused, &PlanOptions::default())?;
-    sluice_runtime::run(&app.graph, &plan, &RunOptions::default())?;
-    Ok(())
+    print(&results, args.runs.json, table)
 }
 
 /// The configuration every run and its PEs build the application with.
@@ -363,12 +343,7 @@ fn pe_args(app: &str, args: &PlacementBenchArgs) -> &'static [std::ffi::OsString
 
 /// The figures of one run from its report and its last metrics sample.
 fn placed_run(round: usize, report: &JobReport, metrics: &MetricsSnapshot) -> PlacedRun {
-    let terminal = report
-        .instances
-        .iter()
-        .find(|i| i.sink)
-        .map_or("", |i| i.operator.as_str());
-    let integrity = storm::Integrity::of(report, storm::SPOUT, terminal);
+    let integrity = crate::apps::storm::integrity(report);
     PlacedRun {
         round,
         sent: integrity.sent,
