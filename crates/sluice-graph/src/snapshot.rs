@@ -22,8 +22,10 @@ pub struct KeyedEntry {
     /// the instance that owns it.
     pub hash: u64,
     /// The key, encoded by the operator.
+    #[serde(with = "compact")]
     pub key: Vec<u8>,
     /// Its state, encoded by the operator.
+    #[serde(with = "compact")]
     pub state: Vec<u8>,
 }
 
@@ -31,6 +33,7 @@ pub struct KeyedEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// State not tied to a key, encoded by the operator (empty if it has none).
+    #[serde(with = "compact")]
     pub operator: Vec<u8>,
     /// State per key.
     pub keyed: Vec<KeyedEntry>,
@@ -85,6 +88,33 @@ impl Snapshot {
     }
 }
 
+/// Bytes in a snapshot as `serde` carries them: base64 text in a human-readable format (JSON,
+/// the launcher's messages to its PEs, where an array of numbers would take three to four
+/// times the room and the time), raw bytes in a binary one.
+mod compact {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine;
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            s.serialize_str(&STANDARD.encode(bytes))
+        } else {
+            s.serialize_bytes(bytes)
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        if d.is_human_readable() {
+            let text = String::deserialize(d)?;
+            STANDARD.decode(text).map_err(D::Error::custom)
+        } else {
+            serde_bytes::ByteBuf::deserialize(d).map(serde_bytes::ByteBuf::into_vec)
+        }
+    }
+}
+
 /// A latency histogram as (value, count) pairs, a form `serde` carries (in a snapshot, or a
 /// report between processes).
 pub fn histogram_pairs(histogram: &LatencyHistogram) -> Vec<(u64, u64)> {
@@ -128,6 +158,24 @@ mod tests {
         let mut expected = whole;
         expected.keyed.sort_by(|a, b| a.key.cmp(&b.key));
         assert_eq!(merged, expected);
+    }
+
+    #[test]
+    fn snapshots_travel_as_base64_in_json_and_as_bytes_in_postcard() {
+        let snapshot = Snapshot {
+            operator: vec![0, 255, 7],
+            keyed: vec![KeyedEntry {
+                hash: 3,
+                key: b"word".to_vec(),
+                state: vec![1; 10],
+            }],
+        };
+        let json = serde_json::to_string(&snapshot).unwrap();
+        assert!(json.contains("\"AP8H\""), "{json}");
+        assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), snapshot);
+        assert!(serde_json::from_str::<Snapshot>(&json.replace("AP8H", "!!")).is_err());
+        let binary = postcard::to_allocvec(&snapshot).unwrap();
+        assert_eq!(postcard::from_bytes::<Snapshot>(&binary).unwrap(), snapshot);
     }
 
     #[test]

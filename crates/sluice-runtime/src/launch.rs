@@ -506,9 +506,10 @@ impl Children {
         self.events = received;
         let (admit, admissions) = mpsc::channel();
         let handshakes = link::Handshakes::for_peers(self.pes.len());
-        let plan = ToPe::Plan {
+        // Each PE is sent the plan and the state of its own instances.
+        let plan_for = |pe: usize| ToPe::Plan {
             plan: Box::new(plan.clone()),
-            resume: resume.cloned().map(Box::new),
+            resume: resume.map(|state| Box::new(state.for_pe(plan, pe))),
         };
         let began = Instant::now();
         let mut connected = 0;
@@ -525,7 +526,7 @@ impl Children {
                         continue;
                     }
                     // A PE that cannot be told has died; supervision reports it.
-                    let _ = wire::send(&mut link, &plan);
+                    let _ = wire::send(&mut link, &plan_for(pe));
                     self.pes[pe].control = Some(link);
                     self.pes[pe].last_heard = Some(Instant::now());
                     connected += 1;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sluice_graph::{Snapshot, Timer};
+use sluice_plan::{InstancePlan, PhysicalPlan};
 
 use crate::RunError;
 
@@ -96,6 +97,33 @@ impl JobState {
         }))
     }
 
+    /// The part of it that PE `pe` of `plan` resumes from: the state of its instances, and
+    /// an operator's whole state where its parallelism changed (each of its keys may now be
+    /// anywhere). A PE is sent only its part.
+    pub(crate) fn for_pe(&self, plan: &PhysicalPlan, pe: usize) -> JobState {
+        let mut part = JobState::default();
+        for (operator, states) in &self.operators {
+            let here: Vec<&InstancePlan> = plan
+                .instances
+                .iter()
+                .filter(|i| i.pe == pe && operator_of(i) == operator)
+                .collect();
+            let Some(first) = here.first() else {
+                continue;
+            };
+            if states.len() != first.parallelism {
+                part.operators.insert(operator.clone(), states.clone());
+                continue;
+            }
+            let mut kept = vec![InstanceState::default(); states.len()];
+            for instance in here {
+                kept[instance.index] = states[instance.index].clone();
+            }
+            part.operators.insert(operator.clone(), kept);
+        }
+        part
+    }
+
     /// How many instances it holds the state of.
     pub fn instances(&self) -> usize {
         self.operators.values().map(Vec::len).sum()
@@ -115,6 +143,16 @@ impl JobState {
                         .sum::<usize>()
             })
             .sum()
+    }
+}
+
+/// The operator an instance of a plan belongs to, by name: its own name without the
+/// `[index]` a plan gives one of several instances.
+fn operator_of(instance: &InstancePlan) -> &str {
+    let suffix = format!("[{}]", instance.index);
+    match instance.name.strip_suffix(&suffix) {
+        Some(operator) if instance.parallelism > 1 => operator,
+        _ => &instance.name,
     }
 }
 
@@ -170,5 +208,21 @@ mod tests {
             assert_eq!(part.timers, vec![Timer::Event(5)]);
         }
         assert!(state.for_instance("sum", 0, 3, true).is_err());
+    }
+
+    #[test]
+    fn an_instance_names_its_operator_without_its_index() {
+        let instance = |name: &str, index, parallelism| InstancePlan {
+            id: sluice_plan::InstanceId(0),
+            operator: 0,
+            name: name.into(),
+            index,
+            parallelism,
+            pe: 0,
+            thread: 0,
+        };
+        assert_eq!(operator_of(&instance("sum[1]", 1, 2)), "sum");
+        assert_eq!(operator_of(&instance("sum", 0, 1)), "sum");
+        assert_eq!(operator_of(&instance("odd[0]", 0, 1)), "odd[0]");
     }
 }

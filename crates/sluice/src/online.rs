@@ -285,7 +285,7 @@ struct Watcher {
 impl Watcher {
     fn watch(self) -> Option<(Rebalance, Instant)> {
         let slots: Vec<usize> = self.plan.hosts.iter().map(|h| h.cores.max(1)).collect();
-        let current = hosts_of(&self.plan);
+        let current = self.plan.instance_hosts();
         let mut before: Option<MetricsSnapshot> = None;
         loop {
             let woke = Instant::now() + self.every;
@@ -316,17 +316,6 @@ impl Watcher {
             }
         }
     }
-}
-
-/// The host (index in `plan.hosts`) of every instance of `plan`.
-fn hosts_of(plan: &PhysicalPlan) -> Vec<usize> {
-    plan.instances
-        .iter()
-        .map(|i| {
-            let host = &plan.pes[i.pe].host;
-            plan.hosts.iter().position(|h| &h.name == host).unwrap_or(0)
-        })
-        .collect()
 }
 
 /// The task graph of what `plan`'s instances did between two readings, as the runtime
