@@ -96,8 +96,14 @@ impl SharedStop {
         self.lock().abort();
     }
 
-    /// Whether a stop was asked of the job (not a suspension of one of its runs).
+    /// Whether the run under way (the last, once the job ended) was stopped: by Ctrl-C, by
+    /// `sluice stop` (of the whole job, or of the run itself), or at the end of its duration.
     pub(crate) fn is_stopping(&self) -> bool {
+        self.stop_asked() || self.lock().is_stopping()
+    }
+
+    /// Whether a stop was asked of the whole job (a suspension of a run is none).
+    fn stop_asked(&self) -> bool {
         self.stopped.load(Ordering::Relaxed) || self.whole.is_stopping()
     }
 
@@ -105,7 +111,7 @@ impl SharedStop {
     fn next(&self) -> StopHandle {
         let handle = StopHandle::new();
         *self.lock() = handle.clone();
-        if self.is_stopping() {
+        if self.stop_asked() {
             handle.stop();
         }
         handle
