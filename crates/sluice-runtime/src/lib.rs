@@ -50,7 +50,7 @@ pub use link::why_not_private;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use report::{InstanceReport, JobReport};
-pub use state::{InstanceState, JobState};
+pub use state::{size_text, InstanceState, JobState};
 
 use sluice_graph::Graph;
 use sluice_plan::PhysicalPlan;

@@ -146,6 +146,16 @@ impl JobState {
     }
 }
 
+/// A size of state as people read it: bytes below 10 KiB, KiB with a decimal above (what
+/// the on-line placement's log and `sluice bench redeploy` print of [`JobState::bytes`]).
+pub fn size_text(bytes: f64) -> String {
+    if bytes < 10.0 * 1024.0 {
+        format!("{bytes:.0} B")
+    } else {
+        format!("{:.1} KiB", bytes / 1024.0)
+    }
+}
+
 /// The operator an instance of a plan belongs to, by name: its own name without the
 /// `[index]` a plan gives one of several instances.
 fn operator_of(instance: &InstancePlan) -> &str {
@@ -187,6 +197,8 @@ mod tests {
         assert_eq!(one, keyed(0..3));
         assert_eq!(state.for_instance("other", 0, 1, false).unwrap(), None);
         assert_eq!(state.instances(), 2);
+        assert_eq!(size_text(state.bytes() as f64), "45 B");
+        assert_eq!(size_text(15_000.0), "14.6 KiB");
     }
 
     #[test]

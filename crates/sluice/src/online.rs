@@ -65,7 +65,6 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 #[derive(Clone, Default)]
 pub(crate) struct SharedStop {
     current: Arc<Mutex<StopHandle>>,
-    stopped: Arc<AtomicBool>,
     whole: StopHandle,
 }
 
@@ -87,7 +86,7 @@ impl SharedStop {
 
     /// Stops (drains) the run under way, and any run a redeploy starts after.
     pub(crate) fn stop(&self) {
-        self.stopped.store(true, Ordering::Relaxed);
+        self.whole.stop();
         self.lock().stop();
     }
 
@@ -104,7 +103,7 @@ impl SharedStop {
 
     /// Whether a stop was asked of the whole job (a suspension of a run is none).
     fn stop_asked(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed) || self.whole.is_stopping()
+        self.whole.is_stopping()
     }
 
     /// A handle for the next run, stopped at once if a stop was asked meanwhile.
@@ -199,7 +198,7 @@ pub(crate) fn supervise(
             moved.rebalance.proposed.imbalance,
             moved.pause.as_secs_f64(),
             moved.drained.as_secs_f64(),
-            bytes(moved.state_bytes),
+            sluice_runtime::size_text(moved.state_bytes as f64),
             state.instances(),
         );
         moves.push(moved);
@@ -212,14 +211,6 @@ pub(crate) fn supervise(
 const MIN_RUN: Duration = Duration::from_millis(100);
 /// No redeploy starts when less than this is left of the job's duration.
 const LAST_MOVE: Duration = Duration::from_secs(1);
-
-fn bytes(n: usize) -> String {
-    if n < 10 << 10 {
-        format!("{n} B")
-    } else {
-        format!("{:.1} KiB", n as f64 / 1024.0)
-    }
-}
 
 /// Logs what the redeploys did, in all.
 fn summarize(moves: &[Moved]) {

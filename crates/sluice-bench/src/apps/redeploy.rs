@@ -521,7 +521,7 @@ pub(crate) fn table(results: &[RedeployResult]) -> String {
             r.pes[1],
             100.0 * r.cross_host[0],
             100.0 * r.cross_host[1],
-            bytes(r.state_bytes),
+            sluice_runtime::size_text(r.state_bytes),
             millis(r.pause_s.median),
             millis(r.pause_s.p90),
             millis(r.pause_s.max),
@@ -540,15 +540,6 @@ pub(crate) fn table(results: &[RedeployResult]) -> String {
 /// Seconds as milliseconds with their unit.
 fn millis(s: f64) -> String {
     format!("{:.0} ms", s * 1e3)
-}
-
-/// A size in bytes with its unit.
-fn bytes(n: f64) -> String {
-    if n < 10.0 * 1024.0 {
-        format!("{n:.0} B")
-    } else {
-        format!("{:.1} KiB", n / 1024.0)
-    }
 }
 
 #[cfg(test)]
