@@ -225,7 +225,11 @@ fn idle_clients_and_huge_headers_are_bounded_and_the_page_lives_on() {
     // The server accepts in order: once a later connection is answered, all 300 were taken.
     until_closed({
         let mut last = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        write!(last, "GET /plan.svg HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        write!(
+            last,
+            "GET /plan.svg HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         last
     });
     let during = threads(job.id());
