@@ -260,12 +260,11 @@ impl Session {
         statements: &[Statement],
         options: &QueryOptions,
     ) -> Result<String, QueryError> {
+        // Each query is explained with the settings and functions of the statements before
+        // it, as `run` would run it.
         let mut plans = String::new();
-        let mut queries = Vec::new();
         for statement in statements {
-            if let Statement::Query(expr) = statement {
-                queries.push(expr.clone());
-            } else {
+            let Statement::Query(expr) = statement else {
                 self.run_statements(
                     source_name,
                     text,
@@ -273,13 +272,12 @@ impl Session {
                     options,
                     &mut |_| {},
                 )?;
-            }
-        }
-        for expr in queries {
+                continue;
+            };
             let settings = self.settings_with(options).map_err(QueryError::Run)?;
             let machine = machine(options, &settings);
             let bound = Binder::new(&self.functions, &machine)
-                .bind(&expr)
+                .bind(expr)
                 .map_err(|d| QueryError::Text {
                     source_name: source_name.to_string(),
                     text: text.to_string(),
