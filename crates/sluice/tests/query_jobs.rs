@@ -233,3 +233,77 @@ fn set_statements_reach_every_pe_of_the_queries_after_them() {
     );
     assert_eq!(stdout(&query(&[], text)), "7\n");
 }
+
+/// Whether `pid` has a handler for `signal` (its `SigCgt` mask in `/proc/PID/status`).
+fn catches(pid: u32, signal: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
+#[test]
+fn an_interrupted_query_says_its_results_are_partial_and_exits_with_130() {
+    let endless = "count(iota(1,1000000000000000000));";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("endless.scsql");
+    std::fs::write(&file, format!("{endless}\n7;\n")).unwrap();
+    let file = file.to_str().unwrap().to_string();
+    let two = format!("{endless} 7;");
+    // (arguments, standard input, signal): one statement, several, a file, the shell.
+    type Case<'a> = (Vec<&'a str>, Option<String>, (u32, &'a str));
+    let cases: [Case; 5] = [
+        (vec!["-e", endless], None, (2, "INT")),
+        (vec!["-e", &two], None, (15, "TERM")),
+        (vec![&file], None, (2, "INT")),
+        (vec![], Some(format!("{endless}\n7;\n")), (15, "TERM")),
+        (vec![], Some(format!("{endless}\n7;\n")), (2, "INT")),
+    ];
+    for (args, input, (number, name)) in cases {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("query")
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sluice runs");
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(input) = &input {
+            // The input stays open: the shell is busy with the count, not at its end.
+            stdin.write_all(input.as_bytes()).unwrap();
+        }
+        let pid = child.id();
+        let (ended, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = ended.send(child.wait_with_output());
+        });
+        // Once its handler is in place, the signal (again, until it ends: one stops it).
+        let began = std::time::Instant::now();
+        let output = loop {
+            // A watchdog: without the stop the count would run for years.
+            if began.elapsed() > std::time::Duration::from_secs(120) {
+                common::signal(pid, "KILL");
+                panic!("{args:?}: the {name} did not stop the query");
+            }
+            if catches(pid, number) {
+                common::signal(pid, name);
+            }
+            match wait.recv_timeout(std::time::Duration::from_millis(200)) {
+                Ok(output) => break output.unwrap(),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(e) => panic!("{e}"),
+            }
+        };
+        drop(stdin);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(130), "{args:?} {name}: {err}");
+        assert!(err.contains("results above are partial"), "{args:?}: {err}");
+        // The partial count, and not the 7 after it.
+        let out = stdout(&output);
+        assert_eq!(out.lines().count(), 1, "{args:?}: {out}");
+        assert_ne!(out, "7\n");
+    }
+}
