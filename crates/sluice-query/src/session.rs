@@ -262,10 +262,12 @@ impl Session {
                         machine: &machine,
                         interrupts_before: before,
                     };
-                    self.run_query(query, options, out)?;
+                    let ran = self.run_query(query, options, out);
+                    // A job aborted by a second interrupt fails: it was interrupted.
                     if interrupts(options) != before {
                         return Err(QueryError::Interrupted);
                     }
+                    ran?;
                 }
             }
         }

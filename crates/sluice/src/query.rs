@@ -90,7 +90,9 @@ const STALL_TIMEOUT_VARIABLE: &str = "SLUICE_STALL_TIMEOUT";
 const INTERRUPTED_STATUS: i32 = 130;
 
 pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
-    let busy = Arc::new(AtomicBool::new(false));
+    // Statements given on the command line or in a file run from the start; the shell's,
+    // once read.
+    let busy = Arc::new(AtomicBool::new(args.text.is_some() || args.file.is_some()));
     let options = options(&args, &busy)?;
     let mut session = Session::new();
     let (source_name, text) = match (&args.text, &args.file) {
@@ -119,7 +121,6 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
             });
         }
     };
-    busy.store(true, Ordering::SeqCst);
     statements(&mut session, &source_name, &text, &options, args.explain).map_err(|error| {
         if let Failure::Query(QueryError::Interrupted) = &error {
             interrupted();

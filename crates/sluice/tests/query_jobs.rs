@@ -244,66 +244,112 @@ fn catches(pid: u32, signal: u32) -> bool {
         .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
 }
 
+/// When to interrupt a `sluice query`.
+#[derive(Clone, Copy, Debug)]
+enum When {
+    /// Once its handler is in place, again and again until it ends.
+    Repeatedly,
+    /// Once it has printed a result, again and again until it ends.
+    AfterAResult,
+    /// Once, when its job's PEs run.
+    OnceItsJobRuns,
+}
+
+/// Runs `sluice query ARGS` with `input` on its standard input (kept open), interrupts it
+/// with the signal `(number, name)` `when` says, and returns what it printed.
+fn interrupted(args: &[&str], input: &str, (number, name): (u32, &str), when: When) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("query")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let pid = child.id();
+    let mut out = child.stdout.take().unwrap();
+    let (printed, first) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut byte = [0u8; 1];
+        while let Ok(1) = std::io::Read::read(&mut out, &mut byte) {
+            all.push(byte[0]);
+            if byte[0] == b'\n' {
+                let _ = printed.send(());
+            }
+        }
+        all
+    });
+    let (ended, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = ended.send(child.wait_with_output());
+    });
+    let began = std::time::Instant::now();
+    let mut signalled = false;
+    let output = loop {
+        // A watchdog: without the stop the queries here would run for years.
+        if began.elapsed() > std::time::Duration::from_secs(120) {
+            common::signal(pid, "KILL");
+            panic!("{args:?}: the {name} did not stop the query");
+        }
+        let ready = match when {
+            When::Repeatedly => true,
+            When::AfterAResult => first.try_recv().is_ok() || signalled,
+            When::OnceItsJobRuns => !signalled && !common::pes_of(pid).is_empty(),
+        };
+        if ready && catches(pid, number) {
+            common::signal(pid, name);
+            signalled = true;
+        }
+        match wait.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(output) => break output.unwrap(),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(e) => panic!("{e}"),
+        }
+    };
+    drop(stdin);
+    Output {
+        stdout: reader.join().unwrap(),
+        ..output
+    }
+}
+
 #[test]
 fn an_interrupted_query_says_its_results_are_partial_and_exits_with_130() {
     let endless = "count(iota(1,1000000000000000000));";
+    let stream = "iota(100,1000000000000000000);";
+    let job = "select extract(b) from sp a, sp b \
+               where b=sp(count(extract(a))) and a=sp(iota(1,1000000000000000000));";
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("endless.scsql");
     std::fs::write(&file, format!("{endless}\n7;\n")).unwrap();
     let file = file.to_str().unwrap().to_string();
     let two = format!("{endless} 7;");
-    // (arguments, standard input, signal): one statement, several, a file, the shell.
-    type Case<'a> = (Vec<&'a str>, Option<String>, (u32, &'a str));
-    let cases: [Case; 5] = [
-        (vec!["-e", endless], None, (2, "INT")),
-        (vec!["-e", &two], None, (15, "TERM")),
-        (vec![&file], None, (2, "INT")),
-        (vec![], Some(format!("{endless}\n7;\n")), (15, "TERM")),
-        (vec![], Some(format!("{endless}\n7;\n")), (2, "INT")),
+    let (int, term) = ((2, "INT"), (15, "TERM"));
+    // One statement, several, a file, the shell, a job: the aggregate's value over what came
+    // (or the stream so far), never the 7 after it.
+    let cases = [
+        (vec!["-e", endless], String::new(), int, When::Repeatedly),
+        (vec!["-e", &two], String::new(), term, When::Repeatedly),
+        (vec![&file], String::new(), int, When::Repeatedly),
+        (vec![], format!("{stream}\n7;\n"), term, When::AfterAResult),
+        (vec![], format!("{stream}\n7;\n"), int, When::AfterAResult),
+        (vec!["-e", job], String::new(), int, When::OnceItsJobRuns),
     ];
-    for (args, input, (number, name)) in cases {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("query")
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("sluice runs");
-        let mut stdin = child.stdin.take().unwrap();
-        if let Some(input) = &input {
-            // The input stays open: the shell is busy with the count, not at its end.
-            stdin.write_all(input.as_bytes()).unwrap();
-        }
-        let pid = child.id();
-        let (ended, wait) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = ended.send(child.wait_with_output());
-        });
-        // Once its handler is in place, the signal (again, until it ends: one stops it).
-        let began = std::time::Instant::now();
-        let output = loop {
-            // A watchdog: without the stop the count would run for years.
-            if began.elapsed() > std::time::Duration::from_secs(120) {
-                common::signal(pid, "KILL");
-                panic!("{args:?}: the {name} did not stop the query");
-            }
-            if catches(pid, number) {
-                common::signal(pid, name);
-            }
-            match wait.recv_timeout(std::time::Duration::from_millis(200)) {
-                Ok(output) => break output.unwrap(),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(e) => panic!("{e}"),
-            }
-        };
-        drop(stdin);
-        let err = stderr(&output);
-        assert_eq!(output.status.code(), Some(130), "{args:?} {name}: {err}");
+    for (args, input, signal, when) in cases {
+        let output = interrupted(&args, &input, signal, when);
+        let (out, err) = (stdout(&output), stderr(&output));
+        assert_eq!(output.status.code(), Some(130), "{args:?} {when:?}: {err}");
         assert!(err.contains("results above are partial"), "{args:?}: {err}");
-        // The partial count, and not the 7 after it.
-        let out = stdout(&output);
-        assert_eq!(out.lines().count(), 1, "{args:?}: {out}");
-        assert_ne!(out, "7\n");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            !lines.is_empty() && lines.last() != Some(&"7"),
+            "{args:?}: {out}"
+        );
+        if !matches!(when, When::AfterAResult) {
+            assert_eq!(lines.len(), 1, "{args:?}: {out}");
+        }
     }
 }
