@@ -353,3 +353,58 @@ fn an_interrupted_query_says_its_results_are_partial_and_exits_with_130() {
         }
     }
 }
+
+#[test]
+fn the_stall_timeout_comes_from_the_option_or_the_environment() {
+    // A stream process that reads a FIFO nobody writes to is stuck in its read. This test
+    // holds the FIFO open for writing (read-write, which does not wait for a reader), so that
+    // opening it to read does not wait.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("silent.fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let _writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let text = format!(
+        "select extract(a) from sp a where a=sp(receiver('{}'));",
+        fifo.display()
+    );
+    for (args, variable) in [
+        (vec!["--stall-timeout", "0.5"], None),
+        (vec![], Some("0.5")),
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command.arg("query").args(&args).args(["-e", &text]);
+        if let Some(value) = variable {
+            command.env("SLUICE_STALL_TIMEOUT", value);
+        }
+        let child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sluice runs");
+        let pid = child.id();
+        let (ended, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = ended.send(child.wait_with_output());
+        });
+        // A watchdog: a stall never noticed would leave the query waiting for ever.
+        let Ok(output) = wait.recv_timeout(std::time::Duration::from_secs(120)) else {
+            common::signal(pid, "KILL");
+            panic!("{args:?} {variable:?}: the stall was not noticed");
+        };
+        let output = output.unwrap();
+        let err = stderr(&output);
+        assert!(!output.status.success(), "{args:?} {variable:?}: {err}");
+        assert!(
+            err.contains("made no progress for 0.5 s"),
+            "{args:?} {variable:?}: {err}"
+        );
+    }
+}
