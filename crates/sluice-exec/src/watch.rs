@@ -55,7 +55,7 @@ impl Progress {
 }
 
 /// One running thread of a job.
-pub(crate) struct Worker {
+pub struct Worker {
     pub(crate) handle: JoinHandle<Vec<InstanceReport>>,
     pub(crate) name: String,
     /// Its instances, for messages.
@@ -73,7 +73,7 @@ struct Seen {
 /// Waits for `workers` to end, calling `tick` every round (it may request a stop); fails the
 /// job when a thread stalls, when a drain passes its deadline, and leaves an aborted job after
 /// [`ABORT_GRACE`]. Returns the reports of the threads that ended.
-pub(crate) fn wait_threads(
+pub fn wait_threads(
     workers: Vec<Worker>,
     control: &JobControl,
     options: &RunOptions,

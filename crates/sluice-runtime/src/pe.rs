@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use sluice_graph::Graph;
 use sluice_transport::tcp::JobSecret;
 
-use crate::assemble::{self, Scope, Sites};
-use crate::control::JobControl;
+use sluice_exec::assemble::{self, Scope, Sites};
+use sluice_exec::control::JobControl;
 use crate::link::{check_private_dir, ControlAddress, Link};
 use crate::metrics::ProcessMetrics;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
