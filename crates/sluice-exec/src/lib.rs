@@ -48,8 +48,8 @@ pub use control::StopHandle;
 pub use error::RunError;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use options::{
-    Launcher, RunOptions, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_START_TIMEOUT,
-    DEFAULT_STALL_TIMEOUT,
+    Launcher, RunOptions, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_STALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
 };
 pub use report::{InstanceReport, JobReport};
 pub use state::{size_text, InstanceState, JobState};

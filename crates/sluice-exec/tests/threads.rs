@@ -11,8 +11,8 @@ use sluice_exec::control::JobControl;
 use sluice_exec::watch::wait_threads;
 use sluice_exec::{JobReport, JobState, RunError, RunOptions};
 use sluice_graph::{
-    expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Produced,
-    Snapshot, Source,
+    expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Produced, Snapshot,
+    Source,
 };
 use sluice_plan::{plan, PhysicalPlan, PlanOptions, PlanRequest};
 use sluice_transport::tcp::JobSecret;
@@ -71,7 +71,10 @@ impl Operator for Keep {
         tuple: TupleRef<'_>,
         _: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        self.0.lock().unwrap().push(*expect_tuple::<u64>(port, tuple)?);
+        self.0
+            .lock()
+            .unwrap()
+            .push(*expect_tuple::<u64>(port, tuple)?);
         Ok(())
     }
 
@@ -197,7 +200,11 @@ impl Started {
 }
 
 /// Once the sink has kept at least `enough` numbers, `act` on the job's control, once.
-fn when_kept(kept: &Arc<Mutex<Vec<u64>>>, enough: usize, act: fn(&JobControl)) -> impl FnMut(&JobControl) {
+fn when_kept(
+    kept: &Arc<Mutex<Vec<u64>>>,
+    enough: usize,
+    act: fn(&JobControl),
+) -> impl FnMut(&JobControl) {
     let kept = kept.clone();
     let mut done = false;
     move |control| {
@@ -230,7 +237,10 @@ fn a_stop_drains_every_emitted_tuple() {
             kept.len()
         );
         assert_eq!(report.tuples_in("keep"), emitted, "{request:?}");
-        assert!(report.state().is_none(), "{request:?}: a stop keeps no state");
+        assert!(
+            report.state().is_none(),
+            "{request:?}: a stop keeps no state"
+        );
     }
 }
 

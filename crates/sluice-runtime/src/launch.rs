@@ -50,12 +50,12 @@ use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
 use sluice_transport::tcp::JobSecret;
 
-use sluice_exec::control::JobControl;
 use crate::link::{self, Admission, Link, LinkListener};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
-use sluice_exec::JobState;
 use crate::wire::{self, FromPe, ToPe};
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
+use sluice_exec::control::JobControl;
+use sluice_exec::JobState;
 
 /// How long PEs may take to exit once they reported, and how long an ended PE's last words
 /// (or its exit status) are waited for.

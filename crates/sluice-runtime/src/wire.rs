@@ -29,8 +29,8 @@ use sluice_graph::{histogram_from_pairs, histogram_pairs, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
 use crate::metrics::ThreadSample;
-use crate::{InstanceState, JobState};
 use crate::{InstanceReport, JobReport};
+use crate::{InstanceState, JobState};
 
 /// What a PE tells its launcher.
 #[derive(Debug, Serialize, Deserialize)]
