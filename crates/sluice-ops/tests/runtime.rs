@@ -2,7 +2,7 @@
 //! partitioning routes as promised, failures name the operator. (That a stop drains, and a
 //! suspension loses nothing, is the data plane's own test: sluice-exec's `tests/threads.rs`.)
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_graph::{
