@@ -90,8 +90,9 @@ enum Running {
 /// Starts `plan` for `graph`: in this process, or as one process per PE (see [`Launcher`]).
 ///
 /// In a process that the local launcher started as a PE of a job, this enters [`serve_pe`]
-/// instead, which runs that PE, reports to the launcher and exits the process: a program that builds its graph and calls
-/// `start` (or [`run`]) works unchanged as every PE of its own job.
+/// instead, which runs that PE, reports to the launcher and exits the process: a program
+/// that builds its graph and calls `start` (or [`run`]) works unchanged as every PE of its
+/// own job.
 pub fn start(
     graph: &Graph,
     plan: &PhysicalPlan,
