@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::foundation::report::{runs_line, si};
 use crate::foundation::stats::LatencySummary;
+use crate::foundation::warnings::{self, Warning};
 
 /// One run of the application.
 #[derive(Debug, Clone, Serialize)]
@@ -43,6 +44,9 @@ pub(crate) struct YardstickResult {
     pub(crate) name: &'static str,
     /// What it does.
     pub(crate) description: &'static str,
+    /// The yardstick this one is a tuned version of, which it should not be slower than.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tunes: Option<&'static str>,
     /// Median units per second.
     pub(crate) per_sec: f64,
     /// The application's median throughput over this one's (below 1: the application is
@@ -86,6 +90,10 @@ pub(crate) struct AppResult {
     pub(crate) duration_s: f64,
     /// Seconds of warm-up per run.
     pub(crate) warmup_s: f64,
+    /// Figures that cannot be true as printed (a tuned yardstick slower than the one it
+    /// tunes, the rate asked not reached, repeats that disagree), each with the rule it
+    /// broke; empty when none.
+    pub(crate) warnings: Vec<Warning>,
     /// The core the yardsticks were pinned to: the plan's core for the counted operator's
     /// thread; absent when it pins none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +107,48 @@ pub(crate) struct AppResult {
 }
 
 impl AppResult {
+    /// What in this result cannot be true as printed: a tuned yardstick slower than the one
+    /// it tunes, a source short of the rate asked, the application's or a yardstick's repeats
+    /// disagreeing.
+    pub(crate) fn doubts(&self) -> Vec<Warning> {
+        let unit = format!("{}/s", self.unit);
+        let tuned = self.yardsticks.iter().filter_map(|y| {
+            let plain = self.yardsticks.iter().find(|p| Some(p.name) == y.tunes)?;
+            warnings::below_floor(
+                (&format!("the {} yardstick", y.name), y.per_sec, &unit),
+                (
+                    &format!("the {} yardstick", plain.name),
+                    plain.per_sec,
+                    &unit,
+                ),
+                "it is a tuned version of and should never lose to",
+            )
+        });
+        let rate = self
+            .target_rate
+            .zip(self.input_per_sec)
+            .and_then(|(asked, reached)| {
+                warnings::rate_not_reached(
+                    &format!("the source of {}", self.input),
+                    reached,
+                    asked as f64,
+                )
+            });
+        let ours: Vec<f64> = self.runs.iter().map(|r| r.per_sec).collect();
+        let spreads = std::iter::once(warnings::wide_spread(self.app, &ours, &unit)).chain(
+            self.yardsticks.iter().map(|y| {
+                let theirs: Vec<f64> = y.runs.iter().map(|r| r.per_sec).collect();
+                warnings::wide_spread(&format!("the {} yardstick", y.name), &theirs, &unit)
+            }),
+        );
+        tuned
+            .map(Some)
+            .chain([rate])
+            .chain(spreads)
+            .flatten()
+            .collect()
+    }
+
     /// One line: `wordcount fused: 2.50 M words/s; naive 13.10 M (ratio 0.19); ...;
     /// latency p50 .. us, p99 .. us, p99.9 .. us`.
     pub(crate) fn summary(&self) -> String {
@@ -180,6 +230,7 @@ impl AppResult {
             let _ = write!(out, " {:>12}", si(y.per_sec));
         }
         let _ = writeln!(out, "\n\n{}", self.summary());
+        out.push_str(&warnings::lines(&self.warnings));
         out
     }
 }

@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use crate::foundation::args::{LatencyMethod, Transport, TupleEncoding};
 use crate::foundation::record::RunFigures;
-use crate::foundation::stats::LatencySummary;
+use crate::foundation::stats::{median, LatencySummary};
+use crate::foundation::warnings::{self, Warning};
 
 /// The result of one benchmark.
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +82,9 @@ pub struct BenchResult {
     /// baseline runs, the least any single-producer queue can take between the two cores.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50_ratio_to_handoff: Option<f64>,
+    /// Figures that cannot be true as printed (a floor beaten, a rate not reached, repeats
+    /// that disagree), each with the rule it broke; empty when none.
+    pub warnings: Vec<Warning>,
     /// The commit built (`git rev-parse --short HEAD`), or `unknown`.
     pub commit: &'static str,
     /// The CPU model, or `unknown`.
@@ -117,6 +121,74 @@ pub struct BaselineResult {
     pub loss: Option<f64>,
     /// Every baseline run.
     pub runs: Vec<RunFigures>,
+}
+
+impl BenchResult {
+    /// What in this result cannot be true as printed: Sluice below the hardware's floor or
+    /// the two-line hand-off (shared memory's latency), the hand-off below the one-line
+    /// ping-pong it is made of, a latency run short of its rate, either side's repeats
+    /// disagreeing.
+    pub(crate) fn doubts(&self) -> Vec<Warning> {
+        let latency = self.latency_ns.map(|l| l.p50);
+        let base_runs = &self.baseline.runs;
+        let median_of = |figure: fn(&RunFigures) -> Option<f64>| {
+            let values: Vec<f64> = base_runs.iter().filter_map(figure).collect();
+            (!values.is_empty()).then(|| median(&values))
+        };
+        let (cacheline, handoff) = (median_of(|r| r.cacheline_ns), median_of(|r| r.handoff_ns));
+        let hardware = (self.baseline.name == "hardware")
+            .then_some(self.baseline.latency_ns.map(|l| l.p50))
+            .flatten();
+        let floors = [
+            latency.zip(hardware).and_then(|(ours, floor)| {
+                warnings::below_floor(
+                    ("sluice's p50", ours, "ns"),
+                    ("the hardware baseline's p50", floor, "ns"),
+                    "nothing between the same two cores can beat",
+                )
+            }),
+            latency.zip(handoff).and_then(|(ours, floor)| {
+                warnings::below_floor(
+                    ("sluice's p50", ours, "ns"),
+                    ("the two-line hand-off", floor, "ns"),
+                    "is the least any single-producer queue takes between the two cores",
+                )
+            }),
+            handoff.zip(cacheline).and_then(|(handoff, floor)| {
+                warnings::below_floor(
+                    ("the two-line hand-off", handoff, "ns"),
+                    ("the one-line ping-pong", floor, "ns"),
+                    "moves one line where the hand-off moves two",
+                )
+            }),
+        ];
+        let rate = self.target_rate.and_then(|asked| {
+            warnings::rate_not_reached("the sender", self.tuples_per_sec, asked as f64)
+        });
+        let spread = |who: &str, runs: &[RunFigures]| match latency {
+            Some(_) => {
+                let p50s: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.latency_ns.map(|l| l.p50))
+                    .collect();
+                warnings::wide_spread(&format!("{who}'s p50"), &p50s, "ns")
+            }
+            None => {
+                let rates: Vec<f64> = runs.iter().map(|r| r.tuples_per_sec).collect();
+                warnings::wide_spread(&format!("{who}'s throughput"), &rates, "tuples/s")
+            }
+        };
+        let spreads = [
+            spread("sluice", &self.runs),
+            spread("the baseline", base_runs),
+        ];
+        floors
+            .into_iter()
+            .chain([rate])
+            .chain(spreads)
+            .flatten()
+            .collect()
+    }
 }
 
 /// `result` as one line of JSON.
@@ -359,6 +431,7 @@ pub fn render_table(result: &BenchResult) -> String {
             );
         }
     }
+    out.push_str(&warnings::lines(&result.warnings));
     out
 }
 
