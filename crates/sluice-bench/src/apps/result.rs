@@ -234,3 +234,94 @@ impl AppResult {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::foundation::warnings::Check;
+
+    fn yardstick(
+        name: &'static str,
+        tunes: Option<&'static str>,
+        rates: &[f64],
+    ) -> YardstickResult {
+        YardstickResult {
+            name,
+            description: "",
+            tunes,
+            per_sec: crate::foundation::stats::median(rates),
+            ratio: None,
+            runs: rates
+                .iter()
+                .map(|&per_sec| YardstickRun {
+                    units: 0,
+                    elapsed_s: 1.0,
+                    per_sec,
+                })
+                .collect(),
+        }
+    }
+
+    /// WordCount at `rates` per run, asked for 100 k sentences/s and reaching `reached`,
+    /// beside its naive and tuned yardsticks.
+    fn wordcount(rates: &[f64], reached: f64, naive: f64, tuned: f64) -> AppResult {
+        AppResult {
+            bench: "app",
+            app: "wordcount",
+            plan: "threaded".into(),
+            unit: "words",
+            counted_operator: "sum",
+            input: "sentences",
+            target_rate: Some(100_000),
+            per_sec: crate::foundation::stats::median(rates),
+            input_per_sec: Some(reached),
+            latency_ns: None,
+            runs: rates
+                .iter()
+                .map(|&per_sec| AppRun {
+                    units: 0,
+                    elapsed_s: 1.0,
+                    per_sec,
+                    input_per_sec: Some(reached),
+                    latency_ns: None,
+                })
+                .collect(),
+            yardsticks: vec![
+                yardstick("naive", None, &[naive, naive]),
+                yardstick("tuned", Some("naive"), &[tuned, tuned]),
+            ],
+            warnings: Vec::new(),
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            yardstick_core: None,
+            commit: "test",
+            cpu: "test".into(),
+            cores: 2,
+        }
+    }
+
+    #[test]
+    fn a_tuned_yardstick_below_the_naive_one_a_short_rate_and_a_wide_spread_are_doubted() {
+        let doubted = wordcount(&[1e6, 3e6], 27_000.0, 14e6, 11e6).doubts();
+        let checks: Vec<Check> = doubted.iter().map(|w| w.check).collect();
+        assert_eq!(
+            checks,
+            [Check::BelowFloor, Check::RateNotReached, Check::WideSpread],
+            "{doubted:?}"
+        );
+        assert!(
+            doubted[0].detail.starts_with(
+                "the tuned yardstick 11.00 M words/s is below the naive yardstick 14.00 M words/s"
+            ),
+            "{}",
+            doubted[0].detail
+        );
+        assert!(doubted[1]
+            .detail
+            .starts_with("the source of sentences reached 27.00 k/s"));
+        assert!(doubted[2].detail.starts_with("wordcount ranged from"));
+        assert!(wordcount(&[2e6, 2.1e6], 99_000.0, 11e6, 14e6)
+            .doubts()
+            .is_empty());
+    }
+}

@@ -263,7 +263,7 @@ impl Measurement {
         let lossy = |e: sluice_runtime::RunError| {
             let e = anyhow::Error::from(e);
             if self.over_udp_mq {
-                e.context("udp-mq is at most once: a lost datagram fails the byte-for-byte check")
+                e.context("the pipeline over udp-mq, which is at most once: a lost datagram fails the sink's byte-for-byte check, naming the packet missing")
             } else {
                 e
             }
@@ -396,7 +396,10 @@ fn table(points: &[SpeedupPoint]) -> String {
             p.packet_bytes,
             p.flows,
             p.plan,
-            p.queues.map_or_else(|| p.transport.clone(), |q| format!("{} ({q} queues a side, flow-hash)", p.transport)),
+            p.queues.map_or_else(
+                || "the planner's transports".to_string(),
+                |q| format!("{} ({q} queues a side, flow-hash)", p.transport)
+            ),
             p.idle,
             p.seconds.len(),
             p.commit,
