@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::foundation::report::{runs_line, si};
+use crate::foundation::report::runs_line;
+use crate::foundation::stats::si;
 use crate::foundation::stats::LatencySummary;
 use crate::foundation::warnings::{self, Warning};
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::foundation::args::{LatencyMethod, Transport, TupleEncoding};
 use crate::foundation::record::RunFigures;
-use crate::foundation::stats::{median, LatencySummary};
+use crate::foundation::stats::{median, si, LatencySummary};
 use crate::foundation::warnings::{self, Warning};
 
 /// The result of one benchmark.
@@ -195,20 +195,6 @@ impl BenchResult {
 pub fn render_json(result: &BenchResult) -> String {
     // Serializing plain structs of numbers and strings cannot fail.
     serde_json::to_string(result).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-}
-
-/// A rate with an SI suffix: `12.35 M`, `980.0 k`.
-pub(crate) fn si(value: f64) -> String {
-    let (scaled, unit) = if value >= 1e9 {
-        (value / 1e9, " G")
-    } else if value >= 1e6 {
-        (value / 1e6, " M")
-    } else if value >= 1e3 {
-        (value / 1e3, " k")
-    } else {
-        (value, "")
-    };
-    format!("{scaled:.2}{unit}")
 }
 
 /// `N run(s) of D s after W s warm-up; commit C, CPU, K core(s)`: how long each of `runs` runs
@@ -433,17 +419,4 @@ pub fn render_table(result: &BenchResult) -> String {
     }
     out.push_str(&warnings::lines(&result.warnings));
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn si_suffixes() {
-        assert_eq!(si(12_345_678.0), "12.35 M");
-        assert_eq!(si(980.0), "980.00");
-        assert_eq!(si(1_500.0), "1.50 k");
-        assert_eq!(si(2.5e9), "2.50 G");
-    }
 }

@@ -16,8 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::foundation::report::si;
-use crate::foundation::stats::median;
+use crate::foundation::stats::{median, si};
 
 /// A figure below its floor by less than this share of the floor is measurement noise; below
 /// by more, it is doubted.

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::report::{self, Table};
 use super::rows::{self, Row};
-use crate::foundation::report::si;
+use crate::foundation::stats::si;
 
 /// The tuple sizes of the IBM report's tables.
 const IBM_SIZES: [usize; 13] = [

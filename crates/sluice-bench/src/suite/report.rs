@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::plots;
 use super::rows::{rows, Row, ORDER};
-use crate::foundation::report::si;
+use crate::foundation::stats::si;
 use crate::foundation::stats::LatencySummary;
 
 /// A table of the report.
