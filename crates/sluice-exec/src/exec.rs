@@ -981,7 +981,7 @@ fn publish(nodes: &[RefCell<Node>], inbound: &mut [Inbound], metrics: &ThreadPub
     for (index, input) in inbound.iter_mut().enumerate() {
         metrics.input(index, input.tuples, input.receiver.stats());
     }
-    metrics.done();
+    metrics.done(monotonic_ns());
 }
 
 /// Publishes everything this thread's senders hold (only those with something pending when
