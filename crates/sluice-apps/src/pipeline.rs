@@ -36,8 +36,10 @@ use sluice_graph::{
     expect_tuple, Operator, OperatorError, OperatorReport, Output, Partitioning, Produced, Source,
 };
 use sluice_ops::{Dataflow, Pacer};
-use sluice_plan::{PlanFile, ThreadSpec};
+use sluice_plan::{EdgeSpec, PlanFile, ThreadSpec};
 use sluice_runtime::JobReport;
+use sluice_transport::udp_mq::{QueueChoice, UdpMqParams};
+use sluice_transport::TransportSpec;
 use sluice_types::TupleRef;
 
 use crate::{latency_line, App, AppConfig, AppError, AppSpec, Settings};
@@ -206,6 +208,60 @@ pub fn engines(pipeline: &Pipeline, processes: bool) -> PlanFile {
             .collect(),
         ..PlanFile::default()
     }
+}
+
+/// The largest packet (`--set packet`) that crosses [`udp_mq_between_engines`]: one packet,
+/// once compressed or encrypted (a few bytes more at worst), and its 12-byte header must fit
+/// one datagram's 65,464 bytes of tuple; 60 KiB leaves room for the codec's overhead.
+pub const MAX_UDP_MQ_PACKET: usize = 60 << 10;
+
+/// Datagrams in each queue's ring of a [`udp_mq_between_engines`] edge: each datagram is up
+/// to 64 KiB, so a sender keeps 512 KiB per queue.
+const UDP_MQ_BATCH: usize = 8;
+
+/// The socket buffers of a [`udp_mq_between_engines`] edge: Linux's usual `rmem_max`, so a
+/// receiver busy decompressing can hold a few hundred packets before the kernel drops any.
+const UDP_MQ_SOCKET_BUFFER: usize = 4 << 20;
+
+/// The TCD paper's link between its senders and receivers, to pin on a plan (its
+/// `[[edge]]`): the encoded packets cross `udp-mq` with `queues` sockets a side, sent and
+/// received in batches (the paper's Algorithms 1 and 2), in datagrams of up to 64 KiB. Each
+/// packet's queue is a hash of its flow (the first four bytes of its encoding), so a flow
+/// keeps one queue and its order, which the sink checks; a random queue per datagram (the
+/// paper's choice) would let a flow's packets overtake each other. `udp-mq` is at most once:
+/// a lost datagram fails the job at the sink, which names the first packet of the flow that
+/// did not arrive, or, when only a flow's last packets were lost, leaves the input verified
+/// short of its end, which the summary shows and `sluice bench pipeline` fails on.
+pub fn udp_mq_between_engines(pipeline: &Pipeline, queues: usize) -> Result<EdgeSpec, AppError> {
+    if pipeline.layout.packet > MAX_UDP_MQ_PACKET {
+        return Err(AppError::BadSetting {
+            key: "packet".into(),
+            reason: format!(
+                "{} bytes: a packet crossing udp-mq must fit one datagram, at most {MAX_UDP_MQ_PACKET} bytes (MAX_UDP_MQ_PACKET)",
+                pipeline.layout.packet
+            ),
+        });
+    }
+    let params = UdpMqParams {
+        queues,
+        batch: UDP_MQ_BATCH,
+        datagram_bytes: sluice_transport::datagram::MAX_DATAGRAM,
+        queue_choice: QueueChoice::FlowHash,
+        flow_key_bytes: data::FLOW_KEY_BYTES,
+        socket_buffer_bytes: Some(UDP_MQ_SOCKET_BUFFER),
+        ..UdpMqParams::default()
+    };
+    let transport = TransportSpec::UdpMq(params);
+    transport.validate(1).map_err(|e| AppError::BadSetting {
+        key: "queues".into(),
+        reason: e.to_string(),
+    })?;
+    let (encode, decode) = pipeline.stage.operator_names();
+    Ok(EdgeSpec {
+        from: encode.into(),
+        to: decode.into(),
+        transport,
+    })
 }
 
 /// The packet `FLOW:SEQ` names, which must be one of the input.

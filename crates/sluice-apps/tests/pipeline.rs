@@ -1,7 +1,8 @@
 //! The compression and encryption pipelines end to end on small inputs: under one thread, a
 //! thread per instance, and the paper's engines (a thread per sender and per receiver), every
 //! packet of the input arrives and is verified byte for byte, in as many packets and bytes as
-//! the input has; a packet flipped on the wire fails the job naming it.
+//! the input has, also with the engines joined by `udp-mq` as in the paper; a packet flipped
+//! on the wire fails the job naming it.
 
 use sluice_apps::pipeline::{self, Pipeline, BYTES_VERIFIED, PACKETS_VERIFIED, WIRE_BYTES};
 use sluice_apps::{AppConfig, Settings};
@@ -38,6 +39,16 @@ fn engines(app: &str, settings: &[&str]) -> PlanRequest {
     PlanRequest::File("engines".into(), pipeline::engines(&pipeline, false))
 }
 
+/// The paper's engines, senders joined to receivers by `udp-mq` with `queues` sockets a side.
+fn engines_over_udp_mq(app: &str, settings: &[&str], queues: usize) -> PlanRequest {
+    let settings = Settings::parse(settings.iter().copied()).unwrap();
+    let pipeline = Pipeline::from_settings(app, &settings).unwrap();
+    let mut file = pipeline::engines(&pipeline, false);
+    file.edges
+        .push(pipeline::udp_mq_between_engines(&pipeline, queues).unwrap());
+    PlanRequest::File("engines over udp-mq".into(), file)
+}
+
 #[test]
 fn every_packet_arrives_verified_under_every_plan() {
     // 100,003 bytes: 25 packets of 4,000 bytes and one of 3, over 7 flows.
@@ -55,6 +66,11 @@ fn every_packet_arrives_verified_under_every_plan() {
             ("fused", PlanRequest::Fused),
             ("threaded", PlanRequest::Threaded),
             ("engines", engines(app, &settings)),
+            // Seven flows over three queues: a flow keeps its queue, so its order holds.
+            (
+                "engines over udp-mq",
+                engines_over_udp_mq(app, &settings, 3),
+            ),
         ];
         for (name, request) in &requests {
             let report = run_app(app, &settings, request).unwrap();
@@ -92,6 +108,29 @@ fn a_packet_flipped_on_the_wire_fails_the_job_naming_it() {
             );
         }
     }
+}
+
+#[test]
+fn a_packet_that_cannot_cross_udp_mq_whole_is_refused_naming_the_limit() {
+    let settings = Settings::parse(["packet=70000"]).unwrap();
+    let pipeline = Pipeline::from_settings("compress", &settings).unwrap();
+    let error = pipeline::udp_mq_between_engines(&pipeline, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("70000 bytes: a packet crossing udp-mq must fit one datagram, at most 61440 bytes (MAX_UDP_MQ_PACKET)"),
+        "{error}"
+    );
+    let fits = Settings::parse(["packet=61440"]).unwrap();
+    let pipeline = Pipeline::from_settings("encrypt", &fits).unwrap();
+    let edge = pipeline::udp_mq_between_engines(&pipeline, 65).unwrap_err();
+    assert!(edge.to_string().contains("queues"), "{edge}");
+    let edge = pipeline::udp_mq_between_engines(&pipeline, 4).unwrap();
+    assert_eq!(
+        (edge.from.as_str(), edge.to.as_str()),
+        ("encrypt", "decrypt")
+    );
+    assert_eq!(edge.transport.name(), "udp-mq");
 }
 
 #[test]

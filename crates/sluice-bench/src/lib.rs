@@ -76,6 +76,7 @@ pub use foundation::payload::{SUPPORTED_FACADE_SIZES, TIMESTAMP_BYTES};
 pub use foundation::record::{Loss, RunFigures};
 pub use foundation::report::{render_json, render_table, BaselineResult, BenchResult};
 pub use foundation::stats::{gbit_per_sec, median, tuples_per_sec, LatencySummary};
+pub use foundation::warnings::{Check, Warning};
 pub use suite::{Experiment, PeerReceiverArgs, SuiteArgs, TopologyArgs};
 pub use transports::hardware::{BaselineArgs, HardwareResult, MemcpyFigure};
 

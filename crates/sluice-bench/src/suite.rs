@@ -107,9 +107,10 @@ pub(crate) fn main(args: &SuiteArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", docs.display());
     }
     let skipped = records.iter().filter(|r| output::is_skipped(r)).count();
+    let doubted = output::warnings(&records);
     writeln!(
         std::io::stdout(),
-        "{} measurements ({skipped} skipped) in {}",
+        "{} measurements ({skipped} skipped, {doubted} warning(s): see the report's Warnings) in {}",
         records.len(),
         dir.display()
     )?;

@@ -55,6 +55,7 @@ fn check_common(v: &Value, bench: &str, transport: &str, size: u64) {
     assert!(v["cpu"].as_str().is_some_and(|c| !c.is_empty()));
     assert!(v["cores"].as_u64().is_some_and(|c| c >= 1));
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(1));
+    assert!(v["warnings"].is_array(), "warnings missing in {v}");
     positive(&v["runs"][0], "tuples_per_sec");
     positive(&v["runs"][0], "tuples");
     let baseline = &v["baseline"];
@@ -115,6 +116,26 @@ fn latency_on_both_transports() {
         assert!(v.get("p50_ratio_to_baseline").is_some());
         assert!(v.get("ratio_to_baseline").is_none());
     }
+}
+
+#[test]
+fn a_rate_the_run_cannot_reach_is_a_warning_in_the_json_and_the_table() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // A trillion tuples a second: no machine reaches it.
+    let line = format!("bench latency --transport threaded --size 64 --rate 1000000000000 {SHORT}");
+    let result = run(&parse(&line)).unwrap();
+    let v: Value = serde_json::from_str(&render_json(&result)).unwrap();
+    let warnings = v["warnings"].as_array().expect("a list of warnings");
+    let short = warnings
+        .iter()
+        .find(|w| w["check"] == "rate-not-reached")
+        .unwrap_or_else(|| panic!("no rate-not-reached in {v}"));
+    let detail = short["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("the sender reached ") && detail.contains("of the 1000.00 G/s asked"),
+        "{detail}"
+    );
+    assert!(render_table(&result).contains(&format!("warning: {detail}")));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The compression and encryption pipelines from the command line: every packet verified with
 //! senders and receivers in processes of their own, a packet flipped on the wire failing the
 //! job with one line naming it, and the benchmarks: `sluice bench pipeline` (its speedup over
-//! the serial program, each parallelism in a child, PEs in processes) and `sluice bench app`.
+//! the serial program, each parallelism in a child, PEs in processes, the engines joined by
+//! udp-mq) and `sluice bench app`.
 
 mod common;
 
@@ -94,6 +95,57 @@ fn the_speedup_is_measured_beside_the_serial_program_for_each_parallelism() {
     assert_eq!(json["plan"], "engine-processes");
     assert_eq!(json["senders"], 2);
     assert!(json["speedup"].as_f64().unwrap() > 0.0, "{json}");
+}
+
+#[test]
+fn the_speedup_can_be_measured_with_the_engines_joined_by_udp_mq() {
+    for plan in ["engines", "engine-processes"] {
+        let o = sluice(&[
+            "bench",
+            "pipeline",
+            "encrypt",
+            "--parallelism",
+            "2",
+            "--size",
+            "300000",
+            "--repeat",
+            "1",
+            "--plan",
+            plan,
+            "--transport",
+            "udp-mq",
+            "--queues",
+            "3",
+            "--json",
+        ]);
+        // Every byte verified, or the run fails: udp-mq may lose, never silently.
+        assert!(o.status.success(), "{plan}: {}", stderr(&o));
+        let json: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        assert_eq!(json["transport"], "udp-mq", "{json}");
+        assert_eq!(json["queues"], 3, "{json}");
+        assert_eq!(
+            (json["senders"].as_u64(), json["plan"].as_str()),
+            (Some(2), Some(plan))
+        );
+        assert!(json["warnings"].is_array(), "{json}");
+    }
+    let o = sluice(&[
+        "bench",
+        "pipeline",
+        "compress",
+        "--parallelism",
+        "1",
+        "--plan",
+        "threaded",
+        "--transport",
+        "udp-mq",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--transport udp-mq joins the paper's engines: give --plan engines or engine-processes, not threaded"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

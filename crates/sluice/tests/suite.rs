@@ -91,6 +91,10 @@ fn check_schema(r: &Value) {
         assert!(!string(r, "reason").is_empty(), "{r}");
         return;
     }
+    // Every measurement of Sluice says what in it cannot be true (an empty list when nothing).
+    if r.get("peer").is_none() && r["experiment"] != "omdp" {
+        assert!(r["warnings"].is_array(), "no warnings list in {r}");
+    }
     if r["experiment"] == "hardware" {
         assert!(r["memcpy"].as_array().is_some_and(|m| !m.is_empty()), "{r}");
         return;

@@ -18,6 +18,10 @@ use sluice_types::{facade_tuple, DecodeError, EncodeError, Encoding, Tuple};
 /// Bytes of a packet's header on the wire: the flow (4) and the sequence number (8).
 const HEADER_BYTES: usize = 12;
 
+/// The leading bytes of a [`Packet`]'s encoding that are its flow: what a transport hashing
+/// a flow key (`udp-mq`'s `flow-hash`) reads, so a flow keeps one queue.
+pub const FLOW_KEY_BYTES: usize = 4;
+
 /// Which packet of which flow: what the source hands the senders, which make its bytes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -269,5 +273,18 @@ mod tests {
         let short = Packet::decode(&wire[..11]).unwrap_err().to_string();
         assert!(short.contains("11 bytes cannot hold"), "{short}");
         assert_eq!(p.name(), "flow 9 packet 1099511627776");
+    }
+
+    #[test]
+    fn a_packets_flow_key_is_its_flow_and_nothing_else() {
+        let key = |flow: u32, seq: u64, bytes: Vec<u8>| {
+            let mut wire = Vec::new();
+            Packet { flow, seq, bytes }.encode(&mut wire).unwrap();
+            wire.truncate(FLOW_KEY_BYTES);
+            wire
+        };
+        assert_eq!(key(300, 0, vec![1; 9]), key(300, 77, vec![2; 40]));
+        assert_ne!(key(300, 0, vec![]), key(301, 0, vec![]));
+        assert_eq!(key(300, 0, vec![]), 300u32.to_le_bytes());
     }
 }

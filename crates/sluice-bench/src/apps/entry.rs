@@ -19,6 +19,9 @@ pub(crate) struct YardstickSpec {
     pub(crate) name: &'static str,
     /// What it does, in a line.
     pub(crate) about: &'static str,
+    /// The yardstick (of the same application) this one is a tuned version of, which it
+    /// should never be slower than: a result where it is gets a warning.
+    pub(crate) tunes: Option<&'static str>,
     /// Makes one for the input the application's `--set` values describe.
     pub(crate) make: fn(&Settings) -> anyhow::Result<Box<dyn Yardstick>>,
 }

@@ -222,13 +222,14 @@ fn summarise(s: &AppSettings, runs: Vec<AppRun>, yardsticks: Vec<Vec<YardstickRu
             YardstickResult {
                 name: spec.name,
                 description: spec.about,
+                tunes: spec.tunes,
                 per_sec: theirs,
                 ratio: ratio(per_sec, theirs),
                 runs,
             }
         })
         .collect();
-    AppResult {
+    let mut result = AppResult {
         bench: "app",
         app: s.bench.name,
         plan: s.plan.clone(),
@@ -247,10 +248,13 @@ fn summarise(s: &AppSettings, runs: Vec<AppRun>, yardsticks: Vec<Vec<YardstickRu
         duration_s: s.duration.as_secs_f64(),
         warmup_s: s.warmup.as_secs_f64(),
         yardstick_core: s.core,
+        warnings: Vec::new(),
         commit: machine::commit(),
         cpu: machine::cpu(),
         cores: machine::cores(),
-    }
+    };
+    result.warnings = result.doubts();
+    result
 }
 
 /// Steps `yardstick` until `duration` has passed (at least once); returns the units it made

@@ -26,6 +26,7 @@ pub(crate) const BENCHABLE_COMPRESS: Benchable = Benchable {
     yardsticks: &[YardstickSpec {
         name: "serial",
         about: SERIAL,
+        tunes: None,
         make: |settings| Serial::from_settings(COMPRESS.name, settings),
     }],
 };
@@ -40,6 +41,7 @@ pub(crate) const BENCHABLE_ENCRYPT: Benchable = Benchable {
     yardsticks: &[YardstickSpec {
         name: "serial",
         about: SERIAL,
+        tunes: None,
         make: |settings| Serial::from_settings(ENCRYPT.name, settings),
     }],
 };

@@ -6,8 +6,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::foundation::report::{runs_line, si};
+use crate::foundation::report::runs_line;
+use crate::foundation::stats::si;
 use crate::foundation::stats::LatencySummary;
+use crate::foundation::warnings::{self, Warning};
 
 /// One run of the application.
 #[derive(Debug, Clone, Serialize)]
@@ -43,6 +45,9 @@ pub(crate) struct YardstickResult {
     pub(crate) name: &'static str,
     /// What it does.
     pub(crate) description: &'static str,
+    /// The yardstick this one is a tuned version of, which it should not be slower than.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tunes: Option<&'static str>,
     /// Median units per second.
     pub(crate) per_sec: f64,
     /// The application's median throughput over this one's (below 1: the application is
@@ -86,6 +91,10 @@ pub(crate) struct AppResult {
     pub(crate) duration_s: f64,
     /// Seconds of warm-up per run.
     pub(crate) warmup_s: f64,
+    /// Figures that cannot be true as printed (a tuned yardstick slower than the one it
+    /// tunes, the rate asked not reached, repeats that disagree), each with the rule it
+    /// broke; empty when none.
+    pub(crate) warnings: Vec<Warning>,
     /// The core the yardsticks were pinned to: the plan's core for the counted operator's
     /// thread; absent when it pins none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +108,48 @@ pub(crate) struct AppResult {
 }
 
 impl AppResult {
+    /// What in this result cannot be true as printed: a tuned yardstick slower than the one
+    /// it tunes, a source short of the rate asked, the application's or a yardstick's repeats
+    /// disagreeing.
+    pub(crate) fn doubts(&self) -> Vec<Warning> {
+        let unit = format!("{}/s", self.unit);
+        let tuned = self.yardsticks.iter().filter_map(|y| {
+            let plain = self.yardsticks.iter().find(|p| Some(p.name) == y.tunes)?;
+            warnings::below_floor(
+                (&format!("the {} yardstick", y.name), y.per_sec, &unit),
+                (
+                    &format!("the {} yardstick", plain.name),
+                    plain.per_sec,
+                    &unit,
+                ),
+                "it is a tuned version of and should never lose to",
+            )
+        });
+        let rate = self
+            .target_rate
+            .zip(self.input_per_sec)
+            .and_then(|(asked, reached)| {
+                warnings::rate_not_reached(
+                    &format!("the source of {}", self.input),
+                    reached,
+                    asked as f64,
+                )
+            });
+        let ours: Vec<f64> = self.runs.iter().map(|r| r.per_sec).collect();
+        let spreads = std::iter::once(warnings::wide_spread(self.app, &ours, &unit)).chain(
+            self.yardsticks.iter().map(|y| {
+                let theirs: Vec<f64> = y.runs.iter().map(|r| r.per_sec).collect();
+                warnings::wide_spread(&format!("the {} yardstick", y.name), &theirs, &unit)
+            }),
+        );
+        tuned
+            .map(Some)
+            .chain([rate])
+            .chain(spreads)
+            .flatten()
+            .collect()
+    }
+
     /// One line: `wordcount fused: 2.50 M words/s; naive 13.10 M (ratio 0.19); ...;
     /// latency p50 .. us, p99 .. us, p99.9 .. us`.
     pub(crate) fn summary(&self) -> String {
@@ -180,6 +231,98 @@ impl AppResult {
             let _ = write!(out, " {:>12}", si(y.per_sec));
         }
         let _ = writeln!(out, "\n\n{}", self.summary());
+        out.push_str(&warnings::lines(&self.warnings));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::foundation::warnings::Check;
+
+    fn yardstick(
+        name: &'static str,
+        tunes: Option<&'static str>,
+        rates: &[f64],
+    ) -> YardstickResult {
+        YardstickResult {
+            name,
+            description: "",
+            tunes,
+            per_sec: crate::foundation::stats::median(rates),
+            ratio: None,
+            runs: rates
+                .iter()
+                .map(|&per_sec| YardstickRun {
+                    units: 0,
+                    elapsed_s: 1.0,
+                    per_sec,
+                })
+                .collect(),
+        }
+    }
+
+    /// WordCount at `rates` per run, asked for 100 k sentences/s and reaching `reached`,
+    /// beside its naive and tuned yardsticks.
+    fn wordcount(rates: &[f64], reached: f64, naive: f64, tuned: f64) -> AppResult {
+        AppResult {
+            bench: "app",
+            app: "wordcount",
+            plan: "threaded".into(),
+            unit: "words",
+            counted_operator: "sum",
+            input: "sentences",
+            target_rate: Some(100_000),
+            per_sec: crate::foundation::stats::median(rates),
+            input_per_sec: Some(reached),
+            latency_ns: None,
+            runs: rates
+                .iter()
+                .map(|&per_sec| AppRun {
+                    units: 0,
+                    elapsed_s: 1.0,
+                    per_sec,
+                    input_per_sec: Some(reached),
+                    latency_ns: None,
+                })
+                .collect(),
+            yardsticks: vec![
+                yardstick("naive", None, &[naive, naive]),
+                yardstick("tuned", Some("naive"), &[tuned, tuned]),
+            ],
+            warnings: Vec::new(),
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            yardstick_core: None,
+            commit: "test",
+            cpu: "test".into(),
+            cores: 2,
+        }
+    }
+
+    #[test]
+    fn a_tuned_yardstick_below_the_naive_one_a_short_rate_and_a_wide_spread_are_doubted() {
+        let doubted = wordcount(&[1e6, 3e6], 27_000.0, 14e6, 11e6).doubts();
+        let checks: Vec<Check> = doubted.iter().map(|w| w.check).collect();
+        assert_eq!(
+            checks,
+            [Check::BelowFloor, Check::RateNotReached, Check::WideSpread],
+            "{doubted:?}"
+        );
+        assert!(
+            doubted[0].detail.starts_with(
+                "the tuned yardstick 11.00 M words/s is below the naive yardstick 14.00 M words/s"
+            ),
+            "{}",
+            doubted[0].detail
+        );
+        assert!(doubted[1]
+            .detail
+            .starts_with("the source of sentences reached 27.00 k/s"));
+        assert!(doubted[2].detail.starts_with("wordcount ranged from"));
+        assert!(wordcount(&[2e6, 2.1e6], 99_000.0, 11e6, 14e6)
+            .doubts()
+            .is_empty());
     }
 }

@@ -14,6 +14,15 @@
 //! operator instance). Idle threads park by default (`--idle`), since on a shared machine a
 //! yielding receiver takes its time from the sender it waits on.
 //!
+//! Between the engines, packets cross what the planner chooses (threaded ports between
+//! threads, shared memory between processes) or, with `--transport udp-mq`, the paper's own
+//! link: UDP over `--queues` sockets a side, batched system calls (its Algorithms 1 and 2),
+//! each packet's queue a hash of its flow so a flow keeps its order
+//! ([`sluice_apps::pipeline::udp_mq_between_engines`]). `udp-mq` is at most once: a lost
+//! datagram fails the run, at the sink (the first packet of its flow that did not arrive) or
+//! here (the input verified short of its end), so a loss is reported, never measured as
+//! speed.
+//!
 //! Each parallelism of a list runs in a child process of its own (`sluice bench pipeline` with
 //! that one parallelism and `--json`): a plan of several processes re-executes the command that
 //! runs it once per PE, and each of those must build the same graph.
@@ -36,6 +45,7 @@ use super::pipeline::Serial;
 use crate::foundation::args::checked_repeat;
 use crate::foundation::machine;
 use crate::foundation::stats::median;
+use crate::foundation::warnings::{self, Warning};
 
 /// Options of `sluice bench pipeline`.
 #[derive(Debug, Clone, Args)]
@@ -62,6 +72,14 @@ pub struct PipelineBenchArgs {
     /// or any plan `sluice run` takes.
     #[arg(long, default_value = ENGINES)]
     pub plan: String,
+    /// How the senders' packets reach the receivers: `planner` (threaded ports between
+    /// threads, shared memory between processes) or `udp-mq` (the paper's UDP over several
+    /// queues, a flow to a queue; with `engines` or `engine-processes` only).
+    #[arg(long, value_parser = [PLANNER, UDP_MQ], default_value = PLANNER)]
+    pub transport: String,
+    /// Sockets on each side of a `udp-mq` link (the paper's hardware queues).
+    #[arg(long, value_name = "Q", default_value_t = sluice_transport::udp_mq::DEFAULT_QUEUES)]
+    pub queues: usize,
     /// How the pipeline's idle threads wait: busy-spin, yield, backoff or park. Park by
     /// default, not `sluice run`'s choice (yield, where threads do not outnumber cores): a
     /// receiver waiting on a sender that compresses spends its time yielding, and on a shared
@@ -85,6 +103,10 @@ pub struct PipelineBenchArgs {
 const ENGINES: &str = "engines";
 /// The paper's layout, in processes.
 const ENGINE_PROCESSES: &str = "engine-processes";
+/// Packets cross the transport the planner chooses.
+const PLANNER: &str = "planner";
+/// Packets cross `udp-mq`, as in the paper.
+const UDP_MQ: &str = "udp-mq";
 
 /// One parallelism measured: the record `--json` prints and the suite keeps.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -95,6 +117,11 @@ pub(crate) struct SpeedupPoint {
     pub(crate) app: String,
     /// The plan, as named on the command line.
     pub(crate) plan: String,
+    /// What joined senders to receivers: `planner` or `udp-mq`.
+    pub(crate) transport: String,
+    /// Sockets a side of a `udp-mq` link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) queues: Option<usize>,
     /// How idle threads waited.
     pub(crate) idle: String,
     /// Sending replicas.
@@ -117,6 +144,10 @@ pub(crate) struct SpeedupPoint {
     pub(crate) seconds: Vec<f64>,
     /// Seconds of every run of the serial program.
     pub(crate) serial_seconds: Vec<f64>,
+    /// Figures that cannot be true as printed (the pipeline's or the serial program's repeats
+    /// disagreeing), each with the rule it broke; empty when none.
+    #[serde(default)]
+    pub(crate) warnings: Vec<Warning>,
     /// The commit built, or `unknown`.
     pub(crate) commit: String,
     /// The CPU model.
@@ -164,6 +195,8 @@ impl PipelineBenchArgs {
         for (option, value) in [
             ("--parallelism", parallelism.to_string()),
             ("--plan", self.plan.clone()),
+            ("--transport", self.transport.clone()),
+            ("--queues", self.queues.to_string()),
             ("--repeat", self.repeat.to_string()),
         ] {
             args.extend([option.to_string(), value]);
@@ -179,6 +212,8 @@ impl PipelineBenchArgs {
 /// One parallelism, built and planned.
 struct Measurement {
     idle: IdleStrategy,
+    /// Whether packets cross `udp-mq`, which may lose them.
+    over_udp_mq: bool,
     pipeline: Pipeline,
     app: sluice_apps::App,
     physical: sluice_plan::PhysicalPlan,
@@ -196,15 +231,23 @@ impl Measurement {
         let mut app = sluice_apps::build(&args.app, &config)?;
         let request = match args.plan.as_str() {
             ENGINES | ENGINE_PROCESSES => {
-                let file = pipeline::engines(&pipeline, args.plan == ENGINE_PROCESSES);
+                let mut file = pipeline::engines(&pipeline, args.plan == ENGINE_PROCESSES);
+                if args.transport == UDP_MQ {
+                    let edge = pipeline::udp_mq_between_engines(&pipeline, args.queues)?;
+                    file.edges.push(edge);
+                }
                 PlanRequest::File(args.plan.clone(), file)
             }
+            other if args.transport == UDP_MQ => bail!(
+                "--transport udp-mq joins the paper's engines: give --plan {ENGINES} or {ENGINE_PROCESSES}, not {other}"
+            ),
             other => sluice_apps::plan_request(&args.app, other)?,
         };
         app.graph = sluice_plan::replicated_graph(&app.graph, &request)?;
         let physical = sluice_plan::plan(&app.graph, &request, &PlanOptions::default())?;
         Ok(Self {
             idle: args.idle,
+            over_udp_mq: args.transport == UDP_MQ,
             pipeline,
             app,
             physical,
@@ -217,7 +260,16 @@ impl Measurement {
             idle: Some(self.idle),
             ..RunOptions::default()
         };
-        let report = sluice_runtime::run(&self.app.graph, &self.physical, &options)?;
+        let lossy = |e: sluice_runtime::RunError| {
+            let e = anyhow::Error::from(e);
+            if self.over_udp_mq {
+                e.context("the pipeline over udp-mq, which is at most once: a lost datagram fails the sink's byte-for-byte check, naming the packet missing")
+            } else {
+                e
+            }
+        };
+        let report =
+            sluice_runtime::run(&self.app.graph, &self.physical, &options).map_err(lossy)?;
         let verified = report
             .operator_report("verify")
             .counters
@@ -225,8 +277,13 @@ impl Measurement {
             .copied()
             .unwrap_or(0);
         if verified != self.pipeline.layout.size {
+            let lost = if self.over_udp_mq {
+                " (udp-mq lost the last packets of a flow)"
+            } else {
+                ""
+            };
             bail!(
-                "the pipeline verified {verified} of the input's {} bytes",
+                "the pipeline verified {verified} of the input's {} bytes{lost}",
                 self.pipeline.layout.size
             );
         }
@@ -254,11 +311,20 @@ impl Measurement {
             );
         }
         let (ours, theirs) = (median(&seconds), median(&serial_seconds));
+        let warnings = [
+            ("the pipeline", &seconds),
+            ("the serial program", &serial_seconds),
+        ]
+        .into_iter()
+        .filter_map(|(who, runs)| warnings::wide_spread(&format!("{who}'s time"), runs, "s"))
+        .collect();
         let layout = self.pipeline.layout;
         Ok(SpeedupPoint {
             bench: "pipeline".into(),
             app: args.app.clone(),
             plan: args.plan.clone(),
+            transport: args.transport.clone(),
+            queues: self.over_udp_mq.then_some(args.queues),
             idle: self.idle.name().to_string(),
             senders: self.pipeline.senders,
             receivers: self.pipeline.receivers,
@@ -270,6 +336,7 @@ impl Measurement {
             speedup: theirs / ours.max(1e-9),
             seconds,
             serial_seconds,
+            warnings,
             commit: machine::commit().to_string(),
             cpu: machine::cpu(),
             cores: machine::cores(),
@@ -323,12 +390,16 @@ fn table(points: &[SpeedupPoint]) -> String {
     if let Some(p) = points.first() {
         let _ = writeln!(
             out,
-            "sluice bench pipeline {}: {} bytes in packets of {} B over {} flows, {} plan, idle {}; median of {} run(s) each, beside the serial program; commit {}, {}, {} cores\n",
+            "sluice bench pipeline {}: {} bytes in packets of {} B over {} flows, {} plan over {}, idle {}; median of {} run(s) each, beside the serial program; commit {}, {}, {} cores\n",
             p.app,
             p.size_bytes,
             p.packet_bytes,
             p.flows,
             p.plan,
+            p.queues.map_or_else(
+                || "the planner's transports".to_string(),
+                |q| format!("{} ({q} queues a side, flow-hash)", p.transport)
+            ),
             p.idle,
             p.seconds.len(),
             p.commit,
@@ -347,6 +418,11 @@ fn table(points: &[SpeedupPoint]) -> String {
             "{:>8} {:>10} {:>14.1} {:>14.1} {:>8.2}",
             p.senders, p.receivers, p.mb_per_sec, p.serial_mb_per_sec, p.speedup
         );
+    }
+    for p in points {
+        for w in &p.warnings {
+            let _ = writeln!(out, "warning: {}x{}: {}", p.senders, p.receivers, w.detail);
+        }
     }
     out
 }
@@ -396,6 +472,8 @@ mod tests {
             size: Some(1000),
             packet: None,
             plan: ENGINE_PROCESSES.into(),
+            transport: UDP_MQ.into(),
+            queues: 3,
             idle: IdleStrategy::Backoff,
             repeat: 2,
             json: false,
@@ -403,7 +481,7 @@ mod tests {
         };
         assert_eq!(
             args.child_args("2x1").join(" "),
-            "bench pipeline encrypt --json --parallelism 2x1 --plan engine-processes --repeat 2 --idle backoff --set flows=8 --set size=1000"
+            "bench pipeline encrypt --json --parallelism 2x1 --plan engine-processes --transport udp-mq --queues 3 --repeat 2 --idle backoff --set flows=8 --set size=1000"
         );
     }
 
@@ -415,6 +493,8 @@ mod tests {
             size: Some(100_000),
             packet: Some(4096),
             plan: ENGINES.into(),
+            transport: PLANNER.into(),
+            queues: 4,
             idle: IdleStrategy::Park,
             repeat: 1,
             json: true,

@@ -28,6 +28,7 @@ pub(crate) const SOL: Benchable = Benchable {
     yardsticks: &[YardstickSpec {
         name: "direct",
         about: "one thread: each tuple made from the same pool, handed through as many functions as SOL has bolts, then checked and timed by SOL's own terminal bolt",
+        tunes: None,
         make: |settings| {
             let (_, levels, pool) = sol::read(&config(settings))?;
             Ok(Box::new(Chain::new(pool, levels - 1, Check::new)))
@@ -45,6 +46,7 @@ pub(crate) const THROUGHPUT_TEST: Benchable = Benchable {
     yardsticks: &[YardstickSpec {
         name: "direct",
         about: "one thread: each tuple made from the same pool, handed through one function (the identity bolt), then counted by id, checked and timed by the topology's own count",
+        tunes: None,
         make: |settings| {
             let (_, pool) = throughput_test::read(&config(settings))?;
             Ok(Box::new(Chain::new(pool, 1, Count::new)))

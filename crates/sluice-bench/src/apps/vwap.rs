@@ -22,6 +22,7 @@ pub(crate) const BENCHABLE: Benchable = Benchable {
     yardsticks: &[YardstickSpec {
         name: "direct",
         about: "one loop: each symbol's last trades in a VecDeque, each quote's VWAP summed over them and compared with its ask",
+        tunes: None,
         make: direct,
     }],
 };

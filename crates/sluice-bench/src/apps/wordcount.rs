@@ -29,11 +29,13 @@ pub(crate) const BENCHABLE: Benchable = Benchable {
         YardstickSpec {
             name: "naive",
             about: "split on whitespace, trim, lowercase into a String per word, count in a std HashMap<String, u64> (SipHash)",
+            tunes: None,
             make: |settings| generated(settings, Naive::default()),
         },
         YardstickSpec {
             name: "tuned",
             about: "sluice_ops::text::words (CompactString, no allocation per word), the running count in a KeyMap, then the latest count in a second KeyMap, as the application's sum and sink do",
+            tunes: Some("naive"),
             make: |settings| generated(settings, Tuned::default()),
         },
     ],

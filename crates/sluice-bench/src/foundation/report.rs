@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use crate::foundation::args::{LatencyMethod, Transport, TupleEncoding};
 use crate::foundation::record::RunFigures;
-use crate::foundation::stats::LatencySummary;
+use crate::foundation::stats::{median, si, LatencySummary};
+use crate::foundation::warnings::{self, Warning};
 
 /// The result of one benchmark.
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +82,9 @@ pub struct BenchResult {
     /// baseline runs, the least any single-producer queue can take between the two cores.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50_ratio_to_handoff: Option<f64>,
+    /// Figures that cannot be true as printed (a floor beaten, a rate not reached, repeats
+    /// that disagree), each with the rule it broke; empty when none.
+    pub warnings: Vec<Warning>,
     /// The commit built (`git rev-parse --short HEAD`), or `unknown`.
     pub commit: &'static str,
     /// The CPU model, or `unknown`.
@@ -119,24 +123,78 @@ pub struct BaselineResult {
     pub runs: Vec<RunFigures>,
 }
 
+impl BenchResult {
+    /// What in this result cannot be true as printed: Sluice below the hardware's floor or
+    /// the two-line hand-off (shared memory's latency), the hand-off below the one-line
+    /// ping-pong it is made of, a latency run short of its rate, either side's repeats
+    /// disagreeing.
+    pub(crate) fn doubts(&self) -> Vec<Warning> {
+        let latency = self.latency_ns.map(|l| l.p50);
+        let base_runs = &self.baseline.runs;
+        let median_of = |figure: fn(&RunFigures) -> Option<f64>| {
+            let values: Vec<f64> = base_runs.iter().filter_map(figure).collect();
+            (!values.is_empty()).then(|| median(&values))
+        };
+        let (cacheline, handoff) = (median_of(|r| r.cacheline_ns), median_of(|r| r.handoff_ns));
+        let hardware = (self.baseline.name == "hardware")
+            .then_some(self.baseline.latency_ns.map(|l| l.p50))
+            .flatten();
+        let floors = [
+            latency.zip(hardware).and_then(|(ours, floor)| {
+                warnings::below_floor(
+                    ("sluice's p50", ours, "ns"),
+                    ("the hardware baseline's p50", floor, "ns"),
+                    "nothing between the same two cores can beat",
+                )
+            }),
+            latency.zip(handoff).and_then(|(ours, floor)| {
+                warnings::below_floor(
+                    ("sluice's p50", ours, "ns"),
+                    ("the two-line hand-off", floor, "ns"),
+                    "is the least any single-producer queue takes between the two cores",
+                )
+            }),
+            handoff.zip(cacheline).and_then(|(handoff, floor)| {
+                warnings::below_floor(
+                    ("the two-line hand-off", handoff, "ns"),
+                    ("the one-line ping-pong", floor, "ns"),
+                    "moves one line where the hand-off moves two",
+                )
+            }),
+        ];
+        let rate = self.target_rate.and_then(|asked| {
+            warnings::rate_not_reached("the sender", self.tuples_per_sec, asked as f64)
+        });
+        let spread = |who: &str, runs: &[RunFigures]| match latency {
+            Some(_) => {
+                let p50s: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.latency_ns.map(|l| l.p50))
+                    .collect();
+                warnings::wide_spread(&format!("{who}'s p50"), &p50s, "ns")
+            }
+            None => {
+                let rates: Vec<f64> = runs.iter().map(|r| r.tuples_per_sec).collect();
+                warnings::wide_spread(&format!("{who}'s throughput"), &rates, "tuples/s")
+            }
+        };
+        let spreads = [
+            spread("sluice", &self.runs),
+            spread("the baseline", base_runs),
+        ];
+        floors
+            .into_iter()
+            .chain([rate])
+            .chain(spreads)
+            .flatten()
+            .collect()
+    }
+}
+
 /// `result` as one line of JSON.
 pub fn render_json(result: &BenchResult) -> String {
     // Serializing plain structs of numbers and strings cannot fail.
     serde_json::to_string(result).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-}
-
-/// A rate with an SI suffix: `12.35 M`, `980.0 k`.
-pub(crate) fn si(value: f64) -> String {
-    let (scaled, unit) = if value >= 1e9 {
-        (value / 1e9, " G")
-    } else if value >= 1e6 {
-        (value / 1e6, " M")
-    } else if value >= 1e3 {
-        (value / 1e3, " k")
-    } else {
-        (value, "")
-    };
-    format!("{scaled:.2}{unit}")
 }
 
 /// `N run(s) of D s after W s warm-up; commit C, CPU, K core(s)`: how long each of `runs` runs
@@ -359,18 +417,6 @@ pub fn render_table(result: &BenchResult) -> String {
             );
         }
     }
+    out.push_str(&warnings::lines(&result.warnings));
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn si_suffixes() {
-        assert_eq!(si(12_345_678.0), "12.35 M");
-        assert_eq!(si(980.0), "980.00");
-        assert_eq!(si(1_500.0), "1.50 k");
-        assert_eq!(si(2.5e9), "2.50 G");
-    }
 }

@@ -1,5 +1,5 @@
 //! The arithmetic of a benchmark, as pure functions: rates from receiver timestamps, bandwidth,
-//! medians over repeats and latency percentiles.
+//! medians over repeats, latency percentiles, and a rate written with an SI suffix.
 
 use serde::{Deserialize, Serialize};
 use sluice_graph::LatencyHistogram;
@@ -128,9 +128,31 @@ pub fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
     (denominator > 0.0).then(|| numerator / denominator)
 }
 
+/// A rate with an SI suffix: `12.35 M`, `980.0 k`.
+pub(crate) fn si(value: f64) -> String {
+    let (scaled, unit) = if value >= 1e9 {
+        (value / 1e9, " G")
+    } else if value >= 1e6 {
+        (value / 1e6, " M")
+    } else if value >= 1e3 {
+        (value / 1e3, " k")
+    } else {
+        (value, "")
+    };
+    format!("{scaled:.2}{unit}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn si_suffixes() {
+        assert_eq!(si(12_345_678.0), "12.35 M");
+        assert_eq!(si(980.0), "980.00");
+        assert_eq!(si(1_500.0), "1.50 k");
+        assert_eq!(si(2.5e9), "2.50 G");
+    }
 
     #[test]
     fn nearest_rank_gives_a_value_of_the_set() {

@@ -130,6 +130,14 @@ pub(crate) fn skipped_sluice(s: &Settings, reason: &str) -> Value {
     })
 }
 
+/// Warnings the records carry in all (their `warnings` lists).
+pub(crate) fn warnings(records: &[Value]) -> usize {
+    records
+        .iter()
+        .filter_map(|r| r.get("warnings")?.as_array().map(Vec::len))
+        .sum()
+}
+
 /// Whether a record was skipped.
 pub(crate) fn is_skipped(record: &Value) -> bool {
     record["skipped"].as_bool().unwrap_or(false)

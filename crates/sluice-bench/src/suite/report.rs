@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::plots;
 use super::rows::{rows, Row, ORDER};
-use crate::foundation::report::si;
+use crate::foundation::stats::si;
 use crate::foundation::stats::LatencySummary;
 
 /// A table of the report.
@@ -1067,10 +1067,44 @@ fn peers_section(rows: &[Row]) -> Section {
     }
 }
 
+/// Every figure a benchmark doubted, with the rule it broke: first, so that nobody reads a
+/// table below without knowing which of its figures the run itself could not believe.
+pub(crate) fn warnings_table(rows: &[Row]) -> Table {
+    let mut t = Table::new(
+        "Figures in doubt",
+        "Figures that cannot be true as measured: a floor beaten (below-floor), a rate not reached (rate-not-reached), repeats that disagree (wide-spread). On a loaded machine, measure these again.",
+        &["experiment", "measurement", "rule", "what was seen"],
+    );
+    for r in rows {
+        for w in &r.warnings {
+            let rule = serde_json::to_value(w.check)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            t.rows.push(vec![
+                r.experiment.clone(),
+                r.label(),
+                rule,
+                w.detail.clone(),
+            ]);
+        }
+    }
+    t
+}
+
+fn warnings_section(rows: &[Row]) -> Section {
+    Section {
+        title: "Warnings",
+        tables: vec![warnings_table(rows)],
+        plots: vec![],
+    }
+}
+
 /// Every section of the report.
 pub(crate) fn sections(rows: &[Row]) -> Vec<Section> {
     vec![
         machine_section(rows),
+        warnings_section(rows),
         hardware_section(rows),
         throughput_section(rows),
         latency_section(rows),
@@ -1380,6 +1414,38 @@ mod tests {
         );
         assert_eq!(t.rows[1][1], "skipped: no core");
         assert_eq!(t.rows[1].len(), t.header.len());
+    }
+
+    #[test]
+    fn every_warning_of_every_record_is_listed_first_with_its_measurement_and_rule() {
+        let mut latency = record("shm-vega", 64, 1e5, None);
+        latency["experiment"] = json!("latency");
+        latency["bench"] = json!("latency");
+        latency["target_rate"] = json!(100_000);
+        latency["warnings"] = json!([
+            {"check": "below-floor", "detail": "sluice's p50 436.0 ns is below the hardware baseline's p50 2.47 k ns"},
+            {"check": "rate-not-reached", "detail": "the sender reached 27.00 k/s of the 100.00 k/s asked (27%)"},
+        ]);
+        let quiet = record("threaded", 64, 1e6, None);
+        let rows = rows(&[quiet, latency]);
+        let t = warnings_table(&rows);
+        assert_eq!(t.rows.len(), 2);
+        assert_eq!(
+            t.rows[0][..3],
+            [
+                "latency",
+                "latency shm-vega 64 B at 100000/s",
+                "below-floor"
+            ]
+        );
+        assert_eq!(t.rows[1][2], "rate-not-reached");
+        let report = markdown(&sections(&rows), &[]);
+        let warned = report.find("## Warnings").unwrap();
+        assert!(warned < report.find("## Throughput").unwrap(), "{report}");
+        assert!(report.contains("reached 27.00 k/s of the 100.00 k/s asked"));
+        // No warning: no section.
+        let calm = markdown(&sections(&rows[..1]), &[]);
+        assert!(!calm.contains("## Warnings"), "{calm}");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::foundation::stats::LatencySummary;
+use crate::foundation::warnings::Warning;
 
 /// The fields of a record the report reads (every one optional but `experiment`).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -54,6 +55,8 @@ pub(crate) struct Row {
     pub(crate) rate_multiple: Option<f64>,
     pub(crate) missed_fraction: Option<f64>,
     pub(crate) sustained: Option<bool>,
+    /// Figures of the record that cannot be true as printed.
+    pub(crate) warnings: Vec<Warning>,
     /// OMDP's per-hop breakdown, by hop.
     pub(crate) latency_us: std::collections::BTreeMap<String, HopRow>,
 }
@@ -132,6 +135,22 @@ impl Row {
     /// Whether its latency was measured by ping-pong.
     pub(crate) fn ping_pong(&self) -> bool {
         self.latency_method.as_deref() == Some("ping-pong")
+    }
+
+    /// What the record measured, in a few words: its bench, transport or peer, application
+    /// and plan, tuple size, rate and senders, those it has.
+    pub(crate) fn label(&self) -> String {
+        let words = [
+            self.bench.clone(),
+            self.transport.clone(),
+            self.peer.clone(),
+            self.app.clone(),
+            self.plan.clone(),
+            self.tuple_size.map(|b| format!("{b} B")),
+            self.target_rate.map(|r| format!("at {r}/s")),
+            self.senders.map(|s| format!("{s} sender(s)")),
+        ];
+        words.into_iter().flatten().collect::<Vec<_>>().join(" ")
     }
 
     /// How its latency was measured, for a table: `RTT/2`, `ping-pong RTT/2` or `one way`.

@@ -38,6 +38,7 @@ use crate::foundation::args::{checked_repeat, Bench, Settings};
 use crate::foundation::machine::{commit, cores, cpu};
 use crate::foundation::record::RunFigures;
 use crate::foundation::stats::{gbit_per_sec, median, LatencySummary};
+use crate::foundation::warnings::{self, Warning};
 
 /// Options of `sluice bench baseline`.
 #[derive(Debug, Clone, Args)]
@@ -68,6 +69,9 @@ pub struct HardwareResult {
     pub pinned: bool,
     /// memcpy bandwidth of one core.
     pub memcpy: Vec<MemcpyFigure>,
+    /// Figures that cannot be true as printed (the hand-off below the ping-pong, repeats that
+    /// disagree), each with the rule it broke; empty when none.
+    pub warnings: Vec<Warning>,
     /// The commit built.
     pub commit: &'static str,
     /// The CPU model.
@@ -130,6 +134,7 @@ pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
             "commit {}, {}, {} core(s)",
             result.commit, result.cpu, result.cores
         )?;
+        write!(out, "{}", warnings::lines(&result.warnings))?;
     }
     Ok(())
 }
@@ -137,14 +142,33 @@ pub fn main(args: &BaselineArgs) -> anyhow::Result<()> {
 /// Measures everything `repeat` times (plus a warm-up) with the given amounts of work.
 pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> HardwareResult {
     let pinned = cores() >= 2;
+    // Every run of each, for the medians and the spread between them.
     let bounced = |bounce: fn(u64) -> f64| {
         pinned.then(|| {
             bounce(round_trips / 10);
-            median(&(0..repeat).map(|_| bounce(round_trips)).collect::<Vec<_>>())
+            (0..repeat).map(|_| bounce(round_trips)).collect::<Vec<_>>()
         })
     };
-    let cacheline_oneway_ns = bounced(ping_pong);
-    let handoff_oneway_ns = bounced(handoff);
+    let (cacheline_runs, handoff_runs) = (bounced(ping_pong), bounced(handoff));
+    let cacheline_oneway_ns = cacheline_runs.as_deref().map(median);
+    let handoff_oneway_ns = handoff_runs.as_deref().map(median);
+    let floor = handoff_oneway_ns
+        .zip(cacheline_oneway_ns)
+        .and_then(|(handoff, floor)| {
+            warnings::below_floor(
+                ("the two-line hand-off", handoff, "ns"),
+                ("the one-line ping-pong", floor, "ns"),
+                "moves one line where the hand-off moves two",
+            )
+        });
+    let spreads = [
+        ("the one-line ping-pong", &cacheline_runs),
+        ("the two-line hand-off", &handoff_runs),
+    ]
+    .map(|(what, runs)| {
+        runs.as_deref()
+            .and_then(|runs| warnings::wide_spread(what, runs, "ns"))
+    });
     let stamped_oneway_ns = pinned.then(|| {
         let messages = round_trips / 10;
         median(
@@ -174,6 +198,7 @@ pub fn measure(repeat: usize, round_trips: u64, memcpy_volume: usize) -> Hardwar
         stamped_oneway_ns,
         pinned,
         memcpy,
+        warnings: [floor].into_iter().chain(spreads).flatten().collect(),
         commit: commit(),
         cpu: cpu(),
         cores: cores(),

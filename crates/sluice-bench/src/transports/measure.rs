@@ -196,7 +196,7 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         Bench::Throughput => (None, stats::ratio(tps, base_tps)),
         Bench::Latency { rate } => (Some(rate), None),
     };
-    BenchResult {
+    let mut result = BenchResult {
         bench: match s.bench {
             Bench::Throughput => "throughput",
             Bench::Latency { .. } => "latency",
@@ -240,8 +240,11 @@ fn summarise(s: &Settings, m: Measured) -> BenchResult {
         p99_ratio_to_baseline: latency_ratio(|l| l.p99),
         ratio_to_ring_memcpy: ring_memcpy_ratio,
         p50_ratio_to_handoff: handoff_ratio,
+        warnings: Vec::new(),
         commit: machine::commit(),
         cpu: machine::cpu(),
         cores: machine::cores(),
-    }
+    };
+    result.warnings = result.doubts();
+    result
 }
