@@ -49,7 +49,7 @@ pub use error::RunError;
 pub use link::why_not_private;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
-pub use report::{InstanceReport, JobReport};
+pub use report::{InstanceReport, JobReport, LOST_TUPLES_COUNTER};
 pub use state::{size_text, InstanceState, JobState};
 
 use sluice_graph::Graph;
