@@ -236,9 +236,9 @@ impl InputLines {
         String::from_utf8(bytes).map(Some).map_err(|e| {
             let at = offset + e.utf8_error().valid_up_to() as u64;
             OperatorError::Failed(format!(
-                "{path}: line {line} is not valid UTF-8 at byte {at} of the file (byte {} of \
-                 the line)",
-                at - offset + 1
+                "{path}: line {line} is not valid UTF-8 at byte offset {at} of the file (offset \
+                 {} in the line)",
+                at - offset
             ))
         })
     }

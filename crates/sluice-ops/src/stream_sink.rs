@@ -54,7 +54,8 @@ pub trait TupleEncoder<T>: Send {
 /// Where a [`StreamSink`] writes.
 #[derive(Debug, Clone)]
 pub enum ByteTarget {
-    /// A file, created (or emptied) when the job starts.
+    /// A file, begun under a temporary name when the job starts and renamed over the path at
+    /// the end of the stream ([`OutputFile`]).
     File(PathBuf),
     /// The process's standard output.
     Stdout,

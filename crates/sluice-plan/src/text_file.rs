@@ -33,8 +33,8 @@ pub fn read_text_file(path: &Path) -> io::Result<String> {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
-                "it is not UTF-8 (byte {} of the file)",
-                e.utf8_error().valid_up_to() + 1
+                "it is not UTF-8 (at byte offset {})",
+                e.utf8_error().valid_up_to()
             ),
         )
     })
@@ -68,6 +68,6 @@ mod tests {
         assert_eq!(read_text_file(&path).unwrap(), "[plan]\n");
         std::fs::write(&path, b"a\xff").unwrap();
         let error = read_text_file(&path).unwrap_err();
-        assert_eq!(error.to_string(), "it is not UTF-8 (byte 2 of the file)");
+        assert_eq!(error.to_string(), "it is not UTF-8 (at byte offset 1)");
     }
 }

@@ -336,7 +336,7 @@ fn a_line_that_is_not_utf8_is_named_with_its_file_line_and_offset() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "{input}: line 2 is not valid UTF-8 at byte 14 of the file (byte 5 of the line)"
+            "{input}: line 2 is not valid UTF-8 at byte offset 14 of the file (offset 4 in the line)"
         )),
         "{stderr}"
     );

@@ -680,9 +680,10 @@ fn random_bytes_as_input_name_the_source_first_then_what_followed() {
     std::fs::write(&input, bytes).unwrap();
     let job = Job::start(&["--input", input.to_str().unwrap()]);
     let o = job.finish(&[]);
+    // The first line holds the first bytes that are not UTF-8: the second byte is 0x9e.
     let cause = format!(
-        "PE 'sentences': operator 'sentences' failed: read {}: stream did not contain valid \
-         UTF-8",
+        "PE 'sentences': operator 'sentences' failed: {}: line 1 is not valid UTF-8 at byte \
+         offset 1 of the file (offset 1 in the line)",
         input.display()
     );
     let error = assert_failed(&o, 1, &cause);
