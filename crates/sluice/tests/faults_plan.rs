@@ -295,6 +295,20 @@ fn endless_inputs_are_refused_at_their_limits_never_read_until_memory_runs_out()
         ),
         "{stderr}"
     );
+    let shell = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("query")
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice starts");
+    let (code, stderr) = wait_watched(shell, &["query", "< /dev/zero"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "error: a statement of more than 16777216 bytes (no ';' yet), over the limit of \
+         16777216\n"
+    );
     for (query, message) in [
         (
             "count(window(iota(1,100000000000), 4611686018427387904, 1));",
