@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sluice_graph::GraphError;
+use sluice_ops::{same_file, OutputFile};
 use sluice_plan::PlanChoiceError;
 use thiserror::Error;
 
@@ -28,6 +29,37 @@ pub struct AppConfig {
     pub rate_multiple: Option<f64>,
     /// `--set key=value` pairs.
     pub settings: Settings,
+}
+
+impl AppConfig {
+    /// Refuses an `--output` that cannot be written (a directory, a directory that does not
+    /// exist or that the user cannot write: a file is made there and removed) or that is the
+    /// `--input` (the same device and inode, through a link too), before the job starts.
+    pub fn check_output(&self) -> Result<(), AppError> {
+        let Some(output) = &self.output else {
+            return Ok(());
+        };
+        let refuse = |reason: String| AppError::File {
+            path: output.display().to_string(),
+            reason,
+        };
+        if let Some(input) = self.input.as_deref().filter(|i| same_file(i, output)) {
+            return Err(refuse(format!(
+                "cannot write output: it is the input {}, which it would overwrite",
+                input.display()
+            )));
+        }
+        OutputFile::create(output).map(drop).map_err(|e| {
+            let directory = output.parent().filter(|d| !d.as_os_str().is_empty());
+            match directory {
+                Some(dir) if e.kind() == std::io::ErrorKind::NotFound => refuse(format!(
+                    "cannot write output: directory {} does not exist",
+                    dir.display()
+                )),
+                _ => refuse(format!("cannot write output: {e}")),
+            }
+        })
+    }
 }
 
 /// `--set key=value` pairs.

@@ -17,18 +17,21 @@
 //! sampled latency markers.
 //!
 //! The sizes `--set` takes are bounded ([`MAX_PARALLELISM`], [`MAX_WORDS_PER_SENTENCE`],
-//! [`MAX_VOCABULARY`]); a value beyond is refused with its bounds rather than allocated.
+//! [`MAX_VOCABULARY`]); a value beyond is refused with its bounds rather than allocated. So is
+//! a line of the input ([`MAX_LINE_BYTES`]); a line that is not UTF-8 is refused with its line
+//! number and the offset of its first bad byte.
 //!
 //! Words ([`sluice_ops::text::words`]): split on whitespace, lowercased, leading and trailing
 //! ASCII punctuation stripped, empty words dropped. Output (`--output FILE`): `word<TAB>count`
 //! lines sorted by word.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
+use sluice_transport::MAX_TUPLE_BYTES;
 use sluice_types::CompactString;
 
 use crate::random::XorShift;
@@ -143,9 +146,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             reason: format!("cannot read input: {e}"),
         })?;
     }
-    if let Some(output) = &config.output {
-        check_writable(output)?;
-    }
+    config.check_output()?;
     let output = config.output.clone();
 
     let flow = Dataflow::new("wordcount");
@@ -185,48 +186,94 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     .with_finite_input("sentences", generated_sentences, "sentences"))
 }
 
-pub(crate) fn check_writable(path: &Path) -> Result<(), AppError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(AppError::File {
-            path: path.display().to_string(),
-            reason: format!(
-                "cannot write output: directory {} does not exist",
-                dir.display()
-            ),
-        });
-    }
-    if path.is_dir() {
-        return Err(AppError::File {
-            path: path.display().to_string(),
-            reason: "cannot write output: it is a directory".into(),
-        });
-    }
-    Ok(())
-}
-
 /// Sentences per `produce` call at most.
 const SENTENCES_PER_CALL: usize = 128;
+
+/// The longest line of an `--input` file, its line end included: a line is one sentence, one
+/// tuple, and a tuple's encoding is at most [`MAX_TUPLE_BYTES`] (1 GiB). A longer line (a
+/// file without line ends, `/dev/zero`) fails the job with its line number and offset rather
+/// than filling memory.
+pub const MAX_LINE_BYTES: usize = MAX_TUPLE_BYTES;
+
+/// The lines of an `--input` file, each checked for its length and for UTF-8, with where
+/// they are for the errors.
+struct InputLines {
+    reader: BufReader<File>,
+    path: PathBuf,
+    /// The number of the next line, from 1.
+    line: u64,
+    /// The byte offset of the next line in the file.
+    offset: u64,
+}
+
+impl InputLines {
+    /// Opens `path`, at the start or at `(offset, line)` where a suspended source left it.
+    fn open(path: &Path, resume: Option<(u64, u64)>) -> Result<Self, OperatorError> {
+        let file = File::open(path)
+            .map_err(|e| OperatorError::io(format!("open {}", path.display()), e))?;
+        let mut reader = BufReader::new(file);
+        let (offset, line) = resume.unwrap_or((0, 1));
+        if offset > 0 {
+            reader
+                .seek(SeekFrom::Start(offset))
+                .map_err(|e| OperatorError::io(format!("seek in {}", path.display()), e))?;
+        }
+        Ok(Self {
+            reader,
+            path: path.to_path_buf(),
+            line,
+            offset,
+        })
+    }
+
+    /// The next line with its line end, or `None` at the end of the file.
+    fn next_line(&mut self) -> Result<Option<String>, OperatorError> {
+        let (path, line, offset) = (self.path.display(), self.line, self.offset);
+        let mut bytes = Vec::new();
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let read = Read::by_ref(&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut bytes)
+            .map_err(|e| OperatorError::io(format!("read {path} at line {line}"), e))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if bytes.len() > MAX_LINE_BYTES && bytes.last() != Some(&b'\n') {
+            return Err(OperatorError::Failed(format!(
+                "{path}: line {line} (from byte {offset}) is longer than {MAX_LINE_BYTES} bytes, \
+                 the limit of a line (one tuple)"
+            )));
+        }
+        self.line += 1;
+        self.offset += read as u64;
+        String::from_utf8(bytes).map(Some).map_err(|e| {
+            let at = offset + e.utf8_error().valid_up_to() as u64;
+            OperatorError::Failed(format!(
+                "{path}: line {line} is not valid UTF-8 at byte offset {at} of the file (offset \
+                 {} in the line)",
+                at - offset
+            ))
+        })
+    }
+}
 
 /// Reads sentences from a file, or generates them.
 struct SentenceSource {
     input: Input,
-    reader: Option<BufReader<File>>,
+    lines: Option<InputLines>,
     generator: SentenceGenerator,
     pacer: Pacer,
     emitted: u64,
     batch: Vec<String>,
-    /// Where in the input file to go on reading, when it resumes.
-    resume_at: Option<u64>,
+    /// Where in the input file (the byte offset and the line number) to go on reading, when
+    /// it resumes.
+    resume_at: Option<(u64, u64)>,
 }
 
 impl SentenceSource {
     fn new(input: Input) -> Self {
         Self {
-            reader: None,
+            lines: None,
             generator: SentenceGenerator::new(
                 input.words_per_sentence,
                 input.vocabulary,
@@ -242,18 +289,15 @@ impl SentenceSource {
 
     /// The next sentence, or `None` at the end of the input.
     fn next_sentence(&mut self) -> Result<Option<String>, OperatorError> {
-        let Some(reader) = &mut self.reader else {
-            // Those of the batch being made count too, so a call ends exactly at the N-th.
-            let made = self.emitted + self.batch.len() as u64;
-            let done = self.input.sentences.is_some_and(|n| made >= n);
-            return Ok((!done).then(|| self.generator.sentence()));
-        };
-        let mut line = String::new();
-        let read = reader.read_line(&mut line).map_err(|e| {
-            let path = self.input.file.as_deref().unwrap_or(Path::new("input"));
-            OperatorError::io(format!("read {}", path.display()), e)
-        })?;
-        Ok((read > 0).then_some(line))
+        match &mut self.lines {
+            Some(lines) => lines.next_line(),
+            None => {
+                // Those of the batch being made count too, so a call ends exactly at the N-th.
+                let made = self.emitted + self.batch.len() as u64;
+                let done = self.input.sentences.is_some_and(|n| made >= n);
+                Ok((!done).then(|| self.generator.sentence()))
+            }
+        }
     }
 }
 
@@ -264,15 +308,7 @@ impl TypedSource for SentenceSource {
 impl Source for SentenceSource {
     fn start(&mut self, _: &sluice_graph::OperatorContext) -> Result<(), OperatorError> {
         if let Some(path) = &self.input.file {
-            let file = File::open(path)
-                .map_err(|e| OperatorError::io(format!("open {}", path.display()), e))?;
-            let mut reader = BufReader::new(file);
-            if let Some(offset) = self.resume_at {
-                reader
-                    .seek(SeekFrom::Start(offset))
-                    .map_err(|e| OperatorError::io(format!("seek in {}", path.display()), e))?;
-            }
-            self.reader = Some(reader);
+            self.lines = Some(InputLines::open(path, self.resume_at)?);
         }
         Ok(())
     }
@@ -302,21 +338,15 @@ impl Source for SentenceSource {
         true
     }
 
-    /// Sentences emitted, the generator's state and the offset in the input file.
+    /// Sentences emitted, the generator's state and the offset and line number in the input
+    /// file.
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
-        let offset = match &mut self.reader {
-            Some(reader) => Some(
-                reader
-                    .stream_position()
-                    .map_err(|e| OperatorError::io("find the position in the input", e))?,
-            ),
-            None => None,
-        };
-        Snapshot::whole(&(self.emitted, self.generator.random.state(), offset))
+        let position = self.lines.as_ref().map(|l| (l.offset, l.line));
+        Snapshot::whole(&(self.emitted, self.generator.random.state(), position))
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
-        let (emitted, random, offset): (u64, u64, Option<u64>) = snapshot.decode_whole()?;
+        let (emitted, random, offset): (u64, u64, Option<(u64, u64)>) = snapshot.decode_whole()?;
         self.emitted = emitted;
         self.generator.random = XorShift::new(random);
         self.resume_at = offset;

@@ -24,7 +24,7 @@ use crate::metrics::ThreadPublisher;
 use crate::report::per_destination;
 use crate::state::InstanceState;
 use crate::watch::Progress;
-use crate::{InstanceReport, RunError};
+use crate::{InstanceReport, RunError, LOST_TUPLES_COUNTER};
 
 /// What a node is.
 pub(crate) enum Body {
@@ -719,7 +719,7 @@ impl ThreadExec {
         }
         let suspended = env.control.suspending();
         let mut reports = Vec::with_capacity(nodes.len());
-        for cell in &nodes {
+        for (index, cell) in nodes.iter().enumerate() {
             env.progress.beat();
             let mut node = cell.borrow_mut();
             // A suspended job's instances each leave their state: what they snapshotted, or
@@ -738,7 +738,7 @@ impl ThreadExec {
                 Body::Source(s) => catch_unwind(AssertUnwindSafe(|| s.stop())),
                 Body::Operator(o) => catch_unwind(AssertUnwindSafe(|| o.stop())),
             };
-            let report = match stopped {
+            let mut report = match stopped {
                 Ok(Ok(report)) => report,
                 Ok(Err(error)) => {
                     env.control.fail(node.ctx.name_of_instance(), error);
@@ -752,6 +752,13 @@ impl ThreadExec {
                     OperatorReport::default()
                 }
             };
+            for input in inbound.iter_mut().filter(|input| input.node == index) {
+                let lost = input.receiver.stats().lost;
+                if lost > 0 {
+                    let name = format!("{LOST_TUPLES_COUNTER}{}", input.edge);
+                    *report.counters.entry(name).or_insert(0) += lost;
+                }
+            }
             reports.push(InstanceReport {
                 operator: node.operator.clone(),
                 instance: node.ctx.name_of_instance(),

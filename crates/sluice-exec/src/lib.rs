@@ -51,5 +51,5 @@ pub use options::{
     Launcher, RunOptions, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
 };
-pub use report::{InstanceReport, JobReport};
+pub use report::{InstanceReport, JobReport, LOST_TUPLES_COUNTER};
 pub use state::{size_text, InstanceState, JobState};

@@ -1,6 +1,9 @@
 //! What a finished job reports: per-instance counts (tuples in and out, tuples delivered to
 //! each downstream instance, sampled CPU time) and what each operator returned from `stop`,
-//! merged per operator.
+//! merged per operator. Tuples an edge lost on the way (`udp-mq`'s missing datagrams,
+//! `shm-osr`'s skipped records) are counters of the receiving instance's report, named
+//! [`LOST_TUPLES_COUNTER`] and the edge ([`JobReport::lost_tuples`]), so they cross from a
+//! PE to its launcher with the rest.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,6 +11,10 @@ use std::time::Duration;
 use sluice_graph::{LatencyHistogram, OperatorReport};
 
 use crate::state::{InstanceState, JobState};
+
+/// The start of the name of the counter, in a receiving instance's report, of the tuples one
+/// of its inbound edges lost: `lost_tuples:` and the edge's label (`split -> sum[0]`).
+pub const LOST_TUPLES_COUNTER: &str = "lost_tuples:";
 
 /// One instance's figures.
 #[derive(Debug, Clone)]
@@ -53,6 +60,19 @@ impl JobReport {
     pub fn new(elapsed: Duration, mut instances: Vec<InstanceReport>) -> Self {
         instances.sort_by(|a, b| a.instance.cmp(&b.instance));
         Self { elapsed, instances }
+    }
+
+    /// Every edge that lost tuples on the way, with how many, by edge.
+    pub fn lost_tuples(&self) -> Vec<(String, u64)> {
+        let mut lost = BTreeMap::new();
+        for i in &self.instances {
+            for (name, count) in &i.report.counters {
+                if let Some(edge) = name.strip_prefix(LOST_TUPLES_COUNTER) {
+                    *lost.entry(edge.to_string()).or_insert(0) += count;
+                }
+            }
+        }
+        lost.into_iter().filter(|(_, count)| *count > 0).collect()
     }
 
     /// Tuples received by all instances of `operator`.
@@ -170,4 +190,50 @@ fn merge_histograms<'a>(
         let _ = merged.add(h);
         Some(merged)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receiving(instance: &str, counters: &[(&str, u64)]) -> InstanceReport {
+        InstanceReport {
+            operator: "sum".into(),
+            instance: instance.into(),
+            index: 0,
+            tuples_in: 0,
+            tuples_out: 0,
+            cpu_ns: 0,
+            sent: Vec::new(),
+            report: OperatorReport {
+                counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+                latency: None,
+            },
+            arrival_latency: None,
+            sink: false,
+            state: None,
+        }
+    }
+
+    #[test]
+    fn every_edge_that_lost_tuples_is_named_with_its_count() {
+        let report = JobReport::new(
+            Duration::from_secs(1),
+            vec![
+                receiving(
+                    "sum[0]",
+                    &[("lost_tuples:split -> sum[0]", 35), ("distinct_keys", 9)],
+                ),
+                receiving("sum[1]", &[("lost_tuples:split -> sum[1]", 0)]),
+                receiving("sum[2]", &[("lost_tuples:split -> sum[2]", 7)]),
+            ],
+        );
+        assert_eq!(
+            report.lost_tuples(),
+            [
+                ("split -> sum[0]".to_string(), 35),
+                ("split -> sum[2]".to_string(), 7)
+            ]
+        );
+    }
 }

@@ -58,6 +58,7 @@ mod join;
 mod keyed;
 mod multicast;
 mod net;
+mod output_file;
 mod pace;
 mod rolling;
 mod sinks;
@@ -89,6 +90,7 @@ pub use framing::{LengthDecoder, LengthEncoder, LineDecoder, LineEncoder, DEFAUL
 pub use generate::{Generator, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
+pub use output_file::{same_file, OutputFile};
 pub use pace::Pacer;
 pub use sinks::{collected, Collect, Collected};
 pub use sources::{IterSource, SOURCE_BATCH};

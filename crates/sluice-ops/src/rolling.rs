@@ -5,16 +5,18 @@
 //! emits its results as one batch, so a fused chain pays one call per batch, not per tuple.
 
 use std::fmt::Display;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
-use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output, Snapshot};
+use sluice_graph::{
+    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
+};
 use sluice_types::{BatchRef, Tuple, TupleRef};
 
 use crate::aggregate::{Aggregate, Value};
 use crate::keyed::{Key, KeyedState};
+use crate::output_file::OutputFile;
 
 /// Folds each tuple into its key's accumulator and emits `(key, result)`.
 pub struct RollingAggregate<T, K, F, A: Aggregate<T>> {
@@ -107,9 +109,12 @@ where
 
 /// A sink keeping the latest value of every key from a stream of `(key, value)` pairs; at the
 /// end of the stream it writes them, one `key<TAB>value` line each sorted by key, to a file if
-/// it was given one. Its report counts the keys (`distinct_keys`).
+/// it was given one. The file is an [`OutputFile`] made when the job starts, so a directory
+/// that cannot be written fails the job before the stream is read, and the file appears only
+/// whole. Its report counts the keys (`distinct_keys`).
 pub struct TableSink<K, V> {
     output: Option<PathBuf>,
+    file: Option<OutputFile>,
     table: KeyedState<K, V>,
 }
 
@@ -118,6 +123,7 @@ impl<K: Key, V: Value> TableSink<K, V> {
     pub fn new(output: Option<PathBuf>) -> Self {
         Self {
             output,
+            file: None,
             table: KeyedState::new(),
         }
     }
@@ -135,6 +141,15 @@ where
     V: Value + Display,
     (K, V): Tuple,
 {
+    fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
+        if let Some(path) = &self.output {
+            let file = OutputFile::create(path)
+                .map_err(|e| OperatorError::io(format!("create {}", path.display()), e))?;
+            self.file = Some(file);
+        }
+        Ok(())
+    }
+
     fn process(
         &mut self,
         port: usize,
@@ -163,17 +178,17 @@ where
     }
 
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
-        let Some(path) = &self.output else {
+        let (Some(path), Some(file)) = (&self.output, self.file.take()) else {
             return Ok(());
         };
         let write = || -> std::io::Result<()> {
             let mut rows: Vec<(&K, &V)> = self.table.iter().collect();
             rows.sort_by(|a, b| a.0.cmp(b.0));
-            let mut w = BufWriter::new(File::create(path)?);
+            let mut w = BufWriter::new(file);
             for (key, value) in rows {
                 writeln!(w, "{key}\t{value}")?;
             }
-            w.flush()
+            w.into_inner().map_err(|e| e.into_error())?.commit()
         };
         write().map_err(|e| OperatorError::io(format!("write {}", path.display()), e))
     }

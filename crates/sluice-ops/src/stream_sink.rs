@@ -12,15 +12,20 @@
 //! goes away (`sluice run ... | head -1`) the sink stops writing quietly: it counts
 //! `broken_pipe` (1) and the `tuples_not_written`, and the job goes on.
 //!
+//! A file is an [`OutputFile`]: written under a temporary name beside it, made when the job
+//! starts (so a directory that cannot be written fails the job before any input is read), and
+//! renamed over the path at the end of the stream; a sink that fails or a job that fails
+//! removes it, so a full disk never leaves a file cut off mid-record.
+//!
 //! A job suspended to be redeployed ([`Operator::snapshot`]) has the sink write what it holds
-//! and keep its counts; resumed, it opens a file where it left it (cut to the bytes it had
-//! written, then appended to) instead of emptying it, and opens a TCP target anew.
+//! and keep its counts and its temporary file; resumed, it opens that file where it left it
+//! (cut to the bytes it had written, then appended to) instead of starting anew, and opens a
+//! TCP target anew.
 
 use std::fmt::{self, Display};
-use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::marker::PhantomData;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sluice_graph::{
@@ -31,6 +36,7 @@ use sluice_types::{Tuple, TupleRef};
 use crate::counters::{add_counters, counter_report};
 use crate::framing::{DisplayLine, LengthEncoder, LineEncoder};
 use crate::net::TcpEndpoint;
+use crate::output_file::OutputFile;
 
 /// Bytes a [`StreamSink`] gathers before it writes them.
 pub const FLUSH_BYTES: usize = 64 << 10;
@@ -48,7 +54,8 @@ pub trait TupleEncoder<T>: Send {
 /// Where a [`StreamSink`] writes.
 #[derive(Debug, Clone)]
 pub enum ByteTarget {
-    /// A file, created (or emptied) when the job starts.
+    /// A file, begun under a temporary name when the job starts and renamed over the path at
+    /// the end of the stream ([`OutputFile`]).
     File(PathBuf),
     /// The process's standard output.
     Stdout,
@@ -62,35 +69,46 @@ impl ByteTarget {
         Self::File(path.into())
     }
 
-    /// Opens the target for writing: a file emptied, or kept to its first `resume_at` bytes
-    /// and written after them.
-    fn open(&self, resume_at: Option<u64>) -> Result<Box<dyn Write + Send>, OperatorError> {
+    /// Opens the target for writing: a new file, or the temporary file `resume` names (`None`
+    /// for a file written directly) kept to its first `offset` bytes and written after them.
+    fn open(&self, resume: Option<(Option<&Path>, u64)>) -> Result<Opened, OperatorError> {
         Ok(match self {
             Self::File(path) => {
-                let fail = |e| OperatorError::io(format!("create {}", path.display()), e);
-                let Some(offset) = resume_at else {
-                    return Ok(Box::new(File::create(path).map_err(fail)?));
+                let file = match resume {
+                    None => OutputFile::create(path),
+                    Some((partial, offset)) => OutputFile::resume(path, partial, offset),
                 };
-                let mut file = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path)
-                    .map_err(fail)?;
-                file.set_len(offset).map_err(fail)?;
-                file.seek(SeekFrom::End(0)).map_err(fail)?;
-                Box::new(file)
+                Opened::File(
+                    file.map_err(|e| OperatorError::io(format!("create {}", path.display()), e))?,
+                )
             }
-            Self::Stdout => Box::new(io::stdout()),
+            Self::Stdout => Opened::Stream(Box::new(io::stdout())),
             Self::Tcp(endpoint) => {
                 let stream = endpoint.open_one()?;
                 let configure = stream
                     .set_nodelay(true)
                     .and_then(|()| stream.set_write_timeout(Some(TCP_WRITE_TIMEOUT)));
                 configure.map_err(|e| OperatorError::io(self.to_string(), e))?;
-                Box::new(stream)
+                Opened::Stream(Box::new(stream))
             }
         })
+    }
+}
+
+/// An opened [`ByteTarget`].
+enum Opened {
+    /// A file, complete once committed.
+    File(OutputFile),
+    /// Standard output or a TCP connection.
+    Stream(Box<dyn Write + Send>),
+}
+
+impl Opened {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Self::File(file) => file,
+            Self::Stream(stream) => stream,
+        }
     }
 }
 
@@ -110,7 +128,7 @@ pub struct StreamSink<T, E> {
     target: ByteTarget,
     encoder: E,
     flush_tuples: usize,
-    writer: Option<Box<dyn Write + Send>>,
+    writer: Option<Opened>,
     buffer: Vec<u8>,
     /// Where each tuple in `buffer` ends.
     ends: Vec<usize>,
@@ -119,6 +137,8 @@ pub struct StreamSink<T, E> {
     not_written: u64,
     /// It resumes a suspended job's sink: its file is kept to what it had written.
     resumed: bool,
+    /// The temporary file a suspended sink kept, for the sink that resumes it.
+    partial: Option<PathBuf>,
     tuples: PhantomData<fn(&T)>,
 }
 
@@ -136,6 +156,7 @@ impl<T, E> StreamSink<T, E> {
             broken_pipe: false,
             not_written: 0,
             resumed: false,
+            partial: None,
             tuples: PhantomData,
         }
     }
@@ -175,7 +196,7 @@ impl<T, E> StreamSink<T, E> {
                 if written == self.buffer.len() {
                     break Ok(());
                 }
-                match writer.write(&self.buffer[written..]) {
+                match writer.writer().write(&self.buffer[written..]) {
                     Ok(0) => break Err(io::ErrorKind::WriteZero.into()),
                     Ok(n) => written += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -195,8 +216,23 @@ impl<T, E> StreamSink<T, E> {
     /// Writes the gathered bytes and flushes the target.
     fn flush(&mut self) -> Result<(), OperatorError> {
         self.write_buffer()?;
-        let flushed = self.writer.as_mut().map_or(Ok(()), |w| w.flush());
+        let flushed = self.writer.as_mut().map_or(Ok(()), |w| w.writer().flush());
         self.settle(flushed)
+    }
+
+    /// Flushes the target, and renames a file over its path: the stream is complete.
+    fn complete(&mut self) -> Result<(), OperatorError> {
+        self.flush()?;
+        match self.writer.take() {
+            Some(Opened::File(file)) => {
+                let committed = file.commit();
+                self.settle(committed)
+            }
+            other => {
+                self.writer = other;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -232,8 +268,10 @@ where
     E: TupleEncoder<T>,
 {
     fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
-        let resume_at = self.resumed.then_some(self.bytes_written);
-        self.writer = Some(self.target.open(resume_at)?);
+        let resume = self
+            .resumed
+            .then_some((self.partial.as_deref(), self.bytes_written));
+        self.writer = Some(self.target.open(resume)?);
         Ok(())
     }
 
@@ -257,17 +295,32 @@ where
     }
 
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
-        self.flush()
+        self.complete()
     }
 
-    /// Writes what it holds; its state is its counts.
+    /// Writes what it holds and keeps its temporary file; its state is its counts and that
+    /// file's path.
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
         self.flush()?;
-        Snapshot::whole(&(self.bytes_written, self.not_written, self.broken_pipe))
+        if let Some(Opened::File(file)) = self.writer.take() {
+            let kept = file.keep();
+            self.partial = kept.map_err(|e| OperatorError::io(self.target.to_string(), e))?;
+        }
+        Snapshot::whole(&(
+            self.bytes_written,
+            self.not_written,
+            self.broken_pipe,
+            &self.partial,
+        ))
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
-        (self.bytes_written, self.not_written, self.broken_pipe) = snapshot.decode_whole()?;
+        (
+            self.bytes_written,
+            self.not_written,
+            self.broken_pipe,
+            self.partial,
+        ) = snapshot.decode_whole()?;
         self.resumed = true;
         Ok(())
     }

@@ -104,6 +104,7 @@ fn a_stopped_job_leaves_every_tuple_the_sink_received_in_the_file() {
     assert!(received > 0);
     assert_eq!(text.lines().count() as u64, received);
     assert!(text.lines().enumerate().all(|(i, l)| l == i.to_string()));
+    assert_eq!(names_in(dir.path()), ["out.txt"]);
 }
 
 /// The error of a job copying `input` to `output` with a file source named `reader` and a
@@ -149,4 +150,17 @@ fn missing_files_and_long_lines_are_errors_naming_the_operator_and_the_path() {
     assert!(err.contains("'reader'"), "{err}");
     let long = format!("{}: line 2 is longer than 8 bytes", input.display());
     assert!(err.contains(&long), "{err}");
+    // The sink had its first line when the job failed: neither the output nor its temporary
+    // file is left, only the input.
+    assert_eq!(names_in(dir.path()), ["in.txt"]);
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }

@@ -159,6 +159,12 @@ fn a_file_sink_resumed_appends_where_it_was() {
     assert!(text.lines().map(|l| l.parse::<u64>().unwrap()).eq(0..N));
     let written = report.operator_report("sink").counters["bytes_written"];
     assert_eq!(written, text.len() as u64);
+    // The temporary file the suspended sink kept became the output.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["out.txt"]);
 }
 
 #[test]

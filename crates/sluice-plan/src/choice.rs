@@ -78,7 +78,7 @@ impl PlanRequest {
                     return Err(PlanChoiceError::Unknown(shown));
                 }
                 let text =
-                    std::fs::read_to_string(&path).map_err(|source| PlanChoiceError::Read {
+                    crate::read_text_file(&path).map_err(|source| PlanChoiceError::Read {
                         path: shown.clone(),
                         source,
                     })?;

@@ -25,6 +25,7 @@ mod planner;
 mod render;
 pub mod replication;
 mod svg;
+mod text_file;
 pub mod traffic_placement;
 mod transports;
 
@@ -35,3 +36,4 @@ pub use plan::{
     ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
 };
 pub use planner::{plan, replicated_graph, PlanError, PlanOptions, PlanRequest};
+pub use text_file::{read_text_file, MAX_TEXT_FILE_BYTES};

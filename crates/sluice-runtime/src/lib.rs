@@ -58,7 +58,7 @@ pub use sluice_exec::metrics;
 pub use sluice_exec::{
     size_text, InstanceReport, InstanceState, JobReport, JobState, Launcher, MetricsHandle,
     MetricsSnapshot, RunError, RunOptions, StopHandle, DEFAULT_DRAIN_TIMEOUT,
-    DEFAULT_LATENCY_EVERY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT,
+    DEFAULT_LATENCY_EVERY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
 };
 
 use sluice_exec::assemble::{self, Scope, Sites};

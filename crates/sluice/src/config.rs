@@ -296,7 +296,7 @@ impl Known<'_> {
 
     /// The options and settings of the configuration file at `path`.
     fn file(&self, path: &Path) -> anyhow::Result<Layer> {
-        let text = std::fs::read_to_string(path)
+        let text = sluice_plan::read_text_file(path)
             .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
         let document = toml_edit::ImDocument::parse(text.as_str())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;

@@ -129,7 +129,7 @@ fn read_profile(args: &OptimizeArgs, plan: &PhysicalPlan) -> anyhow::Result<Prof
         .profile
         .as_ref()
         .context("this optimizer needs a run's profile: --profile FILE (made by sluice run APP --profile FILE)")?;
-    let text = std::fs::read_to_string(path)
+    let text = sluice_plan::read_text_file(path)
         .with_context(|| format!("cannot read profile {}", path.display()))?;
     let profile: Profile = serde_json::from_str(&text).with_context(|| {
         format!(

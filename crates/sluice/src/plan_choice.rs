@@ -62,7 +62,7 @@ impl AppArgs {
             options.queue_capacity = capacity;
         }
         if let Some(path) = &self.hosts {
-            let text = std::fs::read_to_string(path)
+            let text = sluice_plan::read_text_file(path)
                 .with_context(|| format!("cannot read hosts file {}", path.display()))?;
             options.hosts = Some(HostsFile::read(path, &text)?);
         }

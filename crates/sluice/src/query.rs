@@ -99,7 +99,7 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
         (Some(text), _) => ("-e".to_string(), text.clone()),
         (None, Some(path)) => (
             path.display().to_string(),
-            std::fs::read_to_string(path)
+            sluice_plan::read_text_file(path)
                 .with_context(|| format!("cannot read {}", path.display()))?,
         ),
         (None, None) => {
@@ -191,7 +191,7 @@ fn options(args: &QueryArgs, busy: &Arc<AtomicBool>) -> anyhow::Result<QueryOpti
     }
     let hosts = match &args.hosts {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = sluice_plan::read_text_file(path)
                 .with_context(|| format!("cannot read hosts file {}", path.display()))?;
             let absolute = std::fs::canonicalize(path)
                 .with_context(|| format!("cannot find hosts file {}", path.display()))?;

@@ -304,12 +304,21 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(why) = &partial {
         tracing::warn!("the output is partial: {why}");
     }
+    let lost = report.lost_tuples();
+    for line in lost_lines(&lost) {
+        tracing::warn!("{line}");
+    }
     let mut out = std::io::stdout().lock();
     match (&app.json, args.json) {
         (Some(json), true) => {
             let mut object = json(&report);
             object["plan"] = serde_json::Value::from(args.app.plan.as_str());
             object["partial"] = serde_json::Value::from(partial.is_some());
+            object["lost_tuples"] = lost
+                .iter()
+                .map(|(edge, count)| (edge.clone(), serde_json::Value::from(*count)))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
             writeln!(out, "{object}")?;
         }
         _ => writeln!(out, "{}", (app.summarize)(&report))?,
@@ -320,7 +329,21 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let (Some(why), false) = (&partial, args.json) {
         writeln!(out, "partial output: {why}")?;
     }
+    if !args.json {
+        for line in lost_lines(&lost) {
+            writeln!(out, "{line}")?;
+        }
+    }
     Ok(())
+}
+
+/// The summary's line for each edge that lost tuples on the way (`udp-mq`'s datagrams that
+/// never arrived, `shm-osr`'s skipped records): a loss is said, not only counted in
+/// `sluice_edge_lost_tuples_total`.
+fn lost_lines(lost: &[(String, u64)]) -> Vec<String> {
+    lost.iter()
+        .map(|(edge, count)| format!("lost: {count} tuples on the edge {edge}"))
+        .collect()
 }
 
 /// The rate the application's sources are paced at: `--rate` (100,000/s by default) for a

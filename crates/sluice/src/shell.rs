@@ -17,6 +17,10 @@
 //!   its owner only), so that Up and Ctrl-R find it in later sessions.
 //! - When standard input is not a terminal (a pipe, a file), statements are read from it the
 //!   same way, without prompts or history.
+//!
+//! A statement (the text up to its `;`) is at most [`MAX_TEXT_FILE_BYTES`], as a query file
+//! is: a longer one, or a line that never ends (`sluice query < /dev/zero`), ends the shell
+//! with an error naming the limit rather than filling memory.
 
 use std::ffi::OsString;
 use std::io::{BufRead, IsTerminal, Write};
@@ -31,6 +35,7 @@ use rustyline::hint::Hinter;
 use rustyline::history::DefaultHistory;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Editor, Helper};
+use sluice_plan::MAX_TEXT_FILE_BYTES;
 use sluice_query::functions;
 use sluice_query::lexer::{self, Keyword, Token};
 
@@ -70,13 +75,37 @@ pub(crate) fn run_shell(run: impl FnMut(&str) -> anyhow::Result<()>) -> anyhow::
         let mut terminal = Terminal::new()?;
         drive(|more| terminal.read(more), &mut stdout, &mut stderr, run)
     } else {
-        let mut lines = std::io::stdin().lock().lines();
-        let next = |_| match lines.next() {
-            Some(line) => Ok(Input::Text(line.context("reading standard input")?)),
-            None => Ok(Input::End),
-        };
+        let mut input = std::io::stdin().lock();
+        let next = |_| piped_line(&mut input);
         drive(next, &mut stdout, &mut stderr, run)
     }
+}
+
+/// The next line of piped input, without its line end, read no further than the limit of a
+/// statement.
+fn piped_line(input: &mut impl BufRead) -> anyhow::Result<Input> {
+    let mut line = Vec::new();
+    std::io::Read::take(&mut *input, MAX_TEXT_FILE_BYTES + 1)
+        .read_until(b'\n', &mut line)
+        .context("reading standard input")?;
+    if line.is_empty() {
+        return Ok(Input::End);
+    }
+    if line.pop_if(|end| *end == b'\n').is_none() && line.len() as u64 > MAX_TEXT_FILE_BYTES {
+        return Err(too_long());
+    }
+    let line = String::from_utf8(line).context("standard input is not UTF-8")?;
+    Ok(Input::Text(
+        line.strip_suffix('\r').unwrap_or(&line).to_owned(),
+    ))
+}
+
+/// The error of a statement longer than [`MAX_TEXT_FILE_BYTES`].
+fn too_long() -> anyhow::Error {
+    anyhow::anyhow!(
+        "a statement of more than {MAX_TEXT_FILE_BYTES} bytes (no ';' yet), over the limit of \
+         {MAX_TEXT_FILE_BYTES}"
+    )
 }
 
 /// What the user gave at a prompt.
@@ -145,6 +174,9 @@ fn drive(
             Input::Text(line) => {
                 pending.push_str(&line);
                 pending.push('\n');
+                if pending.len() as u64 > MAX_TEXT_FILE_BYTES {
+                    return Err(too_long());
+                }
                 if entered(&pending) == Entered::Nothing {
                     // Blank lines and comments alone do not start a statement.
                     pending.clear();
@@ -357,6 +389,38 @@ mod tests {
         .unwrap();
         let text = |bytes| String::from_utf8(bytes).unwrap();
         (given, text(out), text(errors))
+    }
+
+    #[test]
+    fn a_statement_longer_than_the_limit_ends_the_shell_naming_it() {
+        // One line over the limit: refused before it is lexed.
+        let mut lines = ["select 1".to_string(), "x".repeat(16 << 20)].into_iter();
+        let mut run = 0;
+        let error = drive(
+            |_| Ok(lines.next().map_or(Input::End, Input::Text)),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            |_| {
+                run += 1;
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "a statement of more than 16777216 bytes (no ';' yet), over the limit of 16777216"
+        );
+        assert_eq!(run, 0);
+        let mut endless = std::io::BufReader::new(std::io::repeat(b'a'));
+        let error = piped_line(&mut endless).unwrap_err();
+        assert!(
+            error.to_string().starts_with("a statement of more than"),
+            "{error}"
+        );
+        let mut two = "select 1;\r\nlast".as_bytes();
+        assert!(matches!(piped_line(&mut two).unwrap(), Input::Text(t) if t == "select 1;"));
+        assert!(matches!(piped_line(&mut two).unwrap(), Input::Text(t) if t == "last"));
+        assert!(matches!(piped_line(&mut two).unwrap(), Input::End));
     }
 
     #[test]

@@ -710,6 +710,79 @@ fn wordcount_over_udp_mq_between_pes_matches_fused() {
     assert_eq!(outputs[1], outputs[0]);
 }
 
+/// Sentences and split in one PE, the count in another, over a `udp-mq` edge whose socket
+/// holds 64 KiB.
+const UDP_PLAN: &str = r#"
+[[thread]]
+name = "read"
+pe = "ingest"
+operators = ["sentences", "split"]
+[[thread]]
+name = "count"
+pe = "count"
+operators = ["sum", "counts"]
+[[edge]]
+from = "split"
+to = "sum"
+transport = { kind = "udp-mq", queues = 1, socket_buffer_bytes = 65536 }
+"#;
+
+/// The receiving PE stopped for a second while the sender floods it: its socket overflows and
+/// the datagrams in between are lost, which the run's summary must say, naming the edge.
+#[test]
+fn an_edge_that_lost_tuples_is_named_in_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("udp.toml");
+    std::fs::write(&plan, UDP_PLAN).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command.args([
+        "run",
+        "wordcount",
+        "--rate",
+        "0",
+        "--duration",
+        "4",
+        "--plan",
+    ]);
+    command.arg(&plan);
+    let child = common::start_and_wait(command);
+    let launcher = child.id();
+    let watchdog = Instant::now() + Duration::from_secs(60);
+    let receiver = loop {
+        if let Some(pe) = common::pes_of(launcher)
+            .into_iter()
+            .find(|pe| pe.index == 1)
+        {
+            break pe.pid;
+        }
+        assert!(Instant::now() < watchdog, "the counting PE never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    common::signal(receiver, "STOP");
+    std::thread::sleep(Duration::from_secs(1));
+    common::signal(receiver, "CONT");
+    let (sent, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sent.send(child.wait_with_output());
+    });
+    let Ok(o) = received.recv_timeout(watchdog.saturating_duration_since(Instant::now())) else {
+        common::signal(launcher, "KILL");
+        panic!("the job did not end within its watchdog");
+    };
+    let o = o.unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = stdout(&o);
+    let lost: u64 = summary
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("lost: ")?
+                .strip_suffix(" tuples on the edge split -> sum")
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no loss named in the summary: {summary}"));
+    assert!(lost > 0, "{summary}");
+}
+
 #[test]
 fn relay_measures_round_trips_in_one_thread_and_across_processes() {
     for plan in ["fused", "processes"] {

@@ -271,6 +271,116 @@ fn sizes_beyond_their_bounds_are_refused_never_aborted() {
     );
 }
 
+#[test]
+fn endless_inputs_are_refused_at_their_limits_never_read_until_memory_runs_out() {
+    for (option, what) in [
+        ("--plan", "plan file"),
+        ("--config", "the configuration file"),
+    ] {
+        assert_refused(
+            &["run", "wordcount", option, "/dev/zero"],
+            &format!(
+                "cannot read {what} /dev/zero: it has more than 16777216 bytes, over the limit \
+                 of 16777216"
+            ),
+        );
+    }
+    let args = ["run", "wordcount", "--input", "/dev/zero"];
+    let (code, stderr) = outcome(&args);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "/dev/zero: line 1 (from byte 0) is longer than 1073741824 bytes, the limit of a \
+             line (one tuple)"
+        ),
+        "{stderr}"
+    );
+    let shell = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("query")
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice starts");
+    let (code, stderr) = wait_watched(shell, &["query", "< /dev/zero"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "error: a statement of more than 16777216 bytes (no ';' yet), over the limit of \
+         16777216\n"
+    );
+    for (query, message) in [
+        (
+            "count(window(iota(1,100000000000), 4611686018427387904, 1));",
+            "window: a window of 4611686018427387904 elements, over the limit of 1048576",
+        ),
+        (
+            "count(winagg(iota(1,100000000000), 4611686018427387904, 1, 'sum'));",
+            "winagg: a window of 4611686018427387904 elements, over the limit of 1048576",
+        ),
+        (
+            "count(receiver('/dev/zero'));",
+            "receiver: '/dev/zero' line 1: longer than 67108864 bytes, the limit of a line",
+        ),
+        (
+            "count(grep('a','/dev/zero'));",
+            "grep: '/dev/zero' line 1: longer than 67108864 bytes, the limit of a line",
+        ),
+        (
+            "count(receiver('sine:100000000000:1'));",
+            "receiver: 'sine:100000000000:1': arrays of 100000000000 samples, over the limit \
+             of 134217728",
+        ),
+    ] {
+        let args = ["query", "-e", query];
+        let (code, stderr) = outcome(&args);
+        assert_eq!(code, Some(1), "{query}: {stderr}");
+        assert!(stderr.contains(message), "{query}: {stderr}");
+    }
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_named_with_its_file_line_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, b"good line\nbad \xff here\n").unwrap();
+    let input = input.to_str().unwrap();
+    let args = ["run", "wordcount", "--input", input];
+    let (code, stderr) = outcome(&args);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{input}: line 2 is not valid UTF-8 at byte offset 14 of the file (offset 4 in the line)"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_output_that_is_the_input_is_refused_through_any_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "to be or not to be\n").unwrap();
+    let hard = dir.path().join("hard.txt");
+    std::fs::hard_link(&input, &hard).unwrap();
+    let soft = dir.path().join("soft.txt");
+    std::os::unix::fs::symlink(&input, &soft).unwrap();
+    let input = input.to_str().unwrap();
+    for output in [input, hard.to_str().unwrap(), soft.to_str().unwrap()] {
+        assert_refused(
+            &["run", "wordcount", "--input", input, "--output", output],
+            &format!(
+                "{output}: cannot write output: it is the input {input}, which it would \
+                 overwrite"
+            ),
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(input).unwrap(),
+        "to be or not to be\n"
+    );
+}
+
 /// Runs `sluice args` with standard output a pipe whose reader is already gone, so its first
 /// write fails with EPIPE; returns the exit code and standard error.
 fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {

@@ -499,6 +499,89 @@ fn a_full_dev_shm_when_a_segment_is_made_is_named() {
     );
 }
 
+/// Whether a private mount namespace can be made here (root, and `unshare --mount` works).
+fn can_mount() -> bool {
+    is_root()
+        && Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn an_output_directory_that_cannot_be_written_fails_before_the_input_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.tsv");
+    let out = out.to_str().unwrap();
+    // Root ignores mode bits: a read-only tmpfs over the directory, in a private mount
+    // namespace; another user gets a directory without write permission.
+    let script = if can_mount() {
+        Some(format!(
+            "exec unshare --mount --propagation private sh -c 'mount -t tmpfs -o ro \
+             sluice-faults {0} && exec \"$0\" \"$@\"' \"$0\" \"$@\"",
+            dir.path().display()
+        ))
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        let readonly = std::fs::Permissions::from_mode(0o555);
+        std::fs::set_permissions(dir.path(), readonly).unwrap();
+        None
+    };
+    let job = Job::start_through(
+        script.as_deref(),
+        &["--set", "sentences=20000", "--output", out],
+    );
+    let o = job.finish(&[]);
+    let error = assert_failed(&o, 1, &format!("{out}: cannot write output: "));
+    assert!(
+        !stderr(&o).contains("started:"),
+        "the job started before it found its output unwritable: {}",
+        stderr(&o)
+    );
+    assert!(
+        error.contains("Read-only file system") || error.contains("Permission denied"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_full_output_file_system_leaves_no_partial_file() {
+    if !can_mount() {
+        println!("skipped: mounting a small file system needs root and unshare --mount");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.tsv");
+    // About 100,000 distinct words, over a megabyte of counts, into 64 KiB; the directory is
+    // listed inside the namespace, where the small file system is.
+    let script = format!(
+        "exec unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=64k \
+         sluice-faults {0} && \"$0\" \"$@\"; status=$?; ls -A {0}; exit $status' \"$0\" \"$@\"",
+        dir.path().display()
+    );
+    let job = Job::start_through(
+        Some(&script),
+        &[
+            "--plan",
+            "fused",
+            "--set",
+            "sentences=20000",
+            "--set",
+            "vocabulary=100000",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+    );
+    let o = job.finish(&[]);
+    let error = assert_failed(&o, 1, "operator 'counts' failed: write ");
+    assert!(error.contains("No space left on device"), "{error}");
+    let left = stdout(&o);
+    assert!(
+        left.trim().is_empty(),
+        "the full file system kept a partial output: {left}"
+    );
+}
+
 /// Whether this process runs as root, from `/proc/self/status` (no extra dependency).
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
@@ -597,9 +680,10 @@ fn random_bytes_as_input_name_the_source_first_then_what_followed() {
     std::fs::write(&input, bytes).unwrap();
     let job = Job::start(&["--input", input.to_str().unwrap()]);
     let o = job.finish(&[]);
+    // The first line holds the first bytes that are not UTF-8: the second byte is 0x9e.
     let cause = format!(
-        "PE 'sentences': operator 'sentences' failed: read {}: stream did not contain valid \
-         UTF-8",
+        "PE 'sentences': operator 'sentences' failed: {}: line 1 is not valid UTF-8 at byte \
+         offset 1 of the file (offset 1 in the line)",
         input.display()
     );
     let error = assert_failed(&o, 1, &cause);

@@ -193,9 +193,7 @@ fn window_time(window: &Windowed<u32, Vwap>) -> u64 {
 
 fn build(config: &AppConfig) -> Result<App, AppError> {
     let settings = VwapSettings::from_settings(&config.settings)?;
-    if let Some(output) = &config.output {
-        crate::wordcount::check_writable(output)?;
-    }
+    config.check_output()?;
     let output: Option<PathBuf> = config.output.clone();
     let rate = config.rate.filter(|r| *r > 0);
     let (groups, window) = (settings.groups, settings.window as u64);

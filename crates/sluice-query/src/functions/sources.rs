@@ -4,7 +4,8 @@
 //!   paper's bandwidth queries. The arrays are copies of one pattern made once (byte `i` is
 //!   `i mod 251`), so making them costs a copy, not a computation. At most 1 GiB an array.
 //! - `receiver(name)`: a stream of real arrays. `name` is a generator or a file:
-//!   - `'sine:N'` or `'sine:N:COUNT'`: arrays of `N` samples, array `k` (from 0) holding
+//!   - `'sine:N'` or `'sine:N:COUNT'`: arrays of `N` samples (at most [`MAX_SIGNAL_SAMPLES`]),
+//!     array `k` (from 0) holding
 //!     `sin(2 pi (k + 1) j / N)` for `j = 0 .. N`; `COUNT` arrays, or no end without it;
 //!   - `'noise:N'` or `'noise:N:COUNT'`: the same shape, samples uniform in `[-1, 1)` from a
 //!     fixed seed (the same arrays every run);
@@ -23,10 +24,10 @@
 //!   the stream processes a query starts.
 //!
 //! A file that cannot be opened is an error when the generator is made, a line that cannot be
-//! read or parsed one when it is reached.
+//! read or parsed, or longer than [`MAX_LINE_BYTES`], one when it is reached.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -40,6 +41,15 @@ pub const FILE_TABLE_VARIABLE: &str = "SLUICE_FILENAMES";
 
 /// The largest array `gen_array` makes: 1 GiB.
 pub const MAX_GEN_ARRAY_BYTES: i64 = 1 << 30;
+
+/// The most samples of an array a generator `receiver` makes: 2^27, 1 GiB of reals, as
+/// `gen_array`'s largest array.
+pub const MAX_SIGNAL_SAMPLES: usize = 1 << 27;
+
+/// The longest line `grep` and a file `receiver` read, its line end included: 64 MiB. A line
+/// is read whole into memory; a longer one (a file without line ends, `/dev/zero`) is an error
+/// naming the file and the line.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// `iota(m, n)`.
 pub fn iota(args: &[Value]) -> Result<Box<dyn Generator>, EvalError> {
@@ -128,8 +138,22 @@ impl Lines {
     /// The next line without its line end, and its number.
     fn next_line(&mut self) -> Option<Result<(usize, String), EvalError>> {
         self.buffer.clear();
-        match self.reader.read_until(b'\n', &mut self.buffer) {
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let read = Read::by_ref(&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.buffer);
+        match read {
             Ok(0) => None,
+            Ok(_) if self.buffer.len() > MAX_LINE_BYTES && self.buffer.last() != Some(&b'\n') => {
+                Some(Err(eval_error(
+                    self.function,
+                    format!(
+                        "'{}' line {}: longer than {MAX_LINE_BYTES} bytes, the limit of a line",
+                        self.path,
+                        self.number + 1
+                    ),
+                )))
+            }
             Ok(_) => {
                 self.number += 1;
                 let line = String::from_utf8_lossy(&self.buffer);
@@ -238,6 +262,15 @@ impl SignalSpec {
             .transpose()?;
         if length == 0 || parts.next().is_some() {
             return Err(bad());
+        }
+        if length > MAX_SIGNAL_SAMPLES {
+            return Err(eval_error(
+                "receiver",
+                format!(
+                    "'{name}': arrays of {length} samples, over the limit of \
+                     {MAX_SIGNAL_SAMPLES} (1 GiB of reals)"
+                ),
+            ));
         }
         Ok(Some(Self {
             waveform,
@@ -472,6 +505,34 @@ mod tests {
         assert_eq!(grep_of("^n.*g$"), strings(&["nothing"]));
         let bad = grep(&[Value::String("(".into()), file]).err().unwrap();
         assert!(bad.message.starts_with("bad pattern"), "{bad}");
+    }
+
+    #[test]
+    fn a_signal_larger_than_the_limit_is_refused_before_it_is_made() {
+        let error = receiver(&[Value::String("sine:100000000000:1".into())])
+            .err()
+            .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "receiver: 'sine:100000000000:1': arrays of 100000000000 samples, over the limit of \
+             134217728 (1 GiB of reals)"
+        );
+    }
+
+    #[test]
+    fn a_line_without_end_is_refused_at_the_limit() {
+        for function in [receiver as fn(&[Value]) -> _, |args: &[Value]| {
+            grep(&[Value::String("a".into()), args[0].clone()])
+        }] {
+            let mut lines = function(&[Value::String("/dev/zero".into())]).unwrap();
+            let error = lines.next().unwrap().unwrap_err();
+            assert!(
+                error.message.ends_with(
+                    "'/dev/zero' line 1: longer than 67108864 bytes, the limit of a line"
+                ),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! stream, and is emitted when its last element arrives: `slide = size` makes tumbling
 //! windows, `slide < size` sliding (overlapping) ones, `slide > size` hopping ones that skip
 //! the elements between them. A window that the end of the stream leaves incomplete is not
-//! emitted. A window keeps its `size` elements in memory until it is emitted.
+//! emitted. A window keeps its `size` elements in memory until it is emitted, so the size is
+//! at most [`MAX_WINDOW_ELEMENTS`].
 
 use std::collections::VecDeque;
 
@@ -15,6 +16,9 @@ use super::aggregate::{Accumulator, Aggregate};
 use super::{eval_error, integer_argument, string_argument};
 use crate::stage::{Emit, EvalError, Stage};
 use crate::value::Value;
+
+/// The most elements a window holds: 2^20, as the elements a condition ranges over.
+pub const MAX_WINDOW_ELEMENTS: usize = 1 << 20;
 
 /// What a window stage emits for each window.
 enum Output {
@@ -83,7 +87,17 @@ fn size_and_slide(function: &str, constants: &[Value]) -> Result<(usize, usize),
             )),
         }
     };
-    Ok((positive(0, "window size")?, positive(1, "slide")?))
+    let size = positive(0, "window size")?;
+    if size > MAX_WINDOW_ELEMENTS {
+        return Err(eval_error(
+            function,
+            format!(
+                "a window of {size} elements, over the limit of {MAX_WINDOW_ELEMENTS} (a window \
+                 is kept in memory)"
+            ),
+        ));
+    }
+    Ok((size, positive(1, "slide")?))
 }
 
 fn count_window(size: usize, slide: usize, output: Output) -> Box<dyn Stage> {
@@ -177,6 +191,12 @@ mod tests {
             Value::String("median".into())
         ])
         .contains("unknown aggregate 'median'"));
+        let huge = window_stage(&[Value::Integer(1 << 62), Value::Integer(1)]);
+        assert_eq!(
+            huge.err().unwrap().to_string(),
+            "window: a window of 4611686018427387904 elements, over the limit of 1048576 (a \
+             window is kept in memory)"
+        );
     }
 
     proptest! {
