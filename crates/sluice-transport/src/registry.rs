@@ -192,6 +192,17 @@ impl TransportSpec {
         matches!(self, Self::ShmOsr { .. } | Self::Tcp(_) | Self::Mpi(_))
     }
 
+    /// The most senders one receiver of the transport takes.
+    pub fn max_senders(&self) -> usize {
+        match self {
+            Self::Fused | Self::Threaded { .. } | Self::ShmVega { .. } => 1,
+            Self::ShmOsr { .. } => crate::shm_osr::MAX_SENDERS,
+            Self::Tcp(_) => crate::tcp::MAX_SENDERS,
+            Self::UdpMq(_) => crate::udp_mq::MAX_SENDERS,
+            Self::Mpi(_) => crate::mpi::MAX_SENDERS as usize,
+        }
+    }
+
     /// Whether the transport runs only between PEs launched by `mpirun`.
     pub fn needs_mpi_launcher(&self) -> bool {
         matches!(self, Self::Mpi(_))
@@ -223,7 +234,8 @@ impl TransportSpec {
                 reason,
             })
         };
-        let senders_at_most = |most: usize| {
+        let senders_in_range = || {
+            let most = self.max_senders();
             if (1..=most).contains(&senders) {
                 Ok(())
             } else {
@@ -242,7 +254,7 @@ impl TransportSpec {
                         format!("must be between 1 and {MAX_QUEUE_CAPACITY}, got {capacity}"),
                     );
                 }
-                senders_at_most(1)
+                senders_in_range()
             }
             Self::ShmVega { slot_bytes, slots } => {
                 if senders != 1 {
@@ -260,17 +272,17 @@ impl TransportSpec {
                 capacity_bytes,
                 batch_bytes,
             } => {
-                senders_at_most(crate::shm_osr::MAX_SENDERS)?;
+                senders_in_range()?;
                 crate::shm_osr::slot_bytes(capacity_bytes)?;
                 crate::shm_osr::check_batch_bytes(batch_bytes)
             }
             Self::Tcp(params) => {
                 params.validate()?;
-                senders_at_most(crate::tcp::MAX_SENDERS)
+                senders_in_range()
             }
             Self::UdpMq(params) => {
                 params.validate()?;
-                senders_at_most(crate::udp_mq::MAX_SENDERS)
+                senders_in_range()
             }
             Self::Mpi(params) => {
                 params.validate()?;
@@ -280,7 +292,7 @@ impl TransportSpec {
                         feature: "mpi",
                     });
                 }
-                senders_at_most(crate::mpi::MAX_SENDERS as usize)
+                senders_in_range()
             }
         }
     }

@@ -110,7 +110,7 @@ pub const PART_BYTES: usize = 64 << 10;
 /// Bytes of a punctuation record: its tag, then its wire encoding.
 const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
 
-/// The most senders one receiver takes: the OSR ring's producer table.
+/// The most senders one receiver takes: the OSR ring's producer table (1024).
 pub const MAX_SENDERS: usize = PRODUCER_SLOTS;
 /// The default ring size: 1 MiB, room for 64 full batch records.
 pub const DEFAULT_CAPACITY_BYTES: usize = 1 << 20;
@@ -258,7 +258,7 @@ fn create_ring<T: Tuple>(
 
 /// Creates the segment `name` (mode `0600`) holding a fresh ring of `capacity_bytes` (a power
 /// of two from 64 bytes to 64 MiB) and returns its receiving end, which expects `senders`
-/// senders (1 to 16) to open it with [`open_sender`].
+/// senders (1 to [`MAX_SENDERS`]) to open it with [`open_sender`].
 pub fn create_receiver<T: Tuple>(
     name: &SegmentName,
     capacity_bytes: usize,
@@ -270,7 +270,7 @@ pub fn create_receiver<T: Tuple>(
 /// Opens the segment `name`, made by [`create_receiver`] with the same `capacity_bytes`,
 /// checking its header and ring, and joins it as a sender that reserves batch records of
 /// `batch_bytes` payload. Fails while the receiver is still initialising the ring (retry), and
-/// when all 16 sender slots are taken.
+/// when all [`MAX_SENDERS`] sender slots are taken.
 pub fn open_sender<T: Tuple>(
     name: &SegmentName,
     capacity_bytes: usize,
@@ -890,7 +890,7 @@ mod tests {
         assert!(error(connect(1000, 64, 1)).contains("capacity_bytes"));
         assert!(error(connect(1024, 0, 1)).contains("batch_bytes"));
         assert!(error(connect(1024, 64, 0)).contains("senders"));
-        assert!(error(connect(1024, 64, MAX_SENDERS + 1)).contains("between 1 and 16"));
+        assert!(error(connect(1024, 64, MAX_SENDERS + 1)).contains("between 1 and 1024, got 1025"));
         assert!(slot_bytes(100).is_err());
         assert_eq!(slot_bytes(64).unwrap(), 16);
     }
