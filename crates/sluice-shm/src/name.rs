@@ -5,7 +5,7 @@
 //! that the mapping is injective and the result is a safe file name: ASCII letters and digits
 //! stay as they are, every other byte of their UTF-8 becomes `_` and two lowercase hex digits
 //! (`-` is `_2d`, `_` is `_5f`). So the name holds exactly two `-`, after `sluice` and
-//! between job and edge, and never a `.` or `/`.
+//! between job and edge (and a third before a nonce, below), and never a `.` or `/`.
 //!
 //! A segment that others must not be able to guess ([`crate::Segment::create_unique`]) has a
 //! *nonce* after its edge: `sluice-<J>-<E>-<nonce>`, the nonce 16 lowercase hex digits drawn

@@ -86,7 +86,7 @@ use sluice_ring::osr::{
     batch_item_bytes, CommitError, OsrConsumer, OsrLayout, OsrProducer, OsrRecord, OsrRing,
     OsrStall, PushError, ReserveError, PRODUCER_SLOTS,
 };
-use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
+use sluice_shm::{process_is_running, CreateError, Segment, SegmentKind, SegmentName, SegmentSpec};
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use crate::parts::{check_len, Outgoing, Reassembly, SendsInParts, MAX_TUPLE_BYTES};
@@ -235,13 +235,13 @@ pub struct ShmOsrReceiver<T> {
     _tuples: PhantomData<fn() -> T>,
 }
 
-/// Creates the segment `name` holding a fresh ring of `capacity_bytes` for `senders` senders,
-/// and returns the ring with its receiving end.
+/// Creates a segment with `create` holding a fresh ring of `capacity_bytes` for `senders`
+/// senders, and returns the ring with its receiving end and the segment's name.
 fn create_ring<T: Tuple>(
-    name: &SegmentName,
+    create: impl FnOnce(&SegmentSpec) -> Result<Segment, CreateError>,
     capacity_bytes: usize,
     senders: usize,
-) -> Result<(OsrRing<Segment>, ShmOsrReceiver<T>), TransportError> {
+) -> Result<(OsrRing<Segment>, ShmOsrReceiver<T>, SegmentName), TransportError> {
     if !(1..=MAX_SENDERS).contains(&senders) {
         return Err(TransportError::InvalidParameter {
             transport: "shm-osr",
@@ -250,10 +250,11 @@ fn create_ring<T: Tuple>(
         });
     }
     let (layout, spec) = layout(capacity_bytes)?;
-    let segment = Segment::create(name, &spec).map_err(setup)?;
+    let segment = create(&spec).map_err(setup)?;
+    let name = segment.name().clone();
     let ring = OsrRing::create(segment, layout).map_err(setup)?;
     let consumer = ring.consumer().map_err(setup)?;
-    Ok((ring, ShmOsrReceiver::new(consumer, senders)))
+    Ok((ring, ShmOsrReceiver::new(consumer, senders), name))
 }
 
 /// Creates the segment `name` (mode `0600`) holding a fresh ring of `capacity_bytes` (a power
@@ -264,7 +265,24 @@ pub fn create_receiver<T: Tuple>(
     capacity_bytes: usize,
     senders: usize,
 ) -> Result<ShmOsrReceiver<T>, TransportError> {
-    create_ring(name, capacity_bytes, senders).map(|(_, receiver)| receiver)
+    create_ring(|spec| Segment::create(name, spec), capacity_bytes, senders)
+        .map(|(_, receiver, _)| receiver)
+}
+
+/// As [`create_receiver`], under a name nobody can guess: `base` with a random nonce
+/// ([`Segment::create_unique`]), returned for the senders to open. A file someone made under
+/// a predictable name cannot keep the receiver from binding.
+pub fn bind_receiver<T: Tuple>(
+    base: &SegmentName,
+    capacity_bytes: usize,
+    senders: usize,
+) -> Result<(ShmOsrReceiver<T>, SegmentName), TransportError> {
+    let (_, receiver, name) = create_ring(
+        |spec| Segment::create_unique(base, spec),
+        capacity_bytes,
+        senders,
+    )?;
+    Ok((receiver, name))
 }
 
 /// Opens the segment `name`, made by [`create_receiver`] with the same `capacity_bytes`,
@@ -289,8 +307,9 @@ pub fn open_sender<T: Tuple>(
     ShmOsrSender::join(&ring, batch_bytes)
 }
 
-/// A receiver and `senders` senders on a fresh ring in a segment unique to this process, for
-/// an edge between threads; the segment is removed when every end is gone.
+/// A receiver and `senders` senders on a fresh ring in a segment unique to this process (its
+/// name has a random nonce), for an edge between threads; the segment is removed when every
+/// end is gone.
 pub fn connect<T: Tuple>(
     capacity_bytes: usize,
     batch_bytes: usize,
@@ -299,7 +318,11 @@ pub fn connect<T: Tuple>(
     static EDGES: AtomicUsize = AtomicUsize::new(0);
     let edge = format!("osr{}", EDGES.fetch_add(1, Ordering::Relaxed));
     let name = SegmentName::new(&format!("p{}", std::process::id()), &edge).map_err(setup)?;
-    let (ring, receiver) = create_ring(&name, capacity_bytes, senders)?;
+    let (ring, receiver, _) = create_ring(
+        |spec| Segment::create_unique(&name, spec),
+        capacity_bytes,
+        senders,
+    )?;
     let senders = (0..senders)
         .map(|_| ShmOsrSender::join(&ring, batch_bytes))
         .collect::<Result<_, _>>()?;
