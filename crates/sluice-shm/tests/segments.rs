@@ -660,6 +660,13 @@ fn a_file_under_the_predictable_name_does_not_stop_a_unique_segment() {
         create_error(&base, &spec()),
         CreateError::AlreadyExists { .. }
     ));
+    if strangers {
+        // And what is not ours is still never opened.
+        assert!(matches!(
+            open_error(&base, &spec()),
+            OpenError::OwnerMismatch { found: 65534, .. }
+        ));
+    }
     let segment = Segment::create_unique(&base, &spec()).unwrap_or_else(|e| panic!("{e}"));
     let file_name = segment.name().file_name().to_owned();
     assert!(file_name.starts_with("sluice-job-edge-"), "{file_name}");

@@ -791,7 +791,28 @@ mod tests {
         static EDGES: AtomicUsize = AtomicUsize::new(0);
         let edge = format!("raw{}", EDGES.fetch_add(1, Ordering::Relaxed));
         let name = SegmentName::new(&format!("t{}", std::process::id()), &edge).unwrap();
-        create_ring(&name, 1024, senders).unwrap()
+        let (ring, receiver, _) =
+            create_ring(|spec| Segment::create_unique(&name, spec), 1024, senders).unwrap();
+        (ring, receiver)
+    }
+
+    #[test]
+    fn a_receiver_binds_past_a_file_under_its_predictable_name_and_senders_open_what_it_bound() {
+        let base = SegmentName::new(&format!("t{}", std::process::id()), "taken").unwrap();
+        std::fs::write(base.path(), b"someone else's").unwrap();
+        let bound = bind_receiver::<u64>(&base, 1024, 1);
+        let _ = std::fs::remove_file(base.path());
+        let (mut rx, name) = bound.unwrap();
+        assert_ne!(name, base);
+        assert_eq!(name, base.with_nonce(name.nonce().unwrap()));
+        let mut tx = open_sender::<u64>(&name, 1024, 64).unwrap();
+        tx.offer(Message::Data(7)).unwrap();
+        tx.offer(Message::EndOfStream).unwrap();
+        drop(tx);
+        assert_eq!(
+            poll_all(&mut rx),
+            Ok(vec![Message::Data(7), Message::EndOfStream])
+        );
     }
 
     fn poll_all(rx: &mut ShmOsrReceiver<u64>) -> Result<Vec<Message<u64>>, RecvError> {

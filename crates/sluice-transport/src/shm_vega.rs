@@ -626,7 +626,7 @@ mod tests {
         for (i, frames) in bad_runs.iter().enumerate() {
             let pid = std::process::id();
             let name = SegmentName::new(&format!("t{pid}"), &format!("bad{i}")).unwrap();
-            let ring = create_ring(&name, 16, 4).unwrap();
+            let (ring, _) = create_ring(|spec| Segment::create_unique(&name, spec), 16, 4).unwrap();
             let mut producer = ring.producer().unwrap();
             for frame in frames {
                 producer.write(frame).unwrap();
