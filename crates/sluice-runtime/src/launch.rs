@@ -54,6 +54,7 @@ use crate::control::JobControl;
 use crate::link::{self, Admission, Link, LinkListener};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::state::JobState;
+use crate::watch::{Sched, Silence};
 use crate::wire::{self, FromPe, ToPe};
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
 
@@ -120,8 +121,8 @@ struct Pe {
     ended_at: Option<Instant>,
     /// Its silent end (or its silence) is among the job's failures.
     blamed: bool,
-    /// When it was last heard from, once it reached the launcher.
-    last_heard: Option<Instant>,
+    /// Since it was last heard from, once it reached the launcher.
+    heard: Option<Silence>,
 }
 
 impl Pe {
@@ -139,7 +140,7 @@ impl Pe {
             hung_up: false,
             ended_at: None,
             blamed: false,
-            last_heard: None,
+            heard: None,
         }
     }
 
@@ -474,6 +475,21 @@ impl Starting<'_> {
     }
 }
 
+/// A PE is read by what the kernel says of its heartbeat thread once it has been silent for
+/// this long (two heartbeats missed).
+const HEARD_GRACE: Duration = Duration::from_millis(500);
+
+/// What the kernel says of the heartbeat thread of the PE process `pid` (found by its name,
+/// [`crate::pe::HEARTBEAT_THREAD`]), on this host.
+fn heartbeat_thread(pid: u32) -> Option<Sched> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks.filter_map(Result::ok).find_map(|task| {
+        let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
+        (name.trim_end() == crate::pe::HEARTBEAT_THREAD)
+            .then(|| Sched::of_task(&task.path().to_string_lossy()))?
+    })
+}
+
 /// The state letter of process `pid` in `/proc/PID/stat` (`R`, `S`, `D`, `T`, ...).
 fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -528,7 +544,7 @@ impl Children {
                     // A PE that cannot be told has died; supervision reports it.
                     let _ = wire::send(&mut link, &plan_for(pe));
                     self.pes[pe].control = Some(link);
-                    self.pes[pe].last_heard = Some(Instant::now());
+                    self.pes[pe].heard = Some(Silence::new(Instant::now(), HEARD_GRACE));
                     connected += 1;
                     let events = events.clone();
                     std::thread::spawn(move || loop {
@@ -589,12 +605,21 @@ impl Children {
     /// its process's state says (a stopped process, one in an uninterruptible wait).
     fn check_heartbeats(&mut self) {
         let timeout = self.stall_timeout;
+        let now = Instant::now();
         for pe in 0..self.pes.len() {
-            let p = &self.pes[pe];
-            let silent = p.last_heard.is_some_and(|heard| heard.elapsed() >= timeout);
-            if !silent || p.blamed || p.has_spoken() || p.ended_at.is_some() {
+            let p = &mut self.pes[pe];
+            if p.blamed || p.has_spoken() || p.ended_at.is_some() {
                 continue;
             }
+            // A heartbeat that waits for a CPU on a busy machine is not silence.
+            let pid = p.process.as_ref().map(Child::id);
+            let silent = p.heard.as_mut().is_some_and(|heard| {
+                heard.length(now, || pid.and_then(heartbeat_thread)) >= timeout
+            });
+            if !silent {
+                continue;
+            }
+            let p = &self.pes[pe];
             let state = match p.process.as_ref().and_then(|c| process_state(c.id())) {
                 Some('T') => ": its process is stopped (SIGSTOP?)",
                 Some('t') => ": its process is stopped by a debugger",
@@ -714,8 +739,8 @@ impl Children {
     /// Takes in one message of `pe`'s (`None`: its stream closed).
     fn record(&mut self, pe: usize, message: Option<FromPe>) {
         let p = &mut self.pes[pe];
-        if message.is_some() && p.last_heard.is_some() {
-            p.last_heard = Some(Instant::now());
+        if message.is_some() && p.heard.is_some() {
+            p.heard = Some(Silence::new(Instant::now(), HEARD_GRACE));
         }
         match message {
             Some(FromPe::Heartbeat) => {}
@@ -972,7 +997,7 @@ mod tests {
         children.stall_timeout = Duration::from_millis(300);
         let now = Instant::now();
         for pe in &mut children.pes {
-            pe.last_heard = Some(now);
+            pe.heard = Some(Silence::new(now, HEARD_GRACE));
         }
         // p0 beats throughout; p1 falls silent.
         let watchdog = now + Duration::from_secs(10);

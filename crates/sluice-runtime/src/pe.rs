@@ -23,6 +23,9 @@ use crate::metrics::ProcessMetrics;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
 
+/// The name of a PE's heartbeat thread, by which its launcher finds what the kernel says of
+/// it (a heartbeat waiting for a CPU is not silence).
+pub(crate) const HEARTBEAT_THREAD: &str = "heartbeat";
 /// The PE this process runs.
 pub(crate) const ENV_PE: &str = "SLUICE_PE";
 /// The rank Open MPI gives each process it starts.
@@ -164,7 +167,8 @@ fn run_and_report(
     let metrics = Arc::new(ProcessMetrics::default());
     let heart = reporter.clone();
     let sampled = options.metrics.then(|| metrics.clone());
-    std::thread::spawn(move || loop {
+    let beating = std::thread::Builder::new().name(HEARTBEAT_THREAD.into());
+    let spawned = beating.spawn(move || loop {
         std::thread::sleep(HEARTBEAT_PERIOD);
         if heart.send(&FromPe::Heartbeat).is_err() {
             break;
@@ -179,6 +183,7 @@ fn run_and_report(
             }
         }
     });
+    spawned.map_err(|e| RunError::Launch(format!("cannot start the heartbeat thread: {e}")))?;
     let published = options.metrics.then_some(&*metrics);
     let outcome = run(
         graph,
