@@ -50,13 +50,13 @@ use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
 use sluice_transport::tcp::JobSecret;
 
-use crate::control::JobControl;
 use crate::link::{self, Admission, Link, LinkListener};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
-use crate::state::JobState;
-use crate::watch::{Sched, Silence};
 use crate::wire::{self, FromPe, ToPe};
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
+use sluice_exec::control::JobControl;
+use sluice_exec::watch::{Sched, Silence};
+use sluice_exec::JobState;
 
 /// How long PEs may take to exit once they reported, and how long an ended PE's last words
 /// (or its exit status) are waited for.
@@ -706,7 +706,7 @@ impl Children {
 
     /// Records one of the job's failures, of `pe` if it is one PE's.
     fn fail(&mut self, pe: Option<usize>, error: RunError) {
-        if self.failures.len() < crate::error::MAX_FAILURES {
+        if self.failures.len() < sluice_exec::error::MAX_FAILURES {
             self.failures.push((pe, error));
         }
         self.first_failure.get_or_insert_with(Instant::now);
@@ -730,7 +730,7 @@ impl Children {
         }
         let mut failures = std::mem::take(&mut self.failures);
         failures.sort_by_key(|(pe, f)| f.is_consequence().then_some(*pe));
-        match crate::error::root_cause(failures.into_iter().map(|(_, f)| f).collect()) {
+        match sluice_exec::error::root_cause(failures.into_iter().map(|(_, f)| f).collect()) {
             Some(error) => Err(error),
             None => Ok(()),
         }

@@ -16,12 +16,12 @@ use std::sync::{Arc, Mutex};
 use sluice_graph::Graph;
 use sluice_transport::tcp::JobSecret;
 
-use crate::assemble::{self, Scope, Sites};
-use crate::control::JobControl;
 use crate::link::{check_private_dir, ControlAddress, Link};
 use crate::metrics::ProcessMetrics;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
+use sluice_exec::assemble::{self, Scope, Sites};
+use sluice_exec::control::JobControl;
 
 /// The name of a PE's heartbeat thread, by which its launcher finds what the kernel says of
 /// it (a heartbeat waiting for a CPU is not silence).

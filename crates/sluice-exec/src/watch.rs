@@ -86,7 +86,7 @@ impl Progress {
 /// CPU (both in its life; a wait is added once it ends), and whether it is running or ready
 /// to.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Sched {
+pub struct Sched {
     ran: Duration,
     waited: Duration,
     runnable: bool,
@@ -95,7 +95,7 @@ pub(crate) struct Sched {
 impl Sched {
     /// Of the thread whose `/proc` directory is `task` (`/proc/PID/task/TID`): its `schedstat`
     /// and `stat`; `None` where they cannot be read.
-    pub(crate) fn of_task(task: &str) -> Option<Sched> {
+    pub fn of_task(task: &str) -> Option<Sched> {
         let stat = std::fs::read_to_string(format!("{task}/schedstat")).ok()?;
         let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
         let (ran, waited) = (fields.next()??, fields.next()??);
@@ -117,7 +117,7 @@ impl Sched {
 /// other, the period less the waits for a CPU that ended in it. Without what the kernel says,
 /// the whole period.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Silence {
+pub struct Silence {
     since: Instant,
     grace: Duration,
     /// The silence up to the last reading, and that reading with its time.
@@ -127,7 +127,7 @@ pub(crate) struct Silence {
 
 impl Silence {
     /// A silence from `since`, whose thread is read only after `grace`.
-    pub(crate) fn new(since: Instant, grace: Duration) -> Self {
+    pub fn new(since: Instant, grace: Duration) -> Self {
         Self {
             since,
             grace,
@@ -137,11 +137,7 @@ impl Silence {
     }
 
     /// The silence as of `now`, reading the thread with `read` when it is time to.
-    pub(crate) fn length(
-        &mut self,
-        now: Instant,
-        read: impl FnOnce() -> Option<Sched>,
-    ) -> Duration {
+    pub fn length(&mut self, now: Instant, read: impl FnOnce() -> Option<Sched>) -> Duration {
         let (read_at, before) = match self.last_read {
             None if now.duration_since(self.since) < self.grace => {
                 return now.duration_since(self.since)
@@ -172,7 +168,7 @@ impl Silence {
 }
 
 /// One running thread of a job.
-pub(crate) struct Worker {
+pub struct Worker {
     pub(crate) handle: JoinHandle<Vec<InstanceReport>>,
     pub(crate) name: String,
     /// Its instances, for messages.
@@ -201,7 +197,7 @@ impl Seen {
 /// Waits for `workers` to end, calling `tick` every round (it may request a stop); fails the
 /// job when a thread stalls, when a drain passes its deadline, and leaves an aborted job after
 /// [`ABORT_GRACE`]. Returns the reports of the threads that ended.
-pub(crate) fn wait_threads(
+pub fn wait_threads(
     workers: Vec<Worker>,
     control: &JobControl,
     options: &RunOptions,

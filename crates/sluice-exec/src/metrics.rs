@@ -38,8 +38,9 @@ use sluice_transport::ReceiverStats;
 
 use crate::report::per_destination;
 
-/// How often a sample is taken: the threads publish, and a PE sends it with its heartbeat.
-pub const SAMPLE_PERIOD: Duration = crate::wire::HEARTBEAT_PERIOD;
+/// How often a sample is taken: the threads publish, and a PE sends it with its heartbeat
+/// (the control plane's heartbeat period is this one).
+pub const SAMPLE_PERIOD: Duration = Duration::from_millis(250);
 
 /// What a launching process can read of its running job: every PE's threads, their
 /// instances and inbound edges, with rates over the last sampling period.
@@ -484,7 +485,7 @@ impl ThreadPublisher {
 
 /// Every thread of this process that publishes, and the sampler's generation number.
 #[derive(Debug, Default)]
-pub(crate) struct ProcessMetrics {
+pub struct ProcessMetrics {
     request: Arc<CachePaddedGeneration>,
     threads: Mutex<Vec<Arc<ThreadCells>>>,
 }
@@ -510,7 +511,7 @@ impl ProcessMetrics {
     }
 
     /// What the threads last published, per PE, and a request for the next publication.
-    pub(crate) fn sample(&self) -> Vec<(String, Vec<ThreadSample>)> {
+    pub fn sample(&self) -> Vec<(String, Vec<ThreadSample>)> {
         let threads = lock(&self.threads).clone();
         // SYNC: Relaxed: see `ThreadPublisher::asked`.
         self.request.0.fetch_add(1, Ordering::Relaxed);
@@ -535,7 +536,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One thread's published figures, cumulative.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ThreadSample {
+pub struct ThreadSample {
     thread: String,
     /// `monotonic_ns` of the publication of its counts, in its PE's clock (0: none yet).
     #[serde(default)]
@@ -680,7 +681,7 @@ pub struct MetricsHandle(Arc<JobMetrics>);
 
 impl MetricsHandle {
     /// A handle for job `job` whose PEs are named `pes`, in plan order.
-    pub(crate) fn new(job: &str, pes: impl IntoIterator<Item = String>) -> Self {
+    pub fn new(job: &str, pes: impl IntoIterator<Item = String>) -> Self {
         Self(Arc::new(JobMetrics {
             job: job.to_string(),
             started: Instant::now(),
@@ -714,7 +715,7 @@ impl MetricsHandle {
     }
 
     /// Takes in a PE's sample, taken now.
-    pub(crate) fn record(&self, pe: &str, threads: Vec<ThreadSample>) {
+    pub fn record(&self, pe: &str, threads: Vec<ThreadSample>) {
         let mut pes = lock(&self.0.pes);
         if let Some((_, samples)) = pes.iter_mut().find(|(name, _)| name == pe) {
             // A thread's sample that repeats the publication of the latest is no new point:
@@ -733,7 +734,7 @@ impl MetricsHandle {
 
     /// Samples `process` every [`SAMPLE_PERIOD`] on a thread of its own until the job ends
     /// (a job whose PEs are threads of this process).
-    pub(crate) fn sample_threads(&self, process: Arc<ProcessMetrics>) {
+    pub fn sample_threads(&self, process: Arc<ProcessMetrics>) {
         let handle = self.clone();
         let spawned = std::thread::Builder::new()
             .name("sluice-metrics".into())
@@ -753,7 +754,7 @@ impl MetricsHandle {
     }
 
     /// The job ended: a sampler thread leaves.
-    pub(crate) fn end(&self) {
+    pub fn end(&self) {
         // SYNC: Relaxed: the sampler only needs to see it eventually.
         self.0.ended.store(true, Ordering::Relaxed);
     }
