@@ -5,7 +5,6 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Barrier};
 
 use sluice_graph::{Graph, OperatorContext, OperatorKind, Partitioning};
@@ -13,7 +12,7 @@ use sluice_plan::{ChannelPlan, InstanceId, PhysicalPlan};
 use sluice_shm::SegmentName;
 use sluice_sync::IdleStrategy;
 use sluice_transport::tcp::JobSecret;
-use sluice_transport::{ChannelSite, ErasedReceiver};
+use sluice_transport::{ChannelSite, ErasedReceiver, Rendezvous};
 
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
@@ -43,18 +42,20 @@ impl Scope {
     }
 }
 
-/// Where the channels of a job meet: their shared segments are named after the job's id (in
-/// [`sluice_shm::DEFAULT_DIR`], where [`sluice_shm::JobSegments`] sweeps them), and their
-/// network receivers are bound on their hosts' addresses, which the launcher hands to the
-/// senders (`endpoints`).
+/// Where the channels of a job meet: their shared segments are named after the job's id and
+/// the channel, with a random nonce each receiver draws so that nobody can create the name
+/// first (in [`sluice_shm::DEFAULT_DIR`], where [`sluice_shm::JobSegments`] sweeps them), and
+/// their network receivers are bound on their hosts' addresses; the launcher hands the nonces
+/// and the addresses to the senders (`endpoints`).
 #[derive(Debug, Clone)]
 pub struct Sites {
     /// The job's id, unique among the jobs running on the host.
     job: String,
     /// The job's secret, which network receivers require of senders.
     secret: JobSecret,
-    /// The bound address of every network receiver, by channel.
-    pub endpoints: BTreeMap<usize, SocketAddr>,
+    /// What the senders of every bound receiver must be told, by channel: a network
+    /// receiver's address, a shared-memory receiver's segment nonce.
+    pub endpoints: BTreeMap<usize, Rendezvous>,
 }
 
 impl Sites {
@@ -75,8 +76,14 @@ impl Sites {
     ) -> Result<ChannelSite, RunError> {
         let mismatch =
             |e: String| RunError::PlanMismatch(format!("channel {}: {e}", channel.name()));
-        let segment =
+        let mut segment =
             SegmentName::new(&self.job, &channel.name()).map_err(|e| mismatch(e.to_string()))?;
+        let mut peer = None;
+        match self.endpoints.get(&channel.id) {
+            Some(Rendezvous::Address(address)) => peer = Some(*address),
+            Some(Rendezvous::SegmentNonce(nonce)) => segment = segment.with_nonce(*nonce),
+            None => {}
+        }
         let receiver_pe = &plan.pes[plan.instance(channel.to.instance).pe];
         let bind = plan
             .host_of(receiver_pe)
@@ -88,7 +95,7 @@ impl Sites {
         Ok(ChannelSite {
             segment,
             bind,
-            peer: self.endpoints.get(&channel.id).copied(),
+            peer,
             secret: self.secret.clone(),
             sender_index: sender_index as u32,
             receiver_pe: receiver_pe.id,
@@ -100,8 +107,8 @@ impl Sites {
 /// The receivers this process bound for channels whose senders open them by name or address.
 pub struct Bound {
     receivers: Vec<(usize, Box<dyn ErasedReceiver>)>,
-    /// The bound address of each network receiver, by channel, for the senders.
-    pub endpoints: Vec<(usize, SocketAddr)>,
+    /// What the senders of each bound receiver must be told, by channel.
+    pub endpoints: Vec<(usize, Rendezvous)>,
 }
 
 /// Whether `channel` is joined by one in-process pair (its only sender and its receiver both
@@ -137,7 +144,7 @@ pub fn bind(
             continue;
         }
         let stream = &graph.operators()[to.operator].inputs[channel.to.port];
-        let (receiver, address) = stream
+        let (receiver, rendezvous) = stream
             .bind_receiver(
                 &channel.transport,
                 &sites.site(plan, channel, None)?,
@@ -148,7 +155,7 @@ pub fn bind(
                 error,
             })?;
         receivers.push((channel.id, receiver));
-        endpoints.extend(address.map(|a| (channel.id, a)));
+        endpoints.extend(rendezvous.map(|r| (channel.id, r)));
     }
     Ok(Bound {
         receivers,

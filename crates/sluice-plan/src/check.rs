@@ -3,7 +3,7 @@
 //! exactly the plans `sluice run` would build, and refuses the others with the same message.
 //!
 //! - Every channel's transport takes its parameters and its number of senders, and is built
-//!   into this program ([`TransportSpec::validate`]): a `shm-osr` ring takes at most 16
+//!   into this program ([`TransportSpec::validate`]): a `shm-osr` ring takes at most 1024
 //!   senders, a `shm-vega` slot at least one byte and below 4 GiB, a threaded port 1 to
 //!   [`MAX_QUEUE_CAPACITY`] messages; `mpi` needs the `mpi` feature.
 //! - Thread names are unique, not empty and without a NUL byte (they name OS threads and
@@ -15,7 +15,7 @@
 //! [`TransportSpec::validate`]: sluice_transport::TransportSpec::validate
 //! [`MAX_QUEUE_CAPACITY`]: sluice_transport::MAX_QUEUE_CAPACITY
 
-use crate::{ChannelPlan, PhysicalPlan, PlanError};
+use crate::{ChannelPlan, InstanceId, PhysicalPlan, PlanError};
 
 impl PhysicalPlan {
     /// Checks that the plan can run (module doc); the error is the one running it would give.
@@ -41,17 +41,20 @@ impl PhysicalPlan {
         Ok(())
     }
 
-    /// The label of a channel in messages: `up -> down`, or `up1, up2 -> down`.
+    /// The label of a channel in messages: `up -> down`, `up1, up2 -> down`, or for more than
+    /// three senders the first and the last with their count, `up1 ... up20 (20 senders) ->
+    /// down`, so that a message stays one short line however wide the fan-in.
     pub fn channel_label(&self, channel: &ChannelPlan) -> String {
-        let senders: Vec<&str> = channel
-            .senders
-            .iter()
-            .map(|s| self.instance(*s).name.as_str())
-            .collect();
-        format!(
-            "{} -> {}",
-            senders.join(", "),
-            self.instance(channel.to.instance).name
-        )
+        let name = |s: &InstanceId| self.instance(*s).name.as_str();
+        let senders = match channel.senders.as_slice() {
+            [first, .., last] if channel.senders.len() > 3 => format!(
+                "{} ... {} ({} senders)",
+                name(first),
+                name(last),
+                channel.senders.len()
+            ),
+            senders => senders.iter().map(name).collect::<Vec<_>>().join(", "),
+        };
+        format!("{senders} -> {}", self.instance(channel.to.instance).name)
     }
 }

@@ -168,7 +168,9 @@ fn share_receivers(edges: &mut [EdgePlan], chosen: &[bool]) {
 /// Gives every edge that is not fused a channel: edges of one logical edge into one input port
 /// share a channel when its transport takes many senders; every other edge has its own.
 ///
-/// A shared channel takes at most one sender per thread. Two senders of one thread into one
+/// A shared channel takes at most one sender per thread, and at most as many senders as its
+/// transport's receiver takes ([`TransportSpec::max_senders`]): a larger fan-in is split over
+/// several channels, which the downstream thread polls in turn. Two senders of one thread into one
 /// OSR ring could deadlock: one waits for room while the other holds an uncommitted batch
 /// record that the receiver cannot pass, and only the waiting thread could commit it.
 fn group_into_channels(edges: &mut [EdgePlan], instances: &[InstancePlan]) -> Vec<ChannelPlan> {
@@ -185,10 +187,11 @@ fn group_into_channels(edges: &mut [EdgePlan], instances: &[InstancePlan]) -> Ve
             edge.transport.takes_many_senders()
                 && channels[c].transport == edge.transport
                 && (channels[c].senders.contains(&from)
-                    || channels[c]
-                        .senders
-                        .iter()
-                        .all(|&s| thread(s) != thread(from)))
+                    || (channels[c].senders.len() < edge.transport.max_senders()
+                        && channels[c]
+                            .senders
+                            .iter()
+                            .all(|&s| thread(s) != thread(from))))
         });
         let id = match reuse {
             Some(id) => {

@@ -564,14 +564,18 @@ fn what_the_runtime_would_refuse_the_planner_refuses_with_its_message() {
         ))
     };
     let g = graph();
-    // Every sum instance in its own PE: the sink's shm-osr ring would take 17 senders.
+    // A channel of more than three senders is labelled by its first and last.
+    let mut wide = plan(&graph_with_sum(5), &PlanRequest::Processes, &options()).unwrap();
+    let shared = wide.channels.iter_mut().find(|c| c.senders.len() == 5);
+    shared.unwrap().transport = TransportSpec::ShmOsr {
+        capacity_bytes: 1 << 20,
+        batch_bytes: 0,
+    };
     assert_eq!(
-        refusal(&graph_with_sum(17), &PlanRequest::Processes),
-        "edge sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[8], sum[9], \
-         sum[10], sum[11], sum[12], sum[13], sum[14], sum[15], sum[16] -> sink: transport \
-         shm-osr: senders must be between 1 and 16, got 17"
+        wide.check().unwrap_err().to_string(),
+        "edge sum[0] ... sum[4] (5 senders) -> sink: transport shm-osr: batch_bytes must be at \
+         least 1"
     );
-    plan(&graph_with_sum(16), &PlanRequest::Processes, &options()).unwrap();
     assert_eq!(
         refusal(&g, &pinned("{kind='shm-vega', slot_bytes=0, slots=16}")),
         "edge split -> sum[0]: transport shm-vega: slot_bytes must be at least 1, got 0"
@@ -1125,4 +1129,35 @@ fn replication_shares_the_measured_traffic_of_the_operator_among_its_instances()
     }
     assert_eq!(spread.instances["sink"], profile.instances["sink"]);
     assert_eq!(spread.edges.len(), 6);
+}
+
+/// The sink's shared channel when every sum instance runs in its own PE.
+fn fan_in(sums: usize) -> Vec<(TransportSpec, usize)> {
+    let plan = plan(&graph_with_sum(sums), &PlanRequest::Processes, &options()).unwrap();
+    let sink = plan
+        .instances
+        .iter()
+        .position(|i| i.name == "sink")
+        .unwrap();
+    plan.channels
+        .iter()
+        .filter(|c| c.to.instance.0 == sink)
+        .map(|c| (c.transport.clone(), c.senders.len()))
+        .collect()
+}
+
+#[test]
+fn a_fan_in_past_sixteen_processes_is_one_ring_and_past_the_ring_several() {
+    // 20 upstream processes (the Vega paper's feed handlers into one engine) share one ring,
+    // where 16 was the limit.
+    assert_eq!(fan_in(20), vec![(TransportSpec::shm_osr(), 20)]);
+    // Beyond the producer table the planner opens a second ring rather than refusing.
+    let most = sluice_transport::shm_osr::MAX_SENDERS;
+    assert_eq!(
+        fan_in(most + 3),
+        vec![
+            (TransportSpec::shm_osr(), most),
+            (TransportSpec::shm_osr(), 3)
+        ]
+    );
 }

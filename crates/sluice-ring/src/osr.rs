@@ -20,9 +20,9 @@
 //!  192    PRODUCERS_LINE_OFFSET         producers, lost_commits,           producers, rarely
 //!                                       late_claims, joined
 //!  256    HOLES_LINE_OFFSET             8 hole slots: start | len << 32    the consumer
-//!  320    PRODUCER_TABLE_OFFSET         16 producer slots (two lines):     each joined producer,
+//!  320    PRODUCER_TABLE_OFFSET         1024 producer slots (128 lines):   each joined producer,
 //!                                       pid | joined << 32 | left << 33    at join and at leave
-//!  448    DATA_OFFSET                   the byte ring: `capacity` bytes (a power of two)
+//! 8512    DATA_OFFSET                   the byte ring: `capacity` bytes (a power of two)
 //! ```
 //! `write_pos` and `read_pos` are byte *positions* that grow forever (a `u64` does not wrap in
 //! practice); a position's ring offset is `position & (capacity - 1)` and its *lap* is
@@ -163,6 +163,19 @@
 //! (the `shm-osr` transport puts the slot index there). The consumer stores its own pid in the
 //! shared line when it attaches, so producers can tell a dead consumer
 //! ([`OsrProducer::consumer_pid`]).
+//!
+//! The table has [`PRODUCER_SLOTS`] (1024) slots, as many senders as a `tcp` receiver takes,
+//! so that every fan-in the applications allow (up to 1024 upstream instances, or the Vega
+//! paper's 20 feed handlers into each engine) is one ring polled by one consumer. The other
+//! way to take more producers, several rings per consumer, was not chosen: the consumer would
+//! poll every ring on every empty poll (its idle cost and its latency grow with the fan-in),
+//! the producers' records would no longer share one order, and nothing in the protocol asks
+//! for it. The reservation protocol never looks at the table: a slot is written only by its
+//! producer (when it joins and when it leaves) and read by the consumer when it checks a
+//! producer, so a larger table costs 8 bytes of shared memory a slot and no atomic operation
+//! on the hot path. More producers do contend harder on the `write_pos` CAS, which is the
+//! paper's design; a planner that fans in beyond the table splits the senders over several
+//! rings.
 //!
 //! # Failure model
 //! A producer may stop forever at any instruction (its process killed) or be delayed for any

@@ -17,6 +17,8 @@
 //!   caller-driven skip (`skip_stall`): delivered and the record after its pad too, or lost;
 //! - a joined producer that leaves: once the consumer sees it left, every record it committed
 //!   lies below the write position it reads next, and is delivered.
+//! - two producers joining at once past the 16 slots the table once had: each takes its own
+//!   slot, the consumer sees both entries, and each one's record is delivered.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p
 //! sluice-ring --test osr_loom`.
@@ -336,5 +338,39 @@ fn a_joined_producer_that_left_has_all_its_records_below_the_write_position() {
         }
         assert_eq!(got, vec![(0, vec![5; 8])]);
         producer.join().unwrap();
+    });
+}
+
+#[test]
+fn producers_joining_at_once_past_the_sixteenth_slot_take_their_own_slots() {
+    model(2, || {
+        let layout = OsrLayout::new(64, u64::MAX).unwrap();
+        let ring = OsrRing::create(HeapMemory::zeroed(layout.bytes_needed()), layout).unwrap();
+        let mut c = ring.consumer().unwrap();
+        // Sixteen producers joined and left: the next joins take slots 16 and 17.
+        for _ in 0..16 {
+            drop(ring.join().unwrap());
+        }
+        let joiners: Vec<_> = (0..2)
+            .map(|_| {
+                let ring = ring.clone();
+                thread::spawn(move || {
+                    let mut p = ring.join().unwrap();
+                    let id = p.id().unwrap();
+                    push(&mut p, id, &[id as u8; 8]).unwrap();
+                    id
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        poll_until(&mut c, &mut got, |_, got| got.len() == 2);
+        let mut ids: Vec<u32> = joiners.into_iter().map(|j| j.join().unwrap()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![16, 17]);
+        got.sort();
+        assert_eq!(got, vec![(16, vec![16; 8]), (17, vec![17; 8])]);
+        for id in ids {
+            assert_eq!(c.producer(id).map(|e| e.left), Some(true));
+        }
     });
 }

@@ -3,6 +3,10 @@
 //! `VecDeque` of reserved steps (records, pads, jumps) over byte positions, with the window,
 //! the holes and their acknowledgements written out the simple way. Every result is compared:
 //! `Full`/`TooLarge`/`Lost`/`Poisoned`, every poll's deliveries in order, and the counters.
+//!
+//! A second property checks the producer table the same way: any sequence of joins (in runs,
+//! up to past [`PRODUCER_SLOTS`]) and departures against a list of slots, comparing every
+//! join's slot or `ProducerTableFull`, every slot's entry and the joined count.
 #![cfg(not(loom))]
 
 use std::collections::VecDeque;
@@ -10,8 +14,8 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 use sluice_ring::memory::HeapMemory;
 use sluice_ring::osr::{
-    CommitError, OsrError, OsrLayout, OsrProducer, OsrReservation, OsrRing, PushError,
-    ReserveError, HOLE_SLOTS,
+    CommitError, OsrError, OsrLayout, OsrProducer, OsrProducerEntry, OsrReservation, OsrRing,
+    PushError, ReserveError, HOLE_SLOTS, PRODUCER_SLOTS,
 };
 
 const PRODUCERS: usize = 3;
@@ -696,4 +700,78 @@ fn a_long_scripted_run_with_every_kind_of_event_matches_the_model() {
         ]);
     }
     run(256, 2, ops).unwrap();
+}
+
+/// An operation on the producer table.
+#[derive(Debug, Clone)]
+enum TableOp {
+    /// `count` producers join, one after the other.
+    Join { count: usize },
+    /// The `nth` producer still joined (modulo their number) leaves.
+    Leave { nth: usize },
+}
+
+fn table_op() -> impl Strategy<Value = TableOp> {
+    prop_oneof![
+        3 => (1usize..PRODUCER_SLOTS / 2).prop_map(|count| TableOp::Join { count }),
+        1 => any::<usize>().prop_map(|nth| TableOp::Leave { nth }),
+    ]
+}
+
+/// Runs `ops` on a fresh ring's producer table and on a list of slots (`Some(left)` once
+/// joined), comparing them after every operation.
+fn run_table(ops: Vec<TableOp>) -> Result<(), TestCaseError> {
+    let layout = OsrLayout::new(64, u64::MAX).unwrap();
+    let ring = OsrRing::create(HeapMemory::zeroed(layout.bytes_needed()), layout).unwrap();
+    let consumer = ring.consumer().unwrap();
+    let mut joined: Vec<(u32, OsrProducer<HeapMemory>)> = Vec::new();
+    let mut model: Vec<bool> = Vec::new();
+    let me = std::process::id();
+    for op in ops {
+        match op {
+            TableOp::Join { count } => {
+                for _ in 0..count {
+                    match ring.join() {
+                        Ok(producer) => {
+                            prop_assert!(model.len() < PRODUCER_SLOTS);
+                            prop_assert_eq!(producer.id(), Some(model.len() as u32));
+                            joined.push((model.len() as u32, producer));
+                            model.push(false);
+                        }
+                        Err(e) => {
+                            prop_assert_eq!(e, OsrError::ProducerTableFull);
+                            prop_assert_eq!(model.len(), PRODUCER_SLOTS);
+                        }
+                    }
+                }
+            }
+            TableOp::Leave { nth } => {
+                if !joined.is_empty() {
+                    let (id, producer) = joined.swap_remove(nth % joined.len());
+                    drop(producer);
+                    model[id as usize] = true;
+                }
+            }
+        }
+        prop_assert_eq!(consumer.joined(), model.len());
+        for (id, &left) in model.iter().enumerate() {
+            prop_assert_eq!(
+                consumer.producer(id as u32),
+                Some(OsrProducerEntry { pid: me, left })
+            );
+        }
+        prop_assert_eq!(consumer.producer(model.len() as u32), None);
+        prop_assert_eq!(ring.stats().producers, joined.len() as u64);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 64 }))]
+    #[test]
+    fn the_producer_table_behaves_like_a_list_of_slots(
+        ops in prop::collection::vec(table_op(), 0..if cfg!(miri) { 3 } else { 12 }),
+    ) {
+        run_table(ops)?;
+    }
 }

@@ -20,9 +20,9 @@
 //! A PE that loses the socket aborts at once (its launcher is gone); the launcher treats a PE
 //! that exits without `Done` as dead.
 
+use sluice_transport::Rendezvous;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
-use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 use sluice_graph::{histogram_from_pairs, histogram_pairs, OperatorReport};
@@ -38,9 +38,10 @@ pub(crate) enum FromPe {
     Hello {
         pe: usize,
     },
-    /// Receivers are bound; the addresses of its network receivers, by channel.
+    /// Receivers are bound; what their senders must be told (a network receiver's address, a
+    /// shared segment's nonce), by channel.
     Bound {
-        endpoints: Vec<(usize, SocketAddr)>,
+        endpoints: Vec<(usize, Rendezvous)>,
     },
     Ready,
     /// It is alive (sent every [`HEARTBEAT_PERIOD`] from its `Hello` on).
@@ -72,9 +73,9 @@ pub(crate) enum ToPe {
         plan: Box<PhysicalPlan>,
         resume: Option<Box<JobState>>,
     },
-    /// Open the senders; the addresses of every network receiver of the job, by channel.
+    /// Open the senders; what every bound receiver of the job told its senders, by channel.
     Connect {
-        endpoints: Vec<(usize, SocketAddr)>,
+        endpoints: Vec<(usize, Rendezvous)>,
     },
     Go,
     Stop,

@@ -12,7 +12,9 @@
 //! - [`Segment::open`] maps an existing segment after checking everything it can: owner, mode,
 //!   size, magic, header version, kind, layout version, capacities. Each mismatch is its own
 //!   [`OpenError`] variant naming the path, the field, what was expected and what was found.
-//! - [`SegmentName`] gives each (job, edge) pair its own file name, `sluice-<job>-<edge>`.
+//! - [`SegmentName`] gives each (job, edge) pair its own file name, `sluice-<job>-<edge>`;
+//!   [`Segment::create_unique`] adds a random nonce to it (`sluice-<job>-<edge>-<nonce>`), so
+//!   that no other user can create the name first and keep the job from starting.
 //! - [`remove_stale`] deletes the segments a crashed run left behind (their creator's pid is
 //!   gone) and reports them; [`JobSegments`] does that when a job starts and removes all of the
 //!   job's segments when it ends.
@@ -41,6 +43,6 @@ mod stale;
 
 pub use job::{BeginJobError, JobSegments};
 pub use name::{NameError, SegmentName, DEFAULT_DIR, MAX_FILE_NAME_LEN, NAME_PREFIX};
-pub use segment::{CreateError, CreateStep, OpenError, RemoveError, Segment};
+pub use segment::{CreateError, CreateStep, OpenError, RemoveError, Segment, CREATE_ATTEMPTS};
 pub use spec::{SegmentKind, SegmentSpec};
 pub use stale::{process_is_running, remove_stale, StaleSegment, SweepError};

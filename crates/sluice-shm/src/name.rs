@@ -5,11 +5,22 @@
 //! that the mapping is injective and the result is a safe file name: ASCII letters and digits
 //! stay as they are, every other byte of their UTF-8 becomes `_` and two lowercase hex digits
 //! (`-` is `_2d`, `_` is `_5f`). So the name holds exactly two `-`, after `sluice` and
-//! between job and edge, and never a `.` or `/`.
+//! between job and edge (and a third before a nonce, below), and never a `.` or `/`.
+//!
+//! A segment that others must not be able to guess ([`crate::Segment::create_unique`]) has a
+//! *nonce* after its edge: `sluice-<J>-<E>-<nonce>`, the nonce 16 lowercase hex digits drawn
+//! from the operating system's randomness. A job's name and an edge's are easy to predict (a
+//! job id holds the launcher's pid, which is sequential): any local user could create the file
+//! first, and the job, which refuses to open a file that is not its own, could not start. The
+//! nonce makes that a guess of 64 bits; the creator tells the name to whoever opens the
+//! segment. The name still starts with `sluice-<J>-`, so [`crate::JobSegments`] removes it
+//! with the job's other segments.
 //!
 //! While [`crate::Segment::create`] builds a segment it is called
-//! `sluice-<J>-<E>-<pid>.creating`; the pid in that name lets [`crate::remove_stale`] remove
-//! what a creator that died half-way left behind.
+//! `<name>-<pid>.creating`; the pid in that name lets [`crate::remove_stale`] remove what a
+//! creator that died half-way left behind. A unique segment is built under a name with a
+//! nonce of its own, so the temporary name, which anyone can list, does not give away the
+//! name the segment will be published under.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,12 +32,14 @@ pub const DEFAULT_DIR: &str = "/dev/shm";
 pub const NAME_PREFIX: &str = "sluice-";
 /// What the temporary name of a segment under construction ends with.
 const CREATING_SUFFIX: &str = ".creating";
-/// The longest a segment's file name may be: `NAME_MAX` (255) less room for the temporary
-/// name's `-<pid>.creating`.
-pub const MAX_FILE_NAME_LEN: usize = 235;
+/// How many hex digits a nonce has.
+const NONCE_DIGITS: usize = 16;
+/// The longest a segment's file name may be without its nonce: `NAME_MAX` (255) less room for
+/// `-<nonce>` and the temporary name's `-<pid>.creating`.
+pub const MAX_FILE_NAME_LEN: usize = 218;
 
-/// `-`, the longest `u32` in decimal, and the suffix, fit beside the longest name.
-const _: () = assert!(MAX_FILE_NAME_LEN + 1 + 10 + CREATING_SUFFIX.len() <= 255);
+/// The nonce, `-`, the longest `u32` in decimal, and the suffix, fit beside the longest name.
+const _: () = assert!(MAX_FILE_NAME_LEN + 1 + NONCE_DIGITS + 1 + 10 + CREATING_SUFFIX.len() <= 255);
 
 /// Why a job and edge make no segment name.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -61,7 +74,11 @@ pub enum NameError {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentName {
     dir: PathBuf,
+    /// `sluice-<job>-<edge>`, escaped.
+    base: String,
+    /// `base`, then `-<nonce>` if it has one.
     file_name: String,
+    nonce: Option<u64>,
 }
 
 impl SegmentName {
@@ -89,8 +106,26 @@ impl SegmentName {
         }
         Ok(Self {
             dir: dir.into(),
+            base: file_name.clone(),
             file_name,
+            nonce: None,
         })
+    }
+
+    /// This name with `nonce` after its edge (in place of any nonce it had):
+    /// `sluice-<job>-<edge>-<nonce>`.
+    pub fn with_nonce(&self, nonce: u64) -> Self {
+        Self {
+            dir: self.dir.clone(),
+            base: self.base.clone(),
+            file_name: format!("{}-{nonce:0width$x}", self.base, width = NONCE_DIGITS),
+            nonce: Some(nonce),
+        }
+    }
+
+    /// The nonce after the edge, if the name has one.
+    pub fn nonce(&self) -> Option<u64> {
+        self.nonce
     }
 
     /// The directory the segment lives in.
@@ -98,7 +133,7 @@ impl SegmentName {
         &self.dir
     }
 
-    /// The file name, `sluice-<job>-<edge>` escaped.
+    /// The file name, `sluice-<job>-<edge>` escaped, then `-<nonce>` if it has one.
     pub fn file_name(&self) -> &str {
         &self.file_name
     }
@@ -158,7 +193,8 @@ fn push_escaped(out: &mut String, part: &str) {
 /// What a file in a segment directory is, judged by its name alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SegmentFileName {
-    /// `sluice-<job>-<edge>`: a published segment; its creator is in its header.
+    /// `sluice-<job>-<edge>`, perhaps with `-<nonce>`: a published segment; its creator is in
+    /// its header.
     Published,
     /// `sluice-<job>-<edge>-<pid>.creating`: a segment `pid` is building (or died building).
     Creating {
@@ -180,7 +216,8 @@ pub(crate) fn classify(file_name: &str) -> Option<SegmentFileName> {
     is_published(file_name).then_some(SegmentFileName::Published)
 }
 
-/// Whether `file_name` has the shape `sluice-<escaped job>-<escaped edge>`.
+/// Whether `file_name` has the shape `sluice-<escaped job>-<escaped edge>`, perhaps followed
+/// by `-<nonce>`.
 fn is_published(file_name: &str) -> bool {
     let Some(rest) = file_name.strip_prefix(NAME_PREFIX) else {
         return false;
@@ -188,10 +225,18 @@ fn is_published(file_name: &str) -> bool {
     let escaped = |part: &str| {
         !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
     };
-    match rest.split_once('-') {
-        Some((job, edge)) => escaped(job) && escaped(edge),
-        None => false,
-    }
+    let nonce = |part: &str| {
+        part.len() == NONCE_DIGITS && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let Some((job, rest)) = rest.split_once('-') else {
+        return false;
+    };
+    let edge = match rest.split_once('-') {
+        Some((edge, suffix)) if nonce(suffix) => edge,
+        Some(_) => return false,
+        None => rest,
+    };
+    escaped(job) && escaped(edge)
 }
 
 #[cfg(test)]
@@ -251,12 +296,38 @@ mod tests {
             classify(&creating),
             Some(SegmentFileName::Creating { pid: 4242 })
         );
+        let unique = SegmentName::in_dir("/d", "job-1", "edge.0")
+            .map(|n| n.with_nonce(0x00c0_ffee))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            unique.file_name(),
+            "sluice-job_2d1-edge_2e0-0000000000c0ffee"
+        );
+        assert_eq!(unique.nonce(), Some(0x00c0_ffee));
+        assert_eq!(
+            classify(unique.file_name()),
+            Some(SegmentFileName::Published)
+        );
+        let creating = unique.creating_path(7);
+        assert_eq!(
+            creating
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned()),
+            Some("sluice-job_2d1-edge_2e0-0000000000c0ffee-7.creating".into())
+        );
+        assert_eq!(
+            classify("sluice-job_2d1-edge_2e0-0000000000c0ffee-7.creating"),
+            Some(SegmentFileName::Creating { pid: 7 })
+        );
         for other in [
             "sluice-",
             "sluice-a",
             "sluice-a-",
             "sluice--b",
             "sluice-a-b-c",
+            "sluice-a-b-0000000000C0FFEE",
+            "sluice-a-b-00c0ffee",
+            "sluice-a-b-0000000000c0ffee-0000000000c0ffee",
             "sluice-a-b.txt",
             "sluice-a-b-.creating",
             "sluice-a-b-+1.creating",
@@ -284,8 +355,13 @@ mod tests {
             })
         ));
         assert!(matches!(job_prefix(&long), Err(NameError::TooLong { .. })));
-        // The longest name that fits is accepted.
+        // The longest name that fits is accepted, and with a nonce and as a temporary name it
+        // is still a file name.
         let fits = "x".repeat(MAX_FILE_NAME_LEN - "sluice-j-".len());
         assert_eq!(file_name("j", &fits).len(), MAX_FILE_NAME_LEN);
+        let longest = SegmentName::in_dir("/d", "j", &fits)
+            .map(|n| n.with_nonce(u64::MAX).creating_path(u32::MAX))
+            .unwrap_or_default();
+        assert_eq!(longest.file_name().map(|f| f.len()), Some(255));
     }
 }

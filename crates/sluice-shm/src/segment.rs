@@ -13,6 +13,12 @@
 //! 5. `renameat2(RENAME_NOREPLACE)` it to `sluice-<job>-<edge>`: atomic, and refused if the
 //!    name exists. Until this step no opener can see the segment; after it the segment is
 //!    complete. A failure at any earlier step removes the temporary file.
+//!
+//! [`Segment::create_unique`] does the same under names nobody can guess
+//! (`sluice-<job>-<edge>-<nonce>`, see [`crate::SegmentName`]), building it under a temporary
+//! name with a nonce of its own; if either name is taken (someone created it first, by chance
+//! or on purpose) it draws fresh nonces and tries again, up to [`CREATE_ATTEMPTS`] times. What
+//! it found is never opened or removed: it is not ours to touch.
 
 use crate::header::{
     SegmentHeader, CAPACITY_COUNT, DATA_ALIGN, DATA_OFFSET, HEADER_LEN, HEADER_VERSION, MAGIC,
@@ -33,6 +39,11 @@ use thiserror::Error;
 
 /// The only mode a segment file may have: read and write for its owner, nothing for others.
 const SEGMENT_MODE: u32 = 0o600;
+
+/// How many pairs of names [`Segment::create_unique`] tries before it gives up. Two random
+/// 64-bit nonces collide with an existing file only if someone saw the name first, so even one
+/// retry is rare; eight bound the work a hostile neighbour can cause.
+pub const CREATE_ATTEMPTS: usize = 8;
 
 /// The step of [`Segment::create`] that failed, for [`CreateError::Io`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +116,16 @@ pub enum CreateError {
         /// The size that was asked for (saturated at `u64::MAX`).
         size: u64,
     },
+    /// The operating system gave no random bytes for a unique name.
+    #[error("cannot create shared segment {path} ({size} bytes): no random name: {reason}")]
+    NoRandomName {
+        /// The segment's path, without its nonce.
+        path: PathBuf,
+        /// The size that was asked for.
+        size: u64,
+        /// Why.
+        reason: String,
+    },
     /// Any other failure (a missing or read-only directory, say), with the step it hit.
     #[error("cannot create shared segment {path} ({size} bytes): {step}: {source}")]
     Io {
@@ -148,6 +169,7 @@ impl CreateError {
             Self::AlreadyExists { path, .. }
             | Self::NoSpace { path, .. }
             | Self::TooLarge { path, .. }
+            | Self::NoRandomName { path, .. }
             | Self::Io { path, .. } => path,
         }
     }
@@ -158,6 +180,7 @@ impl CreateError {
             Self::AlreadyExists { size, .. }
             | Self::NoSpace { size, .. }
             | Self::TooLarge { size, .. }
+            | Self::NoRandomName { size, .. }
             | Self::Io { size, .. } => *size,
         }
     }
@@ -444,6 +467,7 @@ impl Drop for UnpublishedFile<'_> {
 #[derive(Debug)]
 pub struct Segment {
     map: MmapRaw,
+    name: SegmentName,
     path: PathBuf,
     header: SegmentHeader,
     id: FileId,
@@ -465,20 +489,60 @@ impl Segment {
     /// first), if the file system has no room ([`CreateError::NoSpace`]), or if the directory
     /// is missing or not writable; every error names the path and the size.
     pub fn create(name: &SegmentName, spec: &SegmentSpec) -> Result<Self, CreateError> {
-        let path = name.path();
-        let size = match (spec.data_len as u64).checked_add(DATA_OFFSET as u64) {
-            Some(size) if i64::try_from(size).is_ok() && usize::try_from(size).is_ok() => size,
-            Some(size) => return Err(CreateError::TooLarge { path, size }),
-            None => {
-                return Err(CreateError::TooLarge {
-                    path,
-                    size: u64::MAX,
+        Self::create_as(name, name, spec)
+    }
+
+    /// Creates a segment as [`Segment::create`] does, under `base` with a nonce drawn from the
+    /// operating system's randomness (`sluice-<job>-<edge>-<nonce>`), so that nobody can
+    /// create its name first; its openers learn the name from [`Segment::name`]. A name taken
+    /// already is left alone and fresh nonces are drawn, up to [`CREATE_ATTEMPTS`] times.
+    pub fn create_unique(base: &SegmentName, spec: &SegmentSpec) -> Result<Self, CreateError> {
+        Self::create_unique_from(base, spec, || {
+            let mut bytes = [0; 8];
+            getrandom::fill(&mut bytes).map(|()| u64::from_ne_bytes(bytes))
+        })
+    }
+
+    /// [`Segment::create_unique`] with nonces from `nonces` (tests force collisions).
+    fn create_unique_from(
+        base: &SegmentName,
+        spec: &SegmentSpec,
+        mut nonces: impl FnMut() -> Result<u64, getrandom::Error>,
+    ) -> Result<Self, CreateError> {
+        let mut attempt = 1;
+        loop {
+            let mut nonce = || {
+                nonces().map_err(|e| CreateError::NoRandomName {
+                    path: base.path(),
+                    size: segment_size(spec).unwrap_or(u64::MAX),
+                    reason: e.to_string(),
                 })
+            };
+            let name = base.with_nonce(nonce()?);
+            let building = base.with_nonce(nonce()?);
+            match Self::create_as(&name, &building, spec) {
+                Err(CreateError::AlreadyExists { .. }) if attempt < CREATE_ATTEMPTS => {
+                    attempt += 1;
+                }
+                done => return done,
             }
+        }
+    }
+
+    /// Creates the segment `name`, building it under `building`'s temporary name.
+    fn create_as(
+        name: &SegmentName,
+        building: &SegmentName,
+        spec: &SegmentSpec,
+    ) -> Result<Self, CreateError> {
+        let path = name.path();
+        let Some(size) = segment_size(spec) else {
+            let size = (spec.data_len as u64).saturating_add(DATA_OFFSET as u64);
+            return Err(CreateError::TooLarge { path, size });
         };
         let fail = |step, e: io::Error| CreateError::from_io(&path, size, step, e);
         let pid = own_pid();
-        let creating = name.creating_path(pid);
+        let creating = building.creating_path(pid);
 
         let fd = rustix::fs::open(
             &creating,
@@ -542,6 +606,7 @@ impl Segment {
 
         Ok(Self {
             map,
+            name: name.clone(),
             path,
             header,
             id,
@@ -615,6 +680,7 @@ impl Segment {
         let map = map(&file, size as u64).map_err(io_error)?;
         Ok(Self {
             map,
+            name: name.clone(),
             path,
             header,
             id: FileId::of(&metadata),
@@ -645,6 +711,11 @@ impl Segment {
     /// Whether the data area has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The segment's name (with its nonce, for one made by [`Segment::create_unique`]).
+    pub fn name(&self) -> &SegmentName {
+        &self.name
     }
 
     /// The segment file's path.
@@ -711,6 +782,13 @@ impl Drop for Segment {
             let _ = remove_if_same(&self.path, self.id);
         }
     }
+}
+
+/// The size of a segment of `spec`, header included, if it fits a file and a mapping.
+fn segment_size(spec: &SegmentSpec) -> Option<u64> {
+    (spec.data_len as u64)
+        .checked_add(DATA_OFFSET as u64)
+        .filter(|&size| i64::try_from(size).is_ok() && usize::try_from(size).is_ok())
 }
 
 /// Allocates `size` bytes for `file` so that touching any page later cannot fail.
@@ -799,4 +877,62 @@ fn check_header(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SegmentSpec {
+        SegmentSpec {
+            kind: SegmentKind::new(*b"testuniq"),
+            layout_version: 1,
+            capacities: [0, 0],
+            data_len: 64,
+        }
+    }
+
+    /// Nonces in the order given, as the operating system would draw them.
+    fn drawn(nonces: &[u64]) -> impl FnMut() -> Result<u64, getrandom::Error> + '_ {
+        let mut next = nonces.iter();
+        move || Ok(next.next().copied().unwrap_or(u64::MAX))
+    }
+
+    #[test]
+    fn a_taken_name_or_temporary_name_is_left_alone_and_fresh_nonces_are_drawn() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = SegmentName::in_dir(dir.path(), "job", "edge").unwrap();
+        // Someone created the name of the first attempt, and the temporary name of the
+        // second (its creating file, under our pid).
+        std::fs::write(base.with_nonce(1).path(), b"theirs").unwrap();
+        std::fs::write(base.with_nonce(4).creating_path(own_pid()), b"theirs").unwrap();
+        let segment = Segment::create_unique_from(&base, &spec(), drawn(&[1, 2, 3, 4, 5, 6]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(segment.name(), &base.with_nonce(5));
+        assert_eq!(segment.path(), base.with_nonce(5).path());
+        assert_eq!(std::fs::read(base.with_nonce(1).path()).unwrap(), b"theirs");
+        // Nothing of ours is left under a temporary name.
+        assert!(!base.with_nonce(2).creating_path(own_pid()).exists());
+        assert!(!base.with_nonce(6).creating_path(own_pid()).exists());
+        Segment::open(segment.name(), &spec()).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn creation_gives_up_after_its_attempts_with_the_last_name_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = SegmentName::in_dir(dir.path(), "job", "edge").unwrap();
+        std::fs::write(base.with_nonce(7).path(), b"theirs").unwrap();
+        // Every attempt draws the taken nonce for its name.
+        let error = Segment::create_unique_from(&base, &spec(), || Ok(7))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.ends_with("-0000000000000007 (128 bytes): it already exists"),
+            "{error}"
+        );
+        let failed =
+            Segment::create_unique_from(&base, &spec(), || Err(getrandom::Error::UNSUPPORTED));
+        assert!(matches!(failed, Err(CreateError::NoRandomName { .. })));
+    }
 }

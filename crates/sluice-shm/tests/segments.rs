@@ -644,3 +644,49 @@ fn a_killed_creator_is_reported_and_its_segment_removed() {
     // touches it now.
     unsafe { opened.as_ptr().write(1) };
 }
+
+/// A stranger's file under the name an edge's segment once had (its job id holds a pid, which
+/// anyone can predict) stopped the job: it refused to create the segment. A unique name goes
+/// around it and leaves it alone; the job still removes its own segments when it ends.
+#[test]
+fn a_file_under_the_predictable_name_does_not_stop_a_unique_segment() {
+    let dir = test_dir();
+    let job = JobSegments::begin_in(dir.path(), "job").unwrap_or_else(|e| panic!("{e}"));
+    let base = name(&dir, "edge");
+    fs::write(base.path(), b"not yours").unwrap();
+    // Another user's, where we may give it away (as root).
+    let strangers = std::os::unix::fs::chown(base.path(), Some(65534), Some(65534)).is_ok();
+    assert!(matches!(
+        create_error(&base, &spec()),
+        CreateError::AlreadyExists { .. }
+    ));
+    if strangers {
+        // And what is not ours is still never opened.
+        assert!(matches!(
+            open_error(&base, &spec()),
+            OpenError::OwnerMismatch { found: 65534, .. }
+        ));
+    }
+    let segment = Segment::create_unique(&base, &spec()).unwrap_or_else(|e| panic!("{e}"));
+    let file_name = segment.name().file_name().to_owned();
+    assert!(file_name.starts_with("sluice-job-edge-"), "{file_name}");
+    assert_eq!(file_name.len(), "sluice-job-edge-".len() + 16);
+    let opened = Segment::open(segment.name(), &spec()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(opened.creator_pid(), std::process::id());
+    let other = Segment::create_unique(&base, &spec()).unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(other.name(), segment.name());
+    // The job's end removes both, whoever created them.
+    let mut ours = vec![segment.path().to_owned(), other.path().to_owned()];
+    let mut removed = job.end().unwrap_or_else(|e| panic!("{e}"));
+    if !strangers {
+        // The "stranger" is us: the job removes that file too.
+        ours.push(base.path());
+    }
+    ours.sort();
+    removed.sort();
+    assert_eq!(removed, ours);
+    assert_eq!(
+        fs::read(base.path()).ok(),
+        strangers.then(|| b"not yours".to_vec())
+    );
+}

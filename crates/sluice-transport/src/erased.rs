@@ -11,7 +11,6 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
-use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +18,8 @@ use std::time::Duration;
 use sluice_types::{BatchRef, Message, Punctuation, Tuple, TupleRef, TupleSchema};
 
 use crate::{
-    ChannelSite, ReceiverStats, RecvError, SendError, TransportError, TransportSpec, TupleReceiver,
-    TupleSender,
+    ChannelSite, ReceiverStats, RecvError, Rendezvous, SendError, TransportError, TransportSpec,
+    TupleReceiver, TupleSender,
 };
 
 /// What a receiver hands to the runtime, in stream order.
@@ -125,7 +124,7 @@ impl StreamType {
         spec: &TransportSpec,
         site: &ChannelSite,
         senders: usize,
-    ) -> Result<(Box<dyn ErasedReceiver>, Option<SocketAddr>), TransportError> {
+    ) -> Result<(Box<dyn ErasedReceiver>, Option<Rendezvous>), TransportError> {
         self.endpoints.bind_receiver(spec, site, senders)
     }
 
@@ -146,7 +145,7 @@ trait EndpointFactory: Send + Sync {
         spec: &TransportSpec,
         site: &ChannelSite,
         senders: usize,
-    ) -> Result<(Box<dyn ErasedReceiver>, Option<SocketAddr>), TransportError>;
+    ) -> Result<(Box<dyn ErasedReceiver>, Option<Rendezvous>), TransportError>;
     fn open_sender(
         &self,
         spec: &TransportSpec,
@@ -167,9 +166,9 @@ impl<T: Tuple> EndpointFactory for TypedFactory<T> {
         spec: &TransportSpec,
         site: &ChannelSite,
         senders: usize,
-    ) -> Result<(Box<dyn ErasedReceiver>, Option<SocketAddr>), TransportError> {
-        let (receiver, address) = spec.bind_receiver_typed::<T>(site, senders)?;
-        Ok((erase_receiver(receiver), address))
+    ) -> Result<(Box<dyn ErasedReceiver>, Option<Rendezvous>), TransportError> {
+        let (receiver, rendezvous) = spec.bind_receiver_typed::<T>(site, senders)?;
+        Ok((erase_receiver(receiver), rendezvous))
     }
 
     fn open_sender(

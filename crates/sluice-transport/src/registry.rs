@@ -137,7 +137,9 @@ pub enum TransportError {
 /// open it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChannelSite {
-    /// The shared segment of a shared-memory transport.
+    /// The shared segment of a shared-memory transport: for the receiver, the name it binds
+    /// under with a random nonce of its own ([`SegmentName::with_nonce`]); for a sender, the
+    /// name the receiver bound, nonce included, handed over by the launcher.
     pub segment: SegmentName,
     /// The address of the receiver's host: a network receiver binds there (any free port).
     pub bind: IpAddr,
@@ -153,9 +155,18 @@ pub struct ChannelSite {
     pub channel: usize,
 }
 
-/// A receiver bound at a channel site, and the address its senders must be given (for a
-/// network transport).
-pub type BoundReceiver<T> = (Box<dyn TupleReceiver<T>>, Option<SocketAddr>);
+/// What the senders of a bound receiver must be told to reach it, beyond what the plan says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rendezvous {
+    /// A network receiver's bound address.
+    Address(SocketAddr),
+    /// The random nonce in the name of a shared-memory receiver's segment: nobody can create
+    /// the name before the receiver does, so the senders learn it from the receiver.
+    SegmentNonce(u64),
+}
+
+/// A receiver bound at a channel site, and what its senders must be told to reach it.
+pub type BoundReceiver<T> = (Box<dyn TupleReceiver<T>>, Option<Rendezvous>);
 
 impl TransportSpec {
     /// A threaded port with the default capacity.
@@ -192,6 +203,17 @@ impl TransportSpec {
         matches!(self, Self::ShmOsr { .. } | Self::Tcp(_) | Self::Mpi(_))
     }
 
+    /// The most senders one receiver of the transport takes.
+    pub fn max_senders(&self) -> usize {
+        match self {
+            Self::Fused | Self::Threaded { .. } | Self::ShmVega { .. } => 1,
+            Self::ShmOsr { .. } => crate::shm_osr::MAX_SENDERS,
+            Self::Tcp(_) => crate::tcp::MAX_SENDERS,
+            Self::UdpMq(_) => crate::udp_mq::MAX_SENDERS,
+            Self::Mpi(_) => crate::mpi::MAX_SENDERS as usize,
+        }
+    }
+
     /// Whether the transport runs only between PEs launched by `mpirun`.
     pub fn needs_mpi_launcher(&self) -> bool {
         matches!(self, Self::Mpi(_))
@@ -223,7 +245,8 @@ impl TransportSpec {
                 reason,
             })
         };
-        let senders_at_most = |most: usize| {
+        let senders_in_range = || {
+            let most = self.max_senders();
             if (1..=most).contains(&senders) {
                 Ok(())
             } else {
@@ -242,7 +265,7 @@ impl TransportSpec {
                         format!("must be between 1 and {MAX_QUEUE_CAPACITY}, got {capacity}"),
                     );
                 }
-                senders_at_most(1)
+                senders_in_range()
             }
             Self::ShmVega { slot_bytes, slots } => {
                 if senders != 1 {
@@ -260,17 +283,17 @@ impl TransportSpec {
                 capacity_bytes,
                 batch_bytes,
             } => {
-                senders_at_most(crate::shm_osr::MAX_SENDERS)?;
+                senders_in_range()?;
                 crate::shm_osr::slot_bytes(capacity_bytes)?;
                 crate::shm_osr::check_batch_bytes(batch_bytes)
             }
             Self::Tcp(params) => {
                 params.validate()?;
-                senders_at_most(crate::tcp::MAX_SENDERS)
+                senders_in_range()
             }
             Self::UdpMq(params) => {
                 params.validate()?;
-                senders_at_most(crate::udp_mq::MAX_SENDERS)
+                senders_in_range()
             }
             Self::Mpi(params) => {
                 params.validate()?;
@@ -280,7 +303,7 @@ impl TransportSpec {
                         feature: "mpi",
                     });
                 }
-                senders_at_most(crate::mpi::MAX_SENDERS as usize)
+                senders_in_range()
             }
         }
     }
@@ -348,8 +371,9 @@ impl TransportSpec {
                         senders,
                     });
                 }
-                let rx = crate::shm_vega::create_receiver::<T>(&site.segment, slot_bytes, slots)?;
-                Ok((Box::new(rx), None))
+                let (rx, name) =
+                    crate::shm_vega::bind_receiver::<T>(&site.segment, slot_bytes, slots)?;
+                Ok((Box::new(rx), name.nonce().map(Rendezvous::SegmentNonce)))
             }
             Self::Tcp(params) => {
                 let (rx, bound) = crate::tcp::bind_receiver::<T>(
@@ -358,16 +382,13 @@ impl TransportSpec {
                     senders,
                     &params,
                 )?;
-                Ok((Box::new(rx), Some(bound)))
+                Ok((Box::new(rx), Some(Rendezvous::Address(bound))))
             }
-            Self::ShmOsr { capacity_bytes, .. } => Ok((
-                Box::new(crate::shm_osr::create_receiver::<T>(
-                    &site.segment,
-                    capacity_bytes,
-                    senders,
-                )?),
-                None,
-            )),
+            Self::ShmOsr { capacity_bytes, .. } => {
+                let (rx, name) =
+                    crate::shm_osr::bind_receiver::<T>(&site.segment, capacity_bytes, senders)?;
+                Ok((Box::new(rx), name.nonce().map(Rendezvous::SegmentNonce)))
+            }
             Self::UdpMq(params) => {
                 let (rx, bound) = crate::udp_mq::bind_receiver::<T>(
                     SocketAddr::new(site.bind, 0),
@@ -375,9 +396,21 @@ impl TransportSpec {
                     senders,
                     &params,
                 )?;
-                Ok((Box::new(rx), Some(bound)))
+                Ok((Box::new(rx), Some(Rendezvous::Address(bound))))
             }
             Self::Mpi(params) => Ok((mpi_endpoints::bind(site, senders, &params)?, None)),
+        }
+    }
+
+    /// The segment a shared-memory receiver bound at `site`: its name must carry the nonce the
+    /// receiver drew, handed over to the senders.
+    fn bound_segment<'a>(&self, site: &'a ChannelSite) -> Result<&'a SegmentName, TransportError> {
+        match site.segment.nonce() {
+            Some(_) => Ok(&site.segment),
+            None => Err(TransportError::Setup(format!(
+                "no segment name for the {} receiver was handed over",
+                self.name()
+            ))),
         }
     }
 
@@ -391,7 +424,7 @@ impl TransportSpec {
                 transport: self.name(),
             }),
             Self::ShmVega { slot_bytes, slots } => Ok(Box::new(crate::shm_vega::open_sender::<T>(
-                &site.segment,
+                self.bound_segment(site)?,
                 slot_bytes,
                 slots,
             )?)),
@@ -399,7 +432,7 @@ impl TransportSpec {
                 capacity_bytes,
                 batch_bytes,
             } => Ok(Box::new(crate::shm_osr::open_sender::<T>(
-                &site.segment,
+                self.bound_segment(site)?,
                 capacity_bytes,
                 batch_bytes,
             )?)),

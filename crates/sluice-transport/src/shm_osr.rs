@@ -86,7 +86,7 @@ use sluice_ring::osr::{
     batch_item_bytes, CommitError, OsrConsumer, OsrLayout, OsrProducer, OsrRecord, OsrRing,
     OsrStall, PushError, ReserveError, PRODUCER_SLOTS,
 };
-use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
+use sluice_shm::{process_is_running, CreateError, Segment, SegmentKind, SegmentName, SegmentSpec};
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use crate::parts::{check_len, Outgoing, Reassembly, SendsInParts, MAX_TUPLE_BYTES};
@@ -110,7 +110,7 @@ pub const PART_BYTES: usize = 64 << 10;
 /// Bytes of a punctuation record: its tag, then its wire encoding.
 const PUNCTUATION_RECORD: usize = 1 + Punctuation::WIRE_BYTES;
 
-/// The most senders one receiver takes: the OSR ring's producer table.
+/// The most senders one receiver takes: the OSR ring's producer table (1024).
 pub const MAX_SENDERS: usize = PRODUCER_SLOTS;
 /// The default ring size: 1 MiB, room for 64 full batch records.
 pub const DEFAULT_CAPACITY_BYTES: usize = 1 << 20;
@@ -235,13 +235,13 @@ pub struct ShmOsrReceiver<T> {
     _tuples: PhantomData<fn() -> T>,
 }
 
-/// Creates the segment `name` holding a fresh ring of `capacity_bytes` for `senders` senders,
-/// and returns the ring with its receiving end.
+/// Creates a segment with `create` holding a fresh ring of `capacity_bytes` for `senders`
+/// senders, and returns the ring with its receiving end and the segment's name.
 fn create_ring<T: Tuple>(
-    name: &SegmentName,
+    create: impl FnOnce(&SegmentSpec) -> Result<Segment, CreateError>,
     capacity_bytes: usize,
     senders: usize,
-) -> Result<(OsrRing<Segment>, ShmOsrReceiver<T>), TransportError> {
+) -> Result<(OsrRing<Segment>, ShmOsrReceiver<T>, SegmentName), TransportError> {
     if !(1..=MAX_SENDERS).contains(&senders) {
         return Err(TransportError::InvalidParameter {
             transport: "shm-osr",
@@ -250,27 +250,45 @@ fn create_ring<T: Tuple>(
         });
     }
     let (layout, spec) = layout(capacity_bytes)?;
-    let segment = Segment::create(name, &spec).map_err(setup)?;
+    let segment = create(&spec).map_err(setup)?;
+    let name = segment.name().clone();
     let ring = OsrRing::create(segment, layout).map_err(setup)?;
     let consumer = ring.consumer().map_err(setup)?;
-    Ok((ring, ShmOsrReceiver::new(consumer, senders)))
+    Ok((ring, ShmOsrReceiver::new(consumer, senders), name))
 }
 
 /// Creates the segment `name` (mode `0600`) holding a fresh ring of `capacity_bytes` (a power
 /// of two from 64 bytes to 64 MiB) and returns its receiving end, which expects `senders`
-/// senders (1 to 16) to open it with [`open_sender`].
+/// senders (1 to [`MAX_SENDERS`]) to open it with [`open_sender`].
 pub fn create_receiver<T: Tuple>(
     name: &SegmentName,
     capacity_bytes: usize,
     senders: usize,
 ) -> Result<ShmOsrReceiver<T>, TransportError> {
-    create_ring(name, capacity_bytes, senders).map(|(_, receiver)| receiver)
+    create_ring(|spec| Segment::create(name, spec), capacity_bytes, senders)
+        .map(|(_, receiver, _)| receiver)
+}
+
+/// As [`create_receiver`], under a name nobody can guess: `base` with a random nonce
+/// ([`Segment::create_unique`]), returned for the senders to open. A file someone made under
+/// a predictable name cannot keep the receiver from binding.
+pub fn bind_receiver<T: Tuple>(
+    base: &SegmentName,
+    capacity_bytes: usize,
+    senders: usize,
+) -> Result<(ShmOsrReceiver<T>, SegmentName), TransportError> {
+    let (_, receiver, name) = create_ring(
+        |spec| Segment::create_unique(base, spec),
+        capacity_bytes,
+        senders,
+    )?;
+    Ok((receiver, name))
 }
 
 /// Opens the segment `name`, made by [`create_receiver`] with the same `capacity_bytes`,
 /// checking its header and ring, and joins it as a sender that reserves batch records of
 /// `batch_bytes` payload. Fails while the receiver is still initialising the ring (retry), and
-/// when all 16 sender slots are taken.
+/// when all [`MAX_SENDERS`] sender slots are taken.
 pub fn open_sender<T: Tuple>(
     name: &SegmentName,
     capacity_bytes: usize,
@@ -289,8 +307,9 @@ pub fn open_sender<T: Tuple>(
     ShmOsrSender::join(&ring, batch_bytes)
 }
 
-/// A receiver and `senders` senders on a fresh ring in a segment unique to this process, for
-/// an edge between threads; the segment is removed when every end is gone.
+/// A receiver and `senders` senders on a fresh ring in a segment unique to this process (its
+/// name has a random nonce), for an edge between threads; the segment is removed when every
+/// end is gone.
 pub fn connect<T: Tuple>(
     capacity_bytes: usize,
     batch_bytes: usize,
@@ -299,7 +318,11 @@ pub fn connect<T: Tuple>(
     static EDGES: AtomicUsize = AtomicUsize::new(0);
     let edge = format!("osr{}", EDGES.fetch_add(1, Ordering::Relaxed));
     let name = SegmentName::new(&format!("p{}", std::process::id()), &edge).map_err(setup)?;
-    let (ring, receiver) = create_ring(&name, capacity_bytes, senders)?;
+    let (ring, receiver, _) = create_ring(
+        |spec| Segment::create_unique(&name, spec),
+        capacity_bytes,
+        senders,
+    )?;
     let senders = (0..senders)
         .map(|_| ShmOsrSender::join(&ring, batch_bytes))
         .collect::<Result<_, _>>()?;
@@ -768,7 +791,28 @@ mod tests {
         static EDGES: AtomicUsize = AtomicUsize::new(0);
         let edge = format!("raw{}", EDGES.fetch_add(1, Ordering::Relaxed));
         let name = SegmentName::new(&format!("t{}", std::process::id()), &edge).unwrap();
-        create_ring(&name, 1024, senders).unwrap()
+        let (ring, receiver, _) =
+            create_ring(|spec| Segment::create_unique(&name, spec), 1024, senders).unwrap();
+        (ring, receiver)
+    }
+
+    #[test]
+    fn a_receiver_binds_past_a_file_under_its_predictable_name_and_senders_open_what_it_bound() {
+        let base = SegmentName::new(&format!("t{}", std::process::id()), "taken").unwrap();
+        std::fs::write(base.path(), b"someone else's").unwrap();
+        let bound = bind_receiver::<u64>(&base, 1024, 1);
+        let _ = std::fs::remove_file(base.path());
+        let (mut rx, name) = bound.unwrap();
+        assert_ne!(name, base);
+        assert_eq!(name, base.with_nonce(name.nonce().unwrap()));
+        let mut tx = open_sender::<u64>(&name, 1024, 64).unwrap();
+        tx.offer(Message::Data(7)).unwrap();
+        tx.offer(Message::EndOfStream).unwrap();
+        drop(tx);
+        assert_eq!(
+            poll_all(&mut rx),
+            Ok(vec![Message::Data(7), Message::EndOfStream])
+        );
     }
 
     fn poll_all(rx: &mut ShmOsrReceiver<u64>) -> Result<Vec<Message<u64>>, RecvError> {
@@ -890,7 +934,7 @@ mod tests {
         assert!(error(connect(1000, 64, 1)).contains("capacity_bytes"));
         assert!(error(connect(1024, 0, 1)).contains("batch_bytes"));
         assert!(error(connect(1024, 64, 0)).contains("senders"));
-        assert!(error(connect(1024, 64, MAX_SENDERS + 1)).contains("between 1 and 16"));
+        assert!(error(connect(1024, 64, MAX_SENDERS + 1)).contains("between 1 and 1024, got 1025"));
         assert!(slot_bytes(100).is_err());
         assert_eq!(slot_bytes(64).unwrap(), 16);
     }

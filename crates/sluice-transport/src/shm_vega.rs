@@ -43,7 +43,7 @@ use sluice_ring::copy::copy_bytes;
 use sluice_ring::vega::{
     VegaConsumer, VegaLayout, VegaProducer, VegaRecvError, VegaRing, VegaSendError,
 };
-use sluice_shm::{process_is_running, Segment, SegmentKind, SegmentName, SegmentSpec};
+use sluice_shm::{process_is_running, CreateError, Segment, SegmentKind, SegmentName, SegmentSpec};
 use sluice_types::{Encoding, Message, Punctuation, Tuple};
 
 use crate::parts::{check_len, Outgoing, Reassembly, SendsInParts, MAX_TUPLE_BYTES};
@@ -121,15 +121,17 @@ fn setup(error: impl std::fmt::Display) -> TransportError {
     TransportError::Setup(error.to_string())
 }
 
-/// Creates the segment `name` holding a fresh ring.
+/// Creates a segment with `create` holding a fresh ring; returns the ring and the segment's
+/// name.
 fn create_ring(
-    name: &SegmentName,
+    create: impl FnOnce(&SegmentSpec) -> Result<Segment, CreateError>,
     slot_bytes: usize,
     slots: usize,
-) -> Result<VegaRing<Segment>, TransportError> {
+) -> Result<(VegaRing<Segment>, SegmentName), TransportError> {
     let (layout, spec) = layout(slot_bytes, slots)?;
-    let segment = Segment::create(name, &spec).map_err(setup)?;
-    VegaRing::create(segment, layout).map_err(setup)
+    let segment = create(&spec).map_err(setup)?;
+    let name = segment.name().clone();
+    Ok((VegaRing::create(segment, layout).map_err(setup)?, name))
 }
 
 /// Creates the segment `name` holding a fresh ring and returns its sending end.
@@ -138,7 +140,7 @@ pub fn create_sender<T: Tuple>(
     slot_bytes: usize,
     slots: usize,
 ) -> Result<ShmVegaSender<T>, TransportError> {
-    let ring = create_ring(name, slot_bytes, slots)?;
+    let (ring, _) = create_ring(|spec| Segment::create(name, spec), slot_bytes, slots)?;
     Ok(ShmVegaSender::new(
         ring.producer().map_err(setup)?,
         slot_bytes,
@@ -174,8 +176,20 @@ pub fn create_receiver<T: Tuple>(
     slot_bytes: usize,
     slots: usize,
 ) -> Result<ShmVegaReceiver<T>, TransportError> {
-    let ring = create_ring(name, slot_bytes, slots)?;
+    let (ring, _) = create_ring(|spec| Segment::create(name, spec), slot_bytes, slots)?;
     Ok(ShmVegaReceiver::new(ring.consumer().map_err(setup)?))
+}
+
+/// As [`create_receiver`], under a name nobody can guess: `base` with a random nonce
+/// ([`Segment::create_unique`]), returned for the sender to open. A file someone made under a
+/// predictable name cannot keep the receiver from binding.
+pub fn bind_receiver<T: Tuple>(
+    base: &SegmentName,
+    slot_bytes: usize,
+    slots: usize,
+) -> Result<(ShmVegaReceiver<T>, SegmentName), TransportError> {
+    let (ring, name) = create_ring(|spec| Segment::create_unique(base, spec), slot_bytes, slots)?;
+    Ok((ShmVegaReceiver::new(ring.consumer().map_err(setup)?), name))
 }
 
 /// Opens the segment `name`, made by [`create_receiver`] with the same parameters, and returns
@@ -192,8 +206,8 @@ pub fn open_sender<T: Tuple>(
     ))
 }
 
-/// Both ends of a fresh ring in a segment unique to this process, for an edge between two
-/// threads; the segment is removed when both ends are gone.
+/// Both ends of a fresh ring in a segment unique to this process (its name has a random
+/// nonce), for an edge between two threads; the segment is removed when both ends are gone.
 pub fn connect<T: Tuple>(
     slot_bytes: usize,
     slots: usize,
@@ -201,7 +215,11 @@ pub fn connect<T: Tuple>(
     static EDGES: AtomicUsize = AtomicUsize::new(0);
     let edge = format!("vega{}", EDGES.fetch_add(1, Ordering::Relaxed));
     let name = SegmentName::new(&format!("p{}", std::process::id()), &edge).map_err(setup)?;
-    let ring = create_ring(&name, slot_bytes, slots)?;
+    let (ring, _) = create_ring(
+        |spec| Segment::create_unique(&name, spec),
+        slot_bytes,
+        slots,
+    )?;
     Ok((
         ShmVegaSender::new(ring.producer().map_err(setup)?, slot_bytes),
         ShmVegaReceiver::new(ring.consumer().map_err(setup)?),
@@ -608,7 +626,7 @@ mod tests {
         for (i, frames) in bad_runs.iter().enumerate() {
             let pid = std::process::id();
             let name = SegmentName::new(&format!("t{pid}"), &format!("bad{i}")).unwrap();
-            let ring = create_ring(&name, 16, 4).unwrap();
+            let (ring, _) = create_ring(|spec| Segment::create_unique(&name, spec), 16, 4).unwrap();
             let mut producer = ring.producer().unwrap();
             for frame in frames {
                 producer.write(frame).unwrap();

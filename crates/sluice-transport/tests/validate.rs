@@ -48,8 +48,8 @@ fn sizes_and_sender_counts_out_of_range_are_named_with_their_bounds() {
         "the shm-vega transport takes one sender per receiver, not 2"
     );
     assert_eq!(
-        refused(&TransportSpec::shm_osr(), 17),
-        "transport shm-osr: senders must be between 1 and 16, got 17"
+        refused(&TransportSpec::shm_osr(), 1025),
+        "transport shm-osr: senders must be between 1 and 1024, got 1025"
     );
     let osr = |capacity_bytes, batch_bytes| TransportSpec::ShmOsr {
         capacity_bytes,

@@ -713,3 +713,30 @@ fn the_control_directory_is_private_under_any_umask() {
         assert!(o.status.success(), "{}", stderr(&o));
     }
 }
+
+/// Any local user could keep a job from starting: its segments were named after the job's id
+/// (which holds the launcher's pid, and pids are sequential) and the channel, so a file made
+/// under such a name first failed the job with "cannot create shared segment ... it already
+/// exists". Each receiver now binds under a name with a random nonce.
+#[test]
+fn files_under_the_predictable_segment_names_do_not_stop_the_job() {
+    // After `exec` the shell's pid is the launcher's, so its job id is `wordcount-$$-0`.
+    let script = "for c in 0 1 2 3 4 5 6 7; do : > /dev/shm/sluice-wordcount_2d$$_2d0-c$c; done; \
+                  exec \"$0\" \"$@\"";
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("counts.tsv");
+    let job = Job::start_through(
+        Some(script),
+        &[
+            "--set",
+            "sentences=2000",
+            "--output",
+            output.to_str().unwrap(),
+        ],
+    );
+    let taken = format!("/dev/shm/sluice-wordcount_2d{}_2d0-c1", job.launcher());
+    let o = job.finish(&[]);
+    assert_every_word_counted(&o, &output);
+    // The files were ours (the test's), so the job's end removed them with its segments.
+    assert!(!Path::new(&taken).exists());
+}

@@ -335,8 +335,9 @@ pub const MAX_NORMAL_SIZE: usize = 64 << 20;
 /// The most receivers of a fan-out benchmark.
 pub(crate) const MAX_RECEIVERS: usize = 16;
 
-/// The most sending processes of a `shm-osr` benchmark.
-const MAX_PRODUCERS: usize = sluice_transport::shm_osr::MAX_SENDERS;
+/// The most sending processes of a `shm-osr` benchmark: as many as the fan-out's receivers, a
+/// process each on this host (the ring itself takes `shm_osr::MAX_SENDERS`).
+const MAX_PRODUCERS: usize = 16;
 
 /// The smallest OSR ring a benchmark takes.
 const MIN_RING_BYTES: usize = 4 << 10;

@@ -17,24 +17,27 @@ pub const CONSUMER_LINE_OFFSET: usize = 128;
 pub const PRODUCERS_LINE_OFFSET: usize = 192;
 /// The hole table: the slots of regions quarantined after a skip.
 pub const HOLES_LINE_OFFSET: usize = 256;
-/// The producer table: one slot per joined producer (its pid, whether it left), two lines.
+/// The producer table: one slot per joined producer (its pid, whether it left), 128 lines.
 pub const PRODUCER_TABLE_OFFSET: usize = 320;
-/// Where the byte ring starts.
-pub const DATA_OFFSET: usize = 448;
+/// Where the byte ring starts: after the producer table.
+pub const DATA_OFFSET: usize = PRODUCER_TABLE_OFFSET + PRODUCER_SLOTS * 8;
 /// The size of the control block.
 pub const CONTROL_BYTES: usize = DATA_OFFSET;
 
 /// How many holes (quarantined regions) the ring can carry at once.
 pub const HOLE_SLOTS: usize = 8;
 
-/// How many producers can join the ring's producer table ([`super::OsrRing::join`]).
-pub const PRODUCER_SLOTS: usize = 16;
+/// How many producers can join the ring's producer table ([`super::OsrRing::join`]): as many
+/// as a `tcp` receiver takes senders, so that a fan-in any application allows fits one ring. A
+/// slot costs 8 bytes of the control block, touched only when its producer joins and leaves
+/// and when the consumer checks it; the reservation protocol does not depend on the count.
+pub const PRODUCER_SLOTS: usize = 1024;
 
 /// `"SLOSR\0\0\x01"` read as a little-endian `u64`: marks a ring that [`super::OsrRing::create`]
 /// finished initialising.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SLOSR\0\0\x01");
 /// The layout version; bumped whenever a byte in this file or in a record changes meaning.
-pub const LAYOUT_VERSION: u64 = 2;
+pub const LAYOUT_VERSION: u64 = 3;
 
 /// `flags`: the consumer handle has been taken.
 pub const FLAG_CONSUMER_ATTACHED: u64 = 1 << 0;
@@ -111,7 +114,7 @@ pub(crate) struct HolesLine {
     pub(crate) slots: [AtomicU64; HOLE_SLOTS],
 }
 
-/// Lines 5 and 6: the producer table, each slot written by its producer when it joins and
+/// Lines 5 to 132: the producer table, each slot written by its producer when it joins and
 /// when it leaves.
 #[repr(C, align(64))]
 pub(crate) struct ProducerTable {
@@ -142,7 +145,9 @@ mod layout_checks {
     const _: () = assert!(offset_of!(Control, producers) == PRODUCERS_LINE_OFFSET);
     const _: () = assert!(offset_of!(Control, holes) == HOLES_LINE_OFFSET);
     const _: () = assert!(offset_of!(Control, producer_table) == PRODUCER_TABLE_OFFSET);
-    const _: () = assert!(size_of::<ProducerTable>() == 2 * crate::memory::CACHE_LINE);
+    const _: () = assert!(size_of::<ProducerTable>() == PRODUCER_SLOTS * 8);
+    // The offset the module doc's layout table shows.
+    const _: () = assert!(DATA_OFFSET == 8512);
     const _: () = assert!(size_of::<SharedLine>() == crate::memory::CACHE_LINE);
     const _: () = assert!(size_of::<ProducersLine>() == crate::memory::CACHE_LINE);
     const _: () = assert!(size_of::<Control>() == CONTROL_BYTES);

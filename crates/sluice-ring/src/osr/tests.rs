@@ -354,7 +354,7 @@ fn closing_works_both_ways() {
 
 #[test]
 fn one_consumer_only() {
-    let ring = OsrRing::create(HeapMemory::zeroed(1024), layout(256, 1)).unwrap();
+    let ring = OsrRing::create(HeapMemory::zeroed(CONTROL_BYTES + 256), layout(256, 1)).unwrap();
     let _c = ring.consumer().unwrap();
     assert_eq!(ring.consumer().err(), Some(OsrError::ConsumerTaken));
 }
