@@ -75,17 +75,22 @@ impl ControlAddress {
 
 /// What the name of a job's private directory starts with.
 pub(crate) const JOB_DIR_PREFIX: &str = "sluice-job-";
+/// The name of the launcher's control socket in the job's private directory.
+pub(crate) const CONTROL_SOCKET: &str = "control.sock";
 /// The mode of the job's directory, which holds its control socket: its user's alone.
 const PRIVATE_DIR_MODE: u32 = 0o700;
 
-/// Makes the job's private directory (`sluice-job-*` in the temporary directory), mode 0700
-/// whatever the umask, and removed when the guard drops.
+/// Makes the job's private directory (`sluice-job-PID-*` in the temporary directory, PID this
+/// launcher's), mode 0700 whatever the umask, and removed when the guard drops. First removes
+/// the directories that launchers which are gone left there: one killed before it started a
+/// PE leaves its directory to nobody else.
 pub(crate) fn private_job_dir() -> Result<tempfile::TempDir, RunError> {
     let cannot = |e: std::io::Error| {
         RunError::Launch(format!("cannot make the job's private directory: {e}"))
     };
+    sweep_job_dirs(&std::env::temp_dir());
     let dir = tempfile::Builder::new()
-        .prefix(JOB_DIR_PREFIX)
+        .prefix(&format!("{JOB_DIR_PREFIX}{}-", std::process::id()))
         .permissions(std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
         .tempdir()
         .map_err(cannot)?;
@@ -97,6 +102,42 @@ pub(crate) fn private_job_dir() -> Result<tempfile::TempDir, RunError> {
     .map_err(cannot)?;
     check_private_dir(dir.path())?;
     Ok(dir)
+}
+
+/// Removes every job directory in `tmp` of a launcher that is gone: private (this user's), its
+/// name's pid no longer a process.
+fn sweep_job_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for dir in entries.flatten().map(|e| e.path()) {
+        let launcher = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(JOB_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| rustix::process::Pid::from_raw(pid.parse().ok()?));
+        let gone = launcher.is_some_and(|pid| rustix::process::test_kill_process(pid).is_err());
+        if gone && why_not_private(&dir).is_none() {
+            remove_job_dir(&dir);
+        }
+    }
+}
+
+/// Removes a job's private directory `dir` and what a launcher puts in it (its control
+/// socket, `mpirun`'s hostfile), when it is one: named as one, and private.
+pub(crate) fn remove_job_dir(dir: &Path) {
+    let is_job_dir = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(JOB_DIR_PREFIX));
+    if is_job_dir && check_private_dir(dir).is_ok() {
+        // Another PE, or another launcher's sweep, may be removing them too.
+        for file in [CONTROL_SOCKET, crate::mpi::HOSTFILE] {
+            let _ = std::fs::remove_file(dir.join(file));
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// Refuses `dir` unless it is a directory (not a link to one) of this user's with mode 0700:
@@ -215,11 +256,39 @@ impl Link {
         };
     }
 
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+    /// How long a read may wait for a byte (`None`: for ever); a longer wait fails with
+    /// `WouldBlock` or `TimedOut`. It holds for every handle to the stream.
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
         match self {
             Self::Unix(s) => s.set_read_timeout(timeout),
             Self::Tcp(s) => s.set_read_timeout(timeout),
         }
+    }
+
+    /// How long a write may wait for room (`None`: for ever), for every handle to the stream.
+    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Self::Unix(s) => s.set_write_timeout(timeout),
+            Self::Tcp(s) => s.set_write_timeout(timeout),
+        }
+    }
+}
+
+/// The writing end of a control stream, shared by the threads that write to it (the heartbeat
+/// and everything else): each message goes whole, never interleaved with another.
+#[derive(Clone)]
+pub(crate) struct SharedLink(Arc<Mutex<Link>>);
+
+impl SharedLink {
+    pub(crate) fn new(link: Link) -> Self {
+        Self(Arc::new(Mutex::new(link)))
+    }
+
+    /// Writes `message` as one line ([`wire::send`]).
+    pub(crate) fn send<T: serde::Serialize>(&self, message: &T) -> std::io::Result<()> {
+        // A writer that panicked left at most a cut line, which the peer refuses anyway.
+        let mut link = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        wire::send(&mut *link, message)
     }
 }
 

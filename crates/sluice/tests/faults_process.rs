@@ -306,6 +306,48 @@ fn a_stopped_pe_is_named_within_the_stall_timeout() {
     );
 }
 
+/// Stops the launcher of a running job of four PEs (started through `launch` when given):
+/// every PE must notice its silence within the stall timeout (2 s), leave, remove the job's
+/// segments and say why, while the launcher is still stopped; continued, the launcher fails
+/// the job with their reason.
+fn a_stopped_launcher_is_left_by_its_pes(launch: Option<&[&str]>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["--rate", "20000", "--duration", "60", "--stall-timeout", "2"];
+    let hosts = launch.map(|launch| hosts_file(dir.path(), launch));
+    if let Some(hosts) = &hosts {
+        args.extend(["--hosts", hosts.to_str().unwrap()]);
+    }
+    let job = Job::start(&args);
+    let pes = job.running_pes(4);
+    let id = format!("wordcount-{}-0", job.launcher());
+    signal(job.launcher(), "STOP");
+    // A PE that left is a zombie of the stopped launcher, which cannot reap it yet.
+    while pes.iter().any(|pe| runs(pe.pid)) || !segments_of(&id).is_empty() {
+        job.watch("the PEs to leave their stopped launcher");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(job.launcher(), "CONT");
+    let o = job.finish(&pids(&pes));
+    let error = assert_failed(&o, 1, "PE '");
+    let why = "the launcher is gone: it sent no heartbeat for 2 s, the stall timeout: its \
+               process is stopped or starved, or its host is cut off";
+    assert!(
+        error.lines().next().unwrap_or_default().contains(why),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_stopped_launcher_is_left_by_its_pes_which_remove_the_segments_and_say_why() {
+    a_stopped_launcher_is_left_by_its_pes(None);
+}
+
+#[test]
+fn a_stopped_launcher_is_left_by_its_pes_over_tcp_control_links() {
+    // A hosts file: the PEs reach the launcher over TCP, as from other hosts.
+    a_stopped_launcher_is_left_by_its_pes(Some(&["sh", "-c", "exec \"$@\"", "sh"]));
+}
+
 #[test]
 fn a_source_stuck_in_a_read_is_named_within_the_stall_timeout() {
     let dir = tempfile::tempdir().unwrap();
