@@ -328,13 +328,17 @@ fn a_stopped_launcher_is_left_by_its_pes(launch: Option<&[&str]>) {
     }
     signal(job.launcher(), "CONT");
     let o = job.finish(&pids(&pes));
-    let error = assert_failed(&o, 1, "PE '");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
     let why = "the launcher is gone: it sent no heartbeat for 2 s, the stall timeout: its \
                process is stopped or starved, or its host is cut off";
-    assert!(
-        error.lines().next().unwrap_or_default().contains(why),
-        "{error}"
-    );
+    // Each PE said why as it left, and the launcher, continued, names the first.
+    for pe in ["sentences", "split", "sum", "counts"] {
+        let said = format!("[{pe}] error: the launcher is gone (");
+        assert!(err.contains(&said), "{err}");
+    }
+    let cause = err.lines().find(|l| l.starts_with("error: PE '"));
+    assert!(cause.is_some_and(|l| l.ends_with(why)), "{err}");
 }
 
 #[test]
