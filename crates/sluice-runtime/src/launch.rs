@@ -326,11 +326,9 @@ pub(crate) fn start(
     };
     let spawned = match spawner {
         Spawner::Direct => spawn_each(plan, &exe, options, &environment, &mut children),
-        Spawner::Mpi => {
-            job_dir(&mut children.dir)
-                .and_then(|dir| crate::mpi::spawn_mpirun(plan, &exe, options, &environment, dir))
-                .map(|mpirun| children.mpirun = Some(mpirun))
-        }
+        Spawner::Mpi => job_dir(&mut children.dir)
+            .and_then(|dir| crate::mpi::spawn_mpirun(plan, &exe, options, &environment, dir))
+            .map(|mpirun| children.mpirun = Some(mpirun)),
     };
     if let Err(error) = spawned {
         children.kill_all();
@@ -438,7 +436,12 @@ pub(crate) fn spawn_logged(
     name: &str,
     stdin: Option<&str>,
 ) -> Result<Child, RunError> {
-    let cannot = |e: std::io::Error| RunError::Launch(format!("cannot start {name}: {e}"));
+    let cannot = |e: std::io::Error| {
+        RunError::Launch(format!(
+            "cannot start {name}: {e}{}",
+            link::open_files_note(&e)
+        ))
+    };
     let mut child = command
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -607,6 +610,7 @@ impl Children {
                         });
                     }
                     Ok(Admission::Refused { peer, why }) => refused(&mut warnings, &peer, why),
+                    Ok(Admission::Failed(error)) => return Err(error),
                     Err(_) => {}
                 }
                 self.supervise(Duration::ZERO)?;
@@ -1093,6 +1097,21 @@ mod tests {
         }
         assert!(children.supervise(Duration::ZERO).is_ok());
         assert!(children.failures.is_empty());
+    }
+
+    #[test]
+    fn refused_control_connections_are_warned_of_up_to_a_limit_per_address() {
+        let mut warnings = WarningLimit::default();
+        for port in 0..1000 {
+            refused(
+                &mut warnings,
+                &format!("10.0.0.1:{port}"),
+                "it said nothing",
+            );
+        }
+        refused(&mut warnings, "10.0.0.2:1", "it said nothing");
+        let shown = sluice_transport::tcp::WARNINGS_PER_ADDRESS as u64;
+        assert_eq!(warnings.withheld(), 1000 - shown);
     }
 
     #[test]

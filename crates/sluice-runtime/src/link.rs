@@ -328,6 +328,31 @@ pub(crate) enum Admission {
     },
     /// A peer was turned away.
     Refused { peer: String, why: &'static str },
+    /// This launcher could not take the connection in (out of descriptors): the job fails.
+    Failed(RunError),
+}
+
+/// The launcher's failure to take its PEs' connections in, naming the limit on open files
+/// when that is what it ran into (each PE's stream takes two descriptors in the launcher).
+fn cannot_take_connections(error: &std::io::Error) -> RunError {
+    RunError::Launch(format!(
+        "the launcher cannot take its PEs' control connections: {error}{}",
+        open_files_note(error)
+    ))
+}
+
+/// For an error that is this process running out of descriptors (EMFILE), the limit it ran
+/// into; else nothing.
+pub(crate) fn open_files_note(error: &std::io::Error) -> String {
+    if error.raw_os_error() != Some(rustix::io::Errno::MFILE.raw_os_error()) {
+        return String::new();
+    }
+    match rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
+        Some(limit) => {
+            format!(" (this process may have {limit} open files, its `ulimit -n`: raise it)")
+        }
+        None => String::new(),
+    }
 }
 
 /// The launcher's listener for its PEs.
@@ -398,15 +423,12 @@ impl LinkListener {
                 Ok(accepted) => accepted,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(RunError::Launch(format!("control listener: {e}"))),
+                Err(e) => return Err(cannot_take_connections(&e)),
             };
-            let Ok(handshake_id) = handshakes.begin(&link) else {
-                let _ = admissions.send(Admission::Refused {
-                    peer,
-                    why: "its connection failed",
-                });
-                continue;
-            };
+            // Cloning a descriptor fails for this process's reasons alone (out of descriptors).
+            let handshake_id = handshakes
+                .begin(&link)
+                .map_err(|e| cannot_take_connections(&e))?;
             let (secret, handshakes, admissions) =
                 (secret.clone(), handshakes.clone(), admissions.clone());
             std::thread::spawn(move || {
@@ -496,12 +518,13 @@ fn handshake(link: Link, peer: String, secret: &JobSecret) -> Admission {
         peer: peer.clone(),
         why,
     };
-    let Ok(mut reader) = link
-        .set_read_timeout(Some(HANDSHAKE_PATIENCE))
-        .and_then(|()| link.try_clone())
-        .map(BufReader::new)
-    else {
+    if link.set_read_timeout(Some(HANDSHAKE_PATIENCE)).is_err() {
         return refused("its connection failed");
+    }
+    let mut reader = match link.try_clone() {
+        Ok(reader) => BufReader::new(reader),
+        // This process's failure, not the peer's: the job cannot go on.
+        Err(e) => return Admission::Failed(cannot_take_connections(&e)),
     };
     let mut hello = [0u8; HELLO_LEN];
     if reader.read_exact(&mut hello).is_err() {
@@ -608,6 +631,7 @@ mod tests {
         }) {
             Admission::Admitted { pe, .. } => assert_eq!(pe, 3),
             Admission::Refused { why, .. } => panic!("refused: {why}"),
+            Admission::Failed(error) => panic!("{error}"),
         }
 
         // A stranger with another secret, and one sending the right bytes' worth of junk.
@@ -621,6 +645,7 @@ mod tests {
                 assert!(peer.starts_with("127.0.0.1:"), "{peer}");
             }
             Admission::Admitted { .. } => panic!("a stranger was admitted"),
+            Admission::Failed(error) => panic!("{error}"),
         }
         let mut stranger = stranger.unwrap();
         let mut byte = [0u8];

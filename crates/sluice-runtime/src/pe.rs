@@ -216,13 +216,11 @@ fn launcher_left(role: &PeRole) -> bool {
 /// The stream to the launcher broke, or the launcher left it silent past the stall timeout.
 fn launcher_lost(error: std::io::Error) -> RunError {
     match error.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            RunError::LauncherLost(
-                "it took nothing this PE sent for the stall timeout: its process is stopped or \
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => RunError::LauncherLost(
+            "it took nothing this PE sent for the stall timeout: its process is stopped or \
                  starved, or its host is cut off"
-                    .into(),
-            )
-        }
+                .into(),
+        ),
         _ => RunError::LauncherLost(error.to_string()),
     }
 }
@@ -301,9 +299,7 @@ fn run(
     metrics: Option<&ProcessMetrics>,
 ) -> Result<crate::JobReport, RunError> {
     let patience = options.stall_timeout;
-    let unexpected = |order: ToPe| {
-        RunError::LauncherLost(format!("it sent {order:?} out of turn"))
-    };
+    let unexpected = |order: ToPe| RunError::LauncherLost(format!("it sent {order:?} out of turn"));
     let (plan, resume) = match next_order(&mut reader, patience)? {
         ToPe::Plan { plan, resume } => (plan, resume),
         order => return Err(unexpected(order)),

@@ -381,8 +381,13 @@ fn write_table(
         let (uptime, sources) = match metrics {
             Some(m) => (m.uptime_secs, with_commas(m.source_rate().round() as u64)),
             None => {
-                let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                (now.saturating_sub(job.started) as f64, "not answering".into())
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                (
+                    now.saturating_sub(job.started) as f64,
+                    "not answering".into(),
+                )
             }
         };
         writeln!(

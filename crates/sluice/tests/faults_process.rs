@@ -293,6 +293,81 @@ fn a_killed_launcher_takes_its_pes_segments_and_directory_with_it() {
 }
 
 #[test]
+fn a_killed_launcher_over_tcp_control_links_leaves_no_job_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "exec \"$@\"", "sh"]);
+    let job = generating_job(&["--hosts", hosts.to_str().unwrap()]);
+    let pes = job.running_pes(4);
+    signal(job.launcher(), "KILL");
+    // `finish` checks the job's temporary directory is empty.
+    job.finish(&pids(&pes));
+}
+
+#[test]
+fn a_launcher_killed_in_its_first_moments_leaves_nothing_once_the_next_job_ran() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_sluice");
+    let run = || {
+        let mut command = Command::new(exe);
+        command
+            .args(["run", "wordcount", "--plan", "processes", "--duration", "1"])
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command
+    };
+    // Killed at moments spread over its first 100 ms: before, while and after it starts its
+    // PEs.
+    for moment in (0..100).step_by(5) {
+        let mut launcher = run().spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(moment));
+        launcher.kill().unwrap();
+        launcher.wait().unwrap();
+    }
+    // A launcher killed before it started a PE leaves its directory to the next one.
+    let o = run().output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // PEs of the killed launchers leave as soon as they find it gone.
+    let began = Instant::now();
+    let left = loop {
+        let left: Vec<PathBuf> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        if left.is_empty() || began.elapsed() > WATCHDOG {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(left, Vec::<PathBuf>::new());
+}
+
+#[test]
+fn a_launcher_out_of_descriptors_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "exec \"$@\"", "sh"]);
+    // Enough descriptors to start the PEs, too few to take all their control connections.
+    let job = Job::start_through(
+        Some("ulimit -n 20; exec \"$0\" \"$@\""),
+        &["--hosts", hosts.to_str().unwrap(), "--duration", "60"],
+    );
+    let o = job.finish(&[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    // The launcher's own error (its PEs' lines, forwarded, come before it).
+    let cause = err
+        .lines()
+        .find(|l| l.starts_with("error: launching the job: "));
+    assert!(
+        cause.is_some_and(|l| l.ends_with(
+            "Too many open files (os error 24) (this process may have 20 open files, its \
+             `ulimit -n`: raise it)"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_stopped_pe_is_named_within_the_stall_timeout() {
     let job = generating_job(&["--stall-timeout", "2"]);
     let pes = job.running_pes(4);
@@ -312,7 +387,14 @@ fn a_stopped_pe_is_named_within_the_stall_timeout() {
 /// the job with their reason.
 fn a_stopped_launcher_is_left_by_its_pes(launch: Option<&[&str]>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec!["--rate", "20000", "--duration", "60", "--stall-timeout", "2"];
+    let mut args = vec![
+        "--rate",
+        "20000",
+        "--duration",
+        "60",
+        "--stall-timeout",
+        "2",
+    ];
     let hosts = launch.map(|launch| hosts_file(dir.path(), launch));
     if let Some(hosts) = &hosts {
         args.extend(["--hosts", hosts.to_str().unwrap()]);

@@ -189,7 +189,10 @@ fn a_stopped_job_stays_listed_and_stop_keeps_its_entries_until_its_process_is_go
     );
     let listing = jobs(registry.path());
     let row = listing.lines().find(|l| l.starts_with(&id));
-    assert!(row.is_some_and(|r| r.ends_with("not answering")), "{listing}");
+    assert!(
+        row.is_some_and(|r| r.ends_with("not answering")),
+        "{listing}"
+    );
     let mut kept: Vec<String> = std::fs::read_dir(&entries)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

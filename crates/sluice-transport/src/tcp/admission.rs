@@ -351,7 +351,9 @@ mod tests {
         let mut line = |peer: &str, why: &Refusal| {
             let peer = addr(peer);
             w.line(peer.ip(), || {
-                format!("warning: the tcp receiver at {local} refused a connection from {peer}: {why}")
+                format!(
+                    "warning: the tcp receiver at {local} refused a connection from {peer}: {why}"
+                )
             })
         };
         let first = line("10.0.0.1:5", &Refusal::Silent { got: 3 }).unwrap();
@@ -371,7 +373,10 @@ mod tests {
         assert_eq!(line("10.0.0.1:8", &Refusal::Complete), None);
         assert!(line("10.0.0.2:8", &Refusal::Complete).is_some());
         for i in 0..MAX_WARNED_ADDRESSES {
-            line(&format!("10.1.{}.{}:1", i / 256, i % 256), &Refusal::Complete);
+            line(
+                &format!("10.1.{}.{}:1", i / 256, i % 256),
+                &Refusal::Complete,
+            );
         }
         assert_eq!(w.shown.len(), MAX_WARNED_ADDRESSES, "the map is bounded");
         // One of 10.0.0.1's, and the two addresses past the bound.
