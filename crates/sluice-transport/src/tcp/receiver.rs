@@ -170,7 +170,7 @@ enum Door {
         wake: UnixStream,
     },
     /// The receiver itself, when it polls.
-    Here(Entrance),
+    Here(Box<Entrance>),
     /// Nobody: the early thread panicked (admission does not), taking the listener with it.
     Lost,
 }
@@ -210,7 +210,7 @@ impl Door {
                 // Its closing wakes the thread, which returns the entrance.
                 drop(wake);
                 if let Ok(entrance) = thread.join() {
-                    *self = Self::Here(entrance);
+                    *self = Self::Here(Box::new(entrance));
                 }
             }
         }
@@ -425,7 +425,7 @@ impl<T> TcpReceiver<T> {
             return;
         }
         let entrance = match &self.door {
-            Door::Here(entrance) => Some(entrance),
+            Door::Here(entrance) => Some(&**entrance),
             Door::Early { .. } | Door::Lost => None,
         };
         let senders = self.peers.iter().filter_map(|p| p.stream.as_ref());
