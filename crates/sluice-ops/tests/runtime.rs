@@ -1,7 +1,8 @@
 //! The runtime end to end with the standard operators: every plan gives the same result,
-//! partitioning routes as promised, failures name the operator, a stop drains.
+//! partitioning routes as promised, failures name the operator. (That a stop drains, and a
+//! suspension loses nothing, is the data plane's own test: sluice-exec's `tests/threads.rs`.)
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_graph::{
@@ -327,10 +328,9 @@ fn an_operator_in_an_endless_loop_fails_the_job_naming_its_thread() {
     release.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// A source that never ends by itself and counts what it emitted.
+/// A source that never ends by itself.
 struct Endless {
     next: u64,
-    emitted: Arc<Mutex<u64>>,
 }
 impl Source for Endless {
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
@@ -340,57 +340,6 @@ impl Source for Endless {
         }
         Ok(Produced::Emitted(64))
     }
-    fn finish(&mut self, _: &mut Output<'_>) -> Result<(), OperatorError> {
-        *self.emitted.lock().unwrap() = self.next;
-        Ok(())
-    }
-}
-
-#[test]
-fn a_stop_drains_every_emitted_tuple() {
-    for request in requests() {
-        let emitted = Arc::new(Mutex::new(0));
-        let into: Collected<u64> = Default::default();
-        let mut g = GraphBuilder::new("endless");
-        let e2 = emitted.clone();
-        let src = g.source("endless", Ports::new().output::<u64>(), move |_| Endless {
-            next: 0,
-            emitted: e2.clone(),
-        });
-        let slow = g.operator("slow", Ports::new().input::<u64>().output::<u64>(), |_| {
-            Map::new(|x: &u64| *x)
-        });
-        let into2 = into.clone();
-        let sink = g.operator("sink", Ports::new().input::<u64>(), move |_| {
-            Collect::new(into2.clone())
-        });
-        g.connect(src.out(0), slow.input(0)).unwrap();
-        g.connect(slow.out(0), sink.input(0)).unwrap();
-        let graph = g.build().unwrap();
-        let p = plan(
-            &graph,
-            &request,
-            &PlanOptions {
-                cores: 2,
-                queue_capacity: 1024,
-                ..PlanOptions::default()
-            },
-        )
-        .unwrap();
-        let job = start(&graph, &p, &RunOptions::default()).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        job.stop_handle().stop();
-        job.wait().unwrap();
-        let sent = *emitted.lock().unwrap();
-        let got = collected(&into);
-        assert!(sent > 0);
-        assert_eq!(
-            got[0].1.len() as u64,
-            sent,
-            "{request:?}: every emitted tuple arrived"
-        );
-        assert!(got[0].1.iter().copied().eq(0..sent));
-    }
 }
 
 /// An endless source into a sink that keeps nothing, a thread each.
@@ -398,7 +347,6 @@ fn endless_job() -> (Graph, PhysicalPlan) {
     let mut g = GraphBuilder::new("endless");
     let src = g.source("endless", Ports::new().output::<u64>(), |_| Endless {
         next: 0,
-        emitted: Default::default(),
     });
     let sink = g.operator("sink", Ports::new().input::<u64>(), |_| {
         Filter::new(|_: &u64| false)

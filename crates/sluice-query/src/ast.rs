@@ -116,6 +116,41 @@ pub struct Expr {
     pub span: Span,
 }
 
+/// One operator of a chain of binary operators ([`Expr::operator_chain`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ChainLink<'a> {
+    /// The operator's node.
+    pub node: &'a Expr,
+    /// The operator.
+    pub op: BinaryOp,
+    /// Its left operand: the chain so far.
+    pub left: &'a Expr,
+    /// Its right operand.
+    pub right: &'a Expr,
+}
+
+impl Expr {
+    /// The chain of binary operators this expression is the top of (`1 + 2 - 3` is `(1 + 2) -
+    /// 3`, whose left operands nest as deep as the chain is long): its first operand, which is
+    /// no binary operation, and the operators from the innermost out. The stages that walk the
+    /// tree go along a chain in a loop, so that only real nesting takes their stack.
+    pub fn operator_chain(&self) -> (&Expr, Vec<ChainLink<'_>>) {
+        let mut links = Vec::new();
+        let mut first = self;
+        while let ExprKind::Binary { op, left, right } = &first.kind {
+            links.push(ChainLink {
+                node: first,
+                op: *op,
+                left,
+                right,
+            });
+            first = left;
+        }
+        links.reverse();
+        (first, links)
+    }
+}
+
 /// The kinds of expression.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExprKind {

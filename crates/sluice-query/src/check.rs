@@ -27,7 +27,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::ast::{
-    BinaryOp, Condition, Expr, ExprKind, FunctionDef, Ident, Param, Select, Span, Statement,
+    BinaryOp, ChainLink, Condition, Expr, ExprKind, FunctionDef, Ident, Param, Select, Span,
+    Statement,
 };
 use crate::diagnostic::Diagnostic;
 use crate::functions::{self, arith, Builtin, BuiltinKind};
@@ -114,7 +115,15 @@ impl Functions {
         with_itself.user.insert(key.clone(), function.clone());
         let mut checker = Checker::new(&with_itself);
         checker.declare(&definition.params);
-        if let Some(body) = checker.expr(&definition.body) {
+        if let Some(mut body) = checker.expr(&definition.body) {
+            // A function of one value may be defined by a select: it gives the select's one
+            // result (`create function sq(integer x) -> integer as select x * x`).
+            let one_value = !matches!(function.result, Type::Stream(_) | Type::Bag(_));
+            if let (true, ExprKind::Select(_), Type::Bag(element)) =
+                (one_value, &definition.body.kind, &body)
+            {
+                body = element.as_ref().clone();
+            }
             if !function.result.accepts(&body) {
                 checker.error(
                     Diagnostic::new(
@@ -308,7 +317,17 @@ impl<'f> Checker<'f> {
                 ))
             }
             ExprKind::Select(select) => self.select(select),
-            ExprKind::Binary { op, left, right } => self.binary(*op, left, right),
+            ExprKind::Binary { .. } => {
+                let (first, links) = expr.operator_chain();
+                let mut ty = self.expr(first);
+                for link in links {
+                    ty = self.binary(link, ty);
+                    if let Some(ty) = &ty {
+                        self.types.insert(link.node.span.clone(), ty.clone());
+                    }
+                }
+                ty
+            }
             ExprKind::Negate(operand) => {
                 let ty = self.expr(operand)?;
                 let number = ty.element().filter(|_| ty.is_stream()).unwrap_or(&ty);
@@ -466,7 +485,11 @@ impl<'f> Checker<'f> {
         Some(builtin.result_type(&known))
     }
 
-    fn binary(&mut self, op: BinaryOp, left: &Expr, right: &Expr) -> Option<Type> {
+    /// The type of one operation of a chain, its left operand's type already known.
+    fn binary(&mut self, link: ChainLink<'_>, left_type: Option<Type>) -> Option<Type> {
+        let ChainLink {
+            op, left, right, ..
+        } = link;
         let symbol = match op {
             BinaryOp::Add => "+",
             BinaryOp::Subtract => "-",
@@ -479,11 +502,12 @@ impl<'f> Checker<'f> {
             BinaryOp::NotEqual => "!=",
         };
         if let Some(builtin) = arith::operator(op) {
-            let types = [self.expr(left), self.expr(right)];
+            let types = [left_type, self.expr(right)];
             let span = left.span.start..right.span.end;
             return self.builtin_call(symbol, builtin, &[left, right], &types, span);
         }
-        let (left_type, right_type) = (self.expr(left)?, self.expr(right)?);
+        let left_type = left_type?;
+        let right_type = self.expr(right)?;
         let comparable = match op {
             BinaryOp::NotEqual => left_type.accepts(&right_type) || right_type.accepts(&left_type),
             _ => {

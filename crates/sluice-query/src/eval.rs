@@ -21,7 +21,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::ast::{BinaryOp, Condition, Expr, ExprKind, FunctionDef, Select, Span};
+use crate::ast::{
+    BinaryOp, ChainLink, Condition, Expr, ExprKind, FunctionDef, Select, Span, TypeKind,
+};
 use crate::cluster::{Allocation, Allocator, Machine, Node};
 use crate::diagnostic::Diagnostic;
 use crate::functions::{self, arith, Builtin, BuiltinKind};
@@ -255,7 +257,7 @@ impl<'a> Binder<'a> {
             Bound::Stream(p) => {
                 let mut items = Vec::new();
                 let mut too_many = false;
-                p.run_here(&mut |v| {
+                p.run_here(&|| false, &mut |v| {
                     too_many = items.len() == MAX_RANGE;
                     items.push(v);
                     !too_many
@@ -305,17 +307,14 @@ impl<'a> Binder<'a> {
                 }
                 Bound::Value(Value::Bag(values))
             }
-            ExprKind::Binary { op, left, right } => match arith::operator(*op) {
-                Some(builtin) => {
-                    self.builtin(builtin, &[(**left).clone(), (**right).clone()], env, span)?
+            ExprKind::Binary { .. } => {
+                let (first, links) = expr.operator_chain();
+                let mut bound = self.eval(first, env)?;
+                for link in links {
+                    bound = self.binary(link, bound, env)?;
                 }
-                None => {
-                    let (l, r) = (self.value(left, env)?, self.value(right, env)?);
-                    let holds =
-                        arith::compare(*op, &l, &r).map_err(|e| error(e.to_string(), span))?;
-                    Bound::Value(Value::Integer(holds as i64))
-                }
-            },
+                bound
+            }
             ExprKind::Negate(inner) => Bound::Value(
                 arith::negate(&self.value(inner, env)?).map_err(|e| error(e.to_string(), span))?,
             ),
@@ -323,19 +322,32 @@ impl<'a> Binder<'a> {
         })
     }
 
+    /// One operation of a chain, its left operand already bound.
+    fn binary(&mut self, link: ChainLink<'_>, left: Bound, env: &Env) -> Result<Bound, Diagnostic> {
+        let right = self.eval(link.right, env)?;
+        let span = &link.node.span;
+        match arith::operator(link.op) {
+            Some(builtin) => self.apply(
+                builtin,
+                vec![(left, &link.left.span), (right, &link.right.span)],
+                span,
+            ),
+            None => {
+                let (l, r) = (
+                    into_value(left, &link.left.span)?,
+                    into_value(right, &link.right.span)?,
+                );
+                let holds =
+                    arith::compare(link.op, &l, &r).map_err(|e| error(e.to_string(), span))?;
+                Ok(Bound::Value(Value::Integer(holds as i64)))
+            }
+        }
+    }
+
     /// `expr`'s value, refusing a stream or an allocation.
     fn value(&mut self, expr: &Expr, env: &Env) -> Result<Value, Diagnostic> {
-        match self.eval(expr, env)? {
-            Bound::Value(v) => Ok(v),
-            Bound::Stream(_) => Err(error(
-                "a stream where a value is expected (a bag of streams is written with spv)",
-                &expr.span,
-            )),
-            Bound::Allocation(_) => Err(error(
-                "an allocation sequence where a value is expected",
-                &expr.span,
-            )),
-        }
+        let bound = self.eval(expr, env)?;
+        into_value(bound, &expr.span)
     }
 
     fn call(
@@ -505,24 +517,37 @@ impl<'a> Binder<'a> {
         env: &Env,
         span: &Span,
     ) -> Result<Bound, Diagnostic> {
+        let mut bound = Vec::with_capacity(args.len());
+        for arg in args {
+            bound.push((self.eval(arg, env)?, &arg.span));
+        }
+        self.apply(builtin, bound, span)
+    }
+
+    /// The built-in `builtin` called at `span` with the arguments `args` (each with where it
+    /// is written).
+    fn apply(
+        &mut self,
+        builtin: &'static Builtin,
+        args: Vec<(Bound, &Span)>,
+        span: &Span,
+    ) -> Result<Bound, Diagnostic> {
         let name = builtin.name;
         let mut values = Vec::new();
         let mut stream: Option<(usize, Pipeline)> = None;
-        for (i, arg) in args.iter().enumerate() {
-            match self.eval(arg, env)? {
+        let spans: Vec<&Span> = args.iter().map(|(_, at)| *at).collect();
+        for (i, (arg, at)) in args.into_iter().enumerate() {
+            match arg {
                 Bound::Value(v) => values.push(v),
                 Bound::Stream(p) if stream.is_none() => stream = Some((i, p)),
                 Bound::Stream(_) => {
                     return Err(error(
                         format!("{name} reads two streams; a subquery reads one (use merge)"),
-                        &arg.span,
+                        at,
                     ))
                 }
                 Bound::Allocation(_) => {
-                    return Err(error(
-                        "an allocation sequence is not an argument",
-                        &arg.span,
-                    ))
+                    return Err(error("an allocation sequence is not an argument", at))
                 }
             }
         }
@@ -565,7 +590,7 @@ impl<'a> Binder<'a> {
             }
             (BuiltinKind::Generator(_), Some((at, _))) => Err(error(
                 format!("{name} makes a stream; its arguments are values, not a stream"),
-                &args[at].span,
+                spans[at],
             )),
             (BuiltinKind::Special, _) => Err(error(format!("{name} cannot be used here"), span)),
         }
@@ -613,26 +638,8 @@ impl<'a> Binder<'a> {
             _ => self.eval(&def.body, &inner).map(|b| vec![b]),
         };
         self.depth -= 1;
-        let mut results = body?;
-        if results.len() == 1 {
-            return Ok(results.remove(0));
-        }
-        let count = results.len();
-        let values = results
-            .into_iter()
-            .map(|r| match r {
-                Bound::Value(v) => Ok(v),
-                _ => Err(error(
-                    format!(
-                        "{}'s select gives {count} results that are not all values; a function \
-                         gives one stream",
-                        def.name.name
-                    ),
-                    span,
-                )),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Bound::Value(Value::Bag(values)))
+        let from_select = matches!(def.body.kind, ExprKind::Select(_));
+        declared_result(def, body?, from_select, span)
     }
 
     /// The cluster and allocation of `sp(q, cluster, allocation)`'s optional arguments.
@@ -702,6 +709,77 @@ impl<'a> Binder<'a> {
             place,
         });
         Ok(id)
+    }
+}
+
+/// A bound value, refusing a stream or an allocation (written at `span`).
+fn into_value(bound: Bound, span: &Span) -> Result<Value, Diagnostic> {
+    match bound {
+        Bound::Value(v) => Ok(v),
+        Bound::Stream(_) => Err(error(
+            "a stream where a value is expected (a bag of streams is written with spv)",
+            span,
+        )),
+        Bound::Allocation(_) => Err(error(
+            "an allocation sequence where a value is expected",
+            span,
+        )),
+    }
+}
+
+/// A user function's result as its declaration says, from what its body gave (`results`: a
+/// select's, one per binding; else the body's one value). `-> stream`: a stream of the
+/// select's values, or the one stream it gives (a bag body: a stream of its elements);
+/// `-> bag of T`: a bag of the select's values; `-> object`: the one result, else a bag of
+/// them; any other type: the one value its select gives.
+fn declared_result(
+    def: &FunctionDef,
+    mut results: Vec<Bound>,
+    from_select: bool,
+    span: &Span,
+) -> Result<Bound, Diagnostic> {
+    let name = &def.name.name;
+    let count = results.len();
+    let values = |results: Vec<Bound>| {
+        results
+            .into_iter()
+            .map(|r| match r {
+                Bound::Value(v) => Ok(v),
+                _ => Err(error(
+                    format!(
+                        "{name}'s select gives {count} results that are not all values; a \
+                         function gives one stream"
+                    ),
+                    span,
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let kind = &def.result.kind;
+    if !from_select {
+        return Ok(match (kind, results.remove(0)) {
+            (TypeKind::Stream, Bound::Value(Value::Bag(items))) => {
+                Bound::Stream(Pipeline::new(Source::Values(items)))
+            }
+            (_, result) => result,
+        });
+    }
+    let one = count == 1;
+    match kind {
+        TypeKind::Stream if one && matches!(results[0], Bound::Stream(_)) => Ok(results.remove(0)),
+        TypeKind::Stream => Ok(Bound::Stream(Pipeline::new(Source::Values(values(
+            results,
+        )?)))),
+        TypeKind::BagOf(_) => Ok(Bound::Value(Value::Bag(values(results)?))),
+        TypeKind::Object if !one => Ok(Bound::Value(Value::Bag(values(results)?))),
+        _ if one => Ok(results.remove(0)),
+        declared => Err(error(
+            format!(
+                "{name} is declared to return one {}, but its select gives {count} results",
+                crate::types::Type::from(declared)
+            ),
+            span,
+        )),
     }
 }
 
@@ -891,7 +969,7 @@ mod tests {
             QueryResult::Values(values) => values.iter().map(Value::to_string).collect(),
             QueryResult::Stream(p) => {
                 let mut out = Vec::new();
-                p.run_here(&mut |v| {
+                p.run_here(&|| false, &mut |v| {
                     out.push(v.to_string());
                     true
                 })

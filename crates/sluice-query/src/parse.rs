@@ -38,8 +38,9 @@
 //! unknown character, an unterminated string) reports only that.
 //!
 //! A statement may have at most [`MAX_DEPTH`] levels of nesting, counting each open bracket,
-//! `select` and operator as one (so also at most that many operators): deeper trees would
-//! exhaust the stack of the stages that walk them.
+//! `select` and negation as one, and a chain of binary operators inside one bracket
+//! (`1 + 2 * 3 - 4`) as one, and at most [`MAX_OPERATORS`] binary operators: deeper trees
+//! would exhaust the stack of the stages that walk them.
 
 use chumsky::input::ValueInput;
 use chumsky::prelude::*;
@@ -73,17 +74,14 @@ pub fn parse(text: &str) -> Result<Vec<Statement>, Vec<Diagnostic>> {
         if lexically_bad || chunk.len() == 1 && *last_token == Token::Semicolon {
             continue;
         }
-        if let Some(span) = too_deep(chunk) {
+        if let Some((span, message)) = too_deep(chunk) {
             diagnostics.push(
-                Diagnostic::new(
-                    format!("statement nested too deeply (more than {MAX_DEPTH} levels)"),
-                    lexer::range(span),
-                )
-                .with_label("here")
-                .with_help(
-                    "brackets, operators and selects nest; split the statement, \
+                Diagnostic::new(message, lexer::range(span))
+                    .with_label("here")
+                    .with_help(
+                        "brackets, operators and selects nest; split the statement, \
                      or give parts of it a name with `create function`",
-                ),
+                    ),
             );
             continue;
         }
@@ -110,27 +108,66 @@ pub fn parse(text: &str) -> Result<Vec<Statement>, Vec<Diagnostic>> {
     }
 }
 
-/// The most levels a statement's tree may have (counted as below), so that no stage that walks
-/// it recursively (the parser, a checker, dropping it) runs out of stack.
+/// The most levels of nesting a statement may have (counted as below), so that no stage that
+/// walks its tree recursively (the parser, a checker, dropping it) runs out of stack.
 pub const MAX_DEPTH: usize = 256;
+/// The most binary operators a statement may have: a chain of them (`1 + 1 + ... + 1`) is one
+/// level of nesting, but its tree is as deep as it is long.
+pub const MAX_OPERATORS: usize = 1024;
 
-/// The token at which the statement's tree could exceed [`MAX_DEPTH`] levels, if any. Each
-/// level of the tree comes from an open bracket, a `select`, a `-` or another operator, so
-/// their count (the brackets counted as deep as they are open) bounds its depth.
-fn too_deep(statement: &[lexer::Spanned]) -> Option<SimpleSpan> {
-    let mut open = 0usize;
-    let mut nesting_tokens = 0usize;
+/// Whether `token` ends an operand, so that a `-` after it subtracts rather than negates.
+fn ends_operand(token: &Token) -> bool {
+    matches!(
+        token,
+        Token::Integer(_)
+            | Token::Real(_)
+            | Token::Str(_)
+            | Token::Ident(_)
+            | Token::RParen
+            | Token::RBrace
+    )
+}
+
+/// The token at which the statement's tree could exceed [`MAX_DEPTH`] levels of nesting or
+/// [`MAX_OPERATORS`] operators, if any, and which limit it exceeds. Each level of nesting comes
+/// from an open bracket, a `select`, a negation, or a chain of binary operators inside one
+/// bracket (however long: each operator of the chain is counted against [`MAX_OPERATORS`]), so
+/// the tree is at most `MAX_DEPTH + MAX_OPERATORS` deep.
+fn too_deep(statement: &[lexer::Spanned]) -> Option<(SimpleSpan, String)> {
+    // Per open bracket (the statement itself first): whether a chain of operators is in it.
+    let mut chains = vec![false];
+    let mut selects_and_negations = 0usize;
+    let mut operators = 0usize;
+    let mut previous = None;
     for (token, span) in statement {
         match token {
-            Token::LParen | Token::LBrace => open += 1,
-            Token::RParen | Token::RBrace => open = open.saturating_sub(1),
-            Token::Keyword(Keyword::Select) => nesting_tokens += 1,
-            token if token.is_operator() => nesting_tokens += 1,
+            Token::LParen | Token::LBrace => chains.push(false),
+            Token::RParen | Token::RBrace if chains.len() > 1 => {
+                chains.pop();
+            }
+            Token::Keyword(Keyword::Select) => selects_and_negations += 1,
+            Token::Minus if !previous.is_some_and(ends_operand) => selects_and_negations += 1,
+            token if token.is_operator() => {
+                operators += 1;
+                *chains.last_mut().expect("the statement's own level") = true;
+            }
             _ => {}
         }
-        if open + nesting_tokens > MAX_DEPTH {
-            return Some(*span);
+        let open_chains = chains.iter().filter(|&&chain| chain).count();
+        let depth = chains.len() - 1 + selects_and_negations + open_chains;
+        if depth > MAX_DEPTH {
+            return Some((
+                *span,
+                format!("statement nested too deeply (more than {MAX_DEPTH} levels)"),
+            ));
         }
+        if operators > MAX_OPERATORS {
+            return Some((
+                *span,
+                format!("statement has more than {MAX_OPERATORS} operators"),
+            ));
+        }
+        previous = Some(token);
     }
     None
 }
@@ -703,16 +740,25 @@ pub(crate) mod tests {
     #[test]
     fn deep_nesting_is_an_error_not_a_crash() {
         let deep = format!("select {}1{};", "(".repeat(300), ")".repeat(300));
-        let long = format!("select 1{};", "+1".repeat(1000));
         // Spaced, as `--` starts a comment.
         let negated = format!("select {}1;", "- ".repeat(1000));
-        for text in [&deep, &long, &negated] {
+        let nested_sums = format!("select {}1{};", "(1+".repeat(300), ")".repeat(300));
+        for text in [&deep, &negated, &nested_sums] {
             let diagnostics = parse(text).expect_err("too deep");
             assert_eq!(diagnostics.len(), 1);
             assert!(diagnostics[0].message.contains("nested too deeply"));
         }
+        let long = format!("select 1{};", "+1".repeat(MAX_OPERATORS + 1));
+        let diagnostics = parse(&long).expect_err("too long");
+        assert_eq!(
+            diagnostics[0].message,
+            format!("statement has more than {MAX_OPERATORS} operators")
+        );
         let fine = format!("select {}1{}", "(".repeat(100), ")".repeat(100));
         assert!(parse(&fine).is_ok());
+        // A chain of operators is one level, however long.
+        let flat = format!("select 1{};", "+1*2-1".repeat(MAX_OPERATORS / 3));
+        assert!(parse(&flat).is_ok());
     }
 
     #[test]

@@ -105,8 +105,14 @@ impl Pipeline {
     }
 
     /// Runs a pipeline that reads no stream process in this thread, handing each result to
-    /// `out` until it returns `false`.
-    pub fn run_here(&self, out: &mut dyn FnMut(Value) -> bool) -> Result<(), EvalError> {
+    /// `out` until it returns `false`. Once `stopped` says so (it is asked before each element
+    /// of the generator), the generator stops and the chain ends, as a job's stopped source
+    /// does: an aggregate gives its value over the elements so far.
+    pub fn run_here(
+        &self,
+        stopped: &dyn Fn() -> bool,
+        out: &mut dyn FnMut(Value) -> bool,
+    ) -> Result<(), EvalError> {
         let Some(mut generator) = self.generator()? else {
             return Err(EvalError {
                 function: "extract".into(),
@@ -121,7 +127,7 @@ impl Pipeline {
             }
             Ok(())
         };
-        while let Some(value) = generator.next() {
+        while let Some(value) = (!stopped()).then(|| generator.next()).flatten() {
             chain.push(0, value?, &mut emit)?;
             if !more.get() {
                 return Ok(());

@@ -42,6 +42,9 @@ pub struct QueryOptions {
     pub launcher: Launcher,
     /// Stop each query after this many results.
     pub limit: Option<u64>,
+    /// How long a thread of a query's job may hold work without progress, and a PE stay
+    /// silent, before the job fails (`None`: the runtime's default).
+    pub stall_timeout: Option<std::time::Duration>,
     /// The arguments that make this program run a query as a PE, before `--client SOCKET
     /// --execute=TEXT` (`["query", "--set", "buffer=1000"]`).
     pub pe_args: Vec<OsString>,
@@ -114,6 +117,9 @@ pub enum QueryError {
     },
     /// The job failed, or could not start.
     Run(String),
+    /// An interrupt (Ctrl-C, SIGTERM) stopped a query: the results it gave are partial, and
+    /// the statements after it were not run.
+    Interrupted,
 }
 
 impl std::error::Error for QueryError {}
@@ -135,6 +141,10 @@ impl std::fmt::Display for QueryError {
                 Ok(())
             }
             QueryError::Run(message) => f.write_str(message),
+            QueryError::Interrupted => f.write_str(
+                "interrupted: the query was stopped, its results above are partial, and the \
+                 statements after it were not run",
+            ),
         }
     }
 }
@@ -198,12 +208,11 @@ impl Session {
             diagnostics,
         };
         let problem = |d: Diagnostic| problems(vec![d]);
+        // An interrupt from now on stops the query running then, and the statements after it.
         let before = interrupts(options);
         for statement in statements {
             if interrupts(options) != before {
-                return Err(QueryError::Run(
-                    "interrupted: the statements after the stopped query were not run".into(),
-                ));
+                return Err(QueryError::Interrupted);
             }
             if let Statement::Query(_) = statement {
                 crate::check::check(statement, &self.checked).map_err(problems)?;
@@ -246,7 +255,19 @@ impl Session {
                         .map_err(problem)?;
                     let own_text =
                         &text[expr.span.start.min(text.len())..expr.span.end.min(text.len())];
-                    self.run_query(bound, own_text, &settings, &machine, options, out)?;
+                    let query = Query {
+                        bound,
+                        text: own_text,
+                        settings: &settings,
+                        machine: &machine,
+                        interrupts_before: before,
+                    };
+                    let ran = self.run_query(query, options, out);
+                    // A job aborted by a second interrupt fails: it was interrupted.
+                    if interrupts(options) != before {
+                        return Err(QueryError::Interrupted);
+                    }
+                    ran?;
                 }
             }
         }
@@ -260,12 +281,11 @@ impl Session {
         statements: &[Statement],
         options: &QueryOptions,
     ) -> Result<String, QueryError> {
+        // Each query is explained with the settings and functions of the statements before
+        // it, as `run` would run it.
         let mut plans = String::new();
-        let mut queries = Vec::new();
         for statement in statements {
-            if let Statement::Query(expr) = statement {
-                queries.push(expr.clone());
-            } else {
+            let Statement::Query(expr) = statement else {
                 self.run_statements(
                     source_name,
                     text,
@@ -273,13 +293,12 @@ impl Session {
                     options,
                     &mut |_| {},
                 )?;
-            }
-        }
-        for expr in queries {
+                continue;
+            };
             let settings = self.settings_with(options).map_err(QueryError::Run)?;
             let machine = machine(options, &settings);
             let bound = Binder::new(&self.functions, &machine)
-                .bind(&expr)
+                .bind(expr)
                 .map_err(|d| QueryError::Text {
                     source_name: source_name.to_string(),
                     text: text.to_string(),
@@ -310,24 +329,21 @@ impl Session {
 
     fn run_query(
         &self,
-        bound: BoundQuery,
-        query_text: &str,
-        settings: &DriverSettings,
-        machine: &Machine,
+        query: Query<'_>,
         options: &QueryOptions,
         out: &mut dyn FnMut(&Value),
     ) -> Result<(), QueryError> {
         let limit = options.limit.unwrap_or(u64::MAX);
         let mut given = 0u64;
-        let before = interrupts(options);
+        let interrupted = || interrupts(options) != query.interrupts_before;
         let mut each = |v: Value| {
             if given < limit {
                 given += 1;
                 out(&v);
             }
-            given < limit && interrupts(options) == before
+            given < limit && !interrupted()
         };
-        match bound.result {
+        match query.bound.result {
             QueryResult::Values(values) => {
                 for v in values {
                     if !each(v) {
@@ -337,19 +353,36 @@ impl Session {
                 Ok(())
             }
             QueryResult::Stream(pipeline) if pipeline.producers().is_empty() => pipeline
-                .run_here(&mut each)
+                .run_here(&interrupted, &mut each)
                 .map_err(|e| QueryError::Run(e.to_string())),
             QueryResult::Stream(pipeline) => {
                 let job = Job {
-                    sps: &bound.sps,
+                    sps: &query.bound.sps,
                     client: &pipeline,
-                    settings,
-                    machine,
+                    settings: query.settings,
+                    machine: query.machine,
                 };
-                job.run(&self.preamble, query_text, options, &mut each)
+                job.run(
+                    &self.preamble,
+                    query.text,
+                    options,
+                    query.interrupts_before,
+                    &mut each,
+                )
             }
         }
     }
+}
+
+/// A bound query and what it runs with.
+struct Query<'a> {
+    bound: BoundQuery,
+    /// Its own text, for the PEs of its job.
+    text: &'a str,
+    settings: &'a DriverSettings,
+    machine: &'a Machine,
+    /// The interrupts counted before the statements began: one more stops the query.
+    interrupts_before: usize,
 }
 
 /// The statements of `text`, or its syntax errors.
@@ -384,6 +417,7 @@ impl Job<'_> {
         preamble: &str,
         query_text: &str,
         options: &QueryOptions,
+        interrupts_before: usize,
         each: &mut dyn FnMut(Value) -> bool,
     ) -> Result<(), QueryError> {
         let failed = |e: String| QueryError::Run(e);
@@ -395,7 +429,7 @@ impl Job<'_> {
                 .ok_or_else(|| failed("a PE of a query needs --client".into()))?;
             let lowered = lower(self.sps, self.client, &socket, self.settings, self.machine)
                 .map_err(failed)?;
-            sluice_runtime::start(&lowered.graph, &lowered.plan, &RunOptions::default())
+            sluice_runtime::start(&lowered.graph, &lowered.plan, &run_options(options))
                 .map_err(|e| failed(e.to_string()))?;
             return Ok(());
         }
@@ -411,12 +445,12 @@ impl Job<'_> {
         let run_options = RunOptions {
             launcher: options.launcher,
             pe_args: Some(Box::leak(args.into_boxed_slice())),
-            ..RunOptions::default()
+            ..run_options(options)
         };
         let stop = StopHandle::new();
         let done = Arc::new(AtomicBool::new(false));
         if let Some(count) = &options.interrupts {
-            watch_interrupts(count.clone(), stop.clone(), done.clone());
+            watch_interrupts(count.clone(), interrupts_before, stop.clone(), done.clone());
         }
         let waiter = {
             let (stop, done) = (stop.clone(), done.clone());
@@ -473,9 +507,23 @@ impl Job<'_> {
     }
 }
 
-/// Stops the job on the first interrupt after now and aborts it on the second, until `done`.
-fn watch_interrupts(count: Arc<AtomicUsize>, stop: StopHandle, done: Arc<AtomicBool>) {
-    let before = count.load(Ordering::Relaxed);
+/// The run options of a query's job (in its launching process and in each PE).
+fn run_options(options: &QueryOptions) -> RunOptions {
+    let defaults = RunOptions::default();
+    RunOptions {
+        stall_timeout: options.stall_timeout.unwrap_or(defaults.stall_timeout),
+        ..defaults
+    }
+}
+
+/// Stops the job on the first interrupt after `before` and aborts it on the second, until
+/// `done`.
+fn watch_interrupts(
+    count: Arc<AtomicUsize>,
+    before: usize,
+    stop: StopHandle,
+    done: Arc<AtomicBool>,
+) {
     std::thread::spawn(move || {
         let mut stopped = false;
         while !done.load(Ordering::Acquire) {

@@ -52,12 +52,13 @@ use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
 use sluice_transport::tcp::{JobSecret, WarningLimit};
 
-use crate::control::JobControl;
 use crate::link::{self, Admission, LinkListener, SharedLink};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
-use crate::state::JobState;
 use crate::wire::{self, FromPe, ToPe, HEARTBEAT_PERIOD};
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
+use sluice_exec::control::JobControl;
+use sluice_exec::watch::{Sched, Silence};
+use sluice_exec::JobState;
 
 /// How long PEs may take to exit once they reported, and how long an ended PE's last words
 /// (or its exit status) are waited for.
@@ -125,8 +126,8 @@ struct Pe {
     ended_at: Option<Instant>,
     /// Its silent end (or its silence) is among the job's failures.
     blamed: bool,
-    /// When it was last heard from, once it reached the launcher.
-    last_heard: Option<Instant>,
+    /// Since it was last heard from, once it reached the launcher.
+    heard: Option<Silence>,
 }
 
 impl Pe {
@@ -144,7 +145,7 @@ impl Pe {
             hung_up: false,
             ended_at: None,
             blamed: false,
-            last_heard: None,
+            heard: None,
         }
     }
 
@@ -536,6 +537,21 @@ impl Starting<'_> {
     }
 }
 
+/// A PE is read by what the kernel says of its heartbeat thread once it has been silent for
+/// this long (two heartbeats missed).
+const HEARD_GRACE: Duration = Duration::from_millis(500);
+
+/// What the kernel says of the heartbeat thread of the PE process `pid` (found by its name,
+/// [`crate::pe::HEARTBEAT_THREAD`]), on this host.
+fn heartbeat_thread(pid: u32) -> Option<Sched> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks.filter_map(Result::ok).find_map(|task| {
+        let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
+        (name.trim_end() == crate::pe::HEARTBEAT_THREAD)
+            .then(|| Sched::of_task(&task.path().to_string_lossy()))?
+    })
+}
+
 /// The state letter of process `pid` in `/proc/PID/stat` (`R`, `S`, `D`, `T`, ...).
 fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -598,7 +614,7 @@ impl Children {
                         let link = SharedLink::new(link);
                         self.heart.beat_for(link.clone());
                         self.pes[pe].control = Some(link);
-                        self.pes[pe].last_heard = Some(Instant::now());
+                        self.pes[pe].heard = Some(Silence::new(Instant::now(), HEARD_GRACE));
                         connected += 1;
                         let events = events.clone();
                         std::thread::spawn(move || loop {
@@ -675,17 +691,25 @@ impl Children {
             // This launcher was stopped or starved itself: its PEs' silence is its own (they
             // may have left because of it, and say so); each gets the timeout afresh.
             for p in &mut self.pes {
-                if p.last_heard.is_some() {
-                    p.last_heard = Some(now);
+                if p.heard.is_some() {
+                    p.heard = Some(Silence::new(now, HEARD_GRACE));
                 }
             }
         }
         for pe in 0..self.pes.len() {
-            let p = &self.pes[pe];
-            let silent = p.last_heard.is_some_and(|heard| heard.elapsed() >= timeout);
-            if !silent || p.blamed || p.has_spoken() || p.ended_at.is_some() {
+            let p = &mut self.pes[pe];
+            if p.blamed || p.has_spoken() || p.ended_at.is_some() {
                 continue;
             }
+            // A heartbeat that waits for a CPU on a busy machine is not silence.
+            let pid = p.process.as_ref().map(Child::id);
+            let silent = p.heard.as_mut().is_some_and(|heard| {
+                heard.length(now, || pid.and_then(heartbeat_thread)) >= timeout
+            });
+            if !silent {
+                continue;
+            }
+            let p = &self.pes[pe];
             let state = match p.process.as_ref().and_then(|c| process_state(c.id())) {
                 Some('T') => ": its process is stopped (SIGSTOP?)",
                 Some('t') => ": its process is stopped by a debugger",
@@ -772,7 +796,7 @@ impl Children {
 
     /// Records one of the job's failures, of `pe` if it is one PE's.
     fn fail(&mut self, pe: Option<usize>, error: RunError) {
-        if self.failures.len() < crate::error::MAX_FAILURES {
+        if self.failures.len() < sluice_exec::error::MAX_FAILURES {
             self.failures.push((pe, error));
         }
         self.first_failure.get_or_insert_with(Instant::now);
@@ -796,7 +820,7 @@ impl Children {
         }
         let mut failures = std::mem::take(&mut self.failures);
         failures.sort_by_key(|(pe, f)| f.is_consequence().then_some(*pe));
-        match crate::error::root_cause(failures.into_iter().map(|(_, f)| f).collect()) {
+        match sluice_exec::error::root_cause(failures.into_iter().map(|(_, f)| f).collect()) {
             Some(error) => Err(error),
             None => Ok(()),
         }
@@ -805,8 +829,8 @@ impl Children {
     /// Takes in one message of `pe`'s (`None`: its stream closed).
     fn record(&mut self, pe: usize, message: Option<FromPe>) {
         let p = &mut self.pes[pe];
-        if message.is_some() && p.last_heard.is_some() {
-            p.last_heard = Some(Instant::now());
+        if message.is_some() && p.heard.is_some() {
+            p.heard = Some(Silence::new(Instant::now(), HEARD_GRACE));
         }
         match message {
             Some(FromPe::Heartbeat) => {}
@@ -1065,7 +1089,7 @@ mod tests {
         children.stall_timeout = Duration::from_millis(300);
         let now = Instant::now();
         for pe in &mut children.pes {
-            pe.last_heard = Some(now);
+            pe.heard = Some(Silence::new(now, HEARD_GRACE));
         }
         // p0 beats throughout; p1 falls silent.
         let watchdog = now + Duration::from_secs(10);
@@ -1093,7 +1117,7 @@ mod tests {
         let then = Instant::now() - Duration::from_secs(2);
         children.last_check = then;
         for pe in &mut children.pes {
-            pe.last_heard = Some(then);
+            pe.heard = Some(Silence::new(then, HEARD_GRACE));
         }
         assert!(children.supervise(Duration::ZERO).is_ok());
         assert!(children.failures.is_empty());

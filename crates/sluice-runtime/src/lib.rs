@@ -1,150 +1,72 @@
-//! Executes a physical plan: each PE as a process of its own (the local [`Launcher`], which
-//! re-executes the program once per PE and supervises the children), or every PE as threads of
-//! this process.
+//! Sluice's control plane, and the runtime's facade: runs a physical plan with each PE as a
+//! process of its own (the local [`Launcher`], which re-executes the program once per PE and
+//! supervises the children; or `mpirun`), or every PE as threads of this process.
 //!
-//! Each thread of the plan runs its operator instances fused: a tuple emitted by one instance
-//! is passed by reference, depth first, to the downstream instances in the same thread by a
-//! direct call (System S fusion, the Vega paper's section II.B). Edges between threads go
-//! through the transport of their channel: a threaded port inside a PE, and between PEs the
-//! sender and receiver the planner inserted (shared memory on one host). A thread's work loop polls
-//! its sources and its receivers; a poll reports the work it did and the thread idles by its
-//! [`IdleStrategy`] when a round did none.
-//!
-//! The executor is hand-written because it *is* the fused transport: the cost of a hop between
-//! fused operators is the cost of the `exec` module's dispatch, so it avoids allocation, locking
-//! and dynamic lookups on the per-tuple path.
+//! The work itself (assembly of a PE's threads, the fused work loop, drain, suspend and state,
+//! metrics counters, the report) is the data plane, the crate `sluice-exec`; this crate holds
+//! what starts and supervises it: spawning the PEs, the control link to each and its
+//! heartbeats (`link`, `wire`), supervision and the root cause of a failure (`launch`), the PE's
+//! side of it ([`serve_pe`]). Dependencies point one way: this crate uses `sluice-exec`, which
+//! knows nothing of processes. Everything a program calls is here ([`run`], [`start`],
+//! [`resume_with`], [`RunOptions`], [`StopHandle`], [`JobReport`], [`metrics`], ...), the data
+//! plane's types re-exported, so a program depends on this crate only.
 //!
 //! Stopping: a finite source ends its stream, end-of-stream flows downstream, and a thread
 //! ends when all its instances have finished. [`StopHandle::stop`] makes every source finish
 //! early, so every tuple already emitted is still processed (a drain), within
 //! [`RunOptions::drain_timeout`]. [`StopHandle::suspend`] drains the same way but keeps
 //! every source's position and every instance's state ([`JobReport::state`]) instead of
-//! finishing, and [`resume_with`] starts the job again from it, on another plan. A failed or panicking operator aborts the job: every thread
-//! leaves its loop, blocked senders give up, and [`RunningJob::wait`] returns the error, its
-//! root cause first ([`RunError`]). A thread stuck in an operator's call, or a PE that stops
-//! sending heartbeats, fails the job within [`RunOptions::stall_timeout`] (see `watch`);
-//! [`StopHandle::abort`] aborts it at once, still removing everything it made.
+//! finishing, and [`resume_with`] starts the job again from it, on another plan. A failed or
+//! panicking operator aborts the job: every thread leaves its loop, blocked senders give up,
+//! and [`RunningJob::wait`] returns the error, its root cause first ([`RunError`]). A thread
+//! stuck in an operator's call, or a PE that stops sending heartbeats, fails the job within
+//! [`RunOptions::stall_timeout`]; [`StopHandle::abort`] aborts it at once, still removing
+//! everything it made.
+//!
+//! # The PE entry
+//!
+//! The local launcher starts each PE by re-executing this program with the PE's role in the
+//! environment ([`PE_ENVIRONMENT`]); MPI starts its ranks the same way. Such a process enters
+//! through [`serve_pe`]: it rebuilds nothing but the graph (which the program builds as it
+//! always does), receives its plan from the launcher, runs its part, reports and exits. A
+//! program may call [`serve_pe`] itself, first thing after building its graph (after
+//! [`is_pe_process`]); [`start`], [`start_with`], [`resume_with`] and [`run`] call it too,
+//! before anything else, so that a program that builds its graph and calls `run` works
+//! unchanged as every PE of its own job, as the README promises.
+//!
+//! Why the process exits there rather than `start` returning an outcome that says "this
+//! process served as a PE": everything a program does after `run` (print a summary, write the
+//! output, start another job) belongs to the launching process only, and a PE that ran it
+//! would duplicate the job's output once per PE. An outcome every caller must check makes
+//! forgetting the check a silent bug in every program; an exit makes the safe path the only
+//! one, and a program that wants to do something before its PE serves (set up logging, skip a
+//! banner) tests [`is_pe_process`] first.
 #![forbid(unsafe_code)]
 
-mod assemble;
-mod clock;
-mod control;
-mod error;
-mod exec;
 mod launch;
 mod link;
-pub mod metrics;
 mod mpi;
 mod pe;
-mod report;
-mod state;
-mod watch;
 mod wire;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-pub use control::StopHandle;
-pub use error::RunError;
 pub use link::why_not_private;
-pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
-pub use report::{InstanceReport, JobReport};
-pub use state::{size_text, InstanceState, JobState};
+pub use sluice_exec::metrics;
+pub use sluice_exec::{
+    size_text, InstanceReport, InstanceState, JobReport, JobState, Launcher, MetricsHandle,
+    MetricsSnapshot, RunError, RunOptions, StopHandle, DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_LATENCY_EVERY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT,
+};
 
+use sluice_exec::assemble::{self, Scope, Sites};
+use sluice_exec::control::JobControl;
+use sluice_exec::watch;
 use sluice_graph::Graph;
 use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
-use sluice_sync::IdleStrategy;
-
-use crate::assemble::{Scope, Sites};
-use crate::control::JobControl;
-
-/// Where the PEs of a plan run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Launcher {
-    /// One OS process per PE on this host, children of this one (the program re-executes
-    /// itself as each PE); a plan of one PE runs in this process.
-    #[default]
-    Local,
-    /// Every PE as threads of this process; edges between PEs still use their transports.
-    InProcess,
-    /// Every PE as a rank of Open MPI's `mpirun`, on the hosts the plan placed it on.
-    Mpi,
-}
-
-/// Tuples a source emits between latency markers unless [`RunOptions::latency_every`] says
-/// otherwise: at 40,000 tuples/s, 600 samples a second, for a clock read per 64 tuples.
-pub const DEFAULT_LATENCY_EVERY: u64 = 64;
-
-/// How to run a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunOptions {
-    /// How idle threads wait; by default chosen from the thread and core counts.
-    pub idle: Option<IdleStrategy>,
-    /// Stop (and drain) after this long; run until the sources end if `None`.
-    pub duration: Option<Duration>,
-    /// The most messages a receiver hands over per poll.
-    pub poll_batch: usize,
-    /// Where the PEs run.
-    pub launcher: Launcher,
-    /// Each source sends a latency marker after this many tuples (0: none). Markers travel
-    /// in order with the data, each along one path: an instance passes a marker to one
-    /// instance of each downstream operator (to all on a broadcast edge), as Flink's latency
-    /// markers take one channel. Every instance a marker reaches records how long it took,
-    /// and the sinks' figures are the job's end-to-end latency ([`JobReport::latency`]).
-    pub latency_every: u64,
-    /// Estimate each instance's CPU time ([`InstanceReport::cpu_ns`]) by timing a sample of
-    /// every thread's rounds: what `sluice run --profile` records for the optimizers.
-    pub profile_cpu: bool,
-    /// A thread that makes no progress (a round of its loop, a batch, a wait on a full queue)
-    /// or a PE that sends no heartbeat for this long fails the job, naming it.
-    pub stall_timeout: Duration,
-    /// A drain (after a stop) that has not ended this long after the stop aborts the job.
-    pub drain_timeout: Duration,
-    /// How long the PEs may take to start (each step of start-up: reaching the launcher,
-    /// binding, starting), through their hosts' launch commands too.
-    pub start_timeout: Duration,
-    /// Whether the threads publish live metrics ([`metrics`], [`RunningJob::metrics`]); on
-    /// by default.
-    pub metrics: bool,
-    /// The arguments each PE's process is started with (after the program), when not this
-    /// process's own: a program whose command line does not rebuild the graph (the query
-    /// shell, where the statement was typed, not given) passes what does. The slice lives as
-    /// long as the program (`Box::leak` it: a few hundred bytes per job), which keeps the
-    /// options `Copy`.
-    pub pe_args: Option<&'static [std::ffi::OsString]>,
-    /// The job may be suspended to be redeployed ([`StopHandle::suspend`]): it fails at its
-    /// start, naming the source, unless every source can resume where it stopped.
-    pub suspendable: bool,
-}
-
-/// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
-/// scheduling delay, a full queue is no pause: waiting on one counts as progress).
-pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(5);
-/// [`RunOptions::drain_timeout`] unless set.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// [`RunOptions::start_timeout`] unless set: room for `ssh` to log in and start a PE.
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        Self {
-            idle: None,
-            duration: None,
-            poll_batch: 256,
-            launcher: Launcher::Local,
-            latency_every: DEFAULT_LATENCY_EVERY,
-            profile_cpu: false,
-            stall_timeout: DEFAULT_STALL_TIMEOUT,
-            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            start_timeout: DEFAULT_START_TIMEOUT,
-            metrics: true,
-            pe_args: None,
-            suspendable: false,
-        }
-    }
-}
 
 /// A job whose threads (or processes) are running.
 pub struct RunningJob {
@@ -167,9 +89,10 @@ enum Running {
 
 /// Starts `plan` for `graph`: in this process, or as one process per PE (see [`Launcher`]).
 ///
-/// In a process that the local launcher started as a PE of a job, this runs that PE instead,
-/// reports to the launcher and exits the process: a program that builds its graph and calls
-/// `start` (or [`run`]) works unchanged as every PE of its own job.
+/// In a process that the local launcher started as a PE of a job, this enters [`serve_pe`]
+/// instead, which runs that PE, reports to the launcher and exits the process: a program
+/// that builds its graph and calls `start` (or [`run`]) works unchanged as every PE of its
+/// own job.
 pub fn start(
     graph: &Graph,
     plan: &PhysicalPlan,
@@ -212,7 +135,7 @@ fn start_from(
     resume: Option<&JobState>,
 ) -> Result<RunningJob, RunError> {
     if is_pe_process() {
-        pe::serve(graph, options)
+        serve_pe(graph, options)
     }
     plan.check()?;
     check_mpi(plan, options.launcher)?;
@@ -224,6 +147,16 @@ fn start_from(
         Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi, control, resume),
         _ => start_threads(graph, plan, options, control, resume),
     }
+}
+
+/// The entry of a process started as a PE of a job ([`is_pe_process`]): runs this process's
+/// PE of the job `graph` belongs to, with the plan its launcher sends, reports to the
+/// launcher and exits the process, with 0 after a clean end and 1 after a failure (see the
+/// crate's docs, "The PE entry"). `options` are the program's own: the launcher decides the
+/// duration. Not for a process that is no PE: it exits with an error saying its role is
+/// missing.
+pub fn serve_pe(graph: &Graph, options: &RunOptions) -> ! {
+    pe::serve(graph, options)
 }
 
 /// Refuses a plan with an `mpi` edge unless its PEs are launched by `mpirun` (whether this

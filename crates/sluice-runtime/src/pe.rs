@@ -20,13 +20,16 @@ use std::time::Duration;
 use sluice_graph::Graph;
 use sluice_transport::tcp::JobSecret;
 
-use crate::assemble::{self, Scope, Sites};
-use crate::control::JobControl;
 use crate::link::{remove_job_dir, ControlAddress, Link, SharedLink};
 use crate::metrics::ProcessMetrics;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
+use sluice_exec::assemble::{self, Scope, Sites};
+use sluice_exec::control::JobControl;
 
+/// The name of a PE's heartbeat thread, by which its launcher finds what the kernel says of
+/// it (a heartbeat waiting for a CPU is not silence).
+pub(crate) const HEARTBEAT_THREAD: &str = "heartbeat";
 /// The PE this process runs.
 pub(crate) const ENV_PE: &str = "SLUICE_PE";
 /// The rank Open MPI gives each process it starts.
@@ -165,7 +168,8 @@ fn run_and_report(
     let metrics = Arc::new(ProcessMetrics::default());
     let heart = reporter.clone();
     let sampled = options.metrics.then(|| metrics.clone());
-    std::thread::spawn(move || loop {
+    let beating = std::thread::Builder::new().name(HEARTBEAT_THREAD.into());
+    let spawned = beating.spawn(move || loop {
         std::thread::sleep(HEARTBEAT_PERIOD);
         if heart.send(&FromPe::Heartbeat).is_err() {
             break;
@@ -180,6 +184,7 @@ fn run_and_report(
             }
         }
     });
+    spawned.map_err(|e| RunError::Launch(format!("cannot start the heartbeat thread: {e}")))?;
     let published = options.metrics.then_some(&*metrics);
     let outcome = run(
         graph,

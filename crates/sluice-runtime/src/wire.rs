@@ -32,8 +32,8 @@ use sluice_graph::{histogram_from_pairs, histogram_pairs, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
 use crate::metrics::ThreadSample;
-use crate::state::{InstanceState, JobState};
 use crate::{InstanceReport, JobReport};
+use crate::{InstanceState, JobState};
 
 /// What a PE tells its launcher.
 #[derive(Debug, Serialize, Deserialize)]
@@ -63,8 +63,9 @@ pub(crate) enum FromPe {
     },
 }
 
-/// How often a running PE tells its launcher it is alive.
-pub(crate) const HEARTBEAT_PERIOD: std::time::Duration = std::time::Duration::from_millis(250);
+/// How often a running PE tells its launcher it is alive: the data plane's sampling period,
+/// since its live metrics go with the heartbeat.
+pub(crate) const HEARTBEAT_PERIOD: std::time::Duration = crate::metrics::SAMPLE_PERIOD;
 
 /// What the launcher tells a PE.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

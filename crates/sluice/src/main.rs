@@ -7,6 +7,7 @@ mod companions;
 mod config;
 mod ending;
 mod feed;
+mod http_server;
 mod jobs;
 mod logs;
 mod observe;

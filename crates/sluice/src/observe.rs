@@ -1,6 +1,6 @@
 //! What `sluice run` does beside a running job so it can be watched: the live metrics'
-//! options (`--metrics`, `--latency-every`, `--metrics-addr`), the Prometheus endpoint
-//! ([`crate::prometheus`]), the job's entry in the registry with its control socket
+//! options (`--metrics`, `--latency-every`, `--metrics-addr`, whose Prometheus endpoint
+//! [`crate::http_server`] serves), the job's entry in the registry with its control socket
 //! ([`crate::jobs`]), and the progress line ([`crate::progress`]). Only the launching
 //! process does any of it; its PEs send their figures to it.
 
@@ -11,7 +11,6 @@ use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob, StopHan
 
 use crate::jobs::{self, Registration};
 use crate::progress::{Asked, Progress};
-use crate::prometheus::Endpoint;
 
 /// The options of `sluice run` for watching a job.
 #[derive(Args, Debug)]
@@ -31,8 +30,13 @@ pub(crate) struct ObserveArgs {
 }
 
 impl ObserveArgs {
-    /// Sets the run options these options say and binds the Prometheus endpoint, before the
-    /// job starts; refuses options that contradict each other and an address it cannot bind.
+    /// Where the Prometheus endpoint is to be served, if anywhere.
+    pub(crate) fn metrics_address(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Sets the run options these options say, before the job starts; refuses options that
+    /// contradict each other.
     pub(crate) fn prepare(&self, options: &mut RunOptions) -> anyhow::Result<Prepared> {
         options.metrics = self.metrics == "on";
         if !options.metrics && self.metrics_addr.is_some() {
@@ -41,13 +45,8 @@ impl ObserveArgs {
         if let Some(every) = self.latency_every {
             options.latency_every = every;
         }
-        let endpoint = match self.metrics_addr {
-            Some(address) if !sluice_runtime::is_pe_process() => Some(Endpoint::bind(address)?),
-            _ => None,
-        };
         Ok(Prepared {
             metrics: options.metrics,
-            endpoint,
         })
     }
 }
@@ -55,7 +54,6 @@ impl ObserveArgs {
 /// What is ready to watch a job before it starts.
 pub(crate) struct Prepared {
     metrics: bool,
-    endpoint: Option<Endpoint>,
 }
 
 /// What watches a running job; [`Observers::finish`] ends it.
@@ -74,8 +72,7 @@ pub(crate) struct JobIdentity<'a> {
 }
 
 impl Prepared {
-    /// Starts watching `job`: its Prometheus endpoint, its registry entry (which `stop`
-    /// stops) and its progress line, and for the sources' rate asked, the warnings when they
+    /// Starts watching `job`: its registry entry (which `stop` stops) and its progress line, and for the sources' rate asked, the warnings when they
     /// fall short. What cannot start is warned about; the job runs on.
     pub(crate) fn start(
         self,
@@ -84,12 +81,6 @@ impl Prepared {
         asked: Option<Asked>,
     ) -> Observers {
         let metrics = job.metrics_handle();
-        if let Some(endpoint) = self.endpoint {
-            match endpoint.serve(metrics.clone()) {
-                Ok(bound) => tracing::info!("metrics: http://{bound}/metrics"),
-                Err(error) => tracing::warn!("no metrics endpoint: {error:#}"),
-            }
-        }
         let registration = match jobs::register(
             identity.app,
             identity.plan,

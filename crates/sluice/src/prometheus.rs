@@ -4,100 +4,23 @@
 //! instance, `operator` and `instance`, per edge `operator` (the receiving one), `edge` and
 //! `transport`, per thread `thread`.
 //!
-//! It binds only the address given (`127.0.0.1:9464` is reachable from this machine alone) and
-//! answers one request at a time, each read for at most a few seconds; any path but
-//! `/metrics` gets 404. A scrape builds a fresh registry from the latest
-//! [`MetricsSnapshot`], so the series are always the job's current figures.
+//! The run's HTTP server ([`crate::http_server`]) serves it, binding only the address given
+//! (`127.0.0.1:9464` is reachable from this machine alone), scrapes concurrently and each
+//! within the server's bounds; any other path gets 404. A scrape builds a fresh registry from
+//! the latest [`MetricsSnapshot`], so the series are always the job's current figures.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
-use anyhow::Context;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use sluice_runtime::{MetricsHandle, MetricsSnapshot};
-
-/// How long a client may take to send its request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most header lines read of a request.
-const MAX_HEADER_LINES: usize = 100;
+use sluice_runtime::MetricsSnapshot;
 
 type Labels = Vec<(String, String)>;
 type FloatCounter = Counter<f64, AtomicU64>;
 type FloatGauge = Gauge<f64, AtomicU64>;
-
-/// The bound address where `/metrics` will be served, bound before the job starts so that an
-/// address that cannot be had fails the run before anything runs.
-pub(crate) struct Endpoint(TcpListener);
-
-impl Endpoint {
-    /// Binds `address` (only it).
-    pub(crate) fn bind(address: SocketAddr) -> anyhow::Result<Self> {
-        TcpListener::bind(address)
-            .map(Self)
-            .with_context(|| format!("cannot serve metrics on {address} (--metrics-addr)"))
-    }
-
-    /// Serves `/metrics` from `metrics` on a thread of its own, for as long as the process
-    /// runs; the address bound (its port, when the address asked for port 0).
-    pub(crate) fn serve(self, metrics: MetricsHandle) -> anyhow::Result<SocketAddr> {
-        let listener = self.0;
-        let bound = listener.local_addr()?;
-        std::thread::Builder::new()
-            .name("sluice-prometheus".into())
-            .spawn(move || {
-                for stream in listener.incoming().flatten() {
-                    // A client that breaks off loses its answer and nothing else.
-                    let _ = respond(stream, &metrics);
-                }
-            })?;
-        Ok(bound)
-    }
-}
-
-/// Reads one request and answers it.
-fn respond(stream: TcpStream, metrics: &MetricsHandle) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-    let mut reader = BufReader::new(std::io::Read::take(&stream, 64 << 10));
-    let mut request = String::new();
-    reader.read_line(&mut request)?;
-    // The headers are read and ignored.
-    for _ in 0..MAX_HEADER_LINES {
-        let mut header = String::new();
-        if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
-            break;
-        }
-    }
-    let mut words = request.split_whitespace();
-    let (method, path) = (words.next(), words.next());
-    let (status, kind, body) = match (method, path) {
-        (Some("GET"), Some(path)) if path == "/metrics" || path.starts_with("/metrics?") => (
-            "200 OK",
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            text(&metrics.snapshot()),
-        ),
-        (Some("GET"), _) => (
-            "404 Not Found",
-            "text/plain",
-            "not found: the metrics are at /metrics\n".into(),
-        ),
-        _ => ("405 Method Not Allowed", "text/plain", "GET only\n".into()),
-    };
-    let mut out = &stream;
-    write!(
-        out,
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
-    out.write_all(body.as_bytes())?;
-    out.flush()
-}
 
 /// The snapshot in the Prometheus text format.
 pub(crate) fn text(snapshot: &MetricsSnapshot) -> String {

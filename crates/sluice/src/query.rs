@@ -10,8 +10,12 @@
 //! sources stop, what is in flight drains, every process and segment is removed).
 //!
 //! Ctrl-C (or SIGTERM) during a query stops it: a job's sources stop and what is in flight
-//! drains; a second aborts the job (its PEs killed, its segments removed). The statements
-//! after it are not run (the shell reads the next one).
+//! drains, a query evaluated here stops its generator (an aggregate gives its value over what
+//! came); a second aborts the job (its PEs killed, its segments removed). The statements after
+//! it are not run, the shell reads no more, and `sluice query` says on standard error that the
+//! results printed are partial and exits with 130, however the statements were given. An
+//! interrupt while the shell waits for input on a pipe or file ends it with 130 too (on a
+//! terminal, Ctrl-C drops the statement being typed).
 //!
 //! Each PE of a query's job is this program again: `sluice query [--set ..] [--hosts ..]
 //! --client SOCKET --execute=TEXT`, where TEXT is the session's function definitions and settings
@@ -21,8 +25,9 @@
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -30,6 +35,7 @@ use sluice_plan::HostsFile;
 use sluice_query::{QueryError, QueryOptions, Session};
 use sluice_runtime::Launcher;
 
+use crate::plan_choice::parse_seconds;
 use crate::stdout::tell;
 
 /// Arguments of `sluice query`.
@@ -66,13 +72,28 @@ pub(crate) struct QueryArgs {
     /// mpirun) or `in-process` (threads of this process).
     #[arg(long, default_value = "local", value_parser = ["local", "mpi", "in-process"])]
     launcher: String,
+    /// Fail a query's job when one of its threads holds work and makes no progress, or a PE
+    /// sends no heartbeat, for this many seconds (default 5; also SLUICE_STALL_TIMEOUT).
+    #[arg(long, value_parser = parse_seconds)]
+    stall_timeout: Option<Duration>,
     /// The socket of the launching process's client (given to the PEs of a query's job).
     #[arg(long, hide = true)]
     client: Option<PathBuf>,
 }
 
+/// The variable that gives `--stall-timeout` when the command line does not, as for `sluice
+/// run`.
+const STALL_TIMEOUT_VARIABLE: &str = "SLUICE_STALL_TIMEOUT";
+
+/// The exit status of a query the user interrupted, as a shell gives a command killed by
+/// SIGINT (as `sluice run`'s).
+const INTERRUPTED_STATUS: i32 = 130;
+
 pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
-    let options = options(&args)?;
+    // Statements given on the command line or in a file run from the start; the shell's,
+    // once read.
+    let busy = Arc::new(AtomicBool::new(args.text.is_some() || args.file.is_some()));
+    let options = options(&args, &busy)?;
     let mut session = Session::new();
     let (source_name, text) = match (&args.text, &args.file) {
         (Some(text), _) => ("-e".to_string(), text.clone()),
@@ -90,12 +111,20 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
                 "<stdin>"
             };
             return crate::shell::run_shell(|text| {
-                statements(&mut session, source_name, text, &options, args.explain)
-                    .map_err(anyhow::Error::from)
+                busy.store(true, Ordering::SeqCst);
+                let done = statements(&mut session, source_name, text, &options, args.explain);
+                if let Err(Failure::Query(QueryError::Interrupted)) = &done {
+                    interrupted();
+                }
+                busy.store(false, Ordering::SeqCst);
+                done.map_err(anyhow::Error::from)
             });
         }
     };
     statements(&mut session, &source_name, &text, &options, args.explain).map_err(|error| {
+        if let Failure::Query(QueryError::Interrupted) = &error {
+            interrupted();
+        }
         if let Failure::Query(QueryError::Text { .. }) = &error {
             // Its rendering says `Error:` itself: printed as it is, not after main's `error:`.
             tell(format_args!("{error}"));
@@ -103,6 +132,13 @@ pub(crate) fn query(args: QueryArgs) -> anyhow::Result<()> {
         }
         error.into()
     })
+}
+
+/// Says that an interrupt stopped the statements, so that what they printed is partial, and
+/// exits with [`INTERRUPTED_STATUS`].
+fn interrupted() -> ! {
+    tell(format_args!("{}", QueryError::Interrupted));
+    std::process::exit(INTERRUPTED_STATUS);
 }
 
 /// Why statements failed: the query, or writing its results.
@@ -141,8 +177,9 @@ fn statements(
     }
 }
 
-/// The session's options from the command line, and the arguments its PEs are started with.
-fn options(args: &QueryArgs) -> anyhow::Result<QueryOptions> {
+/// The session's options from the command line, and the arguments its PEs are started with;
+/// `busy` says when statements run (see [`count_interrupts`]).
+fn options(args: &QueryArgs, busy: &Arc<AtomicBool>) -> anyhow::Result<QueryOptions> {
     let mut settings = Vec::new();
     let mut pe_args: Vec<OsString> = vec!["query".into()];
     for setting in &args.settings {
@@ -163,7 +200,21 @@ fn options(args: &QueryArgs) -> anyhow::Result<QueryOptions> {
         }
         None => None,
     };
+    let stall_timeout = match (args.stall_timeout, std::env::var(STALL_TIMEOUT_VARIABLE)) {
+        (Some(given), _) => Some(given),
+        (None, Ok(text)) => Some(
+            parse_seconds(&text).map_err(|e| anyhow::anyhow!("{STALL_TIMEOUT_VARIABLE}: {e}"))?,
+        ),
+        (None, Err(_)) => None,
+    };
+    if let Some(timeout) = stall_timeout {
+        pe_args.extend([
+            "--stall-timeout".into(),
+            timeout.as_secs_f64().to_string().into(),
+        ]);
+    }
     Ok(QueryOptions {
+        stall_timeout,
         hosts,
         settings,
         launcher: match args.launcher.as_str() {
@@ -175,19 +226,27 @@ fn options(args: &QueryArgs) -> anyhow::Result<QueryOptions> {
         pe_args,
         client: args.client.clone(),
         on_transfer: Some(Box::new(|transfer| tell(format_args!("query: {transfer}")))),
-        interrupts: count_interrupts()?,
+        interrupts: count_interrupts(busy.clone())?,
     })
 }
 
 /// Counts Ctrl-C (and SIGTERM) in the launching process, for the session to stop (then abort)
-/// the running query; a PE keeps the default actions, as its launcher stops it.
-fn count_interrupts() -> anyhow::Result<Option<Arc<AtomicUsize>>> {
+/// the running query; a PE keeps the default actions, as its launcher stops it. While no
+/// statement runs (`busy` is false: the shell waits for input), an interrupt ends the program
+/// at once with [`INTERRUPTED_STATUS`], but on a terminal, whose line editor takes Ctrl-C
+/// itself.
+fn count_interrupts(busy: Arc<AtomicBool>) -> anyhow::Result<Option<Arc<AtomicUsize>>> {
     if sluice_runtime::is_pe_process() {
         return Ok(None);
     }
     let count = Arc::new(AtomicUsize::new(0));
     let handler = count.clone();
+    let on_terminal = std::io::stdin().is_terminal();
     ctrlc::set_handler(move || {
+        // SYNC: SeqCst pairs with the stores around each run of statements in `query`.
+        if !busy.load(Ordering::SeqCst) && !on_terminal {
+            std::process::exit(INTERRUPTED_STATUS);
+        }
         handler.fetch_add(1, Ordering::Relaxed);
     })
     .context("cannot install the Ctrl-C handler")?;

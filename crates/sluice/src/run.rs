@@ -21,12 +21,12 @@ use sluice_sync::IdleStrategy;
 
 use crate::companions::Companions;
 use crate::ending::Ending;
+use crate::http_server;
 use crate::logs::{self, Verbosity};
 use crate::observe::{JobIdentity, ObserveArgs};
 use crate::online::{OnlineArgs, Redeploys, SharedStop};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
-use crate::ui;
 
 /// Arguments of `sluice run`.
 #[derive(Args, Debug)]
@@ -188,7 +188,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     // On-line placement weighs each instance by its CPU time, as TurboStream's monitor does.
     options.profile_cpu = args.profile.is_some() || args.online.online_placement;
     options.suspendable = args.online.online_placement;
-    let ui = ui::serve_if_asked(args.ui, &plan)?;
+    let http = http_server::serve_if_asked(args.ui, args.observe.metrics_address(), &plan)?;
     if !sluice_runtime::is_pe_process() {
         tracing::info!(
             "running {} ({}, {} process(es), {} thread(s)){}",
@@ -243,8 +243,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             job.stop_handle()
         };
         observers = Some(watch.start(&job, (identity, registered), asked));
-        if let Some(ui) = &ui {
-            ui.attach(job.metrics_handle());
+        if let Some(http) = &http {
+            http.attach(job.metrics_handle());
         }
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);

@@ -1,6 +1,6 @@
 //! `sluice run --ui ADDRESS:PORT`: a web page of the running job, served on exactly that
-//! address by a small HTTP server (`tiny_http`) on a thread of its own, from before the job
-//! starts until it ends.
+//! address by the run's HTTP server ([`crate::http_server`], which bounds what a client may
+//! take), from before the job starts until it ends.
 //!
 //! - `/` is the page: the physical plan drawn ([`sluice_plan::PhysicalPlan::to_svg`]) with
 //!   the live figures written on it (each instance's rates in and out, each edge label's rate
@@ -13,97 +13,45 @@
 //! - `/plan.svg` is the drawing alone.
 //!
 //! Only the launching process serves it (a PE's process, which runs the same command line,
-//! does not). The server answers one request at a time; it binds before the job starts, so an
-//! address in use fails the run before anything runs.
+//! does not). The server binds before the job starts, so an address in use fails the run
+//! before anything runs.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
 
-use anyhow::Context;
 use sluice_plan::PhysicalPlan;
 use sluice_runtime::MetricsHandle;
-use tiny_http::{Header, Method, Request, Response, Server};
 
 /// The page, with `{{TITLE}}`, `{{SVG}}` and `{{CHANNELS}}` to fill in.
 const PAGE: &str = include_str!("ui.html");
 
-/// The web page's server; dropping it stops the server.
-pub(crate) struct Ui {
-    server: Arc<Server>,
-    metrics: Arc<OnceLock<MetricsHandle>>,
-    thread: Option<JoinHandle<()>>,
-    address: SocketAddr,
-}
-
-/// What the server answers with.
-struct Content {
+/// What the page's paths answer with.
+pub(crate) struct Page {
     page: String,
     svg: String,
-    metrics: Arc<OnceLock<MetricsHandle>>,
 }
 
-/// The page of `plan` served on `address` when one is given, in the launching process only.
-pub(crate) fn serve_if_asked(
-    address: Option<SocketAddr>,
-    plan: &PhysicalPlan,
-) -> anyhow::Result<Option<Ui>> {
-    let Some(address) = address.filter(|_| !sluice_runtime::is_pe_process()) else {
-        return Ok(None);
-    };
-    let ui = serve(address, plan)?;
-    tracing::info!("ui: http://{}/", ui.address);
-    Ok(Some(ui))
-}
-
-/// Binds `address` and serves the page of `plan` from a thread of its own.
-fn serve(address: SocketAddr, plan: &PhysicalPlan) -> anyhow::Result<Ui> {
-    let server = Server::http(address)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("cannot serve the web page on {address} (--ui)"))?;
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .context("the web page's server has no IP address")?;
-    let server = Arc::new(server);
-    let metrics = Arc::new(OnceLock::new());
-    let svg = plan.to_svg();
-    let content = Content {
-        page: page(plan, &svg),
-        svg,
-        metrics: metrics.clone(),
-    };
-    let serving = server.clone();
-    let thread = std::thread::Builder::new()
-        .name("sluice-ui".into())
-        .spawn(move || {
-            for request in serving.incoming_requests() {
-                // A client that breaks off loses its answer and nothing else.
-                let _ = respond(request, &content);
-            }
-        })
-        .context("cannot start the web page's thread")?;
-    Ok(Ui {
-        server,
-        metrics,
-        thread: Some(thread),
-        address: bound,
-    })
-}
-
-impl Ui {
-    /// From now on the page shows the figures of `metrics`, the running job's.
-    pub(crate) fn attach(&self, metrics: MetricsHandle) {
-        let _ = self.metrics.set(metrics);
+impl Page {
+    /// The page of `plan`.
+    pub(crate) fn new(plan: &PhysicalPlan) -> Self {
+        let svg = plan.to_svg();
+        Self {
+            page: page(plan, &svg),
+            svg,
+        }
     }
-}
 
-impl Drop for Ui {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+    /// The content type and body at `path`, the figures from `metrics` (none while the job
+    /// starts); `None` for a path that is not the page's.
+    pub(crate) fn at(
+        &self,
+        path: &str,
+        metrics: Option<&MetricsHandle>,
+    ) -> Option<(&'static str, String)> {
+        match path {
+            "/" | "/index.html" => Some(("text/html; charset=utf-8", self.page.clone())),
+            "/plan.svg" => Some(("image/svg+xml", self.svg.clone())),
+            "/snapshot.json" => Some(("application/json", snapshot(metrics))),
+            _ => None,
         }
     }
 }
@@ -134,30 +82,9 @@ fn page(plan: &PhysicalPlan, svg: &str) -> String {
         .replace("{{SVG}}", svg)
 }
 
-/// Answers one request: the page, the snapshot, the drawing, or 404.
-fn respond(request: Request, content: &Content) -> std::io::Result<()> {
-    if !matches!(request.method(), Method::Get | Method::Head) {
-        return request.respond(Response::from_string("only GET\n").with_status_code(405));
-    }
-    let path = request.url().split('?').next().unwrap_or_default();
-    let (body, kind) = match path {
-        "/" | "/index.html" => (content.page.clone(), "text/html; charset=utf-8"),
-        "/plan.svg" => (content.svg.clone(), "image/svg+xml"),
-        "/snapshot.json" => (snapshot(&content.metrics), "application/json"),
-        _ => return request.respond(Response::from_string("not found\n").with_status_code(404)),
-    };
-    let mut response = Response::from_string(body);
-    for (name, value) in [("Content-Type", kind), ("Cache-Control", "no-store")] {
-        if let Ok(header) = Header::from_bytes(name, value) {
-            response.add_header(header);
-        }
-    }
-    request.respond(response)
-}
-
 /// The JSON of `/snapshot.json`.
-fn snapshot(metrics: &OnceLock<MetricsHandle>) -> String {
-    let value = match metrics.get() {
+fn snapshot(metrics: Option<&MetricsHandle>) -> String {
+    let value = match metrics {
         None => serde_json::json!({ "state": "starting", "snapshot": null }),
         Some(metrics) => serde_json::json!({ "state": "running", "snapshot": metrics.snapshot() }),
     };

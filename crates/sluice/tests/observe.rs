@@ -375,6 +375,53 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     assert!(finish(job).status.success());
 }
 
+/// A client that sends its request a byte at a time, never finishing it, delays no scrape
+/// (they are served concurrently) and is closed by the server (REQUEST_DEADLINE bounds a
+/// whole request, not each read).
+#[test]
+fn a_trickling_client_delays_no_scrape_and_is_cut_off() {
+    let registry = registry();
+    let mut job = start_wordcount(
+        registry.path(),
+        &["--duration", "120", "--metrics-addr", "127.0.0.1:0"],
+    );
+    let mut stderr = BufReader::new(job.stderr.take().unwrap());
+    let address = wait_for("the metrics address", || {
+        let mut line = String::new();
+        stderr.read_line(&mut line).ok()?;
+        let url = line.trim().strip_prefix("metrics: http://")?;
+        Some(url.strip_suffix("/metrics")?.to_string())
+    });
+    let mut slow = TcpStream::connect(&address).unwrap();
+    write!(slow, "GET /metrics HTTP/1.1\r\nX-Slow: ").unwrap();
+    // A byte every 100 ms until the server closes the connection (a write fails), for at most
+    // PATIENCE.
+    let trickle = std::thread::spawn(move || {
+        let began = Instant::now();
+        while began.elapsed() < PATIENCE {
+            if slow.write_all(b"a").is_err() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    });
+    // Served while the slow client is connected (a scrape that waited for it would time out).
+    let (status, body) = scrape(&address);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains("sluice_uptime_seconds"), "{body}");
+    assert!(
+        trickle.join().unwrap(),
+        "the trickling client was never cut off"
+    );
+    let o = sluice(registry.path())
+        .args(["stop", &listed_job(registry.path())])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(finish(job).status.success());
+}
+
 #[test]
 fn a_metrics_address_that_cannot_be_bound_fails_the_run_before_it_starts() {
     let registry = registry();

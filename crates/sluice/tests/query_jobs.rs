@@ -233,3 +233,178 @@ fn set_statements_reach_every_pe_of_the_queries_after_them() {
     );
     assert_eq!(stdout(&query(&[], text)), "7\n");
 }
+
+/// Whether `pid` has a handler for `signal` (its `SigCgt` mask in `/proc/PID/status`).
+fn catches(pid: u32, signal: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
+/// When to interrupt a `sluice query`.
+#[derive(Clone, Copy, Debug)]
+enum When {
+    /// Once its handler is in place, again and again until it ends.
+    Repeatedly,
+    /// Once it has printed a result, again and again until it ends.
+    AfterAResult,
+    /// Once, when its job's PEs run.
+    OnceItsJobRuns,
+}
+
+/// Runs `sluice query ARGS` with `input` on its standard input (kept open), interrupts it
+/// with the signal `(number, name)` `when` says, and returns what it printed.
+fn interrupted(args: &[&str], input: &str, (number, name): (u32, &str), when: When) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("query")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let pid = child.id();
+    let mut out = child.stdout.take().unwrap();
+    let (printed, first) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut byte = [0u8; 1];
+        while let Ok(1) = std::io::Read::read(&mut out, &mut byte) {
+            all.push(byte[0]);
+            if byte[0] == b'\n' {
+                let _ = printed.send(());
+            }
+        }
+        all
+    });
+    let (ended, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = ended.send(child.wait_with_output());
+    });
+    let began = std::time::Instant::now();
+    let mut signalled = false;
+    let output = loop {
+        // A watchdog: without the stop the queries here would run for years.
+        if began.elapsed() > std::time::Duration::from_secs(120) {
+            common::signal(pid, "KILL");
+            panic!("{args:?}: the {name} did not stop the query");
+        }
+        let ready = match when {
+            When::Repeatedly => true,
+            When::AfterAResult => first.try_recv().is_ok() || signalled,
+            When::OnceItsJobRuns => !signalled && !common::pes_of(pid).is_empty(),
+        };
+        if ready && catches(pid, number) {
+            common::signal(pid, name);
+            signalled = true;
+        }
+        match wait.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(output) => break output.unwrap(),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(e) => panic!("{e}"),
+        }
+    };
+    drop(stdin);
+    Output {
+        stdout: reader.join().unwrap(),
+        ..output
+    }
+}
+
+#[test]
+fn an_interrupted_query_says_its_results_are_partial_and_exits_with_130() {
+    let endless = "count(iota(1,1000000000000000000));";
+    let stream = "iota(100,1000000000000000000);";
+    let job = "select extract(b) from sp a, sp b \
+               where b=sp(count(extract(a))) and a=sp(iota(1,1000000000000000000));";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("endless.scsql");
+    std::fs::write(&file, format!("{endless}\n7;\n")).unwrap();
+    let file = file.to_str().unwrap().to_string();
+    let two = format!("{endless} 7;");
+    let (int, term) = ((2, "INT"), (15, "TERM"));
+    // One statement, several, a file, the shell, a job: the aggregate's value over what came
+    // (or the stream so far), never the 7 after it.
+    let cases = [
+        (vec!["-e", endless], String::new(), int, When::Repeatedly),
+        (vec!["-e", &two], String::new(), term, When::Repeatedly),
+        (vec![&file], String::new(), int, When::Repeatedly),
+        (vec![], format!("{stream}\n7;\n"), term, When::AfterAResult),
+        (vec![], format!("{stream}\n7;\n"), int, When::AfterAResult),
+        (vec!["-e", job], String::new(), int, When::OnceItsJobRuns),
+    ];
+    for (args, input, signal, when) in cases {
+        let output = interrupted(&args, &input, signal, when);
+        let (out, err) = (stdout(&output), stderr(&output));
+        assert_eq!(output.status.code(), Some(130), "{args:?} {when:?}: {err}");
+        assert!(err.contains("results above are partial"), "{args:?}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            !lines.is_empty() && lines.last() != Some(&"7"),
+            "{args:?}: {out}"
+        );
+        if !matches!(when, When::AfterAResult) {
+            assert_eq!(lines.len(), 1, "{args:?}: {out}");
+        }
+    }
+}
+
+#[test]
+fn the_stall_timeout_comes_from_the_option_or_the_environment() {
+    // A stream process that reads a FIFO nobody writes to is stuck in its read. This test
+    // holds the FIFO open for writing (read-write, which does not wait for a reader), so that
+    // opening it to read does not wait.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("silent.fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let _writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let text = format!(
+        "select extract(a) from sp a where a=sp(receiver('{}'));",
+        fifo.display()
+    );
+    for (args, variable) in [
+        (vec!["--stall-timeout", "0.5"], None),
+        (vec![], Some("0.5")),
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command.arg("query").args(&args).args(["-e", &text]);
+        if let Some(value) = variable {
+            command.env("SLUICE_STALL_TIMEOUT", value);
+        }
+        let child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sluice runs");
+        let pid = child.id();
+        let (ended, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = ended.send(child.wait_with_output());
+        });
+        // A watchdog: a stall never noticed would leave the query waiting for ever.
+        let Ok(output) = wait.recv_timeout(std::time::Duration::from_secs(120)) else {
+            common::signal(pid, "KILL");
+            panic!("{args:?} {variable:?}: the stall was not noticed");
+        };
+        let output = output.unwrap();
+        let err = stderr(&output);
+        assert!(!output.status.success(), "{args:?} {variable:?}: {err}");
+        assert!(
+            err.contains("made no progress for 0.5 s"),
+            "{args:?} {variable:?}: {err}"
+        );
+    }
+}

@@ -183,3 +183,81 @@ fn a_busy_address_fails_the_run_before_it_starts() {
     );
     assert!(!err.contains("started:"), "{err}");
 }
+
+/// The threads of process `pid` now, from `/proc`.
+fn threads(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a Threads: line")
+}
+
+/// Everything `stream` gets until the server closes it; a watchdog fails a server that
+/// never does.
+fn until_closed(mut stream: TcpStream) -> String {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = Vec::new();
+    match stream.read_to_end(&mut answer) {
+        Ok(_) => {}
+        // Closed with our bytes unread: a reset.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the server kept a connection open: {e}"),
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Idle connections cost the launcher no thread each and are all closed (those over
+/// MAX_CONNECTIONS at once answered 503, the others at REQUEST_DEADLINE); a request whose
+/// headers pass MAX_HEADER_BYTES is answered 431; the page is served throughout after.
+#[test]
+fn idle_clients_and_huge_headers_are_bounded_and_the_page_lives_on() {
+    let port = free_port();
+    let job = start(port);
+    get(port, "/");
+    let before = threads(job.id());
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    // The server accepts in order: once a later connection is answered, all 300 were taken.
+    until_closed({
+        let mut last = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            last,
+            "GET /plan.svg HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        last
+    });
+    let during = threads(job.id());
+    assert!(
+        during <= before + 8,
+        "{before} threads before 300 idle connections, {during} with them"
+    );
+    for stream in idle {
+        let answer = until_closed(stream);
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
+            "an idle client was answered: {answer}"
+        );
+    }
+
+    let mut huge = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let header = "a".repeat(64 << 10);
+    // The server may close before reading it all; its answer is read all the same.
+    let _ = write!(
+        huge,
+        "GET / HTTP/1.1\r\nHost: x\r\nX-Huge: {header}\r\n\r\n"
+    );
+    let answer = until_closed(huge);
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "a 64 KiB header was answered: {}",
+        answer.lines().next().unwrap_or_default()
+    );
+    assert!(get(port, "/").starts_with("<!doctype html>"));
+    stop(job);
+}

@@ -679,6 +679,7 @@ impl ThreadExec {
     /// Runs the thread: start hooks, wait for every thread to be ready, the work loop, then
     /// the stop hooks. Returns the instances' reports (empty if the job aborted).
     pub(crate) fn run(self, env: &Env<'_>, ready: &std::sync::Barrier) -> Vec<InstanceReport> {
+        env.progress.record_thread();
         if let Some(core) = self.core {
             core_affinity::set_for_current(core_affinity::CoreId { id: core });
         }
@@ -980,7 +981,7 @@ fn publish(nodes: &[RefCell<Node>], inbound: &mut [Inbound], metrics: &ThreadPub
     for (index, input) in inbound.iter_mut().enumerate() {
         metrics.input(index, input.tuples, input.receiver.stats());
     }
-    metrics.done();
+    metrics.done(monotonic_ns());
 }
 
 /// Publishes everything this thread's senders hold (only those with something pending when

@@ -27,7 +27,7 @@ use crate::{RunError, RunOptions};
 
 /// Which PEs of a plan this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
+pub enum Scope {
     /// Every PE, as threads of this process.
     All,
     /// One PE; the others are other processes.
@@ -48,18 +48,18 @@ impl Scope {
 /// network receivers are bound on their hosts' addresses, which the launcher hands to the
 /// senders (`endpoints`).
 #[derive(Debug, Clone)]
-pub(crate) struct Sites {
+pub struct Sites {
     /// The job's id, unique among the jobs running on the host.
     job: String,
     /// The job's secret, which network receivers require of senders.
     secret: JobSecret,
     /// The bound address of every network receiver, by channel.
-    pub(crate) endpoints: BTreeMap<usize, SocketAddr>,
+    pub endpoints: BTreeMap<usize, SocketAddr>,
 }
 
 impl Sites {
     /// The sites of job `job`, whose network receivers require `secret`; no endpoint known yet.
-    pub(crate) fn new(job: impl Into<String>, secret: JobSecret) -> Self {
+    pub fn new(job: impl Into<String>, secret: JobSecret) -> Self {
         Self {
             job: job.into(),
             secret,
@@ -98,10 +98,10 @@ impl Sites {
 }
 
 /// The receivers this process bound for channels whose senders open them by name or address.
-pub(crate) struct Bound {
+pub struct Bound {
     receivers: Vec<(usize, Box<dyn ErasedReceiver>)>,
     /// The bound address of each network receiver, by channel, for the senders.
-    pub(crate) endpoints: Vec<(usize, SocketAddr)>,
+    pub endpoints: Vec<(usize, SocketAddr)>,
 }
 
 /// Whether `channel` is joined by one in-process pair (its only sender and its receiver both
@@ -113,7 +113,7 @@ fn joined_in_process(plan: &PhysicalPlan, channel: &ChannelPlan, scope: Scope) -
 
 /// The label of the first channel of `plan` whose transport runs only between PEs launched by
 /// `mpirun`, if any.
-pub(crate) fn mpi_channel(plan: &PhysicalPlan) -> Option<String> {
+pub fn mpi_channel(plan: &PhysicalPlan) -> Option<String> {
     plan.channels
         .iter()
         .find(|c| c.transport.needs_mpi_launcher())
@@ -122,7 +122,7 @@ pub(crate) fn mpi_channel(plan: &PhysicalPlan) -> Option<String> {
 
 /// Binds the receivers of this process's channels that senders open by name, before any
 /// sender (in this process or another) opens them.
-pub(crate) fn bind(
+pub fn bind(
     graph: &Graph,
     plan: &PhysicalPlan,
     scope: Scope,
@@ -158,16 +158,19 @@ pub(crate) fn bind(
 
 /// Who watches the threads a [`start`] starts: the job's control, and where they publish
 /// their live metrics (when they are on); and the state the job resumes from, if it does.
-pub(crate) struct Watched<'a> {
-    pub(crate) control: &'a Arc<JobControl>,
-    pub(crate) metrics: Option<&'a ProcessMetrics>,
-    pub(crate) resume: Option<&'a JobState>,
+pub struct Watched<'a> {
+    /// The job's flags and failures.
+    pub control: &'a Arc<JobControl>,
+    /// Where the threads publish their live metrics; `None` when they are off.
+    pub metrics: Option<&'a ProcessMetrics>,
+    /// The state the job resumes from.
+    pub resume: Option<&'a JobState>,
 }
 
 /// Builds this process's threads (opening the senders of channels bound elsewhere), starts
 /// them and returns once each has run its operators' start hooks; their sources wait for
 /// `control` to say go.
-pub(crate) fn start(
+pub fn start(
     graph: &Graph,
     plan: &PhysicalPlan,
     scope: Scope,

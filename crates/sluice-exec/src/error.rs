@@ -167,12 +167,12 @@ fn followed_by(consequences: &[RunError]) -> String {
 }
 
 /// The most failures of one job kept for its report; the rest add nothing.
-pub(crate) const MAX_FAILURES: usize = 16;
+pub const MAX_FAILURES: usize = 16;
 
 /// The job's error from every failure recorded, in the order they were seen: the first
 /// original failure (else the first consequence) as the cause, followed by the other original
 /// ones, then the consequences. `None` when there is none.
-pub(crate) fn root_cause(failures: Vec<RunError>) -> Option<RunError> {
+pub fn root_cause(failures: Vec<RunError>) -> Option<RunError> {
     let (mut ordered, consequences): (Vec<RunError>, Vec<RunError>) =
         failures.into_iter().partition(|f| !f.is_consequence());
     ordered.extend(consequences);
@@ -196,7 +196,7 @@ pub(crate) const DOWNSTREAM_GONE: &str = "the downstream thread stopped receivin
 impl RunError {
     /// Whether this failure follows from another one elsewhere in the job (a neighbour that
     /// stopped receiving or sending) rather than being a cause of its own.
-    pub(crate) fn is_consequence(&self) -> bool {
+    pub fn is_consequence(&self) -> bool {
         match self {
             Self::Disconnected { .. } | Self::Aborted => true,
             Self::PeFailed { consequence, .. } => *consequence,

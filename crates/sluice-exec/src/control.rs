@@ -11,7 +11,7 @@ use crate::error::{root_cause, MAX_FAILURES};
 use crate::RunError;
 
 /// Job-wide control shared by all threads.
-pub(crate) struct JobControl {
+pub struct JobControl {
     go: AtomicBool,
     stop: AtomicBool,
     suspend: AtomicBool,
@@ -23,7 +23,7 @@ pub(crate) struct JobControl {
 impl JobControl {
     /// A job whose sources start as soon as every thread is ready (`go`), or only once
     /// [`JobControl::go`] is called (a PE waiting for the rest of its job).
-    pub(crate) fn new(go: bool) -> Self {
+    pub fn new(go: bool) -> Self {
         Self {
             go: AtomicBool::new(go),
             stop: AtomicBool::new(false),
@@ -34,17 +34,19 @@ impl JobControl {
     }
 
     /// Lets the threads start their work loops.
-    pub(crate) fn go(&self) {
+    pub fn go(&self) {
         // SYNC: Release pairs with the Acquire load in `may_go`; nothing else is published
         // through it, the queues order the data.
         self.go.store(true, Ordering::Release);
     }
 
-    pub(crate) fn may_go(&self) -> bool {
+    /// Whether the threads may start their work loops.
+    pub fn may_go(&self) -> bool {
         self.go.load(Ordering::Acquire)
     }
 
-    pub(crate) fn request_stop(&self) {
+    /// Asks every source to finish, so that the job drains and ends.
+    pub fn request_stop(&self) {
         // SYNC: Release pairs with the Acquire load in `stop_requested`: a thread that sees
         // the stop also sees a suspension requested before it (`request_suspend`). What
         // sources do after seeing it (finish, send end-of-stream) is ordered by the queues.
@@ -53,7 +55,7 @@ impl JobControl {
 
     /// Asks for a stop that suspends: sources keep their position, instances snapshot their
     /// state instead of finishing.
-    pub(crate) fn request_suspend(&self) {
+    pub fn request_suspend(&self) {
         // SYNC: Relaxed: published by the Release store of the stop that follows. A thread
         // that handles an end-of-stream sent after its source saw the stop sees it too (the
         // queue orders the end after the source's reads); one that handles an end sent
@@ -65,22 +67,24 @@ impl JobControl {
 
     /// Whether the stop under way suspends the job.
     #[inline]
-    pub(crate) fn suspending(&self) -> bool {
+    pub fn suspending(&self) -> bool {
         self.suspend.load(Ordering::Relaxed)
     }
 
     #[inline]
-    pub(crate) fn stop_requested(&self) -> bool {
+    /// Whether a stop (or a suspension) was requested.
+    pub fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
 
     #[inline]
-    pub(crate) fn aborting(&self) -> bool {
+    /// Whether the job is aborting: every thread leaves its loop now.
+    pub fn aborting(&self) -> bool {
         self.abort.load(Ordering::Relaxed)
     }
 
     /// Records `error` from `instance` (unless it is the echo of an abort) and aborts the job.
-    pub(crate) fn fail(&self, instance: String, error: OperatorError) {
+    pub fn fail(&self, instance: String, error: OperatorError) {
         if matches!(error, OperatorError::Aborted) {
             self.abort();
         } else {
@@ -89,12 +93,12 @@ impl JobControl {
     }
 
     /// Leaves at once without recording a cause (the launcher reports why).
-    pub(crate) fn abort(&self) {
+    pub fn abort(&self) {
         self.abort.store(true, Ordering::Relaxed);
     }
 
     /// Records a failure and aborts the job.
-    pub(crate) fn fail_with(&self, error: RunError) {
+    pub fn fail_with(&self, error: RunError) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if failures.len() < MAX_FAILURES {
             failures.push(error);
@@ -104,7 +108,7 @@ impl JobControl {
 
     /// The job's error: its root cause followed by the rest ([`root_cause`]); `Aborted` if it
     /// aborted without a recorded failure; `None` if it did not fail.
-    pub(crate) fn take_error(&self) -> Option<RunError> {
+    pub fn take_error(&self) -> Option<RunError> {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let error = root_cause(std::mem::take(&mut *failures));
         if error.is_none() && self.aborting() {
@@ -128,17 +132,19 @@ impl Default for StopHandle {
 }
 
 impl StopHandle {
-    /// A handle for a job not started yet ([`crate::start_with`]), so that a stop can come
+    /// A handle for a job not started yet (`sluice_runtime::start_with`), so that a stop can come
     /// during its start-up.
     pub fn new() -> Self {
         Self::from_control(Arc::new(JobControl::new(true)))
     }
 
-    pub(crate) fn from_control(control: Arc<JobControl>) -> Self {
+    /// A handle on the job `control` controls.
+    pub fn from_control(control: Arc<JobControl>) -> Self {
         Self { control }
     }
 
-    pub(crate) fn control(&self) -> Arc<JobControl> {
+    /// The job's control this handle sets.
+    pub fn control(&self) -> Arc<JobControl> {
         self.control.clone()
     }
 
@@ -150,7 +156,7 @@ impl StopHandle {
     /// Requests a suspension; returns at once. The job drains as for a stop, but its sources
     /// keep their position and every instance gives its state ([`Source::snapshot`],
     /// [`Operator::snapshot`]) instead of finishing: [`crate::JobReport::state`] then holds
-    /// what [`crate::resume_with`] resumes the job from, on another plan, losing and
+    /// what `sluice_runtime::resume_with` resumes the job from, on another plan, losing and
     /// repeating no tuple. A job whose sources cannot resume fails at its start when it is
     /// started suspendable ([`crate::RunOptions::suspendable`]).
     ///

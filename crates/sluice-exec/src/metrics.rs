@@ -14,9 +14,17 @@
 //! A PE process sends its sample to the launcher with its heartbeat (`FromPe::Metrics`, every
 //! 250 ms); a job whose PEs are threads of the launching process samples them on a thread of
 //! its own. The launching process keeps each PE's last two samples ([`MetricsHandle`]) and
-//! makes a [`MetricsSnapshot`] of them on demand, the rates computed between the two. A
-//! sample is at most a period old, and a thread blocked in one long call (or on a full queue)
-//! publishes once it comes back to its loop; its blocked time is published while it waits.
+//! makes a [`MetricsSnapshot`] of them on demand. A sample is at most a period old, and a
+//! thread blocked in one long call (or on a full queue) publishes once it comes back to its
+//! loop; its blocked time is published while it waits.
+//!
+//! Rates are computed from the counters' own times: a thread stamps each publication with
+//! its monotonic clock, and a rate is the difference of two publications over the difference
+//! of their stamps. A sampler's reads and a thread's answers are not in step (a thread
+//! answers at the end of its round, a PE's sample travels with its heartbeat): a read that
+//! comes before the thread answered the last request sees the same publication again, and is
+//! no new point. Rates taken between reads instead read 0 and then twice the true rate in
+//! alternate periods for a steady source.
 //! `RunOptions::metrics` turns all of it off (`sluice run --metrics off`).
 
 use std::collections::BTreeMap;
@@ -30,8 +38,9 @@ use sluice_transport::ReceiverStats;
 
 use crate::report::per_destination;
 
-/// How often a sample is taken: the threads publish, and a PE sends it with its heartbeat.
-pub const SAMPLE_PERIOD: Duration = crate::wire::HEARTBEAT_PERIOD;
+/// How often a sample is taken: the threads publish, and a PE sends it with its heartbeat
+/// (the control plane's heartbeat period is this one).
+pub const SAMPLE_PERIOD: Duration = Duration::from_millis(250);
 
 /// What a launching process can read of its running job: every PE's threads, their
 /// instances and inbound edges, with rates over the last sampling period.
@@ -353,6 +362,12 @@ pub(crate) struct ThreadLabels {
 pub(crate) struct ThreadCells {
     labels: ThreadLabels,
     blocked_ns: Cell,
+    /// `monotonic_ns` when `blocked_ns` was last set.
+    blocked_at_ns: Cell,
+    /// `monotonic_ns` of the last publication of the counts (0: none yet).
+    // SYNC: stored Release after the counts of its publication, loaded Acquire before they
+    // are read (`ThreadSample::read`): the counts read are at least those of the stamp.
+    published_ns: AtomicU64,
     instances: Vec<InstanceCells>,
     inputs: Vec<EdgeCells>,
 }
@@ -441,9 +456,14 @@ impl ThreadPublisher {
         cells.lost.set(stats.lost);
     }
 
-    /// Ends a publication: the blocked time so far, and the request answered.
-    pub(crate) fn done(&self) {
+    /// Ends a publication made at `now_ns` (`monotonic_ns`): its stamp, the blocked time so
+    /// far, and the request answered.
+    pub(crate) fn done(&self, now_ns: u64) {
         self.cells.blocked_ns.set(self.blocked_ns.get());
+        self.cells.blocked_at_ns.set(now_ns);
+        // SYNC: Release, after the counts it stamps; pairs with the Acquire load in
+        // `ThreadSample::read`.
+        self.cells.published_ns.store(now_ns, Ordering::Release);
         self.answered();
     }
 
@@ -453,6 +473,7 @@ impl ThreadPublisher {
         self.cells
             .blocked_ns
             .set(self.blocked_ns.get() + now_ns.saturating_sub(began_ns));
+        self.cells.blocked_at_ns.set(now_ns);
     }
 
     /// A wait on a full queue that began at `began_ns` ended at `now_ns`.
@@ -464,7 +485,7 @@ impl ThreadPublisher {
 
 /// Every thread of this process that publishes, and the sampler's generation number.
 #[derive(Debug, Default)]
-pub(crate) struct ProcessMetrics {
+pub struct ProcessMetrics {
     request: Arc<CachePaddedGeneration>,
     threads: Mutex<Vec<Arc<ThreadCells>>>,
 }
@@ -474,6 +495,8 @@ impl ProcessMetrics {
     pub(crate) fn register(&self, labels: ThreadLabels) -> ThreadPublisher {
         let cells = Arc::new(ThreadCells {
             blocked_ns: Cell::default(),
+            blocked_at_ns: Cell::default(),
+            published_ns: AtomicU64::new(0),
             instances: labels.instances.iter().map(InstanceCells::new).collect(),
             inputs: labels.inputs.iter().map(|_| EdgeCells::default()).collect(),
             labels,
@@ -488,7 +511,7 @@ impl ProcessMetrics {
     }
 
     /// What the threads last published, per PE, and a request for the next publication.
-    pub(crate) fn sample(&self) -> Vec<(String, Vec<ThreadSample>)> {
+    pub fn sample(&self) -> Vec<(String, Vec<ThreadSample>)> {
         let threads = lock(&self.threads).clone();
         // SYNC: Relaxed: see `ThreadPublisher::asked`.
         self.request.0.fetch_add(1, Ordering::Relaxed);
@@ -513,9 +536,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One thread's published figures, cumulative.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ThreadSample {
+pub struct ThreadSample {
     thread: String,
+    /// `monotonic_ns` of the publication of its counts, in its PE's clock (0: none yet).
+    #[serde(default)]
+    published_ns: u64,
     blocked_ns: u64,
+    /// `monotonic_ns` when `blocked_ns` was taken.
+    #[serde(default)]
+    blocked_at_ns: u64,
     instances: Vec<InstanceSample>,
     inputs: Vec<EdgeSample>,
 }
@@ -562,9 +591,14 @@ fn micros(ns: u64) -> f64 {
 impl ThreadSample {
     fn read(cells: &ThreadCells) -> Self {
         let labels = &cells.labels;
+        // SYNC: Acquire, before the counts; pairs with the Release store in
+        // `ThreadPublisher::done`.
+        let published_ns = cells.published_ns.load(Ordering::Acquire);
         Self {
             thread: labels.thread.clone(),
+            published_ns,
             blocked_ns: cells.blocked_ns.get(),
+            blocked_at_ns: cells.blocked_at_ns.get(),
             instances: labels
                 .instances
                 .iter()
@@ -614,11 +648,12 @@ impl ThreadSample {
 // ---------------------------------------------------------------------------------------
 // The launching process's view.
 
-/// A PE's last two samples, with when each was taken.
+/// A PE's latest sample, with when it came, and per thread its publication before the one
+/// in the latest sample: the two points of its rates.
 #[derive(Debug, Default)]
 struct PeSamples {
     latest: Option<(Instant, Vec<ThreadSample>)>,
-    previous: Option<(Instant, Vec<ThreadSample>)>,
+    earlier: BTreeMap<String, ThreadSample>,
 }
 
 /// The job's latest figures, as the launching process holds them.
@@ -646,7 +681,7 @@ pub struct MetricsHandle(Arc<JobMetrics>);
 
 impl MetricsHandle {
     /// A handle for job `job` whose PEs are named `pes`, in plan order.
-    pub(crate) fn new(job: &str, pes: impl IntoIterator<Item = String>) -> Self {
+    pub fn new(job: &str, pes: impl IntoIterator<Item = String>) -> Self {
         Self(Arc::new(JobMetrics {
             job: job.to_string(),
             started: Instant::now(),
@@ -680,17 +715,26 @@ impl MetricsHandle {
     }
 
     /// Takes in a PE's sample, taken now.
-    pub(crate) fn record(&self, pe: &str, threads: Vec<ThreadSample>) {
+    pub fn record(&self, pe: &str, threads: Vec<ThreadSample>) {
         let mut pes = lock(&self.0.pes);
         if let Some((_, samples)) = pes.iter_mut().find(|(name, _)| name == pe) {
-            samples.previous = samples.latest.take();
+            // A thread's sample that repeats the publication of the latest is no new point:
+            // its earlier publication stays the one before. (Stamp 0: not published yet.)
+            for before in samples.latest.take().into_iter().flat_map(|(_, l)| l) {
+                let again = threads
+                    .iter()
+                    .any(|t| t.thread == before.thread && t.published_ns == before.published_ns);
+                if !again && before.published_ns != 0 {
+                    samples.earlier.insert(before.thread.clone(), before);
+                }
+            }
             samples.latest = Some((Instant::now(), threads));
         }
     }
 
     /// Samples `process` every [`SAMPLE_PERIOD`] on a thread of its own until the job ends
     /// (a job whose PEs are threads of this process).
-    pub(crate) fn sample_threads(&self, process: Arc<ProcessMetrics>) {
+    pub fn sample_threads(&self, process: Arc<ProcessMetrics>) {
         let handle = self.clone();
         let spawned = std::thread::Builder::new()
             .name("sluice-metrics".into())
@@ -710,7 +754,7 @@ impl MetricsHandle {
     }
 
     /// The job ended: a sampler thread leaves.
-    pub(crate) fn end(&self) {
+    pub fn end(&self) {
         // SYNC: Relaxed: the sampler only needs to see it eventually.
         self.0.ended.store(true, Ordering::Relaxed);
     }
@@ -740,7 +784,7 @@ impl MetricsHandle {
                     Some(PeMetrics {
                         pe: pe.clone(),
                         age_secs: now.duration_since(*at).as_secs_f64(),
-                        threads: threads_metrics(latest, samples.previous.as_ref(), *at),
+                        threads: threads_metrics(latest, &samples.earlier),
                     })
                 })
                 .collect(),
@@ -756,20 +800,25 @@ fn rate(now: u64, before: Option<u64>, seconds: f64) -> f64 {
     }
 }
 
+/// Seconds from `before_ns` to `now_ns` (0 when not later).
+fn seconds_between(before_ns: u64, now_ns: u64) -> f64 {
+    now_ns.saturating_sub(before_ns) as f64 / 1e9
+}
+
+/// Each thread's figures: its latest sample, with rates from its publication before
+/// (`earlier`), over the time between their stamps.
 fn threads_metrics(
     latest: &[ThreadSample],
-    previous: Option<&(Instant, Vec<ThreadSample>)>,
-    at: Instant,
+    earlier: &BTreeMap<String, ThreadSample>,
 ) -> Vec<ThreadMetrics> {
-    let seconds = previous.map_or(0.0, |(then, _)| at.duration_since(*then).as_secs_f64());
-    let earlier: BTreeMap<&str, &ThreadSample> = previous
-        .map(|(_, threads)| threads.iter().map(|t| (t.thread.as_str(), t)).collect())
-        .unwrap_or_default();
     latest
         .iter()
         .map(|t| {
-            let before = earlier.get(t.thread.as_str());
-            let blocked = rate(t.blocked_ns, before.map(|b| b.blocked_ns), seconds) / 1e9;
+            let before = earlier.get(&t.thread);
+            let seconds = before.map_or(0.0, |b| seconds_between(b.published_ns, t.published_ns));
+            let blocked_seconds =
+                before.map_or(0.0, |b| seconds_between(b.blocked_at_ns, t.blocked_at_ns));
+            let blocked = rate(t.blocked_ns, before.map(|b| b.blocked_ns), blocked_seconds) / 1e9;
             ThreadMetrics {
                 thread: t.thread.clone(),
                 blocked_secs: t.blocked_ns as f64 / 1e9,
@@ -850,6 +899,41 @@ mod tests {
         }
     }
 
+    const SECOND: u64 = 1_000_000_000;
+
+    /// Samples `process` into `handle`, as the sampler thread does every period.
+    fn sample(process: &ProcessMetrics, handle: &MetricsHandle) {
+        for (pe, threads) in process.sample() {
+            handle.record(&pe, threads);
+        }
+    }
+
+    #[test]
+    fn a_steady_source_has_a_steady_rate_whenever_its_thread_answers() {
+        let process = Arc::new(ProcessMetrics::default());
+        let publisher = process.register(labels());
+        let handle = MetricsHandle::new("job", ["pe0".to_string()]);
+        // 1,000 tuples a second, published at whole seconds; the thread answers the sampler's
+        // request sometimes before its next read (a new point), sometimes after it (the read
+        // sees the same publication again), as a thread whose round or a PE whose heartbeat
+        // is not in step with the sampler does.
+        let mut rates = Vec::new();
+        let late = [false, false, true, false, true, true, false, false];
+        for (second, late) in (1..=8).zip(late) {
+            if late {
+                // A read before the thread answered: the same publication again.
+                sample(&process, &handle);
+                rates.push(handle.snapshot().source_rate());
+            }
+            publisher.instance(0, 0, 1000 * second, None);
+            publisher.done(second * SECOND);
+            sample(&process, &handle);
+            rates.push(handle.snapshot().source_rate());
+        }
+        assert_eq!(rates[0], 0.0, "one publication has no rate");
+        assert!(rates[1..].iter().all(|&r| r == 1000.0), "{rates:?}");
+    }
+
     #[test]
     fn a_thread_publishes_only_when_asked_and_rates_come_from_two_samples() {
         let process = Arc::new(ProcessMetrics::default());
@@ -858,9 +942,7 @@ mod tests {
         let handle = MetricsHandle::new("job", ["pe0".to_string()]);
         assert!(handle.snapshot().pes.is_empty(), "no sample yet");
 
-        for (pe, threads) in process.sample() {
-            handle.record(&pe, threads);
-        }
+        sample(&process, &handle);
         assert!(publisher.asked());
         let mut window = sluice_graph::latency_histogram();
         window.saturating_record(2_000);
@@ -877,23 +959,30 @@ mod tests {
             },
         );
         publisher.blocked(0, 1_000);
-        publisher.done();
+        publisher.done(SECOND);
         assert!(!publisher.asked());
         assert!(window.is_empty(), "a published window starts again");
+        sample(&process, &handle);
+        assert_eq!(
+            handle.snapshot().source_rate(),
+            0.0,
+            "one publication: no rate"
+        );
 
-        std::thread::sleep(Duration::from_millis(20));
-        for (pe, threads) in process.sample() {
-            handle.record(&pe, threads);
-        }
+        publisher.instance(0, 0, 1000, None);
+        publisher.done(2 * SECOND);
+        sample(&process, &handle);
         let snapshot = handle.snapshot();
         assert_eq!(snapshot.job, "job");
         let thread = &snapshot.pes[0].threads[0];
         assert_eq!(thread.instances[1].tuples_in, 1000);
-        assert!(thread.instances[0].rate_out > 0.0);
+        assert_eq!(
+            thread.instances[0].rate_out, 0.0,
+            "the same count a second later"
+        );
         assert_eq!(snapshot.source_tuples(), 1000);
         assert_eq!(thread.instances[0].cpu_ns, 5_000);
         assert_eq!(snapshot.traffic().collect::<Vec<_>>(), [(0, 1, 1000)]);
-        assert!(snapshot.source_rate() > 0.0);
         let latency = thread.instances[1].latency.unwrap();
         assert_eq!(latency.samples, 2);
         assert!(

@@ -49,7 +49,8 @@ pub struct JobReport {
 }
 
 impl JobReport {
-    pub(crate) fn new(elapsed: Duration, mut instances: Vec<InstanceReport>) -> Self {
+    /// The report of a job that ran for `elapsed`, of its `instances` (in any order).
+    pub fn new(elapsed: Duration, mut instances: Vec<InstanceReport>) -> Self {
         instances.sort_by(|a, b| a.instance.cmp(&b.instance));
         Self { elapsed, instances }
     }
@@ -98,7 +99,7 @@ impl JobReport {
     }
 
     /// The state the job was suspended with ([`crate::StopHandle::suspend`]), to resume it
-    /// from ([`crate::resume_with`]); `None` if it was not suspended. An instance that
+    /// from (`sluice_runtime::resume_with`); `None` if it was not suspended. An instance that
     /// reported no state had finished before the suspension (its whole thread had).
     pub fn state(&self) -> Option<JobState> {
         if self.instances.iter().all(|i| i.state.is_none()) {

@@ -1,6 +1,6 @@
 //! A suspended job's state ([`StopHandle::suspend`](crate::StopHandle::suspend)): every
 //! instance's snapshot with what the runtime knew about it, gathered from all its PEs, and
-//! dealt back to the instances of the plan it resumes on ([`crate::resume_with`]).
+//! dealt back to the instances of the plan it resumes on (`sluice_runtime::resume_with`).
 //!
 //! Placement keeps each operator's parallelism, so an instance takes back the state of the
 //! instance of the same index. When an operator's parallelism changed, its instances'
@@ -100,7 +100,7 @@ impl JobState {
     /// The part of it that PE `pe` of `plan` resumes from: the state of its instances, and
     /// an operator's whole state where its parallelism changed (each of its keys may now be
     /// anywhere). A PE is sent only its part.
-    pub(crate) fn for_pe(&self, plan: &PhysicalPlan, pe: usize) -> JobState {
+    pub fn for_pe(&self, plan: &PhysicalPlan, pe: usize) -> JobState {
         let mut part = JobState::default();
         for (operator, states) in &self.operators {
             let here: Vec<&InstancePlan> = plan

@@ -1,0 +1,96 @@
+//! How to run a job: [`RunOptions`], one value for both planes. The data plane reads what its
+//! threads need (the idle strategy, the poll batch, latency markers, profiling, the stall and
+//! drain deadlines, metrics, whether the job may be suspended); the control plane
+//! (`sluice-runtime`) reads the rest (where the PEs run, the duration, the start-up deadline,
+//! the PEs' arguments). It is one struct, defined here on the lower side, so that programs set
+//! every option of a run in one place and the data plane never depends on the control plane.
+
+use std::time::Duration;
+
+use sluice_sync::IdleStrategy;
+
+/// Where the PEs of a plan run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Launcher {
+    /// One OS process per PE on this host, children of this one (the program re-executes
+    /// itself as each PE); a plan of one PE runs in this process.
+    #[default]
+    Local,
+    /// Every PE as threads of this process; edges between PEs still use their transports.
+    InProcess,
+    /// Every PE as a rank of Open MPI's `mpirun`, on the hosts the plan placed it on.
+    Mpi,
+}
+
+/// Tuples a source emits between latency markers unless [`RunOptions::latency_every`] says
+/// otherwise: at 40,000 tuples/s, 600 samples a second, for a clock read per 64 tuples.
+pub const DEFAULT_LATENCY_EVERY: u64 = 64;
+
+/// How to run a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOptions {
+    /// How idle threads wait; by default chosen from the thread and core counts.
+    pub idle: Option<IdleStrategy>,
+    /// Stop (and drain) after this long; run until the sources end if `None`.
+    pub duration: Option<Duration>,
+    /// The most messages a receiver hands over per poll.
+    pub poll_batch: usize,
+    /// Where the PEs run.
+    pub launcher: Launcher,
+    /// Each source sends a latency marker after this many tuples (0: none). Markers travel
+    /// in order with the data, each along one path: an instance passes a marker to one
+    /// instance of each downstream operator (to all on a broadcast edge), as Flink's latency
+    /// markers take one channel. Every instance a marker reaches records how long it took,
+    /// and the sinks' figures are the job's end-to-end latency ([`crate::JobReport::latency`]).
+    pub latency_every: u64,
+    /// Estimate each instance's CPU time ([`crate::InstanceReport::cpu_ns`]) by timing a sample of
+    /// every thread's rounds: what `sluice run --profile` records for the optimizers.
+    pub profile_cpu: bool,
+    /// A thread that makes no progress (a round of its loop, a batch, a wait on a full queue)
+    /// or a PE that sends no heartbeat for this long fails the job, naming it.
+    pub stall_timeout: Duration,
+    /// A drain (after a stop) that has not ended this long after the stop aborts the job.
+    pub drain_timeout: Duration,
+    /// How long the PEs may take to start (each step of start-up: reaching the launcher,
+    /// binding, starting), through their hosts' launch commands too.
+    pub start_timeout: Duration,
+    /// Whether the threads publish live metrics ([`crate::metrics`], `RunningJob::metrics`); on
+    /// by default.
+    pub metrics: bool,
+    /// The arguments each PE's process is started with (after the program), when not this
+    /// process's own: a program whose command line does not rebuild the graph (the query
+    /// shell, where the statement was typed, not given) passes what does. The slice lives as
+    /// long as the program (`Box::leak` it: a few hundred bytes per job), which keeps the
+    /// options `Copy`.
+    pub pe_args: Option<&'static [std::ffi::OsString]>,
+    /// The job may be suspended to be redeployed ([`crate::StopHandle::suspend`]): it fails at its
+    /// start, naming the source, unless every source can resume where it stopped.
+    pub suspendable: bool,
+}
+
+/// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
+/// scheduling delay, a full queue is no pause: waiting on one counts as progress).
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// [`RunOptions::drain_timeout`] unless set.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// [`RunOptions::start_timeout`] unless set: room for `ssh` to log in and start a PE.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            idle: None,
+            duration: None,
+            poll_batch: 256,
+            launcher: Launcher::Local,
+            latency_every: DEFAULT_LATENCY_EVERY,
+            profile_cpu: false,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            start_timeout: DEFAULT_START_TIMEOUT,
+            metrics: true,
+            pe_args: None,
+            suspendable: false,
+        }
+    }
+}
