@@ -125,8 +125,7 @@ struct Entrance {
 }
 
 impl Entrance {
-    /// Accepts waiting connections and advances their hellos, admitting the good ones. Stops
-    /// listening once every sender is in.
+    /// Accepts waiting connections and advances their hellos, admitting the good ones.
     fn admit(&mut self) {
         let Some(listener) = &self.listener else {
             return;
@@ -146,10 +145,17 @@ impl Entrance {
                 Err(fault) => self.admission.refuse(peer, &Refusal::hello(fault, &hello)),
             }
         }
-        if self.taken.iter().all(|&taken| taken) {
-            self.listener = None;
-            self.admission.close();
-        }
+    }
+
+    /// Whether every sender is in.
+    fn complete(&self) -> bool {
+        self.taken.iter().all(|&taken| taken)
+    }
+
+    /// Stops listening: every sender is in.
+    fn close(&mut self) {
+        self.listener = None;
+        self.admission.close();
     }
 
     /// The listener and the connections waiting for their hello, to wake up on.
@@ -183,7 +189,10 @@ impl Door {
         let thread = std::thread::Builder::new()
             .name("tcp-admission".into())
             .spawn(move || {
-                while entrance.listener.is_some() {
+                // Once every sender is in, the listener stays open until the receiver's first
+                // use closes it, as it would have without this thread: a connection that
+                // comes meanwhile is refused then, not turned away by a closed port.
+                while !entrance.complete() {
                     entrance.admit();
                     let sockets: Vec<BorrowedFd<'_>> = entrance
                         .sockets()
@@ -288,6 +297,9 @@ impl<T> TcpReceiver<T> {
         entrance.admit();
         for (stream, peer) in entrance.admitted.drain(..) {
             self.peers.push(Peer::new(stream, peer, &self.framing));
+        }
+        if entrance.complete() && entrance.listener.is_some() {
+            entrance.close();
         }
         entrance.listener.is_some()
     }
