@@ -51,6 +51,26 @@ impl Settings {
         Ok(Self(map))
     }
 
+    /// Sets `key` to `value` for `by` (what needs it, for the message), unless it is set to
+    /// `value` already; refuses a key set to another value.
+    pub fn imply(
+        &mut self,
+        key: &str,
+        value: &str,
+        by: impl FnOnce() -> String,
+    ) -> Result<(), AppError> {
+        match self.0.get(key) {
+            Some(given) if given != value => Err(AppError::BadSetting {
+                key: key.to_string(),
+                reason: format!("'{given}': {} runs with {key}={value}", by()),
+            }),
+            _ => {
+                self.0.insert(key.to_string(), value.to_string());
+                Ok(())
+            }
+        }
+    }
+
     /// Refuses keys the application does not know.
     pub fn check_keys(&self, spec: &AppSpec) -> Result<(), AppError> {
         for key in self.0.keys() {

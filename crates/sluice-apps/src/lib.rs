@@ -28,6 +28,9 @@ pub use config::{AppConfig, AppError, Settings};
 pub struct ReadmeDoctests;
 pub use summary::{latency_line, throughput_line};
 
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
 use sluice_graph::Graph;
 use sluice_plan::{PlanChoiceError, PlanFile, PlanRequest};
 use sluice_runtime::JobReport;
@@ -44,6 +47,29 @@ pub struct App {
     /// Turns the job's report into one JSON object (`sluice run --json`), if the application
     /// has one.
     pub json: Option<Summarize<serde_json::Value>>,
+    /// Whether its generated input has an end of its own (`--set records=N`, a pipeline's
+    /// `--set size`), and if so, what of it a run did not use ([`App::with_finite_input`]).
+    pub finite_input: Option<FiniteInput>,
+}
+
+/// A generated input with an end of its own: `total` tuples from the source `source`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FiniteInput {
+    /// The source that generates it.
+    pub source: &'static str,
+    /// The tuples it generates before it ends.
+    pub total: u64,
+    /// What a tuple is, for messages (`records`, `packets`).
+    pub unit: &'static str,
+}
+
+impl FiniteInput {
+    /// What of the input the run `report` did not generate, e.g. `1785856 of 2000000 records`;
+    /// `None` when the source generated all of it.
+    pub fn left_in(&self, report: &JobReport) -> Option<String> {
+        let done = report.tuples_out(self.source);
+        (done < self.total).then(|| format!("{done} of {} {}", self.total, self.unit))
+    }
 }
 
 /// A function from a finished job's report to its summary.
@@ -57,21 +83,52 @@ impl App {
             summarize,
             companions: Vec::new(),
             json: None,
+            finite_input: None,
         }
+    }
+
+    /// This application, its source `source` generating `total` tuples (`unit`, for messages)
+    /// when `total` is given, then ending; so a run that `--duration` cuts short is said to be
+    /// partial, as one reading a file is.
+    pub fn with_finite_input(
+        mut self,
+        source: &'static str,
+        total: Option<u64>,
+        unit: &'static str,
+    ) -> Self {
+        self.finite_input = total.map(|total| FiniteInput {
+            source,
+            total,
+            unit,
+        });
+        self
     }
 }
 
 /// A process an application runs beside its job and outside it, as the paper's feed senders
 /// run outside the measured application: the `sluice` binary with `args`, started once the
 /// job's sources run and stopped when the job ends. Only the process that launched the job
-/// starts them, never a PE.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// starts them, never a PE. When the job ends, a companion still running is asked to stop
+/// (SIGTERM) and given [`COMPANION_STOP_TIMEOUT`] to say what it did before it is killed.
+#[derive(Debug, Clone)]
 pub struct Companion {
     /// What it is, for messages.
     pub name: String,
     /// Its arguments after the `sluice` binary.
     pub args: Vec<String>,
+    /// Where the launcher puts what it printed on standard output once it ended, for the
+    /// application's summary to read (OMDP's feed sender's counts); `None`: not kept.
+    pub output: Option<Arc<OnceLock<String>>>,
+    /// Whether its end ends the job's input: once every such companion has exited well and
+    /// [`COMPANION_DRAIN`] has passed (for the job to take what is still on its way), the job
+    /// is stopped, as a source that ended stops it. OMDP's sender is the feed.
+    pub feeds_the_job: bool,
 }
+
+/// How long a companion asked to stop has to end before it is killed.
+pub const COMPANION_STOP_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the job goes on taking its input after the companions that feed it ended.
+pub const COMPANION_DRAIN: Duration = Duration::from_millis(300);
 
 /// A plan an application ships for this kind of machine, chosen with `--plan NAME`.
 pub struct NamedPlan {
@@ -81,6 +138,9 @@ pub struct NamedPlan {
     pub about: &'static str,
     /// The plan file (TOML), as `--plan FILE` would read it.
     pub toml: &'static str,
+    /// Settings the plan runs with, as `--set KEY=VALUE` would give them (a plan that needs
+    /// the graph shaped for it: OMDP's `paper-fused`).
+    pub settings: &'static [(&'static str, &'static str)],
 }
 
 /// An application in the registry.
@@ -131,6 +191,24 @@ pub fn build(name: &str, config: &AppConfig) -> Result<App, AppError> {
     let spec = find(name)?;
     config.settings.check_keys(spec)?;
     (spec.build)(config)
+}
+
+/// Adds to `settings` those the plan `choice` of the application `name` runs with, when it is
+/// one the application ships ([`NamedPlan::settings`]); a setting given with another value is
+/// refused, naming the plan.
+pub fn add_plan_settings(
+    name: &str,
+    choice: &str,
+    settings: &mut Settings,
+) -> Result<(), AppError> {
+    let spec = find(name)?;
+    let Some(plan) = spec.plans.iter().find(|p| p.name == choice) else {
+        return Ok(());
+    };
+    for (key, value) in plan.settings {
+        settings.imply(key, value, || format!("{}'s plan {}", spec.name, plan.name))?;
+    }
+    Ok(())
 }
 
 /// The plan `choice` names for the application `name`: one of the plans it ships

@@ -296,10 +296,14 @@ fn build(pipeline: &Pipeline, rate: Option<u64>) -> Result<App, AppError> {
     .parallelism(p.receivers)
     .replicable(by_flow());
     let p = pipeline.clone();
-    Ok(App::new(
-        flow.build()?,
-        Box::new(move |report| summary(&p, report)),
-    ))
+    let packets = p.layout.packets();
+    Ok(
+        App::new(flow.build()?, Box::new(move |report| summary(&p, report))).with_finite_input(
+            "packets",
+            Some(packets),
+            "packets",
+        ),
+    )
 }
 
 /// Packets spread by flow: how every stage's input is spread when a replication optimizer

@@ -92,5 +92,6 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     Ok(App::new(
         g.build()?,
         Box::new(|report| storm::summary(report, storm::SPOUT, SINK)),
-    ))
+    )
+    .with_finite_input(storm::SPOUT, settings.tuples, "tuples"))
 }

@@ -195,5 +195,6 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
                 storm::counter(report, COUNT, IDS)
             )
         }),
-    ))
+    )
+    .with_finite_input(storm::SPOUT, settings.tuples, "tuples"))
 }

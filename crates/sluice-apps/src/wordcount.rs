@@ -6,6 +6,10 @@
 //! sentences --forward--> split --key-by(word)--> sum (xN) --forward--> counts
 //! ```
 //!
+//! `split` keeps no state, so it declares itself replicable (round robin):
+//! `sluice plan wordcount --optimize replication` may give it more instances, and the counts
+//! stay exact because `sum` is keyed by word whichever instance split a line.
+//!
 //! With `--input FILE` the source reads the file line by line, one sentence a line, and the
 //! job ends at the end of the file. Without it the source generates sentences from a fixed
 //! vocabulary at `--rate` sentences per second until `--duration` ends (or, with
@@ -23,7 +27,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use sluice_graph::{OperatorError, Output, Produced, Snapshot, Source};
+use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
 use sluice_types::CompactString;
 
@@ -56,11 +60,13 @@ pub const SPEC: AppSpec = AppSpec {
             name: "two-threads",
             about: "a pipeline over two cores: sentences and split on one pinned thread, the count and the sink on the other",
             toml: TWO_THREADS,
+            settings: &[],
         },
         NamedPlan {
             name: "two-processes",
             about: "the same pipeline as two processes joined by shared memory",
             toml: TWO_PROCESSES,
+            settings: &[],
         },
     ],
 };
@@ -128,6 +134,9 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             .get("sentences", 0u64)
             .map(|n| (n > 0).then_some(n))?,
     };
+    // A file has an end of its own, which `sluice run` knows; generated sentences have one
+    // with `--set sentences`.
+    let generated_sentences = input.sentences.filter(|_| input.file.is_none());
     if let Some(path) = &input.file {
         File::open(path).map_err(|e| AppError::File {
             path: path.display().to_string(),
@@ -144,6 +153,9 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         .flat_map_into("split", |line: &String, words| {
             words.extend(text::words(line))
         })
+        // Stateless: any instance splits any line, and the count after it is keyed by word,
+        // so a replication optimizer may deal the lines round robin over more instances.
+        .replicable(Partitioning::RoundRobin)
         .key_by(|word: &CompactString| word)
         .count("sum")
         .parallelism(parallelism)
@@ -169,7 +181,8 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             ]
             .join("\n")
         }),
-    ))
+    )
+    .with_finite_input("sentences", generated_sentences, "sentences"))
 }
 
 pub(crate) fn check_writable(path: &Path) -> Result<(), AppError> {
@@ -230,7 +243,9 @@ impl SentenceSource {
     /// The next sentence, or `None` at the end of the input.
     fn next_sentence(&mut self) -> Result<Option<String>, OperatorError> {
         let Some(reader) = &mut self.reader else {
-            let done = self.input.sentences.is_some_and(|n| self.emitted >= n);
+            // Those of the batch being made count too, so a call ends exactly at the N-th.
+            let made = self.emitted + self.batch.len() as u64;
+            let done = self.input.sentences.is_some_and(|n| made >= n);
             return Ok((!done).then(|| self.generator.sentence()));
         };
         let mut line = String::new();

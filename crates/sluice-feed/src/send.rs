@@ -175,6 +175,11 @@ pub struct SendReport {
     pub messages: u64,
     /// Packets sent on each channel of the feed (0 on those not sent).
     pub packets_per_channel: Vec<u64>,
+    /// Messages put out on each channel of the feed (0 on those not sent), as their packets'
+    /// headers declare: every packet the sender built and handed over or gave up on (a full
+    /// ring's, or one the kernel still refused when the sender was stopped), so that a
+    /// receiver's missed messages are this less what it received, whenever they were lost.
+    pub messages_per_channel: Vec<u64>,
     /// From the start to the last send.
     pub elapsed: Duration,
     /// The rate asked for of the channels sent, in aggregate (`None` when pacing by recorded
@@ -472,6 +477,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
     // Packets built (all go to the kernel unless stopped).
     let mut sent = 0u64;
     let mut messages = 0u64;
+    let mut messages_per_channel = vec![0u64; channel_count];
     let mut max_lag = Duration::ZERO;
     let mut finished_at = start;
     let mut upcoming = if limit > 0 {
@@ -498,7 +504,9 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             // The schedule yields only the sender's own channels, which all have sockets.
             if let Some(target) = channels[channel].as_mut() {
                 std::mem::swap(target.stage(), &mut pending);
-                messages += u64::from(declared_count(&target.staged[target.len - 1]));
+                let declared = u64::from(declared_count(&target.staged[target.len - 1]));
+                messages += declared;
+                messages_per_channel[channel] += declared;
                 if target.len == options.batch {
                     target.flush(stop)?;
                 }
@@ -530,6 +538,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> Result<SendReport, Feed
             .iter()
             .map(|c| c.as_ref().map_or(0, |c| c.outlet.sent()))
             .collect(),
+        messages_per_channel,
         elapsed,
         target_packets_per_sec: interval_ns
             .map(|i| 1e9 / i * own_count as f64 / channel_count as f64),

@@ -4,15 +4,21 @@
 //! A companion is this `sluice` binary with the arguments the application gives. One that
 //! cannot start, or that exits with a failure while the job runs, stops the job, and the run
 //! fails with its name after the job has drained; what the companion said is on standard
-//! error already. One still running when the job ends is killed: it only feeds the job.
+//! error already. A companion that feeds the job ([`Companion::feeds_the_job`]) ends the
+//! job's input: once every such companion has exited well, the job takes what is still on its
+//! way for [`COMPANION_DRAIN`], then is stopped, as a source that ended stops it. One still
+//! running when the job ends is asked to stop (SIGTERM), so that it says what it did, and
+//! killed if it has not ended within [`COMPANION_STOP_TIMEOUT`]. What a companion printed on
+//! standard output goes to the application when it asked for it ([`Companion::output`]).
 
+use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use sluice_apps::Companion;
+use sluice_apps::{Companion, COMPANION_DRAIN, COMPANION_STOP_TIMEOUT};
 use sluice_runtime::StopHandle;
 
 /// How often a watcher looks at its companion.
@@ -25,10 +31,16 @@ pub(crate) struct Companions {
     /// The first failure: a companion that could not start or exited with a failure.
     failure: Arc<Mutex<Option<String>>>,
     ended: Arc<AtomicBool>,
+    /// Companions feeding the job that have not yet exited well.
+    // SYNC: decremented by each feeding companion's watcher; the one that takes it to 0 stops
+    // the job and sets `ended_input` (Release), read by `ended_the_input` (Acquire).
+    feeding: Arc<AtomicUsize>,
+    /// Whether the companions feeding the job ended, and so stopped it.
+    ended_input: Arc<AtomicBool>,
 }
 
 struct Running {
-    name: String,
+    companion: Companion,
     child: Arc<Mutex<Child>>,
     watcher: JoinHandle<()>,
 }
@@ -36,6 +48,9 @@ struct Running {
 impl Companions {
     /// Starts every companion; a failure to start one stops the job through `stop`.
     pub(crate) fn start(&mut self, companions: &[Companion], stop: &StopHandle) {
+        let feeding = companions.iter().filter(|c| c.feeds_the_job).count();
+        // SYNC: before any watcher starts (thread spawn orders it before their loads).
+        self.feeding.store(feeding, Ordering::Relaxed);
         for companion in companions {
             if let Err(error) = self.start_one(companion, stop) {
                 self.fail(stop, error);
@@ -53,23 +68,36 @@ impl Companions {
         let child = Command::new(exe)
             .args(&companion.args)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(if companion.output.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .map_err(|e| format!("cannot start the {}: {e}", companion.name))?;
         let child = Arc::new(Mutex::new(child));
-        let (watched, ended, failure, stop) = (
-            Arc::clone(&child),
+        let watched = Arc::clone(&child);
+        let (ended, failure, stop) = (
             Arc::clone(&self.ended),
             Arc::clone(&self.failure),
             stop.clone(),
         );
-        let name = companion.name.clone();
+        let (feeding, ended_input) = (Arc::clone(&self.feeding), Arc::clone(&self.ended_input));
+        let (name, feeds) = (companion.name.clone(), companion.feeds_the_job);
         let watcher = std::thread::spawn(move || {
             while !ended.load(Ordering::Acquire) {
                 let status = watched.lock().map(|mut c| c.try_wait());
                 match status {
                     Ok(Ok(None)) => std::thread::sleep(WATCH_EVERY),
-                    Ok(Ok(Some(status))) if status.success() => return,
+                    Ok(Ok(Some(status))) if status.success() => {
+                        if feeds && feeding.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            // The input is over: let the job take what is on its way.
+                            std::thread::sleep(COMPANION_DRAIN);
+                            ended_input.store(true, Ordering::Release);
+                            stop.stop();
+                        }
+                        return;
+                    }
                     Ok(Ok(Some(status))) => {
                         record(&failure, &stop, describe(&name, status));
                         return;
@@ -83,7 +111,7 @@ impl Companions {
             }
         });
         self.running.push(Running {
-            name: companion.name.clone(),
+            companion: companion.clone(),
             child,
             watcher,
         });
@@ -94,18 +122,36 @@ impl Companions {
         record(&self.failure, stop, error);
     }
 
-    /// Stops the companions still running and reports the first failure, if any.
+    /// Whether the companions feeding the job ended, which stopped it: its sources' input was
+    /// over, not cut short.
+    pub(crate) fn ended_the_input(&self) -> bool {
+        self.ended_input.load(Ordering::Acquire)
+    }
+
+    /// Stops the companions still running, hands each one's output to the application when
+    /// it asked for it, and reports the first failure, if any.
     pub(crate) fn stop(self) -> anyhow::Result<()> {
         self.ended.store(true, Ordering::Release);
         for running in self.running {
             let _ = running.watcher.join();
-            if let Ok(mut child) = running.child.lock() {
-                if matches!(child.try_wait(), Ok(None)) {
-                    let _ = child.kill();
+            let Ok(mut child) = running.child.lock() else {
+                tracing::warn!("lost track of the {}", running.companion.name);
+                continue;
+            };
+            end(&mut child, &running.companion.name);
+            if let (Some(output), Some(mut stdout)) =
+                (&running.companion.output, child.stdout.take())
+            {
+                let mut text = String::new();
+                match stdout.read_to_string(&mut text) {
+                    Ok(_) => {
+                        let _ = output.set(text);
+                    }
+                    Err(e) => tracing::warn!(
+                        "cannot read what the {} printed: {e}",
+                        running.companion.name
+                    ),
                 }
-                let _ = child.wait();
-            } else {
-                tracing::warn!("lost track of the {}", running.name);
             }
         }
         let failure = self.failure.lock().ok().and_then(|mut f| f.take());
@@ -114,6 +160,29 @@ impl Companions {
             None => Ok(()),
         }
     }
+}
+
+/// Ends `child` if it still runs: SIGTERM, then SIGKILL after [`COMPANION_STOP_TIMEOUT`].
+fn end(child: &mut Child, name: &str) {
+    if !matches!(child.try_wait(), Ok(None)) {
+        return;
+    }
+    let pid = rustix::process::Pid::from_child(child);
+    if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok() {
+        let deadline = Instant::now() + COMPANION_STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
+        tracing::warn!(
+            "the {name} did not end within {} s of being asked to: killed",
+            COMPANION_STOP_TIMEOUT.as_secs_f64()
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Keeps the first failure and stops the job.

@@ -5,10 +5,12 @@
 //! - **on their own** (a file read to its end, `--set sentences=N` generated): no stop was
 //!   ever requested, and the output is complete;
 //! - **by `--duration`**: the stop was requested (by the runtime) once the duration had
-//!   passed. A generated source has no end of its own, so its run is complete by design: the
+//!   passed. A generated source without an end of its own is complete by design: the
 //!   duration is how long the user asked it to run. A file source stopped so had not reached
 //!   the end of its file (or did just as the duration ran out, while the job drained, which
-//!   is reported as partial too, to be safe), and its output is partial;
+//!   is reported as partial too, to be safe), and its output is partial; so is the output of
+//!   a generated source with an end of its own (`--set records=N`, a pipeline's input,
+//!   [`sluice_apps::FiniteInput`]) that had not generated all of it;
 //! - **by the user**: Ctrl-C or SIGTERM (caught by `sluice run`'s handler), or `sluice stop`
 //!   (a stop through the job registry), before the duration passed or with none: partial.
 //!
@@ -19,7 +21,7 @@
 use std::time::Duration;
 
 /// What stopped the job's sources, as far as the output is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ending {
     /// Whether a stop was requested before the sources ended (`StopHandle::is_stopping`).
     pub stopped: bool,
@@ -31,24 +33,35 @@ pub(crate) struct Ending {
     pub elapsed: Duration,
     /// Whether the sources read a file (`--input`), which has an end of its own.
     pub reads_file: bool,
+    /// What of a generated input with an end of its own the sources did not generate
+    /// ([`sluice_apps::FiniteInput::left_in`]), if any.
+    pub generated_left: Option<String>,
 }
 
 impl Ending {
     /// Why the output is partial, or `None` when it is complete.
-    pub(crate) fn partial(&self) -> Option<&'static str> {
+    pub(crate) fn partial(&self) -> Option<String> {
         if !self.stopped {
             return None;
         }
         if self.interrupted {
-            return Some("the job was stopped by Ctrl-C or SIGTERM before its sources ended");
+            return Some(
+                "the job was stopped by Ctrl-C or SIGTERM before its sources ended".into(),
+            );
         }
         let duration_passed = self.duration.is_some_and(|d| self.elapsed >= d);
-        match (duration_passed, self.reads_file) {
-            (true, false) => None,
-            (true, true) => {
-                Some("--duration ended the job before its input file was read to the end")
+        match (duration_passed, self.reads_file, &self.generated_left) {
+            (true, true, _) => {
+                Some("--duration ended the job before its input file was read to the end".into())
             }
-            (false, _) => Some("the job was stopped (sluice stop) before its sources ended"),
+            (true, false, Some(left)) => Some(format!(
+                "--duration ended the job before its generated input was used up ({left} \
+                 generated)"
+            )),
+            (true, false, None) => None,
+            (false, _, _) => {
+                Some("the job was stopped (sluice stop) before its sources ended".into())
+            }
         }
     }
 }
@@ -64,6 +77,7 @@ mod tests {
             duration: Some(Duration::from_secs(2)),
             elapsed: Duration::from_secs_f64(elapsed),
             reads_file,
+            generated_left: None,
         }
     }
 
@@ -79,6 +93,23 @@ mod tests {
         assert!(ending(true, false, 2.1, true)
             .partial()
             .is_some_and(|why| why.starts_with("--duration")));
+    }
+
+    #[test]
+    fn a_duration_cuts_a_finite_generated_input_short_unless_it_was_all_generated() {
+        let cut = Ending {
+            generated_left: Some("1785856 of 2000000 records".into()),
+            ..ending(true, false, 2.1, false)
+        };
+        assert_eq!(
+            cut.partial().as_deref(),
+            Some(
+                "--duration ended the job before its generated input was used up (1785856 of \
+                 2000000 records generated)"
+            )
+        );
+        // All generated as the duration ran out: complete.
+        assert_eq!(ending(true, false, 2.1, false).partial(), None);
     }
 
     #[test]

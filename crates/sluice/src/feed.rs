@@ -296,6 +296,7 @@ fn print_report(report: &SendReport, json: bool) -> anyhow::Result<()> {
             "packets": report.packets,
             "messages": report.messages,
             "packets_per_channel": report.packets_per_channel,
+            "messages_per_channel": report.messages_per_channel,
             "elapsed_s": report.elapsed.as_secs_f64(),
             "target_packets_per_sec": report.target_packets_per_sec,
             "achieved_packets_per_sec": report.achieved_packets_per_sec,

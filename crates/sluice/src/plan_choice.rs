@@ -40,6 +40,7 @@ impl AppArgs {
     /// Builds the application with `config` (whose settings this fills in) and plans it.
     pub fn build(&self, mut config: AppConfig) -> anyhow::Result<(sluice_apps::App, PhysicalPlan)> {
         config.settings = Settings::parse(self.settings.iter().map(String::as_str))?;
+        sluice_apps::add_plan_settings(&self.app, &self.plan, &mut config.settings)?;
         let mut app = sluice_apps::build(&self.app, &config)?;
         let options = self.plan_options()?;
         let request = self.request()?;

@@ -104,6 +104,10 @@ pub(crate) struct RunArgs {
 /// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
 const INTERRUPTED_STATUS: i32 = 130;
 
+/// How much longer than its duration a job fed by companions runs before it is stopped
+/// anyway, should they not end: their start after the job's, their drain, and room to spare.
+const COMPANION_LATE: Duration = Duration::from_secs(10);
+
 /// Generated input runs this long unless `--duration` says otherwise.
 const DEFAULT_GENERATED_DURATION: Duration = Duration::from_secs(5);
 /// Generated input runs at this rate unless `--rate` says otherwise.
@@ -171,9 +175,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("{} has no JSON summary (--json): omdp has", args.app.app);
     }
     let defaults = RunOptions::default();
+    // A job fed by companions ends when they end (they carry the duration, and start after
+    // the job); its own duration only stops it should they not.
+    let fed = app.companions.iter().any(|c| c.feeds_the_job);
     let mut options = RunOptions {
         idle: args.idle,
-        duration,
+        duration: duration.map(|d| if fed { d + COMPANION_LATE } else { d }),
         launcher: match args.launcher.as_str() {
             "mpi" => Launcher::Mpi,
             "in-process" => Launcher::InProcess,
@@ -266,6 +273,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(observers) = observers {
         observers.finish(result.as_ref().ok());
     }
+    let input_ended = companions.ended_the_input();
     let companions_ended = companions.stop();
     let report = result.map_err(|error| {
         if error.is_interrupt() {
@@ -280,14 +288,20 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         crate::optimize::write_profile(path, &plan, &report)?;
     }
     let partial = Ending {
-        stopped: shared.is_stopping(),
+        // The companions feeding the job ended its input: its sources' own end.
+        stopped: shared.is_stopping() && !input_ended,
         interrupted: interrupts.load(Ordering::Relaxed) > 0,
         duration,
         elapsed: report.elapsed,
         reads_file: !generated,
+        generated_left: app
+            .finite_input
+            .as_ref()
+            .filter(|_| generated)
+            .and_then(|input| input.left_in(&report)),
     }
     .partial();
-    if let Some(why) = partial {
+    if let Some(why) = &partial {
         tracing::warn!("the output is partial: {why}");
     }
     let mut out = std::io::stdout().lock();
@@ -303,7 +317,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(output) = &args.output {
         writeln!(out, "output: {}", output.display())?;
     }
-    if let (Some(why), false) = (partial, args.json) {
+    if let (Some(why), false) = (&partial, args.json) {
         writeln!(out, "partial output: {why}")?;
     }
     Ok(())

@@ -237,3 +237,119 @@ fn the_shared_memory_feed_loses_nothing_and_leaves_no_segment() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Records `packets` packets of the default feed's 2 channels to `file`; the messages in them.
+fn record(file: &std::path::Path, packets: u64) -> u64 {
+    let o = sluice()
+        .args(["feed", "record", file.to_str().unwrap(), "--packets"])
+        .arg(packets.to_string())
+        .args(["--channels", "2"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out.split_once('(')
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no message count: {out}"))
+}
+
+#[test]
+fn messages_dropped_after_the_last_packet_received_count_as_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("feed.rec");
+    let recorded = record(&file, 3000);
+    // The handlers stop for good a moment into the replay (2,400 packets/s: 1.25 s), with a
+    // receive buffer of a few packets: the rest of the feed is dropped after the last packet
+    // they received, which no gap in the sequences shows.
+    let job = start(&[
+        "--plan",
+        "two-processes",
+        "--duration",
+        "3",
+        "--rate-multiple",
+        "0.1",
+        "--set",
+        &format!("replay={}", file.display()),
+        "--set",
+        "socket-buffer=4096",
+        "--set",
+        "port=31680",
+        "--set",
+        udp_feed(),
+    ]);
+    let pes = pes_of(job.id());
+    let handlers = pes.iter().find(|p| p.index == 0).expect("the handlers' PE");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(handlers.pid, "STOP");
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(handlers.pid, "CONT");
+    let v = json_of(&job.wait_with_output().unwrap());
+    assert_eq!(number(&v, "sent_messages"), recorded, "{v}");
+    let (received, missed) = (number(&v, "messages"), number(&v, "missed"));
+    assert!(received > 0 && missed > 0, "{v}");
+    assert_eq!(received + missed, recorded, "{v}");
+    assert_eq!(v["sustained"], false, "{v}");
+}
+
+#[test]
+fn the_papers_fused_plan_runs_a_thread_per_handler_with_the_same_books() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("feed.rec");
+    let recorded = record(&file, 3000);
+    let run = |plan: &str, port: &str| {
+        omdp(&[
+            "--plan",
+            plan,
+            "--duration",
+            "2.5",
+            "--rate-multiple",
+            "0.1",
+            "--set",
+            &format!("replay={}", file.display()),
+            "--set",
+            &format!("port={port}"),
+            "--set",
+            udp_feed(),
+        ])
+    };
+    let (fused, paper) = (run("fused", "31690"), run("paper-fused", "31700"));
+    for v in [&fused, &paper] {
+        assert_eq!(number(v, "messages"), recorded, "{v}");
+        assert_eq!(number(v, "missed"), 0, "{v}");
+    }
+    // Each handler's engines hold its channel's books: together, the books of the fused run.
+    assert_eq!(
+        fused["engine_state_digest"], paper["engine_state_digest"],
+        "{fused}\n{paper}"
+    );
+    // The plan: a thread per feed handler, each with its engines.
+    let o = sluice()
+        .args(["plan", "omdp", "--plan", "paper-fused"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        text.contains("handler0") && text.contains("handler1"),
+        "{text}"
+    );
+    assert!(text.contains("fh-1") && text.contains("de-1"), "{text}");
+    // The setting the plan needs is its own; a contrary one is refused, naming the plan.
+    let o = sluice()
+        .args([
+            "plan",
+            "omdp",
+            "--plan",
+            "paper-fused",
+            "--set",
+            "handler-engines=false",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("omdp's plan paper-fused runs with handler-engines=true"),
+        "{err}"
+    );
+}

@@ -241,3 +241,49 @@ fn a_fusion_plan_from_a_profile_runs_wordcount_with_the_same_counts() {
         stderr(&o)
     );
 }
+
+#[test]
+fn replication_gives_wordcounts_stateless_split_more_instances_and_the_counts_stay_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("book.txt");
+    write_wordcount_input(&input, 3_000);
+    let profile = dir.path().join("profile.json");
+    let o = sluice(&[
+        "run",
+        "wordcount",
+        "--duration",
+        "1",
+        "--plan",
+        "threaded",
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan = dir.path().join("replicated.toml");
+    // Eight cores: a split with more than an eighth of the job's CPU asks for two instances or
+    // more.
+    let o = sluice(&[
+        "plan",
+        "wordcount",
+        "--optimize",
+        "replication",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--cores",
+        "8",
+        "--output",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let replicas: usize = text
+        .split_once("[[replicate]]\noperator = \"split\"\nparallelism = ")
+        .and_then(|(_, rest)| rest.lines().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("split is not replicated: {text}"));
+    assert!(replicas >= 2, "{text}");
+    let counts = wordcount(dir.path(), &input, plan.to_str().unwrap(), &[]);
+    assert_eq!(
+        counts,
+        direct_counts(&std::fs::read_to_string(&input).unwrap())
+    );
+}

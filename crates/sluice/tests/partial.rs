@@ -110,3 +110,57 @@ fn rate_throttles_a_file_only_when_asked() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--rate"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_duration_that_cuts_a_finite_generated_input_short_makes_the_output_partial() {
+    // Every application whose generated input has an end of its own, far more of it than a
+    // second at the rate given can generate.
+    let cut: [&[&str]; 5] = [
+        &["wordcount", "--set", "sentences=100000000"],
+        &["vwap", "--set", "records=100000000", "--set", "groups=2"],
+        &["sol", "--set", "tuples=100000000", "--set", "parallelism=1"],
+        &[
+            "throughput-test",
+            "--set",
+            "tuples=100000000",
+            "--set",
+            "parallelism=1",
+        ],
+        &[
+            "compress",
+            "--set",
+            "size=100000000",
+            "--set",
+            "packet=1000",
+        ],
+    ];
+    for app in cut {
+        let mut args = vec!["run"];
+        args.extend_from_slice(app);
+        args.extend_from_slice(&["--rate", "1000", "--duration", "1"]);
+        let o = common::sluice(&args);
+        assert!(o.status.success(), "{app:?}: {}", stderr(&o));
+        let why = assert_partial(
+            &o,
+            "--duration ended the job before its generated input was used up (",
+        );
+        assert!(why.contains(" of 100000"), "{app:?}: {why}");
+        assert!(
+            stderr(&o).contains("the output is partial"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // All of it generated before the duration: complete.
+    let o = common::sluice(&[
+        "run",
+        "wordcount",
+        "--set",
+        "sentences=100",
+        "--duration",
+        "30",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("sentences: 100 "), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("partial"), "{}", stdout(&o));
+}

@@ -137,6 +137,8 @@ pub struct FeedHandler {
     batch: usize,
     input: Option<Input>,
     packets: Packets,
+    /// The channel it handles: its instance's unless set ([`FeedHandler::of_channel`]).
+    channel: Option<usize>,
 }
 
 /// What a handler does with a packet, and what it counted.
@@ -179,7 +181,15 @@ impl FeedHandler {
                 first_ns: 0,
                 last_ns: 0,
             },
+            channel: None,
         }
+    }
+
+    /// This handler for `channel`, whatever its instance (a handler operator of its own per
+    /// channel: OMDP's `handler-engines`).
+    pub fn of_channel(mut self, channel: usize) -> Self {
+        self.channel = Some(channel);
+        self
     }
 }
 
@@ -236,16 +246,17 @@ impl Packets {
 
 impl Source for FeedHandler {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
-        let endpoint = self.endpoints.get(ctx.instance).cloned().ok_or_else(|| {
+        let channel = self.channel.unwrap_or(ctx.instance);
+        let endpoint = self.endpoints.get(channel).cloned().ok_or_else(|| {
             OperatorError::Failed(format!(
-                "instance {} of {} has no channel: the feed has {}",
+                "instance {} of {} has no channel {channel}: the feed has {}",
                 ctx.instance,
                 ctx.parallelism,
                 self.endpoints.len()
             ))
         })?;
-        self.packets.channel = ctx.instance as u16;
-        self.packets.counts.channel = ctx.instance as u64;
+        self.packets.channel = channel as u16;
+        self.packets.counts.channel = channel as u64;
         self.input = Some(endpoint.open(self.buffer_bytes, self.batch)?);
         self.endpoint = Some(endpoint);
         Ok(())
@@ -324,6 +335,7 @@ impl Source for FeedHandler {
             _ => 0,
         };
         Ok(sluice_ops::counter_report(&[
+            ("channel", counts.channel),
             ("packets", counts.packets),
             ("messages", counts.messages),
             ("malformed_packets", counts.malformed),

@@ -1,5 +1,5 @@
 //! What an OMDP run reports: the latency breakdown by hop, the rate reached, the messages
-//! missed and whether the rate was sustained, as text and as one JSON object
+//! missed (against what the feed sender sent) and whether the rate was sustained, as text and as one JSON object
 //! (`sluice run omdp --json`).
 
 use serde_json::{json, Value};
@@ -12,6 +12,27 @@ use super::OmdpConfig;
 pub const MAX_MISSED_FRACTION: f64 = 0.0001;
 /// Below this fraction of the asked rate, the feed did not reach the rate.
 pub const MIN_RATE_FRACTION: f64 = 0.95;
+
+/// Whether `instance` is one of the operator `base` (`fh`, `de`), or of one of its copies per
+/// channel (`fh-0`, `de-1`, ... with `handler-engines`).
+fn is_of(instance: &sluice_runtime::InstanceReport, base: &str) -> bool {
+    instance
+        .operator
+        .strip_prefix(base)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+}
+
+/// The messages sent on each channel, from the feed sender's `--json` report (its last line):
+/// `None` when it has none.
+fn sent_per_channel(sender: &str) -> Option<Vec<u64>> {
+    let report: Value = serde_json::from_str(sender.lines().last()?).ok()?;
+    report
+        .get("messages_per_channel")?
+        .as_array()?
+        .iter()
+        .map(Value::as_u64)
+        .collect()
+}
 
 /// One hop's figures, in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -42,8 +63,11 @@ pub struct Breakdown {
     pub packets: u64,
     /// Messages the handlers took.
     pub messages: u64,
-    /// Messages missing from the channels' sequences.
+    /// Messages missed: those the feed sender sent less those received, on each channel; or,
+    /// when the sender did not say what it sent, those missing from the channels' sequences.
     pub missed: u64,
+    /// Messages the feed sender said it sent, all channels together, if it said.
+    pub sent: Option<u64>,
     /// Packets refused as malformed.
     pub malformed: u64,
     /// Samples the metrics collector received, and those the breakdown is over.
@@ -59,18 +83,23 @@ pub struct Breakdown {
 }
 
 impl Breakdown {
-    /// The figures of a finished run.
-    pub fn of(report: &JobReport, config: &OmdpConfig) -> Self {
+    /// The figures of a finished run, whose feed sender printed `sender` (its `--json`
+    /// report), if it did.
+    pub fn of(report: &JobReport, config: &OmdpConfig, sender: Option<&str>) -> Self {
         let ingest = report.operator_report("ingest").counters;
         let metrics = report.operator_report("metrics").counters;
-        let engines = report.operator_report("de").counters;
+        let mut engines = sluice_graph::OperatorReport::default();
+        for engine in report.instances.iter().filter(|i| is_of(i, "de")) {
+            engines.merge(&engine.report);
+        }
+        let engines = engines.counters;
         let count = |map: &std::collections::BTreeMap<String, u64>, key: &str| {
             map.get(key).copied().unwrap_or(0)
         };
         let rate = report
             .instances
             .iter()
-            .filter(|i| i.operator == "fh")
+            .filter(|i| is_of(i, "fh"))
             .map(|i| {
                 let c = &i.report.counters;
                 let span = count(c, "last_arrival_ns").saturating_sub(count(c, "first_arrival_ns"));
@@ -82,6 +111,25 @@ impl Breakdown {
                 }
             })
             .sum();
+        let sent = sender.and_then(sent_per_channel);
+        let received = |channel: usize| {
+            report
+                .instances
+                .iter()
+                .filter(|i| {
+                    is_of(i, "fh") && count(&i.report.counters, "channel") == channel as u64
+                })
+                .map(|i| count(&i.report.counters, "messages"))
+                .sum::<u64>()
+        };
+        let missed = match &sent {
+            Some(sent) => sent
+                .iter()
+                .enumerate()
+                .map(|(channel, &n)| n.saturating_sub(received(channel)))
+                .sum(),
+            None => count(&ingest, "missed_messages"),
+        };
         let us = |ns: u64| ns as f64 / 1000.0;
         let hops = HOPS
             .iter()
@@ -105,7 +153,8 @@ impl Breakdown {
             rate_packets_per_sec: rate,
             packets: count(&ingest, "packets"),
             messages: count(&ingest, "messages"),
-            missed: count(&ingest, "missed_messages"),
+            missed,
+            sent: sent.map(|s| s.iter().sum()),
             malformed: count(&ingest, "malformed_packets"),
             samples_received: count(&metrics, "samples_received"),
             samples_used: count(&metrics, "samples_used"),
@@ -115,9 +164,9 @@ impl Breakdown {
         }
     }
 
-    /// Missed messages as a fraction of those expected.
+    /// Missed messages as a fraction of those expected (sent).
     pub fn missed_fraction(&self) -> f64 {
-        let expected = self.messages + self.missed;
+        let expected = self.sent.unwrap_or(self.messages + self.missed);
         if expected == 0 {
             0.0
         } else {
@@ -160,9 +209,14 @@ impl Breakdown {
         } else {
             "NOT sustained: more than 0.01% of messages missed".to_string()
         };
+        let against = match self.sent {
+            Some(sent) => format!(" of {sent} sent"),
+            None => " (gaps in the sequences: the feed sender did not say what it sent)".into(),
+        };
         let mut text = format!(
             "rate: {}x OPRA Feb 2008 = {:.0} packets/s asked, {:.0} received\n\
-             messages: {} in {} packets, {} missed ({:.4}%), {} malformed packets: {verdict}\n\
+             messages: {} in {} packets, {} missed{against} ({:.4}%), {} malformed packets: \
+             {verdict}\n\
              latency (us) over {} of {} samples:\n\
              {:<12} {:>9} {:>9} {:>9}\n",
             self.rate_multiple,
@@ -218,6 +272,7 @@ impl Breakdown {
             "packets": self.packets,
             "messages": self.messages,
             "missed": self.missed,
+            "sent_messages": self.sent,
             "missed_fraction": self.missed_fraction(),
             "malformed_packets": self.malformed,
             "samples_received": self.samples_received,

@@ -15,7 +15,8 @@
 //!   trades and quotes mixed, each with its position in the feed (`seq`);
 //! - `clock` ([`sluice_ops::WatermarkAssigner`]): event time is the position in the feed;
 //! - `route` ([`sluice_ops::Split`]): each record to its symbol's group, `symbol % groups`;
-//! - per group `g`: `trades-g` and `quotes-g` (filters), `vwap-g` (a keyed sliding count
+//! - per group `g`: `trades-g` and `quotes-g` (filters, stateless: replicable by symbol, so a
+//!   replication optimizer may give them more instances), `vwap-g` (a keyed sliding count
 //!   window, the library's window operator: every trade of a symbol, the VWAP of its last
 //!   `window` trades), and `match-g` ([`sluice_ops::AsOfJoin`]): each quote joined with its
 //!   symbol's VWAP as of the quote, the VWAP of the last `window` trades before it in the
@@ -51,6 +52,7 @@ pub mod sink;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sluice_graph::Partitioning;
 use sluice_ops::{Dataflow, Generator, Windowed, Windows};
 
 use crate::{throughput_line, App, AppConfig, AppError, AppSpec, NamedPlan};
@@ -83,11 +85,13 @@ pub const SPEC: AppSpec = AppSpec {
             name: "two-threads",
             about: "for 82 groups: the feed, its routing and groups 0-33 on one pinned thread, groups 34-81 and the sink on the other",
             toml: include_str!("two-threads.toml"),
+            settings: &[],
         },
         NamedPlan {
             name: "two-processes",
             about: "the same two halves as two processes joined by shared memory",
             toml: include_str!("two-processes.toml"),
+            settings: &[],
         },
     ],
 };
@@ -170,6 +174,13 @@ impl sluice_ops::Aggregate<Taq> for VwapOf {
     }
 }
 
+/// How a replicated filter's input is spread: by symbol, so that a symbol's trades and quotes
+/// keep their feed order through the filter (the count window takes a symbol's last trades in
+/// order; the filters themselves keep no state).
+fn by_symbol() -> Partitioning {
+    Partitioning::key_by(|record: &Taq| record.symbol)
+}
+
 /// The VWAP window's key: its symbol.
 fn window_symbol(window: &Windowed<u32, Vwap>) -> &u32 {
     &window.key
@@ -212,10 +223,13 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         .map(|(g, group)| {
             let vwaps = group
                 .filter(&format!("trades-{g}"), Taq::is_trade)
+                .replicable(by_symbol())
                 .key_by(symbol)
                 .window(Windows::sliding_count(window, 1))
                 .aggregate(&format!("vwap-{g}"), VwapOf);
-            let quotes = group.filter(&format!("quotes-{g}"), Taq::is_quote);
+            let quotes = group
+                .filter(&format!("quotes-{g}"), Taq::is_quote)
+                .replicable(by_symbol());
             quotes.key_by(symbol).event_time(seq).as_of(
                 &format!("match-{g}"),
                 &vwaps.key_by(window_symbol).event_time(window_time),
@@ -245,7 +259,8 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             ]
             .join("\n")
         }),
-    ))
+    )
+    .with_finite_input("taq", settings.records, "records"))
 }
 
 #[cfg(test)]
