@@ -25,8 +25,10 @@
 //! (an edge that lost its sender, a receiver gone) in plan order.
 //!
 //! Each PE sends a heartbeat every 250 ms once it reached the launcher: one not heard from for
-//! the stall timeout (5 s by default) fails the job, named with what its process's state says (`stopped` after
-//! SIGSTOP). A stop (Ctrl-C, the duration) is passed to every PE, whose sources finish so every
+//! the stall timeout (5 s by default) fails the job, named with what its process's state says
+//! (`stopped` after SIGSTOP). The launcher beats toward each PE the same way, from a thread of
+//! its own ([`Heart`]): a PE that hears nothing from a stopped launcher for the stall timeout
+//! leaves and removes the job's segments ([`crate::pe`]). A stop (Ctrl-C, the duration) is passed to every PE, whose sources finish so every
 //! tuple in flight drains; a drain not over within the drain timeout (30 s) aborts the job, as
 //! does an abort (a second Ctrl-C). Each step of start-up has the start timeout (30 s), after
 //! which the job fails naming the PEs that are late, with their host and launch command; a
@@ -43,16 +45,16 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
-use sluice_transport::tcp::JobSecret;
+use sluice_transport::tcp::{JobSecret, WarningLimit};
 
-use crate::link::{self, Admission, Link, LinkListener};
+use crate::link::{self, Admission, LinkListener, SharedLink};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
-use crate::wire::{self, FromPe, ToPe};
+use crate::wire::{self, FromPe, ToPe, HEARTBEAT_PERIOD};
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::{Sched, Silence};
@@ -66,6 +68,9 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const ROOT_CAUSE_GRACE: Duration = Duration::from_secs(1);
 /// How often the launcher looks at its children while it waits.
 const SUPERVISION_PERIOD: Duration = Duration::from_millis(20);
+/// A gap between two looks at the PEs' heartbeats this long means the launcher itself was
+/// stopped or starved, and their silence is not theirs.
+const LAUNCHER_PAUSE: Duration = Duration::from_secs(1);
 
 /// The segments of a new run of `plan`, under an id no other run on this host shares.
 pub(crate) fn job_segments(plan: &PhysicalPlan) -> Result<JobSegments, RunError> {
@@ -110,7 +115,7 @@ struct Pe {
     placed: String,
     /// Its process, when this launcher started it directly.
     process: Option<Child>,
-    control: Option<Link>,
+    control: Option<SharedLink>,
     report: Option<wire::WireReport>,
     /// The failure it reported.
     failure: Option<String>,
@@ -195,6 +200,8 @@ pub(crate) struct Children {
     inbox: VecDeque<(usize, FromPe)>,
     /// How long a PE may go unheard once it reached the launcher.
     stall_timeout: Duration,
+    /// When the PEs' heartbeats were last looked at.
+    last_check: Instant,
     /// Every failure seen (reported, or a PE's silent end), in order, with the PE it is of (or
     /// `None`), and when the first came.
     failures: Vec<(Option<usize>, RunError)>,
@@ -204,7 +211,55 @@ pub(crate) struct Children {
     listening: String,
     /// The PEs' latest live metrics.
     metrics: MetricsHandle,
-    _dir: tempfile::TempDir,
+    /// The launcher's heartbeat toward its PEs.
+    heart: Heart,
+    /// The job's private directory, if it needs one: for its control socket, or for
+    /// `mpirun`'s hostfile.
+    dir: Option<tempfile::TempDir>,
+}
+
+/// The job's private directory, made now unless `dir` already holds it.
+fn job_dir(dir: &mut Option<tempfile::TempDir>) -> Result<&std::path::Path, RunError> {
+    let made = match dir.take() {
+        Some(made) => made,
+        None => link::private_job_dir()?,
+    };
+    Ok(dir.insert(made).path())
+}
+
+/// The launcher's heartbeat: a thread of its own that tells every PE admitted, every
+/// [`HEARTBEAT_PERIOD`], that its launcher lives, so that a PE notices a launcher stopped
+/// (SIGSTOP) or starved as the launcher notices such a PE ([`crate::pe`]). It beats until
+/// dropped.
+struct Heart {
+    links: Arc<Mutex<Vec<SharedLink>>>,
+}
+
+impl Heart {
+    /// Starts the thread, with no PE to beat for yet.
+    fn start() -> Self {
+        let links = Arc::new(Mutex::new(Vec::<SharedLink>::new()));
+        let beating = Arc::downgrade(&links);
+        std::thread::spawn(move || loop {
+            std::thread::sleep(HEARTBEAT_PERIOD);
+            // The job's supervision has ended once no one holds the list.
+            let Some(links) = beating.upgrade() else {
+                break;
+            };
+            let links = links.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            for link in links {
+                // A PE that cannot be told has died; supervision reports it.
+                let _ = link.send(&ToPe::Heartbeat);
+            }
+        });
+        Self { links }
+    }
+
+    /// Beats for the PE at the end of `link` too.
+    fn beat_for(&self, link: SharedLink) {
+        let mut links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
+        links.push(link);
+    }
 }
 
 /// Spawns one process per PE of `plan` and brings them to the point where sources start,
@@ -218,11 +273,12 @@ pub(crate) fn start(
 ) -> Result<RunningJob, RunError> {
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
-    // The directory is the launcher's alone (mode 0700), and so its control socket.
-    let dir = link::private_job_dir()?;
+    // The directory is the launcher's alone (mode 0700), and so its control socket. PEs that
+    // reach the launcher over TCP need none (a PE on another host could not remove it).
+    let mut dir = None;
     let secret = job_secret()?;
     let listener = match &plan.launcher {
-        None => LinkListener::unix(&dir.path().join("control.sock"))?,
+        None => LinkListener::unix(&job_dir(&mut dir)?.join(link::CONTROL_SOCKET))?,
         Some(launcher) => LinkListener::tcp(link::launcher_ip(
             launcher.address,
             plan.pes.iter().filter_map(|pe| plan.host_of(pe)),
@@ -260,19 +316,20 @@ pub(crate) fn start(
         events: mpsc::channel().1,
         inbox: VecDeque::new(),
         stall_timeout: options.stall_timeout,
+        last_check: Instant::now(),
         failures: Vec::new(),
         first_failure: None,
         segments: Some(segments),
         listening: address.to_string_lossy().into_owned(),
         metrics: MetricsHandle::new(&plan.job, plan.pes.iter().map(|p| p.name.clone())),
-        _dir: dir,
+        heart: Heart::start(),
+        dir,
     };
     let spawned = match spawner {
         Spawner::Direct => spawn_each(plan, &exe, options, &environment, &mut children),
-        Spawner::Mpi => {
-            crate::mpi::spawn_mpirun(plan, &exe, options, &environment, children._dir.path())
-                .map(|mpirun| children.mpirun = Some(mpirun))
-        }
+        Spawner::Mpi => job_dir(&mut children.dir)
+            .and_then(|dir| crate::mpi::spawn_mpirun(plan, &exe, options, &environment, dir))
+            .map(|mpirun| children.mpirun = Some(mpirun)),
     };
     if let Err(error) = spawned {
         children.kill_all();
@@ -380,7 +437,12 @@ pub(crate) fn spawn_logged(
     name: &str,
     stdin: Option<&str>,
 ) -> Result<Child, RunError> {
-    let cannot = |e: std::io::Error| RunError::Launch(format!("cannot start {name}: {e}"));
+    let cannot = |e: std::io::Error| {
+        RunError::Launch(format!(
+            "cannot start {name}: {e}{}",
+            link::open_files_note(&e)
+        ))
+    };
     let mut child = command
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -499,12 +561,16 @@ fn process_state(pid: u32) -> Option<char> {
 }
 
 /// Reports a connection the launcher turned away: a stranger must not stop the job, but its
-/// user should know.
-fn refused(peer: &str, why: &str) {
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "warning: refused a control connection from {peer}: {why}"
-    );
+/// user should know; as a `tcp` receiver does, up to the limits of `warnings` (by the peer's
+/// address), so that a flood of connections cannot flood the log.
+fn refused(warnings: &mut WarningLimit<String>, peer: &str, why: &str) {
+    let from = peer
+        .parse::<std::net::SocketAddr>()
+        .map_or_else(|_| peer.to_string(), |addr| addr.ip().to_string());
+    let warning = || format!("warning: refused a control connection from {peer}: {why}");
+    if let Some(line) = warnings.line(from, warning) {
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
 }
 
 impl Children {
@@ -528,42 +594,57 @@ impl Children {
             resume: resume.map(|state| Box::new(state.for_pe(plan, pe))),
         };
         let began = Instant::now();
+        let mut warnings = WarningLimit::default();
         let mut connected = 0;
-        while connected < self.pes.len() {
-            listener.admit(secret, &handshakes, &admit)?;
-            match admissions.recv_timeout(Duration::from_millis(2)) {
-                Ok(Admission::Admitted {
-                    pe,
-                    mut link,
-                    mut reader,
-                }) => {
-                    if self.pes.get(pe).is_none_or(|p| p.control.is_some()) {
-                        refused("a peer", "it claimed a PE that is not free");
-                        continue;
-                    }
-                    // A PE that cannot be told has died; supervision reports it.
-                    let _ = wire::send(&mut link, &plan_for(pe));
-                    self.pes[pe].control = Some(link);
-                    self.pes[pe].heard = Some(Silence::new(Instant::now(), HEARD_GRACE));
-                    connected += 1;
-                    let events = events.clone();
-                    std::thread::spawn(move || loop {
-                        let message = wire::receive::<FromPe>(&mut reader).ok().flatten();
-                        let end = message.is_none();
-                        if events.send((pe, message)).is_err() || end {
-                            break;
+        let mut admit_all = || -> Result<(), RunError> {
+            while connected < self.pes.len() {
+                listener.admit(secret, &handshakes, &admit)?;
+                match admissions.recv_timeout(Duration::from_millis(2)) {
+                    Ok(Admission::Admitted {
+                        pe,
+                        mut link,
+                        mut reader,
+                    }) => {
+                        if self.pes.get(pe).is_none_or(|p| p.control.is_some()) {
+                            refused(&mut warnings, "a peer", "it claimed a PE that is not free");
+                            continue;
                         }
-                    });
+                        // A PE that cannot be told has died; supervision reports it.
+                        let _ = wire::send(&mut link, &plan_for(pe));
+                        let link = SharedLink::new(link);
+                        self.heart.beat_for(link.clone());
+                        self.pes[pe].control = Some(link);
+                        self.pes[pe].heard = Some(Silence::new(Instant::now(), HEARD_GRACE));
+                        connected += 1;
+                        let events = events.clone();
+                        std::thread::spawn(move || loop {
+                            let message = wire::receive::<FromPe>(&mut reader).ok().flatten();
+                            let end = message.is_none();
+                            if events.send((pe, message)).is_err() || end {
+                                break;
+                            }
+                        });
+                    }
+                    Ok(Admission::Refused { peer, why }) => refused(&mut warnings, &peer, why),
+                    Ok(Admission::Failed(error)) => return Err(error),
+                    Err(_) => {}
                 }
-                Ok(Admission::Refused { peer, why }) => refused(&peer, why),
-                Err(_) => {}
+                self.supervise(Duration::ZERO)?;
+                starting.check(began, || {
+                    self.late(|p| p.control.is_none(), "reach the launcher")
+                })?;
             }
-            self.supervise(Duration::ZERO)?;
-            starting.check(began, || {
-                self.late(|p| p.control.is_none(), "reach the launcher")
-            })?;
+            Ok(())
+        };
+        let admitted = admit_all();
+        if warnings.withheld() > 0 {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "warning: refused {} more control connections (not shown)",
+                warnings.withheld()
+            );
         }
-        Ok(())
+        admitted
     }
 
     /// Waits until every PE has sent a message `expected` accepts.
@@ -606,6 +687,15 @@ impl Children {
     fn check_heartbeats(&mut self) {
         let timeout = self.stall_timeout;
         let now = Instant::now();
+        if now.duration_since(std::mem::replace(&mut self.last_check, now)) >= LAUNCHER_PAUSE {
+            // This launcher was stopped or starved itself: its PEs' silence is its own (they
+            // may have left because of it, and say so); each gets the timeout afresh.
+            for p in &mut self.pes {
+                if p.heard.is_some() {
+                    p.heard = Some(Silence::new(now, HEARD_GRACE));
+                }
+            }
+        }
         for pe in 0..self.pes.len() {
             let p = &mut self.pes[pe];
             if p.blamed || p.has_spoken() || p.ended_at.is_some() {
@@ -793,9 +883,9 @@ impl Children {
 
     fn tell_all(&mut self, message: &ToPe) {
         for pe in &mut self.pes {
-            if let Some(stream) = &mut pe.control {
+            if let Some(stream) = &pe.control {
                 // A PE that cannot be told has died; supervision reports it.
-                let _ = wire::send(stream, message);
+                let _ = stream.send(message);
             }
         }
     }
@@ -914,12 +1004,14 @@ mod tests {
             events,
             inbox: VecDeque::new(),
             stall_timeout: crate::DEFAULT_STALL_TIMEOUT,
+            last_check: Instant::now(),
             failures: Vec::new(),
             first_failure: None,
             segments: None,
             listening: "here".into(),
             metrics: MetricsHandle::new("job", []),
-            _dir: tempfile::tempdir().unwrap(),
+            heart: Heart::start(),
+            dir: None,
         };
         (children, sent)
     }
@@ -1015,6 +1107,35 @@ mod tests {
             "PE 'p1' (operators: op1) sent no heartbeat for 0.3 s: it does not respond; the job \
              was stopped"
         );
+    }
+
+    #[test]
+    fn a_launcher_that_was_stopped_itself_does_not_blame_its_pes_for_its_silence() {
+        let (mut children, _sent) = children(2);
+        children.stall_timeout = Duration::from_millis(300);
+        // Nothing was looked at, and nothing heard, for two seconds: this launcher was stopped.
+        let then = Instant::now() - Duration::from_secs(2);
+        children.last_check = then;
+        for pe in &mut children.pes {
+            pe.heard = Some(Silence::new(then, HEARD_GRACE));
+        }
+        assert!(children.supervise(Duration::ZERO).is_ok());
+        assert!(children.failures.is_empty());
+    }
+
+    #[test]
+    fn refused_control_connections_are_warned_of_up_to_a_limit_per_address() {
+        let mut warnings = WarningLimit::default();
+        for port in 0..1000 {
+            refused(
+                &mut warnings,
+                &format!("10.0.0.1:{port}"),
+                "it said nothing",
+            );
+        }
+        refused(&mut warnings, "10.0.0.2:1", "it said nothing");
+        let shown = sluice_transport::tcp::WARNINGS_PER_ADDRESS as u64;
+        assert_eq!(warnings.withheld(), 1000 - shown);
     }
 
     #[test]

@@ -75,17 +75,22 @@ impl ControlAddress {
 
 /// What the name of a job's private directory starts with.
 pub(crate) const JOB_DIR_PREFIX: &str = "sluice-job-";
+/// The name of the launcher's control socket in the job's private directory.
+pub(crate) const CONTROL_SOCKET: &str = "control.sock";
 /// The mode of the job's directory, which holds its control socket: its user's alone.
 const PRIVATE_DIR_MODE: u32 = 0o700;
 
-/// Makes the job's private directory (`sluice-job-*` in the temporary directory), mode 0700
-/// whatever the umask, and removed when the guard drops.
+/// Makes the job's private directory (`sluice-job-PID-*` in the temporary directory, PID this
+/// launcher's), mode 0700 whatever the umask, and removed when the guard drops. First removes
+/// the directories that launchers which are gone left there: one killed before it started a
+/// PE leaves its directory to nobody else.
 pub(crate) fn private_job_dir() -> Result<tempfile::TempDir, RunError> {
     let cannot = |e: std::io::Error| {
         RunError::Launch(format!("cannot make the job's private directory: {e}"))
     };
+    sweep_job_dirs(&std::env::temp_dir());
     let dir = tempfile::Builder::new()
-        .prefix(JOB_DIR_PREFIX)
+        .prefix(&format!("{JOB_DIR_PREFIX}{}-", std::process::id()))
         .permissions(std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
         .tempdir()
         .map_err(cannot)?;
@@ -97,6 +102,42 @@ pub(crate) fn private_job_dir() -> Result<tempfile::TempDir, RunError> {
     .map_err(cannot)?;
     check_private_dir(dir.path())?;
     Ok(dir)
+}
+
+/// Removes every job directory in `tmp` of a launcher that is gone: private (this user's), its
+/// name's pid no longer a process.
+fn sweep_job_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for dir in entries.flatten().map(|e| e.path()) {
+        let launcher = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(JOB_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| rustix::process::Pid::from_raw(pid.parse().ok()?));
+        let gone = launcher.is_some_and(|pid| rustix::process::test_kill_process(pid).is_err());
+        if gone && why_not_private(&dir).is_none() {
+            remove_job_dir(&dir);
+        }
+    }
+}
+
+/// Removes a job's private directory `dir` and what a launcher puts in it (its control
+/// socket, `mpirun`'s hostfile), when it is one: named as one, and private.
+pub(crate) fn remove_job_dir(dir: &Path) {
+    let is_job_dir = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(JOB_DIR_PREFIX));
+    if is_job_dir && check_private_dir(dir).is_ok() {
+        // Another PE, or another launcher's sweep, may be removing them too.
+        for file in [CONTROL_SOCKET, crate::mpi::HOSTFILE] {
+            let _ = std::fs::remove_file(dir.join(file));
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// Refuses `dir` unless it is a directory (not a link to one) of this user's with mode 0700:
@@ -215,11 +256,39 @@ impl Link {
         };
     }
 
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+    /// How long a read may wait for a byte (`None`: for ever); a longer wait fails with
+    /// `WouldBlock` or `TimedOut`. It holds for every handle to the stream.
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
         match self {
             Self::Unix(s) => s.set_read_timeout(timeout),
             Self::Tcp(s) => s.set_read_timeout(timeout),
         }
+    }
+
+    /// How long a write may wait for room (`None`: for ever), for every handle to the stream.
+    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Self::Unix(s) => s.set_write_timeout(timeout),
+            Self::Tcp(s) => s.set_write_timeout(timeout),
+        }
+    }
+}
+
+/// The writing end of a control stream, shared by the threads that write to it (the heartbeat
+/// and everything else): each message goes whole, never interleaved with another.
+#[derive(Clone)]
+pub(crate) struct SharedLink(Arc<Mutex<Link>>);
+
+impl SharedLink {
+    pub(crate) fn new(link: Link) -> Self {
+        Self(Arc::new(Mutex::new(link)))
+    }
+
+    /// Writes `message` as one line ([`wire::send`]).
+    pub(crate) fn send<T: serde::Serialize>(&self, message: &T) -> std::io::Result<()> {
+        // A writer that panicked left at most a cut line, which the peer refuses anyway.
+        let mut link = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        wire::send(&mut *link, message)
     }
 }
 
@@ -259,6 +328,31 @@ pub(crate) enum Admission {
     },
     /// A peer was turned away.
     Refused { peer: String, why: &'static str },
+    /// This launcher could not take the connection in (out of descriptors): the job fails.
+    Failed(RunError),
+}
+
+/// The launcher's failure to take its PEs' connections in, naming the limit on open files
+/// when that is what it ran into (each PE's stream takes two descriptors in the launcher).
+fn cannot_take_connections(error: &std::io::Error) -> RunError {
+    RunError::Launch(format!(
+        "the launcher cannot take its PEs' control connections: {error}{}",
+        open_files_note(error)
+    ))
+}
+
+/// For an error that is this process running out of descriptors (EMFILE), the limit it ran
+/// into; else nothing.
+pub(crate) fn open_files_note(error: &std::io::Error) -> String {
+    if error.raw_os_error() != Some(rustix::io::Errno::MFILE.raw_os_error()) {
+        return String::new();
+    }
+    match rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
+        Some(limit) => {
+            format!(" (this process may have {limit} open files, its `ulimit -n`: raise it)")
+        }
+        None => String::new(),
+    }
 }
 
 /// The launcher's listener for its PEs.
@@ -329,15 +423,12 @@ impl LinkListener {
                 Ok(accepted) => accepted,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(RunError::Launch(format!("control listener: {e}"))),
+                Err(e) => return Err(cannot_take_connections(&e)),
             };
-            let Ok(handshake_id) = handshakes.begin(&link) else {
-                let _ = admissions.send(Admission::Refused {
-                    peer,
-                    why: "its connection failed",
-                });
-                continue;
-            };
+            // Cloning a descriptor fails for this process's reasons alone (out of descriptors).
+            let handshake_id = handshakes
+                .begin(&link)
+                .map_err(|e| cannot_take_connections(&e))?;
             let (secret, handshakes, admissions) =
                 (secret.clone(), handshakes.clone(), admissions.clone());
             std::thread::spawn(move || {
@@ -427,12 +518,13 @@ fn handshake(link: Link, peer: String, secret: &JobSecret) -> Admission {
         peer: peer.clone(),
         why,
     };
-    let Ok(mut reader) = link
-        .set_read_timeout(Some(HANDSHAKE_PATIENCE))
-        .and_then(|()| link.try_clone())
-        .map(BufReader::new)
-    else {
+    if link.set_read_timeout(Some(HANDSHAKE_PATIENCE)).is_err() {
         return refused("its connection failed");
+    }
+    let mut reader = match link.try_clone() {
+        Ok(reader) => BufReader::new(reader),
+        // This process's failure, not the peer's: the job cannot go on.
+        Err(e) => return Admission::Failed(cannot_take_connections(&e)),
     };
     let mut hello = [0u8; HELLO_LEN];
     if reader.read_exact(&mut hello).is_err() {
@@ -539,6 +631,7 @@ mod tests {
         }) {
             Admission::Admitted { pe, .. } => assert_eq!(pe, 3),
             Admission::Refused { why, .. } => panic!("refused: {why}"),
+            Admission::Failed(error) => panic!("{error}"),
         }
 
         // A stranger with another secret, and one sending the right bytes' worth of junk.
@@ -552,6 +645,7 @@ mod tests {
                 assert!(peer.starts_with("127.0.0.1:"), "{peer}");
             }
             Admission::Admitted { .. } => panic!("a stranger was admitted"),
+            Admission::Failed(error) => panic!("{error}"),
         }
         let mut stranger = stranger.unwrap();
         let mut byte = [0u8];

@@ -4,19 +4,23 @@
 //!
 //! From the moment it reaches its launcher it sends a heartbeat every
 //! [`HEARTBEAT_PERIOD`](crate::wire::HEARTBEAT_PERIOD), from a thread of its own, so its
-//! launcher notices a PE that is stopped (SIGSTOP) or starved, during start-up too; a stuck thread of its own it
-//! reports as its failure ([`crate::watch`]). When its stream to the launcher closes (the
-//! launcher died, even by SIGKILL) it aborts, and since no launcher will clean up after the
-//! job, removes every shared segment of the job and the launcher's control directory on its
-//! way out.
+//! launcher notices a PE that is stopped (SIGSTOP) or starved, during start-up too; a stuck
+//! thread of its own it reports as its failure ([`crate::watch`]). The launcher beats the
+//! same way toward its PEs: a PE that hears nothing from it, not even a heartbeat, for the
+//! stall timeout (its launcher stopped or starved, or its host cut off) gives it up, as it
+//! does when its stream to the launcher closes (the launcher died, even by SIGKILL): it
+//! aborts, says why on its standard error, and since no launcher will clean up after the job,
+//! removes every shared segment of the job and the launcher's control directory on its way
+//! out.
 
 use std::io::{BufRead, BufReader, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_graph::Graph;
 use sluice_transport::tcp::JobSecret;
 
-use crate::link::{check_private_dir, ControlAddress, Link};
+use crate::link::{remove_job_dir, ControlAddress, Link, SharedLink};
 use crate::metrics::ProcessMetrics;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
@@ -95,17 +99,6 @@ impl PeRole {
     }
 }
 
-/// The writing end of the control stream, shared by the heartbeat and the PE's reports.
-#[derive(Clone)]
-struct Reporter(Arc<Mutex<Link>>);
-
-impl Reporter {
-    fn send(&self, message: &FromPe) -> std::io::Result<()> {
-        let mut link = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        wire::send(&mut *link, message)
-    }
-}
-
 /// Runs this process's PE of the job and exits: 0 after a clean end, 1 after a failure.
 pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
     let role = match PeRole::from_env() {
@@ -117,6 +110,8 @@ pub(crate) fn serve(graph: &Graph, options: &RunOptions) -> ! {
         }
     };
     if launcher_left(&role) {
+        // Killed before this PE reached it: the job's directory is left for it to remove.
+        leave_no_trace(&role);
         std::process::exit(1);
     }
     let link = match Link::open(&role.control, &role.secret, role.pe) {
@@ -159,8 +154,14 @@ fn run_and_report(
     options: &RunOptions,
     link: Link,
 ) -> Result<crate::JobReport, RunError> {
+    // A launcher silent for the stall timeout (stopped, starved, its host cut off) is as good
+    // as gone: a read finds out, and a write does not wait for it for ever.
+    let patience = Some(options.stall_timeout);
+    link.set_read_timeout(patience)
+        .and_then(|()| link.set_write_timeout(patience))
+        .map_err(launcher_lost)?;
     let reader = link.try_clone().map_err(launcher_lost)?;
-    let reporter = Reporter(Arc::new(Mutex::new(link)));
+    let reporter = SharedLink::new(link);
     // From now on, through start-up too: a PE stopped while it builds is noticed as well.
     // When the launcher is gone the stream's reader finds out and ends the PE.
     // Its threads' live metrics go with the heartbeat once they run.
@@ -202,8 +203,12 @@ fn run_and_report(
             consequence: error.is_consequence(),
         },
     };
-    reporter.send(&message).map_err(launcher_lost)?;
-    outcome
+    match (reporter.send(&message), outcome) {
+        // Why the launcher was lost is what the PE says, not that it could not tell it.
+        (_, Err(RunError::LauncherLost(why))) => Err(RunError::LauncherLost(why)),
+        (Err(e), _) => Err(launcher_lost(e)),
+        (Ok(()), outcome) => outcome,
+    }
 }
 
 /// Whether the launcher that started this PE directly is no longer its parent (it died).
@@ -213,9 +218,42 @@ fn launcher_left(role: &PeRole) -> bool {
         .is_some_and(|launcher| parent != Some(launcher))
 }
 
-/// The stream to the launcher broke.
+/// The stream to the launcher broke, or the launcher left it silent past the stall timeout.
 fn launcher_lost(error: std::io::Error) -> RunError {
-    RunError::LauncherLost(error.to_string())
+    match error.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => RunError::LauncherLost(
+            "it took nothing this PE sent for the stall timeout: its process is stopped or \
+                 starved, or its host is cut off"
+                .into(),
+        ),
+        _ => RunError::LauncherLost(error.to_string()),
+    }
+}
+
+/// The launcher's next order, past its heartbeats: `LauncherLost` when its stream ends or it
+/// sends nothing, not even a heartbeat, for `patience` (the stall timeout; the stream's read
+/// timeout).
+fn next_order(reader: &mut BufReader<Link>, patience: Duration) -> Result<ToPe, RunError> {
+    loop {
+        match wire::receive::<ToPe>(reader) {
+            Ok(Some(ToPe::Heartbeat)) => {}
+            Ok(Some(order)) => return Ok(order),
+            Ok(None) => return Err(RunError::LauncherLost("its stream ended".into())),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(RunError::LauncherLost(format!(
+                    "it sent no heartbeat for {} s, the stall timeout: its process is stopped \
+                     or starved, or its host is cut off",
+                    patience.as_secs_f64()
+                )))
+            }
+            Err(e) => return Err(RunError::LauncherLost(e.to_string())),
+        }
+    }
 }
 
 /// Removes what the job left on this host when its launcher is gone and cannot: every shared
@@ -224,18 +262,11 @@ fn leave_no_trace(role: &PeRole) {
     if let Ok(segments) = sluice_shm::JobSegments::begin(&role.job) {
         let _ = segments.end();
     }
-    if let ControlAddress::Unix(socket) = &role.control {
-        let Some(dir) = socket.parent() else { return };
-        let is_job_dir = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(crate::link::JOB_DIR_PREFIX));
-        if is_job_dir && check_private_dir(dir).is_ok() {
-            // Another PE may be removing them too.
-            let _ = std::fs::remove_file(socket);
-            let _ = std::fs::remove_file(dir.join(crate::mpi::HOSTFILE));
-            let _ = std::fs::remove_dir(dir);
-        }
+    if let Some(dir) = match &role.control {
+        ControlAddress::Unix(socket) => socket.parent(),
+        ControlAddress::Tcp(_) => None,
+    } {
+        remove_job_dir(dir);
     }
 }
 
@@ -269,13 +300,14 @@ fn run(
     role: &PeRole,
     options: &RunOptions,
     mut reader: BufReader<Link>,
-    reporter: &Reporter,
+    reporter: &SharedLink,
     metrics: Option<&ProcessMetrics>,
 ) -> Result<crate::JobReport, RunError> {
-    let gone = || RunError::LauncherLost("its stream ended".into());
-    let (plan, resume) = match wire::receive::<ToPe>(&mut reader) {
-        Ok(Some(ToPe::Plan { plan, resume })) => (plan, resume),
-        _ => return Err(gone()),
+    let patience = options.stall_timeout;
+    let unexpected = |order: ToPe| RunError::LauncherLost(format!("it sent {order:?} out of turn"));
+    let (plan, resume) = match next_order(&mut reader, patience)? {
+        ToPe::Plan { plan, resume } => (plan, resume),
+        order => return Err(unexpected(order)),
     };
     if assemble::mpi_channel(&plan).is_some() {
         start_mpi(role.pe)?;
@@ -288,9 +320,9 @@ fn run(
     reporter
         .send(&FromPe::Bound { endpoints })
         .map_err(launcher_lost)?;
-    match wire::receive::<ToPe>(&mut reader) {
-        Ok(Some(ToPe::Connect { endpoints })) => sites.endpoints.extend(endpoints),
-        _ => return Err(gone()),
+    match next_order(&mut reader, patience)? {
+        ToPe::Connect { endpoints } => sites.endpoints.extend(endpoints),
+        order => return Err(unexpected(order)),
     }
     let control = Arc::new(JobControl::new(false));
     // The launcher keeps the time; this PE runs until its sources end or it is told to stop.
@@ -305,22 +337,26 @@ fn run(
     };
     let workers = assemble::start(graph, &plan, scope, &sites, bound, &own, watched)?;
     reporter.send(&FromPe::Ready).map_err(launcher_lost)?;
-    if !matches!(wire::receive::<ToPe>(&mut reader), Ok(Some(ToPe::Go))) {
-        // Its threads leave at once: nobody waits for this PE's work.
-        control.abort();
-        return Err(gone());
+    match next_order(&mut reader, patience) {
+        Ok(ToPe::Go) => {}
+        other => {
+            // Its threads leave at once: nobody waits for this PE's work.
+            control.abort();
+            return Err(other.map_or_else(|lost| lost, unexpected));
+        }
     }
     control.go();
     // The launcher is gone when its stream ends: this PE's work is wanted no more, and the
     // wait below ends (the failure to report it then tells `serve` to clean up).
     let listener = control.clone();
     std::thread::spawn(move || loop {
-        match wire::receive::<ToPe>(&mut reader) {
-            Ok(Some(ToPe::Stop)) => listener.request_stop(),
-            Ok(Some(ToPe::Suspend)) => listener.request_suspend(),
-            Ok(Some(_)) => {}
-            _ => {
-                listener.abort();
+        match next_order(&mut reader, patience) {
+            Ok(ToPe::Stop) => listener.request_stop(),
+            Ok(ToPe::Suspend) => listener.request_suspend(),
+            Ok(_) => {}
+            Err(lost) => {
+                // The job's error, so that `serve` says why and removes what the job left.
+                listener.fail_with(lost);
                 break;
             }
         }

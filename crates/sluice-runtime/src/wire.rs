@@ -6,6 +6,8 @@
 //!  PE                                launcher
 //!  Hello { pe }              ──▶     (after the hello with the secret)
 //!  Heartbeat                 ──▶     every 250 ms from then on (see crate::watch)
+//!                            ◀──     Heartbeat     every 250 ms once it is admitted; a PE
+//!                                            hearing nothing for the stall timeout leaves
 //!  Metrics { threads }       ──▶     after each heartbeat once its threads run (crate::metrics)
 //!                            ◀──     Plan { plan, resume }   the whole plan (and the state
 //!                                            the job resumes from): a PE reads no file
@@ -17,8 +19,9 @@
 //!                            ◀──     Suspend       (a redeploy): sources pause, drain, snapshot
 //!  Done { report } | Failed { error }
 //! ```
-//! A PE that loses the socket aborts at once (its launcher is gone); the launcher treats a PE
-//! that exits without `Done` as dead.
+//! A PE that loses the socket, or hears nothing on it for the stall timeout, aborts (its
+//! launcher is gone or stopped); the launcher treats a PE that exits without `Done` as dead,
+//! and one it hears nothing from for the stall timeout as silent.
 
 use sluice_transport::Rendezvous;
 use std::collections::BTreeMap;
@@ -80,6 +83,8 @@ pub(crate) enum ToPe {
     Go,
     Stop,
     Suspend,
+    /// The launcher is alive (sent every [`HEARTBEAT_PERIOD`] from the PE's admission on).
+    Heartbeat,
 }
 
 /// A PE's report in a form JSON carries: histograms as (value, count) pairs.

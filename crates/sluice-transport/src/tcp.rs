@@ -153,7 +153,7 @@ mod sender;
 pub(crate) mod wire;
 
 pub use admission::{
-    HANDSHAKE_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_ADDRESS, MAX_WARNED_ADDRESSES,
+    WarningLimit, HANDSHAKE_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_ADDRESS, MAX_WARNED_ADDRESSES,
     WARNINGS_PER_ADDRESS,
 };
 pub use params::{BatchProfile, TcpParams, MIN_SOCKET_BUFFER};

@@ -269,6 +269,30 @@ fn silent_connections_cannot_keep_the_sender_out() {
 }
 
 #[test]
+fn strangers_before_the_first_poll_cannot_fill_the_backlog_and_keep_the_sender_out() {
+    // More idle connections than the listen backlog holds, all before the receiver is first
+    // polled (its process is still starting): admission holds from the bind.
+    const STRANGERS: usize = 140;
+    let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    let strangers: Vec<TcpStream> = (0..STRANGERS)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok())
+        .collect();
+    assert_eq!(strangers.len(), STRANGERS, "the backlog filled up");
+    // The sender connects before the receiver is polled; this fails after the sender's
+    // patience if nobody accepts.
+    let mut tx = connect_sender::<u64>(addr, &secret(), 0, &TcpParams::default())
+        .expect("the sender connects while strangers wait");
+    tx.offer(Message::Data(7)).unwrap();
+    tx.offer(Message::EndOfStream).unwrap();
+    tx.flush();
+    let (out, error) = receive(&mut rx, 2);
+    assert_eq!(error, None);
+    assert_eq!(out, vec![Message::Data(7), Message::EndOfStream]);
+    // Every stranger was refused (each named in a warning, up to the limits).
+    assert_eq!(rx.refused(), STRANGERS as u64);
+}
+
+#[test]
 fn a_flood_from_one_address_does_not_push_out_a_sender_from_another() {
     let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
     // The sender's connection is in, its hello only half written.

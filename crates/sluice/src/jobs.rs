@@ -9,10 +9,13 @@
 //! which another `sluice` of the same user asks for its latest [`MetricsSnapshot`] or asks it
 //! to stop, one JSON line each way ([`Request`], [`Reply`]). A stop drains the job as Ctrl-C
 //! does: the job's own terminal still prints its summary. The launching process removes both
-//! entries when the job ends; a job that died without removing them (its pid gone, or
-//! nothing answering on its socket) is not listed, and its entries are removed by the first
-//! `sluice jobs` (or `stop`, `top`) that finds them, or by the next `sluice run` when its pid
-//! is gone. The registry is not under `$TMPDIR`: every job of the user must find the same one.
+//! entries when the job ends; a job that died without removing them (its pid gone, or no
+//! process listening on its socket any more: its pid was reused) is not listed, and its
+//! entries are removed by the first `sluice jobs` (or `stop`, `top`, or the next `sluice run`)
+//! that finds them, as is a socket or a partial entry left without its entry by a process
+//! that is gone. A job whose process lives but does not answer (stopped, starved) is listed as
+//! not answering and keeps its entries: only a process that is gone loses them. The registry
+//! is not under `$TMPDIR`: every job of the user must find the same one.
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -223,11 +226,35 @@ pub(crate) fn metrics_of(socket: &Path) -> anyhow::Result<MetricsSnapshot> {
 }
 
 /// Removes the entries of jobs whose process is gone (killed before it could remove them), so
-/// they do not pile up between two `sluice jobs`.
+/// they do not pile up between two `sluice jobs`; and every other file of the registry (a
+/// socket, a partial entry) of a process that is gone, which has no entry.
 fn sweep(dir: &Path) {
+    let mut entered = Vec::new();
     for (path, entry) in entries(dir) {
         if entry.as_ref().is_none_or(|e| !alive(e.pid)) {
             remove_entry(dir, &path, entry.as_ref());
+        } else {
+            entered.extend(path.file_stem().map(|s| s.to_os_string()));
+        }
+    }
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for path in files.flatten().map(|f| f.path()) {
+        // `ID.sock`, `.ID.json.partial`: the ID is `APP-PID`.
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(id) = name.strip_suffix(".sock").or_else(|| {
+            name.strip_prefix('.')
+                .and_then(|n| n.strip_suffix(".json.partial"))
+        }) else {
+            continue;
+        };
+        let pid = id.rsplit_once('-').and_then(|(_, pid)| pid.parse().ok());
+        let orphan = !entered.iter().any(|e| e.to_str() == Some(id));
+        if orphan && pid.is_some_and(|pid| !alive(pid)) {
+            let _ = std::fs::remove_file(&path);
         }
     }
 }
@@ -264,24 +291,47 @@ fn alive(pid: u32) -> bool {
         .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
 }
 
-/// The running jobs, oldest first, each with its latest metrics; removes the entries of
-/// jobs that died without cleaning up.
-pub(crate) fn running() -> anyhow::Result<Vec<(JobEntry, MetricsSnapshot)>> {
+/// The running jobs, oldest first, each with its latest metrics (`None`: its process lives
+/// but does not answer); removes the entries of jobs that died without cleaning up.
+pub(crate) fn running() -> anyhow::Result<Vec<(JobEntry, Option<MetricsSnapshot>)>> {
     let dir = registry_dir()?;
+    sweep(&dir);
     let mut jobs = Vec::new();
     for (path, entry) in entries(&dir) {
-        let answered = entry
-            .as_ref()
-            .filter(|e| alive(e.pid) && e.socket.parent() == Some(dir.as_path()))
-            .and_then(|e| metrics_of(&e.socket).ok());
-        match (entry, answered) {
-            (Some(entry), Some(metrics)) => jobs.push((entry, metrics)),
-            // Dead (or not an entry at all): it goes.
-            (entry, _) => remove_entry(&dir, &path, entry.as_ref()),
+        let Some(entry) = entry.filter(|e| e.socket.parent() == Some(dir.as_path())) else {
+            // Not an entry of this registry at all: it goes.
+            remove_entry(&dir, &path, None);
+            continue;
+        };
+        match metrics_of(&entry.socket) {
+            Ok(metrics) => jobs.push((entry, Some(metrics))),
+            // Nobody listens on its socket: the process with its pid is another one.
+            Err(e) if nobody_listens(&e) => remove_entry(&dir, &path, Some(&entry)),
+            // Alive (the sweep kept it) but silent: stopped or starved, still the user's job.
+            Err(_) => jobs.push((entry, None)),
         }
     }
     jobs.sort_by(|a, b| (a.0.started, &a.0.id).cmp(&(b.0.started, &b.0.id)));
     Ok(jobs)
+}
+
+/// Whether `error` (of [`ask`]) says that no process listens on the socket, which a job's
+/// process does for as long as it lives, even stopped.
+fn nobody_listens(error: &anyhow::Error) -> bool {
+    error
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
+/// What the state of process `pid` says of a job that does not answer.
+fn silence(pid: u32) -> &'static str {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name is in parentheses and may hold anything: the state follows the last.
+    match stat.rsplit_once(')').map(|(_, rest)| rest.trim_start()) {
+        Some(state) if state.starts_with('T') => "its process is stopped (SIGSTOP?)",
+        Some(state) if state.starts_with('t') => "its process is stopped by a debugger",
+        _ => "its process is busy or starved",
+    }
 }
 
 /// The running job `id`, or the only one when `id` is `None` (asking which one on a terminal
@@ -318,13 +368,28 @@ pub(crate) fn pick(id: Option<&str>) -> anyhow::Result<JobEntry> {
 }
 
 /// Writes the table `sluice jobs` prints.
-fn write_table(out: &mut impl Write, jobs: &[(JobEntry, MetricsSnapshot)]) -> std::io::Result<()> {
+fn write_table(
+    out: &mut impl Write,
+    jobs: &[(JobEntry, Option<MetricsSnapshot>)],
+) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<24} {:<14} {:<14} {:>4} {:>10} {:>16}",
         "ID", "APPLICATION", "PLAN", "PES", "UPTIME", "SOURCES (/s)"
     )?;
     for (job, metrics) in jobs {
+        let (uptime, sources) = match metrics {
+            Some(m) => (m.uptime_secs, with_commas(m.source_rate().round() as u64)),
+            None => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                (
+                    now.saturating_sub(job.started) as f64,
+                    "not answering".into(),
+                )
+            }
+        };
         writeln!(
             out,
             "{:<24} {:<14} {:<14} {:>4} {:>10} {:>16}",
@@ -332,8 +397,8 @@ fn write_table(out: &mut impl Write, jobs: &[(JobEntry, MetricsSnapshot)]) -> st
             job.app,
             job.plan,
             job.pes,
-            format!("{:.1} s", metrics.uptime_secs),
-            with_commas(metrics.source_rate().round() as u64)
+            format!("{uptime:.1} s"),
+            sources
         )?;
     }
     Ok(())
@@ -380,9 +445,15 @@ pub(crate) struct StopArgs {
 /// `sluice stop ID`: asks the job to drain and stop, and waits until it has ended.
 pub(crate) fn stop(args: StopArgs) -> anyhow::Result<()> {
     let job = pick(Some(&args.id))?;
-    match ask(&job.socket, &Request::Stop)
-        .with_context(|| format!("job '{}' does not answer", job.id))?
-    {
+    let asked = ask(&job.socket, &Request::Stop).with_context(|| {
+        format!(
+            "job '{}' (pid {}) does not answer: {}; its entry is kept",
+            job.id,
+            job.pid,
+            silence(job.pid)
+        )
+    })?;
+    match asked {
         Reply::Stopping => {}
         Reply::Metrics(_) => bail!("job '{}' answered out of turn", job.id),
     }

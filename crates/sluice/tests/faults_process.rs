@@ -293,6 +293,81 @@ fn a_killed_launcher_takes_its_pes_segments_and_directory_with_it() {
 }
 
 #[test]
+fn a_killed_launcher_over_tcp_control_links_leaves_no_job_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "exec \"$@\"", "sh"]);
+    let job = generating_job(&["--hosts", hosts.to_str().unwrap()]);
+    let pes = job.running_pes(4);
+    signal(job.launcher(), "KILL");
+    // `finish` checks the job's temporary directory is empty.
+    job.finish(&pids(&pes));
+}
+
+#[test]
+fn a_launcher_killed_in_its_first_moments_leaves_nothing_once_the_next_job_ran() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_sluice");
+    let run = || {
+        let mut command = Command::new(exe);
+        command
+            .args(["run", "wordcount", "--plan", "processes", "--duration", "1"])
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command
+    };
+    // Killed at moments spread over its first 100 ms: before, while and after it starts its
+    // PEs.
+    for moment in (0..100).step_by(5) {
+        let mut launcher = run().spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(moment));
+        launcher.kill().unwrap();
+        launcher.wait().unwrap();
+    }
+    // A launcher killed before it started a PE leaves its directory to the next one.
+    let o = run().output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // PEs of the killed launchers leave as soon as they find it gone.
+    let began = Instant::now();
+    let left = loop {
+        let left: Vec<PathBuf> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        if left.is_empty() || began.elapsed() > WATCHDOG {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(left, Vec::<PathBuf>::new());
+}
+
+#[test]
+fn a_launcher_out_of_descriptors_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = hosts_file(dir.path(), &["sh", "-c", "exec \"$@\"", "sh"]);
+    // Enough descriptors to start the PEs, too few to take all their control connections.
+    let job = Job::start_through(
+        Some("ulimit -n 20; exec \"$0\" \"$@\""),
+        &["--hosts", hosts.to_str().unwrap(), "--duration", "60"],
+    );
+    let o = job.finish(&[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    // The launcher's own error (its PEs' lines, forwarded, come before it).
+    let cause = err
+        .lines()
+        .find(|l| l.starts_with("error: launching the job: "));
+    assert!(
+        cause.is_some_and(|l| l.ends_with(
+            "Too many open files (os error 24) (this process may have 20 open files, its \
+             `ulimit -n`: raise it)"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_stopped_pe_is_named_within_the_stall_timeout() {
     let job = generating_job(&["--stall-timeout", "2"]);
     let pes = job.running_pes(4);
@@ -304,6 +379,59 @@ fn a_stopped_pe_is_named_within_the_stall_timeout() {
         "PE 'split' (operators: split) sent no heartbeat for 2 s: its process is stopped \
          (SIGSTOP?); the job was stopped",
     );
+}
+
+/// Stops the launcher of a running job of four PEs (started through `launch` when given):
+/// every PE must notice its silence within the stall timeout (2 s), leave, remove the job's
+/// segments and say why, while the launcher is still stopped; continued, the launcher fails
+/// the job with their reason.
+fn a_stopped_launcher_is_left_by_its_pes(launch: Option<&[&str]>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--rate",
+        "20000",
+        "--duration",
+        "60",
+        "--stall-timeout",
+        "2",
+    ];
+    let hosts = launch.map(|launch| hosts_file(dir.path(), launch));
+    if let Some(hosts) = &hosts {
+        args.extend(["--hosts", hosts.to_str().unwrap()]);
+    }
+    let job = Job::start(&args);
+    let pes = job.running_pes(4);
+    let id = format!("wordcount-{}-0", job.launcher());
+    signal(job.launcher(), "STOP");
+    // A PE that left is a zombie of the stopped launcher, which cannot reap it yet.
+    while pes.iter().any(|pe| runs(pe.pid)) || !segments_of(&id).is_empty() {
+        job.watch("the PEs to leave their stopped launcher");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(job.launcher(), "CONT");
+    let o = job.finish(&pids(&pes));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let why = "the launcher is gone: it sent no heartbeat for 2 s, the stall timeout: its \
+               process is stopped or starved, or its host is cut off";
+    // Each PE said why as it left, and the launcher, continued, names the first.
+    for pe in ["sentences", "split", "sum", "counts"] {
+        let said = format!("[{pe}] error: the launcher is gone (");
+        assert!(err.contains(&said), "{err}");
+    }
+    let cause = err.lines().find(|l| l.starts_with("error: PE '"));
+    assert!(cause.is_some_and(|l| l.ends_with(why)), "{err}");
+}
+
+#[test]
+fn a_stopped_launcher_is_left_by_its_pes_which_remove_the_segments_and_say_why() {
+    a_stopped_launcher_is_left_by_its_pes(None);
+}
+
+#[test]
+fn a_stopped_launcher_is_left_by_its_pes_over_tcp_control_links() {
+    // A hosts file: the PEs reach the launcher over TCP, as from other hosts.
+    a_stopped_launcher_is_left_by_its_pes(Some(&["sh", "-c", "exec \"$@\"", "sh"]));
 }
 
 #[test]

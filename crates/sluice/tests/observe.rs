@@ -156,6 +156,73 @@ fn a_killed_job_is_not_listed_and_its_entries_are_removed() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no running job 'wordcount-1'"));
 }
 
+#[test]
+fn a_stopped_job_stays_listed_and_stop_keeps_its_entries_until_its_process_is_gone() {
+    let registry = registry();
+    let mut job = start_wordcount(
+        registry.path(),
+        &["--plan", "processes", "--duration", "120"],
+    );
+    let id = listed_job(registry.path());
+    let entries = registry.path().join("sluice/jobs");
+    let pid = job.id().to_string();
+    let signal = |name: &str| {
+        assert!(Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
+    let o = sluice(registry.path())
+        .args(["stop", &id, "--no-wait"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job '{id}' (pid {pid}) does not answer: its process is stopped (SIGSTOP?); its \
+             entry is kept"
+        )),
+        "{stderr}"
+    );
+    let listing = jobs(registry.path());
+    let row = listing.lines().find(|l| l.starts_with(&id));
+    assert!(
+        row.is_some_and(|r| r.ends_with("not answering")),
+        "{listing}"
+    );
+    let mut kept: Vec<String> = std::fs::read_dir(&entries)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, [format!("{id}.json"), format!("{id}.sock")]);
+    // Gone for good: its entries go with it.
+    job.kill().unwrap();
+    job.wait().unwrap();
+    assert!(jobs(registry.path()).contains("no job is running"));
+    assert_eq!(std::fs::read_dir(&entries).unwrap().count(), 0);
+}
+
+#[test]
+fn an_orphan_socket_of_a_process_that_is_gone_is_removed_by_jobs() {
+    let registry = registry();
+    assert!(jobs(registry.path()).contains("no job is running"));
+    let entries = registry.path().join("sluice/jobs");
+    // A process that has ended: its pid is free (until reused, which a test cannot rule out
+    // but which `kill -0` then only makes this file be kept).
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let orphan = entries.join(format!("wordcount-{}.sock", gone.id()));
+    drop(std::os::unix::net::UnixListener::bind(&orphan).unwrap());
+    let partial = entries.join(format!(".wordcount-{}.json.partial", gone.id()));
+    std::fs::write(&partial, b"{").unwrap();
+    assert!(jobs(registry.path()).contains("no job is running"));
+    assert!(!orphan.exists() && !partial.exists());
+}
+
 /// Gets `/metrics` from `address`: the status line and the body.
 fn scrape(address: &str) -> (String, String) {
     let mut stream = TcpStream::connect(address).unwrap();

@@ -19,6 +19,8 @@
 //! the log.
 
 use std::collections::{HashMap, VecDeque};
+use std::fmt::Display;
+use std::hash::Hash;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -153,7 +155,7 @@ pub(crate) struct Admission {
     /// Oldest first.
     pending: VecDeque<Handshake>,
     refused: u64,
-    warnings: Warnings,
+    warnings: WarningLimit<IpAddr>,
 }
 
 impl Admission {
@@ -163,7 +165,7 @@ impl Admission {
             local,
             pending: VecDeque::new(),
             refused: 0,
-            warnings: Warnings::default(),
+            warnings: WarningLimit::default(),
         }
     }
 
@@ -252,7 +254,13 @@ impl Admission {
     /// by dropping it).
     pub(crate) fn refuse(&mut self, peer: SocketAddr, why: &Refusal) {
         self.refused += 1;
-        if let Some(line) = self.warnings.line(self.local, peer, why) {
+        let warning = || {
+            format!(
+                "warning: the tcp receiver at {} refused a connection from {peer}: {why}",
+                self.local
+            )
+        };
+        if let Some(line) = self.warnings.line(peer.ip(), warning) {
             // A closed standard error only loses the warning.
             let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
@@ -276,37 +284,54 @@ impl From<Handshake> for Greeted {
     }
 }
 
-/// How many warnings each address got, to stop before a flood fills the log.
-#[derive(Debug, Default)]
-struct Warnings {
-    shown: HashMap<IpAddr, u32>,
+/// Which warnings about refused connections are shown, so that a flood of connections cannot
+/// flood the log: at most [`WARNINGS_PER_ADDRESS`] about one peer (by its address, or whatever
+/// `K` tells peers apart by), about at most [`MAX_WARNED_ADDRESSES`] peers; the rest are only
+/// counted. Every listener of a job that strangers can reach warns through one.
+#[derive(Debug)]
+pub struct WarningLimit<K> {
+    shown: HashMap<K, u32>,
+    withheld: u64,
 }
 
-impl Warnings {
-    /// The warning about refusing `peer` for `why` at the receiver `local`, unless enough
-    /// about its address were shown; the last one shown says so.
-    fn line(&mut self, local: SocketAddr, peer: SocketAddr, why: &Refusal) -> Option<String> {
+impl<K> Default for WarningLimit<K> {
+    fn default() -> Self {
+        Self {
+            shown: HashMap::new(),
+            withheld: 0,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Display> WarningLimit<K> {
+    /// The warning `warning` makes about refusing a connection of `peer`, unless enough about
+    /// it were shown; the last one shown about it says so.
+    pub fn line(&mut self, peer: K, warning: impl FnOnce() -> String) -> Option<String> {
         let known = self.shown.len();
-        let shown = match self.shown.get_mut(&peer.ip()) {
+        let more = format!(" (further refusals of {peer} are counted, not shown)");
+        let shown = match self.shown.get_mut(&peer) {
             Some(shown) => shown,
-            None if known < MAX_WARNED_ADDRESSES => self.shown.entry(peer.ip()).or_default(),
-            None => return None,
+            None if known < MAX_WARNED_ADDRESSES => self.shown.entry(peer).or_default(),
+            None => {
+                self.withheld += 1;
+                return None;
+            }
         };
         if *shown >= WARNINGS_PER_ADDRESS {
+            self.withheld += 1;
             return None;
         }
         *shown += 1;
-        let more = if *shown == WARNINGS_PER_ADDRESS {
-            format!(
-                " (further refusals of {} are counted, not shown)",
-                peer.ip()
-            )
-        } else {
-            String::new()
-        };
-        Some(format!(
-            "warning: the tcp receiver at {local} refused a connection from {peer}: {why}{more}"
-        ))
+        let mut line = warning();
+        if *shown == WARNINGS_PER_ADDRESS {
+            line.push_str(&more);
+        }
+        Some(line)
+    }
+
+    /// How many warnings were counted and not shown.
+    pub fn withheld(&self) -> u64 {
+        self.withheld
     }
 }
 
@@ -321,37 +346,41 @@ mod tests {
 
     #[test]
     fn warnings_name_both_ends_and_stop_per_address() {
-        let mut w = Warnings::default();
+        let mut w = WarningLimit::default();
         let local = addr("127.0.0.1:9");
-        let first = w
-            .line(local, addr("10.0.0.1:5"), &Refusal::Silent { got: 3 })
-            .unwrap();
+        let mut line = |peer: &str, why: &Refusal| {
+            let peer = addr(peer);
+            w.line(peer.ip(), || {
+                format!(
+                    "warning: the tcp receiver at {local} refused a connection from {peer}: {why}"
+                )
+            })
+        };
+        let first = line("10.0.0.1:5", &Refusal::Silent { got: 3 }).unwrap();
         assert_eq!(
             first,
             "warning: the tcp receiver at 127.0.0.1:9 refused a connection from 10.0.0.1:5: \
              it sent 3 of the hello's 60 bytes in 5s"
         );
         for _ in 1..WARNINGS_PER_ADDRESS - 1 {
-            assert!(w
-                .line(local, addr("10.0.0.1:6"), &Refusal::Complete)
-                .is_some());
+            assert!(line("10.0.0.1:6", &Refusal::Complete).is_some());
         }
-        let last = w
-            .line(local, addr("10.0.0.1:7"), &Refusal::Taken(0))
-            .unwrap();
+        let last = line("10.0.0.1:7", &Refusal::Taken(0)).unwrap();
         assert!(
             last.ends_with("sender 0 is already connected (further refusals of 10.0.0.1 are counted, not shown)"),
             "{last}"
         );
-        assert_eq!(w.line(local, addr("10.0.0.1:8"), &Refusal::Complete), None);
-        assert!(w
-            .line(local, addr("10.0.0.2:8"), &Refusal::Complete)
-            .is_some());
+        assert_eq!(line("10.0.0.1:8", &Refusal::Complete), None);
+        assert!(line("10.0.0.2:8", &Refusal::Complete).is_some());
         for i in 0..MAX_WARNED_ADDRESSES {
-            let peer = SocketAddr::from(([10, 1, (i / 256) as u8, (i % 256) as u8], 1));
-            w.line(local, peer, &Refusal::Complete);
+            line(
+                &format!("10.1.{}.{}:1", i / 256, i % 256),
+                &Refusal::Complete,
+            );
         }
         assert_eq!(w.shown.len(), MAX_WARNED_ADDRESSES, "the map is bounded");
+        // One of 10.0.0.1's, and the two addresses past the bound.
+        assert_eq!(w.withheld(), 3);
     }
 
     #[test]

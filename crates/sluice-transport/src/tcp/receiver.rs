@@ -2,6 +2,12 @@
 //! ([`super::admission`]), and per sender a [`FrameReader`] that non-blocking reads fill and
 //! that decodes what they bring.
 //!
+//! Admission holds from the moment the listener exists: until the receiver is first used (its
+//! process may take long to start the thread that polls it, while the rest of the job starts),
+//! a thread of its own accepts and judges connections, so that strangers connecting meanwhile
+//! are timed out, pushed out and warned of, and never fill the listen backlog that the job's
+//! senders need. The receiver takes its listener back at its first use.
+//!
 //! Nothing here blocks: `poll` accepts whoever is waiting, advances their hellos, reads at
 //! most once per sender and decodes what is complete. A peer can make `poll` return
 //! [`RecvError::Misbehaved`], naming it and what it sent, but never read, write or allocate
@@ -11,6 +17,8 @@ use std::io::{ErrorKind, Read};
 use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use sluice_types::{Message, Tuple};
@@ -31,14 +39,18 @@ const BACKLOG: i32 = 128;
 /// A read shorter than this acknowledges at once (`TCP_QUICKACK`; see [`Peer::fill`]).
 const QUICKACK_BELOW: usize = 64 << 10;
 
+/// How long the early admission thread sleeps at most between two looks at its listener
+/// (a connection, a hello's bytes or the receiver's first use wake it sooner): the bound on
+/// how late it times out a hello.
+const EARLY_ADMISSION_PERIOD: Duration = Duration::from_millis(100);
+
 /// The receiving end of a `tcp` edge with one or several senders.
 pub struct TcpReceiver<T> {
-    listener: Option<TcpListener>,
     local_addr: SocketAddr,
-    admission: Admission,
+    door: Door,
     peers: Vec<Peer>,
-    taken: Vec<bool>,
-    secret: JobSecret,
+    /// How many senders it takes.
+    senders: usize,
     framing: Framing,
     /// The sender polled first next time, so no sender starves the others.
     next: usize,
@@ -77,19 +89,145 @@ pub fn bind_receiver<T: Tuple>(
     let local_addr = listener
         .local_addr()
         .map_err(|e| TransportError::Setup(format!("listen on {addr}: {e}")))?;
-    let receiver = TcpReceiver {
+    let entrance = Entrance {
         listener: Some(listener),
-        local_addr,
         admission: Admission::new(local_addr),
-        peers: Vec::with_capacity(senders),
         taken: vec![false; senders],
         secret: secret.clone(),
+        framing,
+        admitted: Vec::new(),
+    };
+    let door = Door::early(entrance)
+        .map_err(|e| TransportError::Setup(format!("admit senders on {local_addr}: {e}")))?;
+    let receiver = TcpReceiver {
+        local_addr,
+        door,
+        peers: Vec::with_capacity(senders),
+        senders,
         framing,
         next: 0,
         failure: None,
         _tuples: PhantomData,
     };
     Ok((receiver, local_addr))
+}
+
+/// The receiver's listener and the senders it admits: the connections waiting for their
+/// hello, the sender indices taken, and the senders admitted and not yet taken in.
+struct Entrance {
+    /// `None` once every sender is in.
+    listener: Option<TcpListener>,
+    admission: Admission,
+    taken: Vec<bool>,
+    secret: JobSecret,
+    framing: Framing,
+    admitted: Vec<(TcpStream, SocketAddr)>,
+}
+
+impl Entrance {
+    /// Accepts waiting connections and advances their hellos, admitting the good ones.
+    fn admit(&mut self) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        for Greeted {
+            stream,
+            peer,
+            hello,
+        } in self.admission.poll(listener)
+        {
+            match self.framing.accepts(&hello, &self.secret, self.taken.len()) {
+                Ok(index) if !self.taken[index] => {
+                    self.taken[index] = true;
+                    self.admitted.push((stream, peer));
+                }
+                Ok(index) => self.admission.refuse(peer, &Refusal::Taken(index)),
+                Err(fault) => self.admission.refuse(peer, &Refusal::hello(fault, &hello)),
+            }
+        }
+    }
+
+    /// Whether every sender is in.
+    fn complete(&self) -> bool {
+        self.taken.iter().all(|&taken| taken)
+    }
+
+    /// Stops listening: every sender is in.
+    fn close(&mut self) {
+        self.listener = None;
+        self.admission.close();
+    }
+
+    /// The listener and the connections waiting for their hello, to wake up on.
+    fn sockets(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.listener
+            .iter()
+            .map(AsFd::as_fd)
+            .chain(self.admission.sockets())
+    }
+}
+
+/// Who admits the receiver's senders.
+enum Door {
+    /// A thread of its own, until the receiver is first used; the receiver's end of a socket
+    /// pair whose closing ends that thread, which then hands the entrance back.
+    Early {
+        thread: JoinHandle<Entrance>,
+        wake: UnixStream,
+    },
+    /// The receiver itself, when it polls.
+    Here(Box<Entrance>),
+    /// Nobody: the early thread panicked (admission does not), taking the listener with it.
+    Lost,
+}
+
+impl Door {
+    /// Starts admitting at `entrance` on a thread of its own.
+    fn early(mut entrance: Entrance) -> std::io::Result<Self> {
+        let (wake, woken) = UnixStream::pair()?;
+        woken.set_nonblocking(true)?;
+        let thread = std::thread::Builder::new()
+            .name("tcp-admission".into())
+            .spawn(move || {
+                // Once every sender is in, the listener stays open until the receiver's first
+                // use closes it, as it would have without this thread: a connection that
+                // comes meanwhile is refused then, not turned away by a closed port.
+                while !entrance.complete() {
+                    entrance.admit();
+                    let sockets: Vec<BorrowedFd<'_>> = entrance
+                        .sockets()
+                        .chain(std::iter::once(woken.as_fd()))
+                        .collect();
+                    wait_until(&sockets, Ready::Readable, EARLY_ADMISSION_PERIOD);
+                    let wanted_back = !matches!(
+                        (&woken).read(&mut [0]),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock
+                    );
+                    if wanted_back {
+                        break;
+                    }
+                }
+                entrance
+            })?;
+        Ok(Self::Early { thread, wake })
+    }
+
+    /// The entrance, taken back from the early thread at the receiver's first use.
+    fn entrance(&mut self) -> Option<&mut Entrance> {
+        if matches!(self, Self::Early { .. }) {
+            if let Self::Early { thread, wake } = std::mem::replace(self, Self::Lost) {
+                // Its closing wakes the thread, which returns the entrance.
+                drop(wake);
+                if let Ok(entrance) = thread.join() {
+                    *self = Self::Here(Box::new(entrance));
+                }
+            }
+        }
+        match self {
+            Self::Here(entrance) => Some(entrance),
+            Self::Early { .. } | Self::Lost => None,
+        }
+    }
 }
 
 fn listen(addr: SocketAddr, params: &TcpParams) -> std::io::Result<TcpListener> {
@@ -116,15 +254,18 @@ impl<T> TcpReceiver<T> {
     }
 
     /// Senders connected and admitted so far.
-    pub fn connected(&self) -> usize {
+    pub fn connected(&mut self) -> usize {
+        self.admit();
         self.peers.len()
     }
 
     /// Connections refused so far (each also named in a warning on standard error, up to
     /// the limits in [`crate::tcp`]): a wrong secret or hello, a sender index out of range or
     /// already taken, a hello too slow, or pushed out by too many hellos at once.
-    pub fn refused(&self) -> u64 {
-        self.admission.refused()
+    pub fn refused(&mut self) -> u64 {
+        self.door
+            .entrance()
+            .map_or(0, |entrance| entrance.admission.refused())
     }
 
     /// Accepts and admits senders until all have connected, for at most `patience` (for a
@@ -132,15 +273,14 @@ impl<T> TcpReceiver<T> {
     pub fn wait_for_senders(&mut self, patience: Duration) -> Result<(), TransportError> {
         let deadline = Instant::now() + patience;
         loop {
-            self.admit();
-            if self.listener.is_none() {
+            if !self.admit() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(TransportError::Setup(format!(
                     "{} of {} senders connected to {} within {patience:?}",
                     self.peers.len(),
-                    self.taken.len(),
+                    self.senders,
                     self.local_addr
                 )));
             }
@@ -148,31 +288,20 @@ impl<T> TcpReceiver<T> {
         }
     }
 
-    /// Accepts waiting connections and advances their hellos, admitting the good ones. Stops
-    /// listening once every sender is in.
-    fn admit(&mut self) {
-        let Some(listener) = &self.listener else {
-            return;
+    /// Admits the senders waiting (taking the entrance back from the early thread); whether
+    /// some are still to come.
+    fn admit(&mut self) -> bool {
+        let Some(entrance) = self.door.entrance() else {
+            return false;
         };
-        for Greeted {
-            stream,
-            peer,
-            hello,
-        } in self.admission.poll(listener)
-        {
-            match self.framing.accepts(&hello, &self.secret, self.taken.len()) {
-                Ok(index) if !self.taken[index] => {
-                    self.taken[index] = true;
-                    self.peers.push(Peer::new(stream, peer, &self.framing));
-                }
-                Ok(index) => self.admission.refuse(peer, &Refusal::Taken(index)),
-                Err(fault) => self.admission.refuse(peer, &Refusal::hello(fault, &hello)),
-            }
+        entrance.admit();
+        for (stream, peer) in entrance.admitted.drain(..) {
+            self.peers.push(Peer::new(stream, peer, &self.framing));
         }
-        if self.peers.len() == self.taken.len() {
-            self.listener = None;
-            self.admission.close();
+        if entrance.complete() && entrance.listener.is_some() {
+            entrance.close();
         }
+        entrance.listener.is_some()
     }
 }
 
@@ -270,7 +399,7 @@ impl<T: Tuple> TupleReceiver<T> for TcpReceiver<T> {
         if let Some(failure) = &self.failure {
             return Err(failure.clone());
         }
-        if self.listener.is_some() {
+        if self.peers.len() < self.senders {
             self.admit();
         }
         let peers = self.peers.len();
@@ -307,11 +436,14 @@ impl<T> TcpReceiver<T> {
         if self.failure.is_some() {
             return;
         }
-        let listener = self.listener.iter().map(AsFd::as_fd);
-        let hellos = self.admission.sockets();
+        let entrance = match &self.door {
+            Door::Here(entrance) => Some(&**entrance),
+            Door::Early { .. } | Door::Lost => None,
+        };
         let senders = self.peers.iter().filter_map(|p| p.stream.as_ref());
-        let sockets: Vec<BorrowedFd<'_>> = listener
-            .chain(hellos)
+        let sockets: Vec<BorrowedFd<'_>> = entrance
+            .into_iter()
+            .flat_map(Entrance::sockets)
             .chain(senders.map(AsFd::as_fd))
             .collect();
         if sockets.is_empty() {
