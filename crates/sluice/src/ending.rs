@@ -10,7 +10,8 @@
 //!   the end of its file (or did just as the duration ran out, while the job drained, which
 //!   is reported as partial too, to be safe), and its output is partial; so is the output of
 //!   a generated source with an end of its own (`--set records=N`, a pipeline's input,
-//!   [`sluice_apps::FiniteInput`]) that had not generated all of it;
+//!   [`sluice_apps::FiniteInput`]) that had not generated all of it, and of a job fed by
+//!   companions (OMDP's feed sender) whose feed had not ended;
 //! - **by the user**: Ctrl-C or SIGTERM (caught by `sluice run`'s handler), or `sluice stop`
 //!   (a stop through the job registry), before the duration passed or with none: partial.
 //!
@@ -36,6 +37,10 @@ pub(crate) struct Ending {
     /// What of a generated input with an end of its own the sources did not generate
     /// ([`sluice_apps::FiniteInput::left_in`]), if any.
     pub generated_left: Option<String>,
+    /// Whether companions feed the job (OMDP's feed sender): their end is the input's end, so
+    /// a job stopped by its duration while they still sent (a replayed recording longer than
+    /// the duration allows) did not take all of its input.
+    pub fed: bool,
 }
 
 impl Ending {
@@ -51,6 +56,11 @@ impl Ending {
         }
         let duration_passed = self.duration.is_some_and(|d| self.elapsed >= d);
         match (duration_passed, self.reads_file, &self.generated_left) {
+            (true, _, _) if self.fed => Some(
+                "--duration ended the job before the feed that drives it ended (its sender was \
+                 still sending)"
+                    .into(),
+            ),
             (true, true, _) => {
                 Some("--duration ended the job before its input file was read to the end".into())
             }
@@ -78,6 +88,7 @@ mod tests {
             elapsed: Duration::from_secs_f64(elapsed),
             reads_file,
             generated_left: None,
+            fed: false,
         }
     }
 
@@ -110,6 +121,24 @@ mod tests {
         );
         // All generated as the duration ran out: complete.
         assert_eq!(ending(true, false, 2.1, false).partial(), None);
+    }
+
+    #[test]
+    fn a_duration_that_ends_a_fed_job_before_its_feed_ended_cuts_it_short() {
+        // OMDP replaying a recording longer than the duration allows: the job's own duration
+        // stopped it while the sender still sent (had the sender ended, no stop would count).
+        let cut = Ending {
+            fed: true,
+            ..ending(true, false, 12.1, false)
+        };
+        assert!(cut
+            .partial()
+            .is_some_and(|why| why.contains("before the feed that drives it ended")));
+        let ended = Ending {
+            fed: true,
+            ..ending(false, false, 3.0, false)
+        };
+        assert_eq!(ended.partial(), None);
     }
 
     #[test]

@@ -299,6 +299,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             .as_ref()
             .filter(|_| generated)
             .and_then(|input| input.left_in(&report)),
+        fed,
     }
     .partial();
     if let Some(why) = &partial {
