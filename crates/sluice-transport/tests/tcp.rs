@@ -274,8 +274,12 @@ fn strangers_before_the_first_poll_cannot_fill_the_backlog_and_keep_the_sender_o
     // polled (its process is still starting): admission holds from the bind.
     const STRANGERS: usize = 140;
     let (mut rx, addr) = receiver::<u64>(1, &TcpParams::default());
+    // A connect made while the admission thread waits for a CPU may find the backlog full for
+    // a moment and have its SYN dropped: the kernel sends it again after 1 s, then 3 s, so
+    // each connect gets 5 s (on the old code, nobody accepts and every one past the backlog
+    // fails).
     let strangers: Vec<TcpStream> = (0..STRANGERS)
-        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok())
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok())
         .collect();
     assert_eq!(strangers.len(), STRANGERS, "the backlog filled up");
     // The sender connects before the receiver is polled; this fails after the sender's
