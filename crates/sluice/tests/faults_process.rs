@@ -382,9 +382,9 @@ fn a_stopped_pe_is_named_within_the_stall_timeout() {
 }
 
 /// Stops the launcher of a running job of four PEs (started through `launch` when given):
-/// every PE must notice its silence within the stall timeout (2 s), leave, remove the job's
-/// segments and say why, while the launcher is still stopped; continued, the launcher fails
-/// the job with their reason.
+/// every PE must leave and the job's segments must be gone while the launcher is still
+/// stopped, the PEs that noticed its silence (2 s, the stall timeout) saying why; continued,
+/// the launcher fails the job with their reason.
 fn a_stopped_launcher_is_left_by_its_pes(launch: Option<&[&str]>) {
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec![
@@ -414,11 +414,14 @@ fn a_stopped_launcher_is_left_by_its_pes(launch: Option<&[&str]>) {
     assert_eq!(o.status.code(), Some(1), "{err}");
     let why = "the launcher is gone: it sent no heartbeat for 2 s, the stall timeout: its \
                process is stopped or starved, or its host is cut off";
-    // Each PE said why as it left, and the launcher, continued, names the first.
-    for pe in ["sentences", "split", "sum", "counts"] {
-        let said = format!("[{pe}] error: the launcher is gone (");
-        assert!(err.contains(&said), "{err}");
-    }
+    // A PE that noticed the silence said why as it left (on a loaded machine one may leave
+    // first and its neighbours fail on its departure before their own patience runs out,
+    // which the launcher hears as consequences), and the launcher, continued, names it.
+    let noticed = ["sentences", "split", "sum", "counts"]
+        .iter()
+        .filter(|pe| err.contains(&format!("[{pe}] error: the launcher is gone (")))
+        .count();
+    assert!(noticed >= 1, "{err}");
     let cause = err.lines().find(|l| l.starts_with("error: PE '"));
     assert!(cause.is_some_and(|l| l.ends_with(why)), "{err}");
 }
