@@ -423,10 +423,13 @@ fn many_connections_that_say_nothing_to_the_launcher_cannot_stop_the_job() {
         strangers_are_refused_and_the_job_goes_on(Target::Launcher, |to| {
             (0..192).map(|_| TcpStream::connect(to).unwrap()).collect()
         });
-    let first = format!(
-        "warning: refused a control connection from {}: it had waited longest for its hello \
-         when more connections came",
-        strangers[0]
-    );
-    assert!(stderr.contains(&first), "{stderr}");
+    // The warnings name the strangers refused, up to the per-address limit (which of them
+    // the launcher took first depends on the order it accepted them in).
+    let named = |stranger: &SocketAddr| {
+        stderr.contains(&format!(
+            "warning: refused a control connection from {stranger}: it had waited longest for \
+             its hello when more connections came"
+        ))
+    };
+    assert!(strangers.iter().any(named), "{stderr}");
 }
