@@ -811,10 +811,9 @@ impl Children {
         let Some(first) = self.first_failure else {
             return Ok(());
         };
-        let settled = self
-            .pes
-            .iter()
-            .all(|p| p.has_spoken() || p.ended_at.is_some());
+        // A PE's exit is seen before its last words are read: one that ended counts once it
+        // spoke or was blamed for its silent end, which waits for its stream to close.
+        let settled = self.pes.iter().all(|p| p.has_spoken() || p.blamed);
         if !settled && first.elapsed() < ROOT_CAUSE_GRACE {
             return Ok(());
         }
