@@ -919,6 +919,8 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
                 env.control.request_suspend();
                 Ok(())
             }
+            // No instance sends barriers yet: checkpoints are being built (issue 27).
+            Delivery::Punctuation(Punctuation::Checkpoint { .. }) => Ok(()),
             Delivery::EndOfStream => {
                 ended += 1;
                 end_input(nodes, node, port, env)

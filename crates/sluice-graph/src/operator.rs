@@ -221,6 +221,30 @@ pub trait Operator: Send {
         }
     }
 
+    /// Checkpoint `checkpoint` reached the instance: every tuple sent before its barriers is
+    /// in, none sent after. Returns the state to keep in the checkpoint, as
+    /// [`Operator::snapshot`] does (the default calls it). It runs on the data path, between
+    /// tuples: keep it to a copy of the state, which the runtime writes to disk in another
+    /// thread. A sink that publishes its output with checkpoints (two-phase commit) closes
+    /// here what it wrote since the last one (its pre-commit), keeps it pending in the
+    /// state, and publishes it in [`Operator::checkpoint_complete`].
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+        let _ = checkpoint;
+        self.snapshot()
+    }
+
+    /// Checkpoint `checkpoint` is complete: every instance's part of it is stored, so the job
+    /// will never be rolled back past it. A two-phase sink publishes what it closed in
+    /// [`Operator::checkpoint`] for it and before (its commit). Called between tuples, at most
+    /// once per checkpoint and never for one that failed. A job recovering from a checkpoint
+    /// gives the instance that checkpoint's state in [`Operator::restore`] whether or not its
+    /// completion was told before the failure: `restore` publishes what the state holds
+    /// pending and discards anything written after it.
+    fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {
+        let _ = checkpoint;
+        Ok(())
+    }
+
     /// Every upstream of input `port` has finished.
     fn port_ended(&mut self, _port: usize, _out: &mut Output<'_>) -> Result<(), OperatorError> {
         Ok(())
@@ -269,6 +293,22 @@ pub trait Source: Send {
         Err(OperatorError::Failed(
             "this source cannot be suspended: it keeps no position to resume from".into(),
         ))
+    }
+
+    /// Checkpoint `checkpoint` begins at this source: its barrier follows, on every output
+    /// edge, everything it emitted so far. Returns its position as [`Source::snapshot`] does
+    /// (the default calls it); it runs on the data path, so keep it cheap.
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+        let _ = checkpoint;
+        self.snapshot()
+    }
+
+    /// Checkpoint `checkpoint` is complete: the job will never rewind this source past the
+    /// position it took for it (a source reading from a broker may commit that position back
+    /// to it, for monitoring). Called between `produce` calls, never for a failed checkpoint.
+    fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {
+        let _ = checkpoint;
+        Ok(())
     }
 
     /// Takes back a position made by [`Source::snapshot`], before `start` (which then opens

@@ -201,6 +201,7 @@ mod tests {
             any::<(u64, u32)>().prop_map(|(time, from)| Punctuation::Watermark { time, from }),
             any::<u64>().prop_map(Punctuation::Latency),
             Just(Punctuation::Suspend),
+            any::<(u64, u32)>().prop_map(|(n, from)| Punctuation::Checkpoint { n, from }),
         ]
     }
 

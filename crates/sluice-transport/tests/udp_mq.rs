@@ -109,6 +109,7 @@ fn punctuation(index: u64, punctuation: Punctuation) -> Vec<u8> {
         Punctuation::Watermark { time, from } => (2, time, from),
         Punctuation::Latency(v) => (3, v, 0),
         Punctuation::Suspend => (4, 0, 0),
+        Punctuation::Checkpoint { n, from } => (5, n, from),
     };
     let mut payload = index.to_le_bytes().to_vec();
     payload.push(kind);

@@ -2,10 +2,13 @@
 //! the one wire encoding every transport gives them.
 //!
 //! A punctuation is a window marker (IBM Streams' punctuation), an event-time watermark, a
-//! latency marker (Flink's) or a suspension marker (the end-of-stream that follows is a
-//! suspension, not the end: the job is being redeployed); watermarks and latency markers carry a `u64`, and a watermark also the plan id of
-//! the instance that sent it (one receiver may be fed by several senders, and an instance's
-//! event time is the least over all of them). Whatever a transport's framing around it, a
+//! latency marker (Flink's), a suspension marker (the end-of-stream that follows is a
+//! suspension, not the end: the job is being redeployed) or a checkpoint barrier (everything
+//! before it on its edge is in checkpoint `n`, nothing after it is). Watermarks, latency
+//! markers and barriers carry a `u64`; watermarks and barriers also the plan id of the
+//! instance that sent them (one receiver may be fed by several senders, and an instance's
+//! event time is the least over all of them; an instance aligns the barriers of each of its
+//! upstream instances). Whatever a transport's framing around it, a
 //! punctuation crosses a process boundary as the same [`Punctuation::WIRE_BYTES`] bytes, all
 //! integers little-endian:
 //!
@@ -18,6 +21,7 @@
 //!  kind 2  watermark        event time, nanoseconds on the app's clock from: sender's id
 //!  kind 3  latency marker   CLOCK_MONOTONIC ns when a source read it   from 0
 //!  kind 4  suspension       value 0                                    from 0
+//!  kind 5  barrier          checkpoint number                          from: sender's id
 //! ```
 //!
 //! [`Punctuation::from_wire`] reads bytes from a peer that may be broken or hostile: it
@@ -46,6 +50,14 @@ pub enum Punctuation {
     /// sender whose instance was suspended, so a receiver in another process knows that end
     /// is no end before its own launcher tells it).
     Suspend,
+    /// A checkpoint barrier: the instance `from` took its part of checkpoint `n` after
+    /// sending everything before this barrier on this edge and before anything after it.
+    Checkpoint {
+        /// The checkpoint's number (the first is 1).
+        n: u64,
+        /// The plan id of the instance that sent it.
+        from: u32,
+    },
 }
 
 /// Offset of the kind byte.
@@ -67,6 +79,8 @@ const KIND_WATERMARK: u8 = 2;
 const KIND_LATENCY: u8 = 3;
 /// The kind byte of a suspension marker.
 const KIND_SUSPEND: u8 = 4;
+/// The kind byte of a checkpoint barrier.
+const KIND_CHECKPOINT: u8 = 5;
 
 const _: () = assert!(KIND_AT + 1 == VALUE_AT);
 const _: () = assert!(Punctuation::WIRE_BYTES == 13);
@@ -109,6 +123,7 @@ impl Punctuation {
             Self::Watermark { time, from } => (KIND_WATERMARK, time, from),
             Self::Latency(time) => (KIND_LATENCY, time, 0),
             Self::Suspend => (KIND_SUSPEND, 0, 0),
+            Self::Checkpoint { n, from } => (KIND_CHECKPOINT, n, from),
         };
         let mut wire = [0u8; Self::WIRE_BYTES];
         wire[KIND_AT] = kind;
@@ -136,6 +151,7 @@ impl Punctuation {
         match kind {
             KIND_WINDOW_MARKER if value == 0 && from == 0 => Ok(Self::WindowMarker),
             KIND_WATERMARK => Ok(Self::Watermark { time: value, from }),
+            KIND_CHECKPOINT => Ok(Self::Checkpoint { n: value, from }),
             KIND_LATENCY if from == 0 => Ok(Self::Latency(value)),
             KIND_SUSPEND if value == 0 && from == 0 => Ok(Self::Suspend),
             KIND_WINDOW_MARKER | KIND_LATENCY | KIND_SUSPEND => {
@@ -150,7 +166,7 @@ impl Punctuation {
 mod tests {
     use super::*;
 
-    const EVERY_KIND: [Punctuation; 6] = [
+    const EVERY_KIND: [Punctuation; 7] = [
         Punctuation::WindowMarker,
         Punctuation::Watermark { time: 0, from: 0 },
         Punctuation::Watermark {
@@ -160,6 +176,7 @@ mod tests {
         Punctuation::Latency(u64::MAX),
         Punctuation::Latency(1),
         Punctuation::Suspend,
+        Punctuation::Checkpoint { n: 3, from: 9 },
     ];
 
     #[test]
