@@ -222,7 +222,7 @@ mod tests {
                 actual: 14
             })
         );
-        for kind in [0, 5, 255] {
+        for kind in [0, 6, 255] {
             let mut bad = wire;
             bad[KIND_AT] = kind;
             assert_eq!(
