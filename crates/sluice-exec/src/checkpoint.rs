@@ -14,7 +14,8 @@
 //! tuples are processed; once the barrier of every upstream instance still open has arrived it
 //! takes its state ([`Operator::checkpoint`](sluice_graph::Operator::checkpoint)), sends its
 //! own barrier on every output edge, and processes what it held, in order. An instance that
-//! finished acknowledges every later checkpoint as finished.
+//! finishes says so once, which is its part of every later checkpoint: a thread (or a PE)
+//! whose instances all finished has left and answers nothing.
 //!
 //! Holding rather than not polling: an input is held by copying what arrives on it, not by
 //! leaving it unread. Leaving a receiver unread would stop its sender's thread on a full
@@ -43,8 +44,9 @@ pub struct CheckpointPart {
     pub operator: String,
     /// The instance's index among its operator's.
     pub instance: usize,
-    /// Its state: what its `checkpoint` returned, its timers and ended ports; or that it had
-    /// finished.
+    /// Its state: what its `checkpoint` returned, its timers and ended ports. When
+    /// `state.finished`, the instance finished before checkpoint `n` reached it: that is its
+    /// part of `n` and of every checkpoint after.
     pub state: InstanceState,
     /// From its first barrier to its last (zero for a source, or an instance of one input).
     pub alignment: Duration,

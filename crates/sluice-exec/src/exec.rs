@@ -673,6 +673,9 @@ fn close_node(
         return Err(OperatorError::Failed("an instance was re-entered".into()));
     };
     node.finished = true;
+    if !suspended {
+        announce_finished(&node, env);
+    }
     let from = node.id;
     for target in node
         .routes
@@ -1243,8 +1246,10 @@ fn checkpoint_round(
                 continue;
             }
             if finished {
-                acknowledge_finished(nodes, index, asked, env);
-            } else if sources.contains(&index) {
+                // It said so as it finished ([`close_node`]).
+                continue;
+            }
+            if sources.contains(&index) {
                 nodes[index].borrow_mut().aligning = Some(Alignment::new(asked));
                 take_part(nodes, index, env)?;
                 work += 1;
@@ -1275,12 +1280,14 @@ fn checkpoint_round(
     Ok(work)
 }
 
-/// Node `index` finished before checkpoint `n` reached it: its part is that it finished.
-fn acknowledge_finished(nodes: &[RefCell<Node>], index: usize, n: u64, env: &Env<'_>) {
-    let mut node = nodes[index].borrow_mut();
-    node.checkpointed = n;
-    let part = CheckpointPart {
-        n,
+/// Node `index` finished without taking its part of the checkpoints after the last it took:
+/// for each of them (whether asked yet or not) its part is that it finished.
+fn announce_finished(node: &Node, env: &Env<'_>) {
+    let Some(sink) = env.control.checkpoint_sink() else {
+        return;
+    };
+    sink.part(CheckpointPart {
+        n: node.checkpointed + 1,
         operator: node.operator.clone(),
         instance: node.ctx.instance,
         state: InstanceState {
@@ -1290,10 +1297,7 @@ fn acknowledge_finished(nodes: &[RefCell<Node>], index: usize, n: u64, env: &Env
         },
         alignment: Duration::ZERO,
         held: 0,
-    };
-    if let Some(sink) = env.control.checkpoint_sink() {
-        sink.part(part);
-    }
+    });
 }
 
 /// Whether node `index` holds back what arrives from `from` on `port`: it is aligning a

@@ -173,21 +173,53 @@ fn planned(graph: &Graph, request: &PlanRequest) -> PhysicalPlan {
     plan(graph, request, &options).unwrap()
 }
 
-/// The parts handed over, by checkpoint, as the states a job resumes from.
+/// The parts handed over: per checkpoint, each instance's state by (operator, instance);
+/// and the instances that finished, from which checkpoint on.
 #[derive(Default)]
-struct Parts(Mutex<BTreeMap<u64, (usize, JobState)>>);
+struct Parts {
+    taken: Mutex<BTreeMap<u64, BTreeMap<(String, usize), CheckpointPart>>>,
+    finished: Mutex<Vec<CheckpointPart>>,
+}
 
 impl CheckpointSink for Parts {
     fn part(&self, part: CheckpointPart) {
-        let mut parts = self.0.lock().unwrap();
-        let (count, state) = parts.entry(part.n).or_default();
-        *count += 1;
-        state
-            .operators
-            .entry(part.operator.clone())
+        if part.state.finished {
+            self.finished.lock().unwrap().push(part);
+            return;
+        }
+        let key = (part.operator.clone(), part.instance);
+        self.taken
+            .lock()
+            .unwrap()
+            .entry(part.n)
             .or_default()
-            .resize_with(part.instance + 1, Default::default);
-        state.operators.get_mut(&part.operator).unwrap()[part.instance] = part.state;
+            .insert(key, part);
+    }
+}
+
+impl Parts {
+    /// The state checkpoint `n` holds if every one of `instances` has its part in it: the
+    /// state it took, or that it finished before.
+    fn complete(&self, n: u64, instances: usize) -> Option<JobState> {
+        let mut parts = self
+            .taken
+            .lock()
+            .unwrap()
+            .get(&n)
+            .cloned()
+            .unwrap_or_default();
+        for part in self.finished.lock().unwrap().iter().filter(|p| p.n <= n) {
+            parts.insert((part.operator.clone(), part.instance), part.clone());
+        }
+        (parts.len() == instances).then(|| {
+            let mut state = JobState::default();
+            for ((operator, instance), part) in parts {
+                let states = state.operators.entry(operator).or_default();
+                states.resize_with(states.len().max(instance + 1), Default::default);
+                states[instance] = part.state;
+            }
+            state
+        })
     }
 }
 
@@ -220,8 +252,7 @@ fn run(
     let mut asked = 0;
     wait_threads(workers, &control, &options, || {
         if let Some(parts) = &parts {
-            let done = parts.0.lock().unwrap().get(&asked).map(|(c, _)| *c);
-            if asked == 0 || done == Some(instances) {
+            if asked == 0 || parts.complete(asked, instances).is_some() {
                 control.complete_checkpoint(asked);
                 asked += 1;
                 control.trigger_checkpoint(asked);
@@ -269,13 +300,16 @@ fn a_job_resumed_from_any_checkpoint_ends_as_one_never_interrupted() {
             "{request:?}: checkpoints change no output"
         );
         let instances = planned(&graph, &request).instances.len();
-        let complete: Vec<(u64, JobState)> = parts
-            .0
+        let last = parts
+            .taken
             .lock()
             .unwrap()
-            .iter()
-            .filter(|(_, (count, _))| *count == instances)
-            .map(|(n, (_, state))| (*n, state.clone()))
+            .keys()
+            .max()
+            .copied()
+            .unwrap_or(0);
+        let complete: Vec<(u64, JobState)> = (1..=last)
+            .filter_map(|n| parts.complete(n, instances).map(|state| (n, state)))
             .collect();
         assert!(
             complete.len() >= 2,
