@@ -173,11 +173,14 @@ fn planned(graph: &Graph, request: &PlanRequest) -> PhysicalPlan {
     plan(graph, request, &options).unwrap()
 }
 
+/// One checkpoint's parts, by (operator, instance).
+type PartsOf = BTreeMap<(String, usize), CheckpointPart>;
+
 /// The parts handed over: per checkpoint, each instance's state by (operator, instance);
 /// and the instances that finished, from which checkpoint on.
 #[derive(Default)]
 struct Parts {
-    taken: Mutex<BTreeMap<u64, BTreeMap<(String, usize), CheckpointPart>>>,
+    taken: Mutex<BTreeMap<u64, PartsOf>>,
     finished: Mutex<Vec<CheckpointPart>>,
 }
 
