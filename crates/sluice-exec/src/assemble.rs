@@ -502,7 +502,7 @@ fn new_node(
 /// Refuses a plan with a channel of several senders in a checkpointed job: an instance aligns
 /// the barriers of each of its upstream instances, and a receiver that merges several
 /// senders' streams cannot tell which of its tuples follow which sender's barrier.
-fn refuse_merged_channels(plan: &PhysicalPlan) -> Result<(), RunError> {
+pub fn refuse_merged_channels(plan: &PhysicalPlan) -> Result<(), RunError> {
     match plan.channels.iter().find(|c| c.senders.len() > 1) {
         Some(channel) => Err(RunError::PlanMismatch(format!(
             "channel {} has {} senders, and a checkpointed job needs one sender per channel \
