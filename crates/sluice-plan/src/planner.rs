@@ -397,8 +397,7 @@ pub fn plan(
         &first_instance,
         &pinned,
         capacity,
-        &host_of,
-        &hosts,
+        (&host_of, &hosts),
         options.checkpointed,
     )?;
     let threads: Vec<ThreadPlan> = pes.iter().flat_map(|p| p.threads.clone()).collect();

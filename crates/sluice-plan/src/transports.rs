@@ -42,15 +42,16 @@ use crate::{ChannelPlan, EdgePlan, HostSpec, InstanceId, InstancePlan, PlanError
 /// Slots in a shared-memory ring unless the user pins another size.
 pub const DEFAULT_SHM_SLOTS: usize = 1024;
 
-/// The physical edges of `graph` between `instances`, with their transports and channels.
+/// The physical edges of `graph` between `instances` (each on the host `host_of` gives, an
+/// index into `hosts`), with their transports and channels, one sender to a channel when the
+/// job is `checkpointed`.
 pub(crate) fn choose(
     graph: &Graph,
     instances: &[InstancePlan],
     first_instance: &[usize],
     pinned: &BTreeMap<usize, TransportSpec>,
     capacity: usize,
-    host_of: &[usize],
-    hosts: &[HostSpec],
+    (host_of, hosts): (&[usize], &[HostSpec]),
     checkpointed: bool,
 ) -> Result<(Vec<EdgePlan>, Vec<ChannelPlan>), PlanError> {
     let mut edges = Vec::new();

@@ -7,8 +7,8 @@ mod common;
 
 use common::{graph, Nothing, Pass};
 use sluice_graph::{Graph, GraphBuilder, Partitioning, Ports};
-use sluice_types::Tuple;
 use sluice_plan::{plan, PhysicalPlan, PlanError, PlanFile, PlanOptions, PlanRequest};
+use sluice_types::Tuple;
 
 fn options(checkpointed: bool) -> PlanOptions {
     PlanOptions {
@@ -35,8 +35,12 @@ fn shuffle<T: Tuple + Clone + std::hash::Hash>() -> Graph {
     g.set_parallelism(down, 2).unwrap();
     g.connect_with(src.out(0), up.input(0), Partitioning::RoundRobin)
         .unwrap();
-    g.connect_with(up.out(0), down.input(0), Partitioning::key_by(|t: &T| t.clone()))
-        .unwrap();
+    g.connect_with(
+        up.out(0),
+        down.input(0),
+        Partitioning::key_by(|t: &T| t.clone()),
+    )
+    .unwrap();
     g.connect(down.out(0), sink.input(0)).unwrap();
     g.build().unwrap()
 }
@@ -120,12 +124,19 @@ fn a_checkpointed_2x2_shuffle_across_four_pes_has_four_channels_of_one_sender_ea
     assert_eq!(without_channels(&apart), without_channels(&merged));
     // The renderers draw the plan (the text names every channel).
     let text = apart.to_string();
-    assert!(text.contains("+ receive c4 (shm-vega) from up[1]"), "{text}");
+    assert!(
+        text.contains("+ receive c4 (shm-vega) from up[1]"),
+        "{text}"
+    );
 }
 
 #[test]
 fn every_plan_of_a_checkpointed_job_has_one_sender_per_channel() {
-    for request in [PlanRequest::Fused, PlanRequest::Threaded, PlanRequest::Processes] {
+    for request in [
+        PlanRequest::Fused,
+        PlanRequest::Threaded,
+        PlanRequest::Processes,
+    ] {
         let g = shuffle::<String>();
         let p = plan(&g, &request, &options(true)).unwrap();
         assert!(p.channels.iter().all(|c| c.senders.len() == 1), "{p}");
@@ -159,7 +170,12 @@ fn a_plan_file_pinning_a_many_sender_transport_gets_a_channel_per_sender() {
             .iter()
             .filter(|c| p.instance(c.to.instance).name == "sink")
             .inspect(|c| assert_eq!(c.transport.name(), "tcp"))
-            .map(|c| c.senders.iter().map(|s| p.instance(*s).name.clone()).collect())
+            .map(|c| {
+                c.senders
+                    .iter()
+                    .map(|s| p.instance(*s).name.clone())
+                    .collect()
+            })
             .collect()
     };
     let merged = plan(&graph(), &request, &options(false)).unwrap();
