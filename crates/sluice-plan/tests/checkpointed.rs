@@ -122,12 +122,23 @@ fn a_checkpointed_2x2_shuffle_across_four_pes_has_four_channels_of_one_sender_ea
         ]
     );
     assert_eq!(without_channels(&apart), without_channels(&merged));
-    // The renderers draw the plan (the text names every channel).
-    let text = apart.to_string();
-    assert!(
-        text.contains("+ receive c4 (shm-vega) from up[1]"),
-        "{text}"
-    );
+    // The renderers draw every channel of the plan: the text its receiver, DOT its receiver
+    // node, the SVG the edge it carries.
+    let (text, dot, svg) = (apart.to_string(), apart.to_dot(), apart.to_svg());
+    for c in apart.channels.iter().filter(|c| apart.crosses_pes(c)) {
+        let from = &apart.instance(c.senders[0]).name;
+        let receive = format!(
+            "+ receive {} ({}) from {from}",
+            c.name(),
+            c.transport.name()
+        );
+        assert!(text.contains(&receive), "{receive} in {text}");
+        assert!(dot.contains(&format!(" r{} [", c.id)), "r{} in {dot}", c.id);
+        assert!(
+            svg.contains(&format!("data-channel=\"{}\"", c.name())),
+            "{svg}"
+        );
+    }
 }
 
 #[test]
