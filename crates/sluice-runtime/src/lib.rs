@@ -53,15 +53,16 @@ mod wire;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use checkpoints::{load_checkpoint, CheckpointStats};
+pub use checkpoints::load_checkpoint;
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use sluice_exec::metrics;
 pub use sluice_exec::{
-    size_text, CheckpointOptions, InstanceReport, InstanceState, JobReport, JobState, Launcher,
-    MetricsHandle, MetricsSnapshot, RunError, RunOptions, StopHandle, DEFAULT_CHECKPOINTS_RETAINED,
-    DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS,
-    DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
+    size_text, CheckpointOptions, CheckpointSummary, InstanceReport, InstanceState, JobReport,
+    JobState, Launcher, MetricsHandle, MetricsSnapshot, Restart, RunError, RunOptions, StopHandle,
+    DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
 };
 
 use checkpoints::{Coordinator, Order, PartAck, PartWriter};
@@ -362,7 +363,10 @@ impl RunningJob {
         loop {
             let outcome = self.wait_attempt();
             let error = match outcome {
-                Ok(report) => break Ok(report),
+                Ok(mut report) => {
+                    report.checkpoints = self.checkpoints();
+                    break Ok(report);
+                }
                 Err(error) => error,
             };
             let restartable = self
@@ -446,6 +450,11 @@ impl RunningJob {
             "restarting the job {whence} at {at:.3} s, after: {first_line} ({} restart(s) left)",
             recovery.restarts_left
         );
+        recovery.coordinator.stats.restarts.push(Restart {
+            at: self.started.elapsed(),
+            from: from.as_ref().map(|(n, _)| *n),
+            cause: first_line.to_string(),
+        });
         recovery.coordinator.restarted();
         std::thread::sleep(delay);
         self.control.rearm();
@@ -465,8 +474,8 @@ impl RunningJob {
         Ok(())
     }
 
-    /// What the job's checkpoints did so far; `None` when it takes none.
-    pub fn checkpoint_stats(&self) -> Option<CheckpointStats> {
+    /// What the job's checkpoints and restarts did so far; `None` when it takes none.
+    pub fn checkpoints(&self) -> Option<CheckpointSummary> {
         self.recovery.as_ref().map(|r| r.coordinator.stats.clone())
     }
 
