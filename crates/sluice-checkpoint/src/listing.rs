@@ -43,7 +43,7 @@ pub struct CheckpointInfo {
 /// Every checkpoint and savepoint in `dir`, each verified (every part is read), ordered by
 /// number: `dir` itself if it is one checkpoint's or savepoint's directory; otherwise its
 /// `chk-N` directories, complete or not, and its other directories that hold a manifest
-/// (savepoints saved there).
+/// (savepoints saved there); a checkpoint before a savepoint of the same number.
 pub fn list(dir: &Path) -> Result<Vec<CheckpointInfo>, StoreError> {
     if has_manifest(dir) {
         return Ok(vec![describe(dir)?]);
@@ -59,7 +59,7 @@ pub fn list(dir: &Path) -> Result<Vec<CheckpointInfo>, StoreError> {
             found.push(describe(&path)?);
         }
     }
-    found.sort_by(|a, b| (a.n, &a.dir).cmp(&(b.n, &b.dir)));
+    found.sort_by(|a, b| (a.n, a.kind, &a.dir).cmp(&(b.n, b.kind, &b.dir)));
     Ok(found)
 }
 

@@ -37,7 +37,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
 /// Whether a checkpoint is the coordinator's (retention deletes it in time) or a savepoint
 /// (kept until a person deletes it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckpointKind {
     /// Taken periodically; the last `retained` complete ones are kept.

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod apps;
+mod checkpoints;
 mod companions;
 mod config;
 mod ending;
@@ -58,6 +59,8 @@ enum Command {
     Stop(jobs::StopArgs),
     /// Watch a running job live in the terminal: rates, queues, backpressure, latency.
     Top(top::TopArgs),
+    /// List the checkpoints and savepoints in DIR: size, duration, alignment, complete or not.
+    Checkpoints(checkpoints::CheckpointsArgs),
 }
 
 #[derive(Subcommand)]
@@ -94,6 +97,7 @@ fn main() {
         Command::Jobs => jobs::list(),
         Command::Stop(args) => jobs::stop(args),
         Command::Top(args) => top::top(args),
+        Command::Checkpoints(args) => checkpoints::checkpoints(args),
     });
     if let Err(error) = result {
         if stdout::was_closed(&error) {
