@@ -77,7 +77,7 @@ mod manifest;
 mod part;
 mod store;
 
-pub use error::{RefusedFile, RefusedList, StoreError};
+pub use error::{RefusedFile, StoreError};
 pub use listing::{list, CheckpointInfo, CheckpointStatus};
 pub use manifest::{
     CheckpointKind, Manifest, PartEntry, MANIFEST_FILE, MANIFEST_FORMAT, MAX_MANIFEST_BYTES,

@@ -51,6 +51,13 @@ pub fn list(dir: &Path) -> Result<Vec<CheckpointInfo>, StoreError> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_error("read the directory", dir))? {
         let path = entry.map_err(io_error("read the directory", dir))?.path();
+        // A hidden directory is one being removed (or not the store's).
+        let hidden = path
+            .file_name()
+            .is_some_and(|name| name.as_encoded_bytes().starts_with(b"."));
+        if hidden {
+            continue;
+        }
         let named = path
             .file_name()
             .and_then(parse_checkpoint_dir_name)

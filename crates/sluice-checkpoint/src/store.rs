@@ -19,10 +19,7 @@ use crate::manifest::{
 use crate::part::{header, part_file_name, verify_part, PART_HEADER_LEN};
 
 /// How many complete checkpoints a store keeps unless told otherwise.
-pub const DEFAULT_RETAINED: NonZeroUsize = match NonZeroUsize::new(3) {
-    Some(k) => k,
-    None => panic!("3 is not zero"),
-};
+pub const DEFAULT_RETAINED: NonZeroUsize = NonZeroUsize::new(3).unwrap();
 
 /// The prefix of a checkpoint's directory name: `chk-N`.
 const CHECKPOINT_PREFIX: &str = "chk-";
@@ -293,12 +290,8 @@ impl CheckpointStore {
             ));
         }
         let dir = self.checkpoint_dir(n);
-        if !dir.is_dir() {
-            return Err(incomplete(format!(
-                "{} does not exist: no part was written",
-                dir.display()
-            )));
-        }
+        // A checkpoint of no parts has no directory yet.
+        make_dir(&dir)?;
         let manifest_path = dir.join(MANIFEST_FILE);
         if manifest_path.exists() {
             return Err(StoreError::AlreadyComplete {
@@ -498,6 +491,15 @@ fn fill_savepoint(source: &Path, target: &Path, manifest: Manifest) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writer_threads_can_share_a_store() {
+        fn shared<T: Send + Sync + Clone>() {}
+        shared::<CheckpointStore>();
+        fn sent<T: Send + Sync>() {}
+        sent::<StoreError>();
+        sent::<LoadedCheckpoint>();
+    }
 
     #[test]
     fn checkpoint_dir_names_round_trip_and_are_canonical() {

@@ -508,3 +508,25 @@ fn list_gives_each_checkpoint_its_figures() {
     // The directory of one checkpoint lists that one.
     assert_eq!(list(&store.checkpoint_dir(3)).unwrap(), listed);
 }
+
+#[test]
+fn a_checkpoint_of_no_parts_completes() {
+    let (_dir, store) = store();
+    store.complete(1, &fixture::manifest(1, &[])).unwrap();
+    let loaded = store.latest().unwrap().unwrap();
+    assert_eq!((loaded.n, loaded.parts.len()), (1, 0));
+}
+
+#[test]
+fn a_removal_cut_short_is_not_a_checkpoint_and_is_finished_later() {
+    let (_dir, store) = store();
+    take(&store, 1);
+    // A crash after retention renamed checkpoint 1 for removal, before it was deleted.
+    let doomed = store.dir().join(".removing-chk-1-0123456789abcdef");
+    std::fs::rename(store.checkpoint_dir(1), &doomed).unwrap();
+    assert_eq!(store.latest().unwrap(), None);
+    assert!(list(store.dir()).unwrap().is_empty());
+    take(&store, 2);
+    assert!(!doomed.exists());
+    assert_eq!(store.latest().unwrap().unwrap().n, 2);
+}
