@@ -84,6 +84,20 @@ pub struct LoadedCheckpoint {
     pub skipped: Vec<RefusedFile>,
 }
 
+/// Refuses a manifest's entry whose file is not its part's: a manifest never names a file of
+/// its own choosing (`../x`).
+fn check_file_of(entry: &PartEntry) -> Result<(), String> {
+    let file = part_file_name(&entry.name).map_err(|e| e.to_string())?;
+    if entry.file == file {
+        Ok(())
+    } else {
+        Err(format!(
+            "the part {:?} is listed in the file {:?}, not in {file:?}",
+            entry.name, entry.file
+        ))
+    }
+}
+
 /// A checkpoint that verified: its manifest, and its payloads by part name if they were kept.
 pub(crate) struct Verified {
     pub manifest: Manifest,
@@ -109,13 +123,7 @@ pub(crate) fn verify_checkpoint(
     let mut refused = Vec::new();
     let mut parts = BTreeMap::new();
     for entry in &manifest.parts {
-        let file = part_file_name(&entry.name).map_err(|e| refuse_manifest(e.to_string()))?;
-        if entry.file != file {
-            return Err(refuse_manifest(format!(
-                "it lists the part {:?} in the file {:?}, not in {file:?}",
-                entry.name, entry.file
-            )));
-        }
+        check_file_of(entry).map_err(refuse_manifest)?;
         match verify_part(&dir.join(&entry.file), entry, keep) {
             Ok(payload) => {
                 if parts
@@ -178,6 +186,20 @@ pub(crate) fn latest_in(dir: &Path) -> Result<Option<LoadedCheckpoint>, StoreErr
     } else {
         Ok(None)
     }
+}
+
+/// Reads one part of the checkpoint (or savepoint) in `dir`, as its manifest lists it, and
+/// verifies it: what a PE restoring one instance reads, given the entry by its coordinator,
+/// without loading the other instances' state.
+pub fn read_part(dir: &Path, entry: &PartEntry) -> Result<Vec<u8>, StoreError> {
+    let corrupt = |refused: RefusedFile| StoreError::Corrupt {
+        dir: dir.to_path_buf(),
+        refused: vec![refused],
+    };
+    let path = dir.join(&entry.file);
+    check_file_of(entry).map_err(|why| corrupt(RefusedFile::new(&path, why)))?;
+    let payload = verify_part(&path, entry, true).map_err(corrupt)?;
+    Ok(payload.unwrap_or_default())
 }
 
 /// Loads what `sluice run --from DIR` names: one checkpoint's or savepoint's directory (it must
@@ -307,14 +329,8 @@ impl CheckpointStore {
                     entry.name
                 )));
             }
-            let file = part_file_name(&entry.name)?;
-            if entry.file != file {
-                return Err(incomplete(format!(
-                    "the part {:?} is listed in the file {:?}, not in {file:?}",
-                    entry.name, entry.file
-                )));
-            }
-            let path = dir.join(&file);
+            check_file_of(entry).map_err(incomplete)?;
+            let path = dir.join(&entry.file);
             let bytes = match std::fs::metadata(&path) {
                 Ok(metadata) => metadata.len(),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {

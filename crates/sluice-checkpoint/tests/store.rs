@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use fixture::{flip, overwrite, payloads, take, truncate};
 use sluice_checkpoint::{
-    list, load, CheckpointKind, CheckpointStatus, CheckpointStore, StoreError, MANIFEST_FILE,
-    PART_HEADER_LEN,
+    list, load, read_part, CheckpointKind, CheckpointStatus, CheckpointStore, StoreError,
+    MANIFEST_FILE, PART_HEADER_LEN,
 };
 
 fn store() -> (tempfile::TempDir, CheckpointStore) {
@@ -529,4 +529,33 @@ fn a_removal_cut_short_is_not_a_checkpoint_and_is_finished_later() {
     take(&store, 2);
     assert!(!doomed.exists());
     assert_eq!(store.latest().unwrap().unwrap().n, 2);
+}
+
+#[test]
+fn a_pe_reads_its_own_part_verified() {
+    let (_dir, store) = store();
+    let manifest = take(&store, 1);
+    let dir = store.checkpoint_dir(1);
+    for entry in &manifest.parts {
+        assert_eq!(
+            read_part(&dir, entry).unwrap(),
+            expected_parts(1)[&entry.name]
+        );
+    }
+    let entry = &manifest.parts[1];
+    let path = dir.join(&entry.file);
+    flip(&path, 50, 0x08);
+    let error = read_part(&dir, entry).unwrap_err();
+    assert!(
+        matches!(&error, StoreError::Corrupt { refused, .. } if refused[0].path == path),
+        "{error}"
+    );
+    // An entry naming a file other than its part's is refused before any file is opened.
+    let mut tricked = manifest.parts[0].clone();
+    tricked.file = "../chk-1/sum[0].part".into();
+    let error = read_part(&dir, &tricked).unwrap_err();
+    assert!(
+        error.to_string().contains("is listed in the file"),
+        "{error}"
+    );
 }
