@@ -43,7 +43,9 @@ pub struct CheckpointInfo {
 /// Every checkpoint and savepoint in `dir`, each verified (every part is read), ordered by
 /// number: `dir` itself if it is one checkpoint's or savepoint's directory; otherwise its
 /// `chk-N` directories, complete or not, and its other directories that hold a manifest
-/// (savepoints saved there); a checkpoint before a savepoint of the same number.
+/// (savepoints saved there); a checkpoint before a savepoint of the same number. It reads
+/// every part of every checkpoint: [`crate::CheckpointStore::next_number`] and
+/// [`crate::CheckpointStore::latest`] read less.
 pub fn list(dir: &Path) -> Result<Vec<CheckpointInfo>, StoreError> {
     if has_manifest(dir) {
         return Ok(vec![describe(dir)?]);

@@ -261,6 +261,15 @@ impl CheckpointStore {
         self.dir.join(checkpoint_dir_name(n))
     }
 
+    /// The number the job's next checkpoint takes so that it overwrites none: one past the
+    /// highest `chk-N` directory, complete or not (1 in an empty directory). Reads names only,
+    /// where [`crate::list`] reads every part.
+    pub fn next_number(&self) -> Result<u64, StoreError> {
+        Ok(checkpoint_dirs(&self.dir)?
+            .last()
+            .map_or(1, |(n, _)| n.saturating_add(1)))
+    }
+
     /// Writes the part `part` (an instance's name, such as `sum[1]`) of checkpoint `n`: the
     /// header and `payload`, durably (see the crate's documentation). Refused if the name
     /// cannot be a file name, or checkpoint `n` is already complete. A full disk is

@@ -559,3 +559,12 @@ fn a_pe_reads_its_own_part_verified() {
         "{error}"
     );
 }
+
+#[test]
+fn the_next_number_overwrites_no_checkpoint() {
+    let (_dir, store) = store();
+    assert_eq!(store.next_number().unwrap(), 1);
+    take(&store, 1);
+    store.write_part(7, "sum[0]", b"partial").unwrap();
+    assert_eq!(store.next_number().unwrap(), 8);
+}

@@ -1,10 +1,14 @@
-//! `sluice checkpoints DIR`: the checkpoints and savepoints in a job's checkpoint directory (or
-//! one checkpoint's or savepoint's own directory), each verified, as a table: number, kind,
-//! when taken, size, duration, alignment and whether it would load; then every file a
-//! corrupt one has refused, named.
+//! `sluice checkpoints JOB-ID|DIR`: the checkpoints and savepoints in a job's checkpoint
+//! directory (or one checkpoint's or savepoint's own directory), each verified, as a table:
+//! number, kind, when taken, size, duration, alignment and whether it would load; then every
+//! file a corrupt one has refused, named. A job id (`APP-PID`, running or ended) names its
+//! default checkpoint directory (`checkpointing::default_root`); a job run with
+//! `--checkpoint-dir DIR` is found by that DIR.
 
 use std::io::Write;
 use std::path::PathBuf;
+
+use anyhow::bail;
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::Args;
@@ -13,10 +17,32 @@ use sluice_checkpoint::{CheckpointInfo, CheckpointStatus};
 /// Arguments of `sluice checkpoints`.
 #[derive(Args, Debug)]
 pub(crate) struct CheckpointsArgs {
-    /// A job's checkpoint directory (`--checkpoint-dir`), or the directory of one checkpoint
-    /// or savepoint.
-    #[arg(value_name = "DIR")]
-    dir: PathBuf,
+    /// A job's id (`APP-PID`: its checkpoints in the default directory), its checkpoint
+    /// directory (`--checkpoint-dir`), or the directory of one checkpoint or savepoint.
+    #[arg(value_name = "JOB-ID|DIR")]
+    job: PathBuf,
+}
+
+impl CheckpointsArgs {
+    /// The directory the argument names: a directory as given, else the job id's default
+    /// checkpoint directory.
+    fn dir(&self) -> anyhow::Result<PathBuf> {
+        if self.job.exists() {
+            return Ok(self.job.clone());
+        }
+        let root = crate::checkpointing::default_root();
+        let single_name = self.job.components().count() == 1;
+        let by_id = root.join(&self.job);
+        if single_name && by_id.is_dir() {
+            return Ok(by_id);
+        }
+        bail!(
+            "{} is neither a directory nor the id of a job with checkpoints in {} (a job run \
+             with --checkpoint-dir DIR: give that DIR)",
+            self.job.display(),
+            root.display()
+        )
+    }
 }
 
 /// The table's columns.
@@ -31,10 +57,11 @@ const HEADINGS: [&str; 7] = [
 ];
 
 pub(crate) fn checkpoints(args: CheckpointsArgs) -> anyhow::Result<()> {
-    let found = sluice_checkpoint::list(&args.dir)?;
+    let dir = args.dir()?;
+    let found = sluice_checkpoint::list(&dir)?;
     let mut out = std::io::stdout().lock();
     if found.is_empty() {
-        writeln!(out, "no checkpoint or savepoint in {}", args.dir.display())?;
+        writeln!(out, "no checkpoint or savepoint in {}", dir.display())?;
         return Ok(());
     }
     let rows: Vec<[String; 7]> = found.iter().map(row).collect();

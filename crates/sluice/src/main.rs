@@ -60,7 +60,7 @@ enum Command {
     Stop(jobs::StopArgs),
     /// Watch a running job live in the terminal: rates, queues, backpressure, latency.
     Top(top::TopArgs),
-    /// List the checkpoints and savepoints in DIR: size, duration, alignment, complete or not.
+    /// List a job's checkpoints and savepoints: size, duration, alignment, complete or not.
     Checkpoints(checkpoints::CheckpointsArgs),
 }
 

@@ -1,6 +1,6 @@
-//! `sluice checkpoints DIR` on a real checkpoint directory: complete, partial and corrupt
-//! checkpoints and a savepoint in one table, the corrupt file named; a missing directory is a
-//! one-line error.
+//! `sluice checkpoints JOB-ID|DIR` on a real checkpoint directory: complete, partial and
+//! corrupt checkpoints and a savepoint in one table, the corrupt file named; a job found by its
+//! id in the default directory; a missing directory or unknown id is a one-line error.
 
 mod common;
 
@@ -101,14 +101,45 @@ fn checkpoints_lists_every_checkpoint_and_savepoint() {
     assert_eq!(out.lines().count(), 6, "{out}");
 }
 
+/// Runs `sluice checkpoints ARG` with `$XDG_STATE_HOME` at `state`.
+fn checkpoints_with_state(state: &std::path::Path, arg: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["checkpoints", arg])
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .expect("sluice runs")
+}
+
 #[test]
-fn checkpoints_of_a_missing_directory_is_one_line_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("nowhere");
-    let o = sluice(&["checkpoints", missing.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
-    assert!(err.starts_with("error: cannot read the directory"), "{err}");
-    assert!(err.contains(&missing.display().to_string()), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+fn checkpoints_finds_a_job_by_its_id() {
+    let state = tempfile::tempdir().unwrap();
+    let root = state.path().join("sluice/checkpoints");
+    let store = CheckpointStore::open(&root.join("wordcount-4242")).unwrap();
+    take(&store, 5);
+    let o = checkpoints_with_state(state.path(), "wordcount-4242");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        out.lines().nth(1).unwrap().starts_with("5  checkpoint"),
+        "{out}"
+    );
+}
+
+#[test]
+fn checkpoints_of_a_missing_directory_or_job_is_one_line_naming_it() {
+    let state = tempfile::tempdir().unwrap();
+    let root = state.path().join("sluice/checkpoints");
+    let missing = state.path().join("nowhere");
+    for arg in [missing.to_str().unwrap(), "wordcount-1"] {
+        let o = checkpoints_with_state(state.path(), arg);
+        assert_eq!(o.status.code(), Some(1));
+        let err = stderr(&o);
+        assert!(
+            err.starts_with(&format!("error: {arg} is neither a directory")),
+            "{err}"
+        );
+        assert!(err.contains(&root.display().to_string()), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
 }
