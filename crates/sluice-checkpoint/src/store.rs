@@ -170,7 +170,6 @@ pub(crate) fn latest_in(dir: &Path) -> Result<Option<LoadedCheckpoint>, StoreErr
             Err(refused) => {
                 for file in &refused {
                     tracing::warn!(
-                        file = %file.path.display(),
                         "checkpoint {n} skipped: {file}; falling back to the one before"
                     );
                 }
