@@ -106,7 +106,7 @@ impl Recovery {
         options: &CheckpointOptions,
         stop: &StopHandle,
     ) -> Result<Self, RunError> {
-        assemble::refuse_merged_channels(plan)?;
+        plan.check_checkpointed()?;
         let store = checkpoints::open_store(options)?;
         // Numbers go on from whatever the directory holds, so no checkpoint overwrites one.
         let first = sluice_checkpoint::list(store.dir())

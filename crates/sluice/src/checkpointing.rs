@@ -61,6 +61,11 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 impl CheckpointArgs {
+    /// Whether the run takes checkpoints.
+    pub(crate) fn is_on(&self) -> bool {
+        self.checkpoint_every.is_some()
+    }
+
     /// The run's checkpoint options for application `app`, if it takes checkpoints; makes the
     /// default directory.
     pub(crate) fn options(&self, app: &str) -> anyhow::Result<Option<CheckpointOptions>> {

@@ -152,7 +152,7 @@ pub(crate) fn implicit_defaults() -> Vec<(&'static str, String)> {
     ]
 }
 
-pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     logs::init(match (args.quiet, args.verbose) {
         (true, _) => Verbosity::Quiet,
         (_, true) => Verbosity::Verbose,
@@ -173,6 +173,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let duration = args
         .duration
         .or(generated.then_some(DEFAULT_GENERATED_DURATION));
+    args.app.checkpointed = args.checkpoints.is_on();
     let (app, plan) = args.app.build(config)?;
     if args.json && app.json.is_none() {
         anyhow::bail!("{} has no JSON summary (--json): omdp has", args.app.app);
