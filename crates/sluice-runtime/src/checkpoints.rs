@@ -367,7 +367,7 @@ fn unix_ms() -> u64 {
 }
 
 /// The job's state in the last complete checkpoint of `store` (falling back past corrupt
-/// ones, each named on standard error), with its number; `None` when there is none.
+/// ones, each named in the log), with its number; `None` when there is none.
 pub(crate) fn recovery_state(store: &CheckpointStore) -> Result<Option<(u64, JobState)>, RunError> {
     let refused = |e: StoreError| RunError::Launch(format!("cannot recover: {e}"));
     match store.latest().map_err(refused)? {
@@ -384,12 +384,9 @@ pub fn load_checkpoint(dir: &std::path::Path) -> Result<(u64, JobState), RunErro
     Ok((loaded.n, job_state(&loaded)?))
 }
 
-/// The state a loaded checkpoint holds, each part decoded; names the files refused on the way
-/// to it on standard error.
+/// The state a loaded checkpoint holds, each part decoded (the store has logged the files it
+/// refused on the way to it).
 fn job_state(loaded: &LoadedCheckpoint) -> Result<JobState, RunError> {
-    for file in &loaded.skipped {
-        eprintln!("warning: checkpoint file refused, using an older checkpoint: {file}");
-    }
     let mut state = JobState::default();
     for (name, payload) in &loaded.parts {
         let Some((operator, instance)) = parse_part_name(name) else {

@@ -110,12 +110,9 @@ impl Recovery {
         plan.check_checkpointed()?;
         let store = checkpoints::open_store(options)?;
         // Numbers go on from whatever the directory holds, so no checkpoint overwrites one.
-        let first = sluice_checkpoint::list(store.dir())
-            .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))?
-            .iter()
-            .filter_map(|c| c.n)
-            .max()
-            .map_or(1, |n| n + 1);
+        let first = store
+            .next_number()
+            .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))?;
         let job = format!("{}-{}", plan.job, std::process::id());
         let coordinator = Coordinator::new(store.clone(), *options, plan, &job, first);
         let in_process = plan.pes.len() <= 1;
