@@ -64,6 +64,7 @@ mod rolling;
 mod sinks;
 mod sources;
 mod split;
+pub mod staged_output;
 mod stream_sink;
 mod tcp;
 pub mod text;

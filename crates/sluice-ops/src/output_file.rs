@@ -100,6 +100,17 @@ impl OutputFile {
         }
     }
 
+    /// Whether the destination is written directly (it is not a regular file).
+    pub fn is_direct(&self) -> bool {
+        self.partial.is_none()
+    }
+
+    /// The file, the destination and the temporary file (`None` for a destination written
+    /// directly), for an output going on as a [`StagedOutput`](crate::staged_output::StagedOutput).
+    pub(crate) fn into_parts(self) -> (File, PathBuf, Option<TempPath>) {
+        (self.file, self.destination, self.partial)
+    }
+
     /// Leaves the temporary file in place for a resumed sink and says where it is (`None` for
     /// a destination written directly).
     pub fn keep(self) -> io::Result<Option<PathBuf>> {
@@ -120,7 +131,7 @@ impl Write for OutputFile {
 }
 
 /// `path` with its symbolic links resolved if it exists; refused if it is a directory.
-fn destination(path: &Path) -> io::Result<PathBuf> {
+pub(crate) fn destination(path: &Path) -> io::Result<PathBuf> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(io::Error::new(
             io::ErrorKind::IsADirectory,
