@@ -60,6 +60,11 @@ const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub trait TupleEncoder<T>: Send {
     /// Appends the bytes of `tuple` to `out`; on an error `out` is as it was.
     fn encode(&mut self, tuple: &T, out: &mut Vec<u8>) -> Result<(), OperatorError>;
+
+    /// The sink goes on from a state in which it had written tuples (a suspended job
+    /// resumed, a job recovered from a checkpoint): what the encoder writes once before the
+    /// first tuple (a CSV header) is written already. The default has nothing of the kind.
+    fn resume(&mut self) {}
 }
 
 /// Where a [`StreamSink`] writes.
@@ -417,6 +422,9 @@ where
             self.broken_pipe,
             self.file_state,
         ) = snapshot.decode_whole()?;
+        if self.bytes_written > 0 {
+            self.encoder.resume();
+        }
         self.resumed = true;
         Ok(())
     }
