@@ -6,16 +6,22 @@
 //! without a fault and without checkpoints, byte for byte, and no part file may remain.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use sluice_graph::{
     Operator, OperatorContext, OperatorError, Output, OutputSink, OwnedTuple, Snapshot, Timer,
 };
-use sluice_ops::{ByteTarget, CsvFormat, CsvSink, StreamSink, TableSink};
+use sluice_ops::{
+    ByteTarget, CsvFormat, CsvSink, ExactlyOnce, StreamSink, TableSink, TransactionalSink,
+};
 use sluice_types::{normal_tuple, CompactString, Tuple, TupleRef};
+
+use Step::*;
 
 /// A CSV record, with a header row made from its field names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,12 +64,32 @@ enum Step {
     /// The instance dies (dropped without `finish`) and a new one takes its place: given the
     /// state of the last complete checkpoint, if there is one, before `start`.
     Crash,
+    /// What a sink that publishes as it goes has published is the output of the first this
+    /// many tuples.
+    Visible(u64),
 }
 
-/// How a sink under test is made and fed.
+/// How a sink under test is made, fed and read.
 struct SinkUnderTest<T> {
+    /// A new instance writing to the path.
     make: Box<dyn Fn(&Path) -> Box<dyn Operator>>,
+    /// The tuple at a position of the input.
     tuple: fn(u64) -> T,
+    /// What was published at the path, and the names of anything else left there.
+    read: fn(&Path) -> (Vec<u8>, Vec<String>),
+    /// It publishes as it goes (not only at the end).
+    streams: bool,
+}
+
+/// The bytes of the file at `path` (none if it is missing); nothing else in its directory.
+fn file_output(path: &Path) -> (Vec<u8>, Vec<String>) {
+    let others = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name != path.file_name().unwrap())
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect();
+    (std::fs::read(path).unwrap_or_default(), others)
 }
 
 /// The tuples of the tests: words repeating, so that the table sink's keys are updated.
@@ -75,6 +101,8 @@ fn lines_sink() -> SinkUnderTest<u64> {
     SinkUnderTest {
         make: Box::new(|path| Box::new(StreamSink::<u64, _>::lines(ByteTarget::file(path)))),
         tuple: |i| i * 1_000_003,
+        read: file_output,
+        streams: true,
     }
 }
 
@@ -82,6 +110,8 @@ fn frames_sink() -> SinkUnderTest<String> {
     SinkUnderTest {
         make: Box::new(|path| Box::new(StreamSink::<String, _>::frames(ByteTarget::file(path)))),
         tuple: word,
+        read: file_output,
+        streams: true,
     }
 }
 
@@ -94,6 +124,8 @@ fn csv_sink() -> SinkUnderTest<Row> {
             ))
         }),
         tuple: |id| Row { id, word: word(id) },
+        read: file_output,
+        streams: true,
     }
 }
 
@@ -105,6 +137,8 @@ fn table_sink() -> SinkUnderTest<(CompactString, u64)> {
             )))
         }),
         tuple: |i| (CompactString::from(word(i)), i),
+        read: file_output,
+        streams: false,
     }
 }
 
@@ -158,14 +192,14 @@ impl<T: Tuple> SinkUnderTest<T> {
                     }
                     sink.start(&ctx).unwrap();
                 }
+                Step::Visible(tuples) if self.streams => {
+                    let (expected, _) = self.run(&[Process(0..*tuples), Finish]);
+                    assert_eq!((self.read)(&path).0, expected, "at {step:?} of {steps:?}");
+                }
+                Step::Visible(_) => {}
             }
         }
-        let others = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|name| name != "out.txt")
-            .collect();
-        (std::fs::read(&path).unwrap_or_default(), others)
+        (self.read)(&path)
     }
 
     /// Asserts that `steps` leave the output of a run of `tuples` tuples without a fault and
@@ -183,15 +217,143 @@ impl<T: Tuple> SinkUnderTest<T> {
     }
 }
 
-/// Runs `check` for every file sink.
+/// A user's transactional sink: each transaction a file of lines in a directory, staged as
+/// `.txn-N` when closed and renamed to `part-N` (N zero-padded, so that the names sort in
+/// the order of the transactions) when committed.
+struct DirectorySink {
+    dir: PathBuf,
+    /// The open transaction's file, `.open`, made at its first tuple.
+    open: Option<File>,
+}
+
+/// A closed transaction: its number, and whether it has a file (it had tuples).
+#[derive(Serialize, Deserialize)]
+struct Staged {
+    transaction: u64,
+    written: bool,
+}
+
+impl DirectorySink {
+    fn staged(&self, transaction: u64) -> PathBuf {
+        self.dir.join(format!(".txn-{transaction}"))
+    }
+
+    fn part(&self, transaction: u64) -> PathBuf {
+        self.dir.join(format!("part-{transaction:020}"))
+    }
+}
+
+/// The error for an I/O failure in the directory sink.
+fn io_error(e: std::io::Error) -> OperatorError {
+    OperatorError::io("directory sink", e)
+}
+
+impl TransactionalSink for DirectorySink {
+    type Tuple = u64;
+    type Pending = Staged;
+
+    fn start(
+        &mut self,
+        _ctx: &OperatorContext,
+        recovered: Option<u64>,
+    ) -> Result<(), OperatorError> {
+        std::fs::create_dir_all(&self.dir).map_err(io_error)?;
+        // What a failed attempt did after the checkpoint recovered from goes.
+        for entry in std::fs::read_dir(&self.dir).map_err(io_error)? {
+            let entry = entry.map_err(io_error)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let number = name
+                .strip_prefix(".txn-")
+                .or_else(|| name.strip_prefix("part-"))
+                .map(|n| n.parse::<u64>().unwrap());
+            if name == ".open" || number.is_some_and(|n| recovered.is_none_or(|r| n > r)) {
+                std::fs::remove_file(entry.path()).map_err(io_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, tuple: &u64) -> Result<(), OperatorError> {
+        if self.open.is_none() {
+            self.open = Some(File::create(self.dir.join(".open")).map_err(io_error)?);
+        }
+        let open = self.open.as_mut().expect("opened above");
+        writeln!(open, "{tuple}").map_err(io_error)
+    }
+
+    fn pre_commit(&mut self, transaction: u64) -> Result<Staged, OperatorError> {
+        let written = self.open.is_some();
+        if let Some(open) = self.open.take() {
+            open.sync_all().map_err(io_error)?;
+            std::fs::rename(self.dir.join(".open"), self.staged(transaction)).map_err(io_error)?;
+        }
+        Ok(Staged {
+            transaction,
+            written,
+        })
+    }
+
+    fn commit(&mut self, pending: Staged) -> Result<(), OperatorError> {
+        let (staged, part) = (
+            self.staged(pending.transaction),
+            self.part(pending.transaction),
+        );
+        if !pending.written || (!staged.exists() && part.exists()) {
+            return Ok(());
+        }
+        std::fs::rename(staged, part).map_err(io_error)
+    }
+
+    fn abort(&mut self, pending: Staged) -> Result<(), OperatorError> {
+        match std::fs::remove_file(self.staged(pending.transaction)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The committed transactions of a [`DirectorySink`] at `dir`, in order, and anything else
+/// left in it.
+fn directory_output(dir: &Path) -> (Vec<u8>, Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut names: Vec<String> = entries
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let (parts, others): (Vec<String>, Vec<String>) = names
+        .into_iter()
+        .partition(|name| name.starts_with("part-"));
+    let committed = parts
+        .iter()
+        .flat_map(|part| std::fs::read(dir.join(part)).unwrap())
+        .collect();
+    (committed, others)
+}
+
+fn directory_sink() -> SinkUnderTest<u64> {
+    SinkUnderTest {
+        make: Box::new(|dir| {
+            Box::new(ExactlyOnce::new(DirectorySink {
+                dir: dir.to_path_buf(),
+                open: None,
+            }))
+        }),
+        tuple: |i| i * 7,
+        read: directory_output,
+        streams: true,
+    }
+}
+
+/// Runs `check` for every file sink and a user's transactional sink.
 fn for_every_sink(check: impl Fn(&dyn Fn(u64, &[Step]))) {
     check(&|tuples, steps| lines_sink().assert_fault_free(tuples, steps));
     check(&|tuples, steps| frames_sink().assert_fault_free(tuples, steps));
     check(&|tuples, steps| csv_sink().assert_fault_free(tuples, steps));
     check(&|tuples, steps| table_sink().assert_fault_free(tuples, steps));
+    check(&|tuples, steps| directory_sink().assert_fault_free(tuples, steps));
 }
-
-use Step::*;
 
 #[test]
 fn a_crash_after_a_completed_checkpoint_recovers_from_it() {
@@ -204,10 +366,12 @@ fn a_crash_after_a_completed_checkpoint_recovers_from_it() {
                 Process(10..13),
                 Stored(1),
                 Notify(1),
+                Visible(10),
                 Process(13..20),
                 Checkpoint(2),
                 Process(20..25),
                 Crash,
+                Visible(10),
                 Process(10..40),
                 Finish,
             ],
@@ -247,7 +411,9 @@ fn a_checkpoint_stored_but_not_told_is_published_by_the_recovery() {
                 Process(10..15),
                 Checkpoint(2),
                 Stored(2),
+                Visible(0),
                 Crash,
+                Visible(15),
                 Process(15..30),
                 Finish,
             ],
@@ -271,7 +437,9 @@ fn a_crash_after_the_end_of_the_input_publishes_nothing_twice() {
                 Notify(2),
                 Process(20..30),
                 Finish,
+                Visible(30),
                 Crash,
+                Visible(20),
                 Process(20..30),
                 Finish,
             ],
@@ -389,14 +557,15 @@ proptest! {
         every in 1u64..12,
         lag in 0u64..8,
         crashes in proptest::collection::vec(1usize..40, 0..4),
-        sink in 0usize..4,
+        sink in 0usize..5,
     ) {
         let steps = schedule(tuples, every, lag, &crashes);
         match sink {
             0 => lines_sink().assert_fault_free(tuples, &steps),
             1 => frames_sink().assert_fault_free(tuples, &steps),
             2 => csv_sink().assert_fault_free(tuples, &steps),
-            _ => table_sink().assert_fault_free(tuples, &steps),
+            3 => table_sink().assert_fault_free(tuples, &steps),
+            _ => directory_sink().assert_fault_free(tuples, &steps),
         }
     }
 }
