@@ -344,3 +344,67 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names in `dir` and their modes, sorted.
+    fn listing(dir: &Path) -> Vec<(String, u32)> {
+        let mut names: Vec<(String, u32)> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let mode = e.metadata().unwrap().mode() & 0o777;
+                (e.file_name().to_string_lossy().into_owned(), mode)
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn parts_are_hidden_private_and_named_after_the_output_instance_and_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.txt");
+        let mut file = OutputFile::create(&out).unwrap();
+        file.write_all(b"one\n").unwrap();
+        // The mode a plain file takes here, the umask applied.
+        let plain = {
+            let probe = dir.path().join("probe");
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o666)
+                .open(&probe)
+                .unwrap();
+            let mode = fs::metadata(&probe).unwrap().mode() & 0o777;
+            fs::remove_file(probe).unwrap();
+            mode
+        };
+        let mut staged = StagedOutput::begin(file, 3).unwrap();
+        staged.checkpoint(7).unwrap();
+        staged.write_all(b"two\n").unwrap();
+        assert_eq!(
+            listing(dir.path()),
+            [
+                (".out.txt.sluice-3-7.part".to_string(), 0o600),
+                (".out.txt.sluice-3.open".to_string(), 0o600)
+            ]
+        );
+        staged.complete(7).unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), "one\n");
+        staged.finish().unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), "one\ntwo\n");
+        assert_eq!(listing(dir.path()), [("out.txt".to_string(), plain)]);
+    }
+
+    #[test]
+    fn only_this_instances_part_files_are_its_own() {
+        let names = PartNames::new(PathBuf::from("/d/out.txt"), 1).unwrap();
+        let ours = |name: &str| names.is_ours(std::ffi::OsStr::new(name));
+        assert!(ours(".out.txt.sluice-1-12.part") && ours(".out.txt.sluice-1.open"));
+        assert!(!ours(".out.txt.sluice-10-12.part") && !ours(".out.txt.sluice-1-.part"));
+        assert!(!ours(".out.txt.sluice-1-x.part") && !ours("out.txt"));
+    }
+}
