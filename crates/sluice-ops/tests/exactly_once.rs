@@ -72,7 +72,7 @@ enum Step {
 /// How a sink under test is made, fed and read.
 struct SinkUnderTest<T> {
     /// A new instance writing to the path.
-    make: Box<dyn Fn(&Path) -> Box<dyn Operator>>,
+    make: fn(&Path) -> Box<dyn Operator>,
     /// The tuple at a position of the input.
     tuple: fn(u64) -> T,
     /// What was published at the path, and the names of anything else left there.
@@ -99,7 +99,7 @@ fn word(i: u64) -> String {
 
 fn lines_sink() -> SinkUnderTest<u64> {
     SinkUnderTest {
-        make: Box::new(|path| Box::new(StreamSink::<u64, _>::lines(ByteTarget::file(path)))),
+        make: |path| Box::new(StreamSink::<u64, _>::lines(ByteTarget::file(path))),
         tuple: |i| i * 1_000_003,
         read: file_output,
         streams: true,
@@ -108,7 +108,7 @@ fn lines_sink() -> SinkUnderTest<u64> {
 
 fn frames_sink() -> SinkUnderTest<String> {
     SinkUnderTest {
-        make: Box::new(|path| Box::new(StreamSink::<String, _>::frames(ByteTarget::file(path)))),
+        make: |path| Box::new(StreamSink::<String, _>::frames(ByteTarget::file(path))),
         tuple: word,
         read: file_output,
         streams: true,
@@ -117,12 +117,12 @@ fn frames_sink() -> SinkUnderTest<String> {
 
 fn csv_sink() -> SinkUnderTest<Row> {
     SinkUnderTest {
-        make: Box::new(|path| {
+        make: |path| {
             Box::new(CsvSink::<Row>::csv(
                 ByteTarget::file(path),
                 CsvFormat::default(),
             ))
-        }),
+        },
         tuple: |id| Row { id, word: word(id) },
         read: file_output,
         streams: true,
@@ -131,11 +131,11 @@ fn csv_sink() -> SinkUnderTest<Row> {
 
 fn table_sink() -> SinkUnderTest<(CompactString, u64)> {
     SinkUnderTest {
-        make: Box::new(|path| {
+        make: |path| {
             Box::new(TableSink::<CompactString, u64>::new(Some(
                 path.to_path_buf(),
             )))
-        }),
+        },
         tuple: |i| (CompactString::from(word(i)), i),
         read: file_output,
         streams: false,
@@ -334,12 +334,12 @@ fn directory_output(dir: &Path) -> (Vec<u8>, Vec<String>) {
 
 fn directory_sink() -> SinkUnderTest<u64> {
     SinkUnderTest {
-        make: Box::new(|dir| {
+        make: |dir| {
             Box::new(ExactlyOnce::new(DirectorySink {
                 dir: dir.to_path_buf(),
                 open: None,
             }))
-        }),
+        },
         tuple: |i| i * 7,
         read: directory_output,
         streams: true,
