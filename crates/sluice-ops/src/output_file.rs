@@ -12,6 +12,10 @@
 //! output. A destination that exists and is not a regular file (`/dev/null`, `/dev/full`, a
 //! named pipe, a terminal) is written directly: there is nothing to rename over it.
 //!
+//! A sink of a job that takes checkpoints turns its output file into a
+//! [`StagedOutput`](crate::staged_output::StagedOutput) at the first one, which publishes the
+//! file a part at a time as checkpoints complete.
+//!
 //! A job suspended to be redeployed keeps its temporary file ([`OutputFile::keep`]); the
 //! resumed sink opens it again ([`OutputFile::resume`]), cut to the bytes written before, and
 //! commits it at the end as if it had never stopped.

@@ -71,11 +71,13 @@ pub trait TupleEncoder<T>: Send {
 #[derive(Debug, Clone)]
 pub enum ByteTarget {
     /// A file, begun under a temporary name when the job starts and renamed over the path at
-    /// the end of the stream ([`OutputFile`]).
+    /// the end of the stream ([`OutputFile`]); through checkpoints, published a part at a
+    /// time as they complete, exactly once ([`StagedOutput`]).
     File(PathBuf),
-    /// The process's standard output.
+    /// The process's standard output: at least once through a recovery from a checkpoint.
     Stdout,
-    /// A TCP connection: to a server, or from the one client of a listener.
+    /// A TCP connection, to a server or from the one client of a listener: at least once
+    /// through a recovery from a checkpoint.
     Tcp(TcpEndpoint),
 }
 
