@@ -137,7 +137,13 @@ impl PartNames {
 /// Removes the part files a failed earlier attempt of instance `instance` left beside
 /// `destination`, before a sink that starts afresh writes it.
 pub fn discard_stale_parts(destination: &Path, instance: usize) -> io::Result<()> {
-    PartNames::new(crate::output_file::destination(destination)?, instance)?.remove_parts_but(&[])
+    let names = PartNames::new(crate::output_file::destination(destination)?, instance)?;
+    match names.remove_parts_but(&[]) {
+        // A directory that can be written but not listed: nothing there that could be
+        // found, so nothing to discard.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Ok(()),
+        other => other,
+    }
 }
 
 /// An output file published with checkpoints (see the module doc).
@@ -281,10 +287,12 @@ impl StagedOutput {
     }
 
     /// Publishes the pending parts and the rest at the end of the input, and removes the
-    /// part being written.
-    pub fn finish(mut self) -> io::Result<()> {
-        self.publish_all()?;
-        remove_if_present(&self.names.open())
+    /// part being written. Returns the state, everything published: what a checkpoint taken
+    /// after the end keeps.
+    pub fn finish(mut self) -> io::Result<StagedState> {
+        let state = self.publish_all()?;
+        remove_if_present(&self.names.open())?;
+        Ok(state)
     }
 
     /// Publishes `part` (`bytes` long): renamed over the destination if it is the first,

@@ -291,7 +291,9 @@ impl<T, E> StreamSink<T, E> {
                 self.settle(committed)
             }
             Some(Opened::Staged(file)) => {
-                let published = file.finish();
+                let published = file.finish().map(|state| {
+                    self.file_state = FileState::Staged(state);
+                });
                 self.settle(published)
             }
             other => {

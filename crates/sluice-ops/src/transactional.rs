@@ -74,6 +74,8 @@ pub struct ExactlyOnce<S: TransactionalSink> {
     pending: Vec<(u64, S::Pending)>,
     /// The checkpoint it was restored from.
     recovered: Option<u64>,
+    /// The end of the input was reached and everything committed.
+    finished: bool,
 }
 
 impl<S: TransactionalSink> ExactlyOnce<S> {
@@ -83,6 +85,7 @@ impl<S: TransactionalSink> ExactlyOnce<S> {
             sink,
             pending: Vec::new(),
             recovered: None,
+            finished: false,
         }
     }
 
@@ -112,8 +115,12 @@ impl<S: TransactionalSink> Operator for ExactlyOnce<S> {
     }
 
     /// Closes the open transaction; the state is the checkpoint's number and every
-    /// transaction not yet committed.
+    /// transaction not yet committed. After the end of the input, everything is committed,
+    /// the final transaction too: the state says so, so that a recovery from it keeps it.
     fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+        if self.finished {
+            return Snapshot::whole(&(FINAL_TRANSACTION, &self.pending));
+        }
         let pending = self.sink.pre_commit(checkpoint)?;
         self.pending.push((checkpoint, pending));
         match Snapshot::whole(&(checkpoint, &self.pending)) {
@@ -152,6 +159,8 @@ impl<S: TransactionalSink> Operator for ExactlyOnce<S> {
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {
         self.commit_through(u64::MAX)?;
         let rest = self.sink.pre_commit(FINAL_TRANSACTION)?;
-        self.sink.commit(rest)
+        self.sink.commit(rest)?;
+        self.finished = true;
+        Ok(())
     }
 }

@@ -194,7 +194,11 @@ impl<T: Tuple> SinkUnderTest<T> {
                 }
                 Step::Visible(tuples) if self.streams => {
                     let (expected, _) = self.run(&[Process(0..*tuples), Finish]);
-                    assert_eq!((self.read)(&path).0, expected, "at {step:?} of {steps:?}");
+                    assert_eq!(
+                        String::from_utf8_lossy(&(self.read)(&path).0),
+                        String::from_utf8_lossy(&expected),
+                        "at {step:?} of {steps:?}"
+                    );
                 }
                 Step::Visible(_) => {}
             }
@@ -441,6 +445,28 @@ fn a_crash_after_the_end_of_the_input_publishes_nothing_twice() {
                 Crash,
                 Visible(20),
                 Process(20..30),
+                Finish,
+            ],
+        )
+    });
+}
+
+#[test]
+fn a_checkpoint_after_the_end_of_the_input_keeps_everything() {
+    for_every_sink(|check| {
+        check(
+            20,
+            &[
+                Process(0..10),
+                Checkpoint(1),
+                Stored(1),
+                Notify(1),
+                Process(10..20),
+                Finish,
+                Checkpoint(2),
+                Stored(2),
+                Crash,
+                Visible(20),
                 Finish,
             ],
         )
