@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod assemble;
+pub mod checkpoint;
 mod clock;
 pub mod control;
 pub mod error;
