@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use sluice_types::{CompactString, Tuple};
 /// The longest any job of these tests may run before the test gives up on it.
 const WATCHDOG: Duration = Duration::from_secs(60);
 /// Tuples the generator makes.
-const TUPLES: u64 = 300_000;
+const TUPLES: u64 = 200_000;
 
 /// generate -> sink, the sink made by `sink` writing to `path`.
 fn graph<T: Tuple, O: Operator + 'static>(
@@ -83,8 +84,12 @@ impl Parts {
 /// the last one is complete, as the coordinator does.
 fn run(graph: &Graph, plan: &PhysicalPlan, resume: Option<&JobState>, parts: Option<Arc<Parts>>) {
     let options = RunOptions::default();
+    // A name of its own for each job: the tests run at once, in one process.
+    static JOBS: AtomicUsize = AtomicUsize::new(0);
+    // SYNC: Relaxed, no partner: the count only makes names unique.
+    let job = JOBS.fetch_add(1, Ordering::Relaxed);
     let sites = Sites::new(
-        format!("ops-exactly-once-{}", std::process::id()),
+        format!("ops-exactly-once-{}-{job}", std::process::id()),
         JobSecret::random().unwrap(),
     );
     let bound = assemble::bind(graph, plan, Scope::All, &sites).unwrap();
@@ -112,11 +117,14 @@ fn run(graph: &Graph, plan: &PhysicalPlan, resume: Option<&JobState>, parts: Opt
             control.abort();
         }
     });
-    assert!(control.take_error().is_none(), "the job failed");
+    if let Some(error) = control.take_error() {
+        panic!("the job failed: {error}");
+    }
 }
 
-/// Checks that the file `sink` writes is the same with checkpoints, and resumed from
-/// checkpoints taken in mid-stream after the whole file was published.
+/// Checks that the file `sink` writes is the same with checkpoints, and resumed from the
+/// first or the last checkpoint taken in mid-stream after the whole file was published (a
+/// run each: a job recovers from its last complete checkpoint, never from one before it).
 fn check<T: Tuple, O: Operator + 'static>(make: fn(u64) -> T, sink: fn(&Path) -> O) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("out.txt");
@@ -132,20 +140,24 @@ fn check<T: Tuple, O: Operator + 'static>(make: fn(u64) -> T, sink: fn(&Path) ->
     std::fs::remove_file(&path).unwrap();
 
     let threaded = plan(&graph, &PlanRequest::Threaded, &options).unwrap();
-    let parts = Arc::new(Parts::default());
-    run(&graph, &threaded, None, Some(parts.clone()));
-    assert!(
-        std::fs::read(&path).unwrap() == expected,
-        "with checkpoints"
-    );
-    let last = parts.0.lock().unwrap().keys().max().copied().unwrap_or(0);
-    let mid_stream: Vec<(u64, JobState)> = (1..=last)
-        .filter_map(|n| Some(n).zip(parts.complete(n, threaded.instances.len())))
-        .filter(|(_, state)| !state.operators["sink"][0].finished)
-        .collect();
-    assert!(!mid_stream.is_empty(), "a checkpoint in mid-stream");
-    for (n, state) in [&mid_stream[0], &mid_stream[mid_stream.len() - 1]] {
-        run(&graph, &fused, Some(state), None);
+    for last in [false, true] {
+        let parts = Arc::new(Parts::default());
+        run(&graph, &threaded, None, Some(parts.clone()));
+        assert!(
+            std::fs::read(&path).unwrap() == expected,
+            "with checkpoints"
+        );
+        let taken = parts.0.lock().unwrap().keys().max().copied().unwrap_or(0);
+        let mut mid_stream = (1..=taken)
+            .filter_map(|n| Some(n).zip(parts.complete(n, threaded.instances.len())))
+            .filter(|(_, state)| !state.operators["sink"][0].finished);
+        let picked = if last {
+            mid_stream.last()
+        } else {
+            mid_stream.next()
+        };
+        let (n, state) = picked.expect("a checkpoint in mid-stream");
+        run(&graph, &fused, Some(&state), None);
         assert!(
             std::fs::read(&path).unwrap() == expected,
             "resumed from checkpoint {n}"
