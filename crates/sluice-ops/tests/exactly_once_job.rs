@@ -152,7 +152,7 @@ fn check<T: Tuple, O: Operator + 'static>(make: fn(u64) -> T, sink: fn(&Path) ->
             .filter_map(|n| Some(n).zip(parts.complete(n, threaded.instances.len())))
             .filter(|(_, state)| !state.operators["sink"][0].finished);
         let picked = if last {
-            mid_stream.last()
+            mid_stream.next_back()
         } else {
             mid_stream.next()
         };
