@@ -51,13 +51,29 @@ const PART_MODE: u32 = 0o600;
 pub struct StagedState {
     /// Bytes of the destination published (0: none; the destination is what it was before).
     published: u64,
-    /// The destination's file once published: the (device, inode) of the first part, which
-    /// is renamed over it.
-    identity: Option<(u64, u64)>,
+    /// The destination's file once published: the first part's, which is renamed over it.
+    identity: Option<FileIdentity>,
     /// The mode the destination takes.
     mode: u32,
     /// Parts closed at a checkpoint and not yet published, oldest first: (checkpoint, bytes).
     pending: Vec<(u64, u64)>,
+}
+
+/// Which file a path is: its device, its inode, and its birth time in nanoseconds where the
+/// file system keeps one (0 where not), so that a file made where a removed one was, which
+/// may get its inode number, is told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct FileIdentity(u64, u64, u64);
+
+impl FileIdentity {
+    fn of(meta: &fs::Metadata) -> Self {
+        let born = meta
+            .created()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as u64);
+        Self(meta.dev(), meta.ino(), born)
+    }
 }
 
 /// The names of one sink instance's files beside its destination.
@@ -188,7 +204,7 @@ impl StagedOutput {
             state,
         };
         let ours = staged.state.identity.is_some_and(|id| {
-            fs::metadata(&staged.names.destination).is_ok_and(|m| (m.dev(), m.ino()) == id)
+            fs::metadata(&staged.names.destination).is_ok_and(|m| FileIdentity::of(&m) == id)
         });
         if staged.state.published > 0 && !ours {
             return Err(io::Error::other(format!(
@@ -243,8 +259,7 @@ impl StagedOutput {
             fs::rename(self.names.open(), &part)?;
             self.names.sync_directory()?;
             if self.state.identity.is_none() {
-                let meta = self.open.metadata()?;
-                self.state.identity = Some((meta.dev(), meta.ino()));
+                self.state.identity = Some(FileIdentity::of(&self.open.metadata()?));
             }
             self.state.pending.push((checkpoint, bytes));
             self.open = create_part(&self.names.open())?;
@@ -276,8 +291,7 @@ impl StagedOutput {
             // checkpoints.
             self.open.sync_data()?;
             if self.state.identity.is_none() {
-                let meta = self.open.metadata()?;
-                self.state.identity = Some((meta.dev(), meta.ino()));
+                self.state.identity = Some(FileIdentity::of(&self.open.metadata()?));
             }
             let open = self.names.open();
             self.publish(&open, bytes)?;

@@ -93,18 +93,23 @@ impl ByteTarget {
     fn open(&self, resume: Resume<'_>, instance: usize) -> Result<Opened, OperatorError> {
         Ok(match self {
             Self::File(path) => {
-                let opened = match resume {
-                    Resume::Afresh => discard_stale_parts(path, instance)
-                        .and_then(|()| OutputFile::create(path))
-                        .map(Opened::File),
-                    Resume::Kept(partial, offset) => {
-                        OutputFile::resume(path, partial, offset).map(Opened::File)
-                    }
-                    Resume::Staged(state) => {
-                        StagedOutput::resume(path, instance, state.clone()).map(Opened::Staged)
-                    }
+                let (doing, opened) = match resume {
+                    Resume::Afresh => (
+                        "create",
+                        discard_stale_parts(path, instance)
+                            .and_then(|()| OutputFile::create(path))
+                            .map(Opened::File),
+                    ),
+                    Resume::Kept(partial, offset) => (
+                        "resume",
+                        OutputFile::resume(path, partial, offset).map(Opened::File),
+                    ),
+                    Resume::Staged(state) => (
+                        "recover",
+                        StagedOutput::resume(path, instance, state.clone()).map(Opened::Staged),
+                    ),
                 };
-                opened.map_err(|e| OperatorError::io(format!("create {}", path.display()), e))?
+                opened.map_err(|e| OperatorError::io(format!("{doing} {}", path.display()), e))?
             }
             Self::Stdout => Opened::Stream(Box::new(io::stdout())),
             Self::Tcp(endpoint) => {

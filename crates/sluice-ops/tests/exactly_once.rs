@@ -595,3 +595,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_recovery_into_an_output_replaced_since_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.txt");
+    let ctx = OperatorContext {
+        name: "sink".into(),
+        instance: 0,
+        parallelism: 1,
+    };
+    let mut no_outputs = NoOutputs;
+    let mut out = Output::new(&[], &mut no_outputs);
+    let mut sink = StreamSink::<u64, _>::lines(ByteTarget::file(&path));
+    sink.start(&ctx).unwrap();
+    sink.process(0, TupleRef::new(&1u64), &mut out).unwrap();
+    sink.checkpoint(1).unwrap();
+    sink.checkpoint_complete(1).unwrap();
+    sink.process(0, TupleRef::new(&2u64), &mut out).unwrap();
+    let state = sink.checkpoint(2).unwrap();
+    drop(sink);
+    // Someone else's file takes the output's place (the output kept aside, so that its
+    // inode number is not given to the new file).
+    std::fs::rename(&path, dir.path().join("aside.txt")).unwrap();
+    std::fs::write(&path, "theirs\n").unwrap();
+    let mut sink = StreamSink::<u64, _>::lines(ByteTarget::file(&path));
+    sink.restore(state).unwrap();
+    let error = sink.start(&ctx).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("recover {}", path.display()))
+            && error.contains("no longer the file this job published its first 2 bytes into"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "theirs\n");
+}
