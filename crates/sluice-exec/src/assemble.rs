@@ -357,7 +357,7 @@ pub fn start(
     let suspendable = options.suspendable;
     let checkpointed = control.checkpoint_sink().is_some();
     if checkpointed {
-        refuse_merged_channels(plan)?;
+        plan.check_checkpointed()?;
     }
     let mut workers = Vec::with_capacity(execs.len());
     for (thread, (exec, (pe, _))) in execs.into_iter().zip(&placed).enumerate() {
@@ -497,22 +497,6 @@ fn new_node(
         told_complete: 0,
         ctx,
     })
-}
-
-/// Refuses a plan with a channel of several senders in a checkpointed job: an instance aligns
-/// the barriers of each of its upstream instances, and a receiver that merges several
-/// senders' streams cannot tell which of its tuples follow which sender's barrier.
-fn refuse_merged_channels(plan: &PhysicalPlan) -> Result<(), RunError> {
-    match plan.channels.iter().find(|c| c.senders.len() > 1) {
-        Some(channel) => Err(RunError::PlanMismatch(format!(
-            "channel {} has {} senders, and a checkpointed job needs one sender per channel \
-             (each instance aligns its upstream instances' barriers): plan the job with \
-             checkpoints on, or give each sender a channel of its own",
-            plan.channel_label(channel),
-            channel.senders.len()
-        ))),
-        None => Ok(()),
-    }
 }
 
 /// The plan id of a channel's upstream instance, when it has only one.

@@ -143,6 +143,16 @@ impl JobControl {
         }
     }
 
+    /// Makes the job's control ready for a restart of the job after a failure: no abort, no
+    /// failure recorded; a stop asked for, the checkpoint numbers and the sink stay.
+    pub fn rearm(&self) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.abort.store(false, Ordering::Relaxed);
+    }
+
     /// Leaves at once without recording a cause (the launcher reports why).
     pub fn abort(&self) {
         self.abort.store(true, Ordering::Relaxed);
