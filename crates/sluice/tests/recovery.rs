@@ -18,8 +18,11 @@ use common::{direct_counts, pes_of, signal, write_wordcount_input};
 
 /// Longest a job of these tests may take before the test calls it a hang.
 const WATCHDOG: Duration = Duration::from_secs(150);
-/// Lines of input: about a million words, several seconds of counting in a debug build.
+/// Lines of input: about a million words.
 const LINES: u64 = 200_000;
+/// Lines a second the source reads (`--rate` with `--throttle-input`): the job runs about
+/// eight seconds whatever the machine, its source to the end, so kills find a whole job.
+const RATE: &str = "25000";
 /// PEs killed in the chaos runs.
 const KILLS: usize = 5;
 
@@ -150,6 +153,9 @@ impl Files {
             "200ms",
             "--checkpoint-dir",
             self.checkpoints.to_str().unwrap(),
+            "--rate",
+            RATE,
+            "--throttle-input",
         ];
         args.extend_from_slice(extra);
         args
@@ -185,7 +191,7 @@ fn survives_killed_pes(extra: &[&str]) {
             std::thread::sleep(Duration::from_millis(10));
         }
         let pes = pes_of(run.child.id());
-        if pes.len() < 4 || !run.running() {
+        if pes.is_empty() || !run.running() {
             continue;
         }
         let victim = &pes[below(&mut seed, pes.len() as u64) as usize];
@@ -198,6 +204,7 @@ fn survives_killed_pes(extra: &[&str]) {
         }
     }
     let (status, stdout, stderr) = run.finish();
+    eprintln!("{killed} PE(s) killed\n{stdout}");
     assert!(status.success(), "{stderr}");
     let restarts = stderr.matches("restarting the job").count();
     assert!(killed >= 1, "no PE was killed while the job ran:\n{stderr}");
