@@ -10,8 +10,10 @@
 //! (`wordcount`, `vwap`; `storm` for SOL and the Throughput Test). Module `measure` runs a
 //! benchmark, `result` reports it. `placement` (`sluice bench placement`) and `redeploy`
 //! (`sluice bench redeploy`, the pause of on-line placement's redeploy) place an
-//! application's jobs on hosts, with what they share in `jobs`.
+//! application's jobs on hosts, with what they share in `jobs`; `checkpoint` (`sluice bench
+//! checkpoint`) measures checkpoints' overhead, recovery and size through `sluice run`.
 
+pub(crate) mod checkpoint;
 mod entry;
 mod jobs;
 mod measure;
@@ -26,6 +28,7 @@ mod storm;
 mod vwap;
 mod wordcount;
 
+pub use checkpoint::CheckpointBenchArgs;
 pub(crate) use entry::Benchable;
 pub use measure::AppBenchArgs;
 pub use omdp::OmdpBenchArgs;

@@ -50,6 +50,11 @@ pub enum BenchCommand {
     /// beside a cold start of the same plan, every repetition checked to lose and repeat no
     /// tuple.
     Redeploy(crate::apps::RedeployBenchArgs),
+    /// WordCount's checkpoints through `sluice run`: throughput and p99 with a checkpoint
+    /// every second beside without (interleaved rounds), recovery after `kill -9` of a PE
+    /// split into detection, restart and restore with replay, and checkpoint duration and
+    /// size beside the disk's write+fsync of the same bytes.
+    Checkpoint(crate::apps::CheckpointBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -80,6 +85,7 @@ impl BenchArgs {
             | BenchCommand::Pipeline(_)
             | BenchCommand::Placement(_)
             | BenchCommand::Redeploy(_)
+            | BenchCommand::Checkpoint(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

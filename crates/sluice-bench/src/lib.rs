@@ -47,6 +47,10 @@
 //! - `sluice bench redeploy [--apps A,...] [--repeat R]`: the pause of on-line placement's
 //!   redeploy (drain, restart) beside a cold start of the same plan, every repetition checked
 //!   to lose and repeat no tuple (module `apps`).
+//! - `sluice bench checkpoint [--quick]`: WordCount's checkpoints through `sluice run`: the
+//!   overhead of a checkpoint every second (throughput and p99 beside no checkpoints,
+//!   interleaved), recovery after `kill -9` of a PE, and checkpoint duration and size beside
+//!   the disk's own write rate (module `apps`).
 //!
 //! The CLI calls [`main`] with its parsed [`BenchArgs`]; [`run`] returns the [`BenchResult`]
 //! without printing.
@@ -65,7 +69,9 @@ mod foundation;
 mod suite;
 mod transports;
 
-pub use apps::{AppBenchArgs, PipelineBenchArgs, PlacementBenchArgs, RedeployBenchArgs};
+pub use apps::{
+    AppBenchArgs, CheckpointBenchArgs, PipelineBenchArgs, PlacementBenchArgs, RedeployBenchArgs,
+};
 pub use cli::{BenchArgs, BenchCommand};
 pub use foundation::args::{
     CommonArgs, LatencyArgs, LatencyMethod, RunArgs, ThroughputArgs, Transport, TupleEncoding,
@@ -91,6 +97,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Pipeline(pipeline) => apps::pipeline_main(pipeline),
         BenchCommand::Placement(placement) => apps::placement_main(placement),
         BenchCommand::Redeploy(redeploy) => apps::redeploy_main(redeploy),
+        BenchCommand::Checkpoint(checkpoint) => apps::checkpoint::main(checkpoint),
         BenchCommand::Baseline(baseline) => hardware::main(baseline),
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),

@@ -1,0 +1,50 @@
+//! `sluice bench checkpoint --quick` end to end: every part of the benchmark (overhead,
+//! recovery after `kill -9` of a PE, checkpoint duration and size) runs through `sluice run`
+//! and prints its table; speeds are never asserted.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longer than the quick benchmark takes on a loaded machine; past it the benchmark hangs.
+const WATCHDOG: Duration = Duration::from_secs(150);
+
+#[test]
+fn the_quick_checkpoint_benchmark_prints_its_three_tables() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "checkpoint", "--quick", "--plans", "two-threads"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > WATCHDOG {
+            let _ = child.kill();
+            panic!("sluice bench checkpoint --quick ran past {WATCHDOG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = (common::stdout(&o), common::stderr(&o));
+    assert!(o.status.success(), "{err}");
+    for heading in [
+        "| plan | words/s without | with | ratio |",
+        "| vocabulary | checkpoint | words/s before | detection | restart |",
+        "| vocabulary | checkpoint | duration | MB/s | disk write+fsync |",
+    ] {
+        assert!(out.contains(heading), "{heading} missing:\n{out}");
+    }
+    assert!(out.contains("| two-threads | "), "{out}");
+    assert!(out.contains("| 1000 | "), "{out}");
+    assert!(err.contains("recovery 1000 words round 1"), "{err}");
+
+    let o = common::sluice(&["bench", "checkpoint", "--repeat", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        common::stderr(&o).contains("--repeat must be between 1"),
+        "{}",
+        common::stderr(&o)
+    );
+}
