@@ -16,7 +16,9 @@
 //!    split: *detection*, from the kill to the launcher's `restarting the job from checkpoint
 //!    N` line (the runtime reads the checkpoint before it prints it); *restart*, from that
 //!    line until every PE of the plan is a new process; *restore and replay*, from then until
-//!    the count's rate, over windows of 500 ms (the live metrics are sampled every 250 ms), is back to 90% of the pre-kill rate.
+//!    the start of the first 500 ms window over which the count's rate is back to 90% of the
+//!    pre-kill rate (the live metrics are sampled every 250 ms, so that is known to within
+//!    about a quarter of a second).
 //!    The runtime does not say when the new PEs have restored their state, so restore and
 //!    replay are one figure.
 //! 3. **Checkpoint duration and size.** For each vocabulary, a job under `processes` with a
@@ -61,11 +63,14 @@ pub struct CheckpointBenchArgs {
     /// Plans of the overhead runs, comma-separated.
     #[arg(long, default_value = "two-threads,processes", value_delimiter = ',')]
     plans: Vec<String>,
-    /// Vocabularies (distinct words) of the recovery runs, comma-separated.
-    #[arg(long, default_value = "30000,2500000", value_delimiter = ',')]
+    /// Vocabularies (distinct words) of the recovery runs, comma-separated. A word costs
+    /// about 47 bytes of checkpoint (its count in the sum and in the table sink): 20,000 words
+    /// make about 1 MB, 2,100,000 about 100 MB once all are drawn.
+    #[arg(long, default_value = "20000,2100000", value_delimiter = ',')]
     recovery_vocabularies: Vec<usize>,
-    /// Vocabularies of the checkpoint duration and size runs, comma-separated.
-    #[arg(long, default_value = "30000,2500000,7500000", value_delimiter = ',')]
+    /// Vocabularies of the checkpoint duration and size runs, comma-separated (6,400,000:
+    /// about 300 MB; the most WordCount takes, 16,777,216, would make some 790 MB).
+    #[arg(long, default_value = "20000,2100000,6400000", value_delimiter = ',')]
     state_vocabularies: Vec<usize>,
     /// Seconds a job runs before its PE is killed, or before it ends for its checkpoint's
     /// size; the state grows meanwhile.
@@ -338,6 +343,10 @@ fn wordcount_command(
     if let Some(dir) = checkpoints {
         command.args(["--checkpoint-every", "1s", "--checkpoint-dir"]);
         command.arg(dir);
+        if vocabulary > 0 {
+            // One complete checkpoint kept: a large state's three would not fit every disk.
+            command.args(["--checkpoints-retained", "1"]);
+        }
     }
     Ok(command)
 }
@@ -379,15 +388,19 @@ fn field(text: &str, line: &str, after: &str, before: &str) -> anyhow::Result<f6
         .with_context(|| format!("'{number}' in '{found}' is not a number"))
 }
 
-/// Bytes of the newest complete checkpoint in `dir` (its highest-numbered directory).
+/// Bytes of the newest checkpoint in `dir`: its highest-numbered directory `chk-N`.
 fn newest_checkpoint_bytes(dir: &Path) -> anyhow::Result<u64> {
     let newest = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .max_by_key(|e| e.file_name())
+        .filter_map(|e| {
+            let name = e.file_name();
+            let number: u64 = name.to_str()?.strip_prefix("chk-")?.parse().ok()?;
+            Some((number, e.path()))
+        })
+        .max_by_key(|(number, _)| *number)
         .with_context(|| format!("no checkpoint in {}", dir.display()))?;
-    tree_bytes(&newest.path())
+    tree_bytes(&newest.1)
 }
 
 fn tree_bytes(path: &Path) -> anyhow::Result<u64> {
@@ -540,12 +553,40 @@ impl Drop for Watched {
     }
 }
 
-/// The words per second counted between two readings at least [`RATE_WINDOW`] apart.
+/// The words per second the count took over `window`, from two readings of the metrics.
 fn rate_over(address: &str, window: Duration) -> anyhow::Result<f64> {
     let (first, at) = (words_counted(address)?, Instant::now());
     std::thread::sleep(window);
     let last = words_counted(address)?;
     Ok(last.saturating_sub(first) as f64 / at.elapsed().as_secs_f64())
+}
+
+/// The start of the first window of [`RATE_WINDOW`] over which the count took `rate` words
+/// per second or more, reading the live metrics every 20 ms from now (a window ends at
+/// each reading, starting at the latest earlier reading far enough back).
+fn back_to_rate(address: &str, rate: f64, deadline: Instant) -> anyhow::Result<Instant> {
+    let mut readings: Vec<(Instant, u64)> = Vec::new();
+    loop {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the job did not get back to its rate"
+        );
+        if let Ok(counted) = words_counted(address) {
+            let now = Instant::now();
+            let start = readings
+                .iter()
+                .rev()
+                .find(|(at, _)| now - *at >= RATE_WINDOW);
+            if let Some(&(at, first)) = start {
+                let window = (now - at).as_secs_f64();
+                if counted.saturating_sub(first) as f64 / window >= rate {
+                    return Ok(at);
+                }
+            }
+            readings.push((now, counted));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// One `kill -9` of the count's PE in a job over `vocabulary` words that ran `seconds`.
@@ -581,19 +622,7 @@ fn recover(vocabulary: usize, seconds: f64, dir: &Path) -> anyhow::Result<Recove
         anyhow::ensure!(Instant::now() < deadline, "the new PEs did not all start");
         std::thread::sleep(Duration::from_millis(5));
     };
-    let recovered = loop {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the job did not get back to its rate"
-        );
-        let Ok(rate) = rate_over(&address, RATE_WINDOW) else {
-            continue;
-        };
-        if rate >= FULL_RATE * rate_before {
-            // The rate was back by the end of the window at the latest.
-            break Instant::now();
-        }
-    };
+    let recovered = back_to_rate(&address, FULL_RATE * rate_before, deadline)?;
     let state_bytes = newest_checkpoint_bytes(dir)?;
     drop(job);
     Ok(Recovery {
