@@ -861,17 +861,17 @@ fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), Op
         (node.resume.take(), unresumable)
     };
     let needs = if env.checkpointed {
-        Some("replaying it after a failure (checkpoints) needs")
+        Some("replaying it after a failure (checkpoints)")
     } else {
         env.suspendable
-            .then_some("redeploying the job on another plan needs")
+            .then_some("redeploying the job on another plan")
     };
     if let Some(needs) = needs.filter(|_| unresumable) {
-        return with_node(nodes, index, env, 0, |_, _| {
-            Err(OperatorError::Failed(format!(
-                "this source cannot resume where it stopped (Source::resumable), which {needs}"
-            )))
+        env.control.fail_with(RunError::Unresumable {
+            instance: nodes[index].borrow().ctx.name_of_instance(),
+            needs,
         });
+        return Err(OperatorError::Aborted);
     }
     let Some(state) = state else {
         return Ok(());
