@@ -3,7 +3,9 @@
 //! `sluice top` under tmux. Every test keeps its own registry (its own `XDG_RUNTIME_DIR`), so
 //! jobs of other tests or users never show.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -225,15 +227,7 @@ fn an_orphan_socket_of_a_process_that_is_gone_is_removed_by_jobs() {
 
 /// Gets `/metrics` from `address`: the status line and the body.
 fn scrape(address: &str) -> (String, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
+    common::http_get(address, "/metrics")
 }
 
 /// The value of the series `name{labels...}` whose labels include `label`.
