@@ -3,7 +3,9 @@
 //! one in flight, if any) and keeps it in DIR, which retention never removes and from which
 //! `sluice run APP --from DIR` starts. DIR defaults to `savepoint-YYYYMMDDTHHMMSSZ` (UTC) in
 //! the job's checkpoint directory. It prints the savepoint's directory. A job that takes no
-//! checkpoints (run without `--checkpoint-every`) has none to keep, and says so.
+//! checkpoints (run without `--checkpoint-every`) has none to keep, and says so. A savepoint
+//! not kept within `--timeout` is reported as such, but the job still keeps it in DIR once its
+//! checkpoint completes (the runtime has no way to withdraw an ask).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
