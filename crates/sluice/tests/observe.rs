@@ -1,7 +1,7 @@
 //! Watching running jobs from outside, on the real binary: the Prometheus endpoint scraped
 //! over loopback, the job registry (`sluice jobs`, `sluice stop`, a killed job not listed) and
-//! `sluice top` under tmux. Every test keeps its own registry (its own `XDG_RUNTIME_DIR`), so
-//! jobs of other tests or users never show.
+//! `sluice top` under tmux (a checkpointed job's, with its checkpoints' line). Every test keeps
+//! its own registry (its own `XDG_RUNTIME_DIR`), so jobs of other tests or users never show.
 
 mod common;
 
@@ -309,9 +309,19 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
         return;
     }
     let registry = registry();
+    // Checkpointed, so the header has a line of its checkpoints.
     let job = start_wordcount(
         registry.path(),
-        &["--plan", "threaded", "--duration", "120"],
+        &[
+            "--plan",
+            "threaded",
+            "--duration",
+            "120",
+            "--checkpoint-every",
+            "200ms",
+            "--checkpoint-dir",
+            registry.path().join("checkpoints").to_str().unwrap(),
+        ],
     );
     let id = listed_job(registry.path());
     // A server of this test's own, so no user's session is touched.
@@ -356,6 +366,16 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
         "{screen}"
     );
     assert!(screen.contains("BACKPRESSURE"), "{screen}");
+    // The checkpoints' line counts complete ones.
+    wait_for("top to show a complete checkpoint", || {
+        let screen = String::from_utf8(tmux(&["capture-pane", "-p", "-t", "top"]).stdout).ok()?;
+        let line = screen
+            .lines()
+            .find_map(|l| l.split_once("checkpoints: "))?
+            .1;
+        let complete: u64 = line.split_whitespace().next()?.parse().ok()?;
+        (complete > 0 && line.contains("no restart")).then_some(())
+    });
     tmux(&["send-keys", "-t", "top", "q"]);
     wait_for("top to quit", || {
         (!tmux(&["has-session", "-t", "top"]).status.success()).then_some(())
