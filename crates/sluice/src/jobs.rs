@@ -159,6 +159,8 @@ pub(crate) struct Checkpointing {
     /// Its checkpoint directory (absolute).
     pub dir: PathBuf,
     pub handle: CheckpointHandle,
+    /// The default savepoint directories handed out so far.
+    pub names: crate::savepoint::DefaultNames,
 }
 
 /// Registers the running job `identity` and answers on its socket from `controls`.

@@ -93,6 +93,7 @@ impl Prepared {
                     // Another `sluice`, elsewhere, finds it by the registry.
                     dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
                     handle,
+                    names: Default::default(),
                 });
         let controls = Controls {
             metrics: metrics.clone(),

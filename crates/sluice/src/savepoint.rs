@@ -9,6 +9,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
@@ -77,27 +78,47 @@ pub(crate) fn take(
             ))
         }
         Some(dir) => dir,
-        None => default_dir(&checkpoints.dir, SystemTime::now()),
+        None => checkpoints.names.next(&checkpoints.dir, SystemTime::now()),
     };
     checkpoints.handle.savepoint(&target, wait)
 }
 
-/// A new directory for a savepoint taken at `now` in the checkpoint directory `checkpoints`:
-/// `savepoint-YYYYMMDDTHHMMSSZ`, with `-2`, `-3`, ... after it when one of that second exists.
-fn default_dir(checkpoints: &Path, now: SystemTime) -> PathBuf {
-    let stamp: String = humantime::format_rfc3339_seconds(now)
-        .to_string()
-        .chars()
-        .filter(|c| !matches!(c, '-' | ':'))
-        .collect();
-    let base = format!("savepoint-{stamp}");
-    let mut dir = checkpoints.join(&base);
-    let mut k = 1;
-    while dir.exists() {
-        k += 1;
-        dir = checkpoints.join(format!("{base}-{k}"));
+/// Hands out a job's default savepoint directories. A savepoint's directory is made only
+/// once its checkpoint completes, so savepoints asked for in the same second must not be
+/// given the same name: this remembers the last one handed out.
+#[derive(Default)]
+pub(crate) struct DefaultNames {
+    /// The last one's time stamp and its number within that second.
+    last: Mutex<Option<(String, u32)>>,
+}
+
+impl DefaultNames {
+    /// A new directory for a savepoint asked for at `now` in the checkpoint directory
+    /// `checkpoints`: `savepoint-YYYYMMDDTHHMMSSZ`, with `-2`, `-3`, ... after it for the
+    /// second and later of that second; never one handed out before nor one that exists.
+    fn next(&self, checkpoints: &Path, now: SystemTime) -> PathBuf {
+        let stamp: String = humantime::format_rfc3339_seconds(now)
+            .to_string()
+            .chars()
+            .filter(|c| !matches!(c, '-' | ':'))
+            .collect();
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut k = match last.as_ref() {
+            Some((before, k)) if *before == stamp => k + 1,
+            _ => 1,
+        };
+        loop {
+            let dir = match k {
+                1 => checkpoints.join(format!("savepoint-{stamp}")),
+                _ => checkpoints.join(format!("savepoint-{stamp}-{k}")),
+            };
+            if !dir.exists() {
+                *last = Some((stamp, k));
+                return dir;
+            }
+            k += 1;
+        }
     }
-    dir
 }
 
 #[cfg(test)]
@@ -105,15 +126,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_directory_is_named_by_the_time_and_never_one_that_exists() {
+    fn the_default_directory_is_named_by_the_time_and_never_one_handed_out_or_that_exists() {
         let root = tempfile::tempdir().unwrap();
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let first = default_dir(root.path(), at);
-        assert_eq!(first, root.path().join("savepoint-20270115T080000Z"));
-        std::fs::create_dir(&first).unwrap();
+        let names = DefaultNames::default();
+        let name = |suffix: &str| {
+            root.path()
+                .join(format!("savepoint-20270115T080000Z{suffix}"))
+        };
+        // Two asked for in one second, neither made yet: two names.
+        assert_eq!(names.next(root.path(), at), name(""));
+        assert_eq!(names.next(root.path(), at), name("-2"));
+        // One made by another job (or by hand) is skipped.
+        std::fs::create_dir(name("-3")).unwrap();
+        assert_eq!(names.next(root.path(), at), name("-4"));
+        // A job of its own starts from the first name that does not exist.
+        std::fs::create_dir(name("")).unwrap();
+        assert_eq!(DefaultNames::default().next(root.path(), at), name("-2"));
+        let later = at + Duration::from_secs(1);
         assert_eq!(
-            default_dir(root.path(), at),
-            root.path().join("savepoint-20270115T080000Z-2")
+            names.next(root.path(), later),
+            root.path().join("savepoint-20270115T080001Z")
         );
     }
 

@@ -3,7 +3,8 @@
 //! complete and from which `sluice run wordcount --from DIR` ends with a direct count's
 //! output; the job registry holds a job's `--checkpoint-dir`, so `sluice checkpoints JOB-ID`
 //! finds it; `/metrics` and `/snapshot.json` show the checkpoint counters growing; a job that
-//! takes no checkpoints refuses a savepoint, naming `--checkpoint-every`.
+//! takes no checkpoints refuses a savepoint, naming `--checkpoint-every`; savepoints past
+//! `MAX_SAVEPOINTS_WAITING` are refused, naming it, and those waiting are each kept.
 //!
 //! Every test has its own job registry (`XDG_RUNTIME_DIR`) and state directory
 //! (`XDG_STATE_HOME`); every job and command has a watchdog ([`PATIENCE`]).
@@ -25,6 +26,8 @@ const PATIENCE: Duration = Duration::from_secs(120);
 const LINES: u64 = 200_000;
 /// Lines a second the source reads (`--rate` with `--throttle-input`).
 const RATE: &str = "20000";
+/// The most savepoints a job waits for at once (`jobs::MAX_SAVEPOINTS_WAITING`).
+const MAX_SAVEPOINTS_WAITING: usize = 4;
 
 /// A test's own directory: registry, state, input and outputs.
 struct Place(tempfile::TempDir);
@@ -76,6 +79,33 @@ impl Place {
         let _ = ended.send(());
         assert!(!watchdog.join().unwrap(), "sluice {args:?} hung");
         output
+    }
+
+    /// Starts WordCount under `plan` on an input of [`LINES`] lines (`input.txt`) read at
+    /// [`RATE`], writing `counts.tsv`, a checkpoint every 200 ms into `checkpoints/`, with
+    /// `extra` arguments; the job and its id.
+    fn start_checkpointed(&self, plan: &str, extra: &[&str]) -> (Job, String) {
+        let input = self.path("input.txt");
+        write_wordcount_input(&input, LINES);
+        let (output, checkpoints) = (self.path("counts.tsv"), self.path("checkpoints"));
+        let mut args = vec![
+            "wordcount",
+            "--plan",
+            plan,
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--rate",
+            RATE,
+            "--throttle-input",
+            "--checkpoint-every",
+            "200ms",
+            "--checkpoint-dir",
+            checkpoints.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        self.start(&args)
     }
 
     /// Stops `job` (`id`) with `sluice stop` and waits for it to end well; its standard
@@ -206,30 +236,12 @@ fn complete_savepoint(row: &[String]) -> bool {
 #[test]
 fn a_savepoint_is_listed_complete_and_a_run_from_it_counts_as_a_direct_count() {
     let place = Place::new();
-    let input = place.path("input.txt");
-    write_wordcount_input(&input, LINES);
-    let checkpoints = place.path("checkpoints");
-    let (input_arg, checkpoints_arg) = (input.to_str().unwrap(), checkpoints.to_str().unwrap());
-    let first = place.path("first.tsv");
-    let (mut job, id) = place.start(&[
-        "wordcount",
-        "--plan",
+    let (mut job, id) = place.start_checkpointed(
         "processes",
-        "--input",
-        input_arg,
-        "--output",
-        first.to_str().unwrap(),
-        "--rate",
-        RATE,
-        "--throttle-input",
-        "--checkpoint-every",
-        "200ms",
-        "--checkpoint-dir",
-        checkpoints_arg,
         // None removed while this test lists them.
-        "--checkpoints-retained",
-        "1000",
-    ]);
+        &["--checkpoints-retained", "1000"],
+    );
+    let (input, checkpoints) = (place.path("input.txt"), place.path("checkpoints"));
 
     // Given a directory, relative to this process's: kept there, its path printed.
     let kept = place.path("kept");
@@ -281,7 +293,7 @@ fn a_savepoint_is_listed_complete_and_a_run_from_it_counts_as_a_direct_count() {
         "run",
         "wordcount",
         "--input",
-        input_arg,
+        input.to_str().unwrap(),
         "--output",
         resumed.to_str().unwrap(),
         "--from",
@@ -310,26 +322,10 @@ fn series(body: &str, name: &str) -> Option<f64> {
 #[test]
 fn metrics_and_the_page_show_the_checkpoint_counters_growing() {
     let place = Place::new();
-    let input = place.path("input.txt");
-    write_wordcount_input(&input, LINES);
-    let (mut job, id) = place.start(&[
-        "wordcount",
-        "--plan",
+    let (mut job, id) = place.start_checkpointed(
         "threaded",
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        place.path("counts.tsv").to_str().unwrap(),
-        "--rate",
-        RATE,
-        "--throttle-input",
-        "--checkpoint-every",
-        "200ms",
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--ui",
-        "127.0.0.1:0",
-    ]);
+        &["--metrics-addr", "127.0.0.1:0", "--ui", "127.0.0.1:0"],
+    );
     // The addresses bound are on standard error.
     let log = job.log.clone();
     let bound = |prefix: &str, suffix: &str| {
@@ -422,4 +418,73 @@ fn a_job_without_checkpoints_refuses_a_savepoint_naming_the_flag() {
     assert!(!kept.exists());
     let stdout = place.stop(job, &id);
     assert!(!stdout.contains("checkpoints: "), "{stdout}");
+}
+
+#[test]
+fn savepoints_past_the_bound_are_refused_and_those_waiting_are_all_kept() {
+    let place = Place::new();
+    // Its PEs are stopped a while: no stall for it.
+    let (mut job, id) = place.start_checkpointed("processes", &["--stall-timeout", "600"]);
+    let launcher = job.child.id();
+    let pes = job.wait_for("the PEs", || {
+        Some(pes_of(launcher)).filter(|p| !p.is_empty())
+    });
+    // No checkpoint completes while the PEs are stopped: every savepoint asked waits.
+    for pe in &pes {
+        signal(pe.pid, "STOP");
+    }
+    let asked = MAX_SAVEPOINTS_WAITING + 2;
+    let mut clients: Vec<Child> = (0..asked)
+        .map(|_| {
+            place
+                .sluice(&["savepoint", &id, "--timeout", "100"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Those past the bound are refused at once.
+    let mut answered = Vec::new();
+    job.wait_for("the refusals", || {
+        let ended = clients
+            .iter_mut()
+            .position(|c| matches!(c.try_wait(), Ok(Some(_))));
+        if let Some(ended) = ended {
+            answered.push(clients.swap_remove(ended).wait_with_output().unwrap());
+        }
+        (answered.len() == asked - MAX_SAVEPOINTS_WAITING).then_some(())
+    });
+    for refused in &answered {
+        let stderr = text(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "savepoints are being taken already (MAX_SAVEPOINTS_WAITING is \
+                 {MAX_SAVEPOINTS_WAITING})"
+            )),
+            "{stderr}"
+        );
+    }
+    for pe in &pes {
+        signal(pe.pid, "CONT");
+    }
+    // Those waiting are kept, each in a directory of its own.
+    let mut kept: Vec<PathBuf> = clients
+        .into_iter()
+        .map(|client| {
+            let o = client.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", text(&o.stderr));
+            PathBuf::from(text(&o.stdout).trim_end())
+        })
+        .collect();
+    kept.sort();
+    kept.dedup();
+    assert_eq!(kept.len(), MAX_SAVEPOINTS_WAITING, "{kept:?}");
+    for dir in &kept {
+        let o = place.run(&["checkpoints", dir.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(complete_savepoint(&rows(&text(&o.stdout))[0]), "{dir:?}");
+    }
+    place.stop(job, &id);
 }
