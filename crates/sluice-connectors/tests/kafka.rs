@@ -448,3 +448,48 @@ fn a_missing_topic_is_named() {
     );
     assert!(message.contains(&broker.address), "{message}");
 }
+
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since_epoch.as_millis()).unwrap()
+}
+
+#[test]
+fn an_unbounded_source_from_latest_or_a_timestamp_reads_only_newer_records() {
+    let Some(broker) = broker() else { return };
+    let topic = "latest-and-timestamp";
+    create_topic(broker, topic, 3);
+    write_lines(broker, topic, 200);
+    // Timestamps are milliseconds: the new records' are past `since`, the old ones' before.
+    std::thread::sleep(Duration::from_millis(5));
+    let since = now_ms();
+    std::thread::sleep(Duration::from_millis(5));
+
+    let mut config = KafkaSourceConfig::new(&broker.address, topic);
+    config.start = StartFrom::Latest;
+    let mut latest = KafkaSource::new(config, Lines);
+    latest.start(&ctx(0, 1)).unwrap();
+    let new: Vec<String> = (0..300)
+        .map(|i| format!("new-{} {}", i % 17, i / 17))
+        .collect();
+    let mut sink = line_sink(broker, topic, Delivery::AtLeastOnce);
+    sink.start(&ctx(0, 1)).unwrap();
+    feed(&mut sink, new.clone());
+    finish(&mut sink);
+    let mut collected = Collected::default();
+    drive(&mut latest, &mut collected, Some(new.len())).unwrap();
+    let read = collected.records.into_iter().map(|r| r.value);
+    assert_eq!(exactly_once(read), new.iter().cloned().collect());
+
+    let mut config = KafkaSourceConfig::new(&broker.address, topic);
+    config.start = StartFrom::Timestamp(since);
+    config.end = EndAt::EndOffsetsAtStart;
+    let mut by_time = KafkaSource::new(config, Lines);
+    by_time.start(&ctx(0, 1)).unwrap();
+    let mut collected = Collected::default();
+    drive(&mut by_time, &mut collected, None).unwrap();
+    let read = collected.records.into_iter().map(|r| r.value);
+    assert_eq!(exactly_once(read), new.into_iter().collect());
+}

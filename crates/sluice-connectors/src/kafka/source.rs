@@ -368,6 +368,14 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
     }
 }
 
+impl<V, F> sluice_ops::TypedSource for KafkaSource<V, F>
+where
+    V: Serialize + DeserializeOwned + Clone + Send + 'static,
+    F: Format<V>,
+{
+    type Out = KafkaRecord<V>;
+}
+
 impl<V, F> sluice_graph::Source for KafkaSource<V, F>
 where
     V: Serialize + DeserializeOwned + Clone + Send + 'static,
