@@ -11,7 +11,9 @@
 //! stay exact because `sum` is keyed by word whichever instance split a line.
 //!
 //! With `--input FILE` the source reads the file line by line, one sentence a line, and the
-//! job ends at the end of the file. Without it the source generates sentences from a fixed
+//! job ends at the end of the file. With `--input kafka://HOST:PORT/TOPIC` it reads the
+//! topic's records as UTF-8 lines, one sentence a record, from the earliest up to the end
+//! offsets the topic had when the job started (a bounded read, as of a file). Without it the source generates sentences from a fixed
 //! vocabulary at `--rate` sentences per second until `--duration` ends (or, with
 //! `--set sentences=N`, after N sentences). End-to-end latency comes from the runtime's
 //! sampled latency markers.
@@ -29,6 +31,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use sluice_connectors::{EndAt, KafkaRecord, KafkaSource, KafkaSourceConfig, Lines};
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
 use sluice_transport::MAX_TUPLE_BYTES;
@@ -137,10 +140,16 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             .get("sentences", 0u64)
             .map(|n| (n > 0).then_some(n))?,
     };
+    let kafka = input
+        .file
+        .as_deref()
+        .map(kafka_input)
+        .transpose()?
+        .flatten();
     // A file has an end of its own, which `sluice run` knows; generated sentences have one
     // with `--set sentences`.
     let generated_sentences = input.sentences.filter(|_| input.file.is_none());
-    if let Some(path) = &input.file {
+    if let Some(path) = input.file.as_ref().filter(|_| kafka.is_none()) {
         File::open(path).map_err(|e| AppError::File {
             path: path.display().to_string(),
             reason: format!("cannot read input: {e}"),
@@ -150,10 +159,19 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     let output = config.output.clone();
 
     let flow = Dataflow::new("wordcount");
-    flow.source("sentences", move |_| SentenceSource::new(input.clone()))
-        .flat_map_into("split", |line: &String, words| {
-            words.extend(text::words(line))
-        })
+    let words = match kafka {
+        Some(kafka) => flow
+            .source("sentences", move |_| KafkaSource::new(kafka.clone(), Lines))
+            .flat_map_into("split", |record: &KafkaRecord<String>, words| {
+                words.extend(text::words(&record.value))
+            }),
+        None => flow
+            .source("sentences", move |_| SentenceSource::new(input.clone()))
+            .flat_map_into("split", |line: &String, words| {
+                words.extend(text::words(line))
+            }),
+    };
+    words
         // Stateless: any instance splits any line, and the count after it is keyed by word,
         // so a replication optimizer may deal the lines round robin over more instances.
         .replicable(Partitioning::RoundRobin)
@@ -184,6 +202,27 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         }),
     )
     .with_finite_input("sentences", generated_sentences, "sentences"))
+}
+
+/// The Kafka source's configuration if `input` is `kafka://HOST:PORT[,HOST:PORT...]/TOPIC`
+/// (`None` for a file).
+fn kafka_input(input: &Path) -> Result<Option<KafkaSourceConfig>, AppError> {
+    let Some(address) = input.to_str().and_then(|i| i.strip_prefix("kafka://")) else {
+        return Ok(None);
+    };
+    match address.split_once('/') {
+        Some((brokers, topic))
+            if !brokers.is_empty() && !topic.is_empty() && !topic.contains('/') =>
+        {
+            let mut config = KafkaSourceConfig::new(brokers, topic);
+            config.end = EndAt::EndOffsetsAtStart;
+            Ok(Some(config))
+        }
+        _ => Err(AppError::File {
+            path: input.display().to_string(),
+            reason: "a Kafka input is kafka://HOST:PORT/TOPIC".into(),
+        }),
+    }
 }
 
 /// Sentences per `produce` call at most.
