@@ -1,4 +1,4 @@
-//! `sluice run wordcount --input kafka://HOST:PORT/TOPIC` against a real Kafka broker (the
+//! `sluice run wordcount --input kafka://HOST:PORT/TOPIC` (and `--output kafka://...`) against a real Kafka broker (the
 //! connectors' test broker: KRaft, started once for this binary).
 
 #[path = "../../sluice-connectors/tests/kafka/broker.rs"]
@@ -6,37 +6,50 @@ mod broker;
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
-use sluice_connectors::{Delivery, KafkaSink, KafkaSinkConfig, Lines};
-use sluice_graph::{Operator, OperatorContext, Output, OutputSink, OwnedTuple, Timer};
-use sluice_types::TupleRef;
+use sluice_connectors::{
+    Csv, Delivery, EndAt, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource, KafkaSourceConfig,
+    Lines,
+};
+use sluice_graph::{
+    Operator, OperatorContext, OperatorError, Output, OutputSink, OwnedTuple, Produced, Source,
+    Timer,
+};
+use sluice_types::{Tuple, TupleRef};
 
-/// An output for a sink, which emits nothing.
-struct Nowhere;
+/// What a source emitted: the values of its records (a sink's output, which gets nothing,
+/// too).
+struct Collected(Vec<(String, u64)>);
 
-impl OutputSink for Nowhere {
-    fn emit(
-        &mut self,
-        _: usize,
-        _: &mut dyn OwnedTuple,
-    ) -> Result<(), sluice_graph::OperatorError> {
+impl OutputSink for Collected {
+    fn emit(&mut self, _: usize, tuple: &mut dyn OwnedTuple) -> Result<(), OperatorError> {
+        let record = tuple
+            .slot()
+            .downcast_mut::<Option<KafkaRecord<(String, u64)>>>()
+            .and_then(Option::take);
+        self.0.extend(record.map(|r| r.value));
         Ok(())
     }
-    fn punctuate(&mut self, _: usize) -> Result<(), sluice_graph::OperatorError> {
+    fn punctuate(&mut self, _: usize) -> Result<(), OperatorError> {
         Ok(())
     }
-    fn watermark(&mut self, _: u64) -> Result<(), sluice_graph::OperatorError> {
+    fn watermark(&mut self, _: u64) -> Result<(), OperatorError> {
         Ok(())
     }
     fn set_timer(&mut self, _: Timer) {}
 }
 
-#[test]
-fn wordcount_reads_a_kafka_topic() {
-    let Some(broker) = broker::broker() else {
-        return;
-    };
-    let topic = "wordcount-lines";
+fn ctx() -> OperatorContext {
+    OperatorContext {
+        name: "kafka".into(),
+        instance: 0,
+        parallelism: 1,
+    }
+}
+
+/// Writes lines of words to `topic` (made with 3 partitions); returns each word's count.
+fn write_lines(broker: &broker::Broker, topic: &str) -> BTreeMap<String, u64> {
     broker::create_topic(broker, topic, 3);
     let lines: Vec<String> = (0..500)
         .map(|i| format!("the quick w{} fox w{}", i % 7, i % 11))
@@ -46,26 +59,25 @@ fn wordcount_reads_a_kafka_topic() {
         Lines,
         |_: &String| None,
     );
-    let ctx = OperatorContext {
-        name: "lines".into(),
-        instance: 0,
-        parallelism: 1,
-    };
-    sink.start(&ctx).unwrap();
-    let mut nowhere = Nowhere;
+    sink.start(&ctx()).unwrap();
+    let mut nowhere = Collected(Vec::new());
     let mut out = Output::new(&[], &mut nowhere);
     for line in &lines {
         sink.process(0, TupleRef::new(line), &mut out).unwrap();
     }
     sink.finish(&mut out).unwrap();
+    let mut counts = BTreeMap::new();
+    for word in lines.iter().flat_map(|line| line.split(' ')) {
+        *counts.entry(word.to_owned()).or_default() += 1;
+    }
+    counts
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let output = dir.path().join("counts.tsv");
+/// Runs `sluice run wordcount` with `args`, checking that it succeeds.
+fn wordcount(args: &[&str]) {
     let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", "wordcount", "--input"])
-        .arg(format!("kafka://{}/{topic}", broker.address))
-        .arg("--output")
-        .arg(&output)
+        .args(["run", "wordcount"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -73,15 +85,56 @@ fn wordcount_reads_a_kafka_topic() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let mut expected: BTreeMap<&str, u64> = BTreeMap::new();
-    for word in lines.iter().flat_map(|line| line.split(' ')) {
-        *expected.entry(word).or_default() += 1;
-    }
+}
+
+#[test]
+fn wordcount_reads_a_kafka_topic() {
+    let Some(broker) = broker::broker() else {
+        return;
+    };
+    let expected = write_lines(broker, "wordcount-lines");
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("counts.tsv");
+    let input = format!("kafka://{}/wordcount-lines", broker.address);
+    wordcount(&["--input", &input, "--output", output.to_str().unwrap()]);
     let expected: String = expected
         .iter()
         .map(|(word, count)| format!("{word}\t{count}\n"))
         .collect();
     assert_eq!(std::fs::read_to_string(&output).unwrap(), expected);
+}
+
+#[test]
+fn wordcount_writes_its_counts_to_a_kafka_topic() {
+    let Some(broker) = broker::broker() else {
+        return;
+    };
+    let expected = write_lines(broker, "wordcount-in");
+    broker::create_topic(broker, "wordcount-out", 3);
+    let input = format!("kafka://{}/wordcount-in", broker.address);
+    let output = format!("kafka://{}/wordcount-out", broker.address);
+    wordcount(&["--input", &input, "--output", &output]);
+
+    let mut config = KafkaSourceConfig::new(&broker.address, "wordcount-out");
+    config.end = EndAt::EndOffsetsAtStart;
+    let mut source = KafkaSource::new(config, Csv::<(String, u64)>::new(b'\t'));
+    source.start(&ctx()).unwrap();
+    let mut collected = Collected(Vec::new());
+    let schemas = [KafkaRecord::<(String, u64)>::schema()];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while source
+        .produce(&mut Output::new(&schemas, &mut collected))
+        .unwrap()
+        != Produced::Exhausted
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the counts topic read for over 60 s"
+        );
+    }
+    // Each word's records are in one partition, in order: its last is its count.
+    let last: BTreeMap<String, u64> = collected.0.into_iter().collect();
+    assert_eq!(last, expected);
 }
 
 #[test]
