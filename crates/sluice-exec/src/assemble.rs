@@ -241,6 +241,7 @@ pub fn start(
             node: to_node,
             port: c.to.port,
             edge: plan.channel_label(c),
+            from: single_sender(c),
             transport: c.transport.name().to_string(),
             open: c.senders.len(),
             tuples: 0,
@@ -319,6 +320,7 @@ pub fn start(
                         node: to_node,
                         port: pe.to.port,
                         edge: label,
+                        from: single_sender(channel),
                         transport: channel.transport.name().to_string(),
                         open: 1,
                         tuples: 0,
@@ -353,6 +355,10 @@ pub fn start(
     let latency_every = options.latency_every;
     let profile_cpu = options.profile_cpu;
     let suspendable = options.suspendable;
+    let checkpointed = control.checkpoint_sink().is_some();
+    if checkpointed {
+        plan.check_checkpointed()?;
+    }
     let mut workers = Vec::with_capacity(execs.len());
     for (thread, (exec, (pe, _))) in execs.into_iter().zip(&placed).enumerate() {
         let publisher = metrics.map(|m| m.register(thread_labels(pe, &exec)));
@@ -377,6 +383,7 @@ pub fn start(
                     metrics: publisher.as_ref(),
                     cpu: profile_cpu.then(|| CpuSampler::new(0x9e37_79b9 ^ thread as u64)),
                     suspendable,
+                    checkpointed,
                 };
                 exec.run(&env, &ready_t)
             });
@@ -474,6 +481,7 @@ fn new_node(
         operator: op.name.clone(),
         body,
         outputs: op.outputs.iter().map(|s| *s.schema()).collect(),
+        inputs: op.inputs.clone(),
         routes: (0..op.outputs.len()).map(|_| Vec::new()).collect(),
         open_inputs: (0..op.inputs.len()).map(|p| plan.fan_in(id, p)).collect(),
         open_ports: op.inputs.len(),
@@ -484,8 +492,19 @@ fn new_node(
         suspended: None,
         tuples_in: 0,
         tuples_out: 0,
+        aligning: None,
+        checkpointed: 0,
+        told_complete: 0,
         ctx,
     })
+}
+
+/// The plan id of a channel's upstream instance, when it has only one.
+fn single_sender(channel: &ChannelPlan) -> Option<u32> {
+    match channel.senders.as_slice() {
+        [one] => Some(one.0 as u32),
+        _ => None,
+    }
 }
 
 fn check_plan(graph: &Graph, plan: &PhysicalPlan) -> Result<(), RunError> {

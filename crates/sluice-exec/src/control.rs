@@ -1,9 +1,13 @@
 //! The flags every thread of a job watches: go (sources may start), stop (drain and end),
-//! suspend (drain and keep every instance's state, to resume elsewhere) and abort (leave now), and the job's failures, from which [`crate::error::root_cause`] makes its
-//! error.
+//! suspend (drain and keep every instance's state, to resume elsewhere) and abort (leave now);
+//! the checkpoint asked for and the last one complete, with where instances hand their parts
+//! ([`crate::checkpoint`]); and the job's failures, from which [`crate::error::root_cause`]
+//! makes its error.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::checkpoint::CheckpointSink;
 
 use sluice_graph::OperatorError;
 
@@ -16,6 +20,12 @@ pub struct JobControl {
     stop: AtomicBool,
     suspend: AtomicBool,
     abort: AtomicBool,
+    /// The last checkpoint asked for (0: none yet).
+    checkpoint_asked: AtomicU64,
+    /// The last checkpoint complete (0: none yet).
+    checkpoint_complete: AtomicU64,
+    /// Where instances hand their parts of checkpoints, once the job is checkpointed.
+    checkpoint_sink: OnceLock<Arc<dyn CheckpointSink>>,
     /// Every failure recorded, in order (at most [`MAX_FAILURES`]).
     failures: Mutex<Vec<RunError>>,
 }
@@ -29,8 +39,49 @@ impl JobControl {
             stop: AtomicBool::new(false),
             suspend: AtomicBool::new(false),
             abort: AtomicBool::new(false),
+            checkpoint_asked: AtomicU64::new(0),
+            checkpoint_complete: AtomicU64::new(0),
+            checkpoint_sink: OnceLock::new(),
             failures: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Makes the job checkpointed: its instances hand their parts of checkpoints to `sink`.
+    /// Set before the threads start; a second sink is ignored.
+    pub fn set_checkpoint_sink(&self, sink: Arc<dyn CheckpointSink>) {
+        let _ = self.checkpoint_sink.set(sink);
+    }
+
+    /// Where instances hand their parts of checkpoints, if the job is checkpointed.
+    pub fn checkpoint_sink(&self) -> Option<&Arc<dyn CheckpointSink>> {
+        self.checkpoint_sink.get()
+    }
+
+    /// Asks for checkpoint `n` (numbers only grow): every running source takes its position
+    /// and sends the barrier at the top of its thread's next round.
+    pub fn trigger_checkpoint(&self, n: u64) {
+        // SYNC: Relaxed, with `checkpoint_asked`: the number is the whole message; what the
+        // sources then send is ordered by the queues.
+        self.checkpoint_asked.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// The last checkpoint asked for (0: none).
+    #[inline]
+    pub fn checkpoint_asked(&self) -> u64 {
+        self.checkpoint_asked.load(Ordering::Relaxed)
+    }
+
+    /// Checkpoint `n` is complete: every instance's part is stored. Instances are told at the
+    /// top of their thread's next round.
+    pub fn complete_checkpoint(&self, n: u64) {
+        // SYNC: Relaxed, with `checkpoint_complete`: the number is the whole message.
+        self.checkpoint_complete.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// The last checkpoint complete (0: none).
+    #[inline]
+    pub fn checkpoint_complete(&self) -> u64 {
+        self.checkpoint_complete.load(Ordering::Relaxed)
     }
 
     /// Lets the threads start their work loops.
@@ -90,6 +141,16 @@ impl JobControl {
         } else {
             self.fail_with(RunError::Operator { instance, error });
         }
+    }
+
+    /// Makes the job's control ready for a restart of the job after a failure: no abort, no
+    /// failure recorded; a stop asked for, the checkpoint numbers and the sink stay.
+    pub fn rearm(&self) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.abort.store(false, Ordering::Relaxed);
     }
 
     /// Leaves at once without recording a cause (the launcher reports why).

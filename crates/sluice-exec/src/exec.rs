@@ -15,9 +15,10 @@ use sluice_graph::{
     OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
 };
 use sluice_sync::IdleStrategy;
-use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, RecvError, SendError};
+use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, RecvError, SendError, StreamType};
 use sluice_types::{monotonic_ns, pick_instance, BatchRef, Punctuation, TupleRef, TupleSchema};
 
+use crate::checkpoint::{Alignment, CheckpointPart, Release};
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::metrics::ThreadPublisher;
@@ -105,6 +106,8 @@ pub(crate) struct Node {
     pub(crate) ctx: OperatorContext,
     pub(crate) body: Body,
     pub(crate) outputs: Vec<TupleSchema>,
+    /// The stream type of each input port, to hold its tuples while aligning a checkpoint.
+    pub(crate) inputs: Vec<StreamType>,
     /// Per output port, one fan per logical edge leaving it.
     pub(crate) routes: Vec<Vec<Fan>>,
     /// Per input port, how many upstream edges have not ended yet.
@@ -138,6 +141,12 @@ pub(crate) struct Node {
     pub(crate) latency_window: Option<LatencyHistogram>,
     /// For a source: tuples still to emit before the next latency marker.
     pub(crate) until_marker: u64,
+    /// The checkpoint whose barriers it is aligning, with what it holds back meanwhile.
+    pub(crate) aligning: Option<Alignment>,
+    /// The last checkpoint it took its part of, or acknowledged as finished.
+    pub(crate) checkpointed: u64,
+    /// The last complete checkpoint it was told of.
+    pub(crate) told_complete: u64,
 }
 
 /// A receiver feeding an input port of an instance in this thread.
@@ -146,6 +155,9 @@ pub(crate) struct Inbound {
     pub(crate) node: usize,
     pub(crate) port: usize,
     pub(crate) edge: String,
+    /// The plan id of its upstream instance, when it has one sender (always, in a
+    /// checkpointed job): what it delivers after that instance's barrier is held back.
+    pub(crate) from: Option<u32>,
     /// Its transport's name, for the live metrics.
     pub(crate) transport: String,
     /// Senders that have not ended their stream yet.
@@ -177,6 +189,9 @@ pub(crate) struct Env<'a> {
     pub(crate) cpu: Option<CpuSampler>,
     /// Every source must be able to resume ([`crate::RunOptions::suspendable`]).
     pub(crate) suspendable: bool,
+    /// The job takes checkpoints: instances align barriers and hand their parts to the
+    /// control's [`crate::checkpoint::CheckpointSink`].
+    pub(crate) checkpointed: bool,
 }
 
 /// One round in this many, on average, is timed when profiling, among short rounds.
@@ -304,14 +319,16 @@ impl Router<'_> {
             match fan.pick(tuple.tuple()) {
                 Some(j) => {
                     fan.sent[j] += 1;
-                    deliver(self.nodes, &mut fan.targets[j], tuple, movable, self.env)?
+                    let target = &mut fan.targets[j];
+                    deliver(self.nodes, self.from, target, tuple, movable, self.env)?
                 }
                 None => {
                     let last = fan.targets.len().saturating_sub(1);
                     let each = fan.targets.iter_mut().zip(&mut fan.sent);
                     for (j, (target, sent)) in each.enumerate() {
                         *sent += 1;
-                        deliver(self.nodes, target, tuple, movable && j == last, self.env)?;
+                        let movable = movable && j == last;
+                        deliver(self.nodes, self.from, target, tuple, movable, self.env)?;
                     }
                 }
             }
@@ -342,7 +359,14 @@ impl OutputSink for Router<'_> {
             match fan.targets.as_mut_slice() {
                 [Target::Fused { node, port }] => {
                     fan.sent[0] += count;
-                    process_batch(self.nodes, *node, *port, items, self.env)?;
+                    let (node, port) = (*node, *port);
+                    if holding(self.nodes, node, port, self.from, self.env) {
+                        hold(self.nodes, node, |a, s| {
+                            a.hold_batch(port, self.from, &s[port], items)
+                        })?;
+                    } else {
+                        process_batch(self.nodes, node, port, items, self.env)?;
+                    }
                     batch.clear();
                     return Ok(());
                 }
@@ -362,12 +386,14 @@ impl OutputSink for Router<'_> {
         };
         for target in fans.iter_mut().flat_map(|f| f.targets.iter_mut()) {
             match target {
-                Target::Fused { node, port } => {
-                    let port = *port;
-                    with_operator(self.nodes, *node, self.env, |op, out| {
-                        op.punctuation(port, out)
-                    })?
-                }
+                Target::Fused { node, port } => punctuation_arrived(
+                    self.nodes,
+                    *node,
+                    *port,
+                    self.from,
+                    Punctuation::WindowMarker,
+                    self.env,
+                )?,
                 Target::Remote(sender) => send(self.env, sender, |s| {
                     s.offer_punctuation(Punctuation::WindowMarker)
                 })?,
@@ -385,9 +411,14 @@ impl OutputSink for Router<'_> {
             .flat_map(|f| f.targets.iter_mut())
         {
             match target {
-                Target::Fused { node, .. } => {
-                    advance_event_time(self.nodes, *node, from, time, self.env)?
-                }
+                Target::Fused { node, port } => punctuation_arrived(
+                    self.nodes,
+                    *node,
+                    *port,
+                    from,
+                    Punctuation::Watermark { time, from },
+                    self.env,
+                )?,
                 Target::Remote(sender) => send(self.env, sender, |s| {
                     s.offer_punctuation(Punctuation::Watermark { time, from })
                 })?,
@@ -404,6 +435,7 @@ impl OutputSink for Router<'_> {
 #[inline]
 fn deliver(
     nodes: &[RefCell<Node>],
+    from: u32,
     target: &mut Target,
     tuple: &mut dyn OwnedTuple,
     movable: bool,
@@ -412,6 +444,11 @@ fn deliver(
     match target {
         Target::Fused { node, port } => {
             let (node, port, tuple) = (*node, *port, tuple.tuple());
+            if holding(nodes, node, port, from, env) {
+                return hold(nodes, node, |a, s| {
+                    a.hold_tuple(port, from, &s[port], tuple)
+                });
+            }
             with_node(nodes, node, env, 1, |body, out| match body {
                 Body::Operator(op) => op.process(port, tuple, out),
                 Body::Source(_) => Ok(()),
@@ -577,6 +614,10 @@ fn end_input(
     if port_done {
         with_operator(nodes, index, env, |op, out| op.port_ended(port, out))?;
     }
+    // An input that ended before its barrier no longer holds up the checkpoint.
+    if env.checkpointed && aligned(&nodes[index].borrow()) {
+        take_part(nodes, index, env)?;
+    }
     match (all_done, suspending) {
         (true, false) => finish_node(nodes, index, env),
         (true, true) => suspend_node(nodes, index, env),
@@ -632,6 +673,10 @@ fn close_node(
         return Err(OperatorError::Failed("an instance was re-entered".into()));
     };
     node.finished = true;
+    if !suspended {
+        announce_finished(&node, env);
+    }
+    let from = node.id;
     for target in node
         .routes
         .iter_mut()
@@ -639,7 +684,14 @@ fn close_node(
         .flat_map(|f| f.targets.iter_mut())
     {
         match target {
-            Target::Fused { node, port } => end_input(nodes, *node, *port, env)?,
+            Target::Fused { node, port } => {
+                let (node, port) = (*node, *port);
+                if holding(nodes, node, port, from, env) {
+                    hold(nodes, node, |a, _| a.hold_end(port))?;
+                } else {
+                    end_input(nodes, node, port, env)?;
+                }
+            }
             Target::Remote(sender) => {
                 if suspended {
                     send(env, sender, |s| s.offer_punctuation(Punctuation::Suspend))?;
@@ -787,13 +839,17 @@ fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), Op
         let unresumable = matches!(&node.body, Body::Source(s) if !s.resumable());
         (node.resume.take(), unresumable)
     };
-    if env.suspendable && unresumable {
+    let needs = if env.checkpointed {
+        Some("replaying it after a failure (checkpoints) needs")
+    } else {
+        env.suspendable
+            .then_some("redeploying the job on another plan needs")
+    };
+    if let Some(needs) = needs.filter(|_| unresumable) {
         return with_node(nodes, index, env, 0, |_, _| {
-            Err(OperatorError::Failed(
-                "this source cannot resume where it stopped (Source::resumable), which \
-                 redeploying the job on another plan needs"
-                    .into(),
-            ))
+            Err(OperatorError::Failed(format!(
+                "this source cannot resume where it stopped (Source::resumable), which {needs}"
+            )))
         });
     }
     let Some(state) = state else {
@@ -824,6 +880,7 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
     let mut idle = env.idle.waiter();
     // The receiver a `park` wait sleeps on next, when the thread has several.
     let mut park_next = 0;
+    let mut rounds = CheckpointRounds::default();
     loop {
         env.progress.beat();
         if env.control.aborting() {
@@ -833,6 +890,12 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
             cpu.begin_round();
         }
         let mut work = 0usize;
+        if env.checkpointed {
+            match checkpoint_round(nodes, &sources, &mut rounds, env) {
+                Ok(n) => work += n,
+                Err(_) => return,
+            }
+        }
         for &index in &sources {
             if nodes[index].borrow().finished {
                 continue;
@@ -898,32 +961,31 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
     let mut failed = false;
     let mut ended = 0;
     let mut tuples = 0;
+    let from = input.from;
     let polled = input.receiver.poll(env.poll_batch, &mut |delivery| {
-        let result = match delivery {
-            Delivery::Batch(batch) => {
+        let held = from.filter(|&f| holding(nodes, node, port, f, env));
+        let result = match (delivery, held) {
+            (Delivery::Batch(batch), None) => {
                 tuples += batch.len() as u64;
                 process_batch(nodes, node, port, batch, env)
             }
-            Delivery::Punctuation(Punctuation::WindowMarker) => {
-                with_operator(nodes, node, env, |op, out| op.punctuation(port, out))
+            (Delivery::Batch(batch), Some(from)) => {
+                tuples += batch.len() as u64;
+                hold(nodes, node, |a, s| {
+                    a.hold_batch(port, from, &s[port], batch)
+                })
             }
-            Delivery::Punctuation(Punctuation::Watermark { time, from }) => {
-                advance_event_time(nodes, node, from, time, env)
-            }
-            Delivery::Punctuation(Punctuation::Latency(stamp)) => {
-                pass_marker(nodes, node, stamp, env)
-            }
-            // An upstream in another process was suspended: so is this job, whether or not
-            // this process's launcher has said so yet.
-            Delivery::Punctuation(Punctuation::Suspend) => {
-                env.control.request_suspend();
-                Ok(())
-            }
-            // No instance sends barriers yet: checkpoints are being built (issue 27).
-            Delivery::Punctuation(Punctuation::Checkpoint { .. }) => Ok(()),
-            Delivery::EndOfStream => {
+            (Delivery::Punctuation(p), _) => match from {
+                Some(from) => punctuation_arrived(nodes, node, port, from, p, env),
+                None => apply_punctuation(nodes, node, port, p, env),
+            },
+            (Delivery::EndOfStream, None) => {
                 ended += 1;
                 end_input(nodes, node, port, env)
+            }
+            (Delivery::EndOfStream, Some(_)) => {
+                ended += 1;
+                hold(nodes, node, |a, _| a.hold_end(port))
             }
         };
         if result.is_err() {
@@ -1150,4 +1212,262 @@ fn fire_processing_timers(nodes: &[RefCell<Node>], env: &Env<'_>) -> Result<usiz
         fired += fire_due(nodes, index, env, |timers| timers.next_processing(now))?;
     }
     Ok(fired)
+}
+
+/// What a thread's work loop knows of checkpoints: which ask and which completion it has
+/// seen through, so that a round with nothing new costs two loads.
+#[derive(Default)]
+struct CheckpointRounds {
+    /// Every instance of the thread took its part of checkpoints up to this one.
+    taken: u64,
+    /// Every instance of the thread was told of completions up to this one.
+    told: u64,
+}
+
+/// At the top of a round of a checkpointed thread: every running source of a checkpoint asked
+/// for takes its position and sends the barrier; every finished instance acknowledges it as
+/// finished; every instance that took its part of a checkpoint now complete is told.
+fn checkpoint_round(
+    nodes: &[RefCell<Node>],
+    sources: &[usize],
+    rounds: &mut CheckpointRounds,
+    env: &Env<'_>,
+) -> Result<usize, OperatorError> {
+    let mut work = 0;
+    let asked = env.control.checkpoint_asked();
+    if asked > rounds.taken {
+        let mut taken = asked;
+        for index in 0..nodes.len() {
+            let (finished, checkpointed) = {
+                let node = nodes[index].borrow();
+                (node.finished, node.checkpointed)
+            };
+            if checkpointed >= asked {
+                continue;
+            }
+            if finished {
+                // It said so as it finished ([`close_node`]).
+                continue;
+            }
+            if sources.contains(&index) {
+                nodes[index].borrow_mut().aligning = Some(Alignment::new(asked));
+                take_part(nodes, index, env)?;
+                work += 1;
+            } else {
+                taken = taken.min(checkpointed);
+            }
+        }
+        rounds.taken = taken;
+    }
+    let complete = env.control.checkpoint_complete();
+    if complete > rounds.told {
+        for index in 0..nodes.len() {
+            let tell = {
+                let node = nodes[index].borrow();
+                !node.finished && node.checkpointed >= complete && node.told_complete < complete
+            };
+            if tell {
+                with_node(nodes, index, env, 0, |body, _| match body {
+                    Body::Source(s) => s.checkpoint_complete(complete),
+                    Body::Operator(o) => o.checkpoint_complete(complete),
+                })?;
+                nodes[index].borrow_mut().told_complete = complete;
+                work += 1;
+            }
+        }
+        rounds.told = complete;
+    }
+    Ok(work)
+}
+
+/// Node `index` finished without taking its part of the checkpoints after the last it took:
+/// for each of them (whether asked yet or not) its part is that it finished.
+fn announce_finished(node: &Node, env: &Env<'_>) {
+    let Some(sink) = env.control.checkpoint_sink() else {
+        return;
+    };
+    sink.part(CheckpointPart {
+        n: node.checkpointed + 1,
+        operator: node.operator.clone(),
+        instance: node.ctx.instance,
+        state: InstanceState {
+            finished: true,
+            ended_ports: node.ended_ports.clone(),
+            ..InstanceState::default()
+        },
+        alignment: Duration::ZERO,
+        held: 0,
+    });
+}
+
+/// Whether node `index` holds back what arrives from `from` on `port`: it is aligning a
+/// checkpoint whose barrier from there already arrived.
+#[inline]
+fn holding(nodes: &[RefCell<Node>], index: usize, port: usize, from: u32, env: &Env<'_>) -> bool {
+    env.checkpointed
+        && nodes[index]
+            .try_borrow()
+            .is_ok_and(|n| n.aligning.as_ref().is_some_and(|a| a.holds(port, from)))
+}
+
+/// Holds something back at node `index` (which is aligning), given the streams of its inputs.
+fn hold(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    f: impl FnOnce(&mut Alignment, &[StreamType]),
+) -> Result<(), OperatorError> {
+    let Ok(mut guard) = nodes[index].try_borrow_mut() else {
+        return Err(OperatorError::Failed("an instance was re-entered".into()));
+    };
+    let node = &mut *guard;
+    if let Some(alignment) = node.aligning.as_mut() {
+        f(alignment, &node.inputs);
+    }
+    Ok(())
+}
+
+/// Whether node `index` has the barrier of every input still open.
+fn aligned(node: &Node) -> bool {
+    let open: usize = node.open_inputs.iter().sum();
+    node.aligning.as_ref().is_some_and(|a| a.arrived() >= open)
+}
+
+/// A punctuation from `from` arrived on `port` of node `index`: held back if the node holds
+/// that input, else applied.
+fn punctuation_arrived(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    port: usize,
+    from: u32,
+    punctuation: Punctuation,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    let held = !matches!(
+        punctuation,
+        Punctuation::Checkpoint { .. } | Punctuation::Latency(_)
+    ) && holding(nodes, index, port, from, env);
+    if held {
+        hold(nodes, index, |a, _| a.hold_punctuation(port, punctuation))
+    } else {
+        apply_punctuation(nodes, index, port, punctuation, env)
+    }
+}
+
+/// Applies a punctuation that arrived on `port` of node `index`.
+fn apply_punctuation(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    port: usize,
+    punctuation: Punctuation,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    match punctuation {
+        Punctuation::WindowMarker => {
+            with_operator(nodes, index, env, |op, out| op.punctuation(port, out))
+        }
+        Punctuation::Watermark { time, from } => advance_event_time(nodes, index, from, time, env),
+        Punctuation::Latency(stamp) => pass_marker(nodes, index, stamp, env),
+        // An upstream in another process was suspended: so is this job, whether or not this
+        // process's launcher has said so yet.
+        Punctuation::Suspend => {
+            env.control.request_suspend();
+            Ok(())
+        }
+        Punctuation::Checkpoint { n, from } => barrier(nodes, index, port, from, n, env),
+    }
+}
+
+/// The barrier of checkpoint `n` from `from` arrived on `port` of node `index`: from now on
+/// that input is held back; once every open input's barrier is in, the node takes its part.
+fn barrier(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    port: usize,
+    from: u32,
+    n: u64,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    if !env.checkpointed {
+        return Ok(());
+    }
+    let complete = {
+        let Ok(mut guard) = nodes[index].try_borrow_mut() else {
+            return Err(OperatorError::Failed("an instance was re-entered".into()));
+        };
+        let node = &mut *guard;
+        // A barrier of a checkpoint already taken (one delivered twice) changes nothing.
+        if node.finished || n <= node.checkpointed {
+            return Ok(());
+        }
+        node.aligning
+            .get_or_insert_with(|| Alignment::new(n))
+            .arrive(port, from);
+        aligned(node)
+    };
+    if complete {
+        take_part(nodes, index, env)?;
+    }
+    Ok(())
+}
+
+/// Node `index` takes its part of the checkpoint it aligned (a source: the one asked for):
+/// its state, handed to the checkpoint sink; then its barrier on every output edge; then what
+/// it held back, in order.
+fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
+    let Some(alignment) = nodes[index].borrow_mut().aligning.take() else {
+        return Ok(());
+    };
+    let n = alignment.n;
+    let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
+        Body::Source(source) => source.checkpoint(n),
+        Body::Operator(op) => op.checkpoint(n),
+    })?;
+    let (alignment, held, released) = alignment.finish();
+    {
+        let Ok(mut guard) = nodes[index].try_borrow_mut() else {
+            return Err(OperatorError::Failed("an instance was re-entered".into()));
+        };
+        let node = &mut *guard;
+        node.checkpointed = n;
+        let part = CheckpointPart {
+            n,
+            operator: node.operator.clone(),
+            instance: node.ctx.instance,
+            state: InstanceState {
+                snapshot,
+                finished: false,
+                ended_ports: node.ended_ports.clone(),
+                timers: node.timers.pending(),
+            },
+            alignment,
+            held,
+        };
+        if let Some(sink) = env.control.checkpoint_sink() {
+            sink.part(part);
+        }
+        let from = node.id;
+        for target in node
+            .routes
+            .iter_mut()
+            .flatten()
+            .flat_map(|f| f.targets.iter_mut())
+        {
+            match target {
+                Target::Fused { node, port } => barrier(nodes, *node, *port, from, n, env)?,
+                Target::Remote(sender) => send(env, sender, |s| {
+                    s.offer_punctuation(Punctuation::Checkpoint { n, from })
+                })?,
+            }
+        }
+    }
+    for release in released {
+        match release {
+            Release::Tuples { port, log } => process_batch(nodes, index, port, log.batch(), env)?,
+            Release::Punctuation { port, punctuation } => {
+                apply_punctuation(nodes, index, port, punctuation, env)?
+            }
+            Release::End { port } => end_input(nodes, index, port, env)?,
+        }
+    }
+    Ok(())
 }

@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod assemble;
+pub mod checkpoint;
 mod clock;
 pub mod control;
 pub mod error;
@@ -48,8 +49,9 @@ pub use control::StopHandle;
 pub use error::RunError;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use options::{
-    Launcher, RunOptions, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_STALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT,
+    CheckpointOptions, Launcher, RunOptions, DEFAULT_CHECKPOINTS_RETAINED,
+    DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS,
+    DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT,
 };
 pub use report::{InstanceReport, JobReport, LOST_TUPLES_COUNTER};
-pub use state::{size_text, InstanceState, JobState};
+pub use state::{operator_of, size_text, InstanceState, JobState};

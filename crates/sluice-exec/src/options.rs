@@ -66,6 +66,53 @@ pub struct RunOptions {
     /// The job may be suspended to be redeployed ([`crate::StopHandle::suspend`]): it fails at its
     /// start, naming the source, unless every source can resume where it stopped.
     pub suspendable: bool,
+    /// Take checkpoints, and recover from the last one when a PE or thread fails (off by
+    /// default). Every source must be able to resume where it stopped.
+    pub checkpoints: Option<CheckpointOptions>,
+}
+
+/// How a job takes checkpoints and recovers from them ([`RunOptions::checkpoints`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointOptions {
+    /// A checkpoint is asked for this long after the last one ended (or the job started).
+    pub every: Duration,
+    /// The job's checkpoint directory (a shared mount when its PEs run on several hosts).
+    /// The slice lives as long as the program (`Box::leak` it), which keeps the options `Copy`.
+    pub dir: &'static std::path::Path,
+    /// Complete checkpoints kept; older ones are deleted.
+    pub retained: usize,
+    /// Times the job is restarted from its last complete checkpoint after a failure before
+    /// it fails for good.
+    pub restarts: u32,
+    /// The wait before each restart.
+    pub restart_delay: Duration,
+    /// A checkpoint not complete this long after it was asked for fails, and the next is
+    /// asked for.
+    pub timeout: Duration,
+}
+
+/// [`CheckpointOptions::retained`] unless set.
+pub const DEFAULT_CHECKPOINTS_RETAINED: usize = 3;
+/// [`CheckpointOptions::restarts`] unless set.
+pub const DEFAULT_RESTARTS: u32 = 3;
+/// [`CheckpointOptions::restart_delay`] unless set: long enough for what the failure left
+/// (a port in TIME_WAIT, a segment being removed) to clear, short beside a second.
+pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
+/// [`CheckpointOptions::timeout`] unless set.
+pub const DEFAULT_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl CheckpointOptions {
+    /// A checkpoint every `every` into `dir`, with the defaults for the rest.
+    pub fn new(every: Duration, dir: &'static std::path::Path) -> Self {
+        Self {
+            every,
+            dir,
+            retained: DEFAULT_CHECKPOINTS_RETAINED,
+            restarts: DEFAULT_RESTARTS,
+            restart_delay: DEFAULT_RESTART_DELAY,
+            timeout: DEFAULT_CHECKPOINT_TIMEOUT,
+        }
+    }
 }
 
 /// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
@@ -91,6 +138,7 @@ impl Default for RunOptions {
             metrics: true,
             pe_args: None,
             suspendable: false,
+            checkpoints: None,
         }
     }
 }

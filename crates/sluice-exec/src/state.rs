@@ -158,7 +158,7 @@ pub fn size_text(bytes: f64) -> String {
 
 /// The operator an instance of a plan belongs to, by name: its own name without the
 /// `[index]` a plan gives one of several instances.
-fn operator_of(instance: &InstancePlan) -> &str {
+pub fn operator_of(instance: &InstancePlan) -> &str {
     let suffix = format!("[{}]", instance.index);
     match instance.name.strip_suffix(&suffix) {
         Some(operator) if instance.parallelism > 1 => operator,

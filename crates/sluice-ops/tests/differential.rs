@@ -2,7 +2,8 @@
 //! stages joined by forward, round-robin, key-by and broadcast edges (a chain, or a fan-out to
 //! two branches that merge into one input port of the sink) must give the same output when run
 //! fused (one thread), threaded (one thread per instance), one PE per instance (every edge a
-//! shared-memory transport; the PEs run as threads of the test process) and under a random
+//! shared-memory transport; the PEs run as threads of the test process), the same planned for
+//! a checkpointed job (a channel per upstream instance, no receiver shared) and under a random
 //! plan file that spreads the instances over 2-3 threads in two PEs, and under the plans the
 //! optimizers make of it (fusion from a profile of random costs, TurboStream's placement on two
 //! hosts of this machine joined by TCP), and that output must match a plain-Rust reference.
@@ -440,6 +441,14 @@ fn on_this_machine() -> PlanOptions {
     }
 }
 
+/// This machine, planned for a checkpointed job: every channel has one sender.
+fn checkpointed() -> PlanOptions {
+    PlanOptions {
+        checkpointed: true,
+        ..on_this_machine()
+    }
+}
+
 /// Two hosts of this machine, at two loopback addresses: edges between them are TCP.
 fn on_two_hosts() -> PlanOptions {
     let hosts = "[[host]]\nname = 'a'\naddress = '127.0.0.1'\ncores = 2\n\
@@ -754,6 +763,11 @@ proptest! {
         let processes = execute(&nodes, &case.input, &PlanRequest::Processes).map_err(TestCaseError::fail)?;
         check_reference(&nodes, &models, &processes, &what("processes"))?;
         check_same(&nodes, &models, &fused, &processes, &what("processes"))?;
+
+        let apart = execute_on(&nodes, &case.input, &PlanRequest::Processes, &checkpointed())
+            .map_err(TestCaseError::fail)?;
+        check_reference(&nodes, &models, &apart, &what("checkpointed processes"))?;
+        check_same(&nodes, &models, &fused, &apart, &what("checkpointed processes"))?;
 
         let request = PlanRequest::File("random.toml".into(), file);
         let filed = execute(&nodes, &case.input, &request)

@@ -9,6 +9,10 @@
 //! - Thread names are unique, not empty and without a NUL byte (they name OS threads and
 //!   appear in every message about a thread).
 //!
+//! A checkpointed job asks more ([`PhysicalPlan::check_checkpointed`]): every channel carries
+//! one upstream instance (barriers are aligned per upstream instance), over a transport that
+//! loses no tuple (not `udp-mq`).
+//!
 //! What depends on how the job is launched (an `mpi` edge needs `--launcher mpi`) is checked
 //! by the runtime when it starts.
 //!
@@ -37,6 +41,33 @@ impl PhysicalPlan {
                     edge: self.channel_label(channel),
                     error,
                 })?;
+        }
+        Ok(())
+    }
+
+    /// Checks that the plan can run checkpointed: every channel has one sender, since an
+    /// instance aligns the checkpoint barriers of each upstream instance and a receiver that
+    /// merges several senders cannot tell which tuples follow which sender's barrier; and no
+    /// channel's transport is at most once ([`TransportSpec::is_at_most_once`]), since a
+    /// checkpoint cannot cover the tuples it drops. The planner makes such plans when asked
+    /// ([`crate::PlanOptions::checkpointed`]) and checks them with this; a runtime checks a
+    /// plan it is handed.
+    ///
+    /// [`TransportSpec::is_at_most_once`]: sluice_transport::TransportSpec::is_at_most_once
+    pub fn check_checkpointed(&self) -> Result<(), PlanError> {
+        for channel in &self.channels {
+            if channel.transport.is_at_most_once() {
+                return Err(PlanError::LosesTuples {
+                    edge: self.channel_label(channel),
+                    transport: channel.transport.name(),
+                });
+            }
+            if channel.senders.len() > 1 {
+                return Err(PlanError::SharedChannel {
+                    edge: self.channel_label(channel),
+                    senders: channel.senders.len(),
+                });
+            }
         }
         Ok(())
     }

@@ -34,6 +34,11 @@ pub struct PlanOptions {
     pub queue_capacity: usize,
     /// The hosts the job may use; this machine alone when `None`.
     pub hosts: Option<HostsFile>,
+    /// The job takes checkpoints: every channel carries the stream of one upstream instance
+    /// (an instance aligns the barriers of each upstream instance, which a receiver merging
+    /// several senders could not tell apart), and a transport that loses tuples (`udp-mq`)
+    /// is refused ([`PhysicalPlan::check_checkpointed`]).
+    pub checkpointed: bool,
 }
 
 impl Default for PlanOptions {
@@ -42,6 +47,7 @@ impl Default for PlanOptions {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             queue_capacity: sluice_transport::DEFAULT_QUEUE_CAPACITY,
             hosts: None,
+            checkpointed: false,
         }
     }
 }
@@ -220,6 +226,22 @@ pub enum PlanError {
         /// Why.
         error: sluice_graph::GraphError,
     },
+    /// A checkpointed job's channel merging the streams of several upstream instances.
+    #[error("edge {edge}: a checkpointed job needs one upstream instance per channel (barriers are aligned per upstream instance, and one receiver merging {senders} senders cannot tell which tuples follow which sender's barrier)")]
+    SharedChannel {
+        /// The channel, as `from, ... -> to`.
+        edge: String,
+        /// How many senders it merges.
+        senders: usize,
+    },
+    /// A checkpointed job's channel over a transport that may drop tuples.
+    #[error("edge {edge}: {transport} is at most once (it drops datagrams it has no room for), so a checkpoint cannot cover the tuples it loses; pin another transport or run without checkpoints")]
+    LosesTuples {
+        /// The channel, as `from -> to`.
+        edge: String,
+        /// The transport's name.
+        transport: &'static str,
+    },
     /// Threads that feed each other could deadlock under backpressure.
     #[error("threads {} feed each other in a cycle; with bounded queues that can deadlock, so place those operators so that threads form a pipeline", .0.join(" -> "))]
     ThreadCycle(Vec<String>),
@@ -375,8 +397,8 @@ pub fn plan(
         &first_instance,
         &pinned,
         capacity,
-        &host_of,
-        &hosts,
+        (&host_of, &hosts),
+        options.checkpointed,
     )?;
     let threads: Vec<ThreadPlan> = pes.iter().flat_map(|p| p.threads.clone()).collect();
     check_thread_cycles(&threads, &instances, &edges)?;
@@ -392,6 +414,9 @@ pub fn plan(
         launcher: options.hosts.as_ref().map(|h| h.launcher.clone()),
     };
     plan.check()?;
+    if options.checkpointed {
+        plan.check_checkpointed()?;
+    }
     Ok(plan)
 }
 

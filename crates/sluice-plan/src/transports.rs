@@ -22,6 +22,13 @@
 //! takes many producers (`shm-osr`, `tcp`, `mpi`: [`TransportSpec::takes_many_senders`]), they
 //! share one channel, so the downstream thread polls one receiver for all of them (the Vega
 //! paper, section III).
+//!
+//! A checkpointed job shares no receiver: every edge that is not fused has a channel of its
+//! own, and `shm-vega` stays `shm-vega` where several instances feed one input port. An
+//! instance aligns checkpoint barriers per upstream instance, holding back what one upstream
+//! sends after its barrier until the barriers of the others arrive, so each receiver must
+//! carry exactly one upstream's stream: a merged stream cannot tell whose barrier a tuple
+//! follows.
 
 use std::collections::BTreeMap;
 
@@ -35,15 +42,17 @@ use crate::{ChannelPlan, EdgePlan, HostSpec, InstanceId, InstancePlan, PlanError
 /// Slots in a shared-memory ring unless the user pins another size.
 pub const DEFAULT_SHM_SLOTS: usize = 1024;
 
-/// The physical edges of `graph` between `instances`, with their transports and channels.
+/// The physical edges of `graph` between `instances` (each on the host `host_of` gives, an
+/// index into `hosts`), with their transports and channels, one sender to a channel when the
+/// job is `checkpointed`.
 pub(crate) fn choose(
     graph: &Graph,
     instances: &[InstancePlan],
     first_instance: &[usize],
     pinned: &BTreeMap<usize, TransportSpec>,
     capacity: usize,
-    host_of: &[usize],
-    hosts: &[HostSpec],
+    (host_of, hosts): (&[usize], &[HostSpec]),
+    checkpointed: bool,
 ) -> Result<(Vec<EdgePlan>, Vec<ChannelPlan>), PlanError> {
     let mut edges = Vec::new();
     // Per edge: whether its transport is the planner's choice (not pinned by the user).
@@ -82,8 +91,10 @@ pub(crate) fn choose(
             }
         }
     }
-    share_receivers(&mut edges, &chosen);
-    let channels = group_into_channels(&mut edges, instances);
+    if !checkpointed {
+        share_receivers(&mut edges, &chosen);
+    }
+    let channels = group_into_channels(&mut edges, instances, checkpointed);
     Ok((edges, channels))
 }
 
@@ -166,14 +177,19 @@ fn share_receivers(edges: &mut [EdgePlan], chosen: &[bool]) {
 }
 
 /// Gives every edge that is not fused a channel: edges of one logical edge into one input port
-/// share a channel when its transport takes many senders; every other edge has its own.
+/// share a channel when its transport takes many senders and the job is not `checkpointed`;
+/// every other edge has its own.
 ///
 /// A shared channel takes at most one sender per thread, and at most as many senders as its
 /// transport's receiver takes ([`TransportSpec::max_senders`]): a larger fan-in is split over
 /// several channels, which the downstream thread polls in turn. Two senders of one thread into one
 /// OSR ring could deadlock: one waits for room while the other holds an uncommitted batch
 /// record that the receiver cannot pass, and only the waiting thread could commit it.
-fn group_into_channels(edges: &mut [EdgePlan], instances: &[InstancePlan]) -> Vec<ChannelPlan> {
+fn group_into_channels(
+    edges: &mut [EdgePlan],
+    instances: &[InstancePlan],
+    checkpointed: bool,
+) -> Vec<ChannelPlan> {
     let mut channels: Vec<ChannelPlan> = Vec::new();
     let mut shared: BTreeMap<(usize, PortRef), Vec<usize>> = BTreeMap::new();
     let thread = |i: InstanceId| instances[i.0].thread;
@@ -184,7 +200,8 @@ fn group_into_channels(edges: &mut [EdgePlan], instances: &[InstancePlan]) -> Ve
         let from = edge.from.instance;
         let candidates = shared.entry((edge.logical, edge.to)).or_default();
         let reuse = candidates.iter().copied().find(|&c| {
-            edge.transport.takes_many_senders()
+            !checkpointed
+                && edge.transport.takes_many_senders()
                 && channels[c].transport == edge.transport
                 && (channels[c].senders.contains(&from)
                     || (channels[c].senders.len() < edge.transport.max_senders()

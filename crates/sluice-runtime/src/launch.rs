@@ -52,6 +52,7 @@ use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
 use sluice_transport::tcp::{JobSecret, WarningLimit};
 
+use crate::checkpoints::{Coordinator, Order, PartAck};
 use crate::link::{self, Admission, LinkListener, SharedLink};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::wire::{self, FromPe, ToPe, HEARTBEAT_PERIOD};
@@ -216,6 +217,10 @@ pub(crate) struct Children {
     /// The job's private directory, if it needs one: for its control socket, or for
     /// `mpirun`'s hostfile.
     dir: Option<tempfile::TempDir>,
+    /// The job's checkpoint directory, which each PE is sent with its plan.
+    checkpoint_dir: Option<std::path::PathBuf>,
+    /// Parts of checkpoints the PEs reported, for the coordinator.
+    acks: Vec<PartAck>,
 }
 
 /// The job's private directory, made now unless `dir` already holds it.
@@ -324,6 +329,8 @@ pub(crate) fn start(
         metrics: MetricsHandle::new(&plan.job, plan.pes.iter().map(|p| p.name.clone())),
         heart: Heart::start(),
         dir,
+        checkpoint_dir: options.checkpoints.map(|c| c.dir.to_path_buf()),
+        acks: Vec::new(),
     };
     let spawned = match spawner {
         Spawner::Direct => spawn_each(plan, &exe, options, &environment, &mut children),
@@ -369,6 +376,7 @@ pub(crate) fn start(
         running: Running::Processes(Box::new(children)),
         started: Instant::now(),
         options: *options,
+        recovery: None,
     })
 }
 
@@ -589,9 +597,11 @@ impl Children {
         let (admit, admissions) = mpsc::channel();
         let handshakes = link::Handshakes::for_peers(self.pes.len());
         // Each PE is sent the plan and the state of its own instances.
+        let checkpoints = self.checkpoint_dir.clone();
         let plan_for = |pe: usize| ToPe::Plan {
             plan: Box::new(plan.clone()),
             resume: resume.map(|state| Box::new(state.for_pe(plan, pe))),
+            checkpoints: checkpoints.clone(),
         };
         let began = Instant::now();
         let mut warnings = WarningLimit::default();
@@ -835,6 +845,7 @@ impl Children {
             Some(FromPe::Heartbeat) => {}
             Some(FromPe::Metrics { threads }) => self.metrics.record(&p.name, threads),
             Some(FromPe::Done { report }) => p.report = Some(report),
+            Some(FromPe::Checkpointed { ack }) => self.acks.push(ack),
             Some(FromPe::Failed { error, consequence }) => {
                 if p.failure.is_none() {
                     p.failure = Some(error.clone());
@@ -924,6 +935,7 @@ impl Children {
         options: &RunOptions,
         stop_when_due: impl Fn(),
         started: Instant,
+        mut coordinator: Option<&mut Coordinator>,
     ) -> Result<JobReport, RunError> {
         let mut stop_sent: Option<Instant> = None;
         let result = loop {
@@ -931,6 +943,17 @@ impl Children {
                 break Ok(());
             }
             stop_when_due();
+            if let Some(coordinator) = coordinator.as_deref_mut() {
+                for ack in self.acks.drain(..) {
+                    coordinator.acknowledge(ack);
+                }
+                for order in coordinator.tick() {
+                    self.tell_all(&match order {
+                        Order::Take(n) => ToPe::Checkpoint { n },
+                        Order::Complete(n) => ToPe::CheckpointComplete { n },
+                    });
+                }
+            }
             if control.aborting() {
                 break Err(control.take_error().unwrap_or(RunError::Aborted));
             }
@@ -1011,6 +1034,8 @@ mod tests {
             metrics: MetricsHandle::new("job", []),
             heart: Heart::start(),
             dir: None,
+            checkpoint_dir: None,
+            acks: Vec::new(),
         };
         (children, sent)
     }

@@ -43,6 +43,7 @@
 //! banner) tests [`is_pe_process`] first.
 #![forbid(unsafe_code)]
 
+mod checkpoints;
 mod launch;
 mod link;
 mod mpi;
@@ -52,15 +53,19 @@ mod wire;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use checkpoints::{load_checkpoint, CheckpointStats};
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use sluice_exec::metrics;
 pub use sluice_exec::{
-    size_text, InstanceReport, InstanceState, JobReport, JobState, Launcher, MetricsHandle,
-    MetricsSnapshot, RunError, RunOptions, StopHandle, DEFAULT_DRAIN_TIMEOUT,
-    DEFAULT_LATENCY_EVERY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
+    size_text, CheckpointOptions, InstanceReport, InstanceState, JobReport, JobState, Launcher,
+    MetricsHandle, MetricsSnapshot, RunError, RunOptions, StopHandle, DEFAULT_CHECKPOINTS_RETAINED,
+    DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS,
+    DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
 };
 
+use checkpoints::{Coordinator, Order, PartAck, PartWriter};
+use sluice_checkpoint::CheckpointStore;
 use sluice_exec::assemble::{self, Scope, Sites};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch;
@@ -75,6 +80,93 @@ pub struct RunningJob {
     started: Instant,
     options: RunOptions,
     metrics: MetricsHandle,
+    /// Checkpoints and restarts, when the job takes checkpoints.
+    recovery: Option<Box<Recovery>>,
+}
+
+/// What a checkpointed job needs to take its checkpoints and to restart from them.
+struct Recovery {
+    coordinator: Coordinator,
+    store: Arc<CheckpointStore>,
+    /// When the job runs in this process: the writer of its parts, and its acknowledgements.
+    local: Option<(Arc<PartWriter>, crossbeam_channel::Receiver<PartAck>)>,
+    graph: Graph,
+    plan: PhysicalPlan,
+    stop: StopHandle,
+    /// Restarts still allowed.
+    restarts_left: u32,
+}
+
+impl Recovery {
+    /// Opens the job's checkpoint store and, when the job runs in this process, makes its
+    /// part writer the job's checkpoint sink.
+    fn prepare(
+        graph: &Graph,
+        plan: &PhysicalPlan,
+        options: &CheckpointOptions,
+        stop: &StopHandle,
+    ) -> Result<Self, RunError> {
+        plan.check_checkpointed()?;
+        let store = checkpoints::open_store(options)?;
+        // Numbers go on from whatever the directory holds, so no checkpoint overwrites one.
+        let first = sluice_checkpoint::list(store.dir())
+            .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))?
+            .iter()
+            .filter_map(|c| c.n)
+            .max()
+            .map_or(1, |n| n + 1);
+        let job = format!("{}-{}", plan.job, std::process::id());
+        let coordinator = Coordinator::new(store.clone(), *options, plan, &job, first);
+        let in_process = plan.pes.len() <= 1;
+        let local = if in_process {
+            let (acks, acknowledged) = crossbeam_channel::unbounded();
+            let writer = PartWriter::start(store.clone(), move |ack| {
+                let _ = acks.send(ack);
+            })?;
+            stop.control().set_checkpoint_sink(writer.clone());
+            Some((writer, acknowledged))
+        } else {
+            None
+        };
+        Ok(Self {
+            coordinator,
+            store,
+            local,
+            graph: graph.clone(),
+            plan: plan.clone(),
+            stop: stop.clone(),
+            restarts_left: options.restarts,
+        })
+    }
+
+    /// One step of checkpointing for a job in this process: takes in the parts written,
+    /// and passes the coordinator's orders to the job's threads.
+    fn tick_local(&mut self, control: &JobControl) {
+        if let Some((_, acknowledged)) = &self.local {
+            for ack in acknowledged.try_iter() {
+                self.coordinator.acknowledge(ack);
+            }
+        }
+        for order in self.coordinator.tick() {
+            match order {
+                Order::Take(n) => control.trigger_checkpoint(n),
+                Order::Complete(n) => control.complete_checkpoint(n),
+            }
+        }
+    }
+
+    /// Whether the job may be restarted after `error`: restarts are left, the user did not
+    /// interrupt it, and it was not stopping.
+    fn may_restart(&self, error: &RunError, control: &JobControl) -> bool {
+        self.restarts_left > 0 && !error.is_interrupt() && !control.stop_requested()
+    }
+
+    /// Waits for the part writer to write what it was given.
+    fn finish(&self) {
+        if let Some((writer, _)) = &self.local {
+            writer.finish();
+        }
+    }
 }
 
 enum Running {
@@ -139,7 +231,23 @@ fn start_from(
     }
     plan.check()?;
     check_mpi(plan, options.launcher)?;
-    let control = stop.control();
+    let recovery = match &options.checkpoints {
+        Some(checkpoints) => Some(Box::new(Recovery::prepare(graph, plan, checkpoints, stop)?)),
+        None => None,
+    };
+    let mut job = launch_job(graph, plan, options, stop.control(), resume)?;
+    job.recovery = recovery;
+    Ok(job)
+}
+
+/// Starts the job's PEs: as processes, or as threads of this process.
+fn launch_job(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+    control: Arc<JobControl>,
+    resume: Option<&JobState>,
+) -> Result<RunningJob, RunError> {
     match options.launcher {
         Launcher::Local if plan.pes.len() > 1 => {
             launch::start(plan, options, launch::Spawner::Direct, control, resume)
@@ -215,6 +323,7 @@ fn start_threads(
         started: Instant::now(),
         options: *options,
         metrics: handle,
+        recovery: None,
     })
 }
 
@@ -241,14 +350,48 @@ impl RunningJob {
     /// returns its report or its error: its root cause first ([`RunError`]). A thread or PE
     /// that stalls, a drain past its deadline, and an abort ([`StopHandle::abort`]) end it
     /// too (see [`RunOptions`]).
-    pub fn wait(self) -> Result<JobReport, RunError> {
-        let Self {
-            control,
-            running,
-            started,
-            options,
-            metrics,
-        } = self;
+    pub fn wait(mut self) -> Result<JobReport, RunError> {
+        // Whichever way the job ends, a sampler of its threads leaves.
+        struct Ended(MetricsHandle);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                self.0.end();
+            }
+        }
+        let _ended = Ended(self.metrics.clone());
+        loop {
+            let outcome = self.wait_attempt();
+            let error = match outcome {
+                Ok(report) => break Ok(report),
+                Err(error) => error,
+            };
+            let restartable = self
+                .recovery
+                .as_ref()
+                .is_some_and(|r| r.may_restart(&error, &self.control));
+            if !restartable {
+                break Err(error);
+            }
+            if let Err(error) = self.restart(error) {
+                break Err(error);
+            }
+        }
+        .inspect(|_| self.finish_recovery())
+        .inspect_err(|_| self.finish_recovery())
+        .inspect(|_| self.metrics.end())
+        .inspect_err(|_| self.metrics.end())
+    }
+
+    /// Waits for the running attempt of the job to end.
+    fn wait_attempt(&mut self) -> Result<JobReport, RunError> {
+        let running = std::mem::replace(
+            &mut self.running,
+            Running::Threads {
+                workers: Vec::new(),
+                segments: None,
+            },
+        );
+        let (control, options, started) = (self.control.clone(), self.options, self.started);
         let stop_when_due = || {
             if options
                 .duration
@@ -257,20 +400,19 @@ impl RunningJob {
                 control.request_stop();
             }
         };
-        // Whichever way the job ends, a sampler of its threads leaves.
-        struct Ended(MetricsHandle);
-        impl Drop for Ended {
-            fn drop(&mut self) {
-                self.0.end();
-            }
-        }
-        let _ended = Ended(metrics);
         match running {
             Running::Processes(children) => {
-                children.wait(&control, &options, stop_when_due, started)
+                let coordinator = self.recovery.as_deref_mut().map(|r| &mut r.coordinator);
+                children.wait(&control, &options, stop_when_due, started, coordinator)
             }
             Running::Threads { workers, segments } => {
-                let instances = watch::wait_threads(workers, &control, &options, stop_when_due);
+                let mut recovery = self.recovery.as_deref_mut();
+                let instances = watch::wait_threads(workers, &control, &options, || {
+                    stop_when_due();
+                    if let Some(recovery) = recovery.as_deref_mut() {
+                        recovery.tick_local(&control);
+                    }
+                });
                 let elapsed = started.elapsed();
                 drop(segments);
                 if let Some(error) = control.take_error() {
@@ -278,6 +420,60 @@ impl RunningJob {
                 }
                 Ok(JobReport::new(elapsed, instances))
             }
+        }
+    }
+
+    /// Restarts the job after `error` from its last complete checkpoint (from its start if it
+    /// has none), saying so on standard error.
+    fn restart(&mut self, error: RunError) -> Result<(), RunError> {
+        let Some(recovery) = self.recovery.as_deref_mut() else {
+            return Err(error);
+        };
+        recovery.restarts_left -= 1;
+        let delay = self
+            .options
+            .checkpoints
+            .map_or(DEFAULT_RESTART_DELAY, |c| c.restart_delay);
+        let from = checkpoints::recovery_state(&recovery.store)?;
+        let at = self.started.elapsed().as_secs_f64();
+        let whence = match &from {
+            Some((n, _)) => format!("from checkpoint {n}"),
+            None => "from the start (no checkpoint is complete yet)".to_string(),
+        };
+        let first_line = error.to_string();
+        let first_line = first_line.lines().next().unwrap_or_default();
+        eprintln!(
+            "restarting the job {whence} at {at:.3} s, after: {first_line} ({} restart(s) left)",
+            recovery.restarts_left
+        );
+        recovery.coordinator.restarted();
+        std::thread::sleep(delay);
+        self.control.rearm();
+        let resume = from.as_ref().map(|(_, state)| state);
+        let relaunched = launch_job(
+            &recovery.graph,
+            &recovery.plan,
+            &self.options,
+            recovery.stop.control(),
+            resume,
+        )?;
+        self.running = relaunched.running;
+        // The job's figures are the new attempt's from now on, wherever they are watched.
+        self.metrics.end();
+        self.metrics.follow(&relaunched.metrics);
+        self.metrics = relaunched.metrics;
+        Ok(())
+    }
+
+    /// What the job's checkpoints did so far; `None` when it takes none.
+    pub fn checkpoint_stats(&self) -> Option<CheckpointStats> {
+        self.recovery.as_ref().map(|r| r.coordinator.stats.clone())
+    }
+
+    /// Once the job ended: its part writer has written everything.
+    fn finish_recovery(&self) {
+        if let Some(recovery) = &self.recovery {
+            recovery.finish();
         }
     }
 }

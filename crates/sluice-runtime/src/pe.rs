@@ -20,6 +20,7 @@ use std::time::Duration;
 use sluice_graph::Graph;
 use sluice_transport::tcp::JobSecret;
 
+use crate::checkpoints::PartWriter;
 use crate::link::{remove_job_dir, ControlAddress, Link, SharedLink};
 use crate::metrics::ProcessMetrics;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
@@ -305,8 +306,12 @@ fn run(
 ) -> Result<crate::JobReport, RunError> {
     let patience = options.stall_timeout;
     let unexpected = |order: ToPe| RunError::LauncherLost(format!("it sent {order:?} out of turn"));
-    let (plan, resume) = match next_order(&mut reader, patience)? {
-        ToPe::Plan { plan, resume } => (plan, resume),
+    let (plan, resume, checkpoint_dir) = match next_order(&mut reader, patience)? {
+        ToPe::Plan {
+            plan,
+            resume,
+            checkpoints,
+        } => (plan, resume, checkpoints),
         order => return Err(unexpected(order)),
     };
     if assemble::mpi_channel(&plan).is_some() {
@@ -325,6 +330,21 @@ fn run(
         order => return Err(unexpected(order)),
     }
     let control = Arc::new(JobControl::new(false));
+    // Its instances' parts of checkpoints are written here and acknowledged to the launcher.
+    let writer = match checkpoint_dir {
+        Some(dir) => {
+            let store = sluice_checkpoint::CheckpointStore::open(&dir)
+                .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))?;
+            let acknowledging = reporter.clone();
+            let writer = PartWriter::start(Arc::new(store), move |ack| {
+                // A launcher that cannot be told is gone: this PE finds out on its stream.
+                let _ = acknowledging.send(&FromPe::Checkpointed { ack });
+            })?;
+            control.set_checkpoint_sink(writer.clone());
+            Some(writer)
+        }
+        None => None,
+    };
     // The launcher keeps the time; this PE runs until its sources end or it is told to stop.
     let own = RunOptions {
         duration: None,
@@ -353,6 +373,8 @@ fn run(
         match next_order(&mut reader, patience) {
             Ok(ToPe::Stop) => listener.request_stop(),
             Ok(ToPe::Suspend) => listener.request_suspend(),
+            Ok(ToPe::Checkpoint { n }) => listener.trigger_checkpoint(n),
+            Ok(ToPe::CheckpointComplete { n }) => listener.complete_checkpoint(n),
             Ok(_) => {}
             Err(lost) => {
                 // The job's error, so that `serve` says why and removes what the job left.
@@ -371,6 +393,13 @@ fn run(
         options: own,
         // The launcher keeps the job's figures: this PE sends them with its heartbeat.
         metrics: crate::MetricsHandle::new(&plan.job, []),
+        // The launcher coordinates the checkpoints and restarts the job.
+        recovery: None,
     };
-    job.wait()
+    let outcome = job.wait();
+    // Every part acknowledged before the report: the launcher counts them first.
+    if let Some(writer) = writer {
+        writer.finish();
+    }
+    outcome
 }

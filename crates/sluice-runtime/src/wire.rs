@@ -17,6 +17,9 @@
 //!                            ◀──     Go            sources start
 //!                            ◀──     Stop          (Ctrl-C, duration): sources finish, drain
 //!                            ◀──     Suspend       (a redeploy): sources pause, drain, snapshot
+//!                            ◀──     Checkpoint { n }          take checkpoint n
+//!  Checkpointed { ack }      ──▶     an instance's part of n written (crate::checkpoints)
+//!                            ◀──     CheckpointComplete { n }  every part of n is stored
 //!  Done { report } | Failed { error }
 //! ```
 //! A PE that loses the socket, or hears nothing on it for the stall timeout, aborts (its
@@ -31,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use sluice_graph::{histogram_from_pairs, histogram_pairs, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
+use crate::checkpoints::PartAck;
 use crate::metrics::ThreadSample;
 use crate::{InstanceReport, JobReport};
 use crate::{InstanceState, JobState};
@@ -52,6 +56,10 @@ pub(crate) enum FromPe {
     /// Its threads' live metrics, after a heartbeat once they run ([`crate::metrics`]).
     Metrics {
         threads: Vec<ThreadSample>,
+    },
+    /// One of its instances took its part of a checkpoint, or finished.
+    Checkpointed {
+        ack: PartAck,
     },
     Done {
         report: WireReport,
@@ -75,6 +83,8 @@ pub(crate) enum ToPe {
     Plan {
         plan: Box<PhysicalPlan>,
         resume: Option<Box<JobState>>,
+        /// The job's checkpoint directory, when it takes checkpoints.
+        checkpoints: Option<std::path::PathBuf>,
     },
     /// Open the senders; what every bound receiver of the job told its senders, by channel.
     Connect {
@@ -83,6 +93,14 @@ pub(crate) enum ToPe {
     Go,
     Stop,
     Suspend,
+    /// Take checkpoint n.
+    Checkpoint {
+        n: u64,
+    },
+    /// Checkpoint n is complete.
+    CheckpointComplete {
+        n: u64,
+    },
     /// The launcher is alive (sent every [`HEARTBEAT_PERIOD`] from the PE's admission on).
     Heartbeat,
 }

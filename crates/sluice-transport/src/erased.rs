@@ -136,6 +136,53 @@ impl StreamType {
     ) -> Result<Box<dyn ErasedSender>, TransportError> {
         self.endpoints.open_sender(spec, site)
     }
+
+    /// An empty [`TupleLog`] for tuples of this stream.
+    pub fn tuple_log(&self) -> Box<dyn TupleLog> {
+        self.endpoints.tuple_log()
+    }
+}
+
+/// Tuples of one stream, owned and kept in order: what an instance aligning a checkpoint holds
+/// back from an input that already passed the checkpoint's barrier, until the other inputs'
+/// barriers arrive.
+pub trait TupleLog: Send {
+    /// Appends a copy of `tuple`, which must be of the stream's type (else it is skipped:
+    /// ports are type-checked when the graph is built).
+    fn push(&mut self, tuple: TupleRef<'_>);
+    /// Appends a copy of every tuple of `batch`, in order.
+    fn push_batch(&mut self, batch: BatchRef<'_>);
+    /// The tuples held, in order, as one batch.
+    fn batch(&self) -> BatchRef<'_>;
+    /// How many tuples it holds.
+    fn len(&self) -> usize;
+    /// Whether it holds none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T: Tuple> TupleLog for Vec<T> {
+    fn push(&mut self, tuple: TupleRef<'_>) {
+        if let Some(t) = tuple.get::<T>() {
+            Vec::push(self, t.clone());
+        }
+    }
+
+    fn push_batch(&mut self, batch: BatchRef<'_>) {
+        match batch.as_slice::<T>() {
+            Some(slice) => self.extend_from_slice(slice),
+            None => self.extend(batch.iter_as::<T>().cloned()),
+        }
+    }
+
+    fn batch(&self) -> BatchRef<'_> {
+        BatchRef::from_vec(self)
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
 }
 
 trait EndpointFactory: Send + Sync {
@@ -151,6 +198,7 @@ trait EndpointFactory: Send + Sync {
         spec: &TransportSpec,
         site: &ChannelSite,
     ) -> Result<Box<dyn ErasedSender>, TransportError>;
+    fn tuple_log(&self) -> Box<dyn TupleLog>;
 }
 
 struct TypedFactory<T>(PhantomData<fn() -> T>);
@@ -177,6 +225,10 @@ impl<T: Tuple> EndpointFactory for TypedFactory<T> {
         site: &ChannelSite,
     ) -> Result<Box<dyn ErasedSender>, TransportError> {
         Ok(erase_sender(spec.open_sender_typed::<T>(site)?))
+    }
+
+    fn tuple_log(&self) -> Box<dyn TupleLog> {
+        Box::new(Vec::<T>::new())
     }
 }
 

@@ -38,7 +38,7 @@ pub mod threaded;
 pub mod udp_mq;
 mod wire_fields;
 
-pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType};
+pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType, TupleLog};
 pub use parts::MAX_TUPLE_BYTES;
 pub use registry::{
     BoundReceiver, ChannelSite, Rendezvous, TransportError, TransportSpec, TypedPair,

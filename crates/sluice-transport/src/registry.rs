@@ -203,6 +203,12 @@ impl TransportSpec {
         matches!(self, Self::ShmOsr { .. } | Self::Tcp(_) | Self::Mpi(_))
     }
 
+    /// Whether the transport may drop tuples (at most once: `udp-mq` drops the datagrams its
+    /// receiver has no room for), so a checkpoint cannot cover what it carries.
+    pub fn is_at_most_once(&self) -> bool {
+        matches!(self, Self::UdpMq(_))
+    }
+
     /// The most senders one receiver of the transport takes.
     pub fn max_senders(&self) -> usize {
         match self {

@@ -5,6 +5,13 @@
 //! punctuations of every kind, which arrive with their values in their place among the
 //! tuples, through the typed and the type-erased endpoints alike.
 //!
+//! Checkpoint barriers above all keep their place: an instance aligning its inputs takes
+//! everything before a barrier into the checkpoint and nothing after it, so a barrier that
+//! overtook a tuple, or fell behind one, would put that tuple in the wrong checkpoint. Every
+//! transport a checkpointed job may use carries a sender's tuples, batches (split by the
+//! transport where they do not fit), watermarks and barriers, interleaved at random and
+//! across a full queue, in exactly the order sent, each barrier with its number and sender.
+//!
 //! A transport whose flush cannot always hand everything over at once (TCP, bounded by the
 //! kernel's buffers) says so with `pending`; the suite then flushes again after reading, as a
 //! caller must.
@@ -19,7 +26,10 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use sluice_transport::tcp::{BatchProfile, TcpParams};
 use sluice_transport::udp_mq::{QueueChoice, UdpMqParams, HEADER_LEN, RECORD_HEADER};
-use sluice_transport::{RecvError, SendError, TransportSpec, TupleReceiver, TupleSender};
+use sluice_transport::{
+    Delivery, ErasedReceiver, ErasedSender, RecvError, SendError, StreamType, TransportSpec,
+    TupleReceiver, TupleSender,
+};
 use sluice_types::{Message, Punctuation};
 
 /// TCP with the smallest buffers, a frame of 64 bytes and tuples of at most `max_tuple_bytes`.
@@ -327,6 +337,17 @@ fn mixed_stream() -> Vec<Offer> {
             time: 0x8000_0000_0000_0001,
             from: u32::MAX,
         }),
+        punctuation(Punctuation::Checkpoint {
+            n: 0x0102_0304_0506_0708,
+            from: 0x8040_2010,
+        }),
+        Offer::Value(5),
+        punctuation(Punctuation::Checkpoint { n: 1, from: 0 }),
+        punctuation(Punctuation::Checkpoint {
+            n: u64::MAX,
+            from: u32::MAX,
+        }),
+        Offer::Copy(6),
         Offer::Control(Message::EndOfStream),
     ]
 }
@@ -342,28 +363,39 @@ fn punctuations_of_every_kind_arrive_with_their_values_in_their_place() {
     }
 }
 
+/// Polls a type-erased receiver once for up to `max` messages, appending them to `received`
+/// with every batch taken apart into its tuples; returns how many messages it polled.
+fn receive_erased(
+    rx: &mut dyn ErasedReceiver,
+    max: usize,
+    received: &mut Vec<Message<u64>>,
+) -> Result<usize, RecvError> {
+    rx.poll(max, &mut |delivery| {
+        match delivery {
+            Delivery::Batch(batch) => {
+                received.extend(batch.iter_as::<u64>().map(|&v| Message::Data(v)))
+            }
+            Delivery::Punctuation(p) => received.push(Message::Punctuation(p)),
+            Delivery::EndOfStream => received.push(Message::EndOfStream),
+        }
+        std::ops::ControlFlow::Continue(())
+    })
+}
+
+/// Offers one message through a type-erased sender, as the runtime's threads do.
+fn offer_erased(tx: &mut dyn ErasedSender, message: Message<u64>) -> Result<(), SendError> {
+    match message {
+        Message::Data(v) => tx.offer_tuple(&mut Some(v)),
+        Message::Punctuation(p) => tx.offer_punctuation(p),
+        Message::EndOfStream => tx.offer_end(),
+    }
+}
+
 #[test]
 fn erased_endpoints_deliver_punctuations_with_their_values_in_their_place() {
-    use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, StreamType};
-    fn receive(rx: &mut dyn ErasedReceiver, received: &mut Vec<Message<u64>>) {
-        while let Ok(1..) = rx.poll(4, &mut |delivery| {
-            match delivery {
-                Delivery::Batch(batch) => {
-                    received.extend(batch.iter_as::<u64>().map(|&v| Message::Data(v)))
-                }
-                Delivery::Punctuation(p) => received.push(Message::Punctuation(p)),
-                Delivery::EndOfStream => received.push(Message::EndOfStream),
-            }
-            std::ops::ControlFlow::Continue(())
-        }) {}
-    }
-    fn offer(tx: &mut dyn ErasedSender, offer: &Offer) -> Result<(), SendError> {
-        match offer.message() {
-            Message::Data(v) => tx.offer_tuple(&mut Some(v)),
-            Message::Punctuation(p) => tx.offer_punctuation(p),
-            Message::EndOfStream => tx.offer_end(),
-        }
-    }
+    let receive = |rx: &mut dyn ErasedReceiver, received: &mut Vec<Message<u64>>| {
+        while let Ok(1..) = receive_erased(rx, 4, received) {}
+    };
     let sent = mixed_stream();
     let expected: Vec<_> = sent.iter().map(Offer::message).collect();
     for spec in all_transports() {
@@ -371,7 +403,7 @@ fn erased_endpoints_deliver_punctuations_with_their_values_in_their_place() {
         let mut received = Vec::new();
         let deadline = Instant::now() + WATCHDOG;
         for o in &sent {
-            while let Err(error) = offer(tx.as_mut(), o) {
+            while let Err(error) = offer_erased(tx.as_mut(), o.message()) {
                 assert_eq!(error, SendError::Full, "{spec}");
                 assert!(Instant::now() < deadline, "{spec}: never took {o:?}");
                 tx.flush();
@@ -387,16 +419,23 @@ fn erased_endpoints_deliver_punctuations_with_their_values_in_their_place() {
     }
 }
 
+/// A punctuation of any kind but the suspension marker, with any values; checkpoint barriers
+/// as often as watermarks.
+fn arb_punctuation() -> impl Strategy<Value = Punctuation> {
+    prop_oneof![
+        1 => Just(Punctuation::WindowMarker),
+        2 => (any::<u64>(), any::<u32>())
+            .prop_map(|(time, from)| Punctuation::Watermark { time, from }),
+        1 => any::<u64>().prop_map(Punctuation::Latency),
+        2 => (any::<u64>(), any::<u32>()).prop_map(|(n, from)| Punctuation::Checkpoint { n, from }),
+    ]
+}
+
 fn arb_offer() -> impl Strategy<Value = Offer> {
-    let punctuation = prop_oneof![
-        Just(Punctuation::WindowMarker),
-        (any::<u64>(), any::<u32>()).prop_map(|(time, from)| Punctuation::Watermark { time, from }),
-        any::<u64>().prop_map(Punctuation::Latency),
-    ];
     prop_oneof![
         4 => any::<u64>().prop_map(Offer::Value),
         4 => any::<u64>().prop_map(Offer::Copy),
-        1 => punctuation.prop_map(|p| Offer::Control(Message::Punctuation(p))),
+        2 => arb_punctuation().prop_map(|p| Offer::Control(Message::Punctuation(p))),
     ]
 }
 
@@ -413,9 +452,151 @@ proptest! {
     }
 }
 
+/// One offer of a sender on the type-erased endpoints, as the runtime's threads make them: a
+/// batch of tuples or one message.
+#[derive(Debug, Clone)]
+enum Step {
+    Batch(Vec<u64>),
+    One(Message<u64>),
+}
+
+impl Step {
+    /// The messages that arrive for it, a batch's tuples one by one.
+    fn messages(&self) -> Vec<Message<u64>> {
+        match self {
+            Step::Batch(batch) => batch.iter().map(|&v| Message::Data(v)).collect(),
+            Step::One(message) => vec![message.clone()],
+        }
+    }
+}
+
+/// Offers `steps` and then the end of the stream through type-erased endpoints of `spec` from
+/// a thread of its own, which flushes and yields whenever the transport is full (a batch
+/// that does not fit is held by the sender and goes before anything after it); reads in the
+/// calling thread, a few messages per poll, and returns what arrived up to the end of the
+/// stream, every batch taken apart into its tuples.
+fn send_steps(spec: &TransportSpec, steps: Vec<Step>) -> Vec<Message<u64>> {
+    let (mut tx, mut rx) = StreamType::of::<u64>().connect(spec).unwrap();
+    let sender = std::thread::spawn(move || {
+        let deadline = Instant::now() + WATCHDOG;
+        let wait = |tx: &mut dyn ErasedSender| {
+            assert!(Instant::now() < deadline, "the receiver stopped taking");
+            tx.flush();
+            std::thread::yield_now();
+        };
+        for step in steps.into_iter().chain([Step::One(Message::EndOfStream)]) {
+            match step {
+                Step::Batch(mut batch) => match tx.offer_batch(&mut batch) {
+                    Ok(()) | Err(SendError::Full) => assert!(batch.is_empty()),
+                    Err(error) => panic!("a batch refused: {error}"),
+                },
+                Step::One(message) => loop {
+                    match offer_erased(tx.as_mut(), message.clone()) {
+                        Ok(()) => break,
+                        Err(SendError::Full) => wait(tx.as_mut()),
+                        Err(error) => panic!("{message:?} refused: {error}"),
+                    }
+                },
+            }
+        }
+        while tx.pending() {
+            wait(tx.as_mut());
+        }
+        tx.flush();
+    });
+    let deadline = Instant::now() + WATCHDOG;
+    let mut received = Vec::new();
+    while received.last() != Some(&Message::EndOfStream) {
+        assert!(
+            Instant::now() < deadline,
+            "{spec}: the stream never ended; got {} messages",
+            received.len()
+        );
+        if receive_erased(rx.as_mut(), 4, &mut received).unwrap() == 0 {
+            std::thread::yield_now();
+        }
+    }
+    sender.join().unwrap();
+    received
+}
+
+/// Checks that `steps` arrive over every transport a checkpointed job may use exactly as
+/// sent; names the first barrier out of place.
+fn assert_steps_arrive_in_order(steps: &[Step]) -> Result<(), TestCaseError> {
+    let mut expected: Vec<_> = steps.iter().flat_map(Step::messages).collect();
+    expected.push(Message::EndOfStream);
+    // The barriers of a stream with their positions in it.
+    let barriers = |messages: &[Message<u64>]| -> Vec<(usize, Message<u64>)> {
+        let positions = messages.iter().cloned().enumerate();
+        positions
+            .filter(|(_, m)| matches!(m, Message::Punctuation(Punctuation::Checkpoint { .. })))
+            .collect()
+    };
+    for spec in transports() {
+        let received = send_steps(&spec, steps.to_vec());
+        let pairs = barriers(&received).into_iter().zip(barriers(&expected));
+        if let Some(((at, got), (sent_at, sent))) = pairs.into_iter().find(|(g, s)| g != s) {
+            return Err(TestCaseError::fail(format!(
+                "{spec}: {sent:?} was sent as message {sent_at}; message {at} was {got:?}"
+            )));
+        }
+        prop_assert!(
+            received == expected,
+            "{}: what arrived differs from what was sent",
+            spec
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn barriers_keep_their_place_among_split_batches_across_full_queues() {
+    // Batches from empty to far beyond any queue here (the threaded port and the Vega ring
+    // hold 8, the OSR ring about 12 tuples): the transport takes them in pieces while the
+    // receiver reads a few messages at a time, and each barrier must wait for the whole batch
+    // before it.
+    let mut steps = Vec::new();
+    let mut next = 0u64;
+    for k in 0..120u64 {
+        let len = (k * 37) % 300;
+        steps.push(Step::Batch((next..next + len).collect()));
+        next += len;
+        steps.push(Step::One(Message::Punctuation(Punctuation::Checkpoint {
+            n: k + 1,
+            from: 0xC0DE_0000 | k as u32,
+        })));
+        if k % 3 == 0 {
+            steps.push(Step::One(Message::Data(next)));
+            next += 1;
+            steps.push(Step::One(Message::Punctuation(Punctuation::Watermark {
+                time: next,
+                from: 7,
+            })));
+        }
+    }
+    assert_steps_arrive_in_order(&steps).unwrap();
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => prop::collection::vec(any::<u64>(), 0..200).prop_map(Step::Batch),
+        3 => any::<u64>().prop_map(|v| Step::One(Message::Data(v))),
+        2 => arb_punctuation().prop_map(|p| Step::One(Message::Punctuation(p))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn any_interleaving_of_tuples_batches_and_barriers_arrives_as_sent(
+        steps in prop::collection::vec(arb_step(), 0..40),
+    ) {
+        assert_steps_arrive_in_order(&steps)?;
+    }
+}
+
 #[test]
 fn an_erased_batch_offer_holds_what_does_not_fit_and_sends_it_first() {
-    use sluice_transport::{Delivery, StreamType};
     for spec in transports() {
         let (mut tx, mut rx) = StreamType::of::<u64>().connect(&spec).unwrap();
         // More than any transport here holds, kernel buffers included.
@@ -560,6 +741,10 @@ fn tuples_larger_than_a_slot_arrive_whole_in_order() {
                     Message::Punctuation(Punctuation::Watermark {
                         time: i as u64,
                         from: 0,
+                    }),
+                    Message::Punctuation(Punctuation::Checkpoint {
+                        n: i as u64 + 1,
+                        from: 3,
                     }),
                 ]
             })

@@ -1,5 +1,6 @@
 //! The conformance checks of the `mpi` transport, across the ranks of a real `mpirun`: order
-//! kept (punctuations of every kind in their place, with their values), nothing lost or
+//! kept (punctuations of every kind in their place, with their values, checkpoint barriers
+//! included), nothing lost or
 //! duplicated, many senders into one receiver, backpressure, a clean
 //! close, a closed receiver and a vanished sender reported, tuples longer than a record
 //! arriving whole, an oversized fixed-size tuple refused, and a hostile peer's batch refused
@@ -159,19 +160,23 @@ mod ranks {
         }
     }
 
-    /// The tuples `0..n`, after every 1,000th a punctuation whose kind and value name it, and
-    /// the end of the stream.
+    /// The tuples `0..n`, after every 1,000th a punctuation whose kind and value name it (a
+    /// checkpoint barrier among them), and the end of the stream.
     fn messages(n: u64) -> Vec<Message<u64>> {
         let mut messages = Vec::new();
         for i in 0..n {
             messages.push(Message::Data(i));
-            match i % 3000 {
+            match i % 4000 {
                 999 => messages.push(Message::Punctuation(Punctuation::Watermark {
                     time: i,
                     from: 0,
                 })),
                 1999 => messages.push(Message::Punctuation(Punctuation::Latency(i))),
                 2999 => messages.push(Message::Punctuation(Punctuation::WindowMarker)),
+                3999 => messages.push(Message::Punctuation(Punctuation::Checkpoint {
+                    n: i / 4000 + 1,
+                    from: u32::MAX - i as u32,
+                })),
                 _ => {}
             }
         }

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod apps;
+mod checkpointing;
 mod companions;
 mod config;
 mod ending;

@@ -382,6 +382,7 @@ mod tests {
             hosts: None,
             queue_capacity: None,
             settings: vec!["parallelism=2".into()],
+            checkpointed: false,
         };
         let (_, plan) = app.build(AppConfig::default()).unwrap();
         let id = |name: &str| plan.instances.iter().position(|i| i.name == name).unwrap();

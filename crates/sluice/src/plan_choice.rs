@@ -14,6 +14,10 @@ use sluice_transport::MAX_QUEUE_CAPACITY;
 pub(crate) struct AppArgs {
     /// The application (see `sluice apps`).
     pub app: String,
+    /// The job takes checkpoints: every channel gets one sender (`sluice run` sets it from
+    /// its checkpoint flags).
+    #[arg(skip)]
+    pub checkpointed: bool,
     /// `fused` (one thread), `threaded` (a thread per operator instance), `processes` (a
     /// process per operator instance, joined by shared memory), a plan the application ships
     /// (see `sluice apps`), or a plan file (TOML) that places operators in threads and
@@ -51,7 +55,10 @@ impl AppArgs {
 
     /// What the planner is told: the queue capacity and the hosts file, if given.
     pub fn plan_options(&self) -> anyhow::Result<PlanOptions> {
-        let mut options = PlanOptions::default();
+        let mut options = PlanOptions {
+            checkpointed: self.checkpointed,
+            ..PlanOptions::default()
+        };
         if let Some(capacity) = self.queue_capacity {
             if !(1..=MAX_QUEUE_CAPACITY).contains(&capacity) {
                 anyhow::bail!(

@@ -19,6 +19,7 @@ use sluice_apps::AppConfig;
 use sluice_runtime::{Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
+use crate::checkpointing::CheckpointArgs;
 use crate::companions::Companions;
 use crate::ending::Ending;
 use crate::http_server;
@@ -99,6 +100,8 @@ pub(crate) struct RunArgs {
     observe: ObserveArgs,
     #[command(flatten)]
     online: OnlineArgs,
+    #[command(flatten)]
+    checkpoints: CheckpointArgs,
 }
 
 /// The exit status of a job the user interrupted, as a shell gives a command killed by SIGINT.
@@ -149,7 +152,7 @@ pub(crate) fn implicit_defaults() -> Vec<(&'static str, String)> {
     ]
 }
 
-pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     logs::init(match (args.quiet, args.verbose) {
         (true, _) => Verbosity::Quiet,
         (_, true) => Verbosity::Verbose,
@@ -170,6 +173,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let duration = args
         .duration
         .or(generated.then_some(DEFAULT_GENERATED_DURATION));
+    args.app.checkpointed = args.checkpoints.is_on();
     let (app, plan) = args.app.build(config)?;
     if args.json && app.json.is_none() {
         anyhow::bail!("{} has no JSON summary (--json): omdp has", args.app.app);
@@ -195,6 +199,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     // On-line placement weighs each instance by its CPU time, as TurboStream's monitor does.
     options.profile_cpu = args.profile.is_some() || args.online.online_placement;
     options.suspendable = args.online.online_placement;
+    options.checkpoints = args.checkpoints.options(&args.app.app)?;
+    let from = args.checkpoints.from()?;
+    if let Some((n, _)) = &from {
+        tracing::info!("starting from checkpoint {n}");
+    }
     let http = http_server::serve_if_asked(args.ui, args.observe.metrics_address(), &plan)?;
     if !sluice_runtime::is_pe_process() {
         tracing::info!(
@@ -231,7 +240,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let mut companions = Companions::default();
     let mut observers = None;
-    let result = sluice_runtime::start_with(&app.graph, &plan, &options, &stop).and_then(|job| {
+    let started = match &from {
+        Some((_, state)) => sluice_runtime::resume_with(&app.graph, &plan, &options, &stop, state),
+        None => sluice_runtime::start_with(&app.graph, &plan, &options, &stop),
+    };
+    let result = started.and_then(|job| {
         tracing::info!("started: the sources run (Ctrl-C stops and drains)");
         let identity = JobIdentity {
             app: &args.app.app,

@@ -267,11 +267,20 @@ fn history_file() -> Option<PathBuf> {
 /// `$XDG_STATE_HOME/sluice/history`, else `$HOME/.local/state/sluice/history`; `None` where
 /// neither variable is set.
 fn history_path(xdg_state_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    Some(state_dir(xdg_state_home, home)?.join("history"))
+}
+
+/// Sluice's state directory: `$XDG_STATE_HOME/sluice`, else `$HOME/.local/state/sluice`;
+/// `None` where neither variable is set.
+pub(crate) fn state_dir(
+    xdg_state_home: Option<OsString>,
+    home: Option<OsString>,
+) -> Option<PathBuf> {
     let state = match xdg_state_home.filter(|dir| !dir.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(home.filter(|dir| !dir.is_empty())?).join(".local/state"),
     };
-    Some(state.join("sluice/history"))
+    Some(state.join("sluice"))
 }
 
 /// Makes `dir` and its parents; the ones it makes only their owner may enter.

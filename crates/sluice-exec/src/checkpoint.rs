@@ -1,0 +1,209 @@
+//! Checkpoints in the data plane: what an instance hands over when it takes its part of a
+//! checkpoint ([`CheckpointPart`]), where it hands it ([`CheckpointSink`], which the control
+//! plane implements: a writer thread that stores the part and acknowledges it), and how an
+//! instance with several upstream instances aligns their barriers ([`Alignment`]).
+//!
+//! A checkpoint is Flink's asynchronous barrier snapshot (Carbone et al., 2015), itself a
+//! Chandy-Lamport snapshot for a graph whose sources can replay. The control plane asks for
+//! checkpoint `n` ([`crate::control::JobControl::trigger_checkpoint`]); each thread sees it at
+//! the top of its next round and every running source there takes its position
+//! ([`Source::checkpoint`](sluice_graph::Source::checkpoint)) and sends the barrier
+//! `Punctuation::Checkpoint { n, from }` on every output edge, in band with its tuples. An
+//! instance fed by several upstream instances holds back whatever arrives from one of them
+//! after its barrier (tuples, punctuations, its end) in an [`Alignment`], while the others'
+//! tuples are processed; once the barrier of every upstream instance still open has arrived it
+//! takes its state ([`Operator::checkpoint`](sluice_graph::Operator::checkpoint)), sends its
+//! own barrier on every output edge, and processes what it held, in order. An instance that
+//! finishes says so once, which is its part of every later checkpoint: a thread (or a PE)
+//! whose instances all finished has left and answers nothing.
+//!
+//! Holding rather than not polling: an input is held by copying what arrives on it, not by
+//! leaving it unread. Leaving a receiver unread would stop its sender's thread on a full
+//! queue in the middle of a call, and that thread may be the one that must still forward
+//! another input's barrier to this instance (two instances of one thread feeding it), which
+//! would then never come. Holding costs memory for as long as the alignment lasts; the number
+//! of tuples held is reported with the checkpoint.
+//!
+//! Each instance must know which upstream instance a tuple came from: a checkpointed job's
+//! plan gives every channel a single sender, since a receiver that merges several senders'
+//! streams cannot say which of its tuples follow which sender's barrier.
+
+use std::time::{Duration, Instant};
+
+use sluice_transport::{StreamType, TupleLog};
+use sluice_types::{BatchRef, Punctuation, TupleRef};
+
+use crate::state::InstanceState;
+
+/// One instance's part of a checkpoint, handed to the [`CheckpointSink`].
+#[derive(Debug, Clone)]
+pub struct CheckpointPart {
+    /// The checkpoint's number.
+    pub n: u64,
+    /// The instance's operator.
+    pub operator: String,
+    /// The instance's index among its operator's.
+    pub instance: usize,
+    /// Its state: what its `checkpoint` returned, its timers and ended ports. When
+    /// `state.finished`, the instance finished before checkpoint `n` reached it: that is its
+    /// part of `n` and of every checkpoint after.
+    pub state: InstanceState,
+    /// From its first barrier to its last (zero for a source, or an instance of one input).
+    pub alignment: Duration,
+    /// Tuples it held back while it aligned.
+    pub held: u64,
+}
+
+/// Where instances hand their parts of checkpoints. It is called on the data path, so it must
+/// only pass the part on (to a writer thread that stores it and acknowledges it).
+pub trait CheckpointSink: Send + Sync {
+    /// Takes one instance's part of a checkpoint.
+    fn part(&self, part: CheckpointPart);
+}
+
+/// One item held back from an input past its barrier, in arrival order.
+enum Held {
+    /// Tuples that arrived on `port` (consecutive ones share one log).
+    Tuples {
+        port: usize,
+        from: u32,
+        log: Box<dyn TupleLog>,
+    },
+    /// A punctuation that arrived on `port`.
+    Punctuation {
+        port: usize,
+        punctuation: Punctuation,
+    },
+    /// The end of a stream on `port`.
+    End { port: usize },
+}
+
+/// What an instance held back and must now process, in order.
+pub(crate) enum Release {
+    Tuples {
+        port: usize,
+        log: Box<dyn TupleLog>,
+    },
+    Punctuation {
+        port: usize,
+        punctuation: Punctuation,
+    },
+    End {
+        port: usize,
+    },
+}
+
+/// An instance aligning the barriers of checkpoint `n` from its upstream instances.
+pub(crate) struct Alignment {
+    /// The checkpoint.
+    pub(crate) n: u64,
+    /// When its first barrier arrived.
+    began: Instant,
+    /// The inputs whose barrier arrived: (port, upstream instance id).
+    arrived: Vec<(usize, u32)>,
+    /// What arrived on those inputs since, in order.
+    held: Vec<Held>,
+    /// Tuples held so far.
+    held_tuples: u64,
+}
+
+impl Alignment {
+    /// The first barrier of checkpoint `n` arrived.
+    pub(crate) fn new(n: u64) -> Self {
+        Self {
+            n,
+            began: Instant::now(),
+            arrived: Vec::new(),
+            held: Vec::new(),
+            held_tuples: 0,
+        }
+    }
+
+    /// The barrier from `from` on `port` arrived.
+    pub(crate) fn arrive(&mut self, port: usize, from: u32) {
+        self.arrived.push((port, from));
+    }
+
+    /// How many inputs' barriers arrived.
+    pub(crate) fn arrived(&self) -> usize {
+        self.arrived.len()
+    }
+
+    /// Whether what comes from `from` on `port` is held back.
+    #[inline]
+    pub(crate) fn holds(&self, port: usize, from: u32) -> bool {
+        self.arrived.contains(&(port, from))
+    }
+
+    /// Holds a copy of `tuple` from `from` on `port`, whose stream is `stream`.
+    pub(crate) fn hold_tuple(
+        &mut self,
+        port: usize,
+        from: u32,
+        stream: &StreamType,
+        tuple: TupleRef<'_>,
+    ) {
+        self.hold_with(port, from, stream, |log| log.push(tuple));
+        self.held_tuples += 1;
+    }
+
+    /// Holds copies of the tuples of `batch` from `from` on `port`.
+    pub(crate) fn hold_batch(
+        &mut self,
+        port: usize,
+        from: u32,
+        stream: &StreamType,
+        batch: BatchRef<'_>,
+    ) {
+        self.hold_with(port, from, stream, |log| log.push_batch(batch));
+        self.held_tuples += batch.len() as u64;
+    }
+
+    /// Holds a punctuation that arrived on `port`.
+    pub(crate) fn hold_punctuation(&mut self, port: usize, punctuation: Punctuation) {
+        self.held.push(Held::Punctuation { port, punctuation });
+    }
+
+    /// Holds the end of a stream on `port`.
+    pub(crate) fn hold_end(&mut self, port: usize) {
+        self.held.push(Held::End { port });
+    }
+
+    /// Puts tuples from `from` on `port` in the last log when it is theirs, else in a new one.
+    fn hold_with(
+        &mut self,
+        port: usize,
+        from: u32,
+        stream: &StreamType,
+        fill: impl FnOnce(&mut dyn TupleLog),
+    ) {
+        match self.held.last_mut() {
+            Some(Held::Tuples {
+                port: p,
+                from: f,
+                log,
+            }) if *p == port && *f == from => fill(log.as_mut()),
+            _ => {
+                let mut log = stream.tuple_log();
+                fill(log.as_mut());
+                self.held.push(Held::Tuples { port, from, log });
+            }
+        }
+    }
+
+    /// The alignment is over: how long it took, the tuples held, and what was held, in order.
+    pub(crate) fn finish(self) -> (Duration, u64, Vec<Release>) {
+        let released = self
+            .held
+            .into_iter()
+            .map(|h| match h {
+                Held::Tuples { port, log, .. } => Release::Tuples { port, log },
+                Held::Punctuation { port, punctuation } => {
+                    Release::Punctuation { port, punctuation }
+                }
+                Held::End { port } => Release::End { port },
+            })
+            .collect();
+        (self.began.elapsed(), self.held_tuples, released)
+    }
+}

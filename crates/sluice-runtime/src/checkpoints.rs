@@ -1,0 +1,456 @@
+//! Checkpoints in the control plane: the writer that stores each instance's part off the data
+//! path ([`PartWriter`]), the coordinator that asks for checkpoints and completes them
+//! ([`Coordinator`]), and the state a job recovers from ([`recovery_state`]).
+//!
+//! ```text
+//!  coordinator (this process, or the launcher)      every process running instances
+//!  every `every`: ask for n          ── Checkpoint{n} ──▶  JobControl::trigger_checkpoint
+//!                                                        sources: position, barrier ...
+//!                                                        each instance: its part, handed to
+//!                                                        the PartWriter's thread, which
+//!                                                        writes it to the store
+//!  counts the parts                 ◀── PartAck{n, ..} ──
+//!  all in: manifest written last,
+//!  then                             ── Complete{n} ──▶  instances told (a two-phase sink
+//!                                                        publishes what n covers)
+//! ```
+//! One checkpoint is in flight at a time; the next is asked for `every` after the last ended
+//! (completed, or failed: a part that could not be written, or the checkpoint's timeout).
+//! An instance that finished said so once ([`CheckpointPart`]'s `state.finished`): the
+//! coordinator writes its part of every later checkpoint itself, since its thread or PE may be
+//! gone.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sluice_checkpoint::{
+    CheckpointKind, CheckpointStore, LoadedCheckpoint, Manifest, PartEntry, StoreError,
+};
+use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
+use sluice_plan::PhysicalPlan;
+
+use crate::{CheckpointOptions, InstanceState, JobState, RunError};
+
+/// What a process tells its coordinator of one instance's part of a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PartAck {
+    /// The checkpoint (for a finished instance: the first it is finished for).
+    pub n: u64,
+    /// The instance's name in the store: `operator[index]`.
+    pub part: String,
+    /// What was written; `None` for an instance that finished (the coordinator writes its
+    /// parts) or when the write failed.
+    pub entry: Option<PartEntry>,
+    /// Why the part could not be written.
+    pub error: Option<String>,
+    /// From the instance's first barrier to its last.
+    pub alignment_ms: u64,
+    /// Tuples it held back while aligning.
+    pub held: u64,
+}
+
+/// The name of an instance's part: `operator[index]`, whatever its operator's parallelism.
+fn part_name(operator: &str, instance: usize) -> String {
+    format!("{operator}[{instance}]")
+}
+
+/// The operator and instance index a part name stands for.
+fn parse_part_name(name: &str) -> Option<(&str, usize)> {
+    let open = name.rfind('[')?;
+    let index = name[open + 1..].strip_suffix(']')?.parse().ok()?;
+    Some((&name[..open], index))
+}
+
+/// An instance's state as a part's payload.
+fn encode(state: &InstanceState) -> Result<Vec<u8>, String> {
+    postcard::to_allocvec(state).map_err(|e| format!("cannot encode an instance's state: {e}"))
+}
+
+/// Hands each part to a thread of its own that writes it to the store and acknowledges it:
+/// the data path only sends on a channel.
+pub(crate) struct PartWriter {
+    /// The channel to the writer's thread, until [`PartWriter::finish`] closes it.
+    parts: Mutex<Option<crossbeam_channel::Sender<CheckpointPart>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl PartWriter {
+    /// A writer into `store`, telling `acknowledge` of each part.
+    pub(crate) fn start(
+        store: Arc<CheckpointStore>,
+        acknowledge: impl Fn(PartAck) + Send + 'static,
+    ) -> Result<Arc<Self>, RunError> {
+        let (parts, taken) = crossbeam_channel::unbounded::<CheckpointPart>();
+        let thread = std::thread::Builder::new()
+            .name("checkpoint-writer".into())
+            .spawn(move || {
+                for part in taken {
+                    acknowledge(write_part(&store, part));
+                }
+            })
+            .map_err(|source| RunError::Spawn {
+                thread: "checkpoint-writer".into(),
+                source,
+            })?;
+        Ok(Arc::new(Self {
+            parts: Mutex::new(Some(parts)),
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Once the job's threads have ended: waits until every part handed over is written and
+    /// acknowledged (a PE's acknowledgements go before its report).
+    pub(crate) fn finish(&self) {
+        drop(lock(&self.parts).take());
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl CheckpointSink for PartWriter {
+    fn part(&self, part: CheckpointPart) {
+        if let Some(parts) = lock(&self.parts).as_ref() {
+            // The writer's thread reads until the channel is closed: a send cannot fail.
+            let _ = parts.send(part);
+        }
+    }
+}
+
+/// Writes one part (unless it says its instance finished) and says how it went.
+fn write_part(store: &CheckpointStore, part: CheckpointPart) -> PartAck {
+    let name = part_name(&part.operator, part.instance);
+    let mut ack = PartAck {
+        n: part.n,
+        part: name,
+        entry: None,
+        error: None,
+        alignment_ms: part.alignment.as_millis() as u64,
+        held: part.held,
+    };
+    if part.state.finished {
+        return ack;
+    }
+    match encode(&part.state).and_then(|payload| {
+        store
+            .write_part(part.n, &ack.part, &payload)
+            .map_err(|e| e.to_string())
+    }) {
+        Ok(info) => ack.entry = Some(info.entry),
+        Err(error) => ack.error = Some(error),
+    }
+    ack
+}
+
+/// What the coordinator asks of the job's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Take checkpoint n.
+    Take(u64),
+    /// Checkpoint n is complete.
+    Complete(u64),
+}
+
+/// The checkpoint in flight.
+struct InFlight {
+    n: u64,
+    asked: Instant,
+    asked_unix_ms: u64,
+    /// Each instance's part written, by part name.
+    entries: BTreeMap<String, PartEntry>,
+    alignment_ms: u64,
+    /// Why a part failed.
+    failed: Option<String>,
+}
+
+/// What the job's checkpoints did, for its summary and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointStats {
+    /// Checkpoints complete.
+    pub completed: u64,
+    /// Checkpoints that failed.
+    pub failed: u64,
+    /// The last complete checkpoint's number.
+    pub last: Option<u64>,
+    /// How long the last complete one took, from its ask to its manifest.
+    pub last_duration: Duration,
+    /// Bytes of its parts.
+    pub last_bytes: u64,
+    /// The longest alignment of an instance in it.
+    pub last_alignment: Duration,
+    /// Why the last failed one failed.
+    pub last_failure: Option<String>,
+}
+
+/// Asks for checkpoints, counts their parts, writes their manifests.
+pub(crate) struct Coordinator {
+    store: Arc<CheckpointStore>,
+    options: CheckpointOptions,
+    /// The parts each checkpoint needs, one per instance of the plan.
+    parts: Vec<String>,
+    /// Instances that finished, from which checkpoint on.
+    finished: BTreeMap<String, u64>,
+    job: String,
+    application: String,
+    plan: String,
+    next: u64,
+    due: Instant,
+    in_flight: Option<InFlight>,
+    pub(crate) stats: CheckpointStats,
+}
+
+impl Coordinator {
+    /// A coordinator for `plan`, whose first checkpoint is numbered `first`.
+    pub(crate) fn new(
+        store: Arc<CheckpointStore>,
+        options: CheckpointOptions,
+        plan: &PhysicalPlan,
+        job: &str,
+        first: u64,
+    ) -> Self {
+        let parts = plan
+            .instances
+            .iter()
+            .map(|i| part_name(sluice_exec::operator_of(i), i.index))
+            .collect();
+        Self {
+            store,
+            options,
+            parts,
+            finished: BTreeMap::new(),
+            job: job.to_string(),
+            application: plan.job.clone(),
+            plan: format!(
+                "{} instance(s) on {} thread(s) in {} PE(s)",
+                plan.instances.len(),
+                plan.threads().count(),
+                plan.pes.len()
+            ),
+            next: first.max(1),
+            due: Instant::now() + options.every,
+            in_flight: None,
+            stats: CheckpointStats::default(),
+        }
+    }
+
+    /// Takes in one instance's part.
+    pub(crate) fn acknowledge(&mut self, ack: PartAck) {
+        if ack.entry.is_none() && ack.error.is_none() {
+            self.finished.entry(ack.part).or_insert(ack.n);
+            return;
+        }
+        let Some(flight) = self.in_flight.as_mut().filter(|f| f.n == ack.n) else {
+            return;
+        };
+        flight.alignment_ms = flight.alignment_ms.max(ack.alignment_ms);
+        match (ack.entry, ack.error) {
+            (Some(entry), _) => {
+                flight.entries.insert(ack.part, entry);
+            }
+            (None, Some(error)) => {
+                flight
+                    .failed
+                    .get_or_insert(format!("part {}: {error}", ack.part));
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// The job is restarting: the checkpoint in flight will not complete (its instances are
+    /// gone), and the next is asked for `every` after the restart.
+    pub(crate) fn restarted(&mut self) {
+        if let Some(flight) = self.in_flight.take() {
+            let _ = self.store.abort(flight.n);
+            self.stats.failed += 1;
+            self.stats.last_failure = Some(format!(
+                "checkpoint {}: the job failed before it completed",
+                flight.n
+            ));
+        }
+        self.due = Instant::now() + self.options.every;
+    }
+
+    /// What to tell the job now: complete the checkpoint in flight when every part is in,
+    /// fail it past its timeout, ask for the next when it is due.
+    pub(crate) fn tick(&mut self) -> Vec<Order> {
+        let mut orders = Vec::new();
+        if let Some(n) = self.settle() {
+            orders.push(Order::Complete(n));
+        }
+        if self.in_flight.is_none() && Instant::now() >= self.due {
+            let n = self.next;
+            self.next += 1;
+            self.in_flight = Some(InFlight {
+                n,
+                asked: Instant::now(),
+                asked_unix_ms: unix_ms(),
+                entries: BTreeMap::new(),
+                alignment_ms: 0,
+                failed: None,
+            });
+            orders.push(Order::Take(n));
+        }
+        orders
+    }
+
+    /// Ends the checkpoint in flight if it can: its number if it completed.
+    fn settle(&mut self) -> Option<u64> {
+        let flight = self.in_flight.as_ref()?;
+        let n = flight.n;
+        let finished_before = |part: &String| self.finished.get(part).is_some_and(|&f| f <= n);
+        let missing = self
+            .parts
+            .iter()
+            .filter(|p| !flight.entries.contains_key(*p) && !finished_before(p))
+            .count();
+        let timed_out = flight.asked.elapsed() >= self.options.timeout;
+        let outcome = match (&flight.failed, missing, timed_out) {
+            (Some(why), _, _) => Err(why.clone()),
+            (None, 0, _) => self.complete(),
+            (None, _, true) => Err(format!(
+                "{missing} instance(s) had not taken their part after {} s",
+                self.options.timeout.as_secs()
+            )),
+            (None, _, false) => return None,
+        };
+        self.in_flight = None;
+        self.due = Instant::now() + self.options.every;
+        match outcome {
+            Ok(()) => Some(n),
+            Err(why) => {
+                let _ = self.store.abort(n);
+                self.stats.failed += 1;
+                self.stats.last_failure = Some(format!("checkpoint {n}: {why}"));
+                tracing::warn!("checkpoint {n} failed: {why}");
+                None
+            }
+        }
+    }
+
+    /// Writes the parts of the instances that finished and the manifest of the checkpoint in
+    /// flight, every part being in.
+    fn complete(&mut self) -> Result<(), String> {
+        let Some(flight) = self.in_flight.as_mut() else {
+            return Ok(());
+        };
+        let finished = encode(&InstanceState {
+            finished: true,
+            ..InstanceState::default()
+        })?;
+        for part in &self.parts {
+            if !flight.entries.contains_key(part) {
+                let info = self
+                    .store
+                    .write_part(flight.n, part, &finished)
+                    .map_err(|e| e.to_string())?;
+                flight.entries.insert(part.clone(), info.entry);
+            }
+        }
+        let duration = flight.asked.elapsed();
+        let manifest = Manifest {
+            job: self.job.clone(),
+            application: self.application.clone(),
+            kind: CheckpointKind::Checkpoint,
+            n: flight.n,
+            created_unix_ms: flight.asked_unix_ms,
+            duration_ms: duration.as_millis() as u64,
+            alignment_ms: flight.alignment_ms,
+            plan: self.plan.clone(),
+            parts: flight.entries.values().cloned().collect(),
+        };
+        self.store
+            .complete(flight.n, &manifest)
+            .map_err(|e| e.to_string())?;
+        self.stats.completed += 1;
+        self.stats.last = Some(flight.n);
+        self.stats.last_duration = duration;
+        self.stats.last_bytes = manifest.parts.iter().map(|p| p.bytes).sum();
+        self.stats.last_alignment = Duration::from_millis(flight.alignment_ms);
+        Ok(())
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The job's state in the last complete checkpoint of `store` (falling back past corrupt
+/// ones, each named on standard error), with its number; `None` when there is none.
+pub(crate) fn recovery_state(store: &CheckpointStore) -> Result<Option<(u64, JobState)>, RunError> {
+    let refused = |e: StoreError| RunError::Launch(format!("cannot recover: {e}"));
+    match store.latest().map_err(refused)? {
+        Some(loaded) => Ok(Some((loaded.n, job_state(&loaded)?))),
+        None => Ok(None),
+    }
+}
+
+/// The job's state in a checkpoint or savepoint: `dir` is one checkpoint's (or savepoint's)
+/// directory, or a job's checkpoint directory, whose latest complete checkpoint is taken.
+/// Returns the checkpoint's number with the state.
+pub fn load_checkpoint(dir: &std::path::Path) -> Result<(u64, JobState), RunError> {
+    let loaded = sluice_checkpoint::load(dir).map_err(|e| RunError::Launch(e.to_string()))?;
+    Ok((loaded.n, job_state(&loaded)?))
+}
+
+/// The state a loaded checkpoint holds, each part decoded; names the files refused on the way
+/// to it on standard error.
+fn job_state(loaded: &LoadedCheckpoint) -> Result<JobState, RunError> {
+    for file in &loaded.skipped {
+        eprintln!("warning: checkpoint file refused, using an older checkpoint: {file}");
+    }
+    let mut state = JobState::default();
+    for (name, payload) in &loaded.parts {
+        let Some((operator, instance)) = parse_part_name(name) else {
+            return Err(RunError::Launch(format!(
+                "checkpoint {} has a part named '{name}', which names no instance",
+                loaded.n
+            )));
+        };
+        let part: InstanceState = postcard::from_bytes(payload).map_err(|e| {
+            RunError::Launch(format!(
+                "part '{name}' of checkpoint {} does not decode: {e}",
+                loaded.n
+            ))
+        })?;
+        let states = state.operators.entry(operator.to_string()).or_default();
+        states.resize_with(states.len().max(instance + 1), InstanceState::default);
+        states[instance] = part;
+    }
+    Ok(state)
+}
+
+/// Opens the job's checkpoint store as `options` say.
+pub(crate) fn open_store(options: &CheckpointOptions) -> Result<Arc<CheckpointStore>, RunError> {
+    let retained =
+        std::num::NonZeroUsize::new(options.retained.max(1)).unwrap_or(std::num::NonZeroUsize::MIN);
+    CheckpointStore::open(options.dir)
+        .map(|store| Arc::new(store.with_retained(retained)))
+        .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_name_names_its_operator_and_instance() {
+        assert_eq!(parse_part_name(&part_name("sum", 3)), Some(("sum", 3)));
+        assert_eq!(
+            parse_part_name(&part_name("odd[0]", 1)),
+            Some(("odd[0]", 1))
+        );
+        assert_eq!(parse_part_name("sum"), None);
+        assert_eq!(parse_part_name("sum[x]"), None);
+    }
+}

@@ -1,0 +1,126 @@
+//! The checkpoint flags of `sluice run`: how often a running job takes a checkpoint, where
+//! they go, how many are kept, how often the job is restarted from the last one after a
+//! failure, and `--from`, which starts a job from a checkpoint or savepoint.
+//!
+//! A job's checkpoints go to `$XDG_STATE_HOME/sluice/checkpoints/APP-PID` (else
+//! `~/.local/state/...`) unless `--checkpoint-dir` says where: durable storage, not the
+//! runtime directory the job registry uses, since a checkpoint must outlive a crash of the
+//! machine. Over several hosts, the directory must be a mount every host shares.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use sluice_runtime::{
+    CheckpointOptions, JobState, DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_RESTARTS,
+    DEFAULT_RESTART_DELAY,
+};
+
+/// The checkpoint flags of `sluice run`.
+#[derive(Args, Debug)]
+pub(crate) struct CheckpointArgs {
+    /// Take a checkpoint of the running job every DURATION (e.g. `1s`, `200ms`, `0.5`):
+    /// a PE or thread that fails then costs a restart from the last one, not the job. Every
+    /// source must be able to replay (files and generators can; sockets cannot).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    checkpoint_every: Option<Duration>,
+    /// Where the checkpoints go (default `$XDG_STATE_HOME/sluice/checkpoints/APP-PID`); a
+    /// mount every host shares when the PEs run on several.
+    #[arg(long, value_name = "DIR", requires = "checkpoint_every")]
+    checkpoint_dir: Option<PathBuf>,
+    /// Complete checkpoints kept (default 3); older ones are deleted.
+    #[arg(long, value_name = "K", requires = "checkpoint_every",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    checkpoints_retained: Option<u32>,
+    /// Times the job is restarted from its last complete checkpoint after a failure before
+    /// it fails for good (default 3).
+    #[arg(long, value_name = "N", requires = "checkpoint_every")]
+    restarts: Option<u32>,
+    /// The wait before each restart (default 100ms).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "checkpoint_every")]
+    restart_delay: Option<Duration>,
+    /// Start from a checkpoint or savepoint: one checkpoint's directory, or a job's
+    /// checkpoint directory (its latest complete checkpoint). The plan and parallelism may
+    /// differ from the run that took it: keys are dealt to their new instances.
+    #[arg(long, value_name = "DIR")]
+    from: Option<PathBuf>,
+}
+
+/// A duration as a person writes it: `1s`, `200ms`, `2m`, or a number of seconds.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = match text.parse::<f64>() {
+        Ok(_) => crate::plan_choice::parse_seconds(text)?,
+        Err(_) => humantime::parse_duration(text)
+            .map_err(|e| format!("'{text}' is not a duration (e.g. 1s, 200ms, 0.5): {e}"))?,
+    };
+    if duration.is_zero() {
+        return Err(format!("'{text}' must be longer than zero"));
+    }
+    Ok(duration)
+}
+
+impl CheckpointArgs {
+    /// Whether the run takes checkpoints.
+    pub(crate) fn is_on(&self) -> bool {
+        self.checkpoint_every.is_some()
+    }
+
+    /// The run's checkpoint options for application `app`, if it takes checkpoints; makes the
+    /// default directory.
+    pub(crate) fn options(&self, app: &str) -> anyhow::Result<Option<CheckpointOptions>> {
+        let Some(every) = self.checkpoint_every else {
+            return Ok(None);
+        };
+        let dir = match &self.checkpoint_dir {
+            Some(dir) => dir.clone(),
+            None => default_dir(app)?,
+        };
+        let dir: &'static Path = Box::leak(dir.into_boxed_path());
+        Ok(Some(CheckpointOptions {
+            retained: self
+                .checkpoints_retained
+                .map_or(DEFAULT_CHECKPOINTS_RETAINED, |k| k as usize),
+            restarts: self.restarts.unwrap_or(DEFAULT_RESTARTS),
+            restart_delay: self.restart_delay.unwrap_or(DEFAULT_RESTART_DELAY),
+            ..CheckpointOptions::new(every, dir)
+        }))
+    }
+
+    /// The state `--from` starts the job from, with the checkpoint's number.
+    pub(crate) fn from(&self) -> anyhow::Result<Option<(u64, JobState)>> {
+        let Some(dir) = &self.from else {
+            return Ok(None);
+        };
+        let loaded = sluice_runtime::load_checkpoint(dir)
+            .with_context(|| format!("--from {}", dir.display()))?;
+        Ok(Some(loaded))
+    }
+}
+
+/// `$XDG_STATE_HOME/sluice/checkpoints/APP-PID` (else under `~/.local/state`, else the
+/// temporary directory).
+fn default_dir(app: &str) -> anyhow::Result<PathBuf> {
+    let base =
+        crate::shell::state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+            .unwrap_or_else(|| std::env::temp_dir().join("sluice"));
+    Ok(base
+        .join("checkpoints")
+        .join(format!("{app}-{}", std::process::id())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon")
+            .unwrap_err()
+            .contains("'soon' is not a duration"));
+    }
+}
