@@ -64,6 +64,10 @@ pub const SPEC: AppSpec = AppSpec {
             "sentences",
             "generate this many sentences, then end (default: until --duration)",
         ),
+        (
+            "kafka.*",
+            "a librdkafka setting for a kafka:// --input or --output (kafka.KEY=VALUE)",
+        ),
     ],
     build,
     plans: &[
@@ -152,9 +156,11 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         .map(kafka_address)
         .transpose()?
         .flatten();
+    let kafka_settings = settings.with_prefix("kafka.");
     let kafka = kafka.map(|(brokers, topic)| {
         let mut config = KafkaSourceConfig::new(brokers, topic);
         config.end = EndAt::EndOffsetsAtStart;
+        config.settings = kafka_settings.clone();
         config
     });
     let kafka_output = config
@@ -201,7 +207,8 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         // Every count as it changes, `word<TAB>count`, keyed (and so partitioned) by word: a
         // reader keeps each word's last record.
         Some((brokers, topic)) => counts.sink("counts", move |_| {
-            let config = KafkaSinkConfig::new(&brokers, &topic, Delivery::AtLeastOnce);
+            let mut config = KafkaSinkConfig::new(&brokers, &topic, Delivery::AtLeastOnce);
+            config.settings = kafka_settings.clone();
             KafkaSink::new(
                 config,
                 Csv::new(b'\t'),

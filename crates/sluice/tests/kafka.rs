@@ -96,12 +96,20 @@ fn wordcount_reads_a_kafka_topic() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("counts.tsv");
     let input = format!("kafka://{}/wordcount-lines", broker.address);
-    wordcount(&["--input", &input, "--output", output.to_str().unwrap()]);
+    let output = output.to_str().unwrap();
+    wordcount(&[
+        "--input",
+        &input,
+        "--output",
+        output,
+        "--set",
+        "kafka.client.id=wc",
+    ]);
     let expected: String = expected
         .iter()
         .map(|(word, count)| format!("{word}\t{count}\n"))
         .collect();
-    assert_eq!(std::fs::read_to_string(&output).unwrap(), expected);
+    assert_eq!(std::fs::read_to_string(output).unwrap(), expected);
 }
 
 #[test]
@@ -146,4 +154,20 @@ fn a_kafka_input_without_a_topic_is_refused() {
     assert!(!run.status.success());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("kafka://HOST:PORT/TOPIC"), "{stderr}");
+}
+
+#[test]
+fn kafka_settings_reach_the_client() {
+    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "wordcount", "--input", "kafka://127.0.0.1:9/lines"])
+        .args(["--set", "kafka.no.such.property=1"])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    // librdkafka's own refusal, not the application's of an unknown setting.
+    assert!(
+        stderr.contains("No such configuration property: \"no.such.property\""),
+        "{stderr}"
+    );
 }
