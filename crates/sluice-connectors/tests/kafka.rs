@@ -493,3 +493,22 @@ fn an_unbounded_source_from_latest_or_a_timestamp_reads_only_newer_records() {
     let read = collected.records.into_iter().map(|r| r.value);
     assert_eq!(exactly_once(read), new.into_iter().collect());
 }
+
+#[test]
+fn the_at_least_once_sink_has_delivered_everything_when_a_checkpoint_returns() {
+    let Some(broker) = broker() else { return };
+    let topic = "at-least-once-checkpoint";
+    create_topic(broker, topic, 3);
+    let mut config = KafkaSinkConfig::new(&broker.address, topic, Delivery::AtLeastOnce);
+    // Records would wait a second in librdkafka's queue but for the checkpoint's flush.
+    config.settings.push(("linger.ms".into(), "1000".into()));
+    let mut sink = KafkaSink::new(config, Lines, |line: &String| key_of(line));
+    sink.start(&ctx(0, 1)).unwrap();
+    feed(&mut sink, lines(500));
+    assert!(
+        sink.checkpoint(1).unwrap().is_empty(),
+        "at least once keeps no state"
+    );
+    let read = read_all(broker, topic, Lines).into_iter().map(|r| r.value);
+    assert_eq!(exactly_once(read), lines(500).into_iter().collect());
+}
