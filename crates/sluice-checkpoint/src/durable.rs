@@ -7,9 +7,9 @@
 //! survives a power cut. A reader therefore sees the file whole or not at all, and once
 //! [`write_durably`] returns it stays. On any failure the temporary file is removed.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{io_error, StoreError};
@@ -64,11 +64,14 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(io_error("fsync the directory", dir))
 }
 
-/// Makes the directory `dir` (mode 0700) unless it exists; returns whether it made it. Its
+/// Makes the directory `dir` (mode 0700, whatever the umask) unless it exists; returns whether it made it. Its
 /// parent must exist.
 pub(crate) fn make_dir(dir: &Path) -> Result<bool, StoreError> {
     match DirBuilder::new().mode(PRIVATE_DIR_MODE).create(dir) {
-        Ok(()) => Ok(true),
+        // The mode again, whatever the umask took from it.
+        Ok(()) => std::fs::set_permissions(dir, Permissions::from_mode(PRIVATE_DIR_MODE))
+            .map(|()| true)
+            .map_err(io_error("set the mode of", dir)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(io_error("make the directory", dir)(e)),
     }

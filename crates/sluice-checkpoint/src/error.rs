@@ -33,7 +33,7 @@ impl fmt::Display for RefusedFile {
 
 /// Files refused, one a line: the tail of the messages of [`StoreError::NoneVerifies`] and
 /// [`StoreError::Corrupt`].
-pub struct RefusedList<'a>(pub &'a [RefusedFile]);
+pub(crate) struct RefusedList<'a>(pub &'a [RefusedFile]);
 
 impl fmt::Display for RefusedList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

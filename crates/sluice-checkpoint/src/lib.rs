@@ -77,7 +77,7 @@ mod manifest;
 mod part;
 mod store;
 
-pub use error::{RefusedFile, RefusedList, StoreError};
+pub use error::{RefusedFile, StoreError};
 pub use listing::{list, CheckpointInfo, CheckpointStatus};
 pub use manifest::{
     CheckpointKind, Manifest, PartEntry, MANIFEST_FILE, MANIFEST_FORMAT, MAX_MANIFEST_BYTES,
@@ -85,4 +85,4 @@ pub use manifest::{
 pub use part::{
     part_file_name, MAX_PART_FILE_NAME, PART_FORMAT, PART_HEADER_LEN, PART_MAGIC, PART_SUFFIX,
 };
-pub use store::{load, CheckpointStore, LoadedCheckpoint, PartInfo, DEFAULT_RETAINED};
+pub use store::{load, read_part, CheckpointStore, LoadedCheckpoint, PartInfo, DEFAULT_RETAINED};

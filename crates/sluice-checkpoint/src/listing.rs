@@ -43,7 +43,9 @@ pub struct CheckpointInfo {
 /// Every checkpoint and savepoint in `dir`, each verified (every part is read), ordered by
 /// number: `dir` itself if it is one checkpoint's or savepoint's directory; otherwise its
 /// `chk-N` directories, complete or not, and its other directories that hold a manifest
-/// (savepoints saved there).
+/// (savepoints saved there); a checkpoint before a savepoint of the same number. It reads
+/// every part of every checkpoint: [`crate::CheckpointStore::next_number`] and
+/// [`crate::CheckpointStore::latest`] read less.
 pub fn list(dir: &Path) -> Result<Vec<CheckpointInfo>, StoreError> {
     if has_manifest(dir) {
         return Ok(vec![describe(dir)?]);
@@ -51,6 +53,13 @@ pub fn list(dir: &Path) -> Result<Vec<CheckpointInfo>, StoreError> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_error("read the directory", dir))? {
         let path = entry.map_err(io_error("read the directory", dir))?.path();
+        // A hidden directory is one being removed (or not the store's).
+        let hidden = path
+            .file_name()
+            .is_some_and(|name| name.as_encoded_bytes().starts_with(b"."));
+        if hidden {
+            continue;
+        }
         let named = path
             .file_name()
             .and_then(parse_checkpoint_dir_name)
@@ -59,7 +68,7 @@ pub fn list(dir: &Path) -> Result<Vec<CheckpointInfo>, StoreError> {
             found.push(describe(&path)?);
         }
     }
-    found.sort_by(|a, b| (a.n, &a.dir).cmp(&(b.n, &b.dir)));
+    found.sort_by(|a, b| (a.n, a.kind, &a.dir).cmp(&(b.n, b.kind, &b.dir)));
     Ok(found)
 }
 

@@ -37,7 +37,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
 /// Whether a checkpoint is the coordinator's (retention deletes it in time) or a savepoint
 /// (kept until a person deletes it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckpointKind {
     /// Taken periodically; the last `retained` complete ones are kept.
@@ -130,39 +130,40 @@ pub(crate) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), Stor
 /// Reads and verifies the manifest of the checkpoint in `dir`, or says why it is refused.
 pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, RefusedFile> {
     let path = dir.join(MANIFEST_FILE);
-    let refuse = |reason: String| RefusedFile::new(&path, reason);
     let mut text = Vec::new();
     File::open(&path)
         .and_then(|file| file.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut text))
-        .map_err(|e| refuse(format!("cannot read it: {e}")))?;
+        .map_err(|e| format!("cannot read it: {e}"))
+        .and_then(|_| parse(&text))
+        .map_err(|reason| RefusedFile::new(&path, reason))
+}
+
+/// The manifest a manifest file's bytes `text` hold, or why they are refused.
+fn parse(text: &[u8]) -> Result<Manifest, String> {
     if text.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(refuse(format!(
+        return Err(format!(
             "longer than the limit of {MAX_MANIFEST_BYTES} bytes (MAX_MANIFEST_BYTES)"
-        )));
+        ));
     }
-    let probe: FormatProbe = serde_json::from_slice(&text)
-        .map_err(|e| refuse(format!("not a manifest (damaged or cut off): {e}")))?;
+    let probe: FormatProbe = serde_json::from_slice(text)
+        .map_err(|e| format!("not a manifest (damaged or cut off): {e}"))?;
     if probe.format != MANIFEST_FORMAT {
-        return Err(refuse(format!(
+        return Err(format!(
             "format version {}; this build reads version {MANIFEST_FORMAT}",
             probe.format
-        )));
+        ));
     }
-    let file: ManifestFile<Manifest> = serde_json::from_slice(&text)
-        .map_err(|e| refuse(format!("not a manifest of format {MANIFEST_FORMAT}: {e}")))?;
-    let crc32 = serde_json::to_vec(&file.manifest)
-        .map(|compact| crc32fast::hash(&compact))
-        .map_err(|e| refuse(e.to_string()))?;
+    let file: ManifestFile<Manifest> = serde_json::from_slice(text)
+        .map_err(|e| format!("not a manifest of format {MANIFEST_FORMAT}: {e}"))?;
+    let crc32 = crc32fast::hash(&serde_json::to_vec(&file.manifest).map_err(|e| e.to_string())?);
     if crc32 != file.crc32 {
-        return Err(refuse(format!(
+        return Err(format!(
             "its content has crc32 {crc32}, the file says {}: changed since it was written",
             file.crc32
-        )));
-    }
-    if render(&file.manifest).map_err(|e| refuse(e.to_string()))? != text {
-        return Err(refuse(
-            "not byte for byte as written (its text was altered)".into(),
         ));
+    }
+    if render(&file.manifest).map_err(|e| e.to_string())? != text {
+        return Err("not byte for byte as written (its text was altered)".into());
     }
     Ok(file.manifest)
 }
@@ -220,6 +221,21 @@ mod tests {
         std::fs::write(&path, text.replacen("\"bytes\": 40", "\"bytes\": 41", 1)).unwrap();
         let refused = read_manifest(dir.path()).unwrap_err();
         assert!(refused.reason.contains("crc32"), "{refused}");
+    }
+
+    #[test]
+    fn every_flipped_byte_and_every_cut_is_refused() {
+        let text = render(&manifest()).unwrap();
+        assert_eq!(parse(&text), Ok(manifest()));
+        let mut damaged = text.clone();
+        for at in 0..text.len() {
+            for mask in 1..=255u8 {
+                damaged[at] ^= mask;
+                assert!(parse(&damaged).is_err(), "byte {at} ^ {mask:#04x}");
+                damaged[at] ^= mask;
+            }
+            assert!(parse(&text[..at]).is_err(), "cut to {at} bytes");
+        }
     }
 
     #[test]

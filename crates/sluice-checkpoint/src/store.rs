@@ -19,10 +19,7 @@ use crate::manifest::{
 use crate::part::{header, part_file_name, verify_part, PART_HEADER_LEN};
 
 /// How many complete checkpoints a store keeps unless told otherwise.
-pub const DEFAULT_RETAINED: NonZeroUsize = match NonZeroUsize::new(3) {
-    Some(k) => k,
-    None => panic!("3 is not zero"),
-};
+pub const DEFAULT_RETAINED: NonZeroUsize = NonZeroUsize::new(3).unwrap();
 
 /// The prefix of a checkpoint's directory name: `chk-N`.
 const CHECKPOINT_PREFIX: &str = "chk-";
@@ -87,6 +84,20 @@ pub struct LoadedCheckpoint {
     pub skipped: Vec<RefusedFile>,
 }
 
+/// Refuses a manifest's entry whose file is not its part's: a manifest never names a file of
+/// its own choosing (`../x`).
+fn check_file_of(entry: &PartEntry) -> Result<(), String> {
+    let file = part_file_name(&entry.name).map_err(|e| e.to_string())?;
+    if entry.file == file {
+        Ok(())
+    } else {
+        Err(format!(
+            "the part {:?} is listed in the file {:?}, not in {file:?}",
+            entry.name, entry.file
+        ))
+    }
+}
+
 /// A checkpoint that verified: its manifest, and its payloads by part name if they were kept.
 pub(crate) struct Verified {
     pub manifest: Manifest,
@@ -112,13 +123,7 @@ pub(crate) fn verify_checkpoint(
     let mut refused = Vec::new();
     let mut parts = BTreeMap::new();
     for entry in &manifest.parts {
-        let file = part_file_name(&entry.name).map_err(|e| refuse_manifest(e.to_string()))?;
-        if entry.file != file {
-            return Err(refuse_manifest(format!(
-                "it lists the part {:?} in the file {:?}, not in {file:?}",
-                entry.name, entry.file
-            )));
-        }
+        check_file_of(entry).map_err(refuse_manifest)?;
         match verify_part(&dir.join(&entry.file), entry, keep) {
             Ok(payload) => {
                 if parts
@@ -165,7 +170,6 @@ pub(crate) fn latest_in(dir: &Path) -> Result<Option<LoadedCheckpoint>, StoreErr
             Err(refused) => {
                 for file in &refused {
                     tracing::warn!(
-                        file = %file.path.display(),
                         "checkpoint {n} skipped: {file}; falling back to the one before"
                     );
                 }
@@ -181,6 +185,20 @@ pub(crate) fn latest_in(dir: &Path) -> Result<Option<LoadedCheckpoint>, StoreErr
     } else {
         Ok(None)
     }
+}
+
+/// Reads one part of the checkpoint (or savepoint) in `dir`, as its manifest lists it, and
+/// verifies it: what a PE restoring one instance reads, given the entry by its coordinator,
+/// without loading the other instances' state.
+pub fn read_part(dir: &Path, entry: &PartEntry) -> Result<Vec<u8>, StoreError> {
+    let corrupt = |refused: RefusedFile| StoreError::Corrupt {
+        dir: dir.to_path_buf(),
+        refused: vec![refused],
+    };
+    let path = dir.join(&entry.file);
+    check_file_of(entry).map_err(|why| corrupt(RefusedFile::new(&path, why)))?;
+    let payload = verify_part(&path, entry, true).map_err(corrupt)?;
+    Ok(payload.unwrap_or_default())
 }
 
 /// Loads what `sluice run --from DIR` names: one checkpoint's or savepoint's directory (it must
@@ -242,6 +260,15 @@ impl CheckpointStore {
         self.dir.join(checkpoint_dir_name(n))
     }
 
+    /// The number the job's next checkpoint takes so that it overwrites none: one past the
+    /// highest `chk-N` directory, complete or not (1 in an empty directory). Reads names only,
+    /// where [`crate::list`] reads every part.
+    pub fn next_number(&self) -> Result<u64, StoreError> {
+        Ok(checkpoint_dirs(&self.dir)?
+            .last()
+            .map_or(1, |(n, _)| n.saturating_add(1)))
+    }
+
     /// Writes the part `part` (an instance's name, such as `sum[1]`) of checkpoint `n`: the
     /// header and `payload`, durably (see the crate's documentation). Refused if the name
     /// cannot be a file name, or checkpoint `n` is already complete. A full disk is
@@ -293,12 +320,8 @@ impl CheckpointStore {
             ));
         }
         let dir = self.checkpoint_dir(n);
-        if !dir.is_dir() {
-            return Err(incomplete(format!(
-                "{} does not exist: no part was written",
-                dir.display()
-            )));
-        }
+        // A checkpoint of no parts has no directory yet.
+        make_dir(&dir)?;
         let manifest_path = dir.join(MANIFEST_FILE);
         if manifest_path.exists() {
             return Err(StoreError::AlreadyComplete {
@@ -314,14 +337,8 @@ impl CheckpointStore {
                     entry.name
                 )));
             }
-            let file = part_file_name(&entry.name)?;
-            if entry.file != file {
-                return Err(incomplete(format!(
-                    "the part {:?} is listed in the file {:?}, not in {file:?}",
-                    entry.name, entry.file
-                )));
-            }
-            let path = dir.join(&file);
+            check_file_of(entry).map_err(incomplete)?;
+            let path = dir.join(&entry.file);
             let bytes = match std::fs::metadata(&path) {
                 Ok(metadata) => metadata.len(),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -498,6 +515,15 @@ fn fill_savepoint(source: &Path, target: &Path, manifest: Manifest) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writer_threads_can_share_a_store() {
+        fn shared<T: Send + Sync + Clone>() {}
+        shared::<CheckpointStore>();
+        fn sent<T: Send + Sync>() {}
+        sent::<StoreError>();
+        sent::<LoadedCheckpoint>();
+    }
 
     #[test]
     fn checkpoint_dir_names_round_trip_and_are_canonical() {

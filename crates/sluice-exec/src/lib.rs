@@ -53,5 +53,5 @@ pub use options::{
     DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS,
     DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT,
 };
-pub use report::{InstanceReport, JobReport, LOST_TUPLES_COUNTER};
+pub use report::{CheckpointSummary, InstanceReport, JobReport, Restart, LOST_TUPLES_COUNTER};
 pub use state::{operator_of, size_text, InstanceState, JobState};

@@ -51,15 +51,87 @@ pub struct InstanceReport {
 pub struct JobReport {
     /// Wall time from start to the end of the last thread.
     pub elapsed: Duration,
-    /// Every instance, in plan order.
+    /// Every instance, in plan order (of the last run, when the job was restarted).
     pub instances: Vec<InstanceReport>,
+    /// What its checkpoints and restarts did, when it took checkpoints.
+    pub checkpoints: Option<CheckpointSummary>,
+}
+
+/// What a checkpointed job's checkpoints and restarts did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointSummary {
+    /// Checkpoints complete.
+    pub completed: u64,
+    /// Checkpoints that failed (a part not written, the timeout, the job failing first).
+    pub failed: u64,
+    /// The last complete checkpoint's number.
+    pub last: Option<u64>,
+    /// How long the last complete one took, from its ask to its manifest.
+    pub last_duration: Duration,
+    /// Bytes of its parts.
+    pub last_bytes: u64,
+    /// The longest alignment of an instance in it.
+    pub last_alignment: Duration,
+    /// Why the last failed one failed.
+    pub last_failure: Option<String>,
+    /// Every restart, in order.
+    pub restarts: Vec<Restart>,
+}
+
+/// One restart of a checkpointed job after a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restart {
+    /// When, from the job's start.
+    pub at: Duration,
+    /// The checkpoint it restarted from; `None`: from the start, none being complete.
+    pub from: Option<u64>,
+    /// The failure, its first line.
+    pub cause: String,
+}
+
+impl std::fmt::Display for CheckpointSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "checkpoints: {} complete, {} failed",
+            self.completed, self.failed
+        )?;
+        if let Some(last) = self.last {
+            write!(
+                f,
+                "; the last ({last}) took {:.3} s, {}, longest alignment {:.1} ms",
+                self.last_duration.as_secs_f64(),
+                crate::size_text(self.last_bytes as f64),
+                self.last_alignment.as_secs_f64() * 1e3
+            )?;
+        }
+        if let Some(why) = &self.last_failure {
+            write!(f, "\nlast failed checkpoint: {why}")?;
+        }
+        for restart in &self.restarts {
+            let from = restart
+                .from
+                .map_or("the start".to_string(), |n| format!("checkpoint {n}"));
+            write!(
+                f,
+                "\nrestarted at {:.3} s from {from}, after: {}",
+                restart.at.as_secs_f64(),
+                restart.cause
+            )?;
+        }
+        Ok(())
+    }
 }
 
 impl JobReport {
     /// The report of a job that ran for `elapsed`, of its `instances` (in any order).
     pub fn new(elapsed: Duration, mut instances: Vec<InstanceReport>) -> Self {
         instances.sort_by(|a, b| a.instance.cmp(&b.instance));
-        Self { elapsed, instances }
+        Self {
+            elapsed,
+            instances,
+            checkpoints: None,
+        }
     }
 
     /// Every edge that lost tuples on the way, with how many, by edge.

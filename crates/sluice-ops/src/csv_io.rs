@@ -211,6 +211,7 @@ impl Write for RecordBytes {
 /// Writes each tuple as a CSV record, after a header row made from the type's field names
 /// when the format has headers.
 pub struct CsvEncoder {
+    format: CsvFormat,
     writer: csv::Writer<RecordBytes>,
 }
 
@@ -218,11 +219,16 @@ impl CsvEncoder {
     /// Records laid out as `format`.
     pub fn new(format: CsvFormat) -> Self {
         Self {
-            writer: WriterBuilder::new()
-                .has_headers(format.has_headers)
-                .delimiter(format.delimiter)
-                .from_writer(RecordBytes::default()),
+            format,
+            writer: Self::writer(format),
         }
+    }
+
+    fn writer(format: CsvFormat) -> csv::Writer<RecordBytes> {
+        WriterBuilder::new()
+            .has_headers(format.has_headers)
+            .delimiter(format.delimiter)
+            .from_writer(RecordBytes::default())
     }
 }
 
@@ -245,6 +251,14 @@ impl<T: Serialize> TupleEncoder<T> for CsvEncoder {
                 )))
             }
         }
+    }
+
+    /// The header row, if any, was written before: the records go on without one.
+    fn resume(&mut self) {
+        self.writer = Self::writer(CsvFormat {
+            has_headers: false,
+            ..self.format
+        });
     }
 }
 

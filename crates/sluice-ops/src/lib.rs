@@ -16,6 +16,12 @@
 //!   written to a file, standard output or a TCP connection ([`ByteTarget`]);
 //! - [`UdpSource`] and [`UdpSink`]: one datagram a tuple.
 //!
+//! Through a job's checkpoints and recoveries, the file sinks are exactly once (their output
+//! after any failure is that of a run without one: see [`staged_output`]); standard output,
+//! TCP and UDP are at least once (what was sent after the checkpoint recovered from is sent
+//! again). A user's sink becomes exactly once by implementing [`TransactionalSink`] and running
+//! as [`ExactlyOnce`].
+//!
 //! The wire formats they read and write are in [`framing`]. Each opens its file or socket when
 //! the job starts, so what cannot be opened fails the job with the operator's name and the
 //! path or address, and each counts what it refused (a malformed record, an oversized frame)
@@ -64,10 +70,12 @@ mod rolling;
 mod sinks;
 mod sources;
 mod split;
+pub mod staged_output;
 mod stream_sink;
 mod tcp;
 pub mod text;
 mod throttle;
+mod transactional;
 mod transforms;
 mod udp;
 mod watermarks;
@@ -98,5 +106,6 @@ pub use split::Split;
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
 pub use tcp::TcpSource;
 pub use throttle::{Throttle, BURST};
+pub use transactional::{ExactlyOnce, TransactionalSink, FINAL_TRANSACTION};
 pub use transforms::{Filter, FlatMap, Map};
 pub use udp::{UdpSink, UdpSource};

@@ -1,21 +1,27 @@
 //! A file a sink writes, which appears under its name only once it is complete.
 //!
-//! [`OutputFile::create`] makes a file under a temporary name (`.NAME.XXXXXX.partial`) in the
-//! destination's directory when the job starts, so a directory the user cannot write fails the
+//! [`OutputFile::create`] makes a file under a temporary name (`.NAME.PID.XXXXXX.partial`, PID
+//! the process's id) in the destination's directory when the job starts, so a directory the user cannot write fails the
 //! job before any input is read. Bytes go to that file; [`OutputFile::commit`] syncs it and
 //! renames it over the destination (a rename within one directory is atomic), so the
 //! destination is either what it was before or the whole output, never a file cut off
 //! mid-record by a full disk. Dropped without a commit (a failed write, a failed job), the
-//! temporary file is removed.
+//! temporary file is removed. A process killed before either leaves it: the next
+//! `create` of the same destination removes the temporary files of processes that are gone.
 //!
 //! A destination that is a symbolic link is resolved first, so the link keeps pointing at the
 //! output. A destination that exists and is not a regular file (`/dev/null`, `/dev/full`, a
 //! named pipe, a terminal) is written directly: there is nothing to rename over it.
 //!
+//! A sink of a job that takes checkpoints turns its output file into a
+//! [`StagedOutput`](crate::staged_output::StagedOutput) at the first one, which publishes the
+//! file a part at a time as checkpoints complete.
+//!
 //! A job suspended to be redeployed keeps its temporary file ([`OutputFile::keep`]); the
 //! resumed sink opens it again ([`OutputFile::resume`]), cut to the bytes written before, and
 //! commits it at the end as if it had never stopped.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -54,9 +60,14 @@ impl OutputFile {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
+        remove_orphans(directory, name);
         // The mode a plain `File::create` gives, the umask applied by the kernel.
         let (file, partial) = tempfile::Builder::new()
-            .prefix(&format!(".{}.", name.to_string_lossy()))
+            .prefix(&format!(
+                ".{}.{}.",
+                name.to_string_lossy(),
+                std::process::id()
+            ))
             .suffix(".partial")
             .permissions(Permissions::from_mode(0o666))
             .tempfile_in(directory)?
@@ -100,6 +111,17 @@ impl OutputFile {
         }
     }
 
+    /// Whether the destination is written directly (it is not a regular file).
+    pub fn is_direct(&self) -> bool {
+        self.partial.is_none()
+    }
+
+    /// The file, the destination and the temporary file (`None` for a destination written
+    /// directly), for an output going on as a [`StagedOutput`](crate::staged_output::StagedOutput).
+    pub(crate) fn into_parts(self) -> (File, PathBuf, Option<TempPath>) {
+        (self.file, self.destination, self.partial)
+    }
+
     /// Leaves the temporary file in place for a resumed sink and says where it is (`None` for
     /// a destination written directly).
     pub fn keep(self) -> io::Result<Option<PathBuf>> {
@@ -120,7 +142,7 @@ impl Write for OutputFile {
 }
 
 /// `path` with its symbolic links resolved if it exists; refused if it is a directory.
-fn destination(path: &Path) -> io::Result<PathBuf> {
+pub(crate) fn destination(path: &Path) -> io::Result<PathBuf> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(io::Error::new(
             io::ErrorKind::IsADirectory,
@@ -130,6 +152,41 @@ fn destination(path: &Path) -> io::Result<PathBuf> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_path_buf()),
         Err(e) => Err(e),
     }
+}
+
+/// Removes the temporary files of `name` in `directory` that processes now gone left (killed
+/// before they could commit or remove them). Best effort: a file that cannot be listed or
+/// removed stays, and the output is made all the same.
+fn remove_orphans(directory: &Path, name: &OsStr) {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    let mut prefix = OsString::from(".");
+    prefix.push(name);
+    prefix.push(".");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let owner = file_name
+            .as_encoded_bytes()
+            .strip_prefix(prefix.as_encoded_bytes())
+            .and_then(|rest| rest.strip_suffix(b".partial"))
+            .and_then(|rest| rest.split(|&b| b == b'.').next())
+            .and_then(|pid| std::str::from_utf8(pid).ok()?.parse::<i32>().ok());
+        if owner.is_some_and(|pid| !alive(pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists (one of another user counts: it cannot be signalled, but it
+/// is there).
+fn alive(pid: i32) -> bool {
+    rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+        !matches!(
+            rustix::process::test_kill_process(p),
+            Err(rustix::io::Errno::SRCH)
+        )
+    })
 }
 
 /// Whether `path` exists and is not a regular file.
@@ -188,6 +245,25 @@ mod tests {
         file.write_all(b"half a rec").unwrap();
         drop(file);
         assert!(names(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn the_temporary_files_of_processes_gone_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.txt");
+        // Beyond the largest process id Linux gives (2^22): no such process.
+        let gone = ".out.txt.4194305.AbC123.partial";
+        let ours = format!(".out.txt.{}.XyZ789.partial", std::process::id());
+        let others = [".other.txt.4194305.AbC123.partial", ".out.txt.partial"];
+        for name in [gone, &ours].into_iter().chain(others) {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        let file = OutputFile::create(&out).unwrap();
+        file.commit().unwrap();
+        let mut expected = vec![ours, "out.txt".to_string()];
+        expected.extend(others.map(String::from));
+        expected.sort();
+        assert_eq!(names(dir.path()), expected);
     }
 
     #[test]

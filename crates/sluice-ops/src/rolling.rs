@@ -112,6 +112,10 @@ where
 /// it was given one. The file is an [`OutputFile`] made when the job starts, so a directory
 /// that cannot be written fails the job before the stream is read, and the file appears only
 /// whole. Its report counts the keys (`distinct_keys`).
+///
+/// Through checkpoints it is exactly once as it is: its checkpoint state is the table, and
+/// the file is written whole at the end, so an instance recovered from a checkpoint (even
+/// one that failed after writing the file, before the job ended) writes the same file again.
 pub struct TableSink<K, V> {
     output: Option<PathBuf>,
     file: Option<OutputFile>,

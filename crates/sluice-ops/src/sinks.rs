@@ -20,6 +20,10 @@ pub fn collected<T: Clone>(into: &Collected<T>) -> Vec<T> {
 }
 
 /// A sink that keeps every tuple it receives and hands them over when it stops.
+///
+/// Through checkpoints it is at least once: a checkpoint hands over what it collected so far
+/// (as a suspension does), so a job recovered from an earlier checkpoint hands the tuples
+/// after it over again.
 pub struct Collect<T> {
     into: Collected<T>,
     instance: usize,

@@ -17,6 +17,16 @@
 //! renamed over the path at the end of the stream; a sink that fails or a job that fails
 //! removes it, so a full disk never leaves a file cut off mid-record.
 //!
+//! A job that takes checkpoints makes a file exactly once: at its first checkpoint the sink's
+//! file becomes a [`StagedOutput`], which closes what was written since the last checkpoint as
+//! a pending part, publishes the parts into the path when their checkpoint completes, and on
+//! recovery from a checkpoint publishes what it held pending and cuts the path to what it
+//! accounts for (see [`staged_output`](crate::staged_output) for the part files, their names
+//! and where they live). A sink that starts afresh removes the part files a failed earlier
+//! attempt left. Standard output, a TCP connection and a file that is not a regular file
+//! (a device, a pipe) cannot be taken back: through checkpoints they are *at least once*
+//! (what was written after the checkpoint a job recovers from is written again).
+//!
 //! A job suspended to be redeployed ([`Operator::snapshot`]) has the sink write what it holds
 //! and keep its counts and its temporary file; resumed, it opens that file where it left it
 //! (cut to the bytes it had written, then appended to) instead of starting anew, and opens a
@@ -37,6 +47,7 @@ use crate::counters::{add_counters, counter_report};
 use crate::framing::{DisplayLine, LengthEncoder, LineEncoder};
 use crate::net::TcpEndpoint;
 use crate::output_file::OutputFile;
+use crate::staged_output::{discard_stale_parts, StagedOutput, StagedState};
 
 /// Bytes a [`StreamSink`] gathers before it writes them.
 pub const FLUSH_BYTES: usize = 64 << 10;
@@ -49,17 +60,24 @@ const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub trait TupleEncoder<T>: Send {
     /// Appends the bytes of `tuple` to `out`; on an error `out` is as it was.
     fn encode(&mut self, tuple: &T, out: &mut Vec<u8>) -> Result<(), OperatorError>;
+
+    /// The sink goes on from a state in which it had written tuples (a suspended job
+    /// resumed, a job recovered from a checkpoint): what the encoder writes once before the
+    /// first tuple (a CSV header) is written already. The default has nothing of the kind.
+    fn resume(&mut self) {}
 }
 
 /// Where a [`StreamSink`] writes.
 #[derive(Debug, Clone)]
 pub enum ByteTarget {
     /// A file, begun under a temporary name when the job starts and renamed over the path at
-    /// the end of the stream ([`OutputFile`]).
+    /// the end of the stream ([`OutputFile`]); through checkpoints, published a part at a
+    /// time as they complete, exactly once ([`StagedOutput`]).
     File(PathBuf),
-    /// The process's standard output.
+    /// The process's standard output: at least once through a recovery from a checkpoint.
     Stdout,
-    /// A TCP connection: to a server, or from the one client of a listener.
+    /// A TCP connection, to a server or from the one client of a listener: at least once
+    /// through a recovery from a checkpoint.
     Tcp(TcpEndpoint),
 }
 
@@ -69,18 +87,29 @@ impl ByteTarget {
         Self::File(path.into())
     }
 
-    /// Opens the target for writing: a new file, or the temporary file `resume` names (`None`
-    /// for a file written directly) kept to its first `offset` bytes and written after them.
-    fn open(&self, resume: Option<(Option<&Path>, u64)>) -> Result<Opened, OperatorError> {
+    /// Opens the target for writing as instance `instance`: a new file (the part files of a
+    /// failed earlier attempt removed), the temporary file a suspended sink kept, or a
+    /// checkpoint's staged output recovered, as `resume` says.
+    fn open(&self, resume: Resume<'_>, instance: usize) -> Result<Opened, OperatorError> {
         Ok(match self {
             Self::File(path) => {
-                let file = match resume {
-                    None => OutputFile::create(path),
-                    Some((partial, offset)) => OutputFile::resume(path, partial, offset),
+                let (doing, opened) = match resume {
+                    Resume::Afresh => (
+                        "create",
+                        discard_stale_parts(path, instance)
+                            .and_then(|()| OutputFile::create(path))
+                            .map(Opened::File),
+                    ),
+                    Resume::Kept(partial, offset) => (
+                        "resume",
+                        OutputFile::resume(path, partial, offset).map(Opened::File),
+                    ),
+                    Resume::Staged(state) => (
+                        "recover",
+                        StagedOutput::resume(path, instance, state.clone()).map(Opened::Staged),
+                    ),
                 };
-                Opened::File(
-                    file.map_err(|e| OperatorError::io(format!("create {}", path.display()), e))?,
-                )
+                opened.map_err(|e| OperatorError::io(format!("{doing} {}", path.display()), e))?
             }
             Self::Stdout => Opened::Stream(Box::new(io::stdout())),
             Self::Tcp(endpoint) => {
@@ -95,10 +124,33 @@ impl ByteTarget {
     }
 }
 
+/// How a [`StreamSink`] opens its file when it starts.
+enum Resume<'a> {
+    /// Anew.
+    Afresh,
+    /// The temporary file a suspended sink kept (`None`: the path, written directly), cut to
+    /// its first bytes.
+    Kept(Option<&'a Path>, u64),
+    /// From a checkpoint's state.
+    Staged(&'a StagedState),
+}
+
+/// What a [`StreamSink`] keeps of its file in its state.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum FileState {
+    /// Suspended to be redeployed: the temporary file it kept (`None`: none, or written
+    /// directly).
+    Kept(Option<PathBuf>),
+    /// At a checkpoint: what its staged output published and holds pending.
+    Staged(StagedState),
+}
+
 /// An opened [`ByteTarget`].
 enum Opened {
     /// A file, complete once committed.
     File(OutputFile),
+    /// A file published with checkpoints.
+    Staged(StagedOutput),
     /// Standard output or a TCP connection.
     Stream(Box<dyn Write + Send>),
 }
@@ -107,6 +159,7 @@ impl Opened {
     fn writer(&mut self) -> &mut dyn Write {
         match self {
             Self::File(file) => file,
+            Self::Staged(file) => file,
             Self::Stream(stream) => stream,
         }
     }
@@ -137,8 +190,11 @@ pub struct StreamSink<T, E> {
     not_written: u64,
     /// It resumes a suspended job's sink: its file is kept to what it had written.
     resumed: bool,
-    /// The temporary file a suspended sink kept, for the sink that resumes it.
-    partial: Option<PathBuf>,
+    /// The temporary file a suspended sink kept, or the staged output of the checkpoint it
+    /// was restored from.
+    file_state: FileState,
+    /// The instance's index, which names its part files.
+    instance: usize,
     tuples: PhantomData<fn(&T)>,
 }
 
@@ -156,7 +212,8 @@ impl<T, E> StreamSink<T, E> {
             broken_pipe: false,
             not_written: 0,
             resumed: false,
-            partial: None,
+            file_state: FileState::Kept(None),
+            instance: 0,
             tuples: PhantomData,
         }
     }
@@ -220,6 +277,16 @@ impl<T, E> StreamSink<T, E> {
         self.settle(flushed)
     }
 
+    /// The instance's state: its counts and what it keeps of its file.
+    fn state(&self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&(
+            self.bytes_written,
+            self.not_written,
+            self.broken_pipe,
+            &self.file_state,
+        ))
+    }
+
     /// Flushes the target, and renames a file over its path: the stream is complete.
     fn complete(&mut self) -> Result<(), OperatorError> {
         self.flush()?;
@@ -227,6 +294,12 @@ impl<T, E> StreamSink<T, E> {
             Some(Opened::File(file)) => {
                 let committed = file.commit();
                 self.settle(committed)
+            }
+            Some(Opened::Staged(file)) => {
+                let published = file.finish().map(|state| {
+                    self.file_state = FileState::Staged(state);
+                });
+                self.settle(published)
             }
             other => {
                 self.writer = other;
@@ -267,11 +340,14 @@ where
     T: Tuple,
     E: TupleEncoder<T>,
 {
-    fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
-        let resume = self
-            .resumed
-            .then_some((self.partial.as_deref(), self.bytes_written));
-        self.writer = Some(self.target.open(resume)?);
+    fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
+        self.instance = ctx.instance;
+        let resume = match &self.file_state {
+            _ if !self.resumed => Resume::Afresh,
+            FileState::Kept(partial) => Resume::Kept(partial.as_deref(), self.bytes_written),
+            FileState::Staged(state) => Resume::Staged(state),
+        };
+        self.writer = Some(self.target.open(resume, self.instance)?);
         Ok(())
     }
 
@@ -298,20 +374,54 @@ where
         self.complete()
     }
 
-    /// Writes what it holds and keeps its temporary file; its state is its counts and that
-    /// file's path.
+    /// Writes what it holds and keeps its temporary file (a file published with checkpoints
+    /// publishes all it holds instead); its state is its counts and that file.
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
         self.flush()?;
-        if let Some(Opened::File(file)) = self.writer.take() {
-            let kept = file.keep();
-            self.partial = kept.map_err(|e| OperatorError::io(self.target.to_string(), e))?;
+        match self.writer.take() {
+            Some(Opened::File(file)) => {
+                let kept = file.keep();
+                let kept = kept.map_err(|e| OperatorError::io(self.target.to_string(), e))?;
+                self.file_state = FileState::Kept(kept);
+            }
+            Some(Opened::Staged(mut file)) => {
+                let published = file.publish_all();
+                let state = published.map_err(|e| OperatorError::io(self.target.to_string(), e))?;
+                self.file_state = FileState::Staged(state);
+            }
+            other => self.writer = other,
         }
-        Snapshot::whole(&(
-            self.bytes_written,
-            self.not_written,
-            self.broken_pipe,
-            &self.partial,
-        ))
+        self.state()
+    }
+
+    /// Closes the bytes written since the last checkpoint as a pending part of the file
+    /// (which becomes a [`StagedOutput`] at the first checkpoint); its state is its counts
+    /// and what the file published and holds pending. Other targets are flushed.
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+        self.flush()?;
+        let staged = match self.writer.take() {
+            Some(Opened::File(file)) if !file.is_direct() => {
+                StagedOutput::begin(file, self.instance).map(|f| Some(Opened::Staged(f)))
+            }
+            other => Ok(other),
+        };
+        self.writer = staged.map_err(|e| OperatorError::io(self.target.to_string(), e))?;
+        if let Some(Opened::Staged(file)) = &mut self.writer {
+            let state = file.checkpoint(checkpoint);
+            self.file_state = FileState::Staged(
+                state.map_err(|e| OperatorError::io(self.target.to_string(), e))?,
+            );
+        }
+        self.state()
+    }
+
+    /// Publishes the parts of the checkpoints up to `checkpoint` into the file.
+    fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {
+        if let Some(Opened::Staged(file)) = &mut self.writer {
+            file.complete(checkpoint)
+                .map_err(|e| OperatorError::io(self.target.to_string(), e))?;
+        }
+        Ok(())
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
@@ -319,8 +429,11 @@ where
             self.bytes_written,
             self.not_written,
             self.broken_pipe,
-            self.partial,
+            self.file_state,
         ) = snapshot.decode_whole()?;
+        if self.bytes_written > 0 {
+            self.encoder.resume();
+        }
         self.resumed = true;
         Ok(())
     }

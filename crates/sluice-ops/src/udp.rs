@@ -163,7 +163,9 @@ impl<T: Tuple> Source for UdpSource<T> {
     }
 }
 
-/// A sink sending each tuple as one datagram to an address (see the module doc).
+/// A sink sending each tuple as one datagram to an address (see the module doc). A datagram
+/// cannot be taken back: through a recovery from a checkpoint it is at least once (and UDP
+/// itself at most once).
 pub struct UdpSink<T> {
     destination: SocketAddr,
     max_datagram: usize,

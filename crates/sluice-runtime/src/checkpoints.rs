@@ -32,7 +32,7 @@ use sluice_checkpoint::{
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_plan::PhysicalPlan;
 
-use crate::{CheckpointOptions, InstanceState, JobState, RunError};
+use crate::{CheckpointOptions, CheckpointSummary, InstanceState, JobState, RunError};
 
 /// What a process tells its coordinator of one instance's part of a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,25 +172,6 @@ struct InFlight {
     failed: Option<String>,
 }
 
-/// What the job's checkpoints did, for its summary and metrics.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckpointStats {
-    /// Checkpoints complete.
-    pub completed: u64,
-    /// Checkpoints that failed.
-    pub failed: u64,
-    /// The last complete checkpoint's number.
-    pub last: Option<u64>,
-    /// How long the last complete one took, from its ask to its manifest.
-    pub last_duration: Duration,
-    /// Bytes of its parts.
-    pub last_bytes: u64,
-    /// The longest alignment of an instance in it.
-    pub last_alignment: Duration,
-    /// Why the last failed one failed.
-    pub last_failure: Option<String>,
-}
-
 /// Asks for checkpoints, counts their parts, writes their manifests.
 pub(crate) struct Coordinator {
     store: Arc<CheckpointStore>,
@@ -205,7 +186,7 @@ pub(crate) struct Coordinator {
     next: u64,
     due: Instant,
     in_flight: Option<InFlight>,
-    pub(crate) stats: CheckpointStats,
+    pub(crate) stats: CheckpointSummary,
 }
 
 impl Coordinator {
@@ -238,7 +219,7 @@ impl Coordinator {
             next: first.max(1),
             due: Instant::now() + options.every,
             in_flight: None,
-            stats: CheckpointStats::default(),
+            stats: CheckpointSummary::default(),
         }
     }
 
@@ -386,7 +367,7 @@ fn unix_ms() -> u64 {
 }
 
 /// The job's state in the last complete checkpoint of `store` (falling back past corrupt
-/// ones, each named on standard error), with its number; `None` when there is none.
+/// ones, each named in the log), with its number; `None` when there is none.
 pub(crate) fn recovery_state(store: &CheckpointStore) -> Result<Option<(u64, JobState)>, RunError> {
     let refused = |e: StoreError| RunError::Launch(format!("cannot recover: {e}"));
     match store.latest().map_err(refused)? {
@@ -403,12 +384,9 @@ pub fn load_checkpoint(dir: &std::path::Path) -> Result<(u64, JobState), RunErro
     Ok((loaded.n, job_state(&loaded)?))
 }
 
-/// The state a loaded checkpoint holds, each part decoded; names the files refused on the way
-/// to it on standard error.
+/// The state a loaded checkpoint holds, each part decoded (the store has logged the files it
+/// refused on the way to it).
 fn job_state(loaded: &LoadedCheckpoint) -> Result<JobState, RunError> {
-    for file in &loaded.skipped {
-        eprintln!("warning: checkpoint file refused, using an older checkpoint: {file}");
-    }
     let mut state = JobState::default();
     for (name, payload) in &loaded.parts {
         let Some((operator, instance)) = parse_part_name(name) else {

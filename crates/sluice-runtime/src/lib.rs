@@ -53,15 +53,16 @@ mod wire;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use checkpoints::{load_checkpoint, CheckpointStats};
+pub use checkpoints::load_checkpoint;
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use sluice_exec::metrics;
 pub use sluice_exec::{
-    size_text, CheckpointOptions, InstanceReport, InstanceState, JobReport, JobState, Launcher,
-    MetricsHandle, MetricsSnapshot, RunError, RunOptions, StopHandle, DEFAULT_CHECKPOINTS_RETAINED,
-    DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS,
-    DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
+    size_text, CheckpointOptions, CheckpointSummary, InstanceReport, InstanceState, JobReport,
+    JobState, Launcher, MetricsHandle, MetricsSnapshot, Restart, RunError, RunOptions, StopHandle,
+    DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
 };
 
 use checkpoints::{Coordinator, Order, PartAck, PartWriter};
@@ -109,12 +110,9 @@ impl Recovery {
         plan.check_checkpointed()?;
         let store = checkpoints::open_store(options)?;
         // Numbers go on from whatever the directory holds, so no checkpoint overwrites one.
-        let first = sluice_checkpoint::list(store.dir())
-            .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))?
-            .iter()
-            .filter_map(|c| c.n)
-            .max()
-            .map_or(1, |n| n + 1);
+        let first = store
+            .next_number()
+            .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))?;
         let job = format!("{}-{}", plan.job, std::process::id());
         let coordinator = Coordinator::new(store.clone(), *options, plan, &job, first);
         let in_process = plan.pes.len() <= 1;
@@ -362,7 +360,10 @@ impl RunningJob {
         loop {
             let outcome = self.wait_attempt();
             let error = match outcome {
-                Ok(report) => break Ok(report),
+                Ok(mut report) => {
+                    report.checkpoints = self.checkpoints();
+                    break Ok(report);
+                }
                 Err(error) => error,
             };
             let restartable = self
@@ -446,6 +447,11 @@ impl RunningJob {
             "restarting the job {whence} at {at:.3} s, after: {first_line} ({} restart(s) left)",
             recovery.restarts_left
         );
+        recovery.coordinator.stats.restarts.push(Restart {
+            at: self.started.elapsed(),
+            from: from.as_ref().map(|(n, _)| *n),
+            cause: first_line.to_string(),
+        });
         recovery.coordinator.restarted();
         std::thread::sleep(delay);
         self.control.rearm();
@@ -465,8 +471,8 @@ impl RunningJob {
         Ok(())
     }
 
-    /// What the job's checkpoints did so far; `None` when it takes none.
-    pub fn checkpoint_stats(&self) -> Option<CheckpointStats> {
+    /// What the job's checkpoints and restarts did so far; `None` when it takes none.
+    pub fn checkpoints(&self) -> Option<CheckpointSummary> {
         self.recovery.as_ref().map(|r| r.coordinator.stats.clone())
     }
 

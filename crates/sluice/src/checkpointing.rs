@@ -101,12 +101,16 @@ impl CheckpointArgs {
 /// `$XDG_STATE_HOME/sluice/checkpoints/APP-PID` (else under `~/.local/state`, else the
 /// temporary directory).
 fn default_dir(app: &str) -> anyhow::Result<PathBuf> {
-    let base =
-        crate::shell::state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
-            .unwrap_or_else(|| std::env::temp_dir().join("sluice"));
-    Ok(base
+    Ok(default_root().join(format!("{app}-{}", std::process::id())))
+}
+
+/// Where the jobs' default checkpoint directories are, one per job id:
+/// `$XDG_STATE_HOME/sluice/checkpoints` (else under `~/.local/state`, else the temporary
+/// directory).
+pub(crate) fn default_root() -> PathBuf {
+    crate::shell::state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+        .unwrap_or_else(|| std::env::temp_dir().join("sluice"))
         .join("checkpoints")
-        .join(format!("{app}-{}", std::process::id())))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 mod apps;
 mod checkpointing;
+mod checkpoints;
 mod companions;
 mod config;
 mod ending;
@@ -59,6 +60,8 @@ enum Command {
     Stop(jobs::StopArgs),
     /// Watch a running job live in the terminal: rates, queues, backpressure, latency.
     Top(top::TopArgs),
+    /// List a job's checkpoints and savepoints: size, duration, alignment, complete or not.
+    Checkpoints(checkpoints::CheckpointsArgs),
 }
 
 #[derive(Subcommand)]
@@ -95,6 +98,7 @@ fn main() {
         Command::Jobs => jobs::list(),
         Command::Stop(args) => jobs::stop(args),
         Command::Top(args) => top::top(args),
+        Command::Checkpoints(args) => checkpoints::checkpoints(args),
     });
     if let Err(error) = result {
         if stdout::was_closed(&error) {

@@ -337,6 +337,9 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
         }
         _ => writeln!(out, "{}", (app.summarize)(&report))?,
     }
+    if let (Some(checkpoints), false) = (&report.checkpoints, args.json) {
+        writeln!(out, "{checkpoints}")?;
+    }
     if let Some(output) = &args.output {
         writeln!(out, "output: {}", output.display())?;
     }
