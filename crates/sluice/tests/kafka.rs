@@ -112,18 +112,22 @@ fn wordcount_reads_a_kafka_topic() {
     assert_eq!(std::fs::read_to_string(output).unwrap(), expected);
 }
 
-#[test]
-fn wordcount_writes_its_counts_to_a_kafka_topic() {
+/// Runs WordCount from topic `NAME-in` to topic `NAME-out` with `extra` arguments, and checks
+/// each word's last count there.
+fn counts_through_kafka(name: &str, extra: &[&str]) {
     let Some(broker) = broker::broker() else {
         return;
     };
-    let expected = write_lines(broker, "wordcount-in");
-    broker::create_topic(broker, "wordcount-out", 3);
-    let input = format!("kafka://{}/wordcount-in", broker.address);
-    let output = format!("kafka://{}/wordcount-out", broker.address);
-    wordcount(&["--input", &input, "--output", &output]);
+    let (topic_in, topic_out) = (format!("{name}-in"), format!("{name}-out"));
+    let expected = write_lines(broker, &topic_in);
+    broker::create_topic(broker, &topic_out, 3);
+    let input = format!("kafka://{}/{topic_in}", broker.address);
+    let output = format!("kafka://{}/{topic_out}", broker.address);
+    let mut args = vec!["--input", &input, "--output", &output];
+    args.extend(extra);
+    wordcount(&args);
 
-    let mut config = KafkaSourceConfig::new(&broker.address, "wordcount-out");
+    let mut config = KafkaSourceConfig::new(&broker.address, &topic_out);
     config.end = EndAt::EndOffsetsAtStart;
     let mut source = KafkaSource::new(config, Csv::<(String, u64)>::new(b'\t'));
     source.start(&ctx()).unwrap();
@@ -143,6 +147,18 @@ fn wordcount_writes_its_counts_to_a_kafka_topic() {
     // Each word's records are in one partition, in order: its last is its count.
     let last: BTreeMap<String, u64> = collected.0.into_iter().collect();
     assert_eq!(last, expected);
+}
+
+#[test]
+fn wordcount_writes_its_counts_to_a_kafka_topic() {
+    counts_through_kafka("wordcount", &[]);
+}
+
+/// The runtime drives the source's and the sink's checkpoint hooks (on this machine the run
+/// takes a few checkpoints); the counts are the same.
+#[test]
+fn wordcount_from_kafka_to_kafka_takes_checkpoints() {
+    counts_through_kafka("wordcount-checkpointed", &["--checkpoint-every", "50ms"]);
 }
 
 #[test]
