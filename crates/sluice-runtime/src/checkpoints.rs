@@ -21,6 +21,7 @@
 //! gone.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -32,7 +33,7 @@ use sluice_checkpoint::{
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_plan::PhysicalPlan;
 
-use crate::{CheckpointOptions, CheckpointSummary, InstanceState, JobState, RunError};
+use crate::{CheckpointOptions, CheckpointSummary, InstanceState, JobState, Restart, RunError};
 
 /// What a process tells its coordinator of one instance's part of a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -160,6 +161,47 @@ pub(crate) enum Order {
     Complete(u64),
 }
 
+/// A savepoint asked for: where to keep it, and who waits for the answer.
+struct SavepointAsk {
+    target: PathBuf,
+    reply: crossbeam_channel::Sender<Result<PathBuf, String>>,
+}
+
+/// A handle on a checkpointed job's checkpoints, for other threads while it runs: what they
+/// did so far, and savepoints on demand.
+#[derive(Clone, Default)]
+pub struct CheckpointHandle(Arc<Shared>);
+
+#[derive(Default)]
+struct Shared {
+    summary: Mutex<CheckpointSummary>,
+    asks: Mutex<Vec<SavepointAsk>>,
+}
+
+impl CheckpointHandle {
+    /// What the job's checkpoints and restarts did so far.
+    pub fn summary(&self) -> CheckpointSummary {
+        lock(&self.0.summary).clone()
+    }
+
+    /// Takes a checkpoint now (after the one in flight, if any) and keeps it as a savepoint
+    /// in `target`, a directory that must not exist yet; waits for it at most `wait`.
+    /// Returns the savepoint's directory.
+    pub fn savepoint(&self, target: &Path, wait: Duration) -> Result<PathBuf, String> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        lock(&self.0.asks).push(SavepointAsk {
+            target: target.to_path_buf(),
+            reply,
+        });
+        answer.recv_timeout(wait).map_err(|_| {
+            format!(
+                "no checkpoint completed within {} s to keep as a savepoint",
+                wait.as_secs()
+            )
+        })?
+    }
+}
+
 /// The checkpoint in flight.
 struct InFlight {
     n: u64,
@@ -170,6 +212,8 @@ struct InFlight {
     alignment_ms: u64,
     /// Why a part failed.
     failed: Option<String>,
+    /// Savepoints waiting for it.
+    savepoints: Vec<SavepointAsk>,
 }
 
 /// Asks for checkpoints, counts their parts, writes their manifests.
@@ -187,6 +231,8 @@ pub(crate) struct Coordinator {
     due: Instant,
     in_flight: Option<InFlight>,
     pub(crate) stats: CheckpointSummary,
+    /// Where the stats are published, and savepoints asked for.
+    pub(crate) handle: CheckpointHandle,
 }
 
 impl Coordinator {
@@ -220,6 +266,7 @@ impl Coordinator {
             due: Instant::now() + options.every,
             in_flight: None,
             stats: CheckpointSummary::default(),
+            handle: CheckpointHandle::default(),
         }
     }
 
@@ -246,18 +293,35 @@ impl Coordinator {
         }
     }
 
-    /// The job is restarting: the checkpoint in flight will not complete (its instances are
-    /// gone), and the next is asked for `every` after the restart.
-    pub(crate) fn restarted(&mut self) {
+    /// The job is restarting (`restart` says when, from where, why): the checkpoint in
+    /// flight will not complete (its instances are gone), and the next is asked for `every`
+    /// after the restart.
+    pub(crate) fn restarted(&mut self, restart: Restart) {
+        self.stats.restarts.push(restart);
         if let Some(flight) = self.in_flight.take() {
-            let _ = self.store.abort(flight.n);
-            self.stats.failed += 1;
-            self.stats.last_failure = Some(format!(
-                "checkpoint {}: the job failed before it completed",
-                flight.n
-            ));
+            self.failed(flight, "the job failed before it completed".into());
         }
         self.due = Instant::now() + self.options.every;
+        self.publish();
+    }
+
+    /// Checkpoint `flight` failed because of `why`: what it wrote goes, the savepoints that
+    /// waited for it are told.
+    fn failed(&mut self, flight: InFlight, why: String) {
+        let n = flight.n;
+        let _ = self.store.abort(n);
+        self.stats.failed += 1;
+        self.stats.last_failure = Some(format!("checkpoint {n}: {why}"));
+        tracing::warn!("checkpoint {n} failed: {why}");
+        for ask in flight.savepoints {
+            let _ = ask.reply.send(Err(format!("checkpoint {n} failed: {why}")));
+        }
+        self.publish();
+    }
+
+    /// Publishes the stats on the handle.
+    fn publish(&self) {
+        *lock(&self.handle.0.summary) = self.stats.clone();
     }
 
     /// What to tell the job now: complete the checkpoint in flight when every part is in,
@@ -266,6 +330,10 @@ impl Coordinator {
         let mut orders = Vec::new();
         if let Some(n) = self.settle() {
             orders.push(Order::Complete(n));
+        }
+        let asks = std::mem::take(&mut *lock(&self.handle.0.asks));
+        if !asks.is_empty() && self.in_flight.is_none() {
+            self.due = Instant::now();
         }
         if self.in_flight.is_none() && Instant::now() >= self.due {
             let n = self.next;
@@ -277,8 +345,17 @@ impl Coordinator {
                 entries: BTreeMap::new(),
                 alignment_ms: 0,
                 failed: None,
+                savepoints: Vec::new(),
             });
             orders.push(Order::Take(n));
+        }
+        // A savepoint asked for while a checkpoint is in flight waits for the next one: the
+        // one in flight may have begun before the ask.
+        match self.in_flight.as_mut() {
+            Some(flight) if orders.contains(&Order::Take(flight.n)) => {
+                flight.savepoints.extend(asks)
+            }
+            _ => lock(&self.handle.0.asks).extend(asks),
         }
         orders
     }
@@ -303,15 +380,22 @@ impl Coordinator {
             )),
             (None, _, false) => return None,
         };
-        self.in_flight = None;
+        let flight = self.in_flight.take()?;
         self.due = Instant::now() + self.options.every;
         match outcome {
-            Ok(()) => Some(n),
+            Ok(()) => {
+                for ask in flight.savepoints {
+                    let kept = self
+                        .store
+                        .save_as(n, &ask.target)
+                        .map_err(|e| e.to_string());
+                    let _ = ask.reply.send(kept);
+                }
+                self.publish();
+                Some(n)
+            }
             Err(why) => {
-                let _ = self.store.abort(n);
-                self.stats.failed += 1;
-                self.stats.last_failure = Some(format!("checkpoint {n}: {why}"));
-                tracing::warn!("checkpoint {n} failed: {why}");
+                self.failed(flight, why);
                 None
             }
         }

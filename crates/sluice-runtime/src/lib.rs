@@ -53,7 +53,7 @@ mod wire;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use checkpoints::load_checkpoint;
+pub use checkpoints::{load_checkpoint, CheckpointHandle};
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use sluice_exec::metrics;
@@ -447,12 +447,11 @@ impl RunningJob {
             "restarting the job {whence} at {at:.3} s, after: {first_line} ({} restart(s) left)",
             recovery.restarts_left
         );
-        recovery.coordinator.stats.restarts.push(Restart {
+        recovery.coordinator.restarted(Restart {
             at: self.started.elapsed(),
             from: from.as_ref().map(|(n, _)| *n),
             cause: first_line.to_string(),
         });
-        recovery.coordinator.restarted();
         std::thread::sleep(delay);
         self.control.rearm();
         let resume = from.as_ref().map(|(_, state)| state);
@@ -474,6 +473,12 @@ impl RunningJob {
     /// What the job's checkpoints and restarts did so far; `None` when it takes none.
     pub fn checkpoints(&self) -> Option<CheckpointSummary> {
         self.recovery.as_ref().map(|r| r.coordinator.stats.clone())
+    }
+
+    /// A handle on the job's checkpoints for other threads while [`RunningJob::wait`] runs
+    /// (what they did, savepoints on demand); `None` when it takes none.
+    pub fn checkpoint_handle(&self) -> Option<CheckpointHandle> {
+        self.recovery.as_ref().map(|r| r.coordinator.handle.clone())
     }
 
     /// Once the job ended: its part writer has written everything.
