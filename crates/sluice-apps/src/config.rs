@@ -103,10 +103,15 @@ impl Settings {
         }
     }
 
-    /// Refuses keys the application does not know.
+    /// Refuses keys the application does not know. A key the application lists as
+    /// `PREFIX*` (`kafka.*`) stands for every key `PREFIXsomething`.
     pub fn check_keys(&self, spec: &AppSpec) -> Result<(), AppError> {
+        let known = |key: &str, k: &str| match k.strip_suffix('*') {
+            Some(prefix) => key.len() > prefix.len() && key.starts_with(prefix),
+            None => key == k,
+        };
         for key in self.0.keys() {
-            if !spec.settings.iter().any(|(k, _)| k == key) {
+            if !spec.settings.iter().any(|(k, _)| known(key, k)) {
                 return Err(AppError::UnknownSetting {
                     app: spec.name,
                     key: key.clone(),
@@ -120,6 +125,14 @@ impl Settings {
             }
         }
         Ok(())
+    }
+
+    /// The settings whose keys start with `prefix`, the prefix taken off, in key order.
+    pub fn with_prefix(&self, prefix: &str) -> Vec<(String, String)> {
+        self.0
+            .iter()
+            .filter_map(|(key, value)| Some((key.strip_prefix(prefix)?.to_owned(), value.clone())))
+            .collect()
     }
 
     /// The value of `key` parsed as `T`, or `default` when absent.

@@ -11,7 +11,11 @@
 //! stay exact because `sum` is keyed by word whichever instance split a line.
 //!
 //! With `--input FILE` the source reads the file line by line, one sentence a line, and the
-//! job ends at the end of the file. Without it the source generates sentences from a fixed
+//! job ends at the end of the file. With `--input kafka://HOST:PORT/TOPIC` it reads the
+//! topic's records as UTF-8 lines, one sentence a record, from the earliest up to the end
+//! offsets the topic had when the job started (a bounded read, as of a file). With
+//! `--output kafka://HOST:PORT/TOPIC` every count is written as it changes, a record
+//! `word<TAB>count` keyed by the word, at least once. Without it the source generates sentences from a fixed
 //! vocabulary at `--rate` sentences per second until `--duration` ends (or, with
 //! `--set sentences=N`, after N sentences). End-to-end latency comes from the runtime's
 //! sampled latency markers.
@@ -29,6 +33,10 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use sluice_connectors::{
+    Csv, Delivery, EndAt, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource, KafkaSourceConfig,
+    Lines,
+};
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
 use sluice_transport::MAX_TUPLE_BYTES;
@@ -55,6 +63,10 @@ pub const SPEC: AppSpec = AppSpec {
         (
             "sentences",
             "generate this many sentences, then end (default: until --duration)",
+        ),
+        (
+            "kafka.*",
+            "a librdkafka setting for a kafka:// --input or --output (kafka.KEY=VALUE)",
         ),
     ],
     build,
@@ -137,32 +149,76 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             .get("sentences", 0u64)
             .map(|n| (n > 0).then_some(n))?,
     };
+    // A Kafka input is read from the earliest record up to the end offsets at start.
+    let kafka = input
+        .file
+        .as_deref()
+        .map(kafka_address)
+        .transpose()?
+        .flatten();
+    let kafka_settings = settings.with_prefix("kafka.");
+    let kafka = kafka.map(|(brokers, topic)| {
+        let mut config = KafkaSourceConfig::new(brokers, topic);
+        config.end = EndAt::EndOffsetsAtStart;
+        config.settings = kafka_settings.clone();
+        config
+    });
+    let kafka_output = config
+        .output
+        .as_deref()
+        .map(kafka_address)
+        .transpose()?
+        .flatten();
     // A file has an end of its own, which `sluice run` knows; generated sentences have one
     // with `--set sentences`.
     let generated_sentences = input.sentences.filter(|_| input.file.is_none());
-    if let Some(path) = &input.file {
+    if let Some(path) = input.file.as_ref().filter(|_| kafka.is_none()) {
         File::open(path).map_err(|e| AppError::File {
             path: path.display().to_string(),
             reason: format!("cannot read input: {e}"),
         })?;
     }
-    config.check_output()?;
+    if kafka_output.is_none() {
+        config.check_output()?;
+    }
     let output = config.output.clone();
 
     let flow = Dataflow::new("wordcount");
-    flow.source("sentences", move |_| SentenceSource::new(input.clone()))
-        .flat_map_into("split", |line: &String, words| {
-            words.extend(text::words(line))
-        })
+    let words = match kafka {
+        Some(kafka) => flow
+            .source("sentences", move |_| KafkaSource::new(kafka.clone(), Lines))
+            .flat_map_into("split", |record: &KafkaRecord<String>, words| {
+                words.extend(text::words(&record.value))
+            }),
+        None => flow
+            .source("sentences", move |_| SentenceSource::new(input.clone()))
+            .flat_map_into("split", |line: &String, words| {
+                words.extend(text::words(line))
+            }),
+    };
+    let counts = words
         // Stateless: any instance splits any line, and the count after it is keyed by word,
         // so a replication optimizer may deal the lines round robin over more instances.
         .replicable(Partitioning::RoundRobin)
         .key_by(|word: &CompactString| word)
         .count("sum")
-        .parallelism(parallelism)
-        .sink("counts", move |_| {
+        .parallelism(parallelism);
+    match kafka_output {
+        // Every count as it changes, `word<TAB>count`, keyed (and so partitioned) by word: a
+        // reader keeps each word's last record.
+        Some((brokers, topic)) => counts.sink("counts", move |_| {
+            let mut config = KafkaSinkConfig::new(&brokers, &topic, Delivery::AtLeastOnce);
+            config.settings = kafka_settings.clone();
+            KafkaSink::new(
+                config,
+                Csv::new(b'\t'),
+                |(word, _): &(CompactString, u64)| Some(word.as_bytes().to_vec()),
+            )
+        }),
+        None => counts.sink("counts", move |_| {
             TableSink::<CompactString, u64>::new(output.clone())
-        });
+        }),
+    };
     Ok(App::new(
         flow.build()?,
         Box::new(|report| {
@@ -184,6 +240,25 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         }),
     )
     .with_finite_input("sentences", generated_sentences, "sentences"))
+}
+
+/// The brokers and the topic of `path` if it is `kafka://HOST:PORT[,HOST:PORT...]/TOPIC`
+/// (`None` for a file).
+fn kafka_address(path: &Path) -> Result<Option<(String, String)>, AppError> {
+    let Some(address) = path.to_str().and_then(|p| p.strip_prefix("kafka://")) else {
+        return Ok(None);
+    };
+    match address.split_once('/') {
+        Some((brokers, topic))
+            if !brokers.is_empty() && !topic.is_empty() && !topic.contains('/') =>
+        {
+            Ok(Some((brokers.to_owned(), topic.to_owned())))
+        }
+        _ => Err(AppError::File {
+            path: path.display().to_string(),
+            reason: "a Kafka topic is named kafka://HOST:PORT/TOPIC".into(),
+        }),
+    }
 }
 
 /// Sentences per `produce` call at most.

@@ -356,6 +356,7 @@ pub fn start(
     let profile_cpu = options.profile_cpu;
     let suspendable = options.suspendable;
     let checkpointed = control.checkpoint_sink().is_some();
+    let unaligned = options.checkpoints.is_some_and(|c| c.unaligned);
     if checkpointed {
         plan.check_checkpointed()?;
     }
@@ -384,6 +385,7 @@ pub fn start(
                     cpu: profile_cpu.then(|| CpuSampler::new(0x9e37_79b9 ^ thread as u64)),
                     suspendable,
                     checkpointed,
+                    unaligned,
                 };
                 exec.run(&env, &ready_t)
             });
@@ -495,6 +497,7 @@ fn new_node(
         aligning: None,
         checkpointed: 0,
         told_complete: 0,
+        replay: Vec::new(),
         ctx,
     })
 }

@@ -24,6 +24,13 @@
 //! would then never come. Holding costs memory for as long as the alignment lasts; the number
 //! of tuples held is reported with the checkpoint.
 //!
+//! Unaligned (`--checkpoint-mode unaligned`, for jobs under backpressure, where a barrier
+//! waits behind full queues): the instance takes its state and forwards its barrier at the
+//! first barrier, then keeps a copy of every tuple that arrives on an input whose barrier has
+//! not (they were sent before the checkpoint, so its state does not hold them) and processes
+//! it as usual; its part, handed over once every barrier is in, is its state with those
+//! tuples, which a resumed instance processes first (Chandy and Lamport's channel state).
+//!
 //! Each instance must know which upstream instance a tuple came from: a checkpointed job's
 //! plan gives every channel a single sender, since a receiver that merges several senders'
 //! streams cannot say which of its tuples follow which sender's barrier.
@@ -33,7 +40,7 @@ use std::time::{Duration, Instant};
 use sluice_transport::{StreamType, TupleLog};
 use sluice_types::{BatchRef, Punctuation, TupleRef};
 
-use crate::state::InstanceState;
+use crate::state::{InFlightTuples, InstanceState};
 
 /// One instance's part of a checkpoint, handed to the [`CheckpointSink`].
 #[derive(Debug, Clone)]
@@ -97,6 +104,14 @@ pub(crate) enum Release {
 pub(crate) struct Alignment {
     /// The checkpoint.
     pub(crate) n: u64,
+    /// Unaligned: the instance took its state and forwarded its barrier at the first barrier
+    /// (`taken`), and keeps a copy of what arrives on the inputs whose barrier has not
+    /// (`recorded`, by port), which it processes too; nothing is held back.
+    unaligned: bool,
+    /// Its state, once taken at the first barrier of an unaligned checkpoint.
+    pub(crate) taken: Option<InstanceState>,
+    /// Copies of the tuples in flight on the inputs not yet past their barrier, by port.
+    recorded: Vec<(usize, Box<dyn TupleLog>)>,
     /// When its first barrier arrived.
     began: Instant,
     /// The inputs whose barrier arrived: (port, upstream instance id).
@@ -108,10 +123,13 @@ pub(crate) struct Alignment {
 }
 
 impl Alignment {
-    /// The first barrier of checkpoint `n` arrived.
-    pub(crate) fn new(n: u64) -> Self {
+    /// The first barrier of checkpoint `n` arrived (`unaligned`: see [`Alignment`]).
+    pub(crate) fn new(n: u64, unaligned: bool) -> Self {
         Self {
             n,
+            unaligned,
+            taken: None,
+            recorded: Vec::new(),
             began: Instant::now(),
             arrived: Vec::new(),
             held: Vec::new(),
@@ -132,7 +150,57 @@ impl Alignment {
     /// Whether what comes from `from` on `port` is held back.
     #[inline]
     pub(crate) fn holds(&self, port: usize, from: u32) -> bool {
-        self.arrived.contains(&(port, from))
+        !self.unaligned && self.arrived.contains(&(port, from))
+    }
+
+    /// Whether the state was taken early and the tuples from `from` on `port`, still before
+    /// their barrier, are kept with it.
+    #[inline]
+    pub(crate) fn records(&self, port: usize, from: u32) -> bool {
+        self.taken.is_some() && !self.arrived.contains(&(port, from))
+    }
+
+    /// Whether this alignment takes the state at its first barrier.
+    pub(crate) fn is_unaligned(&self) -> bool {
+        self.unaligned
+    }
+
+    /// Keeps a copy of `batch`, in flight to `port`.
+    pub(crate) fn record_batch(&mut self, port: usize, stream: &StreamType, batch: BatchRef<'_>) {
+        self.log_of(port, stream).push_batch(batch);
+        self.held_tuples += batch.len() as u64;
+    }
+
+    /// Keeps a copy of `tuple`, in flight to `port`.
+    pub(crate) fn record_tuple(&mut self, port: usize, stream: &StreamType, tuple: TupleRef<'_>) {
+        self.log_of(port, stream).push(tuple);
+        self.held_tuples += 1;
+    }
+
+    fn log_of(&mut self, port: usize, stream: &StreamType) -> &mut dyn TupleLog {
+        let at = match self.recorded.iter().position(|(p, _)| *p == port) {
+            Some(at) => at,
+            None => {
+                self.recorded.push((port, stream.tuple_log()));
+                self.recorded.len() - 1
+            }
+        };
+        self.recorded[at].1.as_mut()
+    }
+
+    /// The tuples recorded, encoded per port, for the state of an unaligned checkpoint.
+    pub(crate) fn in_flight(&self) -> Result<Vec<InFlightTuples>, String> {
+        self.recorded
+            .iter()
+            .map(|(port, log)| {
+                let mut tuples = Vec::new();
+                log.encode(&mut tuples)?;
+                Ok(InFlightTuples {
+                    port: *port,
+                    tuples,
+                })
+            })
+            .collect()
     }
 
     /// Holds a copy of `tuple` from `from` on `port`, whose stream is `stream`.

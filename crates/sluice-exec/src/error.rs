@@ -76,6 +76,19 @@ pub enum RunError {
         /// It failed because of a failure elsewhere (a neighbour that stopped sending or
         /// receiving).
         consequence: bool,
+        /// Its failure would recur on a restart ([`RunError::is_permanent`]).
+        permanent: bool,
+    },
+    /// A source of a job that must be able to replay or resume it cannot.
+    #[error(
+        "operator '{instance}' failed: this source cannot resume where it stopped \
+         (Source::resumable), which {needs} needs"
+    )]
+    Unresumable {
+        /// The source's instance.
+        instance: String,
+        /// What needs it: checkpoints, or a redeploy.
+        needs: &'static str,
     },
     /// A PE process ended without reporting: it crashed or was killed.
     #[error("PE '{pe}' (operators: {operators}) {how}; the job was stopped")]
@@ -209,6 +222,18 @@ impl RunError {
         }
     }
 
+    /// Whether the failure would recur if the job were restarted as it is: the job or its plan
+    /// cannot run (a source that cannot replay, a plan that does not fit), so restarting it
+    /// from a checkpoint is no use.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Self::Unresumable { .. } | Self::Plan(_) | Self::PlanMismatch(_) => true,
+            Self::PeFailed { permanent, .. } => *permanent,
+            Self::Followed { cause, .. } => cause.is_permanent(),
+            _ => false,
+        }
+    }
+
     /// Whether the user interrupted the job (a shell reports that as exit status 130).
     pub fn is_interrupt(&self) -> bool {
         match self {
@@ -240,6 +265,7 @@ mod tests {
                 pe: "sum".into(),
                 error: DOWNSTREAM_GONE.into(),
                 consequence: true,
+                permanent: false,
             },
             RunError::Operator {
                 instance: "counts".into(),

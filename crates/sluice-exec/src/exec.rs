@@ -147,6 +147,9 @@ pub(crate) struct Node {
     pub(crate) checkpointed: u64,
     /// The last complete checkpoint it was told of.
     pub(crate) told_complete: u64,
+    /// Tuples in flight to it when the unaligned checkpoint it resumes from was taken, by
+    /// port: processed before anything else.
+    pub(crate) replay: Vec<(usize, Box<dyn sluice_transport::TupleLog>)>,
 }
 
 /// A receiver feeding an input port of an instance in this thread.
@@ -192,6 +195,8 @@ pub(crate) struct Env<'a> {
     /// The job takes checkpoints: instances align barriers and hand their parts to the
     /// control's [`crate::checkpoint::CheckpointSink`].
     pub(crate) checkpointed: bool,
+    /// Its checkpoints are unaligned ([`crate::checkpoint`]).
+    pub(crate) unaligned: bool,
 }
 
 /// One round in this many, on average, is timed when profiling, among short rounds.
@@ -365,6 +370,9 @@ impl OutputSink for Router<'_> {
                             a.hold_batch(port, self.from, &s[port], items)
                         })?;
                     } else {
+                        record(self.nodes, node, port, self.from, self.env, |a, s| {
+                            a.record_batch(port, s, items)
+                        });
                         process_batch(self.nodes, node, port, items, self.env)?;
                     }
                     batch.clear();
@@ -449,6 +457,9 @@ fn deliver(
                     a.hold_tuple(port, from, &s[port], tuple)
                 });
             }
+            record(nodes, node, port, from, env, |a, s| {
+                a.record_tuple(port, s, tuple)
+            });
             with_node(nodes, node, env, 1, |body, out| match body {
                 Body::Operator(op) => op.process(port, tuple, out),
                 Body::Source(_) => Ok(()),
@@ -650,6 +661,7 @@ fn suspend_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<
             finished: false,
             ended_ports: node.ended_ports.clone(),
             timers: node.timers.pending(),
+            in_flight: Vec::new(),
         });
     }
     close_node(nodes, index, env, true)
@@ -754,6 +766,15 @@ impl ThreadExec {
         while !env.control.may_go() && !env.control.aborting() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        // Tuples an unaligned checkpoint kept in flight go first.
+        for index in 0..nodes.len() {
+            let replay = std::mem::take(&mut nodes[index].borrow_mut().replay);
+            for (port, log) in replay {
+                if process_batch(&nodes, index, port, log.batch(), env).is_err() {
+                    break;
+                }
+            }
+        }
         // Instances that resumed finished end their streams at once, as they did before.
         for index in 0..nodes.len() {
             if nodes[index].borrow().resumed_finished
@@ -840,17 +861,17 @@ fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), Op
         (node.resume.take(), unresumable)
     };
     let needs = if env.checkpointed {
-        Some("replaying it after a failure (checkpoints) needs")
+        Some("replaying it after a failure (checkpoints)")
     } else {
         env.suspendable
-            .then_some("redeploying the job on another plan needs")
+            .then_some("redeploying the job on another plan")
     };
     if let Some(needs) = needs.filter(|_| unresumable) {
-        return with_node(nodes, index, env, 0, |_, _| {
-            Err(OperatorError::Failed(format!(
-                "this source cannot resume where it stopped (Source::resumable), which {needs}"
-            )))
+        env.control.fail_with(RunError::Unresumable {
+            instance: nodes[index].borrow().ctx.name_of_instance(),
+            needs,
         });
+        return Err(OperatorError::Aborted);
     }
     let Some(state) = state else {
         return Ok(());
@@ -866,6 +887,19 @@ fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), Op
         Body::Operator(o) => o.restore(state.snapshot),
     })?;
     let mut node = nodes[index].borrow_mut();
+    for kept in state.in_flight {
+        let log = node
+            .inputs
+            .get(kept.port)
+            .ok_or_else(|| format!("it has no input port {}", kept.port))
+            .and_then(|stream| stream.decode_log(&kept.tuples))
+            .map_err(|e| {
+                OperatorError::Failed(format!(
+                    "the tuples in flight its checkpoint kept do not decode: {e}"
+                ))
+            })?;
+        node.replay.push((kept.port, log));
+    }
     for timer in state.timers {
         node.timers.set(timer);
     }
@@ -967,6 +1001,11 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
         let result = match (delivery, held) {
             (Delivery::Batch(batch), None) => {
                 tuples += batch.len() as u64;
+                if let Some(from) = from {
+                    record(nodes, node, port, from, env, |a, s| {
+                        a.record_batch(port, s, batch)
+                    });
+                }
                 process_batch(nodes, node, port, batch, env)
             }
             (Delivery::Batch(batch), Some(from)) => {
@@ -1250,7 +1289,7 @@ fn checkpoint_round(
                 continue;
             }
             if sources.contains(&index) {
-                nodes[index].borrow_mut().aligning = Some(Alignment::new(asked));
+                nodes[index].borrow_mut().aligning = Some(Alignment::new(asked, false));
                 take_part(nodes, index, env)?;
                 work += 1;
             } else {
@@ -1399,15 +1438,97 @@ fn barrier(
         if node.finished || n <= node.checkpointed {
             return Ok(());
         }
-        node.aligning
-            .get_or_insert_with(|| Alignment::new(n))
-            .arrive(port, from);
-        aligned(node)
+        let alignment = node
+            .aligning
+            .get_or_insert_with(|| Alignment::new(n, env.unaligned));
+        alignment.arrive(port, from);
+        let first = alignment.arrived() == 1 && alignment.is_unaligned();
+        (aligned(node), first)
     };
-    if complete {
-        take_part(nodes, index, env)?;
+    match complete {
+        (true, _) => take_part(nodes, index, env),
+        // Unaligned: the state now, the barrier on at once, the rest recorded.
+        (false, true) => take_state_early(nodes, index, env),
+        (false, false) => Ok(()),
+    }
+}
+
+/// Node `index`, at the first barrier of an unaligned checkpoint, takes its state and sends
+/// its barrier on every output edge; its part is handed over once every barrier is in.
+fn take_state_early(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    let n = match &nodes[index].borrow().aligning {
+        Some(alignment) => alignment.n,
+        None => return Ok(()),
+    };
+    let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
+        Body::Source(source) => source.checkpoint(n),
+        Body::Operator(op) => op.checkpoint(n),
+    })?;
+    let Ok(mut guard) = nodes[index].try_borrow_mut() else {
+        return Err(OperatorError::Failed("an instance was re-entered".into()));
+    };
+    let node = &mut *guard;
+    let state = InstanceState {
+        snapshot,
+        finished: false,
+        ended_ports: node.ended_ports.clone(),
+        timers: node.timers.pending(),
+        in_flight: Vec::new(),
+    };
+    if let Some(alignment) = node.aligning.as_mut() {
+        alignment.taken = Some(state);
+    }
+    forward_barrier(nodes, node, n, env)
+}
+
+/// Sends node `node`'s barrier of checkpoint `n` on every output edge.
+fn forward_barrier(
+    nodes: &[RefCell<Node>],
+    node: &mut Node,
+    n: u64,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
+    let from = node.id;
+    for target in node
+        .routes
+        .iter_mut()
+        .flatten()
+        .flat_map(|f| f.targets.iter_mut())
+    {
+        match target {
+            Target::Fused { node, port } => barrier(nodes, *node, *port, from, n, env)?,
+            Target::Remote(sender) => send(env, sender, |s| {
+                s.offer_punctuation(Punctuation::Checkpoint { n, from })
+            })?,
+        }
     }
     Ok(())
+}
+
+/// Keeps a copy of what arrives from `from` on `port` of node `index` when an unaligned
+/// checkpoint took the node's state before that input's barrier.
+#[inline]
+fn record(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    port: usize,
+    from: u32,
+    env: &Env<'_>,
+    f: impl FnOnce(&mut Alignment, &StreamType),
+) {
+    if !env.unaligned {
+        return;
+    }
+    if let Ok(mut guard) = nodes[index].try_borrow_mut() {
+        let node = &mut *guard;
+        if let Some(alignment) = node.aligning.as_mut().filter(|a| a.records(port, from)) {
+            f(alignment, &node.inputs[port]);
+        }
+    }
 }
 
 /// Node `index` takes its part of the checkpoint it aligned (a source: the one asked for):
@@ -1418,10 +1539,27 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
         return Ok(());
     };
     let n = alignment.n;
-    let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
-        Body::Source(source) => source.checkpoint(n),
-        Body::Operator(op) => op.checkpoint(n),
-    })?;
+    let early = alignment.taken.is_some();
+    let state = match alignment.taken.clone() {
+        Some(taken) => InstanceState {
+            in_flight: alignment.in_flight().map_err(OperatorError::Failed)?,
+            ..taken
+        },
+        None => {
+            let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
+                Body::Source(source) => source.checkpoint(n),
+                Body::Operator(op) => op.checkpoint(n),
+            })?;
+            let node = nodes[index].borrow();
+            InstanceState {
+                snapshot,
+                finished: false,
+                ended_ports: node.ended_ports.clone(),
+                timers: node.timers.pending(),
+                in_flight: Vec::new(),
+            }
+        }
+    };
     let (alignment, held, released) = alignment.finish();
     {
         let Ok(mut guard) = nodes[index].try_borrow_mut() else {
@@ -1433,31 +1571,16 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
             n,
             operator: node.operator.clone(),
             instance: node.ctx.instance,
-            state: InstanceState {
-                snapshot,
-                finished: false,
-                ended_ports: node.ended_ports.clone(),
-                timers: node.timers.pending(),
-            },
+            state,
             alignment,
             held,
         };
         if let Some(sink) = env.control.checkpoint_sink() {
             sink.part(part);
         }
-        let from = node.id;
-        for target in node
-            .routes
-            .iter_mut()
-            .flatten()
-            .flat_map(|f| f.targets.iter_mut())
-        {
-            match target {
-                Target::Fused { node, port } => barrier(nodes, *node, *port, from, n, env)?,
-                Target::Remote(sender) => send(env, sender, |s| {
-                    s.offer_punctuation(Punctuation::Checkpoint { n, from })
-                })?,
-            }
+        // An unaligned checkpoint sent the barrier on when it took the state.
+        if !early {
+            forward_barrier(nodes, node, n, env)?;
         }
     }
     for release in released {

@@ -89,6 +89,11 @@ pub struct CheckpointOptions {
     /// A checkpoint not complete this long after it was asked for fails, and the next is
     /// asked for.
     pub timeout: Duration,
+    /// Unaligned checkpoints: an instance takes its state at the first barrier and keeps the
+    /// tuples still in flight on its other inputs with it, instead of holding those inputs
+    /// back until every barrier is in (for jobs under backpressure; see
+    /// [`crate::checkpoint`]).
+    pub unaligned: bool,
 }
 
 /// [`CheckpointOptions::retained`] unless set.
@@ -111,6 +116,7 @@ impl CheckpointOptions {
             restarts: DEFAULT_RESTARTS,
             restart_delay: DEFAULT_RESTART_DELAY,
             timeout: DEFAULT_CHECKPOINT_TIMEOUT,
+            unaligned: false,
         }
     }
 }

@@ -28,6 +28,19 @@ pub struct InstanceState {
     pub ended_ports: Vec<usize>,
     /// The timers it had set and that were not yet due.
     pub timers: Vec<Timer>,
+    /// Tuples that were in flight to it when an unaligned checkpoint took its state: they
+    /// are processed first when it resumes.
+    #[serde(default)]
+    pub in_flight: Vec<InFlightTuples>,
+}
+
+/// Tuples in flight to one input port of an instance, as an unaligned checkpoint keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightTuples {
+    /// The input port.
+    pub port: usize,
+    /// The tuples, encoded (`TupleLog::encode`).
+    pub tuples: Vec<u8>,
 }
 
 /// Every instance's state, by operator, each operator's instances in order.
@@ -69,6 +82,15 @@ impl JobState {
                 states.len()
             )));
         }
+        // Tuples in flight belong to their instance's keys: they cannot be dealt anew.
+        if states.iter().any(|s| !s.in_flight.is_empty()) {
+            return Err(RunError::PlanMismatch(format!(
+                "operator '{operator}' had tuples in flight to it when its unaligned \
+                 checkpoint was taken with {} instance(s): resume it with as many (it now \
+                 has {parallelism})",
+                states.len()
+            )));
+        }
         let merged = Snapshot::merge(states.iter().map(|s| s.snapshot.clone()));
         let snapshot = merged
             .split(parallelism)
@@ -94,6 +116,7 @@ impl JobState {
             finished: states.iter().all(|s| s.finished),
             ended_ports,
             timers,
+            in_flight: Vec::new(),
         }))
     }
 

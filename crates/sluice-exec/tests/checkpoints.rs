@@ -17,7 +17,7 @@ use sluice_exec::assemble::{self, Scope, Sites, Watched};
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::wait_threads;
-use sluice_exec::{JobState, RunError, RunOptions};
+use sluice_exec::{CheckpointOptions, JobState, RunError, RunOptions};
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Produced, Snapshot,
     Source,
@@ -296,8 +296,17 @@ fn run(
     plan: &PhysicalPlan,
     resume: Option<&JobState>,
     parts: Option<Arc<Parts>>,
+    unaligned: bool,
 ) -> Result<(), RunError> {
-    let options = RunOptions::default();
+    // The directory is the control plane's; the data plane reads the mode alone.
+    let dir: &'static std::path::Path = Box::leak(std::env::temp_dir().into_boxed_path());
+    let options = RunOptions {
+        checkpoints: Some(CheckpointOptions {
+            unaligned,
+            ..CheckpointOptions::new(Duration::from_millis(1), dir)
+        }),
+        ..RunOptions::default()
+    };
     let sites = Sites::new(
         format!("exec-checkpoints-{}", std::process::id()),
         JobSecret::random().unwrap(),
@@ -341,10 +350,28 @@ fn sorted(kept: &Kept) -> Vec<(usize, u64)> {
 }
 
 #[test]
-fn a_job_resumed_from_any_checkpoint_ends_as_one_never_interrupted() {
+fn a_job_resumed_from_any_aligned_checkpoint_ends_as_one_never_interrupted() {
+    resumed_from_any_checkpoint(false);
+}
+
+#[test]
+fn a_job_resumed_from_any_unaligned_checkpoint_ends_as_one_never_interrupted() {
+    resumed_from_any_checkpoint(true);
+}
+
+/// Runs the job on two plans taking checkpoints (`unaligned` or not), and resumes it from
+/// several of them on the other plan: each ends with the output of a run without any.
+fn resumed_from_any_checkpoint(unaligned: bool) {
     let kept = Arc::new(Mutex::new(Vec::new()));
     let graph = joined(&kept);
-    run(&graph, &planned(&graph, &PlanRequest::Fused), None, None).unwrap();
+    run(
+        &graph,
+        &planned(&graph, &PlanRequest::Fused),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
     let expected = sorted(&kept);
     assert_eq!(expected.len() as u64, 2 * KEYS, "every key of both ports");
 
@@ -358,6 +385,7 @@ fn a_job_resumed_from_any_checkpoint_ends_as_one_never_interrupted() {
             &planned(&graph, &request),
             None,
             Some(parts.clone()),
+            unaligned,
         )
         .unwrap();
         assert_eq!(
@@ -391,10 +419,21 @@ fn a_job_resumed_from_any_checkpoint_ends_as_one_never_interrupted() {
             !mid_stream.is_empty(),
             "{request:?}: a checkpoint in mid-stream"
         );
+        if unaligned && request == PlanRequest::Threaded {
+            // The tally's inputs come from two threads: their barriers arrive apart, and
+            // what came between them is kept with its state.
+            let kept_in_flight = mid_stream
+                .iter()
+                .any(|(_, s)| s.operators["tally"].iter().any(|i| !i.in_flight.is_empty()));
+            assert!(
+                kept_in_flight,
+                "an unaligned checkpoint kept tuples in flight"
+            );
+        }
         // The first, the middle and the last of them.
         let picks = [0, mid_stream.len() / 2, mid_stream.len() - 1];
         for (n, state) in picks.iter().map(|&i| mid_stream[i]) {
-            run(&graph, &planned(&graph, &again), Some(state), None).unwrap();
+            run(&graph, &planned(&graph, &again), Some(state), None, false).unwrap();
             assert_eq!(
                 sorted(&kept),
                 expected,

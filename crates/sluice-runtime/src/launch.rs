@@ -846,13 +846,18 @@ impl Children {
             Some(FromPe::Metrics { threads }) => self.metrics.record(&p.name, threads),
             Some(FromPe::Done { report }) => p.report = Some(report),
             Some(FromPe::Checkpointed { ack }) => self.acks.push(ack),
-            Some(FromPe::Failed { error, consequence }) => {
+            Some(FromPe::Failed {
+                error,
+                consequence,
+                permanent,
+            }) => {
                 if p.failure.is_none() {
                     p.failure = Some(error.clone());
                     let failed = RunError::PeFailed {
                         pe: p.name.clone(),
                         error,
                         consequence,
+                        permanent,
                     };
                     self.fail(Some(pe), failed);
                 }
@@ -1063,6 +1068,7 @@ mod tests {
         let failed = FromPe::Failed {
             error: "edge broke".into(),
             consequence: true,
+            permanent: false,
         };
         for event in [
             (2, Some(FromPe::Ready)),
@@ -1092,6 +1098,7 @@ mod tests {
         let failed = |error: &str, consequence| FromPe::Failed {
             error: error.into(),
             consequence,
+            permanent: false,
         };
         for event in [
             (2, Some(failed("cut off too", true))),
@@ -1170,6 +1177,7 @@ mod tests {
             Some(FromPe::Failed {
                 error: "edge broke".into(),
                 consequence: true,
+                permanent: false,
             }),
         ))
         .unwrap();

@@ -104,19 +104,19 @@ impl Recovery {
     fn prepare(
         graph: &Graph,
         plan: &PhysicalPlan,
-        options: &CheckpointOptions,
+        options: &RunOptions,
+        checkpoints: &CheckpointOptions,
         stop: &StopHandle,
     ) -> Result<Self, RunError> {
         plan.check_checkpointed()?;
-        let store = checkpoints::open_store(options)?;
+        let store = checkpoints::open_store(checkpoints)?;
         // Numbers go on from whatever the directory holds, so no checkpoint overwrites one.
         let first = store
             .next_number()
             .map_err(|e| RunError::Launch(format!("checkpoints: {e}")))?;
         let job = format!("{}-{}", plan.job, std::process::id());
-        let coordinator = Coordinator::new(store.clone(), *options, plan, &job, first);
-        let in_process = plan.pes.len() <= 1;
-        let local = if in_process {
+        let coordinator = Coordinator::new(store.clone(), *checkpoints, plan, &job, first);
+        let local = if runs_as_threads(plan, options) {
             let (acks, acknowledged) = crossbeam_channel::unbounded();
             let writer = PartWriter::start(store.clone(), move |ack| {
                 let _ = acks.send(ack);
@@ -133,7 +133,7 @@ impl Recovery {
             graph: graph.clone(),
             plan: plan.clone(),
             stop: stop.clone(),
-            restarts_left: options.restarts,
+            restarts_left: checkpoints.restarts,
         })
     }
 
@@ -154,9 +154,12 @@ impl Recovery {
     }
 
     /// Whether the job may be restarted after `error`: restarts are left, the user did not
-    /// interrupt it, and it was not stopping.
+    /// interrupt it, it was not stopping, and the failure would not simply recur.
     fn may_restart(&self, error: &RunError, control: &JobControl) -> bool {
-        self.restarts_left > 0 && !error.is_interrupt() && !control.stop_requested()
+        self.restarts_left > 0
+            && !error.is_interrupt()
+            && !error.is_permanent()
+            && !control.stop_requested()
     }
 
     /// Waits for the part writer to write what it was given.
@@ -230,7 +233,13 @@ fn start_from(
     plan.check()?;
     check_mpi(plan, options.launcher)?;
     let recovery = match &options.checkpoints {
-        Some(checkpoints) => Some(Box::new(Recovery::prepare(graph, plan, checkpoints, stop)?)),
+        Some(checkpoints) => Some(Box::new(Recovery::prepare(
+            graph,
+            plan,
+            options,
+            checkpoints,
+            stop,
+        )?)),
         None => None,
     };
     let mut job = launch_job(graph, plan, options, stop.control(), resume)?;
@@ -247,11 +256,19 @@ fn launch_job(
     resume: Option<&JobState>,
 ) -> Result<RunningJob, RunError> {
     match options.launcher {
-        Launcher::Local if plan.pes.len() > 1 => {
-            launch::start(plan, options, launch::Spawner::Direct, control, resume)
-        }
+        _ if runs_as_threads(plan, options) => start_threads(graph, plan, options, control, resume),
         Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi, control, resume),
-        _ => start_threads(graph, plan, options, control, resume),
+        _ => launch::start(plan, options, launch::Spawner::Direct, control, resume),
+    }
+}
+
+/// Whether the job's PEs run as threads of this process: a plan of one PE, or the in-process
+/// launcher.
+fn runs_as_threads(plan: &PhysicalPlan, options: &RunOptions) -> bool {
+    match options.launcher {
+        Launcher::Local => plan.pes.len() <= 1,
+        Launcher::InProcess => true,
+        Launcher::Mpi => false,
     }
 }
 

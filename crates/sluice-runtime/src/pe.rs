@@ -202,6 +202,7 @@ fn run_and_report(
         Err(error) => FromPe::Failed {
             error: error.to_string(),
             consequence: error.is_consequence(),
+            permanent: error.is_permanent(),
         },
     };
     match (reporter.send(&message), outcome) {

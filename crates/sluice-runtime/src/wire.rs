@@ -69,6 +69,9 @@ pub(crate) enum FromPe {
     Failed {
         error: String,
         consequence: bool,
+        /// It would fail again if the job were restarted ([`crate::RunError::is_permanent`]).
+        #[serde(default)]
+        permanent: bool,
     },
 }
 

@@ -141,7 +141,15 @@ impl StreamType {
     pub fn tuple_log(&self) -> Box<dyn TupleLog> {
         self.endpoints.tuple_log()
     }
+
+    /// A [`TupleLog`] of this stream holding the tuples [`TupleLog::encode`] wrote in `bytes`.
+    pub fn decode_log(&self, bytes: &[u8]) -> Result<Box<dyn TupleLog>, String> {
+        self.endpoints.decode_log(bytes)
+    }
 }
+
+/// Bytes of the length before each tuple of an encoded [`TupleLog`].
+const LOG_LENGTH_BYTES: usize = 4;
 
 /// Tuples of one stream, owned and kept in order: what an instance aligning a checkpoint holds
 /// back from an input that already passed the checkpoint's barrier, until the other inputs'
@@ -156,6 +164,9 @@ pub trait TupleLog: Send {
     fn batch(&self) -> BatchRef<'_>;
     /// How many tuples it holds.
     fn len(&self) -> usize;
+    /// Appends the tuples to `out`, each as its length (`u32`, little-endian) then its
+    /// encoding ([`Tuple::encode`]), for a checkpoint that keeps them.
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), String>;
     /// Whether it holds none.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -183,6 +194,40 @@ impl<T: Tuple> TupleLog for Vec<T> {
     fn len(&self) -> usize {
         self.as_slice().len()
     }
+
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), String> {
+        let mut tuple = Vec::new();
+        for t in self {
+            tuple.clear();
+            t.encode(&mut tuple).map_err(|e| e.to_string())?;
+            let len = u32::try_from(tuple.len())
+                .map_err(|_| format!("a tuple of {} bytes is too long to keep", tuple.len()))?;
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&tuple);
+        }
+        Ok(())
+    }
+}
+
+/// Reads the tuples [`TupleLog::encode`] wrote, refusing bytes that are not that.
+fn decode_tuples<T: Tuple>(mut bytes: &[u8]) -> Result<Vec<T>, String> {
+    let mut tuples = Vec::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes
+            .split_first_chunk::<LOG_LENGTH_BYTES>()
+            .ok_or("a kept tuple's length is cut short")?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if rest.len() < len {
+            return Err(format!(
+                "a kept tuple of {len} bytes has only {} left",
+                rest.len()
+            ));
+        }
+        let (tuple, rest) = rest.split_at(len);
+        tuples.push(T::decode(tuple).map_err(|e| e.to_string())?);
+        bytes = rest;
+    }
+    Ok(tuples)
 }
 
 trait EndpointFactory: Send + Sync {
@@ -199,6 +244,7 @@ trait EndpointFactory: Send + Sync {
         site: &ChannelSite,
     ) -> Result<Box<dyn ErasedSender>, TransportError>;
     fn tuple_log(&self) -> Box<dyn TupleLog>;
+    fn decode_log(&self, bytes: &[u8]) -> Result<Box<dyn TupleLog>, String>;
 }
 
 struct TypedFactory<T>(PhantomData<fn() -> T>);
@@ -229,6 +275,10 @@ impl<T: Tuple> EndpointFactory for TypedFactory<T> {
 
     fn tuple_log(&self) -> Box<dyn TupleLog> {
         Box::new(Vec::<T>::new())
+    }
+
+    fn decode_log(&self, bytes: &[u8]) -> Result<Box<dyn TupleLog>, String> {
+        Ok(Box::new(decode_tuples::<T>(bytes)?))
     }
 }
 
@@ -420,5 +470,26 @@ impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
 
     fn stats(&mut self) -> ReceiverStats {
         self.inner.stats()
+    }
+}
+
+#[cfg(test)]
+mod tuple_log_tests {
+    use super::*;
+
+    #[test]
+    fn a_log_decodes_to_the_tuples_it_encoded_and_refuses_cut_bytes() {
+        let stream = StreamType::of::<String>();
+        let mut log = stream.tuple_log();
+        let words = vec!["a".to_string(), String::new(), "three".to_string()];
+        log.push_batch(BatchRef::from_vec(&words));
+        let mut bytes = Vec::new();
+        log.encode(&mut bytes).unwrap();
+        let back = stream.decode_log(&bytes).unwrap();
+        assert_eq!(back.batch().as_slice::<String>(), Some(words.as_slice()));
+        for cut in 1..bytes.len() {
+            let _ = stream.decode_log(&bytes[..cut]);
+        }
+        assert!(stream.decode_log(&bytes[..bytes.len() - 1]).is_err());
     }
 }

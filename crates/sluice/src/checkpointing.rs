@@ -41,6 +41,13 @@ pub(crate) struct CheckpointArgs {
     /// The wait before each restart (default 100ms).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "checkpoint_every")]
     restart_delay: Option<Duration>,
+    /// `aligned` (default): an instance holds back each input past its barrier until every
+    /// input's barrier is in; `unaligned`: it takes its state at the first barrier and keeps
+    /// the tuples still in flight on its other inputs with it, so a barrier stuck behind full
+    /// queues (backpressure) does not hold the checkpoint up.
+    #[arg(long, value_name = "MODE", requires = "checkpoint_every",
+          value_parser = ["aligned", "unaligned"])]
+    checkpoint_mode: Option<String>,
     /// Start from a checkpoint or savepoint: one checkpoint's directory, or a job's
     /// checkpoint directory (its latest complete checkpoint). The plan and parallelism may
     /// differ from the run that took it: keys are dealt to their new instances.
@@ -99,6 +106,7 @@ impl CheckpointArgs {
                 .map_or(DEFAULT_CHECKPOINTS_RETAINED, |k| k as usize),
             restarts: self.restarts.unwrap_or(DEFAULT_RESTARTS),
             restart_delay: self.restart_delay.unwrap_or(DEFAULT_RESTART_DELAY),
+            unaligned: self.checkpoint_mode.as_deref() == Some("unaligned"),
             ..CheckpointOptions::new(every, dir)
         }))
     }

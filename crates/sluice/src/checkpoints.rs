@@ -1,9 +1,10 @@
 //! `sluice checkpoints JOB-ID|DIR`: the checkpoints and savepoints in a job's checkpoint
 //! directory (or one checkpoint's or savepoint's own directory), each verified, as a table:
 //! number, kind, when taken, size, duration, alignment and whether it would load; then every
-//! file a corrupt one has refused, named. A job id (`APP-PID`, running or ended) names its
-//! default checkpoint directory (`checkpointing::default_root`); a job run with
-//! `--checkpoint-dir DIR` is found by that DIR.
+//! file a corrupt one has refused, named. A job id (`APP-PID`) names the checkpoint directory
+//! the job registry holds for it while it runs (its `--checkpoint-dir` too), else its default
+//! checkpoint directory (`checkpointing::default_root`), which outlives it; a job that ran
+//! with `--checkpoint-dir DIR` and has ended is found by that DIR.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,28 +18,39 @@ use sluice_checkpoint::{CheckpointInfo, CheckpointStatus};
 /// Arguments of `sluice checkpoints`.
 #[derive(Args, Debug)]
 pub(crate) struct CheckpointsArgs {
-    /// A job's id (`APP-PID`: its checkpoints in the default directory), its checkpoint
-    /// directory (`--checkpoint-dir`), or the directory of one checkpoint or savepoint.
+    /// A job's id (`APP-PID`: a running job's checkpoint directory, or an ended job's in the
+    /// default place), its checkpoint directory (`--checkpoint-dir`), or the directory of
+    /// one checkpoint or savepoint.
     #[arg(value_name = "JOB-ID|DIR")]
     job: PathBuf,
 }
 
 impl CheckpointsArgs {
-    /// The directory the argument names: a directory as given, else the job id's default
-    /// checkpoint directory.
+    /// The directory the argument names: a directory as given, else the running job's with
+    /// that id, else the job id's default checkpoint directory.
     fn dir(&self) -> anyhow::Result<PathBuf> {
         if self.job.exists() {
             return Ok(self.job.clone());
         }
         let root = crate::checkpointing::default_root();
         let single_name = self.job.components().count() == 1;
+        if let Some(running) = self
+            .job
+            .to_str()
+            .filter(|_| single_name)
+            .map(crate::jobs::checkpoint_dir_of)
+            .transpose()?
+            .flatten()
+        {
+            return Ok(running);
+        }
         let by_id = root.join(&self.job);
         if single_name && by_id.is_dir() {
             return Ok(by_id);
         }
         bail!(
-            "{} is neither a directory nor the id of a job with checkpoints in {} (a job run \
-             with --checkpoint-dir DIR: give that DIR)",
+            "{} is neither a directory nor the id of a running job with checkpoints nor of one \
+             with checkpoints in {} (a job that ran with --checkpoint-dir DIR: give that DIR)",
             self.job.display(),
             root.display()
         )
@@ -112,7 +124,7 @@ fn row(info: &CheckpointInfo) -> [String; 7] {
 }
 
 /// `bytes` as people read it: B, KiB, MiB or GiB with one decimal.
-fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

@@ -29,10 +29,11 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use sluice_plan::PhysicalPlan;
-use sluice_runtime::MetricsHandle;
+use sluice_runtime::{CheckpointHandle, MetricsHandle};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::checkpoint_figures::CheckpointFigures;
 use crate::ui::Page;
 
 /// The most connections served at once, over both addresses.
@@ -51,10 +52,26 @@ struct Endpoints {
     metrics: bool,
 }
 
+/// The running job, as the server sees it once attached.
+pub(crate) struct Attached {
+    pub metrics: MetricsHandle,
+    /// Its checkpoints, when it takes them.
+    pub checkpoints: Option<CheckpointHandle>,
+}
+
+impl Attached {
+    /// What its checkpoints did so far; `None` when it takes none.
+    pub(crate) fn checkpoint_figures(&self) -> Option<CheckpointFigures> {
+        self.checkpoints
+            .as_ref()
+            .map(|c| CheckpointFigures::from(&c.summary()))
+    }
+}
+
 /// What the server answers with.
 struct Content {
     page: Option<Page>,
-    metrics: OnceLock<MetricsHandle>,
+    job: OnceLock<Attached>,
     /// Connections open now.
     // SYNC: only the server's one thread touches it (a single-threaded runtime); atomic for
     // `Sync`, Relaxed.
@@ -128,7 +145,7 @@ pub(crate) fn serve_if_asked(
     }
     let content = Arc::new(Content {
         page: ui.map(|_| Page::new(plan)),
-        metrics: OnceLock::new(),
+        job: OnceLock::new(),
         open: AtomicUsize::new(0),
     });
     let (stop, stopped) = watch::channel(false);
@@ -166,9 +183,13 @@ pub(crate) fn serve_if_asked(
 }
 
 impl HttpServer {
-    /// From now on the server gives the figures of `metrics`, the running job's.
-    pub(crate) fn attach(&self, metrics: MetricsHandle) {
-        let _ = self.content.metrics.set(metrics);
+    /// From now on the server gives the figures of `metrics` and `checkpoints` (when it takes
+    /// them), the running job's.
+    pub(crate) fn attach(&self, metrics: MetricsHandle, checkpoints: Option<CheckpointHandle>) {
+        let _ = self.content.job.set(Attached {
+            metrics,
+            checkpoints,
+        });
         if let Some(bound) = self.metrics_at {
             tracing::info!("metrics: http://{bound}/metrics");
         }
@@ -280,13 +301,13 @@ fn respond<B>(
         );
     }
     let path = request.uri().path();
-    let metrics = content.metrics.get();
+    let job = content.job.get();
     if endpoints.metrics && path == "/metrics" {
-        return match metrics {
-            Some(metrics) => answer(
+        return match job {
+            Some(job) => answer(
                 StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                crate::prometheus::text(&metrics.snapshot()),
+                crate::prometheus::text(&job.metrics.snapshot(), job.checkpoint_figures().as_ref()),
             ),
             None => answer(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -296,7 +317,7 @@ fn respond<B>(
         };
     }
     if let Some(page) = content.page.as_ref().filter(|_| endpoints.page) {
-        if let Some((kind, body)) = page.at(path, metrics) {
+        if let Some((kind, body)) = page.at(path, job) {
             return answer(StatusCode::OK, kind, body);
         }
     }

@@ -5,10 +5,13 @@
 //! and its parent are made mode 0700 whatever the umask and checked on every open (a
 //! directory of this user's, mode 0700, not a link), as a job's control directory is. A job
 //! `ID` (`APP-PID`) keeps two entries there while it runs: `ID.json` (its id, application,
-//! plan, PEs, start time, pid, control socket) and `ID.sock`, a Unix socket (mode 0600) over
-//! which another `sluice` of the same user asks for its latest [`MetricsSnapshot`] or asks it
-//! to stop, one JSON line each way ([`Request`], [`Reply`]). A stop drains the job as Ctrl-C
-//! does: the job's own terminal still prints its summary. The launching process removes both
+//! plan, PEs, start time, pid, control socket, and its checkpoint directory when it takes
+//! checkpoints) and `ID.sock`, a Unix socket (mode 0600) over which another `sluice` of the
+//! same user asks for its latest [`MetricsSnapshot`] or its checkpoints' figures, asks it to
+//! stop, or asks it for a savepoint, one JSON line each way ([`Request`], [`Reply`]). A stop
+//! drains the job as Ctrl-C does: the job's own terminal still prints its summary. A
+//! savepoint is answered on a thread of its own once it is kept (other questions are answered
+//! meanwhile), at most [`MAX_SAVEPOINTS_WAITING`] at once. The launching process removes both
 //! entries when the job ends; a job that died without removing them (its pid gone, or no
 //! process listening on its socket any more: its pid was reused) is not listed, and its
 //! entries are removed by the first `sluice jobs` (or `stop`, `top`, or the next `sluice run`)
@@ -21,13 +24,17 @@ use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use sluice_runtime::{MetricsHandle, MetricsSnapshot, StopHandle};
+use sluice_runtime::{CheckpointHandle, MetricsHandle, MetricsSnapshot, StopHandle};
 
+use crate::checkpoint_figures::CheckpointFigures;
+use crate::observe::JobIdentity;
 use crate::stdout::tell;
 
 /// The mode of the registry's directories.
@@ -36,6 +43,10 @@ const PRIVATE_DIR_MODE: u32 = 0o700;
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest request or reply line read.
 const MAX_LINE: u64 = 16 << 20;
+/// The most savepoints a job waits for at once, each on a thread of its own; one more is
+/// refused (the next checkpoint serves every savepoint asked for before it, so more would
+/// only cost threads).
+pub(crate) const MAX_SAVEPOINTS_WAITING: usize = 4;
 
 /// What the registry holds of one running job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +65,9 @@ pub(crate) struct JobEntry {
     pub pid: u32,
     /// Its control socket.
     pub socket: PathBuf,
+    /// Its checkpoint directory (absolute); `None`: it takes no checkpoints.
+    #[serde(default)]
+    pub checkpoints: Option<PathBuf>,
 }
 
 /// What a client asks a job.
@@ -63,6 +77,11 @@ enum Request {
     Metrics,
     /// Drain and stop, as Ctrl-C does.
     Stop,
+    /// What its checkpoints and restarts did so far.
+    Checkpoints,
+    /// Take a checkpoint now and keep it as a savepoint in `dir` (absolute; `None`: a new
+    /// directory in the job's checkpoint directory), waiting for it at most `wait_ms`.
+    Savepoint { dir: Option<PathBuf>, wait_ms: u64 },
 }
 
 /// What a job answers.
@@ -70,6 +89,10 @@ enum Request {
 enum Reply {
     Metrics(MetricsSnapshot),
     Stopping,
+    /// `None`: the job takes no checkpoints.
+    Checkpoints(Option<CheckpointFigures>),
+    /// The savepoint's directory, or why there is none.
+    Savepoint(Result<PathBuf, String>),
 }
 
 /// The registry's directory, made and checked: `$XDG_RUNTIME_DIR/sluice/jobs` or
@@ -123,18 +146,32 @@ impl Drop for Registration {
     }
 }
 
-/// Registers the running job `app` (plan `plan`, `pes` PEs) and answers on its socket with
-/// `metrics` and by stopping `stop`.
+/// What a job's control socket answers from.
+pub(crate) struct Controls {
+    pub metrics: MetricsHandle,
+    pub stop: StopHandle,
+    /// Its checkpoints, when it takes them.
+    pub checkpoints: Option<Checkpointing>,
+}
+
+/// A checkpointed job's checkpoints, for its control socket.
+pub(crate) struct Checkpointing {
+    /// Its checkpoint directory (absolute).
+    pub dir: PathBuf,
+    pub handle: CheckpointHandle,
+    /// The default savepoint directories handed out so far.
+    pub names: crate::savepoint::DefaultNames,
+}
+
+/// Registers the running job `identity` and answers on its socket from `controls`.
 pub(crate) fn register(
-    app: &str,
-    plan: &str,
-    pes: usize,
-    metrics: MetricsHandle,
-    stop: StopHandle,
+    identity: &JobIdentity<'_>,
+    controls: Controls,
 ) -> anyhow::Result<Registration> {
     let dir = registry_dir()?;
     sweep(&dir);
     let pid = std::process::id();
+    let app = identity.app;
     let id = format!("{app}-{pid}");
     let socket = dir.join(format!("{id}.sock"));
     // A job of an earlier process with this pid died without cleaning up.
@@ -145,13 +182,14 @@ pub(crate) fn register(
     let entry = JobEntry {
         id: id.clone(),
         app: app.to_string(),
-        plan: plan.to_string(),
-        pes,
+        plan: identity.plan.to_string(),
+        pes: identity.pes,
         started: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         pid,
         socket: socket.clone(),
+        checkpoints: controls.checkpoints.as_ref().map(|c| c.dir.clone()),
     };
     let path = dir.join(format!("{id}.json"));
     let registration = Registration {
@@ -169,49 +207,105 @@ pub(crate) fn register(
         .and_then(|mut f| f.write_all(&serde_json::to_vec(&entry)?))
         .and_then(|()| std::fs::rename(&partial, &path))
         .with_context(|| format!("cannot register the job in {}", dir.display()))?;
+    let answering = Arc::new(Answering {
+        controls,
+        savepoints_waiting: AtomicUsize::new(0),
+    });
     std::thread::Builder::new()
         .name("sluice-jobs".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                // One client at a time: each asks one short question.
-                let _ = answer(stream, &metrics, &stop);
+                // One client at a time: each asks one short question (a savepoint's wait is
+                // on a thread of its own).
+                let _ = answer(stream, &answering);
             }
         })?;
     Ok(registration)
 }
 
+/// What the socket's thread answers from.
+struct Answering {
+    controls: Controls,
+    /// Savepoints being waited for, each on a thread of its own.
+    // SYNC: a count only, no data behind it: incremented by the socket's thread before it
+    // starts a savepoint's thread, decremented by that thread once it answered; Relaxed.
+    savepoints_waiting: AtomicUsize,
+}
+
 /// Reads one request from `stream` and answers it.
-fn answer(stream: UnixStream, metrics: &MetricsHandle, stop: &StopHandle) -> anyhow::Result<()> {
+fn answer(stream: UnixStream, answering: &Arc<Answering>) -> anyhow::Result<()> {
     stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
     stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
     let mut line = String::new();
     BufReader::new(std::io::Read::take(&stream, MAX_LINE)).read_line(&mut line)?;
+    let controls = &answering.controls;
     let reply = match serde_json::from_str::<Request>(&line)? {
-        Request::Metrics => Reply::Metrics(metrics.snapshot()),
+        Request::Metrics => Reply::Metrics(controls.metrics.snapshot()),
         Request::Stop => {
-            if !stop.is_stopping() {
+            if !controls.stop.is_stopping() {
                 tell(format_args!(
                     "stopping: asked by `sluice stop`; draining in-flight tuples"
                 ));
-                stop.stop();
+                controls.stop.stop();
             }
             Reply::Stopping
         }
+        Request::Checkpoints => Reply::Checkpoints(
+            controls
+                .checkpoints
+                .as_ref()
+                .map(|c| CheckpointFigures::from(&c.handle.summary())),
+        ),
+        Request::Savepoint { dir, wait_ms } => {
+            // SYNC: see `Answering::savepoints_waiting`.
+            let waiting = answering.savepoints_waiting.fetch_add(1, Ordering::Relaxed);
+            if waiting >= MAX_SAVEPOINTS_WAITING {
+                answering.savepoints_waiting.fetch_sub(1, Ordering::Relaxed);
+                Reply::Savepoint(Err(format!(
+                    "{waiting} savepoints are being taken already (MAX_SAVEPOINTS_WAITING is \
+                     {MAX_SAVEPOINTS_WAITING}); ask again once they are kept"
+                )))
+            } else {
+                let answering = answering.clone();
+                let wait = Duration::from_millis(wait_ms);
+                std::thread::Builder::new()
+                    .name("sluice-savepoint".into())
+                    .spawn(move || {
+                        let kept = crate::savepoint::take(
+                            answering.controls.checkpoints.as_ref(),
+                            dir,
+                            wait,
+                        );
+                        let _ = send(&stream, &Reply::Savepoint(kept));
+                        // SYNC: see `Answering::savepoints_waiting`.
+                        answering.savepoints_waiting.fetch_sub(1, Ordering::Relaxed);
+                    })?;
+                return Ok(());
+            }
+        }
     };
-    let mut out = serde_json::to_vec(&reply)?;
+    send(&stream, &reply)
+}
+
+/// Writes `message` to `stream` as one JSON line.
+fn send(stream: &UnixStream, message: &impl Serialize) -> anyhow::Result<()> {
+    let mut out = serde_json::to_vec(message)?;
     out.push(b'\n');
-    (&stream).write_all(&out)?;
+    (&*stream).write_all(&out)?;
     Ok(())
 }
 
 /// Asks the job at `socket` `request`; its reply.
 fn ask(socket: &Path, request: &Request) -> anyhow::Result<Reply> {
+    ask_within(socket, request, ANSWER_TIMEOUT)
+}
+
+/// Asks the job at `socket` `request` and waits for its reply at most `patience`.
+fn ask_within(socket: &Path, request: &Request, patience: Duration) -> anyhow::Result<Reply> {
     let stream = UnixStream::connect(socket)?;
-    stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    stream.set_read_timeout(Some(patience))?;
     stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
-    let mut line = serde_json::to_vec(request)?;
-    line.push(b'\n');
-    (&stream).write_all(&line)?;
+    send(&stream, request)?;
     let mut reply = String::new();
     BufReader::new(std::io::Read::take(&stream, MAX_LINE)).read_line(&mut reply)?;
     Ok(serde_json::from_str(&reply)?)
@@ -221,8 +315,46 @@ fn ask(socket: &Path, request: &Request) -> anyhow::Result<Reply> {
 pub(crate) fn metrics_of(socket: &Path) -> anyhow::Result<MetricsSnapshot> {
     match ask(socket, &Request::Metrics)? {
         Reply::Metrics(snapshot) => Ok(snapshot),
-        Reply::Stopping => bail!("the job answered out of turn"),
+        _ => bail!("the job answered out of turn"),
     }
+}
+
+/// What the checkpoints of the job at `socket` did so far; `None` when it takes none.
+pub(crate) fn checkpoints_of(socket: &Path) -> anyhow::Result<Option<CheckpointFigures>> {
+    match ask(socket, &Request::Checkpoints)? {
+        Reply::Checkpoints(figures) => Ok(figures),
+        _ => bail!("the job answered out of turn"),
+    }
+}
+
+/// Asks the job at `socket` for a savepoint in `dir` (absolute; `None`: the job's default)
+/// and waits for it at most `wait`: the savepoint's directory, or the job's reason for none.
+pub(crate) fn savepoint_of(
+    socket: &Path,
+    dir: Option<PathBuf>,
+    wait: Duration,
+) -> anyhow::Result<Result<PathBuf, String>> {
+    let request = Request::Savepoint {
+        dir,
+        wait_ms: wait.as_millis().try_into().unwrap_or(u64::MAX),
+    };
+    // The job answers once its wait is over, whatever happened.
+    match ask_within(socket, &request, wait + ANSWER_TIMEOUT)? {
+        Reply::Savepoint(kept) => Ok(kept),
+        _ => bail!("the job answered out of turn"),
+    }
+}
+
+/// The checkpoint directory the registry holds for the running job `id`; `None` when no
+/// running job has that id or it takes no checkpoints.
+pub(crate) fn checkpoint_dir_of(id: &str) -> anyhow::Result<Option<PathBuf>> {
+    let dir = registry_dir()?;
+    sweep(&dir);
+    Ok(entries(&dir)
+        .into_iter()
+        .filter_map(|(_, entry)| entry)
+        .find(|e| e.id == id)
+        .and_then(|e| e.checkpoints))
 }
 
 /// Removes the entries of jobs whose process is gone (killed before it could remove them), so
@@ -324,7 +456,7 @@ fn nobody_listens(error: &anyhow::Error) -> bool {
 }
 
 /// What the state of process `pid` says of a job that does not answer.
-fn silence(pid: u32) -> &'static str {
+pub(crate) fn silence(pid: u32) -> &'static str {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name is in parentheses and may hold anything: the state follows the last.
     match stat.rsplit_once(')').map(|(_, rest)| rest.trim_start()) {
@@ -453,9 +585,8 @@ pub(crate) fn stop(args: StopArgs) -> anyhow::Result<()> {
             silence(job.pid)
         )
     })?;
-    match asked {
-        Reply::Stopping => {}
-        Reply::Metrics(_) => bail!("job '{}' answered out of turn", job.id),
+    if !matches!(asked, Reply::Stopping) {
+        bail!("job '{}' answered out of turn", job.id);
     }
     let mut out = std::io::stdout().lock();
     if args.no_wait {

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod apps;
+mod checkpoint_figures;
 mod checkpointing;
 mod checkpoints;
 mod companions;
@@ -21,6 +22,7 @@ mod progress;
 mod prometheus;
 mod query;
 mod run;
+mod savepoint;
 mod shell;
 mod stdout;
 mod top;
@@ -62,6 +64,9 @@ enum Command {
     Top(top::TopArgs),
     /// List a job's checkpoints and savepoints: size, duration, alignment, complete or not.
     Checkpoints(checkpoints::CheckpointsArgs),
+    /// Take a savepoint of a running checkpointed job: its next checkpoint, kept in a
+    /// directory of its own (`sluice run APP --from DIR` starts from it).
+    Savepoint(savepoint::SavepointArgs),
 }
 
 #[derive(Subcommand)]
@@ -99,6 +104,7 @@ fn main() {
         Command::Stop(args) => jobs::stop(args),
         Command::Top(args) => top::top(args),
         Command::Checkpoints(args) => checkpoints::checkpoints(args),
+        Command::Savepoint(args) => savepoint::savepoint(args),
     });
     if let Err(error) = result {
         if stdout::was_closed(&error) {

@@ -5,11 +5,12 @@
 //! process does any of it; its PEs send their figures to it.
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use clap::Args;
 use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob, StopHandle};
 
-use crate::jobs::{self, Registration};
+use crate::jobs::{self, Checkpointing, Controls, Registration};
 use crate::progress::{Asked, Progress};
 
 /// The options of `sluice run` for watching a job.
@@ -69,11 +70,15 @@ pub(crate) struct JobIdentity<'a> {
     pub app: &'a str,
     pub plan: &'a str,
     pub pes: usize,
+    /// Its checkpoint directory, when it takes checkpoints.
+    pub checkpoint_dir: Option<&'a Path>,
 }
 
 impl Prepared {
-    /// Starts watching `job`: its registry entry (which `stop` stops) and its progress line, and for the sources' rate asked, the warnings when they
-    /// fall short. What cannot start is warned about; the job runs on.
+    /// Starts watching `job`: its registry entry (which `stop` stops, and which answers with
+    /// its checkpoints' figures and savepoints) and its progress line, and for the sources'
+    /// rate asked, the warnings when they fall short. What cannot start is warned about; the
+    /// job runs on.
     pub(crate) fn start(
         self,
         job: &RunningJob,
@@ -81,13 +86,21 @@ impl Prepared {
         asked: Option<Asked>,
     ) -> Observers {
         let metrics = job.metrics_handle();
-        let registration = match jobs::register(
-            identity.app,
-            identity.plan,
-            identity.pes,
-            metrics.clone(),
+        let checkpoints =
+            job.checkpoint_handle()
+                .zip(identity.checkpoint_dir)
+                .map(|(handle, dir)| Checkpointing {
+                    // Another `sluice`, elsewhere, finds it by the registry.
+                    dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
+                    handle,
+                    names: Default::default(),
+                });
+        let controls = Controls {
+            metrics: metrics.clone(),
             stop,
-        ) {
+            checkpoints,
+        };
+        let registration = match jobs::register(&identity, controls) {
             Ok(registration) => Some(registration),
             Err(error) => {
                 tracing::warn!(

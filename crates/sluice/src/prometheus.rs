@@ -8,6 +8,12 @@
 //! (`127.0.0.1:9464` is reachable from this machine alone), scrapes concurrently and each
 //! within the server's bounds; any other path gets 404. A scrape builds a fresh registry from
 //! the latest [`MetricsSnapshot`], so the series are always the job's current figures.
+//!
+//! A checkpointed job has its checkpoints' series too (labelled with its `job`):
+//! `sluice_checkpoints_completed_total`, `sluice_checkpoints_failed_total`,
+//! `sluice_job_restarts_total`, and once one is complete `sluice_checkpoint_last_complete`
+//! (its number), `sluice_checkpoint_last_duration_seconds`, `sluice_checkpoint_last_bytes`
+//! and `sluice_checkpoint_last_alignment_seconds`.
 
 use std::sync::atomic::AtomicU64;
 
@@ -18,12 +24,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use sluice_runtime::MetricsSnapshot;
 
+use crate::checkpoint_figures::CheckpointFigures;
+
 type Labels = Vec<(String, String)>;
 type FloatCounter = Counter<f64, AtomicU64>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// The snapshot in the Prometheus text format.
-pub(crate) fn text(snapshot: &MetricsSnapshot) -> String {
+/// The snapshot, and what a checkpointed job's `checkpoints` did, in the Prometheus text
+/// format.
+pub(crate) fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFigures>) -> String {
     let mut registry = Registry::with_prefix("sluice");
     let tuples_in = Family::<Labels, Counter>::default();
     let tuples_out = Family::<Labels, Counter>::default();
@@ -138,10 +147,71 @@ pub(crate) fn text(snapshot: &MetricsSnapshot) -> String {
         "Seconds a thread waited on a full queue downstream",
         blocked,
     );
+    if let Some(figures) = checkpoints {
+        register_checkpoints(&mut registry, &snapshot.job, figures);
+    }
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &registry);
     out
+}
+
+/// Registers the series of what the checkpoints of `job` did.
+fn register_checkpoints(registry: &mut Registry, job: &str, figures: &CheckpointFigures) {
+    let labels: Labels = vec![("job".into(), job.into())];
+    let count = |value: u64| one_series(&labels, |c: &Counter| c.inc_by(value));
+    registry.register(
+        "checkpoints_completed",
+        "Checkpoints complete",
+        count(figures.completed),
+    );
+    registry.register(
+        "checkpoints_failed",
+        "Checkpoints that failed (a part not written, the timeout, the job failing first)",
+        count(figures.failed),
+    );
+    registry.register(
+        "job_restarts",
+        "Restarts of the job from its last complete checkpoint after a failure",
+        count(figures.restarts.len() as u64),
+    );
+    let Some(last) = figures.last_complete else {
+        return;
+    };
+    let whole = |value: u64| {
+        one_series(&labels, |g: &Gauge| {
+            g.set(value.try_into().unwrap_or(i64::MAX))
+        })
+    };
+    let seconds = |value: f64| one_series(&labels, |g: &FloatGauge| g.set(value));
+    registry.register(
+        "checkpoint_last_complete",
+        "The number of the last complete checkpoint",
+        whole(last),
+    );
+    registry.register(
+        "checkpoint_last_duration_seconds",
+        "How long the last complete checkpoint took, from its ask to its manifest",
+        seconds(figures.last_duration_secs),
+    );
+    registry.register(
+        "checkpoint_last_bytes",
+        "Bytes of the last complete checkpoint's parts",
+        whole(figures.last_bytes),
+    );
+    registry.register(
+        "checkpoint_last_alignment_seconds",
+        "The longest alignment of an instance in the last complete checkpoint",
+        seconds(figures.last_alignment_secs),
+    );
+}
+
+/// A family of one series, labelled `labels`, its metric set by `set` (whose result, the
+/// metric's former value, is not needed).
+fn one_series<M: Default, R>(labels: &Labels, set: impl FnOnce(&M) -> R) -> Family<Labels, M> {
+    let family = Family::<Labels, M>::default();
+    set(&family.get_or_create(labels));
+    family
 }
 
 #[cfg(test)]
@@ -181,7 +251,8 @@ mod tests {
                 }],
             }],
         };
-        let text = text(&snapshot);
+        let text = text(&snapshot, None);
+        assert!(!text.contains("checkpoint"), "{text}");
         assert!(
             text.contains(
                 "sluice_tuples_in_total{job=\"wordcount\",pe=\"pe0\",operator=\"split\",instance=\"split\"} 7"
@@ -195,6 +266,46 @@ mod tests {
         );
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("sluice_"), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_checkpointed_job_has_its_checkpoints_series() {
+        let snapshot = MetricsSnapshot {
+            job: "wordcount".into(),
+            ..MetricsSnapshot::default()
+        };
+        let mut figures = CheckpointFigures {
+            completed: 7,
+            failed: 1,
+            ..CheckpointFigures::default()
+        };
+        let scraped = text(&snapshot, Some(&figures));
+        assert!(
+            scraped.contains("sluice_checkpoints_completed_total{job=\"wordcount\"} 7"),
+            "{scraped}"
+        );
+        assert!(
+            scraped.contains("sluice_checkpoints_failed_total{job=\"wordcount\"} 1"),
+            "{scraped}"
+        );
+        assert!(
+            scraped.contains("sluice_job_restarts_total{job=\"wordcount\"} 0"),
+            "{scraped}"
+        );
+        assert!(!scraped.contains("sluice_checkpoint_last"), "{scraped}");
+        figures.last_complete = Some(7);
+        figures.last_duration_secs = 0.25;
+        figures.last_bytes = 4096;
+        figures.last_alignment_secs = 0.001;
+        let scraped = text(&snapshot, Some(&figures));
+        for series in [
+            "sluice_checkpoint_last_complete{job=\"wordcount\"} 7",
+            "sluice_checkpoint_last_duration_seconds{job=\"wordcount\"} 0.25",
+            "sluice_checkpoint_last_bytes{job=\"wordcount\"} 4096",
+            "sluice_checkpoint_last_alignment_seconds{job=\"wordcount\"} 0.001",
+        ] {
+            assert!(scraped.contains(series), "{series} in {scraped}");
         }
     }
 }

@@ -238,6 +238,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
         })
         .context("cannot install the Ctrl-C handler")?;
     }
+    let checkpoint_dir = options.checkpoints.map(|c| c.dir);
     let mut companions = Companions::default();
     let mut observers = None;
     let started = match &from {
@@ -250,6 +251,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
             app: &args.app.app,
             plan: &args.app.plan,
             pes: plan.pes.len(),
+            checkpoint_dir,
         };
         // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
         let asked = args
@@ -264,7 +266,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
         };
         observers = Some(watch.start(&job, (identity, registered), asked));
         if let Some(http) = &http {
-            http.attach(job.metrics_handle());
+            http.attach(job.metrics_handle(), job.checkpoint_handle());
         }
         if !sluice_runtime::is_pe_process() {
             companions.start(&app.companions, &stop);

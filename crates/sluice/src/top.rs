@@ -4,7 +4,8 @@
 //! rates and the latency percentiles of the sampled markers that reached them; every edge
 //! between threads or PEs with its rate and the fill of its queue or ring as a bar, and the
 //! tuples it lost; every thread with the share of time it spent blocked on a full queue
-//! downstream (backpressure). `q` (or Esc, or Ctrl-C) quits; it ends by itself when the job
+//! downstream (backpressure); and for a checkpointed job, a line of what its checkpoints and
+//! restarts did ([`CheckpointFigures::line`]). `q` (or Esc, or Ctrl-C) quits; it ends by itself when the job
 //! ends. Without an ID it watches the only running job, and lists them and asks which when
 //! there are several.
 
@@ -20,6 +21,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 use ratatui::Frame;
 use sluice_runtime::MetricsSnapshot;
 
+use crate::checkpoint_figures::CheckpointFigures;
 use crate::jobs::{self, with_commas, JobEntry};
 use crate::progress::micros;
 
@@ -40,10 +42,10 @@ const BAR: usize = 10;
 pub(crate) fn top(args: TopArgs) -> anyhow::Result<()> {
     let job = jobs::pick(args.id.as_deref())?;
     let interval = args.interval.unwrap_or(Duration::from_millis(500));
-    let mut snapshot = jobs::metrics_of(&job.socket)
-        .with_context(|| format!("job '{}' does not answer", job.id))?;
+    let mut seen =
+        Seen::fetch(&job).with_context(|| format!("job '{}' does not answer", job.id))?;
     let mut terminal = ratatui::try_init().context("cannot take over the terminal")?;
-    let watched = watch(&mut terminal, &job, &mut snapshot, interval);
+    let watched = watch(&mut terminal, &job, &mut seen, interval);
     ratatui::restore();
     if watched? {
         println!("job '{}' ended", job.id);
@@ -51,16 +53,36 @@ pub(crate) fn top(args: TopArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `top` shows of a job, as last asked.
+struct Seen {
+    snapshot: MetricsSnapshot,
+    /// `None`: the job takes no checkpoints.
+    checkpoints: Option<CheckpointFigures>,
+}
+
+impl Seen {
+    /// Asks `job` for its figures.
+    fn fetch(job: &JobEntry) -> anyhow::Result<Self> {
+        Ok(Self {
+            snapshot: jobs::metrics_of(&job.socket)?,
+            checkpoints: match job.checkpoints {
+                Some(_) => jobs::checkpoints_of(&job.socket)?,
+                None => None,
+            },
+        })
+    }
+}
+
 /// Draws and refreshes until the user quits (false) or the job ends (true).
 fn watch(
     terminal: &mut ratatui::DefaultTerminal,
     job: &JobEntry,
-    snapshot: &mut MetricsSnapshot,
+    seen: &mut Seen,
     interval: Duration,
 ) -> anyhow::Result<bool> {
     let mut fetched = Instant::now();
     loop {
-        terminal.draw(|frame| draw(frame, job, snapshot))?;
+        terminal.draw(|frame| draw(frame, job, seen))?;
         let wait = interval.saturating_sub(fetched.elapsed());
         if event::poll(wait)? {
             if let Event::Key(key) = event::read()? {
@@ -75,8 +97,8 @@ fn watch(
         }
         if fetched.elapsed() >= interval {
             fetched = Instant::now();
-            match jobs::metrics_of(&job.socket) {
-                Ok(latest) => *snapshot = latest,
+            match Seen::fetch(job) {
+                Ok(latest) => *seen = latest,
                 // Its socket is gone or closed: the job has ended.
                 Err(_) => return Ok(true),
             }
@@ -99,7 +121,8 @@ fn rate(r: f64) -> String {
     with_commas(r.round() as u64)
 }
 
-fn draw(frame: &mut Frame<'_>, job: &JobEntry, snapshot: &MetricsSnapshot) {
+fn draw(frame: &mut Frame<'_>, job: &JobEntry, seen: &Seen) {
+    let snapshot = &seen.snapshot;
     let operators = snapshot.operators();
     let edges: Vec<_> = snapshot.edges().collect();
     let threads: Vec<_> = snapshot
@@ -107,8 +130,9 @@ fn draw(frame: &mut Frame<'_>, job: &JobEntry, snapshot: &MetricsSnapshot) {
         .iter()
         .flat_map(|pe| pe.threads.iter().map(move |t| (pe.pe.as_str(), t)))
         .collect();
+    let header_lines = 1 + u16::from(seen.checkpoints.is_some());
     let [header, ops_area, edges_area, threads_area] = Layout::vertical([
-        Constraint::Length(3),
+        Constraint::Length(header_lines + 2),
         Constraint::Length(operators.len() as u16 + 3),
         Constraint::Length(edges.len().max(1) as u16 + 3),
         Constraint::Min(4),
@@ -124,9 +148,10 @@ fn draw(frame: &mut Frame<'_>, job: &JobEntry, snapshot: &MetricsSnapshot) {
         snapshot.uptime_secs,
         rate(snapshot.source_rate())
     );
+    let mut lines = vec![Line::from(title)];
+    lines.extend(seen.checkpoints.as_ref().map(|c| Line::from(c.line())));
     frame.render_widget(
-        Paragraph::new(Line::from(title))
-            .block(Block::default().borders(Borders::ALL).title("sluice top")),
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title("sluice top")),
         header,
     );
 

@@ -8,8 +8,11 @@
 //!   in red), and tables of the same figures below. Its script fetches `/snapshot.json` every
 //!   second and rewrites the figures; everything is in the page (no external script, style
 //!   or font), so it works with no network but the job's host.
-//! - `/snapshot.json` is `{"state": "starting" | "running", "snapshot": ...}`, the snapshot
-//!   being the launching process's `sluice_runtime::MetricsSnapshot` (null while starting).
+//! - `/snapshot.json` is `{"state": "starting" | "running", "snapshot": ..., "checkpoints":
+//!   ...}`, the snapshot being the launching process's `sluice_runtime::MetricsSnapshot` (null
+//!   while starting), the checkpoints what a checkpointed job's checkpoints and restarts did
+//!   ([`crate::checkpoint_figures`]; null for a job that takes none), shown in a panel of
+//!   the page.
 //! - `/plan.svg` is the drawing alone.
 //!
 //! Only the launching process serves it (a PE's process, which runs the same command line,
@@ -19,7 +22,8 @@
 use std::collections::BTreeMap;
 
 use sluice_plan::PhysicalPlan;
-use sluice_runtime::MetricsHandle;
+
+use crate::http_server::Attached;
 
 /// The page, with `{{TITLE}}`, `{{SVG}}` and `{{CHANNELS}}` to fill in.
 const PAGE: &str = include_str!("ui.html");
@@ -40,17 +44,13 @@ impl Page {
         }
     }
 
-    /// The content type and body at `path`, the figures from `metrics` (none while the job
-    /// starts); `None` for a path that is not the page's.
-    pub(crate) fn at(
-        &self,
-        path: &str,
-        metrics: Option<&MetricsHandle>,
-    ) -> Option<(&'static str, String)> {
+    /// The content type and body at `path`, the figures from `job` (none while it starts);
+    /// `None` for a path that is not the page's.
+    pub(crate) fn at(&self, path: &str, job: Option<&Attached>) -> Option<(&'static str, String)> {
         match path {
             "/" | "/index.html" => Some(("text/html; charset=utf-8", self.page.clone())),
             "/plan.svg" => Some(("image/svg+xml", self.svg.clone())),
-            "/snapshot.json" => Some(("application/json", snapshot(metrics))),
+            "/snapshot.json" => Some(("application/json", snapshot(job))),
             _ => None,
         }
     }
@@ -83,10 +83,14 @@ fn page(plan: &PhysicalPlan, svg: &str) -> String {
 }
 
 /// The JSON of `/snapshot.json`.
-fn snapshot(metrics: Option<&MetricsHandle>) -> String {
-    let value = match metrics {
-        None => serde_json::json!({ "state": "starting", "snapshot": null }),
-        Some(metrics) => serde_json::json!({ "state": "running", "snapshot": metrics.snapshot() }),
+fn snapshot(job: Option<&Attached>) -> String {
+    let value = match job {
+        None => serde_json::json!({ "state": "starting", "snapshot": null, "checkpoints": null }),
+        Some(job) => serde_json::json!({
+            "state": "running",
+            "snapshot": job.metrics.snapshot(),
+            "checkpoints": job.checkpoint_figures(),
+        }),
     };
     value.to_string()
 }

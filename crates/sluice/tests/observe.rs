@@ -1,9 +1,11 @@
 //! Watching running jobs from outside, on the real binary: the Prometheus endpoint scraped
 //! over loopback, the job registry (`sluice jobs`, `sluice stop`, a killed job not listed) and
-//! `sluice top` under tmux. Every test keeps its own registry (its own `XDG_RUNTIME_DIR`), so
-//! jobs of other tests or users never show.
+//! `sluice top` under tmux (a checkpointed job's, with its checkpoints' line). Every test keeps
+//! its own registry (its own `XDG_RUNTIME_DIR`), so jobs of other tests or users never show.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -225,15 +227,7 @@ fn an_orphan_socket_of_a_process_that_is_gone_is_removed_by_jobs() {
 
 /// Gets `/metrics` from `address`: the status line and the body.
 fn scrape(address: &str) -> (String, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
+    common::http_get(address, "/metrics")
 }
 
 /// The value of the series `name{labels...}` whose labels include `label`.
@@ -315,9 +309,19 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
         return;
     }
     let registry = registry();
+    // Checkpointed, so the header has a line of its checkpoints.
     let job = start_wordcount(
         registry.path(),
-        &["--plan", "threaded", "--duration", "120"],
+        &[
+            "--plan",
+            "threaded",
+            "--duration",
+            "120",
+            "--checkpoint-every",
+            "200ms",
+            "--checkpoint-dir",
+            registry.path().join("checkpoints").to_str().unwrap(),
+        ],
     );
     let id = listed_job(registry.path());
     // A server of this test's own, so no user's session is touched.
@@ -362,6 +366,16 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
         "{screen}"
     );
     assert!(screen.contains("BACKPRESSURE"), "{screen}");
+    // The checkpoints' line counts complete ones.
+    wait_for("top to show a complete checkpoint", || {
+        let screen = String::from_utf8(tmux(&["capture-pane", "-p", "-t", "top"]).stdout).ok()?;
+        let line = screen
+            .lines()
+            .find_map(|l| l.split_once("checkpoints: "))?
+            .1;
+        let complete: u64 = line.split_whitespace().next()?.parse().ok()?;
+        (complete > 0 && line.contains("no restart")).then_some(())
+    });
     tmux(&["send-keys", "-t", "top", "q"]);
     wait_for("top to quit", || {
         (!tmux(&["has-session", "-t", "top"]).status.success()).then_some(())

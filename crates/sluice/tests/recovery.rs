@@ -1,8 +1,9 @@
 //! Checkpoints and recovery on the real `sluice` binary (the chaos test of issue 27): WordCount
 //! on a file, one PE per operator, a checkpoint every 200 ms, its PEs SIGKILLed at random
 //! moments; the job restarts from its last complete checkpoint each time, ends with exit
-//! status 0, and its output is byte for byte a direct count of the file's words. The same over
-//! two hosts on loopback TCP; and a launcher SIGKILLed, then `sluice run --from` its last
+//! status 0, and its output is byte for byte a direct count of the file's words. The same with
+//! two instances of each operator and unaligned checkpoints, and over two hosts on loopback
+//! TCP; and a launcher SIGKILLed, then `sluice run --from` its last
 //! checkpoint, with the same output.
 //!
 //! Bounded: each job has a watchdog, and the input takes a few seconds to count.
@@ -220,6 +221,13 @@ fn survives_killed_pes(extra: &[&str]) {
 #[test]
 fn wordcount_under_processes_survives_killed_pes_with_the_output_of_a_run_without_faults() {
     survives_killed_pes(&[]);
+}
+
+#[test]
+fn a_shuffled_wordcount_with_unaligned_checkpoints_survives_killed_pes() {
+    // Two instances of split and of sum: every sum and the counts have two upstream
+    // instances, whose barriers the unaligned checkpoints do not wait to align.
+    survives_killed_pes(&["--set", "parallelism=2", "--checkpoint-mode", "unaligned"]);
 }
 
 #[test]

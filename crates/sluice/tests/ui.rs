@@ -1,6 +1,6 @@
 //! `sluice run --ui ADDRESS:PORT`: the web page of a running job, loaded in headless Chromium
-//! (its DOM after the page's script ran names every operator and shows rates; a screenshot is
-//! taken), its self-contained page and JSON over plain HTTP, and a busy address refused
+//! (its DOM after the page's script ran names every operator and shows rates, and a
+//! checkpointed job's panel of checkpoints; a screenshot is taken), its self-contained page and JSON over plain HTTP, and a busy address refused
 //! before the job starts. The Chromium test skips, saying why, where `chromium` is absent.
 
 mod common;
@@ -25,13 +25,14 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts WordCount under `processes` with its page on `port`, until stopped, and waits until
-/// its sources run.
-fn start(port: u16) -> Child {
+/// Starts WordCount under `processes` with its page on `port` and `extra` arguments, until
+/// stopped, and waits until its sources run.
+fn start(port: u16, extra: &[&str]) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
     command
         .args(["run", "wordcount", "--plan", "processes", "--rate", "2000"])
-        .args(["--duration", "120", "--ui", &format!("127.0.0.1:{port}")]);
+        .args(["--duration", "120", "--ui", &format!("127.0.0.1:{port}")])
+        .args(extra);
     common::start_and_wait(command)
 }
 
@@ -100,8 +101,17 @@ fn chromium_shows_the_plan_with_live_rates() {
         return;
     };
     let port = free_port();
-    let job = start(port);
     let dir = tempfile::tempdir().unwrap();
+    let checkpoints = dir.path().join("checkpoints");
+    let job = start(
+        port,
+        &[
+            "--checkpoint-every",
+            "200ms",
+            "--checkpoint-dir",
+            checkpoints.to_str().unwrap(),
+        ],
+    );
     let url = format!("http://127.0.0.1:{port}/");
     // The first figures come with the PEs' first samples; a page loaded before shows none yet.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -120,6 +130,11 @@ fn chromium_shows_the_plan_with_live_rates() {
             "no row for {instance}: {dom}"
         );
         assert!(dom.contains(&format!("data-op=\"{instance}\"")), "{dom}");
+    }
+    // The checkpoints' panel, shown.
+    assert!(dom.contains("<section id=\"checkpoints\">"), "{dom}");
+    for row in ["complete", "failed", "restarts"] {
+        assert!(dom.contains(&format!("<td>{row}</td>")), "{dom}");
     }
     // A rate on the drawing (an instance's live line) and in the status line.
     assert!(dom.contains(">out "), "{dom}");
@@ -140,7 +155,7 @@ fn chromium_shows_the_plan_with_live_rates() {
 #[test]
 fn the_page_is_self_contained_and_its_json_has_the_figures() {
     let port = free_port();
-    let job = start(port);
+    let job = start(port, &[]);
     let page = get(port, "/");
     assert!(page.starts_with("<!doctype html>"), "{page}");
     for external in ["src=\"http", "href=\"http", "@import", "url(http"] {
@@ -216,7 +231,7 @@ fn until_closed(mut stream: TcpStream) -> String {
 #[test]
 fn idle_clients_and_huge_headers_are_bounded_and_the_page_lives_on() {
     let port = free_port();
-    let job = start(port);
+    let job = start(port, &[]);
     get(port, "/");
     let before = threads(job.id());
     let idle: Vec<TcpStream> = (0..300)

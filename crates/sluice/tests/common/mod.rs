@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -96,15 +96,36 @@ pub fn wordcount_logged(
         "{plan}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let counts = std::fs::read_to_string(&output)
+    (
+        read_counts(&output),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The counts WordCount wrote to `output`: a word, a tab and its count a line.
+pub fn read_counts(output: &Path) -> BTreeMap<String, u64> {
+    std::fs::read_to_string(output)
         .unwrap()
         .lines()
         .map(|l| {
             let (word, count) = l.split_once('\t').expect("word<TAB>count");
             (word.to_owned(), count.parse().expect("a count"))
         })
-        .collect();
-    (counts, String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect()
+}
+
+/// `GET path` from the HTTP server at `address` (a `sluice run --ui` or `--metrics-addr`):
+/// the status line and the body.
+pub fn http_get(address: &str, path: &str) -> (String, String) {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
 }
 
 /// A PE of a running job, as its process's environment describes it.

@@ -1,0 +1,541 @@
+//! The Kafka source: reads one topic, its partitions dealt over the source's parallel
+//! instances (instance `i` of `p` takes the partitions whose number modulo `p` is `i`), each
+//! instance assigning its own explicitly (no consumer-group rebalancing).
+//!
+//! Positions are Sluice's, as in Flink: each instance keeps its partitions' next offsets,
+//! returns them from `snapshot` and `checkpoint`, and rewinds to them after `restore`. Once a
+//! checkpoint completes they are also committed to the consumer group, for monitoring tools
+//! and for [`StartFrom::Committed`].
+//!
+//! Event time is the record's timestamp; the instance's watermark is the least, over its
+//! partitions still being read, of the greatest timestamp seen in each (a partition that has
+//! given no record yet holds it at 0). Records out of timestamp order within a partition are
+//! late to it: put a `WatermarkAssigner` with a delay after the source for such topics.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::{BorrowedMessage, Headers};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Snapshot};
+
+use super::{client_config, timestamp_ns, BadRecord, KafkaError, KafkaRecord};
+use crate::{Format, OnBadRecord};
+
+/// Records emitted per `produce` call at most.
+const BATCH: usize = 256;
+
+/// How long one `produce` call waits for the first record before saying it is idle.
+const POLL_WAIT: Duration = Duration::from_millis(100);
+
+/// Where a partition is read from when no checkpoint says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartFrom {
+    /// Its first record still kept.
+    Earliest,
+    /// After its last record at start: only new records.
+    Latest,
+    /// The first record whose timestamp is at or after this time (milliseconds since the
+    /// Unix epoch); a partition with none starts at its end.
+    Timestamp(i64),
+    /// The offset the consumer group last committed; a partition with none starts at its
+    /// earliest record.
+    Committed,
+}
+
+/// When the source ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndAt {
+    /// Never: it reads new records as they come.
+    Unbounded,
+    /// At each partition's end offset as seen at start (a bounded read, as of a file).
+    EndOffsetsAtStart,
+}
+
+/// What a [`KafkaSource`] reads and how.
+#[derive(Debug, Clone)]
+pub struct KafkaSourceConfig {
+    /// `bootstrap.servers`: `host:port[,host:port...]`.
+    pub brokers: String,
+    /// The topic.
+    pub topic: String,
+    /// The consumer group offsets are committed to (`sluice-TOPIC` unless set).
+    pub group: String,
+    /// Where to start without a checkpoint.
+    pub start: StartFrom,
+    /// When to end.
+    pub end: EndAt,
+    /// What to do with a record whose value does not decode.
+    pub on_bad_record: OnBadRecord,
+    /// librdkafka settings, applied last.
+    pub settings: Vec<(String, String)>,
+    /// How long a metadata or offsets request may take.
+    pub request_timeout: Duration,
+}
+
+impl KafkaSourceConfig {
+    /// Reads `topic` from `brokers`: from the earliest record, unbounded, dropping bad records.
+    pub fn new(brokers: impl Into<String>, topic: impl Into<String>) -> Self {
+        let topic = topic.into();
+        Self {
+            brokers: brokers.into(),
+            group: format!("sluice-{topic}"),
+            topic,
+            start: StartFrom::Earliest,
+            end: EndAt::Unbounded,
+            on_bad_record: OnBadRecord::Drop,
+            settings: Vec::new(),
+            request_timeout: super::DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// A partition this instance reads.
+#[derive(Debug)]
+struct PartitionRead {
+    /// The offset of the next record to emit.
+    next: i64,
+    /// Where a bounded read of it ends.
+    end: Option<i64>,
+    /// Whether a bounded read of it is over.
+    done: bool,
+    /// The greatest event time seen in it (ns).
+    max_time: u64,
+}
+
+/// The position kept in a snapshot: the topic and each partition's next offset.
+#[derive(Debug, Serialize, Deserialize)]
+struct Position {
+    topic: String,
+    next: Vec<(i32, i64)>,
+}
+
+/// The Kafka source (see the module doc). It emits [`KafkaRecord<V>`] on port 0, and
+/// [`BadRecord`] on port 1 under [`OnBadRecord::SideOutput`].
+pub struct KafkaSource<V, F> {
+    config: KafkaSourceConfig,
+    format: F,
+    consumer: Option<BaseConsumer>,
+    partitions: BTreeMap<i32, PartitionRead>,
+    /// Offsets given by `restore`, used by `start`.
+    restored: Option<BTreeMap<i32, i64>>,
+    /// Positions of checkpoints taken and not yet complete.
+    pending: BTreeMap<u64, Vec<(i32, i64)>>,
+    watermark: u64,
+    batch: Vec<KafkaRecord<V>>,
+    bad_batch: Vec<BadRecord>,
+    records: u64,
+    bytes: u64,
+    bad_records: u64,
+    value: PhantomData<fn() -> V>,
+}
+
+impl<V, F: Format<V>> KafkaSource<V, F> {
+    /// A source reading as `config` says, decoding values with `format`.
+    pub fn new(config: KafkaSourceConfig, format: F) -> Self {
+        Self {
+            config,
+            format,
+            consumer: None,
+            partitions: BTreeMap::new(),
+            restored: None,
+            pending: BTreeMap::new(),
+            watermark: 0,
+            batch: Vec::with_capacity(BATCH),
+            bad_batch: Vec::new(),
+            records: 0,
+            bytes: 0,
+            bad_records: 0,
+            value: PhantomData,
+        }
+    }
+
+    fn client_error(
+        &self,
+        what: impl Into<String>,
+        source: rdkafka::error::KafkaError,
+    ) -> KafkaError {
+        KafkaError::client(&self.config.brokers, what, source)
+    }
+
+    fn consumer(&self) -> Result<&BaseConsumer, OperatorError> {
+        self.consumer
+            .as_ref()
+            .ok_or_else(|| OperatorError::Failed("the Kafka source was not started".into()))
+    }
+
+    /// This instance's partitions of the topic.
+    fn my_partitions(
+        &self,
+        consumer: &BaseConsumer,
+        ctx: &OperatorContext,
+    ) -> Result<Vec<i32>, KafkaError> {
+        let topic = &self.config.topic;
+        let metadata = consumer
+            .fetch_metadata(Some(topic), self.config.request_timeout)
+            .map_err(|e| self.client_error("reading the topic's metadata", e))?;
+        let no_such_topic = |detail: String| KafkaError::NoSuchTopic {
+            brokers: self.config.brokers.clone(),
+            topic: topic.clone(),
+            detail,
+        };
+        let found = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| no_such_topic(String::new()))?;
+        if let Some(error) = found.error() {
+            return Err(no_such_topic(format!(
+                ": {:?}",
+                RDKafkaErrorCode::from(error)
+            )));
+        }
+        if found.partitions().is_empty() {
+            return Err(no_such_topic(" (it has no partitions)".into()));
+        }
+        let parallelism = ctx.parallelism.max(1);
+        Ok(found
+            .partitions()
+            .iter()
+            .map(|p| p.id())
+            .filter(|id| usize::try_from(*id).is_ok_and(|id| id % parallelism == ctx.instance))
+            .collect())
+    }
+
+    /// Where partition `partition` starts when no checkpoint says: an offset in
+    /// `low..=high`.
+    fn start_offset(
+        &self,
+        consumer: &BaseConsumer,
+        partition: i32,
+        (low, high): (i64, i64),
+    ) -> Result<i64, KafkaError> {
+        let topic = &self.config.topic;
+        let timeout = self.config.request_timeout;
+        let one = |offset: Offset| -> Result<TopicPartitionList, KafkaError> {
+            let mut list = TopicPartitionList::new();
+            list.add_partition_offset(topic, partition, offset)
+                .map_err(|e| self.client_error("naming a partition", e))?;
+            Ok(list)
+        };
+        let offset_in = |list: TopicPartitionList| {
+            list.find_partition(topic, partition)
+                .and_then(|p| match p.offset() {
+                    Offset::Offset(o) => Some(o),
+                    _ => None,
+                })
+        };
+        Ok(match self.config.start {
+            StartFrom::Earliest => low,
+            StartFrom::Latest => high,
+            StartFrom::Timestamp(ms) => {
+                let found = consumer
+                    .offsets_for_times(one(Offset::Offset(ms))?, timeout)
+                    .map_err(|e| self.client_error("finding offsets by time", e))?;
+                offset_in(found).unwrap_or(high)
+            }
+            StartFrom::Committed => {
+                let found = consumer
+                    .committed_offsets(one(Offset::Invalid)?, timeout)
+                    .map_err(|e| self.client_error("reading the group's committed offsets", e))?;
+                offset_in(found).unwrap_or(low)
+            }
+        }
+        .clamp(low, high))
+    }
+
+    fn positions(&self) -> Vec<(i32, i64)> {
+        self.partitions
+            .iter()
+            .map(|(p, read)| (*p, read.next))
+            .collect()
+    }
+
+    /// Takes in one record: emits it, or handles it as a bad one.
+    fn take(&mut self, message: &BorrowedMessage<'_>) -> Result<(), KafkaError> {
+        let partition = message.partition();
+        let offset = message.offset();
+        let Some(read) = self.partitions.get_mut(&partition) else {
+            return Ok(());
+        };
+        if read.done || offset < read.next {
+            return Ok(());
+        }
+        if read.end.is_some_and(|end| offset >= end) {
+            read.done = true;
+            return Ok(());
+        }
+        read.next = offset + 1;
+        if read.end.is_some_and(|end| read.next >= end) {
+            read.done = true;
+        }
+        let timestamp = message.timestamp().to_millis();
+        read.max_time = read.max_time.max(timestamp_ns(timestamp));
+        let payload = message.payload();
+        self.records += 1;
+        self.bytes +=
+            (payload.map_or(0, <[u8]>::len) + message.key().map_or(0, <[u8]>::len)) as u64;
+        let value = payload
+            .ok_or(crate::FormatError::Missing)
+            .and_then(|bytes| self.format.decode(bytes));
+        match value {
+            Ok(value) => self.batch.push(KafkaRecord {
+                key: message.key().map(<[u8]>::to_vec),
+                value,
+                headers: message.headers().map_or_else(Vec::new, |headers| {
+                    headers
+                        .iter()
+                        .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                        .collect()
+                }),
+                topic: self.config.topic.clone(),
+                partition,
+                offset,
+                timestamp,
+            }),
+            Err(error) => {
+                self.bad_records += 1;
+                match self.config.on_bad_record {
+                    OnBadRecord::Drop => {}
+                    OnBadRecord::SideOutput => self.bad_batch.push(BadRecord {
+                        topic: self.config.topic.clone(),
+                        partition,
+                        offset,
+                        key: message.key().map(<[u8]>::to_vec),
+                        value: payload.map_or_else(Vec::new, <[u8]>::to_vec),
+                        error: error.to_string(),
+                    }),
+                    OnBadRecord::Fail => {
+                        return Err(KafkaError::BadRecord {
+                            topic: self.config.topic.clone(),
+                            partition,
+                            offset,
+                            source: error,
+                        })
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls up to a batch of records into `batch` and `bad_batch`, waiting a little for the
+    /// first.
+    fn poll_batch(&mut self, consumer: &BaseConsumer) -> Result<(), OperatorError> {
+        let mut wait = POLL_WAIT;
+        while self.batch.len() + self.bad_batch.len() < BATCH {
+            let polled = consumer.poll(wait);
+            wait = Duration::ZERO;
+            match polled {
+                None => break,
+                Some(Ok(message)) => {
+                    let taken = self.take(&message);
+                    drop(message);
+                    taken?;
+                }
+                Some(Err(rdkafka::error::KafkaError::PartitionEOF(partition))) => {
+                    if let Some(read) = self.partitions.get_mut(&partition) {
+                        // Caught up with the partition's end as of now, which is at or past
+                        // its end as of the start.
+                        read.done |= read.end.is_some();
+                    }
+                }
+                Some(Err(
+                    e @ (rdkafka::error::KafkaError::MessageConsumptionFatal(_)
+                    | rdkafka::error::KafkaError::MessageConsumption(
+                        RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic,
+                    )),
+                )) => return Err(self.client_error("reading records", e).into()),
+                // Others (a broker gone for a while, say) librdkafka retries by itself.
+                Some(Err(_)) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The least, over partitions still read, of their greatest event time.
+    fn least_time(&self) -> Option<u64> {
+        self.partitions
+            .values()
+            .filter(|read| !read.done)
+            .map(|read| read.max_time)
+            .min()
+    }
+}
+
+impl<V, F> sluice_ops::TypedSource for KafkaSource<V, F>
+where
+    V: Serialize + DeserializeOwned + Clone + Send + 'static,
+    F: Format<V>,
+{
+    type Out = KafkaRecord<V>;
+}
+
+impl<V, F> sluice_graph::Source for KafkaSource<V, F>
+where
+    V: Serialize + DeserializeOwned + Clone + Send + 'static,
+    F: Format<V>,
+{
+    fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
+        let consumer: BaseConsumer = client_config(
+            &self.config.brokers,
+            &[
+                ("group.id", &self.config.group),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("enable.partition.eof", "true"),
+                ("isolation.level", "read_committed"),
+            ],
+            &self.config.settings,
+        )
+        .create()
+        .map_err(|e| self.client_error("creating the consumer", e))?;
+        let mut assignment = TopicPartitionList::new();
+        for partition in self.my_partitions(&consumer, ctx)? {
+            let marks = consumer
+                .fetch_watermarks(&self.config.topic, partition, self.config.request_timeout)
+                .map_err(|e| {
+                    self.client_error(format!("reading partition {partition}'s offsets"), e)
+                })?;
+            let restored = self
+                .restored
+                .as_ref()
+                .and_then(|r| r.get(&partition).copied());
+            let next = match restored {
+                Some(next) => next,
+                None => self.start_offset(&consumer, partition, marks)?,
+            };
+            let end = match self.config.end {
+                EndAt::Unbounded => None,
+                EndAt::EndOffsetsAtStart => Some(marks.1),
+            };
+            let done = end.is_some_and(|end| next >= end);
+            if !done {
+                assignment
+                    .add_partition_offset(&self.config.topic, partition, Offset::Offset(next))
+                    .map_err(|e| self.client_error("naming a partition", e))?;
+            }
+            self.partitions.insert(
+                partition,
+                PartitionRead {
+                    next,
+                    end,
+                    done,
+                    max_time: 0,
+                },
+            );
+        }
+        consumer
+            .assign(&assignment)
+            .map_err(|e| self.client_error("assigning the partitions", e))?;
+        self.consumer = Some(consumer);
+        Ok(())
+    }
+
+    fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
+        if self.partitions.values().all(|read| read.done) && self.config.end != EndAt::Unbounded {
+            return Ok(Produced::Exhausted);
+        }
+        if self.partitions.is_empty() {
+            // No partition of the topic is this instance's: it will never emit, so it
+            // holds back no one's event time.
+            if self.watermark < u64::MAX {
+                self.watermark = u64::MAX;
+                out.watermark(u64::MAX)?;
+            }
+            return Ok(Produced::Idle);
+        }
+        // A message borrows the consumer: it is lent to the loop, which fills `self`.
+        let consumer = self
+            .consumer
+            .take()
+            .ok_or_else(|| OperatorError::Failed("the Kafka source was not started".into()))?;
+        let polled = self.poll_batch(&consumer);
+        self.consumer = Some(consumer);
+        polled?;
+        let emitted = self.batch.len() + self.bad_batch.len();
+        out.emit_batch(0, &mut self.batch)?;
+        out.emit_batch(1, &mut self.bad_batch)?;
+        if let Some(least) = self.least_time() {
+            if least > self.watermark {
+                self.watermark = least;
+                out.watermark(least)?;
+            }
+        }
+        Ok(if self.partitions.values().all(|read| read.done) {
+            Produced::Exhausted
+        } else if emitted == 0 {
+            Produced::Idle
+        } else {
+            Produced::Emitted(emitted)
+        })
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&Position {
+            topic: self.config.topic.clone(),
+            next: self.positions(),
+        })
+    }
+
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+        self.pending.insert(checkpoint, self.positions());
+        self.snapshot()
+    }
+
+    fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {
+        let Some(next) = self.pending.remove(&checkpoint) else {
+            return Ok(());
+        };
+        // Older checkpoints are covered by this one.
+        self.pending.retain(|taken, _| *taken > checkpoint);
+        let mut offsets = TopicPartitionList::new();
+        for (partition, next) in next {
+            offsets
+                .add_partition_offset(&self.config.topic, partition, Offset::Offset(next))
+                .map_err(|e| self.client_error("naming a partition", e))?;
+        }
+        self.consumer()?
+            .commit(&offsets, CommitMode::Sync)
+            .map_err(|e| {
+                self.client_error("committing offsets to the group", e)
+                    .into()
+            })
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            return Ok(());
+        }
+        let position: Position = snapshot.decode_whole()?;
+        if position.topic != self.config.topic {
+            return Err(KafkaError::Snapshot(format!(
+                "the snapshot holds positions in topic {:?}, but this source reads {:?}",
+                position.topic, self.config.topic
+            ))
+            .into());
+        }
+        self.restored = Some(position.next.into_iter().collect());
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        self.consumer = None;
+        let mut report = OperatorReport::default();
+        report.counters.insert("records_in".into(), self.records);
+        report.counters.insert("bytes_in".into(), self.bytes);
+        report
+            .counters
+            .insert("bad_records".into(), self.bad_records);
+        Ok(report)
+    }
+}
