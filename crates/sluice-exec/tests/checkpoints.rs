@@ -581,25 +581,27 @@ fn fused_or_threaded(threaded: bool) -> PlanRequest {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// A random graph on a random plan takes checkpoints while it runs; resumed on a random
-    /// plan from a random complete checkpoint taken while its sinks ran (the moment a failure
-    /// would have rolled it back to), it ends with the output of a run never interrupted.
+    /// A random graph on a random plan takes checkpoints (aligned or not) while it runs;
+    /// resumed on a random plan from a random complete checkpoint taken while its sinks ran
+    /// (the moment a failure would have rolled it back to), it ends with the output of a run
+    /// never interrupted.
     #[test]
     fn a_random_graph_resumed_from_a_random_checkpoint_ends_as_one_never_interrupted(
         parts in random_parts(),
         first_threaded in any::<bool>(),
         again_threaded in any::<bool>(),
+        unaligned in any::<bool>(),
         pick in any::<prop::sample::Index>(),
     ) {
         let kept = Arc::new(Mutex::new(Vec::new()));
         let graph = random_graph(&parts, &kept);
-        run(&graph, &planned(&graph, &PlanRequest::Fused), None, None).unwrap();
+        run(&graph, &planned(&graph, &PlanRequest::Fused), None, None, false).unwrap();
         let expected = sorted(&kept);
 
         let request = fused_or_threaded(first_threaded);
         let plan = planned(&graph, &request);
         let parts_taken = Arc::new(Parts::default());
-        run(&graph, &plan, None, Some(parts_taken.clone())).unwrap();
+        run(&graph, &plan, None, Some(parts_taken.clone()), unaligned).unwrap();
         prop_assert_eq!(&sorted(&kept), &expected, "checkpoints change no output");
 
         let last = parts_taken.taken.lock().unwrap().keys().max().copied().unwrap_or(0);
@@ -610,12 +612,13 @@ proptest! {
         prop_assume!(!mid_stream.is_empty(), "no checkpoint completed with every sink running");
         let (n, state) = pick.get(&mid_stream);
         let again = fused_or_threaded(again_threaded);
-        run(&graph, &planned(&graph, &again), Some(state), None).unwrap();
+        run(&graph, &planned(&graph, &again), Some(state), None, false).unwrap();
         prop_assert_eq!(
             &sorted(&kept),
             &expected,
-            "{:?} resumed from checkpoint {} on {:?}",
+            "{:?} (unaligned: {}) resumed from checkpoint {} on {:?}",
             request,
+            unaligned,
             n,
             again
         );
