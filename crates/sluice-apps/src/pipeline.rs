@@ -33,7 +33,8 @@ pub mod codec;
 pub mod data;
 
 use sluice_graph::{
-    expect_tuple, Operator, OperatorError, OperatorReport, Output, Partitioning, Produced, Source,
+    expect_tuple, Operator, OperatorError, OperatorReport, Output, Partitioning, Produced,
+    Snapshot, Source,
 };
 use sluice_ops::{Dataflow, Pacer};
 use sluice_plan::{EdgeSpec, PlanFile, ThreadSpec};
@@ -457,6 +458,21 @@ impl Source for Packets {
         out.emit_batch(0, &mut self.batch)?;
         Ok(Produced::Emitted(allowed))
     }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// The index of the next packet: the input is made again from its seed, so its position
+    /// is all a replay needs.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&self.next)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.next = snapshot.decode_whole()?;
+        Ok(())
+    }
 }
 
 /// Compresses or encrypts each packet, and flips a byte of the one `corrupt` names.
@@ -493,6 +509,16 @@ impl Operator for Encode {
                 bytes: wire,
             },
         )
+    }
+
+    /// The bytes sent so far, which the summary reports.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&self.wire_bytes)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.wire_bytes = snapshot.decode_whole()?;
+        Ok(())
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
@@ -628,6 +654,16 @@ impl Operator for Verify {
     ) -> Result<(), OperatorError> {
         let packet = expect_tuple::<Packet>(port, tuple)?;
         self.check(packet).map_err(OperatorError::Failed)
+    }
+
+    /// The packet each flow expects next and what it verified so far.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&(&self.next, self.packets, self.bytes))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        (self.next, self.packets, self.bytes) = snapshot.decode_whole()?;
+        Ok(())
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {

@@ -1,8 +1,9 @@
 //! The pseudo-random numbers the applications' generators draw from: xorshift64*, fast,
 //! deterministic for a seed, and the same on every machine.
 
-/// An xorshift64* generator.
-#[derive(Debug, Clone)]
+/// An xorshift64* generator; its state is a snapshot's (a generating source's, which resumes
+/// where it stopped).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct XorShift(u64);
 
 impl XorShift {

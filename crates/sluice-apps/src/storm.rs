@@ -54,6 +54,10 @@ pub const DUPLICATES: &str = "duplicates";
 pub const DISTINCT: &str = "distinct";
 /// The terminal bolt's counter of tuples older than its window of sequence numbers.
 pub const LATE: &str = "late";
+/// The terminal bolt's counter of tuples it received. Kept in its state, so that a job
+/// restarted from a checkpoint counts the tuples received before it too (the runtime's count
+/// of the tuples in covers the last run from the checkpoint only).
+pub const RECEIVED: &str = "received";
 /// The terminal bolt's counter: the sum of the distinct sequence numbers, modulo 2^32 per
 /// instance (so that summing the instances' counters cannot overflow).
 pub const SEQ_SUM: &str = "seq_sum";
@@ -453,6 +457,7 @@ impl SeqTracker {
 pub struct Check {
     pool: MessagePool,
     seqs: SeqTracker,
+    received: u64,
     corrupt: u64,
     latency: LatencyHistogram,
 }
@@ -463,6 +468,7 @@ impl Check {
         Self {
             pool,
             seqs: SeqTracker::default(),
+            received: 0,
             corrupt: 0,
             latency: latency_histogram(),
         }
@@ -474,6 +480,7 @@ impl Check {
         self.latency
             .saturating_record(now_ns.saturating_sub(tuple.sent_ns));
         self.seqs.record(tuple.seq);
+        self.received += 1;
         if tuple.payload[..] != self.pool.message(tuple.seq)[..] {
             self.corrupt += 1;
         }
@@ -488,6 +495,7 @@ impl Check {
     pub fn state(&self) -> CheckState {
         CheckState {
             seqs: self.seqs.clone(),
+            received: self.received,
             corrupt: self.corrupt,
             latency: histogram_pairs(&self.latency),
         }
@@ -496,6 +504,7 @@ impl Check {
     /// Goes on from `state`, what another instance had checked.
     pub fn resume(&mut self, state: CheckState) {
         self.seqs = state.seqs;
+        self.received = state.received;
         self.corrupt = state.corrupt;
         self.latency = histogram_from_pairs(&state.latency);
     }
@@ -507,6 +516,7 @@ impl Check {
             ..OperatorReport::default()
         };
         for (name, value) in [
+            (RECEIVED, self.received),
             (DISTINCT, self.seqs.distinct),
             (DUPLICATES, self.seqs.duplicates),
             (LATE, self.seqs.late),
@@ -549,6 +559,7 @@ impl Operator for Check {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct CheckState {
     seqs: SeqTracker,
+    received: u64,
     corrupt: u64,
     latency: Vec<(u64, u64)>,
 }
@@ -579,7 +590,7 @@ impl Integrity {
         let expected = (u128::from(sent) * u128::from(sent.saturating_sub(1)) / 2) % (1 << 32);
         Self {
             sent,
-            received: report.tuples_in(terminal),
+            received: counter(report, terminal, RECEIVED),
             distinct: counter(report, terminal, DISTINCT),
             duplicates: counter(report, terminal, DUPLICATES),
             corrupt: counter(report, terminal, CORRUPT),
@@ -643,7 +654,11 @@ pub fn achieved_rate(report: &JobReport, spout: &str) -> f64 {
 /// latency and the integrity check.
 pub fn summary(report: &JobReport, spout: &str, terminal: &str) -> String {
     [
-        throughput_line("tuples", report.tuples_in(terminal), report.elapsed),
+        throughput_line(
+            "tuples",
+            counter(report, terminal, RECEIVED),
+            report.elapsed,
+        ),
         format!(
             "spout rate while sending: {:.0} tuples/s",
             achieved_rate(report, spout)

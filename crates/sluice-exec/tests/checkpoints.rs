@@ -1,11 +1,17 @@
 //! Checkpoints in the data plane alone: a job of two sources joined by a stateful operator
 //! takes checkpoints while it runs (its flags set as the control plane's coordinator sets
 //! them), and the job resumed from any complete checkpoint, on any plan, ends with exactly the
-//! output of a run without one: barriers aligned, nothing lost, nothing counted twice.
+//! output of a run without one: barriers aligned, nothing lost, nothing counted twice. Then
+//! the same over random graphs (sources, maps, keyed counters and joins, from small parts),
+//! random plans and random source batches (so the tuples of a join's two inputs interleave
+//! differently each run), resumed from a random complete checkpoint (a random kill point) on
+//! another plan.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
 
 use sluice_exec::assemble::{self, Scope, Sites, Watched};
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
@@ -27,20 +33,38 @@ const LIMIT: u64 = 400_000;
 /// Keys the tally counts.
 const KEYS: u64 = 97;
 
-/// Emits `first`, `first + step`, ... below `LIMIT`, 32 a call; keeps its position.
+/// Emits `first`, `first + step`, ... below `limit`, `batch` a call, pausing `pause` after
+/// each call; keeps its position.
 struct Stride {
     next: u64,
     step: u64,
+    limit: u64,
+    batch: usize,
+    pause: Duration,
+}
+
+impl Stride {
+    /// From `first` by `step` below [`LIMIT`], 32 a call, without pauses.
+    fn below_limit(first: u64, step: u64) -> Self {
+        Self {
+            next: first,
+            step,
+            limit: LIMIT,
+            batch: 32,
+            pause: Duration::ZERO,
+        }
+    }
 }
 
 impl Source for Stride {
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
         let mut n = 0;
-        while n < 32 && self.next < LIMIT {
+        while n < self.batch && self.next < self.limit {
             out.emit(0, self.next)?;
             self.next += self.step;
             n += 1;
         }
+        std::thread::sleep(self.pause);
         Ok(if n == 0 {
             Produced::Exhausted
         } else {
@@ -62,11 +86,20 @@ impl Source for Stride {
     }
 }
 
-/// Counts each number's key per input port; at the end emits one number per (port, key):
-/// `port * 10^12 + key * 10^6 + count`.
-#[derive(Default)]
+/// Counts each number's key (the number modulo `keys`) per input port; at the end emits one
+/// number per (port, key): `port * 10^12 + key * 10^6 + count`.
 struct Tally {
+    keys: u64,
     counts: BTreeMap<(usize, u64), u64>,
+}
+
+impl Tally {
+    fn new(keys: u64) -> Self {
+        Self {
+            keys,
+            counts: BTreeMap::new(),
+        }
+    }
 }
 
 impl Operator for Tally {
@@ -77,7 +110,7 @@ impl Operator for Tally {
         _: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
         let n = *expect_tuple::<u64>(port, tuple)?;
-        *self.counts.entry((port, n % KEYS)).or_default() += 1;
+        *self.counts.entry((port, n % self.keys)).or_default() += 1;
         Ok(())
     }
 
@@ -98,8 +131,27 @@ impl Operator for Tally {
     }
 }
 
-/// Keeps what it receives in a list shared with the test.
-struct Keep(Arc<Mutex<Vec<u64>>>);
+/// What the sinks of a job received: (sink, number).
+type Kept = Arc<Mutex<Vec<(usize, u64)>>>;
+
+/// Keeps what it receives, tagged with its own number, and publishes it into a list shared
+/// with the test when its input ends: what it holds is its state, so a job resumed from a
+/// checkpoint publishes each number once (a two-phase sink in miniature).
+struct Keep {
+    published: Kept,
+    tag: usize,
+    received: Vec<u64>,
+}
+
+impl Keep {
+    fn new(published: &Kept, tag: usize) -> Self {
+        Self {
+            published: published.clone(),
+            tag,
+            received: Vec::new(),
+        }
+    }
+}
 
 impl Operator for Keep {
     fn process(
@@ -108,40 +160,49 @@ impl Operator for Keep {
         tuple: TupleRef<'_>,
         _: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        let n = *expect_tuple::<u64>(port, tuple)?;
-        self.0.lock().unwrap().push(n);
+        self.received.push(*expect_tuple::<u64>(port, tuple)?);
+        Ok(())
+    }
+
+    fn finish(&mut self, _: &mut Output<'_>) -> Result<(), OperatorError> {
+        let tag = self.tag;
+        let mut published = self.published.lock().unwrap();
+        published.extend(self.received.drain(..).map(|n| (tag, n)));
         Ok(())
     }
 
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
-        Ok(Snapshot::default())
+        Snapshot::whole(&self.received)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.received = snapshot.decode_whole()?;
+        Ok(())
     }
 }
 
 /// evens and odds (two sources) -> add one (on the odds) -> tally (two ports) -> keep.
-fn joined(kept: &Arc<Mutex<Vec<u64>>>) -> Graph {
+fn joined(kept: &Kept) -> Graph {
     let mut g = GraphBuilder::new("joined");
-    let evens = g.source("evens", Ports::new().output::<u64>(), |_| Stride {
-        next: 0,
-        step: 2,
+    let evens = g.source("evens", Ports::new().output::<u64>(), |_| {
+        Stride::below_limit(0, 2)
     });
-    let odds = g.source("odds", Ports::new().output::<u64>(), |_| Stride {
-        next: 1,
-        step: 2,
+    let odds = g.source("odds", Ports::new().output::<u64>(), |_| {
+        Stride::below_limit(1, 2)
     });
     let add = g.operator(
         "add-one",
         Ports::new().input::<u64>().output::<u64>(),
-        |_| AddOne,
+        |_| Times(1),
     );
     let tally = g.operator(
         "tally",
         Ports::new().input::<u64>().input::<u64>().output::<u64>(),
-        |_| Tally::default(),
+        |_| Tally::new(KEYS),
     );
     let kept = kept.clone();
     let keep = g.operator("keep", Ports::new().input::<u64>(), move |_| {
-        Keep(kept.clone())
+        Keep::new(&kept, 0)
     });
     g.connect(evens.out(0), tally.input(0)).unwrap();
     g.connect(odds.out(0), add.input(0)).unwrap();
@@ -150,17 +211,18 @@ fn joined(kept: &Arc<Mutex<Vec<u64>>>) -> Graph {
     g.build().unwrap()
 }
 
-/// Adds one.
-struct AddOne;
+/// Multiplies by its factor and adds one.
+struct Times(u64);
 
-impl Operator for AddOne {
+impl Operator for Times {
     fn process(
         &mut self,
         port: usize,
         tuple: TupleRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        out.emit(0, expect_tuple::<u64>(port, tuple)? + 1)
+        let n = *expect_tuple::<u64>(port, tuple)?;
+        out.emit(0, n.wrapping_mul(self.0).wrapping_add(1))
     }
 }
 
@@ -168,6 +230,7 @@ fn planned(graph: &Graph, request: &PlanRequest) -> PhysicalPlan {
     let options = PlanOptions {
         cores: 2,
         queue_capacity: 64,
+        checkpointed: true,
         ..PlanOptions::default()
     };
     plan(graph, request, &options).unwrap()
@@ -280,7 +343,7 @@ fn run(
     }
 }
 
-fn sorted(kept: &Arc<Mutex<Vec<u64>>>) -> Vec<u64> {
+fn sorted(kept: &Kept) -> Vec<(usize, u64)> {
     let mut v = std::mem::take(&mut *kept.lock().unwrap());
     v.sort_unstable();
     v
@@ -377,5 +440,187 @@ fn resumed_from_any_checkpoint(unaligned: bool) {
                 "{request:?}, resumed from checkpoint {n} on {again:?}"
             );
         }
+    }
+}
+
+/// One part of a random graph; a part's inputs are indices into the parts before it (taken
+/// modulo their number).
+#[derive(Debug, Clone)]
+enum Part {
+    /// [`Stride`] from `first` by `step`, `count` numbers, `batch` a call (a millisecond's
+    /// pause after each, so that checkpoints fall in mid-stream).
+    Source {
+        first: u64,
+        step: u64,
+        count: u64,
+        batch: usize,
+    },
+    /// [`Times`] on the stream of `input`.
+    Map { input: usize, factor: u64 },
+    /// [`Tally`] of `input`'s numbers by key.
+    Count { input: usize, keys: u64 },
+    /// [`Tally`] of two streams, one a port: their tuples interleave as the threads run.
+    Join {
+        left: usize,
+        right: usize,
+        keys: u64,
+    },
+}
+
+/// One to three sources, then up to five maps, counters and joins over what comes before.
+fn random_parts() -> impl Strategy<Value = Vec<Part>> {
+    let source =
+        (0..100u64, 1..5u64, 300..1500u64, 4..16usize).prop_map(|(first, step, count, batch)| {
+            Part::Source {
+                first,
+                step,
+                count,
+                batch,
+            }
+        });
+    let other = prop_oneof![
+        (any::<usize>(), 1..7u64).prop_map(|(input, factor)| Part::Map { input, factor }),
+        (any::<usize>(), 2..40u64).prop_map(|(input, keys)| Part::Count { input, keys }),
+        (any::<usize>(), any::<usize>(), 2..40u64).prop_map(|(left, right, keys)| Part::Join {
+            left,
+            right,
+            keys
+        }),
+    ];
+    (
+        prop::collection::vec(source, 1..=3),
+        prop::collection::vec(other, 0..=5),
+    )
+        .prop_map(|(mut sources, others)| {
+            sources.extend(others);
+            sources
+        })
+}
+
+/// The graph of `parts`, a [`Keep`] sink (into `kept`) after every part nothing else reads.
+fn random_graph(parts: &[Part], kept: &Kept) -> Graph {
+    let mut g = GraphBuilder::new("random");
+    let one = || Ports::new().input::<u64>().output::<u64>();
+    let mut handles = Vec::new();
+    let mut read = vec![false; parts.len()];
+    for (i, part) in parts.iter().enumerate() {
+        let name = format!("p{i}");
+        let mut upstream = |input: usize| {
+            let from = input % i.max(1);
+            read[from] = true;
+            from
+        };
+        let (handle, inputs) = match *part {
+            Part::Source {
+                first,
+                step,
+                count,
+                batch,
+            } => {
+                let source = g.source(&name, Ports::new().output::<u64>(), move |_| Stride {
+                    next: first,
+                    step,
+                    limit: first + step * count,
+                    batch,
+                    pause: Duration::from_millis(1),
+                });
+                (source, vec![])
+            }
+            Part::Map { input, factor } => {
+                let map = g.operator(&name, one(), move |_| Times(factor));
+                (map, vec![upstream(input)])
+            }
+            Part::Count { input, keys } => {
+                let count = g.operator(&name, one(), move |_| Tally::new(keys));
+                (count, vec![upstream(input)])
+            }
+            Part::Join { left, right, keys } => {
+                let ports = Ports::new().input::<u64>().input::<u64>().output::<u64>();
+                let join = g.operator(&name, ports, move |_| Tally::new(keys));
+                (join, vec![upstream(left), upstream(right)])
+            }
+        };
+        for (port, from) in inputs.into_iter().enumerate() {
+            let from: sluice_graph::OperatorHandle = handles[from];
+            g.connect(from.out(0), handle.input(port)).unwrap();
+        }
+        handles.push(handle);
+    }
+    for (i, handle) in handles.iter().enumerate().filter(|&(i, _)| !read[i]) {
+        let kept = kept.clone();
+        let keep = g.operator(
+            &format!("keep{i}"),
+            Ports::new().input::<u64>(),
+            move |_| Keep::new(&kept, i),
+        );
+        g.connect(handle.out(0), keep.input(0)).unwrap();
+    }
+    g.build().unwrap()
+}
+
+/// Whether no sink had finished at the checkpoint whose state is `state`: a sink that did
+/// published its output in the run that took it (and resumes finished, publishing nothing),
+/// which the test, starting each run with an empty list, does not keep.
+fn sinks_running(state: &JobState) -> bool {
+    state
+        .operators
+        .iter()
+        .filter(|(name, _)| name.starts_with("keep"))
+        .all(|(_, instances)| instances.iter().all(|i| !i.finished))
+}
+
+/// The plan `threaded` names: a thread per instance, or one thread for all.
+fn fused_or_threaded(threaded: bool) -> PlanRequest {
+    if threaded {
+        PlanRequest::Threaded
+    } else {
+        PlanRequest::Fused
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A random graph on a random plan takes checkpoints (aligned or not) while it runs;
+    /// resumed on a random plan from a random complete checkpoint taken while its sinks ran
+    /// (the moment a failure would have rolled it back to), it ends with the output of a run
+    /// never interrupted.
+    #[test]
+    fn a_random_graph_resumed_from_a_random_checkpoint_ends_as_one_never_interrupted(
+        parts in random_parts(),
+        first_threaded in any::<bool>(),
+        again_threaded in any::<bool>(),
+        unaligned in any::<bool>(),
+        pick in any::<prop::sample::Index>(),
+    ) {
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let graph = random_graph(&parts, &kept);
+        run(&graph, &planned(&graph, &PlanRequest::Fused), None, None, false).unwrap();
+        let expected = sorted(&kept);
+
+        let request = fused_or_threaded(first_threaded);
+        let plan = planned(&graph, &request);
+        let parts_taken = Arc::new(Parts::default());
+        run(&graph, &plan, None, Some(parts_taken.clone()), unaligned).unwrap();
+        prop_assert_eq!(&sorted(&kept), &expected, "checkpoints change no output");
+
+        let last = parts_taken.taken.lock().unwrap().keys().max().copied().unwrap_or(0);
+        let mid_stream: Vec<(u64, JobState)> = (1..=last)
+            .filter_map(|n| parts_taken.complete(n, plan.instances.len()).map(|s| (n, s)))
+            .filter(|(_, s)| sinks_running(s))
+            .collect();
+        prop_assume!(!mid_stream.is_empty(), "no checkpoint completed with every sink running");
+        let (n, state) = pick.get(&mid_stream);
+        let again = fused_or_threaded(again_threaded);
+        run(&graph, &planned(&graph, &again), Some(state), None, false).unwrap();
+        prop_assert_eq!(
+            &sorted(&kept),
+            &expected,
+            "{:?} (unaligned: {}) resumed from checkpoint {} on {:?}",
+            request,
+            unaligned,
+            n,
+            again
+        );
     }
 }

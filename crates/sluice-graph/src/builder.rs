@@ -245,6 +245,28 @@ impl Graph {
         &self.edges
     }
 
+    /// The names of the sources that cannot resume where they stopped
+    /// ([`Source::resumable`]): a job that takes checkpoints cannot replay their input after a
+    /// failure. Makes an instance of each source to ask it (a source opens its input in
+    /// `start`, not when it is made).
+    pub fn unresumable_sources(&self) -> Vec<&str> {
+        self.operators
+            .iter()
+            .filter(|op| match &op.kind {
+                OperatorKind::Source(make) => {
+                    let ctx = OperatorContext {
+                        name: op.name.clone(),
+                        instance: 0,
+                        parallelism: op.parallelism,
+                    };
+                    !make(&ctx).resumable()
+                }
+                OperatorKind::Operator(_) => false,
+            })
+            .map(|op| op.name.as_str())
+            .collect()
+    }
+
     /// Operators in an order where every edge goes forward.
     pub fn topological_order(&self) -> &[OperatorId] {
         &self.topological

@@ -95,7 +95,7 @@ pub use window::{LatePolicy, Shape, TimeDomain, WindowOperator, Windowed, Window
 pub use csv_io::{CsvEncoder, CsvFormat, CsvSink, CsvSource, MalformedRecords};
 pub use files::TextFileSource;
 pub use framing::{LengthDecoder, LengthEncoder, LineDecoder, LineEncoder, DEFAULT_MAX_FRAME};
-pub use generate::{Generator, PACED_BATCH};
+pub use generate::{Generator, MakeTuples, OfSeq, WithState, PACED_BATCH};
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
 pub use output_file::{same_file, OutputFile};

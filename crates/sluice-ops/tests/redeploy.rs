@@ -183,7 +183,7 @@ fn a_source_that_cannot_resume_fails_a_suspendable_job_at_its_start() {
         .and_then(|job| job.wait())
         .unwrap_err();
     assert!(
-        matches!(&error, RunError::Operator { instance, .. } if instance == "numbers"),
+        matches!(&error, RunError::Unresumable { instance, .. } if instance == "numbers"),
         "{error}"
     );
     assert!(error.to_string().contains("cannot resume"), "{error}");

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use sluice_graph::Graph;
 use sluice_runtime::{
     CheckpointOptions, JobState, DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_RESTARTS,
     DEFAULT_RESTART_DELAY,
@@ -73,12 +74,27 @@ impl CheckpointArgs {
         self.checkpoint_every.is_some()
     }
 
-    /// The run's checkpoint options for application `app`, if it takes checkpoints; makes the
-    /// default directory.
-    pub(crate) fn options(&self, app: &str) -> anyhow::Result<Option<CheckpointOptions>> {
+    /// The run's checkpoint options for application `app` of graph `graph`, if it takes
+    /// checkpoints; makes the default directory. Refused, naming them, when some of the
+    /// graph's sources cannot replay their input after a failure.
+    pub(crate) fn options(
+        &self,
+        app: &str,
+        graph: &Graph,
+    ) -> anyhow::Result<Option<CheckpointOptions>> {
         let Some(every) = self.checkpoint_every else {
             return Ok(None);
         };
+        let unreplayable = graph.unresumable_sources();
+        if !unreplayable.is_empty() {
+            anyhow::bail!(
+                "{app} cannot take checkpoints (--checkpoint-every): its source(s) '{}' cannot \
+                 replay their input after a failure (a socket, a live feed or a source that \
+                 keeps no position: Source::resumable); a checkpointed job needs replayable \
+                 input, such as a file (--input), a generator or a recording",
+                unreplayable.join("', '")
+            );
+        }
         let dir = match &self.checkpoint_dir {
             Some(dir) => dir.clone(),
             None => default_dir(app)?,

@@ -199,7 +199,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     // On-line placement weighs each instance by its CPU time, as TurboStream's monitor does.
     options.profile_cpu = args.profile.is_some() || args.online.online_placement;
     options.suspendable = args.online.online_placement;
-    options.checkpoints = args.checkpoints.options(&args.app.app)?;
+    options.checkpoints = args.checkpoints.options(&args.app.app, &app.graph)?;
     let from = args.checkpoints.from()?;
     if let Some((n, _)) = &from {
         tracing::info!("starting from checkpoint {n}");

@@ -18,7 +18,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{children_of, pes_of, signal, stderr, stdout, Pe};
+use common::{children_of, pes_of, signal, sluice_through, stderr, stdout, Pe};
 
 /// Longest any job of this suite may take before the test calls it a hang.
 const WATCHDOG: Duration = Duration::from_secs(60);
@@ -41,15 +41,7 @@ impl Job {
     /// As [`Job::start`], through `sh -c SCRIPT` (which must `exec "$@"`) when given.
     fn start_through(script: Option<&str>, args: &[&str]) -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let exe = env!("CARGO_BIN_EXE_sluice");
-        let mut command = match script {
-            Some(script) => {
-                let mut c = Command::new("sh");
-                c.args(["-c", script, exe]);
-                c
-            }
-            None => Command::new(exe),
-        };
+        let mut command = sluice_through(script);
         command.args(["run", "wordcount"]);
         if !args.contains(&"--plan") {
             command.args(["--plan", "processes"]);

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{direct_counts, pes_of, signal, write_wordcount_input};
+use common::{direct_counts, kill_job, pes_of, signal, write_wordcount_input};
 
 /// Longest a job of these tests may take before the test calls it a hang.
 const WATCHDOG: Duration = Duration::from_secs(150);
@@ -81,10 +81,7 @@ impl Run {
     /// Kills the job's process tree and fails the test once the watchdog has passed.
     fn watch(&mut self) {
         if self.started.elapsed() > WATCHDOG {
-            for pe in pes_of(self.child.id()) {
-                signal(pe.pid, "KILL");
-            }
-            let _ = self.child.kill();
+            kill_job(&mut self.child);
             panic!("the job ran past {WATCHDOG:?}:\n{}", self.stderr());
         }
     }

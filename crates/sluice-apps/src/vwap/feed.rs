@@ -150,7 +150,10 @@ const HIGHEST_MID: u64 = 10_000_000;
 /// Deterministic trades and quotes over `symbols` symbols (xorshift64*): each record picks a
 /// symbol uniformly, moves its mid price by -2..=2 cents, and is a quote 3 times in 4 (an ask
 /// of mid -2..=+6 cents, 100 to 2,000 shares) or else a trade (at mid -3..=+3 cents, 100 to
-/// 1,000 shares). Mid prices start between $10 and $1,000.
+/// 1,000 shares). Mid prices start between $10 and $1,000. Its state (the mid prices, where
+/// the random sequence is) is a generating source's snapshot, so a feed resumed from a
+/// checkpoint goes on with the records it would have made.
+#[derive(Serialize, Deserialize)]
 pub struct TaqGenerator {
     mids: Vec<u64>,
     random: XorShift,

@@ -201,8 +201,10 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     let flow = Dataflow::new("vwap");
     let feed = settings.clone();
     let records = flow.source_of::<Taq, _, _>("taq", move |_| {
-        let mut taq = feed.generator();
-        let mut generator = Generator::new(move |_| Some(taq.record())).batch(FEED_BATCH);
+        let mut generator = Generator::with_state(feed.generator(), |taq: &mut TaqGenerator, _| {
+            Some(taq.record())
+        })
+        .batch(FEED_BATCH);
         if let Some(rate) = rate {
             generator = generator.rate(rate);
         }

@@ -175,6 +175,28 @@ pub fn pes_of(launcher: u32) -> Vec<Pe> {
     pes
 }
 
+/// A command running the `sluice` binary, through `sh -c SCRIPT` when `script` is given (the
+/// script runs it as `"$0" "$@"`).
+pub fn sluice_through(script: Option<&str>) -> Command {
+    let exe = env!("CARGO_BIN_EXE_sluice");
+    match script {
+        Some(script) => {
+            let mut c = Command::new("sh");
+            c.args(["-c", script, exe]);
+            c
+        }
+        None => Command::new(exe),
+    }
+}
+
+/// SIGKILLs the PEs of the job `launcher` runs, then the launcher itself (a watchdog's end).
+pub fn kill_job(launcher: &mut Child) {
+    for pe in pes_of(launcher.id()) {
+        signal(pe.pid, "KILL");
+    }
+    let _ = launcher.kill();
+}
+
 /// Runs the `sluice` binary with `args` to the end.
 pub fn sluice(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
