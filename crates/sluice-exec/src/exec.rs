@@ -23,7 +23,7 @@ use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::metrics::ThreadPublisher;
 use crate::report::per_destination;
-use crate::state::InstanceState;
+use crate::state::{Counted, InstanceState};
 use crate::watch::Progress;
 use crate::{InstanceReport, RunError, LOST_TUPLES_COUNTER};
 
@@ -662,6 +662,7 @@ fn suspend_node(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<
             ended_ports: node.ended_ports.clone(),
             timers: node.timers.pending(),
             in_flight: Vec::new(),
+            counted: Counted::default(),
         });
     }
     close_node(nodes, index, env, true)
@@ -717,6 +718,14 @@ fn close_node(
 }
 
 impl Node {
+    /// The tuples it took in and sent out so far.
+    fn counted(&self) -> Counted {
+        Counted {
+            tuples_in: self.tuples_in,
+            tuples_out: self.tuples_out,
+        }
+    }
+
     /// Each of its edges' downstream instance id with the tuples delivered on it so far, in
     /// the order of its ports and fans (an instance may appear more than once).
     pub(crate) fn deliveries(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
@@ -903,6 +912,8 @@ fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), Op
     for timer in state.timers {
         node.timers.set(timer);
     }
+    node.tuples_in = state.counted.tuples_in;
+    node.tuples_out = state.counted.tuples_out;
     node.ended_ports = state.ended_ports;
     Ok(())
 }
@@ -1478,6 +1489,7 @@ fn take_state_early(
         ended_ports: node.ended_ports.clone(),
         timers: node.timers.pending(),
         in_flight: Vec::new(),
+        counted: node.counted(),
     };
     if let Some(alignment) = node.aligning.as_mut() {
         alignment.taken = Some(state);
@@ -1557,6 +1569,7 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
                 ended_ports: node.ended_ports.clone(),
                 timers: node.timers.pending(),
                 in_flight: Vec::new(),
+                counted: node.counted(),
             }
         }
     };

@@ -32,6 +32,20 @@ pub struct InstanceState {
     /// are processed first when it resumes.
     #[serde(default)]
     pub in_flight: Vec<InFlightTuples>,
+    /// The tuples it had taken in and sent out when a checkpoint took its state: a job
+    /// restarted from it counts on from there, so its report is a run's without the failure.
+    /// (A suspension leaves them at 0: the redeploy adds up its runs' reports.)
+    #[serde(default)]
+    pub counted: Counted,
+}
+
+/// Tuples an instance took in and sent out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted {
+    /// Tuples in.
+    pub tuples_in: u64,
+    /// Tuples out.
+    pub tuples_out: u64,
 }
 
 /// Tuples in flight to one input port of an instance, as an unaligned checkpoint keeps them.
@@ -117,6 +131,15 @@ impl JobState {
             ended_ports,
             timers,
             in_flight: Vec::new(),
+            // Counted once, by the first of the instances the keys are dealt to.
+            counted: if instance == 0 {
+                Counted {
+                    tuples_in: states.iter().map(|s| s.counted.tuples_in).sum(),
+                    tuples_out: states.iter().map(|s| s.counted.tuples_out).sum(),
+                }
+            } else {
+                Counted::default()
+            },
         }))
     }
 

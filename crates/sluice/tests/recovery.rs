@@ -211,6 +211,11 @@ fn survives_killed_pes(extra: &[&str]) {
         stdout.contains("checkpoints: ") && stdout.contains("restarted at "),
         "the summary tells the checkpoints and restarts:\n{stdout}"
     );
+    // Counts go on from the checkpoint: the summary's are a run's without faults.
+    assert!(
+        stdout.contains(&format!("sentences: {LINES} in ")),
+        "the summary counts every sentence once:\n{stdout}"
+    );
     let output = std::fs::read_to_string(&files.output).unwrap();
     assert!(
         output == files.expected,
