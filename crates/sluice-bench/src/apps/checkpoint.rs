@@ -573,7 +573,9 @@ fn back_to_rate(address: &str, rate: f64, deadline: Instant) -> anyhow::Result<I
             Instant::now() < deadline,
             "the job did not get back to its rate"
         );
-        if let Ok(counted) = words_counted(address) {
+        // A reading of 0 is a job whose restarted PEs have not reported yet; the first that
+        // have start from the checkpoint's counts, which are no rate.
+        if let Ok(counted @ 1..) = words_counted(address) {
             let now = Instant::now();
             let start = readings
                 .iter()
