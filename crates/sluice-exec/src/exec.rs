@@ -1475,26 +1475,38 @@ fn take_state_early(
         Some(alignment) => alignment.n,
         None => return Ok(()),
     };
-    let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
-        Body::Source(source) => source.checkpoint(n),
-        Body::Operator(op) => op.checkpoint(n),
-    })?;
+    let state = take_state(nodes, index, n, env)?;
     let Ok(mut guard) = nodes[index].try_borrow_mut() else {
         return Err(OperatorError::Failed("an instance was re-entered".into()));
     };
     let node = &mut *guard;
-    let state = InstanceState {
+    if let Some(alignment) = node.aligning.as_mut() {
+        alignment.taken = Some(state);
+    }
+    forward_barrier(nodes, node, n, env)
+}
+
+/// Node `index`'s state for checkpoint `n`: what its `checkpoint` hook returns, with its
+/// ended ports, timers and counts.
+fn take_state(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    n: u64,
+    env: &Env<'_>,
+) -> Result<InstanceState, OperatorError> {
+    let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
+        Body::Source(source) => source.checkpoint(n),
+        Body::Operator(op) => op.checkpoint(n),
+    })?;
+    let node = nodes[index].borrow();
+    Ok(InstanceState {
         snapshot,
         finished: false,
         ended_ports: node.ended_ports.clone(),
         timers: node.timers.pending(),
         in_flight: Vec::new(),
         counted: node.counted(),
-    };
-    if let Some(alignment) = node.aligning.as_mut() {
-        alignment.taken = Some(state);
-    }
-    forward_barrier(nodes, node, n, env)
+    })
 }
 
 /// Sends node `node`'s barrier of checkpoint `n` on every output edge.
@@ -1547,31 +1559,17 @@ fn record(
 /// its state, handed to the checkpoint sink; then its barrier on every output edge; then what
 /// it held back, in order.
 fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
-    let Some(alignment) = nodes[index].borrow_mut().aligning.take() else {
+    let Some(mut alignment) = nodes[index].borrow_mut().aligning.take() else {
         return Ok(());
     };
     let n = alignment.n;
     let early = alignment.taken.is_some();
-    let state = match alignment.taken.clone() {
+    let state = match alignment.taken.take() {
         Some(taken) => InstanceState {
             in_flight: alignment.in_flight().map_err(OperatorError::Failed)?,
             ..taken
         },
-        None => {
-            let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
-                Body::Source(source) => source.checkpoint(n),
-                Body::Operator(op) => op.checkpoint(n),
-            })?;
-            let node = nodes[index].borrow();
-            InstanceState {
-                snapshot,
-                finished: false,
-                ended_ports: node.ended_ports.clone(),
-                timers: node.timers.pending(),
-                in_flight: Vec::new(),
-                counted: node.counted(),
-            }
-        }
+        None => take_state(nodes, index, n, env)?,
     };
     let (alignment, held, released) = alignment.finish();
     {
