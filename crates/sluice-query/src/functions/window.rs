@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 
 use super::aggregate::{Accumulator, Aggregate};
 use super::{eval_error, integer_argument, string_argument};
-use crate::stage::{Emit, EvalError, Stage};
+use crate::stage::{decode_state, encode_state, Emit, EvalError, Stage};
 use crate::value::Value;
 
 /// The most elements a window holds: 2^20, as the elements a condition ranges over.
@@ -70,6 +70,16 @@ impl Stage for CountWindow {
     }
 
     fn end(&mut self, _out: &mut Emit<'_>) -> Result<(), EvalError> {
+        Ok(())
+    }
+
+    /// Where the stream is and the next window's elements so far.
+    fn state(&self) -> Result<Vec<u8>, EvalError> {
+        encode_state("window", &(self.seen, self.next_start, &self.elements))
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), EvalError> {
+        (self.seen, self.next_start, self.elements) = decode_state("window", state)?;
         Ok(())
     }
 }
