@@ -530,3 +530,60 @@ fn read_frame(stream: &mut UnixStream) -> Result<Option<Frame>, String> {
         .map(Some)
         .map_err(|e| format!("the client sent a malformed frame: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `frames` over a new connection to `path`, then closes it.
+    fn connection(path: &Path, frames: &[Frame<&Value>]) {
+        let mut writer = Some(BufWriter::new(UnixStream::connect(path).unwrap()));
+        for frame in frames {
+            send_to_client(writer.as_mut(), frame).unwrap();
+        }
+    }
+
+    #[test]
+    fn exactly_once_results_survive_a_client_that_dies_after_a_checkpoint() {
+        let reader = ClientReader::bind().unwrap();
+        let path = reader.path();
+        let v: Vec<Value> = (1..=6).map(Value::Integer).collect();
+        let client = std::thread::spawn(move || {
+            // The first client dies after sending 5, past checkpoint 2's barrier.
+            connection(
+                &path,
+                &[
+                    Frame::Start { resumed: None },
+                    Frame::Value(&v[0]),
+                    Frame::Value(&v[1]),
+                    Frame::Barrier(1),
+                    Frame::Value(&v[2]),
+                    Frame::Complete(1),
+                    Frame::Value(&v[3]),
+                    Frame::Barrier(2),
+                    Frame::Value(&v[4]),
+                ],
+            );
+            // Its successor resumes from checkpoint 2 and sends 5 again.
+            connection(
+                &path,
+                &[
+                    Frame::Start { resumed: Some(2) },
+                    Frame::Value(&v[4]),
+                    Frame::Value(&v[5]),
+                    Frame::End,
+                ],
+            );
+        });
+        let mut got = Vec::new();
+        let done = AtomicBool::new(false);
+        reader
+            .read(&done, true, |value| {
+                got.push(value);
+                true
+            })
+            .unwrap();
+        client.join().unwrap();
+        assert_eq!(got, (1..=6).map(Value::Integer).collect::<Vec<_>>());
+    }
+}

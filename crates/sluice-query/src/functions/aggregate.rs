@@ -195,7 +195,8 @@ impl Stage for AggregateStage {
     }
 }
 
-fn stage(aggregate: Aggregate) -> Result<Box<dyn Stage>, EvalError> {
+/// The stage of `aggregate` over a whole stream.
+pub(super) fn stage(aggregate: Aggregate) -> Result<Box<dyn Stage>, EvalError> {
     Ok(Box::new(AggregateStage(Accumulator::new(aggregate))))
 }
 
