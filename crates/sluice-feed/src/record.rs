@@ -322,10 +322,27 @@ impl Replay {
 
     /// Goes back to the first packet.
     pub fn rewind(&mut self) -> Result<(), FeedError> {
+        self.seek(FILE_HEADER_BYTES)
+    }
+
+    /// Where the next packet's record starts in the file: a position to [`Replay::seek`]
+    /// back to (a replaying source keeps it in its checkpoints).
+    pub fn position(&self) -> u64 {
+        self.at
+    }
+
+    /// Goes to the record at `position`, one [`Replay::position`] gave.
+    pub fn seek(&mut self, position: u64) -> Result<(), FeedError> {
+        if position < FILE_HEADER_BYTES {
+            return Err(FeedError::Recording {
+                path: self.path.clone(),
+                reason: format!("position {position} is inside the file's header"),
+            });
+        }
         self.reader
-            .seek(SeekFrom::Start(FILE_HEADER_BYTES))
+            .seek(SeekFrom::Start(position))
             .map_err(|e| FeedError::io(format!("seek {}", self.path.display()), e))?;
-        self.at = FILE_HEADER_BYTES;
+        self.at = position;
         Ok(())
     }
 }

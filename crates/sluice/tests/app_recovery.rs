@@ -2,8 +2,9 @@
 //! 27, item 8): each one whose sources can replay runs with a checkpoint every 200 ms under
 //! its multi-PE plan (a query: a PE per stream process), one of its PEs is SIGKILLed at a
 //! random moment after a checkpoint is complete, and what it reports (or writes, or prints)
-//! equals a run without faults nor checkpoints. Those whose sources cannot replay (relay's
-//! pinger, OMDP's feed handlers, a query reading standard input) refuse
+//! equals a run without faults nor checkpoints (OMDP reading its recording itself: its
+//! counts). Those whose sources cannot replay (relay's pinger, OMDP's feed handlers on a live
+//! feed, a query reading standard input) refuse
 //! `--checkpoint-every` before they start, naming the source. Then the checkpoint files
 //! themselves: a corrupt newest checkpoint is skipped for the one before (the log names the
 //! file), every checkpoint corrupt is a clear error, and a checkpoint directory on a full file
@@ -340,6 +341,47 @@ fn refuses_checkpoints_command(command: &[&str], args: &[&str], job: &str, sourc
 #[test]
 fn relay_refuses_checkpoints_naming_its_pinger() {
     refuses_checkpoints(&["relay", "--plan", "processes"], "pinger");
+}
+
+#[test]
+fn omdp_from_a_recording_recovers_a_killed_pe_with_every_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("feed.rec");
+    let recorded = Job::start(&[
+        "feed",
+        "record",
+        recording.to_str().unwrap(),
+        "--packets",
+        "50000",
+    ])
+    .finish();
+    assert!(recorded.status.success(), "{}", recorded.stderr);
+    let replay = format!("replay={}", recording.display());
+    // Half the OPRA rate: the recording takes about four seconds.
+    let args = [
+        "omdp",
+        "--plan",
+        "two-processes",
+        "--set",
+        &replay,
+        "--set",
+        "feed=recording",
+        "--rate-multiple",
+        "0.5",
+        "--duration",
+        "100",
+    ];
+    // The counts, not the verdict on the rate nor the latencies, which vary run to run.
+    let counts = |summary: &str| -> Vec<String> {
+        lines_starting(summary, &["messages: ", "latency (us) over "])
+            .into_iter()
+            .map(|l| l.split(" malformed packets").next().unwrap().to_string())
+            .collect()
+    };
+    let (clean, killed) = (fault_free(&args), killed_once(&args));
+    let want = counts(&clean);
+    assert!(want.len() == 2 && want[0].contains(", 0 missed"), "{clean}");
+    assert_eq!(counts(&killed), want, "{killed}");
 }
 
 #[test]
