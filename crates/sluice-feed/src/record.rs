@@ -392,6 +392,36 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_seeks_back_to_a_position_it_gave() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("feed.rec");
+        record_generated(&FeedConfig::default(), &path, 20, 1.0).unwrap();
+        let mut replay = Replay::open(&path).unwrap();
+        let mut packet = Vec::new();
+        for _ in 0..7 {
+            replay.next_packet(&mut packet).unwrap().unwrap();
+        }
+        let at = replay.position();
+        let mut rest = |replay: &mut Replay| {
+            let mut read = Vec::new();
+            while let Some(p) = replay.next_packet(&mut packet).unwrap() {
+                read.push((p, packet.clone()));
+            }
+            read
+        };
+        let first = rest(&mut replay);
+        assert_eq!(first.len(), 13);
+        let mut resumed = Replay::open(&path).unwrap();
+        resumed.seek(at).unwrap();
+        assert_eq!(rest(&mut resumed), first);
+        let inside = resumed.seek(3).unwrap_err().to_string();
+        assert!(
+            inside.contains("position 3 is inside the file's header"),
+            "{inside}"
+        );
+    }
+
+    #[test]
     fn a_generated_recording_holds_the_senders_schedule() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("feed.rec");
