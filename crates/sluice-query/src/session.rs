@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sluice_plan::HostsFile;
-use sluice_runtime::{CheckpointOptions, JobState, Launcher, RunOptions, StopHandle};
+use sluice_runtime::{CheckpointOptions, Launcher, RunOptions, StopHandle, StoredCheckpoint};
 
 use crate::ast::{ExprKind, FunctionDef, Span, Statement};
 use crate::cluster::Machine;
@@ -62,7 +62,7 @@ pub struct QueryOptions {
     pub checkpoints: Option<CheckpointOptions>,
     /// The state (a checkpoint's or savepoint's) the job of the session's first query that
     /// runs as a job starts from (`--from`).
-    pub from: Option<JobState>,
+    pub from: Option<StoredCheckpoint>,
 }
 
 /// How many interrupts `options` has seen so far.

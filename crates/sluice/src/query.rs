@@ -244,7 +244,7 @@ fn options(args: &QueryArgs, busy: &Arc<AtomicBool>) -> anyhow::Result<QueryOpti
         },
         from: match sluice_runtime::is_pe_process() {
             true => None,
-            false => args.checkpoints.from()?.map(|(_, state)| state),
+            false => args.checkpoints.from()?,
         },
     })
 }
