@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Produced,
-    Snapshot, Source,
+    expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport,
+    Output, Produced, Snapshot, Source,
 };
 use sluice_types::TupleRef;
 
@@ -275,9 +275,9 @@ impl Operator for SpOperator {
     }
 
     /// Its state; a client marks the checkpoint's place among its results.
-    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<CheckpointState, OperatorError> {
         self.tell_client(&Frame::Barrier(checkpoint))?;
-        self.state(Some(checkpoint), 0)
+        self.state(Some(checkpoint), 0).map(CheckpointState::Now)
     }
 
     /// A client tells `sluice query` that the results before the checkpoint may be shown.
