@@ -50,8 +50,9 @@ pub use error::RunError;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use options::{
     CheckpointOptions, Launcher, RunOptions, DEFAULT_CHECKPOINTS_RETAINED,
-    DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS,
-    DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT,
+    DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_COLLECT_LIMIT, DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
 };
 pub use report::{CheckpointSummary, InstanceReport, JobReport, Restart, LOST_TUPLES_COUNTER};
 pub use state::{operator_of, size_text, Counted, InFlightTuples, InstanceState, JobState};

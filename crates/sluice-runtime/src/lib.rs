@@ -48,6 +48,7 @@ mod launch;
 mod link;
 mod mpi;
 mod pe;
+mod results;
 mod wire;
 
 use std::sync::Arc;
@@ -60,12 +61,13 @@ pub use sluice_exec::metrics;
 pub use sluice_exec::{
     size_text, CheckpointOptions, CheckpointSummary, InstanceReport, InstanceState, JobReport,
     JobState, Launcher, MetricsHandle, MetricsSnapshot, Restart, RunError, RunOptions, StopHandle,
-    DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT,
-    DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
+    DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_COLLECT_LIMIT,
+    DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY,
+    DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
 };
 
 use checkpoints::{Coordinator, Order, PartAck, PartWriter};
+use results::ResultsInbox;
 use sluice_checkpoint::CheckpointStore;
 use sluice_exec::assemble::{self, Scope, Sites};
 use sluice_exec::control::JobControl;
@@ -255,11 +257,15 @@ fn launch_job(
     control: Arc<JobControl>,
     resume: Option<&JobState>,
 ) -> Result<RunningJob, RunError> {
-    match options.launcher {
-        _ if runs_as_threads(plan, options) => start_threads(graph, plan, options, control, resume),
-        Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi, control, resume),
-        _ => launch::start(plan, options, launch::Spawner::Direct, control, resume),
+    if runs_as_threads(plan, options) {
+        return start_threads(graph, plan, options, control, resume);
     }
+    let spawner = match options.launcher {
+        Launcher::Mpi => launch::Spawner::Mpi,
+        _ => launch::Spawner::Direct,
+    };
+    let results = ResultsInbox::new(graph.result_inlets().clone(), options.collect_limit);
+    launch::start(plan, options, spawner, control, resume, results)
 }
 
 /// Whether the job's PEs run as threads of this process: a plan of one PE, or the in-process
