@@ -382,6 +382,7 @@ pub(crate) fn start(
         started: Instant::now(),
         options: *options,
         recovery: None,
+        registration: None,
     })
 }
 

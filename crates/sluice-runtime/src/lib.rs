@@ -43,17 +43,20 @@
 //! banner) tests [`is_pe_process`] first.
 #![forbid(unsafe_code)]
 
+mod checkpoint_figures;
 mod checkpoints;
 mod launch;
 mod link;
 mod mpi;
 mod pe;
+pub mod registry;
 mod results;
 mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use checkpoint_figures::{CheckpointFigures, RestartFigures};
 pub use checkpoints::{load_checkpoint, CheckpointHandle};
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
@@ -85,6 +88,9 @@ pub struct RunningJob {
     metrics: MetricsHandle,
     /// Checkpoints and restarts, when the job takes checkpoints.
     recovery: Option<Box<Recovery>>,
+    /// Its entry in the job registry while it runs ([`registry`]); `None` in a PE, or when
+    /// the registry could not be written (warned about).
+    registration: Option<registry::Registration>,
 }
 
 /// What a checkpointed job needs to take its checkpoints and to restart from them.
@@ -246,6 +252,7 @@ fn start_from(
     };
     let mut job = launch_job(graph, plan, options, stop.control(), resume)?;
     job.recovery = recovery;
+    job.registration = registry::register_job(&job, plan, options);
     Ok(job)
 }
 
@@ -345,10 +352,17 @@ fn start_threads(
         options: *options,
         metrics: handle,
         recovery: None,
+        registration: None,
     })
 }
 
 impl RunningJob {
+    /// The job's id in the job registry (`sluice jobs` lists it, `sluice stop ID` stops it);
+    /// `None` when the registry could not be written.
+    pub fn registry_id(&self) -> Option<&str> {
+        self.registration.as_ref().map(registry::Registration::id)
+    }
+
     /// A handle that asks the job to stop and drain, e.g. from a Ctrl-C handler.
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle::from_control(self.control.clone())

@@ -399,6 +399,7 @@ fn run(
         metrics: crate::MetricsHandle::new(&plan.job, []),
         // The launcher coordinates the checkpoints and restarts the job.
         recovery: None,
+        registration: None,
     };
     let outcome = job.wait();
     // Every part acknowledged before the report: the launcher counts them first.
