@@ -9,7 +9,8 @@
 //! `XDG_RUNTIME_DIR`), so jobs of other tests or users never show.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -49,17 +50,38 @@ fn program() {
     println!("collected {} in order: {in_order}", got.len());
 }
 
+/// The program's pid once it runs, for the watchdog to kill it (its PEs leave with it).
+// SYNC: a pid only, no data behind it; Relaxed.
+static PROGRAM: AtomicU32 = AtomicU32::new(0);
+
+/// The program while the case waits on it: killed if the case fails first (its endless
+/// source would run on).
+struct Program(Option<Child>);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
     let registry = tempfile::tempdir().unwrap();
     std::fs::set_permissions(registry.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let registry = registry.path();
-    let child = Command::new(std::env::current_exe().unwrap())
-        .arg("program")
-        .env("XDG_RUNTIME_DIR", registry)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut program = Program(Some(
+        Command::new(std::env::current_exe().unwrap())
+            .arg("program")
+            .env("XDG_RUNTIME_DIR", registry)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let pid = program.0.as_ref().map_or(0, Child::id);
+    PROGRAM.store(pid, Ordering::Relaxed);
     let began = Instant::now();
     let row = loop {
         let listing = jobs(registry);
@@ -71,11 +93,11 @@ fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
     };
     let columns: Vec<&str> = row.split_whitespace().collect();
     let id = columns[0];
-    assert_eq!(id, format!("own-program-{}", child.id()), "{row}");
+    assert_eq!(id, format!("own-program-{pid}"), "{row}");
     assert_eq!(&columns[1..4], ["own-program", "processes", "3"], "{row}");
 
     stop_in(registry, id);
-    let o = finish(child);
+    let o = finish(program.0.take().expect("the program runs"));
     let (stdout, stderr) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
@@ -100,6 +122,11 @@ fn main() {
     std::thread::spawn(|| {
         std::thread::sleep(WATCHDOG);
         eprintln!("the own-program test hung for {WATCHDOG:?}");
+        // SYNC: see `PROGRAM`.
+        match PROGRAM.load(Ordering::Relaxed) {
+            0 => {}
+            pid => common::signal(pid, "KILL"),
+        }
         std::process::exit(2);
     });
     let name = "a_program_of_its_own_is_listed_and_stopped_as_a_job";
