@@ -31,4 +31,6 @@ pub use returned::{
     install_result_outlet, result_outlet, ResultInlet, ResultOutlet, MAX_RESULT_TUPLE_BYTES,
     RESULT_BATCH_BYTES,
 };
-pub use snapshot::{histogram_from_pairs, histogram_pairs, KeyedEntry, Snapshot};
+pub use snapshot::{
+    histogram_from_pairs, histogram_pairs, CheckpointState, KeyedEntry, LaterSnapshot, Snapshot,
+};
