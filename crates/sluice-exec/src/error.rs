@@ -156,6 +156,20 @@ pub enum RunError {
         /// What followed, original failures first.
         consequences: Vec<RunError>,
     },
+    /// The sinks' results returned from PE processes outgrew [`crate::RunOptions::collect_limit`].
+    #[error(
+        "the results the sink '{sink}' returns to this process reached {size} bytes, past the \
+         limit of {limit} bytes on a job's results from its PE processes \
+         (RunOptions::collect_limit); the job was stopped"
+    )]
+    ResultsTooLarge {
+        /// The sink whose batch crossed the limit.
+        sink: String,
+        /// The bytes returned with that batch, every sink's together.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The job aborted without a recorded cause.
     #[error("the job aborted")]
     Aborted,
@@ -227,7 +241,10 @@ impl RunError {
     /// from a checkpoint is no use.
     pub fn is_permanent(&self) -> bool {
         match self {
-            Self::Unresumable { .. } | Self::Plan(_) | Self::PlanMismatch(_) => true,
+            Self::Unresumable { .. }
+            | Self::Plan(_)
+            | Self::PlanMismatch(_)
+            | Self::ResultsTooLarge { .. } => true,
             Self::PeFailed { permanent, .. } => *permanent,
             Self::Followed { cause, .. } => cause.is_permanent(),
             _ => false,

@@ -69,6 +69,9 @@ pub struct RunOptions {
     /// Take checkpoints, and recover from the last one when a PE or thread fails (off by
     /// default). Every source must be able to resume where it stopped.
     pub checkpoints: Option<CheckpointOptions>,
+    /// The most bytes (encoded tuples) the sinks of a job running in PE processes may return
+    /// to the launching process (`collect()`); past it the job fails naming the limit.
+    pub collect_limit: u64,
 }
 
 /// How a job takes checkpoints and recovers from them ([`RunOptions::checkpoints`]).
@@ -124,6 +127,8 @@ impl CheckpointOptions {
 /// [`RunOptions::stall_timeout`] unless set: far above any pause of a working thread (a
 /// scheduling delay, a full queue is no pause: waiting on one counts as progress).
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// [`RunOptions::collect_limit`] unless set.
+pub const DEFAULT_COLLECT_LIMIT: u64 = 256 << 20;
 /// [`RunOptions::drain_timeout`] unless set.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// [`RunOptions::start_timeout`] unless set: room for `ssh` to log in and start a PE.
@@ -145,6 +150,7 @@ impl Default for RunOptions {
             pe_args: None,
             suspendable: false,
             checkpoints: None,
+            collect_limit: DEFAULT_COLLECT_LIMIT,
         }
     }
 }

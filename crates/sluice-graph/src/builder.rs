@@ -29,13 +29,14 @@
 //! assert_eq!(graph.operators().len(), 2);
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use sluice_transport::StreamType;
 use sluice_types::Tuple;
 
 use crate::operator::{Operator, OperatorContext, Source};
+use crate::returned::ResultInlet;
 use crate::{GraphError, Partitioning, Placement, UnreplayableSources};
 
 /// Index of an operator in its graph.
@@ -185,9 +186,17 @@ pub struct Graph {
     operators: Vec<OperatorDef>,
     edges: Vec<EdgeDef>,
     topological: Vec<OperatorId>,
+    /// Where the results of sinks that return them to the launching process go, by sink name.
+    returns: BTreeMap<String, Arc<dyn ResultInlet>>,
 }
 
 impl Graph {
+    /// Where the results its sinks return from PE processes go, by sink name
+    /// ([`GraphBuilder::returns_results`]).
+    pub fn result_inlets(&self) -> &BTreeMap<String, Arc<dyn ResultInlet>> {
+        &self.returns
+    }
+
     /// The same graph with operator `name` running as `parallelism` instances, its forward
     /// inputs spread as it declared with [`GraphBuilder::replicable`] (other partitionings
     /// already spread over any number of instances, and stay).
@@ -332,6 +341,7 @@ impl GraphBuilder {
                 operators: Vec::new(),
                 edges: Vec::new(),
                 topological: Vec::new(),
+                returns: BTreeMap::new(),
             },
             names: BTreeSet::new(),
             first_error: None,
@@ -394,6 +404,18 @@ impl GraphBuilder {
             .operators
             .get(id.0)
             .ok_or(GraphError::UnknownOperator(id.0))
+    }
+
+    /// Declares that the sink `sink` returns results to the launching process: what its
+    /// instances send from PE processes goes to `inlet` (see [`crate::ResultOutlet`]).
+    pub fn returns_results(
+        &mut self,
+        sink: OperatorHandle,
+        inlet: Arc<dyn ResultInlet>,
+    ) -> Result<(), GraphError> {
+        let name = self.def(sink.0)?.name.clone();
+        self.graph.returns.insert(name, inlet);
+        Ok(())
     }
 
     /// Runs `operator` as `parallelism` instances.

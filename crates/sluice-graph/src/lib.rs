@@ -13,6 +13,7 @@ mod error;
 mod operator;
 mod partitioning;
 mod placement;
+mod returned;
 mod snapshot;
 
 pub use builder::{
@@ -26,6 +27,10 @@ pub use operator::{
 };
 pub use partitioning::{KeyFn, Partitioning};
 pub use placement::Placement;
+pub use returned::{
+    install_result_outlet, result_outlet, ResultInlet, ResultOutlet, MAX_RESULT_TUPLE_BYTES,
+    RESULT_BATCH_BYTES,
+};
 pub use snapshot::{
     histogram_from_pairs, histogram_pairs, CheckpointState, KeyedEntry, LaterSnapshot, Snapshot,
 };

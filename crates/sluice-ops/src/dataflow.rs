@@ -26,6 +26,7 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use sluice_graph::{
     EdgeId, Graph, GraphBuilder, GraphError, Operator, OperatorContext, OperatorHandle,
@@ -39,7 +40,7 @@ use crate::dedup::{Dedup, Deduplicate};
 use crate::join::{JoinEventTimes, JoinWindow, TableJoin, WindowJoin};
 use crate::keyed::Key;
 use crate::rolling::RollingAggregate;
-use crate::sinks::{Collect, Collected};
+use crate::sinks::{Collect, CollectInlet, Collected};
 use crate::split::Split;
 use crate::throttle::Throttle;
 use crate::transforms::{Filter, FlatMap, Map};
@@ -378,10 +379,18 @@ impl<T: Tuple> Stream<T> {
 
     /// Ends the stream in a [`Collect`] sink; read what it received with
     /// [`collected`](crate::collected) once the job has run.
+    ///
+    /// Under every plan: an instance running in a PE process sends what it collected back to
+    /// the launching process over its control link ([`sluice_graph::ResultOutlet`]).
     pub fn collect(&self, name: &str) -> Collected<T> {
         let into = Collected::default();
         let sink_into = into.clone();
-        self.sink(name, move |_| Collect::new(sink_into.clone()));
+        let sink = self.sink(name, move |_| Collect::new(sink_into.clone()));
+        let inlet = Arc::new(CollectInlet::new(into.clone()));
+        let returned = self
+            .flow
+            .with(|b| b.builder.returns_results(sink.op, inlet));
+        self.flow.note(returned);
         into
     }
 

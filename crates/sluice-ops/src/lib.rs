@@ -100,7 +100,7 @@ pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource
 pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
 pub use output_file::{same_file, OutputFile};
 pub use pace::Pacer;
-pub use sinks::{collected, Collect, Collected};
+pub use sinks::{collected, Collect, CollectInlet, Collected};
 pub use sources::{IterSource, SOURCE_BATCH};
 pub use split::Split;
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};

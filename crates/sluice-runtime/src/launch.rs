@@ -55,6 +55,7 @@ use sluice_transport::tcp::{JobSecret, WarningLimit};
 use crate::checkpoints::{Coordinator, Order, PartAck};
 use crate::link::{self, Admission, LinkListener, SharedLink};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
+use crate::results::ResultsInbox;
 use crate::wire::{self, FromPe, ToPe, HEARTBEAT_PERIOD};
 use crate::ResumeFrom;
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
@@ -221,6 +222,8 @@ pub(crate) struct Children {
     checkpoint_dir: Option<std::path::PathBuf>,
     /// Parts of checkpoints the PEs reported, for the coordinator.
     acks: Vec<PartAck>,
+    /// What the PEs' sinks return to the program.
+    results: ResultsInbox,
 }
 
 /// The job's private directory, made now unless `dir` already holds it.
@@ -275,6 +278,7 @@ pub(crate) fn start(
     spawner: Spawner,
     control: Arc<JobControl>,
     resume: Option<ResumeFrom<'_>>,
+    results: ResultsInbox,
 ) -> Result<RunningJob, RunError> {
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
@@ -331,6 +335,7 @@ pub(crate) fn start(
         dir,
         checkpoint_dir: options.checkpoints.map(|c| c.dir.to_path_buf()),
         acks: Vec::new(),
+        results,
     };
     let spawned = match spawner {
         Spawner::Direct => spawn_each(plan, &exe, options, &environment, &mut children),
@@ -377,6 +382,7 @@ pub(crate) fn start(
         started: Instant::now(),
         options: *options,
         recovery: None,
+        registration: None,
     })
 }
 
@@ -844,8 +850,21 @@ impl Children {
         match message {
             Some(FromPe::Heartbeat) => {}
             Some(FromPe::Metrics { threads }) => self.metrics.record(&p.name, threads),
-            Some(FromPe::Done { report }) => p.report = Some(report),
+            // A PE failed by what it sent (its results past the limit) has no report.
+            Some(FromPe::Done { report }) if p.failure.is_none() => p.report = Some(report),
+            Some(FromPe::Done { .. }) => {}
             Some(FromPe::Checkpointed { ack }) => self.acks.push(ack),
+            Some(FromPe::Results {
+                sink,
+                instance,
+                tuples,
+            }) => {
+                let taken = self.results.take(&p.name, (&sink, instance, &tuples));
+                if let Err(error) = taken {
+                    p.failure.get_or_insert_with(|| error.to_string());
+                    self.fail(Some(pe), error);
+                }
+            }
             Some(FromPe::Failed {
                 error,
                 consequence,
@@ -1041,6 +1060,7 @@ mod tests {
             dir: None,
             checkpoint_dir: None,
             acks: Vec::new(),
+            results: ResultsInbox::new(Default::default(), 0),
         };
         (children, sent)
     }

@@ -43,17 +43,21 @@
 //! banner) tests [`is_pe_process`] first.
 #![forbid(unsafe_code)]
 
+mod checkpoint_figures;
 mod checkpoints;
 mod launch;
 mod link;
 mod mpi;
 mod pe;
+pub mod registry;
+mod results;
 mod resume;
 mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use checkpoint_figures::{CheckpointFigures, RestartFigures};
 pub use checkpoints::{load_checkpoint, CheckpointHandle, StoredCheckpoint};
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
@@ -62,12 +66,13 @@ pub use sluice_exec::metrics;
 pub use sluice_exec::{
     size_text, CheckpointOptions, CheckpointSummary, InstanceReport, InstanceState, JobReport,
     JobState, Launcher, MetricsHandle, MetricsSnapshot, Restart, RunError, RunOptions, StopHandle,
-    DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_DRAIN_TIMEOUT,
-    DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
+    DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_COLLECT_LIMIT,
+    DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY,
+    DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
 };
 
 use checkpoints::{Coordinator, Order, PartAck, PartWriter};
+use results::ResultsInbox;
 use sluice_checkpoint::CheckpointStore;
 use sluice_exec::assemble::{self, Scope, Sites};
 use sluice_exec::control::JobControl;
@@ -85,6 +90,9 @@ pub struct RunningJob {
     metrics: MetricsHandle,
     /// Checkpoints and restarts, when the job takes checkpoints.
     recovery: Option<Box<Recovery>>,
+    /// Its entry in the job registry while it runs ([`registry`]); `None` in a PE, or when
+    /// the registry could not be written (warned about).
+    registration: Option<registry::Registration>,
 }
 
 /// What a checkpointed job needs to take its checkpoints and to restart from them.
@@ -246,6 +254,7 @@ fn start_from(
     };
     let mut job = launch_job(graph, plan, options, stop.control(), resume)?;
     job.recovery = recovery;
+    job.registration = registry::register_job(&job, plan, options);
     Ok(job)
 }
 
@@ -257,11 +266,15 @@ fn launch_job(
     control: Arc<JobControl>,
     resume: Option<ResumeFrom<'_>>,
 ) -> Result<RunningJob, RunError> {
-    match options.launcher {
-        _ if runs_as_threads(plan, options) => start_threads(graph, plan, options, control, resume),
-        Launcher::Mpi => launch::start(plan, options, launch::Spawner::Mpi, control, resume),
-        _ => launch::start(plan, options, launch::Spawner::Direct, control, resume),
+    if runs_as_threads(plan, options) {
+        return start_threads(graph, plan, options, control, resume);
     }
+    let spawner = match options.launcher {
+        Launcher::Mpi => launch::Spawner::Mpi,
+        _ => launch::Spawner::Direct,
+    };
+    let results = ResultsInbox::new(graph.result_inlets().clone(), options.collect_limit);
+    launch::start(plan, options, spawner, control, resume, results)
 }
 
 /// Whether the job's PEs run as threads of this process: a plan of one PE, or the in-process
@@ -342,10 +355,17 @@ fn start_threads(
         options: *options,
         metrics: handle,
         recovery: None,
+        registration: None,
     })
 }
 
 impl RunningJob {
+    /// The job's id in the job registry (`sluice jobs` lists it, `sluice stop ID` stops it);
+    /// `None` when the registry could not be written.
+    pub fn registry_id(&self) -> Option<&str> {
+        self.registration.as_ref().map(registry::Registration::id)
+    }
+
     /// A handle that asks the job to stop and drain, e.g. from a Ctrl-C handler.
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle::from_control(self.control.clone())

@@ -23,6 +23,7 @@ use sluice_transport::tcp::JobSecret;
 use crate::checkpoints::PartWriter;
 use crate::link::{remove_job_dir, ControlAddress, Link, SharedLink};
 use crate::metrics::ProcessMetrics;
+use crate::results::LinkOutlet;
 use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
 use sluice_exec::assemble::{self, Scope, Sites};
@@ -163,6 +164,8 @@ fn run_and_report(
         .map_err(launcher_lost)?;
     let reader = link.try_clone().map_err(launcher_lost)?;
     let reporter = SharedLink::new(link);
+    // What this PE's sinks return to the program goes back over the same link.
+    sluice_graph::install_result_outlet(Arc::new(LinkOutlet::new(reporter.clone())));
     // From now on, through start-up too: a PE stopped while it builds is noticed as well.
     // When the launcher is gone the stream's reader finds out and ends the PE.
     // Its threads' live metrics go with the heartbeat once they run.
@@ -398,6 +401,7 @@ fn run(
         metrics: crate::MetricsHandle::new(&plan.job, []),
         // The launcher coordinates the checkpoints and restarts the job.
         recovery: None,
+        registration: None,
     };
     let outcome = job.wait();
     // Every part acknowledged before the report: the launcher counts them first.

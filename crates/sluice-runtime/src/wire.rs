@@ -19,6 +19,7 @@
 //!                            ◀──     Suspend       (a redeploy): sources pause, drain, snapshot
 //!                            ◀──     Checkpoint { n }          take checkpoint n
 //!  Checkpointed { ack }      ──▶     an instance's part of n written (crate::checkpoints)
+//!  Results { sink, .. }      ──▶     tuples a sink returns to the program (crate::results)
 //!                            ◀──     CheckpointComplete { n }  every part of n is stored
 //!  Done { report } | Failed { error }
 //! ```
@@ -61,6 +62,13 @@ pub(crate) enum FromPe {
     /// One of its instances took its part of a checkpoint, or finished.
     Checkpointed {
         ack: PartAck,
+    },
+    /// Tuples one instance of a sink returns to the launching process: their encodings as
+    /// a postcard `Vec<Vec<u8>>`, in base64 ([`crate::results`]).
+    Results {
+        sink: String,
+        instance: usize,
+        tuples: String,
     },
     Done {
         report: WireReport,

@@ -33,8 +33,8 @@ use sluice_runtime::{CheckpointHandle, MetricsHandle};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::checkpoint_figures::CheckpointFigures;
 use crate::ui::Page;
+use sluice_runtime::CheckpointFigures;
 
 /// The most connections served at once, over both addresses.
 pub(crate) const MAX_CONNECTIONS: usize = 128;

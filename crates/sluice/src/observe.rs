@@ -1,16 +1,15 @@
 //! What `sluice run` does beside a running job so it can be watched: the live metrics'
 //! options (`--metrics`, `--latency-every`, `--metrics-addr`, whose Prometheus endpoint
-//! [`crate::http_server`] serves), the job's entry in the registry with its control socket
-//! ([`crate::jobs`]), and the progress line ([`crate::progress`]). Only the launching
-//! process does any of it; its PEs send their figures to it.
+//! [`crate::http_server`] serves) and the progress line ([`crate::progress`]). The job's
+//! entry in the job registry is the runtime's, as for every program
+//! ([`sluice_runtime::registry`]). Only the launching process does any of it; its PEs send
+//! their figures to it.
 
 use std::net::SocketAddr;
-use std::path::Path;
 
 use clap::Args;
-use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob, StopHandle};
+use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob};
 
-use crate::jobs::{self, Checkpointing, Controls, Registration};
 use crate::progress::{Asked, Progress};
 
 /// The options of `sluice run` for watching a job.
@@ -62,54 +61,13 @@ pub(crate) struct Observers {
     metrics: sluice_runtime::MetricsHandle,
     progress: Option<Progress>,
     asked: Option<Asked>,
-    _registration: Option<Registration>,
-}
-
-/// What a job is, for the registry.
-pub(crate) struct JobIdentity<'a> {
-    pub app: &'a str,
-    pub plan: &'a str,
-    pub pes: usize,
-    /// Its checkpoint directory, when it takes checkpoints.
-    pub checkpoint_dir: Option<&'a Path>,
 }
 
 impl Prepared {
-    /// Starts watching `job`: its registry entry (which `stop` stops, and which answers with
-    /// its checkpoints' figures and savepoints) and its progress line, and for the sources'
-    /// rate asked, the warnings when they fall short. What cannot start is warned about; the
-    /// job runs on.
-    pub(crate) fn start(
-        self,
-        job: &RunningJob,
-        (identity, stop): (JobIdentity<'_>, StopHandle),
-        asked: Option<Asked>,
-    ) -> Observers {
+    /// Starts watching `job`: its progress line, and for the sources' rate asked, the
+    /// warnings when they fall short.
+    pub(crate) fn start(self, job: &RunningJob, asked: Option<Asked>) -> Observers {
         let metrics = job.metrics_handle();
-        let checkpoints =
-            job.checkpoint_handle()
-                .zip(identity.checkpoint_dir)
-                .map(|(handle, dir)| Checkpointing {
-                    // Another `sluice`, elsewhere, finds it by the registry.
-                    dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
-                    handle,
-                    names: Default::default(),
-                });
-        let controls = Controls {
-            metrics: metrics.clone(),
-            stop,
-            checkpoints,
-        };
-        let registration = match jobs::register(&identity, controls) {
-            Ok(registration) => Some(registration),
-            Err(error) => {
-                tracing::warn!(
-                    "the job is not in the job registry (`sluice jobs` will not list it): \
-                     {error:#}"
-                );
-                None
-            }
-        };
         let on = self.metrics;
         Observers {
             // --quiet: no progress line either.
@@ -117,7 +75,6 @@ impl Prepared {
                 .then(|| Progress::start(metrics.clone(), asked)),
             metrics,
             asked: asked.filter(|_| on),
-            _registration: registration,
         }
     }
 }

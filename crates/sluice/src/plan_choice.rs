@@ -43,6 +43,15 @@ impl AppArgs {
 
     /// Builds the application with `config` (whose settings this fills in) and plans it.
     pub fn build(&self, mut config: AppConfig) -> anyhow::Result<(sluice_apps::App, PhysicalPlan)> {
+        if self.app.contains('/') {
+            // No application's name holds a slash: a path names a program of the user's own.
+            anyhow::bail!(
+                "'{0}' is a program, not one of sluice's applications (see `sluice apps`): a \
+                 program built on the Sluice library is its own launcher (it starts its PEs by \
+                 running itself again), so run it as it is: `{0}`",
+                self.app
+            );
+        }
         config.settings = Settings::parse(self.settings.iter().map(String::as_str))?;
         sluice_apps::add_plan_settings(&self.app, &self.plan, &mut config.settings)?;
         let mut app = sluice_apps::build(&self.app, &config)?;

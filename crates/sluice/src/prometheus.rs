@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use sluice_runtime::MetricsSnapshot;
 
-use crate::checkpoint_figures::CheckpointFigures;
+use sluice_runtime::CheckpointFigures;
 
 type Labels = Vec<(String, String)>;
 type FloatCounter = Counter<f64, AtomicU64>;

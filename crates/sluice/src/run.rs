@@ -24,7 +24,7 @@ use crate::companions::Companions;
 use crate::ending::Ending;
 use crate::http_server;
 use crate::logs::{self, Verbosity};
-use crate::observe::{JobIdentity, ObserveArgs};
+use crate::observe::ObserveArgs;
 use crate::online::{OnlineArgs, Redeploys, SharedStop};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
@@ -238,7 +238,6 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
         })
         .context("cannot install the Ctrl-C handler")?;
     }
-    let checkpoint_dir = options.checkpoints.map(|c| c.dir);
     let mut companions = Companions::default();
     let mut observers = None;
     let started = match &from {
@@ -249,24 +248,12 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     };
     let result = started.and_then(|job| {
         tracing::info!("started: the sources run (Ctrl-C stops and drains)");
-        let identity = JobIdentity {
-            app: &args.app.app,
-            plan: &args.app.plan,
-            pes: plan.pes.len(),
-            checkpoint_dir,
-        };
         // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
         let asked = args
             .rate
             .filter(|&rate| generated && rate > 0)
             .map(|rate| Asked { rate });
-        // `sluice stop` stops the whole job, whichever of its runs is under way.
-        let registered = if args.online.online_placement {
-            shared.whole()
-        } else {
-            job.stop_handle()
-        };
-        observers = Some(watch.start(&job, (identity, registered), asked));
+        observers = Some(watch.start(&job, asked));
         if let Some(http) = &http {
             http.attach(job.metrics_handle(), job.checkpoint_handle());
         }

@@ -5,7 +5,7 @@
 //! between threads or PEs with its rate and the fill of its queue or ring as a bar, and the
 //! tuples it lost; every thread with the share of time it spent blocked on a full queue
 //! downstream (backpressure); and for a checkpointed job, a line of what its checkpoints and
-//! restarts did ([`CheckpointFigures::line`]). `q` (or Esc, or Ctrl-C) quits; it ends by itself when the job
+//! restarts did ([`crate::checkpoint_figures::line`]). `q` (or Esc, or Ctrl-C) quits; it ends by itself when the job
 //! ends. Without an ID it watches the only running job, and lists them and asks which when
 //! there are several.
 
@@ -21,9 +21,9 @@ use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 use ratatui::Frame;
 use sluice_runtime::MetricsSnapshot;
 
-use crate::checkpoint_figures::CheckpointFigures;
 use crate::jobs::{self, with_commas, JobEntry};
 use crate::progress::micros;
+use sluice_runtime::CheckpointFigures;
 
 /// Arguments of `sluice top`.
 #[derive(Args, Debug)]
@@ -149,7 +149,11 @@ fn draw(frame: &mut Frame<'_>, job: &JobEntry, seen: &Seen) {
         rate(snapshot.source_rate())
     );
     let mut lines = vec![Line::from(title)];
-    lines.extend(seen.checkpoints.as_ref().map(|c| Line::from(c.line())));
+    lines.extend(
+        seen.checkpoints
+            .as_ref()
+            .map(|c| Line::from(crate::checkpoint_figures::line(c))),
+    );
     frame.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title("sluice top")),
         header,

@@ -298,6 +298,10 @@ fn bad_input_gets_one_clear_line() {
     let bad_plan = bad_plan.to_str().unwrap();
     assert_one_line_error(&["run", "nosuchapp"], "no application named 'nosuchapp'");
     assert_one_line_error(
+        &["run", "./my-program"],
+        "'./my-program' is a program, not one of sluice's applications",
+    );
+    assert_one_line_error(
         &["run", "wordcount", "--input", "/no/such/file"],
         "/no/such/file",
     );

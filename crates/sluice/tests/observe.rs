@@ -5,20 +5,16 @@
 
 mod common;
 
+use common::{finish, jobs_in as jobs, sluice_in as sluice};
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Generous bound on each wait (a hang, not a slow machine, should trip it).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-fn sluice(registry: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    command.env("XDG_RUNTIME_DIR", registry);
-    command
-}
 
 /// A private directory for a test's job registry (mode 0700, as `XDG_RUNTIME_DIR` is).
 fn registry() -> tempfile::TempDir {
@@ -51,12 +47,6 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-fn jobs(registry: &Path) -> String {
-    let o = sluice(registry).arg("jobs").output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
-}
-
 /// The ID of the one job `sluice jobs` lists, once it lists one.
 fn listed_job(registry: &Path) -> String {
     wait_for("the job to be listed", || {
@@ -64,19 +54,6 @@ fn listed_job(registry: &Path) -> String {
         let line = listing.lines().find(|l| l.starts_with("wordcount-"))?;
         Some(line.split_whitespace().next()?.to_string())
     })
-}
-
-/// Waits for `child` to end, killing it after [`PATIENCE`].
-fn finish(mut child: Child) -> Output {
-    let began = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if began.elapsed() > PATIENCE {
-            let _ = child.kill();
-            panic!("the job did not end: {:?}", child.wait_with_output());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// The number after `label: ` at the start of a line of `text`.
@@ -100,19 +77,7 @@ fn jobs_lists_a_running_job_and_stop_drains_it_with_nothing_lost() {
     let row = listing.lines().find(|l| l.starts_with(&id)).unwrap();
     assert!(row.contains("processes"), "{listing}");
 
-    let stopped = sluice(registry.path())
-        .args(["stop", &id])
-        .output()
-        .unwrap();
-    assert!(
-        stopped.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stopped.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&stopped.stdout),
-        format!("stopped job '{id}'\n")
-    );
+    common::stop_in(registry.path(), &id);
     let o = finish(job);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&o.stdout),

@@ -1,5 +1,6 @@
 //! What the tests that run jobs of processes share: killing a PE of a running job, inputs for
-//! WordCount, and running it to compare its counts with a direct count.
+//! WordCount, and running it to compare its counts with a direct count; the job registry of a
+//! test's own (`sluice jobs`, `sluice stop`).
 // Each test binary includes this module and uses a part of it.
 #![allow(dead_code)]
 
@@ -236,4 +237,42 @@ pub fn start_and_wait(mut command: Command) -> Child {
     wait.recv_timeout(Duration::from_secs(60))
         .expect("the job started");
     child
+}
+
+/// How long a registry test waits for a job to end (a hang, not a slow machine, trips it).
+const JOB_PATIENCE: Duration = Duration::from_secs(60);
+
+/// A command running the `sluice` binary with its job registry in `registry` (as
+/// `XDG_RUNTIME_DIR`, a test's own, mode 0700).
+pub fn sluice_in(registry: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command.env("XDG_RUNTIME_DIR", registry);
+    command
+}
+
+/// What `sluice jobs` lists in `registry`.
+pub fn jobs_in(registry: &Path) -> String {
+    let o = sluice_in(registry).arg("jobs").output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `sluice stop ID` in `registry`, checking that it says it stopped the job.
+pub fn stop_in(registry: &Path, id: &str) {
+    let stopped = sluice_in(registry).args(["stop", id]).output().unwrap();
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert_eq!(stdout(&stopped), format!("stopped job '{id}'\n"));
+}
+
+/// Waits for `child` to end, killing it after a minute.
+pub fn finish(mut child: Child) -> Output {
+    let began = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > JOB_PATIENCE {
+            let _ = child.kill();
+            panic!("the job did not end: {:?}", child.wait_with_output());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
 }
