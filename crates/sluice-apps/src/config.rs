@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use sluice_connectors::{same_file, OutputFile};
 use sluice_graph::GraphError;
-use sluice_ops::{same_file, OutputFile};
 use sluice_plan::PlanChoiceError;
 use thiserror::Error;
 

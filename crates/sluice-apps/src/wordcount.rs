@@ -33,12 +33,13 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use sluice_connectors::TableSink;
 use sluice_connectors::{
     Csv, Delivery, EndAt, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource, KafkaSourceConfig,
     Lines,
 };
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
-use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
+use sluice_ops::{text, Dataflow, Pacer, TypedSource};
 use sluice_transport::MAX_TUPLE_BYTES;
 use sluice_types::CompactString;
 

@@ -2,15 +2,14 @@
 //! user writes it.
 //!
 //! ```
-//! use sluice_ops::{text, Dataflow, IterSource, TableSink};
-//! use sluice_types::CompactString;
+//! use sluice_ops::{text, Dataflow, IterSource};
 //!
 //! let flow = Dataflow::new("wordcount");
 //! flow.source("lines", |_| IterSource::new(vec!["a b".to_string(), "b".to_string()].into_iter()))
 //!     .flat_map_into("split", |line: &String, words| words.extend(text::words(line)))
 //!     .key_by(|word| word)
 //!     .count("sum")
-//!     .sink("counts", |_| TableSink::<CompactString, u64>::new(None));
+//!     .collect("counts");
 //! let graph = flow.build().unwrap();
 //! assert_eq!(graph.operators().len(), 4);
 //! ```

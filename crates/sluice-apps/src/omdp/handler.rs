@@ -19,9 +19,9 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 
+use sluice_connectors::MulticastConfig;
 use sluice_feed::{decode_packet, Message, Observed, SequenceGaps};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
-use sluice_ops::MulticastConfig;
 use sluice_transport::datagram::ReceiveRing;
 use sluice_transport::shm_vega::ShmVegaReceiver;
 use sluice_transport::{RecvError, TupleReceiver};

@@ -19,9 +19,9 @@ use serde::Serialize;
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_types::Tuple;
 
-use crate::counters::counter_report;
-use crate::sources::SOURCE_BATCH;
 use crate::stream_sink::{ByteTarget, StreamSink, TupleEncoder};
+use sluice_ops::counter_report;
+use sluice_ops::SOURCE_BATCH;
 
 /// How records are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 
 use crate::framing::{FrameCounters, FrameDecoder, FrameReader, LineDecoder, Pulled};
-use crate::sources::SOURCE_BATCH;
+use sluice_ops::SOURCE_BATCH;
 
 /// A source emitting the lines of a text file (see the module doc).
 pub struct TextFileSource {
