@@ -125,6 +125,10 @@ fn replace_invalid_utf8(record: &ByteRecord) -> Option<ByteRecord> {
     Some(replaced)
 }
 
+impl<T: Tuple + DeserializeOwned> sluice_ops::TypedSource for CsvSource<T> {
+    type Out = T;
+}
+
 impl<T> Source for CsvSource<T>
 where
     T: Tuple + DeserializeOwned,

@@ -8,6 +8,8 @@
 //! - [`stream_sink`]: [`StreamSink`], tuples as lines, length-prefixed frames or CSV records
 //!   written to a file, standard output or a TCP connection ([`ByteTarget`]);
 //! - [`table_file`]: [`TableSink`], the latest value of every key, written at the end;
+//! - [`json_file`]: [`JsonFileSource`], the JSON lines of a file into a serde type, and
+//!   [`JsonSink`];
 //! - [`kafka`]: a source and a sink on librdkafka, with exactly-once output through Kafka
 //!   transactions.
 //!
@@ -21,6 +23,9 @@
 //! after any failure is that of a run without one: see [`staged_output`]); standard output,
 //! TCP and UDP are at least once (what was sent after the checkpoint recovered from is sent
 //! again); Kafka is either, as configured.
+//!
+//! [`fluent`] offers them in one call each on the fluent API (`flow.read_text(path)`,
+//! `stream.write_json(path)`, ...): `use sluice_connectors::prelude::*`.
 //!
 //! This crate sits above `sluice-ops`: connectors are sources and sinks of the operators'
 //! graph and builder, and the operators need no connector.
@@ -47,8 +52,10 @@
 //! ```
 
 pub mod csv_file;
+pub mod fluent;
 pub mod format;
 pub mod framing;
+pub mod json_file;
 pub mod kafka;
 pub mod multicast;
 pub mod net;
@@ -61,8 +68,10 @@ pub mod text_file;
 pub mod udp;
 
 pub use csv_file::{CsvEncoder, CsvFormat, CsvSink, CsvSource, MalformedRecords};
+pub use fluent::{FlowIo, StreamIo};
 pub use format::{Csv, Format, FormatError, Json, Lines, OnBadRecord, Raw};
 pub use framing::{LengthDecoder, LengthEncoder, LineDecoder, LineEncoder, DEFAULT_MAX_FRAME};
+pub use json_file::{BadLine, JsonEncoder, JsonFileSource, JsonSink};
 pub use kafka::{
     BadRecord, Delivery, EndAt, KafkaError, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource,
     KafkaSourceConfig, StartFrom,
@@ -73,5 +82,20 @@ pub use output_file::{same_file, OutputFile};
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
 pub use table_file::TableSink;
 pub use tcp::TcpSource;
-pub use text_file::TextFileSource;
+pub use text_file::{LineFile, TextFileSource};
 pub use udp::{UdpSink, UdpSource};
+
+/// What a program built on the fluent API imports: the builder and its streams, the common
+/// sources and window specifications of `sluice-ops`, and the one-call I/O of the
+/// connectors ([`FlowIo`], [`StreamIo`]) with what their calls take.
+pub mod prelude {
+    pub use sluice_ops::{
+        collected, text, Collected, Dataflow, Dedup, Generator, IterSource, JoinWindow,
+        KeyedStream, LatePolicy, Sink, Stream, Windowed, WindowedStream, Windows,
+    };
+
+    pub use crate::{
+        BadLine, Csv, CsvFormat, Delivery, FlowIo, Json, KafkaRecord, KafkaSinkConfig,
+        KafkaSourceConfig, Lines, OnBadRecord, Raw, StreamIo, TcpEndpoint,
+    };
+}

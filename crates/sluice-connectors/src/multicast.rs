@@ -202,6 +202,14 @@ where
     }
 }
 
+impl<T, F> sluice_ops::TypedSource for MulticastSource<T, F>
+where
+    T: Tuple,
+    F: FnMut(&[u8]) -> Option<T> + Send,
+{
+    type Out = T;
+}
+
 impl<T, F> Source for MulticastSource<T, F>
 where
     T: Tuple,

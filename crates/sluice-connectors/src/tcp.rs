@@ -174,6 +174,10 @@ impl<D: FrameDecoder> TcpSource<D> {
     }
 }
 
+impl<D: FrameDecoder> sluice_ops::TypedSource for TcpSource<D> {
+    type Out = D::Tuple;
+}
+
 impl<D: FrameDecoder> Source for TcpSource<D> {
     fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
         match &self.endpoint {

@@ -112,6 +112,10 @@ impl<T: Tuple> UdpSource<T> {
     }
 }
 
+impl<T: Tuple> sluice_ops::TypedSource for UdpSource<T> {
+    type Out = T;
+}
+
 impl<T: Tuple> Source for UdpSource<T> {
     fn start(&mut self, _ctx: &OperatorContext) -> Result<(), OperatorError> {
         let max_datagram = datagram_size(self.max_datagram)?;

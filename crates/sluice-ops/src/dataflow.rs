@@ -101,6 +101,22 @@ impl Dataflow {
         Stream::new(self.clone(), op, 0)
     }
 
+    /// Adds a source with the output ports `ports` (a source with a side output, say);
+    /// take its streams with [`Dataflow::stream`].
+    pub fn source_with_ports<S, F>(&self, name: &str, ports: Ports, factory: F) -> OperatorHandle
+    where
+        S: Source + 'static,
+        F: Fn(&OperatorContext) -> S + Send + Sync + 'static,
+    {
+        self.with(|b| b.builder.source(name, ports, factory))
+    }
+
+    /// The stream of output `port` of `operator`, of tuples of type `T` (a type other than
+    /// the port's is refused by [`Dataflow::build`] when the stream is connected).
+    pub fn stream<T: Tuple>(&self, operator: OperatorHandle, port: usize) -> Stream<T> {
+        Stream::new(self.clone(), operator, port)
+    }
+
     /// Records that `operator`'s parameters cannot work (reported by [`Dataflow::build`]).
     pub fn refuse(&self, operator: OperatorHandle, reason: impl Into<String>) {
         self.with(|b| b.builder.refuse(operator, reason));
