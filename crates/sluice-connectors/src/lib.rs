@@ -27,6 +27,9 @@
 //! [`fluent`] offers them in one call each on the fluent API (`flow.read_text(path)`,
 //! `stream.write_json(path)`, ...): `use sluice_connectors::prelude::*`.
 //!
+//! The [`registry`] resolves an address (`in.txt`, `tcp://HOST:PORT`, `kafka://HOST:PORT/TOPIC`)
+//! to its connector: what the applications' `--input` and `--output` take.
+//!
 //! This crate sits above `sluice-ops`: connectors are sources and sinks of the operators'
 //! graph and builder, and the operators need no connector.
 //!
@@ -60,6 +63,7 @@ pub mod kafka;
 pub mod multicast;
 pub mod net;
 mod output_file;
+pub mod registry;
 pub mod staged_output;
 pub mod stream_sink;
 pub mod table_file;
@@ -79,6 +83,7 @@ pub use kafka::{
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};
 pub use output_file::{same_file, OutputFile};
+pub use registry::{resolve, AddressError, Connector, Target, CONNECTORS};
 pub use stream_sink::{ByteTarget, StreamSink, TupleEncoder, FLUSH_BYTES};
 pub use table_file::TableSink;
 pub use tcp::TcpSource;
