@@ -286,3 +286,51 @@ fn kafka_lines_sink(
             .map(|(key, _)| key.as_bytes().to_vec())
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_path_and_file_urls_are_the_file_connector() {
+        for (address, path) in [
+            ("in.txt", "in.txt"),
+            ("file:///data/in.txt", "/data/in.txt"),
+        ] {
+            let (connector, target) = resolve(address, &[]).unwrap();
+            assert_eq!(connector.scheme, "file");
+            assert_eq!(connector.file_path(&target), Some(PathBuf::from(path)));
+        }
+    }
+
+    #[test]
+    fn an_unknown_scheme_names_the_known_ones() {
+        let error = resolve("ftp://host/file", &[]).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "ftp://host/file: no connector for the scheme ftp:// (known: file, tcp, udp, stdout, kafka)"
+        );
+    }
+
+    #[test]
+    fn a_connector_refuses_the_direction_it_lacks_and_a_malformed_target() {
+        let flow = Dataflow::new("refused");
+        let (stdout, target) = resolve("stdout", &[]).unwrap();
+        let error = stdout.read_lines(&flow, "in", &target).err().unwrap();
+        assert_eq!(
+            error.to_string(),
+            "stdout: the stdout connector cannot be an input"
+        );
+        let (tcp, target) = resolve("tcp://localhost", &[]).unwrap();
+        let error = tcp.read_lines(&flow, "in", &target).err().unwrap();
+        assert!(error
+            .to_string()
+            .starts_with("tcp://localhost: a socket address is IP:PORT"));
+        let (kafka, target) = resolve("kafka://127.0.0.1:9092", &[]).unwrap();
+        let error = kafka.read_lines(&flow, "in", &target).err().unwrap();
+        assert!(
+            error.to_string().contains("kafka://HOST:PORT/TOPIC"),
+            "{error}"
+        );
+    }
+}
