@@ -17,7 +17,9 @@
 //! the earliest up to the end offsets the topic had when the job started (a bounded read, as
 //! of a file). `--output FILE` writes the table of counts at the end; any other address
 //! (`stdout`, `tcp://`, `udp://`, `kafka://`) gets every count as it changes, a line
-//! `word<TAB>count` (a Kafka record keyed by the word, at least once). Without an input the
+//! `word<TAB>count` (a Kafka record keyed by the word, at least once). Writing lines other
+//! than to Kafka adds an operator (`format`, before the sink) that the named plans do not
+//! place: use them with a file, generated sentences or Kafka as the output. Without an input the
 //! source generates sentences from a fixed
 //! vocabulary at `--rate` sentences per second until `--duration` ends (or, with
 //! `--set sentences=N`, after N sentences). End-to-end latency comes from the runtime's
@@ -36,7 +38,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use sluice_connectors::{registry, Connector, TableSink, Target};
+use sluice_connectors::{
+    registry, Connector, Csv, FlowIo, KafkaRecord, Lines, StreamIo, TableSink, Target,
+};
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TypedSource};
 use sluice_transport::MAX_TUPLE_BYTES;
@@ -184,16 +188,26 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     let generated_sentences = input.sentences.filter(|_| input_at.is_none());
 
     let flow = Dataflow::new("wordcount");
-    let sentences = match &input_at {
-        Some(Address::Connector(connector, target)) => {
-            connector.read_lines(&flow, "sentences", target)?
-        }
-        _ => flow.source("sentences", move |_| SentenceSource::new(input.clone())),
+    // Kafka is read and written typed, one operator each, so that the named plans place
+    // every operator; other connectors go through the registry's lines.
+    let words = match &input_at {
+        Some(Address::Connector(connector, target)) if connector.scheme == "kafka" => flow
+            .read_kafka("sentences", registry::kafka_source_config(target)?, Lines)
+            .flat_map_into("split", |record: &KafkaRecord<String>, words| {
+                words.extend(text::words(&record.value))
+            }),
+        Some(Address::Connector(connector, target)) => connector
+            .read_lines(&flow, "sentences", target)?
+            .flat_map_into("split", |line: &String, words| {
+                words.extend(text::words(line))
+            }),
+        _ => flow
+            .source("sentences", move |_| SentenceSource::new(input.clone()))
+            .flat_map_into("split", |line: &String, words| {
+                words.extend(text::words(line))
+            }),
     };
-    let counts = sentences
-        .flat_map_into("split", |line: &String, words| {
-            words.extend(text::words(line))
-        })
+    let counts = words
         // Stateless: any instance splits any line, and the count after it is keyed by word,
         // so a replication optimizer may deal the lines round robin over more instances.
         .replicable(Partitioning::RoundRobin)
@@ -203,6 +217,14 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     match &output_at {
         // Every count as it changes, a `word<TAB>count` line (keyed by the word where the
         // connector keys records): a reader keeps each word's last line.
+        Some(Address::Connector(connector, target)) if connector.scheme == "kafka" => {
+            counts.write_kafka(
+                "counts",
+                registry::kafka_sink_config(target)?,
+                Csv::new(b'\t'),
+                |(word, _): &(CompactString, u64)| Some(word.as_bytes().to_vec()),
+            );
+        }
         Some(Address::Connector(connector, target)) => {
             let lines = counts.map("format", |(word, count): &(CompactString, u64)| {
                 format!("{word}\t{count}")

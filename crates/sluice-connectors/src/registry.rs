@@ -252,18 +252,34 @@ fn kafka_topic<'a>(target: &Target<'a>) -> Result<(&'a str, &'a str), AddressErr
     }
 }
 
-/// A topic's records as UTF-8 lines, from the earliest up to the end offsets it had when the
-/// job started (a bounded read, as of a file).
+/// How the registry reads a `kafka://` target: from the earliest record up to the end
+/// offsets the topic had when the job started (a bounded read, as of a file), with the
+/// target's client settings. For an application that reads the records typed rather than
+/// as lines.
+pub fn kafka_source_config(target: &Target<'_>) -> Result<KafkaSourceConfig, AddressError> {
+    let (brokers, topic) = kafka_topic(target)?;
+    let mut config = KafkaSourceConfig::new(brokers, topic);
+    config.end = EndAt::EndOffsetsAtStart;
+    config.settings = target.settings.to_vec();
+    Ok(config)
+}
+
+/// How the registry writes a `kafka://` target: at least once, with the target's client
+/// settings.
+pub fn kafka_sink_config(target: &Target<'_>) -> Result<KafkaSinkConfig, AddressError> {
+    let (brokers, topic) = kafka_topic(target)?;
+    let mut config = KafkaSinkConfig::new(brokers, topic, Delivery::AtLeastOnce);
+    config.settings = target.settings.to_vec();
+    Ok(config)
+}
+
+/// A topic's records as UTF-8 lines ([`kafka_source_config`]).
 fn kafka_lines_source(
     flow: &Dataflow,
     name: &str,
     target: &Target<'_>,
 ) -> Result<Stream<String>, AddressError> {
-    let (brokers, topic) = kafka_topic(target)?;
-    let mut config = KafkaSourceConfig::new(brokers, topic);
-    config.end = EndAt::EndOffsetsAtStart;
-    config.settings = target.settings.to_vec();
-    let records = flow.read_kafka(name, config, Lines);
+    let records = flow.read_kafka(name, kafka_source_config(target)?, Lines);
     Ok(
         records.map(&format!("{name}-value"), |record: &KafkaRecord<String>| {
             record.value.clone()
@@ -271,20 +287,19 @@ fn kafka_lines_source(
     )
 }
 
-/// Lines written to a topic at least once; a line `KEY<TAB>REST` is keyed (and so
+/// Lines written to a topic ([`kafka_sink_config`]); a line `KEY<TAB>REST` is keyed (and so
 /// partitioned) by `KEY`, so that a reader keeps each key's records in order.
 fn kafka_lines_sink(
     lines: &Stream<String>,
     name: &str,
     target: &Target<'_>,
 ) -> Result<Sink, AddressError> {
-    let (brokers, topic) = kafka_topic(target)?;
-    let mut config = KafkaSinkConfig::new(brokers, topic, Delivery::AtLeastOnce);
-    config.settings = target.settings.to_vec();
-    Ok(lines.write_kafka(name, config, Lines, |line: &String| {
-        line.split_once('\t')
-            .map(|(key, _)| key.as_bytes().to_vec())
-    }))
+    Ok(
+        lines.write_kafka(name, kafka_sink_config(target)?, Lines, |line: &String| {
+            line.split_once('\t')
+                .map(|(key, _)| key.as_bytes().to_vec())
+        }),
+    )
 }
 
 #[cfg(test)]
