@@ -6,7 +6,8 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
+    expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport,
+    Output, Snapshot,
 };
 use sluice_ops::{Key, KeyedState, Value};
 use sluice_types::{BatchRef, Tuple, TupleRef};
@@ -116,6 +117,10 @@ where
             operator: Vec::new(),
             keyed: self.table.snapshot()?,
         })
+    }
+
+    fn checkpoint(&mut self, _: u64) -> Result<CheckpointState, OperatorError> {
+        Ok(CheckpointState::Later(self.table.snapshot_later()))
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {

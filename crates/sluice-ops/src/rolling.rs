@@ -6,7 +6,7 @@
 
 use std::marker::PhantomData;
 
-use sluice_graph::{expect_tuple, Operator, OperatorError, Output, Snapshot};
+use sluice_graph::{expect_tuple, CheckpointState, Operator, OperatorError, Output, Snapshot};
 use sluice_types::{BatchRef, Tuple, TupleRef};
 
 use crate::aggregate::Aggregate;
@@ -94,6 +94,10 @@ where
             operator: Vec::new(),
             keyed: self.state.snapshot()?,
         })
+    }
+
+    fn checkpoint(&mut self, _: u64) -> Result<CheckpointState, OperatorError> {
+        Ok(CheckpointState::Later(self.state.snapshot_later()))
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
