@@ -30,6 +30,14 @@
 //! not (they were sent before the checkpoint, so its state does not hold them) and processes
 //! it as usual; its part, handed over once every barrier is in, is its state with those
 //! tuples, which a resumed instance processes first (Chandy and Lamport's channel state).
+//! Nothing being held, an input may end after its barrier: its barrier then stops counting
+//! ([`Alignment::depart`]) as the input stops counting among the open ones, so the part still
+//! waits for the barriers of the others, and records their tuples until then.
+//!
+//! Off the data path: an operator with a large state hands over a copy of it
+//! ([`CheckpointState::Later`](sluice_graph::CheckpointState::Later): a clone of its map, no
+//! encoding), which the sink's thread makes into the snapshot ([`CheckpointPart::into_state`])
+//! before encoding and writing it; the data path stalls for the clone only.
 //!
 //! Each instance must know which upstream instance a tuple came from: a checkpointed job's
 //! plan gives every channel a single sender, since a receiver that merges several senders'

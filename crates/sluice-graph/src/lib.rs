@@ -19,7 +19,7 @@ pub use builder::{
     EdgeDef, EdgeId, Graph, GraphBuilder, InPort, OperatorDef, OperatorHandle, OperatorId,
     OperatorKind, OutPort, Ports,
 };
-pub use error::GraphError;
+pub use error::{GraphError, UnreplayableSources};
 pub use operator::{
     expect_tuple, latency_histogram, LatencyHistogram, Operator, OperatorContext, OperatorError,
     OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
