@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use sluice_connectors::{same_file, OutputFile};
 use sluice_graph::GraphError;
-use sluice_ops::{same_file, OutputFile};
 use sluice_plan::PlanChoiceError;
 use thiserror::Error;
 
@@ -16,9 +16,9 @@ use crate::AppSpec;
 /// An application's configuration from `sluice run`.
 #[derive(Debug, Clone, Default)]
 pub struct AppConfig {
-    /// `--input FILE`.
+    /// `--input ADDRESS`: a file, or a connector's URL (`sluice_connectors::registry`).
     pub input: Option<PathBuf>,
-    /// `--output FILE`.
+    /// `--output ADDRESS`: a file, or a connector's URL (`sluice_connectors::registry`).
     pub output: Option<PathBuf>,
     /// `--rate N`: tuples per second from the source; `None` or 0 is as fast as possible.
     pub rate: Option<u64>,
@@ -203,6 +203,9 @@ pub enum AppError {
         /// What is wrong.
         reason: String,
     },
+    /// An `--input` or `--output` address that names no connector usable there.
+    #[error(transparent)]
+    Address(#[from] sluice_connectors::AddressError),
     /// An input or output file problem found before the run.
     #[error("{path}: {reason}")]
     File {

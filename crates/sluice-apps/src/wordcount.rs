@@ -11,11 +11,16 @@
 //! stay exact because `sum` is keyed by word whichever instance split a line.
 //!
 //! With `--input FILE` the source reads the file line by line, one sentence a line, and the
-//! job ends at the end of the file. With `--input kafka://HOST:PORT/TOPIC` it reads the
-//! topic's records as UTF-8 lines, one sentence a record, from the earliest up to the end
-//! offsets the topic had when the job started (a bounded read, as of a file). With
-//! `--output kafka://HOST:PORT/TOPIC` every count is written as it changes, a record
-//! `word<TAB>count` keyed by the word, at least once. Without it the source generates sentences from a fixed
+//! job ends at the end of the file. Any other address resolves through the connectors'
+//! registry (`sluice_connectors::registry`) to a source of lines: `tcp://HOST:PORT`,
+//! `udp://HOST:PORT`, or `kafka://HOST:PORT/TOPIC`, whose records are read as UTF-8 lines from
+//! the earliest up to the end offsets the topic had when the job started (a bounded read, as
+//! of a file). `--output FILE` writes the table of counts at the end; any other address
+//! (`stdout`, `tcp://`, `udp://`, `kafka://`) gets every count as it changes, a line
+//! `word<TAB>count` (a Kafka record keyed by the word, at least once). Writing lines other
+//! than to Kafka adds an operator (`format`, before the sink) that the named plans do not
+//! place: use them with a file, generated sentences or Kafka as the output. Without an input the
+//! source generates sentences from a fixed
 //! vocabulary at `--rate` sentences per second until `--duration` ends (or, with
 //! `--set sentences=N`, after N sentences). End-to-end latency comes from the runtime's
 //! sampled latency markers.
@@ -34,11 +39,10 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use sluice_connectors::{
-    Csv, Delivery, EndAt, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource, KafkaSourceConfig,
-    Lines,
+    registry, Connector, Csv, FlowIo, KafkaRecord, Lines, StreamIo, TableSink, Target,
 };
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
-use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
+use sluice_ops::{text, Dataflow, Pacer, TypedSource};
 use sluice_transport::MAX_TUPLE_BYTES;
 use sluice_types::CompactString;
 
@@ -139,8 +143,8 @@ pub const MAX_VOCABULARY: usize = 1 << 24;
 fn build(config: &AppConfig) -> Result<App, AppError> {
     let settings = &config.settings;
     let parallelism = settings.get_in("parallelism", 1, 1..=MAX_PARALLELISM)?;
-    let input = Input {
-        file: config.input.clone(),
+    let mut input = Input {
+        file: None,
         rate: config.rate.filter(|r| *r > 0),
         words_per_sentence: settings.get_in("words", 10, 1..=MAX_WORDS_PER_SENTENCE)?,
         vocabulary: settings.get_in("vocabulary", 1000, 1..=MAX_VOCABULARY)?,
@@ -149,48 +153,55 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             .get("sentences", 0u64)
             .map(|n| (n > 0).then_some(n))?,
     };
-    // A Kafka input is read from the earliest record up to the end offsets at start.
-    let kafka = input
-        .file
+    // An address other than a file goes through the connectors' registry, as lines; a file
+    // is read by the sentence source (its limits, its position) and written as the table.
+    let connector_settings = settings.with_prefix("kafka.");
+    let input_at = config
+        .input
         .as_deref()
-        .map(kafka_address)
-        .transpose()?
-        .flatten();
-    let kafka_settings = settings.with_prefix("kafka.");
-    let kafka = kafka.map(|(brokers, topic)| {
-        let mut config = KafkaSourceConfig::new(brokers, topic);
-        config.end = EndAt::EndOffsetsAtStart;
-        config.settings = kafka_settings.clone();
-        config
-    });
-    let kafka_output = config
+        .map(|path| address(path, &connector_settings))
+        .transpose()?;
+    let output_at = config
         .output
         .as_deref()
-        .map(kafka_address)
-        .transpose()?
-        .flatten();
-    // A file has an end of its own, which `sluice run` knows; generated sentences have one
-    // with `--set sentences`.
-    let generated_sentences = input.sentences.filter(|_| input.file.is_none());
-    if let Some(path) = input.file.as_ref().filter(|_| kafka.is_none()) {
+        .map(|path| address(path, &connector_settings))
+        .transpose()?;
+    input.file = match &input_at {
+        Some(Address::File(path)) => Some(path.clone()),
+        _ => None,
+    };
+    if let Some(path) = &input.file {
         File::open(path).map_err(|e| AppError::File {
             path: path.display().to_string(),
             reason: format!("cannot read input: {e}"),
         })?;
     }
-    if kafka_output.is_none() {
+    let output = match &output_at {
+        Some(Address::File(path)) => Some(path.clone()),
+        _ => None,
+    };
+    if output.is_some() {
         config.check_output()?;
     }
-    let output = config.output.clone();
+    // A file has an end of its own, which `sluice run` knows; generated sentences have one
+    // with `--set sentences`.
+    let generated_sentences = input.sentences.filter(|_| input_at.is_none());
 
     let flow = Dataflow::new("wordcount");
-    let words = match kafka {
-        Some(kafka) => flow
-            .source("sentences", move |_| KafkaSource::new(kafka.clone(), Lines))
+    // Kafka is read and written typed, one operator each, so that the named plans place
+    // every operator; other connectors go through the registry's lines.
+    let words = match &input_at {
+        Some(Address::Connector(connector, target)) if connector.scheme == "kafka" => flow
+            .read_kafka("sentences", registry::kafka_source_config(target)?, Lines)
             .flat_map_into("split", |record: &KafkaRecord<String>, words| {
                 words.extend(text::words(&record.value))
             }),
-        None => flow
+        Some(Address::Connector(connector, target)) => connector
+            .read_lines(&flow, "sentences", target)?
+            .flat_map_into("split", |line: &String, words| {
+                words.extend(text::words(line))
+            }),
+        _ => flow
             .source("sentences", move |_| SentenceSource::new(input.clone()))
             .flat_map_into("split", |line: &String, words| {
                 words.extend(text::words(line))
@@ -203,22 +214,29 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         .key_by(|word: &CompactString| word)
         .count("sum")
         .parallelism(parallelism);
-    match kafka_output {
-        // Every count as it changes, `word<TAB>count`, keyed (and so partitioned) by word: a
-        // reader keeps each word's last record.
-        Some((brokers, topic)) => counts.sink("counts", move |_| {
-            let mut config = KafkaSinkConfig::new(&brokers, &topic, Delivery::AtLeastOnce);
-            config.settings = kafka_settings.clone();
-            KafkaSink::new(
-                config,
+    match &output_at {
+        // Every count as it changes, a `word<TAB>count` line (keyed by the word where the
+        // connector keys records): a reader keeps each word's last line.
+        Some(Address::Connector(connector, target)) if connector.scheme == "kafka" => {
+            counts.write_kafka(
+                "counts",
+                registry::kafka_sink_config(target)?,
                 Csv::new(b'\t'),
                 |(word, _): &(CompactString, u64)| Some(word.as_bytes().to_vec()),
-            )
-        }),
-        None => counts.sink("counts", move |_| {
-            TableSink::<CompactString, u64>::new(output.clone())
-        }),
-    };
+            );
+        }
+        Some(Address::Connector(connector, target)) => {
+            let lines = counts.map("format", |(word, count): &(CompactString, u64)| {
+                format!("{word}\t{count}")
+            });
+            connector.write_lines(&lines, "counts", target)?;
+        }
+        _ => {
+            counts.sink("counts", move |_| {
+                TableSink::<CompactString, u64>::new(output.clone())
+            });
+        }
+    }
     Ok(App::new(
         flow.build()?,
         Box::new(|report| {
@@ -242,23 +260,24 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     .with_finite_input("sentences", generated_sentences, "sentences"))
 }
 
-/// The brokers and the topic of `path` if it is `kafka://HOST:PORT[,HOST:PORT...]/TOPIC`
-/// (`None` for a file).
-fn kafka_address(path: &Path) -> Result<Option<(String, String)>, AppError> {
-    let Some(address) = path.to_str().and_then(|p| p.strip_prefix("kafka://")) else {
-        return Ok(None);
+/// Where an `--input` or `--output` address points.
+enum Address<'a> {
+    /// A file (a path that is not UTF-8 is one).
+    File(PathBuf),
+    /// Another connector of the registry, and its target.
+    Connector(&'static Connector, Target<'a>),
+}
+
+/// Where `path`, an `--input` or `--output` address, points.
+fn address<'a>(path: &'a Path, settings: &'a [(String, String)]) -> Result<Address<'a>, AppError> {
+    let Some(text) = path.to_str() else {
+        return Ok(Address::File(path.to_path_buf()));
     };
-    match address.split_once('/') {
-        Some((brokers, topic))
-            if !brokers.is_empty() && !topic.is_empty() && !topic.contains('/') =>
-        {
-            Ok(Some((brokers.to_owned(), topic.to_owned())))
-        }
-        _ => Err(AppError::File {
-            path: path.display().to_string(),
-            reason: "a Kafka topic is named kafka://HOST:PORT/TOPIC".into(),
-        }),
-    }
+    let (connector, target) = registry::resolve(text, settings)?;
+    Ok(match connector.file_path(&target) {
+        Some(file) => Address::File(file),
+        None => Address::Connector(connector, target),
+    })
 }
 
 /// Sentences per `produce` call at most.

@@ -64,6 +64,12 @@ impl<T> Default for Json<T> {
     }
 }
 
+impl<T> Clone for Json<T> {
+    fn clone(&self) -> Self {
+        Self::new()
+    }
+}
+
 impl<T: Serialize + DeserializeOwned> Format<T> for Json<T> {
     fn decode(&self, bytes: &[u8]) -> Result<T, FormatError> {
         Ok(serde_json::from_slice(bytes)?)
@@ -87,6 +93,12 @@ impl<T> Csv<T> {
             delimiter,
             of: PhantomData,
         }
+    }
+}
+
+impl<T> Clone for Csv<T> {
+    fn clone(&self) -> Self {
+        Self::new(self.delimiter)
     }
 }
 
@@ -120,7 +132,7 @@ impl<T: Serialize + DeserializeOwned> Format<T> for Csv<T> {
 }
 
 /// UTF-8 text: the whole record is one line (a trailing line end is not part of it).
-#[derive(Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Lines;
 
 impl Format<String> for Lines {
@@ -138,7 +150,7 @@ impl Format<String> for Lines {
 
 /// Raw bytes: the record as it is; a `Vec<u8>` in a source's records, a
 /// [`BytesTuple`](sluice_types::BytesTuple) (or a `Vec<u8>`) in a sink's input.
-#[derive(Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Raw;
 
 impl Format<sluice_types::BytesTuple> for Raw {

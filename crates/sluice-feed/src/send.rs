@@ -7,7 +7,7 @@
 //! - Multicast: channel `c` goes to the group `group + c` (the address counted up by `c`) at
 //!   `port`, sent on the interface `interface` (127.0.0.1 for loopback) with TTL 0, so nothing
 //!   leaves the host, and multicast loopback on, so local members receive it. A receiver joins
-//!   its channel's group (`sluice_ops::multicast::MulticastSource` does).
+//!   its channel's group (`sluice_connectors::multicast::MulticastSource` does).
 //! - Unicast: channel `c` goes to the `c`-th address, for hosts or containers without
 //!   multicast.
 //! - Shared memory: channel `c` goes to the Vega ring its feed handler made ([`crate::shm`]),

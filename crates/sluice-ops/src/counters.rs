@@ -1,10 +1,11 @@
-//! Operator reports made of named counters, the way the sources and sinks here report what
-//! they counted (malformed records, oversized frames, bytes written, …).
+//! Operator reports made of named counters, the way operators (and the connectors of
+//! `sluice-connectors`) report what they counted (unrouted tuples, duplicates, malformed
+//! records, oversized frames, bytes written, …).
 
 use sluice_graph::OperatorReport;
 
 /// Sets each `(name, value)` of `counters` in `report`.
-pub(crate) fn add_counters(report: &mut OperatorReport, counters: &[(&str, u64)]) {
+pub fn add_counters(report: &mut OperatorReport, counters: &[(&str, u64)]) {
     for &(name, value) in counters {
         report.counters.insert(name.to_string(), value);
     }

@@ -979,3 +979,27 @@ fn an_application_without_yardsticks_is_refused_naming_those_there_are() {
         "--plan",
     );
 }
+
+#[test]
+fn wordcount_takes_any_address_of_the_connectors_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("hamlet.txt");
+    std::fs::write(&input, "To be, or not to be\n").unwrap();
+    let input = input.to_str().unwrap();
+    // `stdout` was taken for a file of that name before the registry resolved addresses.
+    let o = sluice(&["run", "wordcount", "--input", input, "--output", "stdout"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let counts: Vec<&str> = out.lines().filter(|l| l.contains('\t')).collect();
+    assert!(
+        counts.contains(&"be\t2") && counts.contains(&"not\t1"),
+        "{counts:?}"
+    );
+    let o = sluice(&["run", "wordcount", "--input", "ftp://host/lines"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("ftp://host/lines: no connector for the scheme ftp:// (known: file, tcp, udp, stdout, kafka)"),
+        "{}",
+        stderr(&o)
+    );
+}

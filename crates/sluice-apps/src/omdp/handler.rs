@@ -21,11 +21,11 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::time::Instant;
 
+use sluice_connectors::MulticastConfig;
 use sluice_feed::{decode_packet, stamp_sent_ns, Message, Observed, Replay, SequenceGaps};
 use sluice_graph::{
     OperatorContext, OperatorError, OperatorReport, Output, Produced, Snapshot, Source,
 };
-use sluice_ops::MulticastConfig;
 use sluice_transport::datagram::ReceiveRing;
 use sluice_transport::shm_vega::ShmVegaReceiver;
 use sluice_transport::{RecvError, TupleReceiver};

@@ -5,11 +5,11 @@
 //! checkpoints and their completion are the [`StreamSink`]'s, so the file is exactly once
 //! through a recovery from a checkpoint.
 
+use sluice_connectors::framing::{DisplayLine, LineEncoder};
+use sluice_connectors::{ByteTarget, StreamSink};
 use sluice_graph::{
     CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
 };
-use sluice_ops::framing::{DisplayLine, LineEncoder};
-use sluice_ops::{ByteTarget, StreamSink};
 use sluice_types::{BatchRef, TupleRef};
 
 use crate::vwap::feed::Bargain;

@@ -13,12 +13,11 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
+use sluice_connectors::{ByteTarget, CsvFormat, CsvSink, StreamSink, TableSink};
 use sluice_graph::{
     Operator, OperatorContext, OperatorError, Output, OutputSink, OwnedTuple, Snapshot, Timer,
 };
-use sluice_ops::{
-    ByteTarget, CsvFormat, CsvSink, ExactlyOnce, StreamSink, TableSink, TransactionalSink,
-};
+use sluice_ops::{ExactlyOnce, TransactionalSink};
 use sluice_types::{normal_tuple, CompactString, Tuple, TupleRef};
 
 use Step::*;

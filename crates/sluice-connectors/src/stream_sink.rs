@@ -44,11 +44,11 @@ use sluice_graph::{
 };
 use sluice_types::{Tuple, TupleRef};
 
-use crate::counters::{add_counters, counter_report};
 use crate::framing::{DisplayLine, LengthEncoder, LineEncoder};
 use crate::net::TcpEndpoint;
 use crate::output_file::OutputFile;
 use crate::staged_output::{discard_stale_parts, StagedOutput, StagedState};
+use sluice_ops::{add_counters, counter_report};
 
 /// Bytes a [`StreamSink`] gathers before it writes them.
 pub const FLUSH_BYTES: usize = 64 << 10;

@@ -19,9 +19,9 @@ use serde::Serialize;
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_types::Tuple;
 
-use crate::counters::counter_report;
-use crate::sources::SOURCE_BATCH;
 use crate::stream_sink::{ByteTarget, StreamSink, TupleEncoder};
+use sluice_ops::counter_report;
+use sluice_ops::SOURCE_BATCH;
 
 /// How records are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +123,10 @@ fn replace_invalid_utf8(record: &ByteRecord) -> Option<ByteRecord> {
         .collect();
     replaced.set_position(record.position().cloned());
     Some(replaced)
+}
+
+impl<T: Tuple + DeserializeOwned> sluice_ops::TypedSource for CsvSource<T> {
+    type Out = T;
 }
 
 impl<T> Source for CsvSource<T>

@@ -23,9 +23,9 @@ use sluice_graph::{
 use sluice_transport::datagram::{ReceiveRing, MAX_DATAGRAM};
 use sluice_types::{Tuple, TupleRef};
 
-use crate::counters::counter_report;
 use crate::net::OnBound;
-use crate::sources::SOURCE_BATCH;
+use sluice_ops::counter_report;
+use sluice_ops::SOURCE_BATCH;
 
 /// Datagrams a [`UdpSource`] receives per system call at most.
 const RECEIVE_SLOTS: usize = 64;
@@ -110,6 +110,10 @@ impl<T: Tuple> UdpSource<T> {
             Err(_) => self.undecodable += 1,
         }
     }
+}
+
+impl<T: Tuple> sluice_ops::TypedSource for UdpSource<T> {
+    type Out = T;
 }
 
 impl<T: Tuple> Source for UdpSource<T> {

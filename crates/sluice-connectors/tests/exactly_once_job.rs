@@ -10,13 +10,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sluice_connectors::{ByteTarget, CsvFormat, CsvSink, StreamSink, TableSink};
 use sluice_exec::assemble::{self, Scope, Sites, Watched};
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::wait_threads;
 use sluice_exec::{InstanceState, JobState, RunOptions};
 use sluice_graph::{Graph, GraphBuilder, Operator, Ports};
-use sluice_ops::{ByteTarget, CsvFormat, CsvSink, Generator, StreamSink, TableSink};
+use sluice_ops::Generator;
 use sluice_plan::{plan, PhysicalPlan, PlanOptions, PlanRequest};
 use sluice_transport::tcp::JobSecret;
 use sluice_types::{CompactString, Tuple};

@@ -33,8 +33,8 @@ use std::marker::PhantomData;
 use sluice_graph::{OperatorError, OperatorReport};
 use sluice_types::Tuple;
 
-use crate::counters::add_counters;
 use crate::stream_sink::TupleEncoder;
+use sluice_ops::add_counters;
 
 /// Bytes of a frame's length prefix.
 pub const LENGTH_BYTES: usize = 4;

@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_connectors::{MulticastConfig, MulticastSource};
 use sluice_graph::{GraphBuilder, Ports};
-use sluice_ops::{Collect, Collected, MulticastConfig, MulticastSource};
+use sluice_ops::{Collect, Collected};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{start, RunOptions};
 use socket2::{Domain, Protocol, Socket, Type};

@@ -37,9 +37,9 @@ use sluice_transport::datagram::{ReceiveRing, MAX_BATCH, MAX_DATAGRAM};
 use sluice_types::{BytesTuple, Tuple};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::counters::counter_report;
-use crate::sources::SOURCE_BATCH;
 use crate::udp::receive;
+use sluice_ops::counter_report;
+use sluice_ops::SOURCE_BATCH;
 
 /// Bytes of a sequenced datagram's prefix.
 pub const SEQUENCE_BYTES: usize = 8;
@@ -200,6 +200,14 @@ where
             None => self.counters.undecodable += 1,
         }
     }
+}
+
+impl<T, F> sluice_ops::TypedSource for MulticastSource<T, F>
+where
+    T: Tuple,
+    F: FnMut(&[u8]) -> Option<T> + Send,
+{
+    type Out = T;
 }
 
 impl<T, F> Source for MulticastSource<T, F>

@@ -6,10 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use sluice_connectors::{ByteTarget, StreamSink};
 use sluice_graph::{Graph, GraphBuilder, Partitioning, Ports};
-use sluice_ops::{
-    collected, ByteTarget, Collect, Collected, Generator, RollingAggregate, StreamSink, Sum,
-};
+use sluice_ops::{collected, Collect, Collected, Generator, RollingAggregate, Sum};
 use sluice_plan::{plan, PhysicalPlan, PlanOptions, PlanRequest};
 use sluice_runtime::{resume_with, start, JobReport, Launcher, RunError, RunOptions, StopHandle};
 use sluice_types::partition_hash;

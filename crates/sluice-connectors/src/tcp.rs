@@ -23,12 +23,12 @@ use std::net::{TcpListener, TcpStream};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
 use sluice_types::Tuple;
 
-use crate::counters::counter_report;
 use crate::framing::{
     FrameCounters, FrameDecoder, FrameReader, LengthDecoder, LineDecoder, Pulled,
 };
 use crate::net::TcpEndpoint;
-use crate::sources::SOURCE_BATCH;
+use sluice_ops::counter_report;
+use sluice_ops::SOURCE_BATCH;
 
 /// Connections a listening source accepts per `produce` call at most.
 const ACCEPTS_PER_CALL: usize = 16;
@@ -172,6 +172,10 @@ impl<D: FrameDecoder> TcpSource<D> {
             TcpEndpoint::Listen(_) => self.end_after.is_some_and(|n| self.closed >= n),
         }
     }
+}
+
+impl<D: FrameDecoder> sluice_ops::TypedSource for TcpSource<D> {
+    type Out = D::Tuple;
 }
 
 impl<D: FrameDecoder> Source for TcpSource<D> {

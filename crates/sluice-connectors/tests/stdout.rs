@@ -4,6 +4,7 @@
 //! The test runs itself again as a child process whose standard output is a pipe the test
 //! reads; the child runs the job and reports its counters on standard error.
 
+#[path = "../../sluice-ops/tests/common/mod.rs"]
 mod common;
 
 use std::fmt::Write as _;
@@ -11,7 +12,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sluice_ops::{ByteTarget, Generator, StreamSink};
+use sluice_connectors::{ByteTarget, StreamSink};
+use sluice_ops::Generator;
 use sluice_plan::PlanRequest;
 
 use common::{counter, run_under, source_into, Watchdog};

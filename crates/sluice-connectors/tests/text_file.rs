@@ -2,14 +2,16 @@
 //! counted), lines written (flushed at the end and by a stop's drain), and the errors that
 //! name the operator and the path.
 
+#[path = "../../sluice-ops/tests/common/mod.rs"]
 mod common;
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use sluice_connectors::{ByteTarget, StreamSink, TextFileSource};
 use sluice_graph::{GraphBuilder, Ports};
-use sluice_ops::{ByteTarget, Generator, StreamSink, TextFileSource};
+use sluice_ops::Generator;
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{start, RunOptions};
 

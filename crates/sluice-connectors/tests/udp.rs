@@ -2,6 +2,7 @@
 //! counted), a sink's datagrams reach a source in another job, and a tuple too large for a
 //! datagram is refused with both sizes.
 
+#[path = "../../sluice-ops/tests/common/mod.rs"]
 mod common;
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -9,7 +10,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use sluice_ops::{Generator, UdpSink, UdpSource};
+use sluice_connectors::{UdpSink, UdpSource};
+use sluice_ops::Generator;
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{start, JobReport, RunOptions};
 use sluice_types::BytesTuple;

@@ -2,10 +2,12 @@
 //! or failing the job when asked; bad UTF-8 replaced and counted), records written with a
 //! header row and read back the same.
 
+#[path = "../../sluice-ops/tests/common/mod.rs"]
 mod common;
 
 use serde::{Deserialize, Serialize};
-use sluice_ops::{ByteTarget, CsvFormat, CsvSink, CsvSource, Generator, MalformedRecords};
+use sluice_connectors::{ByteTarget, CsvFormat, CsvSink, CsvSource, MalformedRecords};
+use sluice_ops::Generator;
 use sluice_plan::PlanRequest;
 use sluice_types::normal_tuple;
 

@@ -2,6 +2,7 @@
 //! reading a listening sink, frames round-tripping between jobs, and the peer's mistakes
 //! (a huge length, a frame cut short) counted without failing the job.
 
+#[path = "../../sluice-ops/tests/common/mod.rs"]
 mod common;
 
 use std::io::Write;
@@ -10,10 +11,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use sluice_ops::{
-    ByteTarget, Collect, Generator, LengthDecoder, StreamSink, TcpConnect, TcpEndpoint, TcpListen,
-    TcpSource,
+use sluice_connectors::{
+    ByteTarget, LengthDecoder, StreamSink, TcpConnect, TcpEndpoint, TcpListen, TcpSource,
 };
+use sluice_ops::{Collect, Generator};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{start, RunOptions};
 use sluice_types::BytesTuple;
