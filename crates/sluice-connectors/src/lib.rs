@@ -2,8 +2,8 @@
 //! librdkafka, with exactly-once output through Kafka transactions), and the record
 //! [`format`]s they read and write (JSON, CSV, UTF-8 lines, raw bytes).
 //!
-//! The file, CSV, TCP, UDP and multicast connectors still live in `sluice-ops`; they move
-//! here later.
+//! The file, CSV, TCP, UDP and multicast sources and sinks live in `sluice-ops`, beside the
+//! operators.
 
 pub mod format;
 pub mod kafka;
