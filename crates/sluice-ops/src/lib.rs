@@ -89,6 +89,7 @@ pub use dedup::{Dedup, Deduplicate};
 pub use join::{JoinEventTimes, JoinWindow, TableJoin, WindowJoin};
 pub use keyed::{Key, KeyedState};
 pub use rolling::{RollingAggregate, TableSink};
+pub use sluice_types::utc_text;
 pub use watermarks::WatermarkAssigner;
 pub use window::{LatePolicy, Shape, TimeDomain, WindowOperator, Windowed, Windows};
 
