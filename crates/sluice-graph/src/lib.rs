@@ -27,4 +27,6 @@ pub use operator::{
 };
 pub use partitioning::{KeyFn, Partitioning};
 pub use placement::Placement;
-pub use snapshot::{histogram_from_pairs, histogram_pairs, KeyedEntry, Snapshot};
+pub use snapshot::{
+    histogram_from_pairs, histogram_pairs, CheckpointState, KeyedEntry, LaterSnapshot, Snapshot,
+};

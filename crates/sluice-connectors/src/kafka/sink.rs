@@ -47,7 +47,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
+    expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport,
+    Output, Snapshot,
 };
 use sluice_types::{Tuple, TupleRef};
 
@@ -495,10 +496,10 @@ where
         Ok(())
     }
 
-    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<CheckpointState, OperatorError> {
         self.flush()?;
         let Some(transactions) = self.transactions.as_mut() else {
-            return Ok(Snapshot::default());
+            return Ok(Snapshot::default().into());
         };
         let records = std::mem::take(&mut transactions.open);
         transactions.closed.push_back(Epoch {
@@ -509,6 +510,7 @@ where
             transactional_id: &transactions.id,
             pending: &transactions.closed,
         })
+        .map(CheckpointState::Now)
     }
 
     fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {
