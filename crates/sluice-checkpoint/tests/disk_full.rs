@@ -121,8 +121,8 @@ fn a_full_disk_fails_the_checkpoint_and_keeps_the_one_before() {
     .join()
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     if let Err(e) = outcome {
-        let why = format!("cannot mount a small tmpfs in a mount namespace (needs root): {e}");
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-        eprintln!("skipped: {why}");
+        sluice_skip::skip(format!(
+            "cannot mount a small tmpfs in a mount namespace (needs root): {e}"
+        ));
     }
 }

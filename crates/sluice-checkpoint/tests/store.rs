@@ -470,11 +470,7 @@ fn open_refuses_a_directory_of_another_user() {
     let other = me + 1;
     if let Err(e) = std::os::unix::fs::chown(&job, Some(other), None) {
         // Giving a file away takes root (CAP_CHOWN).
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "cannot give a directory to uid {other} to test with: {e}"
-        );
-        eprintln!("skipped: cannot give a directory to uid {other}: {e}");
+        sluice_skip::skip(format!("cannot give a directory to uid {other}: {e}"));
         return;
     }
     let error = CheckpointStore::open(&job).unwrap_err();

@@ -61,7 +61,9 @@ fn inside_a_namespace(name: &str) -> bool {
     let namespace = match Namespace::create() {
         Ok(ns) => ns,
         Err(why) => {
-            eprintln!("skipped: no network namespace for the multicast test ({why})");
+            sluice_skip::skip(format!(
+                "no network namespace for the multicast test ({why})"
+            ));
             return true;
         }
     };

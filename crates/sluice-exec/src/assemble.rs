@@ -7,8 +7,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
 
-use sluice_graph::{Graph, OperatorContext, OperatorKind, Partitioning};
-use sluice_plan::{ChannelPlan, InstanceId, PhysicalPlan};
+use sluice_graph::{EdgeDef, Graph, OperatorContext, OperatorKind, Partitioning};
+use sluice_plan::{ChannelPlan, EdgePlan, InstanceId, PhysicalPlan, ThreadPlan};
 use sluice_shm::SegmentName;
 use sluice_sync::IdleStrategy;
 use sluice_transport::tcp::JobSecret;
@@ -177,6 +177,11 @@ pub struct Watched<'a> {
 /// Builds this process's threads (opening the senders of channels bound elsewhere), starts
 /// them and returns once each has run its operators' start hooks; their sources wait for
 /// `control` to say go.
+///
+/// In phases: the threads of this process's PEs and where each instance lives in them; each
+/// thread's operators (their state resumed); the receivers bound here attached to their
+/// instances; every edge's fans from its upstream instances, fused or through transports;
+/// then the threads spawned.
 pub fn start(
     graph: &Graph,
     plan: &PhysicalPlan,
@@ -191,16 +196,51 @@ pub fn start(
         metrics,
         resume,
     } = watched;
-    let placed: Vec<_> = plan
+    let placed: Vec<(&str, &ThreadPlan)> = plan
         .pes
         .iter()
         .filter(|pe| scope.runs(pe.id))
         .flat_map(|pe| pe.threads.iter().map(move |t| (pe.name.as_str(), t)))
         .collect();
-    let threads: Vec<_> = placed.iter().map(|(_, t)| *t).collect();
-    // Where each local instance lives: (thread position, node position in that thread).
+    let location = locate_instances(plan, scope, &placed)?;
+    let mut execs = Vec::with_capacity(placed.len());
+    for (_, t) in &placed {
+        let nodes = t
+            .instances
+            .iter()
+            .map(|id| new_node(graph, plan, *id, resume).map(RefCell::new))
+            .collect::<Result<_, _>>()?;
+        execs.push(ThreadExec {
+            name: t.name.clone(),
+            core: t.core,
+            nodes,
+            inbound: Vec::new(),
+        });
+    }
+    attach_bound_receivers(plan, bound, &location, &mut execs);
+    let wiring = Wiring {
+        graph,
+        plan,
+        scope,
+        sites,
+        location: &location,
+    };
+    for edge in graph.edges() {
+        wiring.fans_of(edge, &mut execs)?;
+    }
+    spawn_threads(plan, options, (control, metrics), execs, &placed)
+}
+
+/// Where each local instance lives, by instance id: (thread position in `placed`, node
+/// position in that thread); `None` for instances of other processes. An instance of a local
+/// PE in none of its threads is a plan mismatch.
+fn locate_instances(
+    plan: &PhysicalPlan,
+    scope: Scope,
+    placed: &[(&str, &ThreadPlan)],
+) -> Result<Vec<Option<(usize, usize)>>, RunError> {
     let mut location = vec![None; plan.instances.len()];
-    for (t, thread) in threads.iter().enumerate() {
+    for (t, (_, thread)) in placed.iter().enumerate() {
         for (k, id) in thread.instances.iter().enumerate() {
             location[id.0] = Some((t, k));
         }
@@ -215,22 +255,16 @@ pub fn start(
             lost.name
         )));
     }
+    Ok(location)
+}
 
-    let mut execs = Vec::with_capacity(threads.len());
-    for t in &threads {
-        let nodes = t
-            .instances
-            .iter()
-            .map(|id| new_node(graph, plan, *id, resume).map(RefCell::new))
-            .collect::<Result<_, _>>()?;
-        execs.push(ThreadExec {
-            name: t.name.clone(),
-            core: t.core,
-            nodes,
-            inbound: Vec::new(),
-        });
-    }
-
+/// Gives each receiver `bound` here to the thread of its downstream instance.
+fn attach_bound_receivers(
+    plan: &PhysicalPlan,
+    bound: Bound,
+    location: &[Option<(usize, usize)>],
+    execs: &mut [ThreadExec],
+) {
     for (channel, receiver) in bound.receivers {
         let c = &plan.channels[channel];
         let Some((to_thread, to_node)) = location[c.to.instance.0] else {
@@ -247,19 +281,34 @@ pub fn start(
             tuples: 0,
         });
     }
+}
 
-    for edge in graph.edges() {
-        let up = graph.operator(edge.from.operator);
-        for from in plan
+/// What wiring the edges of this process's instances reads.
+struct Wiring<'a> {
+    graph: &'a Graph,
+    plan: &'a PhysicalPlan,
+    scope: Scope,
+    sites: &'a Sites,
+    location: &'a [Option<(usize, usize)>],
+}
+
+impl Wiring<'_> {
+    /// Gives every local upstream instance of the logical `edge` its fan: the edge's
+    /// partitioning over its physical edges' targets.
+    fn fans_of(&self, edge: &EdgeDef, execs: &mut [ThreadExec]) -> Result<(), RunError> {
+        let up = self.graph.operator(edge.from.operator);
+        for from in self
+            .plan
             .instances
             .iter()
             .filter(|i| i.operator == up.id.0)
             .map(|i| i.id)
         {
-            let Some((from_thread, from_node)) = location[from.0] else {
+            let Some((from_thread, from_node)) = self.location[from.0] else {
                 continue;
             };
-            let mut physical: Vec<_> = plan
+            let mut physical: Vec<_> = self
+                .plan
                 .edges
                 .iter()
                 .filter(|e| e.logical == edge.id.0 && e.from.instance == from)
@@ -270,67 +319,7 @@ pub fn start(
             }
             let mut targets = Vec::with_capacity(physical.len());
             for pe in physical {
-                let label = format!(
-                    "{} -> {}",
-                    plan.instance(from).name,
-                    plan.instance(pe.to.instance).name
-                );
-                let transport_error = |error| RunError::Transport {
-                    edge: label.clone(),
-                    error,
-                };
-                let to = pe.to.instance.0;
-                let local_to = location[to];
-                let Some(channel) = pe.channel.map(|c| &plan.channels[c]) else {
-                    match local_to {
-                        Some((to_thread, to_node)) if to_thread == from_thread => {
-                            targets.push((
-                                to,
-                                Target::Fused {
-                                    node: to_node,
-                                    port: pe.to.port,
-                                },
-                            ));
-                            continue;
-                        }
-                        _ => {
-                            return Err(RunError::PlanMismatch(format!(
-                                "edge {label} is fused but crosses threads"
-                            )))
-                        }
-                    }
-                };
-                if local_to.is_some_and(|(t, _)| t == from_thread) {
-                    return Err(RunError::PlanMismatch(format!(
-                        "edge {label} uses {} inside one thread",
-                        pe.transport
-                    )));
-                }
-                let stream = &up.outputs[edge.from.port];
-                if joined_in_process(plan, channel, scope) {
-                    let (sender, receiver) = stream
-                        .connect(&channel.transport)
-                        .map_err(transport_error)?;
-                    let (to_thread, to_node) = local_to.ok_or_else(|| {
-                        RunError::PlanMismatch(format!("edge {label} leads nowhere"))
-                    })?;
-                    targets.push((to, Target::Remote(sender)));
-                    execs[to_thread].inbound.push(Inbound {
-                        receiver,
-                        node: to_node,
-                        port: pe.to.port,
-                        edge: label,
-                        from: single_sender(channel),
-                        transport: channel.transport.name().to_string(),
-                        open: 1,
-                        tuples: 0,
-                    });
-                } else {
-                    let sender = stream
-                        .open_sender(&channel.transport, &sites.site(plan, channel, Some(from))?)
-                        .map_err(transport_error)?;
-                    targets.push((to, Target::Remote(sender)));
-                }
+                targets.push(self.target(edge, from, from_thread, pe, execs)?);
             }
             let picker = match &edge.partitioning {
                 Partitioning::Forward => Picker::Forward,
@@ -341,8 +330,92 @@ pub fn start(
             execs[from_thread].nodes[from_node].get_mut().routes[edge.from.port]
                 .push(Fan::new(picker, targets));
         }
+        Ok(())
     }
 
+    /// The target of the physical edge `pe` from instance `from` (in thread `from_thread`)
+    /// of the logical `edge`: a direct call in the same thread, a sender joined in this
+    /// process with its receiver given to the downstream thread, or a sender opened to a
+    /// receiver bound elsewhere.
+    fn target(
+        &self,
+        edge: &EdgeDef,
+        from: InstanceId,
+        from_thread: usize,
+        pe: &EdgePlan,
+        execs: &mut [ThreadExec],
+    ) -> Result<(usize, Target), RunError> {
+        let plan = self.plan;
+        let label = format!(
+            "{} -> {}",
+            plan.instance(from).name,
+            plan.instance(pe.to.instance).name
+        );
+        let transport_error = |error| RunError::Transport {
+            edge: label.clone(),
+            error,
+        };
+        let to = pe.to.instance.0;
+        let local_to = self.location[to];
+        let Some(channel) = pe.channel.map(|c| &plan.channels[c]) else {
+            return match local_to {
+                Some((to_thread, to_node)) if to_thread == from_thread => Ok((
+                    to,
+                    Target::Fused {
+                        node: to_node,
+                        port: pe.to.port,
+                    },
+                )),
+                _ => Err(RunError::PlanMismatch(format!(
+                    "edge {label} is fused but crosses threads"
+                ))),
+            };
+        };
+        if local_to.is_some_and(|(t, _)| t == from_thread) {
+            return Err(RunError::PlanMismatch(format!(
+                "edge {label} uses {} inside one thread",
+                pe.transport
+            )));
+        }
+        let stream = &self.graph.operator(edge.from.operator).outputs[edge.from.port];
+        if !joined_in_process(plan, channel, self.scope) {
+            let sender = stream
+                .open_sender(
+                    &channel.transport,
+                    &self.sites.site(plan, channel, Some(from))?,
+                )
+                .map_err(transport_error)?;
+            return Ok((to, Target::Remote(sender)));
+        }
+        let (sender, receiver) = stream
+            .connect(&channel.transport)
+            .map_err(transport_error)?;
+        let (to_thread, to_node) = local_to
+            .ok_or_else(|| RunError::PlanMismatch(format!("edge {label} leads nowhere")))?;
+        execs[to_thread].inbound.push(Inbound {
+            receiver,
+            node: to_node,
+            port: pe.to.port,
+            edge: label,
+            from: single_sender(channel),
+            transport: channel.transport.name().to_string(),
+            open: 1,
+            tuples: 0,
+        });
+        Ok((to, Target::Remote(sender)))
+    }
+}
+
+/// Spawns a thread for each of `execs` (placed as `placed` says), watched by the job's
+/// control and publishing to its metrics when they are on; returns once every thread has
+/// run its operators' start hooks.
+fn spawn_threads(
+    plan: &PhysicalPlan,
+    options: &RunOptions,
+    (control, metrics): (&Arc<JobControl>, Option<&ProcessMetrics>),
+    execs: Vec<ThreadExec>,
+    placed: &[(&str, &ThreadPlan)],
+) -> Result<Vec<Worker>, RunError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let idle = options
         .idle
@@ -361,7 +434,7 @@ pub fn start(
         plan.check_checkpointed()?;
     }
     let mut workers = Vec::with_capacity(execs.len());
-    for (thread, (exec, (pe, _))) in execs.into_iter().zip(&placed).enumerate() {
+    for (thread, (exec, (pe, _))) in execs.into_iter().zip(placed).enumerate() {
         let publisher = metrics.map(|m| m.register(thread_labels(pe, &exec)));
         let (control_t, ready_t) = (control.clone(), ready.clone());
         let name = exec.name.clone();

@@ -1,8 +1,9 @@
 //! The logical graph of a streaming application and the API its operators implement.
 //!
-//! A user (or, later, the SCSQL compiler) builds a [`Graph`] with a [`GraphBuilder`]: sources
-//! and operators with typed input and output ports, connected by edges that say how tuples are
-//! partitioned among the downstream operator's parallel instances. [`GraphBuilder::build`]
+//! A program (through `sluice-ops`' fluent builder) or the SCSQL compiler (`sluice-query`)
+//! builds a [`Graph`] with a [`GraphBuilder`]: sources and operators with typed input and
+//! output ports, connected by edges that say how tuples are partitioned among the downstream
+//! operator's parallel instances. [`GraphBuilder::build`]
 //! validates the whole graph. The graph knows nothing of threads or processes: the planner
 //! (`sluice-plan`) decides those, and the runtime (`sluice-runtime`) executes them.
 #![forbid(unsafe_code)]

@@ -49,6 +49,7 @@ pub use join::{JoinEventTimes, JoinWindow, TableJoin, WindowJoin};
 pub use keyed::{Key, KeyedState};
 pub use keyed_stream::KeyedStream;
 pub use rolling::RollingAggregate;
+pub use sluice_types::utc_text;
 pub use watermarks::WatermarkAssigner;
 pub use window::{LatePolicy, Shape, TimeDomain, WindowOperator, Windowed, Windows};
 pub use windowed_stream::WindowedStream;

@@ -10,8 +10,12 @@
 //!
 //! # Time
 //!
-//! Time is in nanoseconds. By processing time a tuple belongs where `CLOCK_MONOTONIC` is when
-//! it arrives, and a window fires on a processing-time timer at its end. By event time a
+//! Time is in nanoseconds. By processing time a tuple belongs where the wall clock is when it
+//! arrives, in UTC nanoseconds since the Unix epoch ([`sluice_types::WallClock`]: read once
+//! per instance and advanced by `CLOCK_MONOTONIC`, so it never jumps with the system clock),
+//! windows are aligned to the epoch (a one-minute window starts on the minute) and a
+//! [`Windowed`]'s `start` and `end` are times a person reads ([`sluice_types::utc_text`]
+//! prints them); a window fires on a processing-time timer at its end. By event time a
 //! tuple's time is what the user's function reads from it, and a window `[start, end)` fires
 //! when the operator's event time (the least watermark of its upstream instances) reaches
 //! `end`. A tuple is *late* when every window that would hold it has ended more than the
@@ -31,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use sluice_graph::{
     expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot, Timer,
 };
-use sluice_types::{monotonic_ns, BatchRef, Tuple, TupleRef};
+use sluice_types::{BatchRef, Tuple, TupleRef, WallClock};
 
 use crate::aggregate::{Aggregate, Value};
 use crate::keyed::{Key, KeyedState};
@@ -41,10 +45,11 @@ use crate::keyed::{Key, KeyedState};
 pub struct Windowed<K, V> {
     /// The key.
     pub key: K,
-    /// Where the window starts: a time in nanoseconds, or for a count window the key's
-    /// sequence number of its first tuple.
+    /// Where the window starts: by processing time, UTC nanoseconds since the Unix epoch
+    /// ([`sluice_types::utc_text`] prints it); by event time, the user's time as the event-time
+    /// function reads it; for a count window, the key's sequence number of its first tuple.
     pub start: u64,
-    /// Where it ends (exclusive).
+    /// Where it ends (exclusive), as `start`.
     pub end: u64,
     /// The aggregate of its tuples.
     pub value: V,
@@ -65,7 +70,7 @@ pub type EventTimeFn<T> = Arc<dyn Fn(&T) -> u64 + Send + Sync>;
 
 /// Which clock places tuples in windows.
 pub enum TimeDomain<T> {
-    /// `CLOCK_MONOTONIC` when the tuple arrives.
+    /// The wall clock when the tuple arrives: UTC nanoseconds since the Unix epoch.
     Processing,
     /// The tuple's own time, as the function reads it.
     Event(EventTimeFn<T>),
@@ -285,8 +290,11 @@ pub struct WindowOperator<T, K, F, A: Aggregate<T>> {
     windows: Windows<T>,
     aggregate: A,
     state: KeyedState<K, KeyWindows<A::Acc>>,
-    /// The instance's event time, or the processing time of the last timer.
+    /// The instance's event time, or the processing time (UTC) of the last timer.
     now: u64,
+    /// Processing time: the wall clock, and its conversion to the monotonic times timers are
+    /// set in.
+    wall: WallClock,
     results: Vec<Windowed<K, A::Out>>,
     late: Vec<T>,
     late_count: u64,
@@ -307,6 +315,7 @@ where
             aggregate,
             state: KeyedState::new(),
             now: 0,
+            wall: WallClock::new(),
             results: Vec::new(),
             late: Vec::new(),
             late_count: 0,
@@ -325,14 +334,14 @@ where
         if self.by_event_time() {
             Timer::Event(end)
         } else {
-            Timer::Processing(end)
+            Timer::Processing(self.wall.to_monotonic(end))
         }
     }
 
     fn take(&mut self, tuple: &T, out: &mut Output<'_>) {
         let key = (self.key)(tuple);
         let at = match &self.windows.time {
-            TimeDomain::Processing => monotonic_ns(),
+            TimeDomain::Processing => self.wall.now(),
             TimeDomain::Event(time) => time(tuple),
         };
         match self.windows.shape {
@@ -704,7 +713,10 @@ where
     }
 
     fn timer(&mut self, timer: Timer, out: &mut Output<'_>) -> Result<(), OperatorError> {
-        let (Timer::Event(now) | Timer::Processing(now)) = timer;
+        let now = match timer {
+            Timer::Event(now) => now,
+            Timer::Processing(monotonic) => self.wall.from_monotonic(monotonic),
+        };
         self.advance(now);
         self.emit(out)
     }

@@ -123,3 +123,49 @@ fn tuples_later_than_the_watermark_are_counted_late() {
         );
     }
 }
+
+/// Nanoseconds since the Unix epoch, by the system's wall clock.
+fn utc_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+#[test]
+fn processing_time_windows_carry_utc_times_aligned_to_their_size() {
+    let size = Duration::from_millis(200);
+    let size_ns = size.as_nanos() as u64;
+    for request in every_plan() {
+        let into: Collected<Windowed<u64, u64>> = Default::default();
+        let sink_into = into.clone();
+        let flow = Dataflow::new("processing-windows");
+        flow.source("events", |_| {
+            IterSource::new((0..1000u64).map(|i| (i % 3, i)))
+        })
+        .key_by(|e: &Event| &e.0)
+        .window(Windows::tumbling(size))
+        .count("count")
+        .sink("sink", move |_| Collect::new(sink_into.clone()));
+        let before = utc_now();
+        run_in_process(&flow.build().unwrap(), &request).unwrap();
+        let after = utc_now();
+        let windows = drain(&into);
+        assert_eq!(windows.iter().map(|w| w.value).sum::<u64>(), 1000);
+        for w in &windows {
+            // A window holds a tuple that arrived during the run: it starts before the run
+            // ended and ends after it began, on the wall clock (a step of the system clock
+            // during the test aside).
+            assert!(
+                w.start <= after && w.end > before,
+                "{request:?}: window [{}, {}) outside the run [{}, {}]",
+                sluice_types::utc_text(w.start),
+                sluice_types::utc_text(w.end),
+                sluice_types::utc_text(before),
+                sluice_types::utc_text(after),
+            );
+            assert_eq!(w.end - w.start, size_ns);
+            assert_eq!(w.start % size_ns, 0, "aligned to the epoch");
+        }
+    }
+}

@@ -1,6 +1,7 @@
-//! TurboStream's coarse-grained placement (`../shared/seeds/004_686798b0a47842cc.txt`, section
-//! V): which host each task (operator instance) runs on, so that tasks that talk much share a
-//! host and every host carries a load in proportion to its free slots.
+//! TurboStream's coarse-grained placement (Wu et al., "TurboStream: Towards Low-Latency Data
+//! Stream Processing", section V): which host each task (operator instance) runs on, so that
+//! tasks that talk much share a host and every host carries a load in proportion to its free
+//! slots.
 //!
 //! Two steps, as the paper's:
 //! - [`TaskConsolidation`] (its Algorithm 1): each task, in turn, is paired with its heaviest

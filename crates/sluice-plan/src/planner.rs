@@ -264,24 +264,90 @@ pub fn replicated_graph(graph: &Graph, request: &PlanRequest) -> Result<Graph, P
 
 /// Plans `graph` as `request` asks. A plan file that replicates operators needs the graph
 /// [`replicated_graph`] makes.
+///
+/// In phases: the operators' instances; their threads, as the request places them, grouped
+/// into PEs; the PEs placed on hosts and the threads on cores; a transport for every channel;
+/// then the whole plan checked.
 pub fn plan(
     graph: &Graph,
     request: &PlanRequest,
     options: &PlanOptions,
 ) -> Result<PhysicalPlan, PlanError> {
-    if let PlanRequest::File(path, file) = request {
-        for r in &file.replicas {
-            let has = graph.find(&r.operator).map_or(0, |o| o.parallelism);
-            if has != r.parallelism {
-                return Err(PlanError::Unreplicated {
-                    file: path.clone(),
-                    operator: r.operator.clone(),
-                    wanted: r.parallelism,
-                    has,
-                });
+    check_replicas(graph, request)?;
+    let (mut instances, first_instance) = instances_of(graph);
+    let placed = threads_of(graph, request, options, &instances, &first_instance)?;
+    let mut pes = group_into_pes(placed.threads);
+    for pe in &pes {
+        for t in &pe.threads {
+            for i in &t.instances {
+                instances[i.0].thread = t.id;
+                instances[i.0].pe = pe.id;
             }
         }
     }
+    let hosts = options
+        .hosts
+        .clone()
+        .unwrap_or_else(|| HostsFile::localhost(options.cores))
+        .hosts;
+    let host_of_pe = place_on_hosts(graph, request, &mut pes, &instances, &hosts)?;
+    let host_of: Vec<usize> = instances.iter().map(|i| host_of_pe[i.pe]).collect();
+    let pinned = match request {
+        PlanRequest::File(path, file) => pinned_transports(graph, path, file)?,
+        _ => BTreeMap::new(),
+    };
+    let (edges, channels) = crate::transports::choose(
+        graph,
+        &instances,
+        &first_instance,
+        &pinned,
+        placed.capacity,
+        (&host_of, &hosts),
+        options.checkpointed,
+    )?;
+    let threads: Vec<ThreadPlan> = pes.iter().flat_map(|p| p.threads.clone()).collect();
+    check_thread_cycles(&threads, &instances, &edges)?;
+
+    let plan = PhysicalPlan {
+        job: graph.name().to_string(),
+        strategy: placed.strategy,
+        pes,
+        instances,
+        edges,
+        channels,
+        hosts,
+        launcher: options.hosts.as_ref().map(|h| h.launcher.clone()),
+    };
+    plan.check()?;
+    if options.checkpointed {
+        plan.check_checkpointed()?;
+    }
+    Ok(plan)
+}
+
+/// Refuses a plan file whose replicated operators `graph` does not have at the parallelism
+/// the file gives (the graph was not made by [`replicated_graph`]).
+fn check_replicas(graph: &Graph, request: &PlanRequest) -> Result<(), PlanError> {
+    let PlanRequest::File(path, file) = request else {
+        return Ok(());
+    };
+    for r in &file.replicas {
+        let has = graph.find(&r.operator).map_or(0, |o| o.parallelism);
+        if has != r.parallelism {
+            return Err(PlanError::Unreplicated {
+                file: path.clone(),
+                operator: r.operator.clone(),
+                wanted: r.parallelism,
+                has,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every operator's instances in topological order (named `op[i]` when there are several),
+/// not yet on a PE or thread; and the index of each operator's first instance.
+fn instances_of(graph: &Graph) -> (Vec<InstancePlan>, Vec<usize>) {
     let mut instances = Vec::new();
     let mut first_instance = vec![0usize; graph.operators().len()];
     for &op_id in graph.topological_order() {
@@ -304,8 +370,35 @@ pub fn plan(
             });
         }
     }
+    (instances, first_instance)
+}
 
-    let (strategy, placed, capacity) = match request {
+/// The threads a request places the instances on, before they are grouped into PEs.
+struct Placed {
+    /// The plan's strategy: the request's name, or the plan file's path.
+    strategy: String,
+    /// Each thread with the name of its PE.
+    threads: Vec<(String, ThreadPlan)>,
+    /// Messages each queue between threads holds, checked against its limit.
+    capacity: usize,
+}
+
+/// Places the instances on threads (and names their PEs) as `request` says, with the queue
+/// capacity it asks for, refused outside `1..=MAX_QUEUE_CAPACITY`.
+fn threads_of(
+    graph: &Graph,
+    request: &PlanRequest,
+    options: &PlanOptions,
+    instances: &[InstancePlan],
+    first_instance: &[usize],
+) -> Result<Placed, PlanError> {
+    let thread_each = |pe: &dyn Fn(&InstancePlan) -> String| {
+        instances
+            .iter()
+            .map(|i| (pe(i), thread(i.id.0, &i.name, None, vec![i.id.0])))
+            .collect()
+    };
+    let (strategy, threads, capacity) = match request {
         PlanRequest::Fused => (
             "fused".to_string(),
             vec![(
@@ -316,28 +409,17 @@ pub fn plan(
         ),
         PlanRequest::Threaded => (
             "threaded".to_string(),
-            instances
-                .iter()
-                .map(|i| {
-                    (
-                        MAIN_PE.to_string(),
-                        thread(i.id.0, &i.name, None, vec![i.id.0]),
-                    )
-                })
-                .collect(),
+            thread_each(&|_| MAIN_PE.to_string()),
             options.queue_capacity,
         ),
         PlanRequest::Processes => (
             "processes".to_string(),
-            instances
-                .iter()
-                .map(|i| (i.name.clone(), thread(i.id.0, &i.name, None, vec![i.id.0])))
-                .collect(),
+            thread_each(&|i| i.name.clone()),
             options.queue_capacity,
         ),
         PlanRequest::File(path, file) => (
             path.clone(),
-            threads_from_file(graph, path, file, &instances, &first_instance)?,
+            threads_from_file(graph, path, file, instances, first_instance)?,
             file.queue_capacity.unwrap_or(options.queue_capacity),
         ),
     };
@@ -353,27 +435,29 @@ pub fn plan(
             value: capacity,
         });
     }
-    let mut pes = group_into_pes(placed);
-    for pe in &pes {
-        for t in &pe.threads {
-            for i in &t.instances {
-                instances[i.0].thread = t.id;
-                instances[i.0].pe = pe.id;
-            }
-        }
-    }
-    let hosts = options
-        .hosts
-        .clone()
-        .unwrap_or_else(|| HostsFile::localhost(options.cores))
-        .hosts;
+    Ok(Placed {
+        strategy,
+        threads,
+        capacity,
+    })
+}
+
+/// Places the PEs on `hosts` (where a plan file pins them, else by the placement algorithm)
+/// and each host's threads on its cores; names each PE's host and returns the host index of
+/// each PE.
+fn place_on_hosts(
+    graph: &Graph,
+    request: &PlanRequest,
+    pes: &mut [PePlan],
+    instances: &[InstancePlan],
+    hosts: &[HostSpec],
+) -> Result<Vec<usize>, PlanError> {
     let pe_of: Vec<usize> = instances.iter().map(|i| i.pe).collect();
     let pinned_hosts = match request {
-        PlanRequest::File(path, file) => hosts_from_file(path, file, &pes, &hosts)?,
+        PlanRequest::File(path, file) => hosts_from_file(path, file, pes, hosts)?,
         _ => vec![None; pes.len()],
     };
-    let host_of_pe =
-        crate::placement::place(graph, &pes, &instances, &pe_of, &hosts, &pinned_hosts)?;
+    let host_of_pe = crate::placement::place(graph, pes, instances, &pe_of, hosts, &pinned_hosts)?;
     for (pe, &h) in pes.iter_mut().zip(&host_of_pe) {
         pe.host = hosts[h].name.clone();
     }
@@ -386,38 +470,7 @@ pub fn plan(
             .collect();
         assign_cores(&mut on_host, host.cores)?;
     }
-    let host_of: Vec<usize> = instances.iter().map(|i| host_of_pe[i.pe]).collect();
-    let pinned = match request {
-        PlanRequest::File(path, file) => pinned_transports(graph, path, file)?,
-        _ => BTreeMap::new(),
-    };
-    let (edges, channels) = crate::transports::choose(
-        graph,
-        &instances,
-        &first_instance,
-        &pinned,
-        capacity,
-        (&host_of, &hosts),
-        options.checkpointed,
-    )?;
-    let threads: Vec<ThreadPlan> = pes.iter().flat_map(|p| p.threads.clone()).collect();
-    check_thread_cycles(&threads, &instances, &edges)?;
-
-    let plan = PhysicalPlan {
-        job: graph.name().to_string(),
-        strategy,
-        pes,
-        instances,
-        edges,
-        channels,
-        hosts,
-        launcher: options.hosts.as_ref().map(|h| h.launcher.clone()),
-    };
-    plan.check()?;
-    if options.checkpointed {
-        plan.check_checkpointed()?;
-    }
-    Ok(plan)
+    Ok(host_of_pe)
 }
 
 /// The PE of threads that name none.

@@ -93,6 +93,37 @@ pub struct Binder<'a> {
 }
 
 /// A diagnostic at `span`, labelled `here` (the caret's line says which part of the text).
+/// Refuses a call of `name` with `given` arguments unless `range` holds it.
+fn check_arity(
+    name: &str,
+    given: usize,
+    range: std::ops::RangeInclusive<usize>,
+    span: &Span,
+) -> Result<(), Diagnostic> {
+    if range.contains(&given) {
+        return Ok(());
+    }
+    let wanted = if range.start() == range.end() {
+        range.start().to_string()
+    } else {
+        format!("{} to {}", range.start(), range.end())
+    };
+    Err(error(
+        format!("{name} takes {wanted} argument(s), not {given}"),
+        span,
+    ))
+}
+
+/// What a stream process runs: a stream's pipeline, or a stream of one value; an allocation
+/// is refused with `refusal`.
+fn subquery(bound: Bound, refusal: &str, span: &Span) -> Result<Pipeline, Diagnostic> {
+    match bound {
+        Bound::Stream(p) => Ok(p),
+        Bound::Value(v) => Ok(Pipeline::new(Source::Values(vec![v]))),
+        Bound::Allocation(_) => Err(error(refusal, span)),
+    }
+}
+
 fn error(message: impl Into<String>, span: &Span) -> Diagnostic {
     Diagnostic::new(message, span.clone()).with_label("here")
 }
@@ -358,138 +389,35 @@ impl<'a> Binder<'a> {
         span: &Span,
     ) -> Result<Bound, Diagnostic> {
         let lower = name.to_lowercase();
-        let arity = |range: std::ops::RangeInclusive<usize>| {
-            if range.contains(&args.len()) {
-                Ok(())
-            } else {
-                Err(error(
-                    format!(
-                        "{name} takes {} argument(s), not {}",
-                        if range.start() == range.end() {
-                            range.start().to_string()
-                        } else {
-                            format!("{} to {}", range.start(), range.end())
-                        },
-                        args.len()
-                    ),
-                    span,
-                ))
-            }
-        };
+        let arity = |range| check_arity(name, args.len(), range, span);
         match lower.as_str() {
             "sp" => {
                 arity(1..=3)?;
-                let pipeline = match self.eval(&args[0], env)? {
-                    Bound::Stream(p) => p,
-                    Bound::Value(v) => Pipeline::new(Source::Values(vec![v])),
-                    Bound::Allocation(_) => {
-                        return Err(error(
-                            "sp runs a subquery, not an allocation",
-                            &args[0].span,
-                        ))
-                    }
-                };
+                let bound = self.eval(&args[0], env)?;
+                let pipeline = subquery(
+                    bound,
+                    "sp runs a subquery, not an allocation",
+                    &args[0].span,
+                )?;
                 let (cluster, allocation) = self.placement(&args[1..], env)?;
                 let id = self.new_sp(pipeline, cluster, &allocation, span)?;
                 Ok(Bound::Value(Value::Sp(id)))
             }
             "spv" => {
                 arity(1..=3)?;
-                let ExprKind::Select(select) = &args[0].kind else {
-                    return Err(error(
-                        "spv takes a select whose result is each stream process's subquery",
-                        &args[0].span,
-                    ));
-                };
-                let (cluster, allocation) = self.placement(&args[1..], env)?;
-                let mut handles = Vec::new();
-                for env in self.bindings(select, env)? {
-                    let pipeline = match self.eval(&select.result, &env)? {
-                        Bound::Stream(p) => p,
-                        Bound::Value(v) => Pipeline::new(Source::Values(vec![v])),
-                        Bound::Allocation(_) => {
-                            return Err(error(
-                                "spv runs subqueries, not allocations",
-                                &select.result.span,
-                            ))
-                        }
-                    };
-                    let id = self.new_sp(pipeline, cluster.clone(), &allocation, span)?;
-                    handles.push(Value::Sp(id));
-                }
-                Ok(Bound::Value(Value::Bag(handles)))
+                self.stream_processes(args, env, span)
             }
             "extract" | "merge" => {
                 arity(1..=1)?;
-                let sps = match self.value(&args[0], env)? {
-                    Value::Sp(id) => vec![id],
-                    Value::Bag(items) if lower == "merge" && !items.is_empty() => items
-                        .iter()
-                        .map(|v| match v {
-                            Value::Sp(id) => Ok(*id),
-                            other => Err(error(
-                                format!("merge takes stream processes, not {}", other.type_name()),
-                                &args[0].span,
-                            )),
-                        })
-                        .collect::<Result<Vec<_>, _>>()?,
-                    Value::Bag(_) if lower == "merge" => {
-                        return Err(error("merge of no stream process", &args[0].span))
-                    }
-                    other => {
-                        return Err(error(
-                            format!("{lower} takes a stream process, not {}", other.type_name()),
-                            &args[0].span,
-                        ))
-                    }
-                };
-                Ok(Bound::Stream(Pipeline::new(Source::Producers {
-                    sps,
-                    merge: lower == "merge",
-                })))
+                self.producers(&lower, &args[0], env)
             }
             "streamof" => {
                 arity(1..=1)?;
-                let mut pipeline = match self.eval(&args[0], env)? {
-                    Bound::Stream(p) => p,
-                    Bound::Value(Value::Bag(items)) => Pipeline::new(Source::Values(items)),
-                    Bound::Value(v) => Pipeline::new(Source::Values(vec![v])),
-                    Bound::Allocation(_) => {
-                        return Err(error("streamof of an allocation sequence", &args[0].span))
-                    }
-                };
-                pipeline.calls.push(Call {
-                    name: name.to_string(),
-                    kind: CallKind::Pass,
-                    args: vec![None],
-                });
-                Ok(Bound::Stream(pipeline))
+                self.stream_of(name, &args[0], env)
             }
-            "urr" => {
-                arity(1..=1)?;
-                match self.value(&args[0], env)? {
-                    Value::String(cluster) => {
-                        Ok(Bound::Allocation(Allocation::RoundRobin(cluster)))
-                    }
-                    other => Err(error(
-                        format!("urr takes a cluster's name, not {}", other.type_name()),
-                        &args[0].span,
-                    )),
-                }
-            }
-            "inpset" => {
-                arity(1..=1)?;
-                match self.value(&args[0], env)? {
-                    Value::Integer(k) => Ok(Bound::Allocation(Allocation::InPset(k))),
-                    other => Err(error(
-                        format!("inPset takes a pset number, not {}", other.type_name()),
-                        &args[0].span,
-                    )),
-                }
-            }
-            "psetrr" => {
-                arity(0..=0)?;
-                Ok(Bound::Allocation(Allocation::PsetRoundRobin))
+            "urr" | "inpset" | "psetrr" => {
+                arity(if lower == "psetrr" { 0..=0 } else { 1..=1 })?;
+                self.allocation(&lower, args, env)
             }
             _ => {
                 if let Some(def) = self.functions.get(&lower) {
@@ -504,6 +432,114 @@ impl<'a> Binder<'a> {
                 };
                 self.builtin(builtin, args, env, span)
             }
+        }
+    }
+
+    /// `spv(select, ...)`: a stream process for each result of the select, each running that
+    /// result as its subquery; a bag of their handles.
+    fn stream_processes(
+        &mut self,
+        args: &[Expr],
+        env: &Env,
+        span: &Span,
+    ) -> Result<Bound, Diagnostic> {
+        let ExprKind::Select(select) = &args[0].kind else {
+            return Err(error(
+                "spv takes a select whose result is each stream process's subquery",
+                &args[0].span,
+            ));
+        };
+        let (cluster, allocation) = self.placement(&args[1..], env)?;
+        let mut handles = Vec::new();
+        for env in self.bindings(select, env)? {
+            let bound = self.eval(&select.result, &env)?;
+            let pipeline = subquery(
+                bound,
+                "spv runs subqueries, not allocations",
+                &select.result.span,
+            )?;
+            let id = self.new_sp(pipeline, cluster.clone(), &allocation, span)?;
+            handles.push(Value::Sp(id));
+        }
+        Ok(Bound::Value(Value::Bag(handles)))
+    }
+
+    /// `extract(p)` (`function` "extract"), the stream of one stream process, or `merge(ps)`,
+    /// the streams of one or more merged.
+    fn producers(&mut self, function: &str, arg: &Expr, env: &Env) -> Result<Bound, Diagnostic> {
+        let merge = function == "merge";
+        let sps = match self.value(arg, env)? {
+            Value::Sp(id) => vec![id],
+            Value::Bag(items) if merge && !items.is_empty() => items
+                .iter()
+                .map(|v| match v {
+                    Value::Sp(id) => Ok(*id),
+                    other => Err(error(
+                        format!("merge takes stream processes, not {}", other.type_name()),
+                        &arg.span,
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Value::Bag(_) if merge => return Err(error("merge of no stream process", &arg.span)),
+            other => {
+                return Err(error(
+                    format!(
+                        "{function} takes a stream process, not {}",
+                        other.type_name()
+                    ),
+                    &arg.span,
+                ))
+            }
+        };
+        Ok(Bound::Stream(Pipeline::new(Source::Producers {
+            sps,
+            merge,
+        })))
+    }
+
+    /// `streamOf(x)`: a stream of `x`'s values (a bag's items in turn), or `x` itself when it
+    /// is a stream.
+    fn stream_of(&mut self, name: &str, arg: &Expr, env: &Env) -> Result<Bound, Diagnostic> {
+        let mut pipeline = match self.eval(arg, env)? {
+            Bound::Stream(p) => p,
+            Bound::Value(Value::Bag(items)) => Pipeline::new(Source::Values(items)),
+            Bound::Value(v) => Pipeline::new(Source::Values(vec![v])),
+            Bound::Allocation(_) => {
+                return Err(error("streamof of an allocation sequence", &arg.span))
+            }
+        };
+        pipeline.calls.push(Call {
+            name: name.to_string(),
+            kind: CallKind::Pass,
+            args: vec![None],
+        });
+        Ok(Bound::Stream(pipeline))
+    }
+
+    /// The allocation sequences: `urr(cluster)`, `inPset(k)` and `psetRR()` (`function` in
+    /// lower case, its arity checked).
+    fn allocation(
+        &mut self,
+        function: &str,
+        args: &[Expr],
+        env: &Env,
+    ) -> Result<Bound, Diagnostic> {
+        if function == "psetrr" {
+            return Ok(Bound::Allocation(Allocation::PsetRoundRobin));
+        }
+        match (function, self.value(&args[0], env)?) {
+            ("urr", Value::String(cluster)) => {
+                Ok(Bound::Allocation(Allocation::RoundRobin(cluster)))
+            }
+            ("urr", other) => Err(error(
+                format!("urr takes a cluster's name, not {}", other.type_name()),
+                &args[0].span,
+            )),
+            (_, Value::Integer(k)) => Ok(Bound::Allocation(Allocation::InPset(k))),
+            (_, other) => Err(error(
+                format!("inPset takes a pset number, not {}", other.type_name()),
+                &args[0].span,
+            )),
         }
     }
 

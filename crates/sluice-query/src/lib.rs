@@ -1,7 +1,8 @@
-//! SCSQL, the query language of the SCSQ paper (`../shared/seeds/003_f83bcce7af636428.txt`):
-//! continuous queries in which stream processes are values. `sp(q)` runs the subquery `q` in a
-//! stream process of its own (a PE), `extract(p)` and `merge(ps)` read the streams of others,
-//! and the query wires them into a graph that Sluice plans, launches and runs.
+//! SCSQL, the query language of the SCSQ paper (Zeitler and Risch, "Using stream queries to
+//! measure communication performance of a parallel computing environment"): continuous
+//! queries in which stream processes are values. `sp(q)` runs the subquery `q` in a stream
+//! process of its own (a PE), `extract(p)` and `merge(ps)` read the streams of others, and the
+//! query wires them into a graph that Sluice plans, launches and runs.
 //!
 //! The crate's parts, in the order a statement goes through them:
 //! - [`ast`]: the syntax tree, every node with its byte span in the source text;

@@ -41,8 +41,8 @@ mod wire_fields;
 pub use erased::{Delivery, ErasedPair, ErasedReceiver, ErasedSender, StreamType, TupleLog};
 pub use parts::MAX_TUPLE_BYTES;
 pub use registry::{
-    BoundReceiver, ChannelSite, Rendezvous, TransportError, TransportSpec, TypedPair,
-    DEFAULT_QUEUE_CAPACITY, MAX_QUEUE_CAPACITY,
+    BoundReceiver, ChannelSite, Rendezvous, TransportError, TransportKind, TransportSpec,
+    TypedPair, DEFAULT_QUEUE_CAPACITY, MAX_QUEUE_CAPACITY,
 };
 
 use std::time::Duration;

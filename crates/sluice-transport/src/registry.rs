@@ -2,7 +2,10 @@
 //!
 //! A [`TransportSpec`] is what the physical plan stores for an edge (it is serde-serializable,
 //! so later a PE in another process rebuilds the same endpoint from the plan). Adding a
-//! transport is adding a variant here and its endpoints in a module of this crate.
+//! transport is its endpoints in a module of this crate, its line in [`transport_kinds!`] below
+//! and its variant of [`TransportSpec`]; the compiler then asks for it wherever transports are
+//! told apart, the conformance suite (`tests/conformance.rs`, which runs every kind of
+//! [`TransportKind::ALL`]) included.
 
 use serde::{Deserialize, Serialize};
 use sluice_shm::SegmentName;
@@ -26,6 +29,49 @@ pub const MAX_QUEUE_CAPACITY: usize = 1 << 24;
 
 /// A connected pair of typed endpoints.
 pub type TypedPair<T> = (Box<dyn TupleSender<T>>, Box<dyn TupleReceiver<T>>);
+
+/// Declares [`TransportKind`], its list [`TransportKind::ALL`] and its names from one line
+/// per transport.
+macro_rules! transport_kinds {
+    ($($(#[doc = $doc:literal])* $kind:ident => $name:literal,)*) => {
+        /// Which transport an edge uses, without its parameters: one per variant of
+        /// [`TransportSpec`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum TransportKind {
+            $($(#[doc = $doc])* $kind,)*
+        }
+
+        impl TransportKind {
+            /// Every transport there is, in the registry's order.
+            pub const ALL: &'static [TransportKind] = &[$(TransportKind::$kind,)*];
+
+            /// The transport's name, as used on the command line and in plans (a spec's
+            /// `kind`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(TransportKind::$kind => $name,)*
+                }
+            }
+        }
+    };
+}
+
+transport_kinds! {
+    /// A direct call within one thread.
+    Fused => "fused",
+    /// A bounded SPSC queue between two threads of one process.
+    Threaded => "threaded",
+    /// A Vega ring in a shared segment.
+    ShmVega => "shm-vega",
+    /// Batched frames over TCP.
+    Tcp => "tcp",
+    /// An OSR ring in a shared segment, many senders into one receiver.
+    ShmOsr => "shm-osr",
+    /// Datagrams over several UDP sockets, at most once.
+    UdpMq => "udp-mq",
+    /// MPI messages between `mpirun` ranks.
+    Mpi => "mpi",
+}
 
 /// A transport and its parameters, as chosen for one edge of a plan.
 ///
@@ -184,17 +230,22 @@ impl TransportSpec {
         }
     }
 
+    /// Which transport this is, without its parameters.
+    pub fn kind(&self) -> TransportKind {
+        match self {
+            Self::Fused => TransportKind::Fused,
+            Self::Threaded { .. } => TransportKind::Threaded,
+            Self::ShmVega { .. } => TransportKind::ShmVega,
+            Self::Tcp(_) => TransportKind::Tcp,
+            Self::ShmOsr { .. } => TransportKind::ShmOsr,
+            Self::UdpMq(_) => TransportKind::UdpMq,
+            Self::Mpi(_) => TransportKind::Mpi,
+        }
+    }
+
     /// The transport's name, as used on the command line and in plans.
     pub fn name(&self) -> &'static str {
-        match self {
-            Self::Fused => "fused",
-            Self::Threaded { .. } => "threaded",
-            Self::ShmVega { .. } => "shm-vega",
-            Self::Tcp(_) => "tcp",
-            Self::ShmOsr { .. } => "shm-osr",
-            Self::UdpMq(_) => "udp-mq",
-            Self::Mpi(_) => "mpi",
-        }
+        self.kind().name()
     }
 
     /// Whether one receiver takes several senders, so that the edges of one logical edge

@@ -27,8 +27,8 @@ use proptest::prelude::*;
 use sluice_transport::tcp::{BatchProfile, TcpParams};
 use sluice_transport::udp_mq::{QueueChoice, UdpMqParams, HEADER_LEN, RECORD_HEADER};
 use sluice_transport::{
-    Delivery, ErasedReceiver, ErasedSender, RecvError, SendError, StreamType, TransportSpec,
-    TupleReceiver, TupleSender,
+    Delivery, ErasedReceiver, ErasedSender, RecvError, SendError, StreamType, TransportKind,
+    TransportSpec, TupleReceiver, TupleSender,
 };
 use sluice_types::{Message, Punctuation};
 
@@ -46,24 +46,6 @@ fn small_tcp(profile: BatchProfile, max_tuple_bytes: usize) -> TransportSpec {
     })
 }
 
-/// Every transport with endpoints, built with a small capacity so tests reach "full".
-fn transports() -> Vec<TransportSpec> {
-    vec![
-        TransportSpec::Threaded { capacity: 8 },
-        TransportSpec::ShmVega {
-            slot_bytes: 16,
-            slots: 8,
-        },
-        small_tcp(BatchProfile::Latency, 16),
-        small_tcp(BatchProfile::Throughput, 16),
-        // Six two-tuple batch records fill the ring.
-        TransportSpec::ShmOsr {
-            capacity_bytes: 256,
-            batch_bytes: 32,
-        },
-    ]
-}
-
 /// `udp-mq` on loopback with `queues` queues and tuples of at most `max_tuple_bytes`, with
 /// socket buffers that hold the suite's bursts.
 fn udp_mq(queues: usize, max_tuple_bytes: usize) -> TransportSpec {
@@ -76,11 +58,69 @@ fn udp_mq(queues: usize, max_tuple_bytes: usize) -> TransportSpec {
     })
 }
 
-/// Every transport with endpoints, whether or not it pushes back.
+/// The specs the suite runs for the transport `kind`, each built small so tests reach "full".
+/// The match names every kind of the registry: a new transport does not compile here until it
+/// says how the suite checks it.
+fn specs(kind: TransportKind) -> Vec<TransportSpec> {
+    match kind {
+        // A direct call within one thread: no sender or receiver to check.
+        TransportKind::Fused => Vec::new(),
+        TransportKind::Threaded => vec![TransportSpec::Threaded { capacity: 8 }],
+        TransportKind::ShmVega => vec![TransportSpec::ShmVega {
+            slot_bytes: 16,
+            slots: 8,
+        }],
+        TransportKind::Tcp => vec![
+            small_tcp(BatchProfile::Latency, 16),
+            small_tcp(BatchProfile::Throughput, 16),
+        ],
+        // Six two-tuple batch records fill the ring.
+        TransportKind::ShmOsr => vec![TransportSpec::ShmOsr {
+            capacity_bytes: 256,
+            batch_bytes: 32,
+        }],
+        TransportKind::UdpMq => vec![udp_mq(1, 1024)],
+        // Its endpoints live only in the ranks of `mpirun`: `tests/mpi.rs` runs the same
+        // checks across real ranks.
+        TransportKind::Mpi => Vec::new(),
+    }
+}
+
+/// Every transport with endpoints, whether or not it pushes back: the specs of every kind in
+/// the registry.
 fn all_transports() -> Vec<TransportSpec> {
-    let mut all = transports();
-    all.push(udp_mq(1, 1024));
-    all
+    TransportKind::ALL
+        .iter()
+        .flat_map(|&kind| specs(kind))
+        .collect()
+}
+
+/// Every transport with endpoints that pushes back (all but the at-most-once ones), built with
+/// a small capacity so tests reach "full".
+fn transports() -> Vec<TransportSpec> {
+    all_transports()
+        .into_iter()
+        .filter(|spec| !spec.is_at_most_once())
+        .collect()
+}
+
+#[test]
+fn the_suite_runs_every_kind_of_the_registry_under_its_name() {
+    for &kind in TransportKind::ALL {
+        for spec in specs(kind) {
+            assert_eq!(spec.kind(), kind);
+            // The registry's name is the `kind` a plan file writes.
+            let written = serde_json::to_value(&spec).unwrap();
+            assert_eq!(written["kind"], kind.name(), "{written}");
+        }
+    }
+    let checked: Vec<&str> = all_transports().iter().map(|s| s.name()).collect();
+    for name in ["threaded", "shm-vega", "tcp", "shm-osr", "udp-mq"] {
+        assert!(
+            checked.contains(&name),
+            "{name} is not checked: {checked:?}"
+        );
+    }
 }
 
 type Pair = (Box<dyn TupleSender<u64>>, Box<dyn TupleReceiver<u64>>);

@@ -25,7 +25,7 @@ pub mod tuple_codec {
     pub use crate::tuple::{decode_facade, decode_normal, encode_normal};
 }
 
-pub use clock::{monotonic_ns, Stopwatch};
+pub use clock::{monotonic_ns, utc_text, Stopwatch, WallClock};
 pub use compact_str::CompactString;
 pub use erased::{BatchRef, ErasedItems, TupleRef, TupleSlice};
 pub use keys::{hash_of_instance, partition_hash, pick_instance, KeyHasher, KeyMap, KeySet};

@@ -49,6 +49,7 @@ enum Command {
     /// Run SCSQL queries: continuous queries whose stream processes run as a job.
     Query(query::QueryArgs),
     /// Measure a transport: throughput or latency, beside a baseline measured in the same run.
+    #[cfg(feature = "bench")]
     Bench(sluice_bench::BenchArgs),
     /// Send, record or print the synthetic OPRA-style options feed.
     Feed(feed::FeedArgs),
@@ -97,6 +98,7 @@ fn main() {
         Command::Plan(args) => plan::plan(args),
         Command::Apps => apps::list(),
         Command::Query(args) => query::query(args),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => sluice_bench::main(args),
         Command::Feed(args) => feed::feed(args),
         Command::Config(ConfigCommand::Show(_)) => config::show(&effective),

@@ -16,7 +16,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use sluice_apps::AppConfig;
-use sluice_runtime::{Launcher, RunOptions};
+use sluice_plan::PhysicalPlan;
+use sluice_runtime::{JobReport, Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
 use crate::checkpointing::CheckpointArgs;
@@ -178,23 +179,13 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if args.json && app.json.is_none() {
         anyhow::bail!("{} has no JSON summary (--json): omdp has", args.app.app);
     }
-    let defaults = RunOptions::default();
     // A job fed by companions ends when they end (they carry the duration, and start after
     // the job); its own duration only stops it should they not.
     let fed = app.companions.iter().any(|c| c.feeds_the_job);
-    let mut options = RunOptions {
-        idle: args.idle,
-        duration: duration.map(|d| if fed { d + COMPANION_LATE } else { d }),
-        launcher: match args.launcher.as_str() {
-            "mpi" => Launcher::Mpi,
-            "in-process" => Launcher::InProcess,
-            _ => Launcher::Local,
-        },
-        stall_timeout: args.stall_timeout.unwrap_or(defaults.stall_timeout),
-        drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
-        start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
-        ..defaults
-    };
+    let mut options = run_options(
+        &args,
+        duration.map(|d| if fed { d + COMPANION_LATE } else { d }),
+    );
     let watch = args.observe.prepare(&mut options)?;
     // On-line placement weighs each instance by its CPU time, as TurboStream's monitor does.
     options.profile_cpu = args.profile.is_some() || args.online.online_placement;
@@ -205,39 +196,16 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
         tracing::info!("starting from checkpoint {}", checkpoint.n);
     }
     let http = http_server::serve_if_asked(args.ui, args.observe.metrics_address(), &plan)?;
-    if !sluice_runtime::is_pe_process() {
-        tracing::info!(
-            "running {} ({}, {} process(es), {} thread(s)){}",
-            plan.job,
-            plan.strategy,
-            plan.pes.len(),
-            plan.threads().count(),
-            duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
-        );
-        tracing::debug!(options = ?options, "run options");
-    }
-    if sluice_runtime::is_pe_process() {
-        tracing::debug!(job = %plan.job, "this PE builds its part of the job");
-    }
+    log_start(&plan, duration, &options);
     let shared = SharedStop::default();
     let stop = shared.handle();
-    let interrupts = Arc::new(AtomicUsize::new(0));
-    if !sluice_runtime::is_pe_process() {
-        // Before the start, so that an interrupt during it is a stop too. A PE keeps the
-        // default actions: its launcher stops it over its control stream.
-        let handle = shared.clone();
-        let interrupts = interrupts.clone();
-        ctrlc::set_handler(move || {
-            if interrupts.fetch_add(1, Ordering::Relaxed) == 0 {
-                tracing::info!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
-                handle.stop();
-            } else {
-                tracing::warn!("aborting: removing the job's processes and segments");
-                handle.abort();
-            }
-        })
-        .context("cannot install the Ctrl-C handler")?;
-    }
+    let interrupts = if sluice_runtime::is_pe_process() {
+        // A PE keeps the default actions: its launcher stops it over its control stream.
+        Arc::default()
+    } else {
+        // Before the start, so that an interrupt during it is a stop too.
+        stop_on_interrupts(&shared)?
+    };
     let mut companions = Companions::default();
     let mut observers = None;
     let started = match &from {
@@ -313,10 +281,77 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     for line in lost_lines(&lost) {
         tracing::warn!("{line}");
     }
+    print_results(&args, &app, &report, partial.as_deref(), &lost)
+}
+
+/// The run's options from the command line's, with the job's `duration`.
+fn run_options(args: &RunArgs, duration: Option<Duration>) -> RunOptions {
+    let defaults = RunOptions::default();
+    RunOptions {
+        idle: args.idle,
+        duration,
+        launcher: match args.launcher.as_str() {
+            "mpi" => Launcher::Mpi,
+            "in-process" => Launcher::InProcess,
+            _ => Launcher::Local,
+        },
+        stall_timeout: args.stall_timeout.unwrap_or(defaults.stall_timeout),
+        drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
+        start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
+        ..defaults
+    }
+}
+
+/// Says what runs: the plan's shape in the launcher, the PE's part in a PE.
+fn log_start(plan: &PhysicalPlan, duration: Option<Duration>, options: &RunOptions) {
+    if sluice_runtime::is_pe_process() {
+        tracing::debug!(job = %plan.job, "this PE builds its part of the job");
+        return;
+    }
+    tracing::info!(
+        "running {} ({}, {} process(es), {} thread(s)){}",
+        plan.job,
+        plan.strategy,
+        plan.pes.len(),
+        plan.threads().count(),
+        duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
+    );
+    tracing::debug!(options = ?options, "run options");
+}
+
+/// Installs the Ctrl-C (and SIGTERM) handler: the first stops the job, draining; the next
+/// aborts it. Returns the count of interrupts.
+fn stop_on_interrupts(shared: &SharedStop) -> anyhow::Result<Arc<AtomicUsize>> {
+    let interrupts = Arc::new(AtomicUsize::new(0));
+    let handle = shared.clone();
+    let counted = interrupts.clone();
+    ctrlc::set_handler(move || {
+        if counted.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::info!("stopping: draining in-flight tuples (Ctrl-C again to abort)");
+            handle.stop();
+        } else {
+            tracing::warn!("aborting: removing the job's processes and segments");
+            handle.abort();
+        }
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(interrupts)
+}
+
+/// Prints the job's results on stdout: the application's summary (or its JSON object with
+/// `--json`), the checkpoints, the output file, why the output is `partial`, and the tuples
+/// `lost` on each edge.
+fn print_results(
+    args: &RunArgs,
+    app: &sluice_apps::App,
+    report: &JobReport,
+    partial: Option<&str>,
+    lost: &[(String, u64)],
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match (&app.json, args.json) {
         (Some(json), true) => {
-            let mut object = json(&report);
+            let mut object = json(report);
             object["plan"] = serde_json::Value::from(args.app.plan.as_str());
             object["partial"] = serde_json::Value::from(partial.is_some());
             object["lost_tuples"] = lost
@@ -326,7 +361,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
                 .into();
             writeln!(out, "{object}")?;
         }
-        _ => writeln!(out, "{}", (app.summarize)(&report))?,
+        _ => writeln!(out, "{}", (app.summarize)(report))?,
     }
     if let (Some(checkpoints), false) = (&report.checkpoints, args.json) {
         writeln!(out, "{checkpoints}")?;
@@ -334,11 +369,11 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if let Some(output) = &args.output {
         writeln!(out, "output: {}", output.display())?;
     }
-    if let (Some(why), false) = (&partial, args.json) {
+    if let (Some(why), false) = (partial, args.json) {
         writeln!(out, "partial output: {why}")?;
     }
     if !args.json {
-        for line in lost_lines(&lost) {
+        for line in lost_lines(lost) {
             writeln!(out, "{line}")?;
         }
     }

@@ -597,7 +597,7 @@ fn an_output_file_system_full_at_the_end_is_named() {
 #[test]
 fn a_full_dev_shm_when_a_segment_is_made_is_named() {
     if !is_root() {
-        println!("skipped: mounting a small /dev/shm needs root");
+        sluice_skip::skip("mounting a small /dev/shm needs root");
         return;
     }
     // A private mount namespace with a 64 KiB tmpfs on /dev/shm, too small for a segment: the
@@ -606,7 +606,7 @@ fn a_full_dev_shm_when_a_segment_is_made_is_named() {
         .args(["--mount", "--propagation", "private", "true"])
         .status();
     if !probe.is_ok_and(|s| s.success()) {
-        println!("skipped: cannot make a mount namespace here (unshare --mount failed)");
+        sluice_skip::skip("cannot make a mount namespace here (unshare --mount failed)");
         return;
     }
     let job = Job::start_through(
@@ -670,7 +670,7 @@ fn an_output_directory_that_cannot_be_written_fails_before_the_input_is_read() {
 #[test]
 fn a_full_output_file_system_leaves_no_partial_file() {
     if !can_mount() {
-        println!("skipped: mounting a small file system needs root and unshare --mount");
+        sluice_skip::skip("mounting a small file system needs root and unshare --mount");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

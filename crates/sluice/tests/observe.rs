@@ -270,7 +270,7 @@ fn have_tmux() -> bool {
 #[test]
 fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     if !have_tmux() {
-        println!("skipped: tmux is not installed (the CI installs it)");
+        sluice_skip::skip("tmux is not installed (the CI installs it)");
         return;
     }
     let registry = registry();

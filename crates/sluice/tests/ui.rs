@@ -1,7 +1,7 @@
 //! `sluice run --ui ADDRESS:PORT`: the web page of a running job, loaded in headless Chromium
 //! (its DOM after the page's script ran names every operator and shows rates, and a
 //! checkpointed job's panel of checkpoints; a screenshot is taken), its self-contained page and JSON over plain HTTP, and a busy address refused
-//! before the job starts. The Chromium test skips, saying why, where `chromium` is absent.
+//! before the job starts. The Chromium test skips, saying why, where `chromium` is absent (and fails so under `CI=true`).
 
 mod common;
 
@@ -95,9 +95,7 @@ fn browse(browser: &str, profile: &Path, url: &str, what: &str) -> String {
 #[test]
 fn chromium_shows_the_plan_with_live_rates() {
     let Some(browser) = chromium() else {
-        eprintln!(
-            "skipped: no chromium on PATH (Debian's `chromium` package; .ci/run installs it)"
-        );
+        sluice_skip::skip("no chromium on PATH (Debian's `chromium` package; .ci/run installs it)");
         return;
     };
     let port = free_port();

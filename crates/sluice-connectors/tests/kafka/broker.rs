@@ -49,11 +49,10 @@ pub fn broker() -> Option<&'static Broker> {
     static BROKER: OnceLock<Result<Broker, String>> = OnceLock::new();
     match BROKER.get_or_init(start) {
         Ok(broker) => Some(broker),
-        Err(reason) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("the Kafka broker for the tests could not start: {reason}")
-        }
         Err(reason) => {
-            eprintln!("skipped: the Kafka broker for the tests could not start: {reason}");
+            sluice_skip::skip(format!(
+                "the Kafka broker for the tests could not start: {reason}"
+            ));
             None
         }
     }

@@ -100,6 +100,32 @@ pub(crate) struct FrameReader {
     parts: Reassembly,
 }
 
+/// What one step of [`FrameReader::decode`] read: its bytes, and whether they completed a
+/// message.
+#[derive(Debug, Clone, Copy)]
+struct Read {
+    bytes: usize,
+    completed: bool,
+}
+
+impl Read {
+    /// A header or a part: bytes taken, no message yet.
+    fn header(bytes: usize) -> Self {
+        Self {
+            bytes,
+            completed: false,
+        }
+    }
+
+    /// A record that completed a message.
+    fn message(bytes: usize) -> Self {
+        Self {
+            bytes,
+            completed: true,
+        }
+    }
+}
+
 impl FrameReader {
     /// A reader for frames of `framing`, its buffer sized from it (holding two of the largest
     /// items, so moving undecoded bytes to the front always frees half of it).
@@ -163,157 +189,201 @@ impl FrameReader {
     ) -> Result<usize, FrameFault> {
         let mut decoded = 0;
         while decoded < max {
-            let available = &self.buffer[self.start..self.end];
             if self.ended {
                 // Nothing may follow the end of the stream.
-                return if available.is_empty() {
+                return if self.drained() {
                     Ok(decoded)
                 } else {
                     Err(FrameFault::AfterEnd)
                 };
             }
-            let taken = if self.run_left > 0 {
-                let (prefix, len) = match framing.facade {
-                    Some(size) => (0, size),
-                    None => {
-                        if self.frame_left < LEN_PREFIX {
-                            return Err(FrameFault::RecordCut);
-                        }
-                        if available.len() < LEN_PREFIX {
-                            break;
-                        }
-                        let len = get_u32(available, 0);
-                        if len as usize > framing.max_tuple {
-                            return Err(FrameFault::TupleTooLong {
-                                len,
-                                limit: framing.max_tuple,
-                            });
-                        }
-                        (LEN_PREFIX, len as usize)
-                    }
-                };
-                let item = prefix + len;
-                if item > self.frame_left {
-                    return Err(FrameFault::RecordCut);
-                }
-                if available.len() < item {
-                    break;
-                }
-                let tuple = T::decode(&available[prefix..item])
-                    .map_err(|e| FrameFault::Undecodable(e.to_string()))?;
-                out.push(Message::Data(tuple));
-                decoded += 1;
-                self.run_left -= 1;
-                item
+            let read = if self.run_left > 0 {
+                self.run_tuple(framing, out)?
             } else if self.frame_left == 0 {
-                if available.len() < FRAME_HEADER {
-                    break;
-                }
-                let len = get_u32(available, 0);
-                if len == 0 {
-                    return Err(FrameFault::EmptyFrame);
-                }
-                if len as usize > framing.frame_limit {
-                    return Err(FrameFault::FrameTooLong {
-                        len,
-                        limit: framing.frame_limit,
-                    });
-                }
-                self.frame_left = len as usize + FRAME_HEADER;
-                FRAME_HEADER
+                self.frame_header(framing)?
             } else {
-                let Some(&tag) = available.first() else {
-                    break;
-                };
-                if !self.parts.is_empty() && tag != TAG_PART && tag != TAG_LAST {
-                    return Err(FrameFault::InsideParts(tag));
-                }
-                match tag {
-                    TAG_PART | TAG_LAST => {
-                        if self.frame_left < PART_HEADER {
-                            return Err(FrameFault::RecordCut);
-                        }
-                        if available.len() < PART_HEADER {
-                            break;
-                        }
-                        let len = get_u32(available, 1);
-                        let limit = if framing.facade.is_some() {
-                            0
-                        } else {
-                            framing.max_tuple
-                        };
-                        if len == 0 || len as usize > limit {
-                            return Err(FrameFault::BadPart { len, limit });
-                        }
-                        let item = PART_HEADER + len as usize;
-                        if item > self.frame_left {
-                            return Err(FrameFault::RecordCut);
-                        }
-                        if available.len() < item {
-                            break;
-                        }
-                        let part = &available[PART_HEADER..item];
-                        if tag == TAG_PART {
-                            if !self.parts.push(part, MAX_TUPLE_BYTES) {
-                                return Err(FrameFault::PartsTooLong);
-                            }
-                        } else {
-                            let tuple = self
-                                .parts
-                                .finish(part, MAX_TUPLE_BYTES, T::decode)
-                                .ok_or(FrameFault::PartsTooLong)?
-                                .map_err(|e| FrameFault::Undecodable(e.to_string()))?;
-                            out.push(Message::Data(tuple));
-                            decoded += 1;
-                        }
-                        item
-                    }
-                    TAG_DATA => {
-                        if self.frame_left < RUN_HEADER {
-                            return Err(FrameFault::RecordCut);
-                        }
-                        if available.len() < RUN_HEADER {
-                            break;
-                        }
-                        let count = get_u32(available, 1);
-                        let left = self.frame_left - RUN_HEADER;
-                        let least_per_tuple = framing.facade.unwrap_or(LEN_PREFIX);
-                        let least = (count as usize).checked_mul(least_per_tuple);
-                        if count == 0 || least.is_none_or(|l| l > left) {
-                            return Err(FrameFault::BadRun { count, left });
-                        }
-                        self.run_left = count;
-                        RUN_HEADER
-                    }
-                    TAG_PUNCTUATION => {
-                        if self.frame_left < PUNCTUATION_RECORD {
-                            return Err(FrameFault::RecordCut);
-                        }
-                        let Some(wire) = available.get(1..PUNCTUATION_RECORD) else {
-                            break;
-                        };
-                        let punctuation = Punctuation::from_wire(wire)
-                            .map_err(|e| FrameFault::BadPunctuation(e.to_string()))?;
-                        out.push(Message::Punctuation(punctuation));
-                        decoded += 1;
-                        PUNCTUATION_RECORD
-                    }
-                    TAG_END => {
-                        if self.frame_left != 1 {
-                            return Err(FrameFault::EndInsideFrame);
-                        }
-                        out.push(Message::EndOfStream);
-                        decoded += 1;
-                        self.ended = true;
-                        1
-                    }
-                    _ => return Err(FrameFault::UnknownTag(tag)),
-                }
+                self.record(framing, out)?
             };
-            self.start += taken;
-            self.frame_left -= taken;
+            // `None`: the rest of the item has not arrived yet.
+            let Some(read) = read else { break };
+            decoded += usize::from(read.completed);
+            self.start += read.bytes;
+            self.frame_left -= read.bytes;
         }
         Ok(decoded)
+    }
+
+    /// The received bytes not decoded yet.
+    fn available(&self) -> &[u8] {
+        &self.buffer[self.start..self.end]
+    }
+
+    /// The next tuple of a run of data records: fixed-size under a facade framing, else
+    /// after its length prefix.
+    fn run_tuple<T: Tuple>(
+        &mut self,
+        framing: &Framing,
+        out: &mut Vec<Message<T>>,
+    ) -> Result<Option<Read>, FrameFault> {
+        let available = &self.buffer[self.start..self.end];
+        let (prefix, len) = match framing.facade {
+            Some(size) => (0, size),
+            None => {
+                if self.frame_left < LEN_PREFIX {
+                    return Err(FrameFault::RecordCut);
+                }
+                if available.len() < LEN_PREFIX {
+                    return Ok(None);
+                }
+                let len = get_u32(available, 0);
+                if len as usize > framing.max_tuple {
+                    return Err(FrameFault::TupleTooLong {
+                        len,
+                        limit: framing.max_tuple,
+                    });
+                }
+                (LEN_PREFIX, len as usize)
+            }
+        };
+        let item = prefix + len;
+        if item > self.frame_left {
+            return Err(FrameFault::RecordCut);
+        }
+        if available.len() < item {
+            return Ok(None);
+        }
+        let tuple = T::decode(&available[prefix..item])
+            .map_err(|e| FrameFault::Undecodable(e.to_string()))?;
+        out.push(Message::Data(tuple));
+        self.run_left -= 1;
+        Ok(Some(Read::message(item)))
+    }
+
+    /// A frame's header: its length, checked, starts the frame.
+    fn frame_header(&mut self, framing: &Framing) -> Result<Option<Read>, FrameFault> {
+        let available = self.available();
+        if available.len() < FRAME_HEADER {
+            return Ok(None);
+        }
+        let len = get_u32(available, 0);
+        if len == 0 {
+            return Err(FrameFault::EmptyFrame);
+        }
+        if len as usize > framing.frame_limit {
+            return Err(FrameFault::FrameTooLong {
+                len,
+                limit: framing.frame_limit,
+            });
+        }
+        self.frame_left = len as usize + FRAME_HEADER;
+        Ok(Some(Read::header(FRAME_HEADER)))
+    }
+
+    /// The record that starts with the next tag inside a frame.
+    fn record<T: Tuple>(
+        &mut self,
+        framing: &Framing,
+        out: &mut Vec<Message<T>>,
+    ) -> Result<Option<Read>, FrameFault> {
+        let Some(&tag) = self.available().first() else {
+            return Ok(None);
+        };
+        if !self.parts.is_empty() && tag != TAG_PART && tag != TAG_LAST {
+            return Err(FrameFault::InsideParts(tag));
+        }
+        match tag {
+            TAG_PART | TAG_LAST => self.part(tag, framing, out),
+            TAG_DATA => self.run_header(framing),
+            TAG_PUNCTUATION => {
+                if self.frame_left < PUNCTUATION_RECORD {
+                    return Err(FrameFault::RecordCut);
+                }
+                let Some(wire) = self.available().get(1..PUNCTUATION_RECORD) else {
+                    return Ok(None);
+                };
+                let punctuation = Punctuation::from_wire(wire)
+                    .map_err(|e| FrameFault::BadPunctuation(e.to_string()))?;
+                out.push(Message::Punctuation(punctuation));
+                Ok(Some(Read::message(PUNCTUATION_RECORD)))
+            }
+            TAG_END => {
+                if self.frame_left != 1 {
+                    return Err(FrameFault::EndInsideFrame);
+                }
+                out.push(Message::EndOfStream);
+                self.ended = true;
+                Ok(Some(Read::message(1)))
+            }
+            _ => Err(FrameFault::UnknownTag(tag)),
+        }
+    }
+
+    /// A part of a tuple longer than a frame (`TAG_PART`), or its last part (`TAG_LAST`),
+    /// which completes the tuple.
+    fn part<T: Tuple>(
+        &mut self,
+        tag: u8,
+        framing: &Framing,
+        out: &mut Vec<Message<T>>,
+    ) -> Result<Option<Read>, FrameFault> {
+        if self.frame_left < PART_HEADER {
+            return Err(FrameFault::RecordCut);
+        }
+        let available = &self.buffer[self.start..self.end];
+        if available.len() < PART_HEADER {
+            return Ok(None);
+        }
+        let len = get_u32(available, 1);
+        let limit = if framing.facade.is_some() {
+            0
+        } else {
+            framing.max_tuple
+        };
+        if len == 0 || len as usize > limit {
+            return Err(FrameFault::BadPart { len, limit });
+        }
+        let item = PART_HEADER + len as usize;
+        if item > self.frame_left {
+            return Err(FrameFault::RecordCut);
+        }
+        if available.len() < item {
+            return Ok(None);
+        }
+        let part = &available[PART_HEADER..item];
+        if tag == TAG_PART {
+            if !self.parts.push(part, MAX_TUPLE_BYTES) {
+                return Err(FrameFault::PartsTooLong);
+            }
+            return Ok(Some(Read::header(item)));
+        }
+        let tuple = self
+            .parts
+            .finish(part, MAX_TUPLE_BYTES, T::decode)
+            .ok_or(FrameFault::PartsTooLong)?
+            .map_err(|e| FrameFault::Undecodable(e.to_string()))?;
+        out.push(Message::Data(tuple));
+        Ok(Some(Read::message(item)))
+    }
+
+    /// The header of a run of data records: how many tuples follow, checked against what is
+    /// left of the frame.
+    fn run_header(&mut self, framing: &Framing) -> Result<Option<Read>, FrameFault> {
+        if self.frame_left < RUN_HEADER {
+            return Err(FrameFault::RecordCut);
+        }
+        let available = self.available();
+        if available.len() < RUN_HEADER {
+            return Ok(None);
+        }
+        let count = get_u32(available, 1);
+        let left = self.frame_left - RUN_HEADER;
+        let least_per_tuple = framing.facade.unwrap_or(LEN_PREFIX);
+        let least = (count as usize).checked_mul(least_per_tuple);
+        if count == 0 || least.is_none_or(|l| l > left) {
+            return Err(FrameFault::BadRun { count, left });
+        }
+        self.run_left = count;
+        Ok(Some(Read::header(RUN_HEADER)))
     }
 }
 

@@ -23,10 +23,12 @@ pub(crate) enum Ready {
 
 /// Sleeps until one of `sockets` is ready as `ready` says, fails or hangs up, or `timeout`
 /// passes (rounded up to a millisecond, poll's unit), or a signal arrives. Returns at once
-/// for an empty set.
-pub(crate) fn wait_until(sockets: &[BorrowedFd<'_>], ready: Ready, timeout: Duration) {
+/// for an empty set. Returns whether a socket was ready (or failed or hung up): `false` after
+/// the timeout, a signal or an error of `poll` itself; the callers poll their sockets next
+/// either way, so only the tests read it.
+pub(crate) fn wait_until(sockets: &[BorrowedFd<'_>], ready: Ready, timeout: Duration) -> bool {
     if sockets.is_empty() {
-        return;
+        return false;
     }
     let events = match ready {
         Ready::Readable => PollFlags::POLLIN,
@@ -36,7 +38,7 @@ pub(crate) fn wait_until(sockets: &[BorrowedFd<'_>], ready: Ready, timeout: Dura
     let ms = u16::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(u16::MAX);
     // An error (EINTR, or no memory for the poll table) only ends the sleep early; the
     // caller polls its sockets next and finds their state there.
-    let _ = poll(&mut fds, PollTimeout::from(ms));
+    poll(&mut fds, PollTimeout::from(ms)).is_ok_and(|ready| ready > 0)
 }
 
 #[cfg(test)]
@@ -46,17 +48,54 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
 
+    /// Bounds a wait that should end at once, so a broken wait fails instead of hanging.
+    const LONG: Duration = Duration::from_secs(30);
+
     #[test]
     fn ready_sockets_end_the_sleep_and_idle_ones_time_out() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut writer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (reader, _) = listener.accept().unwrap();
-        // Nothing to read yet: the sleep ends with its timeout.
-        wait_until(&[reader.as_fd()], Ready::Readable, Duration::from_millis(1));
+        let idle = TcpListener::bind("127.0.0.1:0").unwrap();
+        // Nothing to read yet: the sleep ends with its timeout, nothing ready.
+        assert!(!wait_until(
+            &[reader.as_fd()],
+            Ready::Readable,
+            Duration::from_millis(1)
+        ));
+        // An empty send buffer has room.
+        assert!(wait_until(&[writer.as_fd()], Ready::Writable, LONG));
         writer.write_all(b"x").unwrap();
-        // Ready sockets end the sleep (the long timeouts only bound a failure).
-        wait_until(&[reader.as_fd()], Ready::Readable, Duration::from_secs(60));
-        wait_until(&[writer.as_fd()], Ready::Writable, Duration::from_secs(60));
-        wait_until(&[], Ready::Readable, Duration::from_secs(60));
+        // A byte to read ends the sleep, also among idle sockets.
+        assert!(wait_until(&[reader.as_fd()], Ready::Readable, LONG));
+        assert!(wait_until(
+            &[idle.as_fd(), reader.as_fd()],
+            Ready::Readable,
+            LONG
+        ));
+        // A listener with a connection waiting is readable; an idle one is not.
+        assert!(!wait_until(
+            &[idle.as_fd()],
+            Ready::Readable,
+            Duration::from_millis(1)
+        ));
+        let _waiting = TcpStream::connect(idle.local_addr().unwrap()).unwrap();
+        assert!(wait_until(&[idle.as_fd()], Ready::Readable, LONG));
+        // Nothing to wait for: returns at once, nothing ready.
+        assert!(!wait_until(&[], Ready::Readable, LONG));
+    }
+
+    #[test]
+    fn a_peer_hanging_up_ends_the_sleep() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let writer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (reader, _) = listener.accept().unwrap();
+        assert!(!wait_until(
+            &[reader.as_fd()],
+            Ready::Readable,
+            Duration::from_millis(1)
+        ));
+        drop(writer);
+        assert!(wait_until(&[reader.as_fd()], Ready::Readable, LONG));
     }
 }
