@@ -13,9 +13,10 @@
 //! With `--input FILE` the source reads the file line by line, one sentence a line, and the
 //! job ends at the end of the file. With `--input kafka://HOST:PORT/TOPIC` it reads the
 //! topic's records as UTF-8 lines, one sentence a record, from the earliest up to the end
-//! offsets the topic had when the job started (a bounded read, as of a file). With
-//! `--output kafka://HOST:PORT/TOPIC` every count is written as it changes, a record
-//! `word<TAB>count` keyed by the word, at least once. Without it the source generates sentences from a fixed
+//! offsets the topic had when the job started (a bounded read, as of a file), at most `--rate`
+//! records per second if given. With `--output kafka://HOST:PORT/TOPIC` every count is
+//! written as it changes, a record `word<TAB>count` keyed by the word, at least once, or
+//! exactly once with `--set delivery=exactly-once`. Without it the source generates sentences from a fixed
 //! vocabulary at `--rate` sentences per second until `--duration` ends (or, with
 //! `--set sentences=N`, after N sentences). End-to-end latency comes from the runtime's
 //! sampled latency markers.
@@ -63,6 +64,10 @@ pub const SPEC: AppSpec = AppSpec {
         (
             "sentences",
             "generate this many sentences, then end (default: until --duration)",
+        ),
+        (
+            "delivery",
+            "the guarantee of a kafka:// --output: at-least-once (default) or exactly-once (one Kafka transaction per checkpoint; read it with isolation.level=read_committed)",
         ),
         (
             "kafka.*",
@@ -157,10 +162,13 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         .transpose()?
         .flatten();
     let kafka_settings = settings.with_prefix("kafka.");
+    let guarantee: Guarantee = settings.get("delivery", Guarantee::AtLeastOnce)?;
     let kafka = kafka.map(|(brokers, topic)| {
         let mut config = KafkaSourceConfig::new(brokers, topic);
         config.end = EndAt::EndOffsetsAtStart;
         config.settings = kafka_settings.clone();
+        // `--rate`: sentences per second, as of generated ones.
+        config.max_rate = input.rate;
         config
     });
     let kafka_output = config
@@ -207,7 +215,13 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         // Every count as it changes, `word<TAB>count`, keyed (and so partitioned) by word: a
         // reader keeps each word's last record.
         Some((brokers, topic)) => counts.sink("counts", move |_| {
-            let mut config = KafkaSinkConfig::new(&brokers, &topic, Delivery::AtLeastOnce);
+            let delivery = match guarantee {
+                Guarantee::AtLeastOnce => Delivery::AtLeastOnce,
+                Guarantee::ExactlyOnce => Delivery::ExactlyOnce {
+                    transactional_id: format!("sluice-wordcount-{topic}"),
+                },
+            };
+            let mut config = KafkaSinkConfig::new(&brokers, &topic, delivery);
             config.settings = kafka_settings.clone();
             KafkaSink::new(
                 config,
@@ -240,6 +254,25 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         }),
     )
     .with_finite_input("sentences", generated_sentences, "sentences"))
+}
+
+/// The guarantee of a `kafka://` output (`--set delivery=at-least-once|exactly-once`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Guarantee {
+    AtLeastOnce,
+    ExactlyOnce,
+}
+
+impl std::str::FromStr for Guarantee {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "at-least-once" => Ok(Self::AtLeastOnce),
+            "exactly-once" => Ok(Self::ExactlyOnce),
+            _ => Err("the delivery is at-least-once or exactly-once"),
+        }
+    }
 }
 
 /// The brokers and the topic of `path` if it is `kafka://HOST:PORT[,HOST:PORT...]/TOPIC`

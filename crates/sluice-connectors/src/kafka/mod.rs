@@ -119,6 +119,17 @@ pub enum KafkaError {
         /// What the broker said, if anything.
         detail: String,
     },
+    /// No broker answered for the whole request timeout while the connector ran.
+    #[error(
+        "Kafka at {brokers}: no broker answered for {waited:?} (the connector's request_timeout): \
+         the brokers are gone"
+    )]
+    Unreachable {
+        /// The brokers.
+        brokers: String,
+        /// How long the connector went on trying.
+        waited: Duration,
+    },
     /// A record's value did not decode and the source is set to fail on bad records.
     #[error(
         "record at topic {topic:?} partition {partition} offset {offset} does not decode: {source}"
