@@ -35,8 +35,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use sluice_connectors::{
-    Csv, Delivery, EndAt, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource, KafkaSourceConfig,
-    Lines,
+    kafka, Csv, Delivery, EndAt, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource,
+    KafkaSourceConfig, Lines,
 };
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TableSink, TypedSource};
@@ -191,6 +191,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     }
     let output = config.output.clone();
 
+    let (kafka_in, kafka_out) = (kafka.is_some(), kafka_output.is_some());
     let flow = Dataflow::new("wordcount");
     let words = match kafka {
         Some(kafka) => flow
@@ -235,7 +236,12 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     };
     Ok(App::new(
         flow.build()?,
-        Box::new(|report| {
+        Box::new(move |report| {
+            let kafka = [
+                kafka_in
+                    .then(|| kafka::source_summary(&report.operator_report("sentences").counters)),
+                kafka_out.then(|| kafka::sink_summary(&report.operator_report("counts").counters)),
+            ];
             [
                 throughput_line("sentences", report.tuples_out("sentences"), report.elapsed),
                 throughput_line("words", report.tuples_in("sum"), report.elapsed),
@@ -250,6 +256,9 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
                 ),
                 latency_line(report.latency().as_ref()),
             ]
+            .into_iter()
+            .chain(kafka.into_iter().flatten())
+            .collect::<Vec<_>>()
             .join("\n")
         }),
     )

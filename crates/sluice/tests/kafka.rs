@@ -85,8 +85,8 @@ fn write_many_lines(broker: &broker::Broker, topic: &str, count: usize) -> BTree
     counts
 }
 
-/// Runs `sluice run wordcount` with `args`, checking that it succeeds.
-fn wordcount(args: &[&str]) {
+/// Runs `sluice run wordcount` with `args`, checking that it succeeds; its summary.
+fn wordcount(args: &[&str]) -> String {
     let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", "wordcount"])
         .args(args)
@@ -97,6 +97,7 @@ fn wordcount(args: &[&str]) {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    String::from_utf8_lossy(&run.stdout).into_owned()
 }
 
 #[test]
@@ -125,10 +126,10 @@ fn wordcount_reads_a_kafka_topic() {
 }
 
 /// Runs WordCount from topic `NAME-in` to topic `NAME-out` with `extra` arguments, and checks
-/// each word's last count there.
-fn counts_through_kafka(name: &str, extra: &[&str]) {
+/// each word's last count there; returns its summary.
+fn counts_through_kafka(name: &str, extra: &[&str]) -> String {
     let Some(broker) = broker::broker() else {
-        return;
+        return String::new();
     };
     let (topic_in, topic_out) = (format!("{name}-in"), format!("{name}-out"));
     let expected = write_lines(broker, &topic_in);
@@ -137,12 +138,13 @@ fn counts_through_kafka(name: &str, extra: &[&str]) {
     let output = format!("kafka://{}/{topic_out}", broker.address);
     let mut args = vec!["--input", &input, "--output", &output];
     args.extend(extra);
-    wordcount(&args);
+    let summary = wordcount(&args);
 
     let collected = read_counts(broker, &topic_out);
     // Each word's records are in one partition, in order: its last is its count.
     let last: BTreeMap<String, u64> = collected.into_iter().collect();
     assert_eq!(last, expected);
+    summary
 }
 
 /// Every `word<TAB>count` record committed in `topic`, in each partition's order (a
@@ -168,16 +170,37 @@ fn read_counts(broker: &broker::Broker, topic: &str) -> Vec<(String, u64)> {
     collected.0
 }
 
+/// The summary has the Kafka figures: 500 lines of 5 words read, every word's count written,
+/// nothing left to read.
 #[test]
 fn wordcount_writes_its_counts_to_a_kafka_topic() {
-    counts_through_kafka("wordcount", &[]);
+    let summary = counts_through_kafka("wordcount", &[]);
+    assert!(
+        summary.contains("kafka in: 500 records, ")
+            && summary.contains("lag at the end 0 records")
+            && summary.contains("kafka out: 2500 records, "),
+        "{summary}"
+    );
 }
 
 /// The runtime drives the source's and the sink's checkpoint hooks (on this machine the run
-/// takes a few checkpoints); the counts are the same.
+/// takes a few checkpoints), exactly once; the counts are the same, and the summary counts
+/// the transactions.
 #[test]
 fn wordcount_from_kafka_to_kafka_takes_checkpoints() {
-    counts_through_kafka("wordcount-checkpointed", &["--checkpoint-every", "50ms"]);
+    let summary = counts_through_kafka(
+        "wordcount-checkpointed",
+        &[
+            "--checkpoint-every",
+            "50ms",
+            "--set",
+            "delivery=exactly-once",
+        ],
+    );
+    assert!(
+        summary.contains("kafka out: 2500 records, ") && summary.contains(" committed, 0 aborted"),
+        "{summary}"
+    );
 }
 
 #[test]

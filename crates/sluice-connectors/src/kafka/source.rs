@@ -13,6 +13,10 @@
 //! reconnects by itself) for up to [`KafkaSourceConfig::request_timeout`], then fails naming
 //! them.
 //!
+//! Its figures, live ([`sluice_graph::live`]) and in its report: `records_in`, `bytes_in`
+//! (keys and values), `bad_records`, and `lag.partition.N`, partition N's records not yet read
+//! (its end offset less the next to read), asked of the broker every [`LAG_EVERY`].
+//!
 //! Event time is the record's timestamp; the instance's watermark is the least, over its
 //! partitions still being read, of the greatest timestamp seen in each (a partition that has
 //! given no record yet holds it at 0). Records out of timestamp order within a partition are
@@ -28,6 +32,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use sluice_graph::live::{live_figures, LiveFigures};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Snapshot};
 use sluice_ops::Pacer;
 
@@ -43,6 +48,9 @@ const POLL_WAIT: Duration = Duration::from_millis(100);
 /// How often, while no broker answers, the source asks for the topic's metadata to learn
 /// whether one answers again (librdkafka says when the brokers go, not when they come back).
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How often the source asks the broker for its partitions' end offsets, for their lag.
+pub const LAG_EVERY: Duration = Duration::from_secs(1);
 
 /// How often an unbounded read looks for added partitions unless configured otherwise.
 pub const DEFAULT_DISCOVER_PARTITIONS_EVERY: Duration = Duration::from_secs(5);
@@ -127,6 +135,15 @@ struct PartitionRead {
     done: bool,
     /// The greatest event time seen in it (ns).
     max_time: u64,
+    /// Its end offset when last asked (or the offset after the last record read, if past).
+    high: i64,
+}
+
+impl PartitionRead {
+    /// Its records not yet read, as far as the source knows.
+    fn lag(&self) -> u64 {
+        u64::try_from(self.high - self.next).unwrap_or(0)
+    }
 }
 
 /// Which partitions are an instance's: those whose number modulo `parallelism` is
@@ -169,6 +186,8 @@ pub struct KafkaSource<V, F> {
     unreachable: Option<(Instant, Instant)>,
     /// When the source last looked for added partitions.
     discovered: Instant,
+    /// Its live figures (once started), and when it last asked for the lag.
+    live: Option<(std::sync::Arc<LiveFigures>, Instant)>,
     value: PhantomData<fn() -> V>,
 }
 
@@ -191,6 +210,7 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
             instance: PartitionsOf::default(),
             unreachable: None,
             discovered: Instant::now(),
+            live: None,
             value: PhantomData,
             config,
         }
@@ -314,6 +334,7 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
             return Ok(());
         }
         read.next = offset + 1;
+        read.high = read.high.max(read.next);
         if read.end.is_some_and(|end| read.next >= end) {
             read.done = true;
         }
@@ -512,9 +533,49 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
                 end,
                 done,
                 max_time: 0,
+                high: marks.1,
             },
         );
         Ok(())
+    }
+
+    /// Every [`LAG_EVERY`] while the brokers answer: asks for each partition's end offset,
+    /// and publishes the figures.
+    fn publish(&mut self, consumer: &BaseConsumer) {
+        let Some((live, asked)) = &self.live else {
+            return;
+        };
+        if asked.elapsed() < LAG_EVERY {
+            return;
+        }
+        let live = live.clone();
+        if self.unreachable.is_none() {
+            for (partition, read) in &mut self.partitions {
+                let marks = consumer.fetch_watermarks(&self.config.topic, *partition, POLL_WAIT);
+                if let Ok((_, high)) = marks {
+                    read.high = high;
+                }
+            }
+        }
+        for (name, value) in self.figures() {
+            live.set(&name, value);
+        }
+        self.live = Some((live, Instant::now()));
+    }
+
+    /// Its figures (see the module doc).
+    fn figures(&self) -> Vec<(String, u64)> {
+        let mut figures = vec![
+            ("records_in".to_owned(), self.records),
+            ("bytes_in".to_owned(), self.bytes),
+            ("bad_records".to_owned(), self.bad_records),
+        ];
+        figures.extend(
+            self.partitions
+                .iter()
+                .map(|(partition, read)| (format!("lag.partition.{partition}"), read.lag())),
+        );
+        figures
     }
 
     /// The least, over partitions still read, of their greatest event time.
@@ -565,6 +626,7 @@ where
         consumer
             .assign(&assignment)
             .map_err(|e| self.client_error("assigning the partitions", e))?;
+        self.live = Some((live_figures(ctx), Instant::now()));
         self.consumer = Some(consumer);
         Ok(())
     }
@@ -595,6 +657,7 @@ where
         let polled = discovered
             .and_then(|()| self.poll_batch(&consumer, most))
             .and_then(|()| self.check_reachable(&consumer));
+        self.publish(&consumer);
         self.consumer = Some(consumer);
         polled?;
         self.pacer.emitted(self.batch.len() + self.bad_batch.len());
@@ -671,11 +734,7 @@ where
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         self.consumer = None;
         let mut report = OperatorReport::default();
-        report.counters.insert("records_in".into(), self.records);
-        report.counters.insert("bytes_in".into(), self.bytes);
-        report
-            .counters
-            .insert("bad_records".into(), self.bad_records);
+        report.counters.extend(self.figures());
         Ok(report)
     }
 }
