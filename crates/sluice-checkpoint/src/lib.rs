@@ -85,4 +85,7 @@ pub use manifest::{
 pub use part::{
     part_file_name, MAX_PART_FILE_NAME, PART_FORMAT, PART_HEADER_LEN, PART_MAGIC, PART_SUFFIX,
 };
-pub use store::{load, read_part, CheckpointStore, LoadedCheckpoint, PartInfo, DEFAULT_RETAINED};
+pub use store::{
+    load, read_part, verify, CheckpointStore, LoadedCheckpoint, PartInfo, VerifiedCheckpoint,
+    DEFAULT_RETAINED,
+};

@@ -84,6 +84,36 @@ pub struct LoadedCheckpoint {
     pub skipped: Vec<RefusedFile>,
 }
 
+/// A complete checkpoint whose manifest and parts verified, its payloads left on disk: what a
+/// launcher restarts a job from, each PE then reading its own instances' parts ([`read_part`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedCheckpoint {
+    /// Its number.
+    pub n: u64,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// The files of newer complete checkpoints refused on the way to this one (each also
+    /// logged with `tracing::warn!`).
+    pub skipped: Vec<RefusedFile>,
+}
+
+impl VerifiedCheckpoint {
+    fn loaded(self, parts: BTreeMap<String, Vec<u8>>) -> LoadedCheckpoint {
+        LoadedCheckpoint {
+            n: self.n,
+            dir: self.dir,
+            manifest: self.manifest,
+            parts,
+            skipped: self.skipped,
+        }
+    }
+}
+
+/// A checkpoint found and verified, with its payloads by part name when they were kept.
+type Found = (VerifiedCheckpoint, BTreeMap<String, Vec<u8>>);
+
 /// Refuses a manifest's entry whose file is not its part's: a manifest never names a file of
 /// its own choosing (`../x`).
 fn check_file_of(entry: &PartEntry) -> Result<(), String> {
@@ -147,9 +177,9 @@ pub(crate) fn verify_checkpoint(
 }
 
 /// The newest complete checkpoint in the job's checkpoint directory `dir` that verifies,
-/// falling back past those that do not; `None` if none is complete; an error naming every file
-/// refused if some are complete but none verifies.
-pub(crate) fn latest_in(dir: &Path) -> Result<Option<LoadedCheckpoint>, StoreError> {
+/// falling back past those that do not, with its payloads if `keep`; `None` if none is
+/// complete; an error naming every file refused if some are complete but none verifies.
+fn latest_in(dir: &Path, keep: bool) -> Result<Option<Found>, StoreError> {
     let mut skipped = Vec::new();
     let mut complete_seen = false;
     for (n, path) in checkpoint_dirs(dir)?.into_iter().rev() {
@@ -157,15 +187,15 @@ pub(crate) fn latest_in(dir: &Path) -> Result<Option<LoadedCheckpoint>, StoreErr
             continue;
         }
         complete_seen = true;
-        match verify_checkpoint(&path, Some(n), true) {
+        match verify_checkpoint(&path, Some(n), keep) {
             Ok(Verified { manifest, parts }) => {
-                return Ok(Some(LoadedCheckpoint {
+                let verified = VerifiedCheckpoint {
                     n,
                     dir: path,
                     manifest,
-                    parts,
                     skipped,
-                }))
+                };
+                return Ok(Some((verified, parts)));
             }
             Err(refused) => {
                 for file in &refused {
@@ -204,22 +234,33 @@ pub fn read_part(dir: &Path, entry: &PartEntry) -> Result<Vec<u8>, StoreError> {
 /// Loads what `sluice run --from DIR` names: one checkpoint's or savepoint's directory (it must
 /// verify), or a job's checkpoint directory (its latest complete checkpoint that verifies).
 pub fn load(dir: &Path) -> Result<LoadedCheckpoint, StoreError> {
+    let (verified, parts) = find(dir, true)?;
+    Ok(verified.loaded(parts))
+}
+
+/// As [`load`], verifying every part without keeping the payloads: a restart's launcher
+/// leaves each PE to read its own parts.
+pub fn verify(dir: &Path) -> Result<VerifiedCheckpoint, StoreError> {
+    find(dir, false).map(|(verified, _)| verified)
+}
+
+fn find(dir: &Path, keep: bool) -> Result<Found, StoreError> {
     if has_manifest(dir) {
         let n = dir.file_name().and_then(parse_checkpoint_dir_name);
         let Verified { manifest, parts } =
-            verify_checkpoint(dir, n, true).map_err(|refused| StoreError::Corrupt {
+            verify_checkpoint(dir, n, keep).map_err(|refused| StoreError::Corrupt {
                 dir: dir.to_path_buf(),
                 refused,
             })?;
-        return Ok(LoadedCheckpoint {
+        let verified = VerifiedCheckpoint {
             n: manifest.n,
             dir: dir.to_path_buf(),
             manifest,
-            parts,
             skipped: Vec::new(),
-        });
+        };
+        return Ok((verified, parts));
     }
-    latest_in(dir)?.ok_or_else(|| StoreError::NothingToLoad {
+    latest_in(dir, keep)?.ok_or_else(|| StoreError::NothingToLoad {
         dir: dir.to_path_buf(),
     })
 }
@@ -379,7 +420,12 @@ impl CheckpointStore {
     /// `None` if no checkpoint is complete; [`StoreError::NoneVerifies`], naming every file
     /// refused, if some are but none verifies.
     pub fn latest(&self) -> Result<Option<LoadedCheckpoint>, StoreError> {
-        latest_in(&self.dir)
+        Ok(latest_in(&self.dir, true)?.map(|(verified, parts)| verified.loaded(parts)))
+    }
+
+    /// As [`CheckpointStore::latest`], its payloads verified and left on disk.
+    pub fn latest_verified(&self) -> Result<Option<VerifiedCheckpoint>, StoreError> {
+        Ok(latest_in(&self.dir, false)?.map(|(verified, _)| verified))
     }
 
     /// Saves complete checkpoint `n` as a savepoint in the new directory `target` (its missing

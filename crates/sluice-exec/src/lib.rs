@@ -54,4 +54,6 @@ pub use options::{
     DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT,
 };
 pub use report::{CheckpointSummary, InstanceReport, JobReport, Restart, LOST_TUPLES_COUNTER};
-pub use state::{operator_of, size_text, Counted, InFlightTuples, InstanceState, JobState};
+pub use state::{
+    operator_of, part_for_pe, size_text, Counted, InFlightTuples, InstanceState, JobState,
+};

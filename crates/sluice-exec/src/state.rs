@@ -147,27 +147,9 @@ impl JobState {
     /// an operator's whole state where its parallelism changed (each of its keys may now be
     /// anywhere). A PE is sent only its part.
     pub fn for_pe(&self, plan: &PhysicalPlan, pe: usize) -> JobState {
-        let mut part = JobState::default();
-        for (operator, states) in &self.operators {
-            let here: Vec<&InstancePlan> = plan
-                .instances
-                .iter()
-                .filter(|i| i.pe == pe && operator_of(i) == operator)
-                .collect();
-            let Some(first) = here.first() else {
-                continue;
-            };
-            if states.len() != first.parallelism {
-                part.operators.insert(operator.clone(), states.clone());
-                continue;
-            }
-            let mut kept = vec![InstanceState::default(); states.len()];
-            for instance in here {
-                kept[instance.index] = states[instance.index].clone();
-            }
-            part.operators.insert(operator.clone(), kept);
+        JobState {
+            operators: part_for_pe(&self.operators, plan, pe),
         }
-        part
     }
 
     /// How many instances it holds the state of.
@@ -190,6 +172,39 @@ impl JobState {
             })
             .sum()
     }
+}
+
+/// The part of `operators` (per operator, a value for each of its instances in order: their
+/// states, or where those are kept) that PE `pe` of `plan` resumes from: the values of its own
+/// instances (the others left at their default), and all of an operator's values where its
+/// parallelism changed (each of its keys may now be anywhere). Operators with no instance on
+/// the PE are left out.
+pub fn part_for_pe<T: Clone + Default>(
+    operators: &BTreeMap<String, Vec<T>>,
+    plan: &PhysicalPlan,
+    pe: usize,
+) -> BTreeMap<String, Vec<T>> {
+    let mut part = BTreeMap::new();
+    for (operator, values) in operators {
+        let here: Vec<&InstancePlan> = plan
+            .instances
+            .iter()
+            .filter(|i| i.pe == pe && operator_of(i) == operator)
+            .collect();
+        let Some(first) = here.first() else {
+            continue;
+        };
+        if values.len() != first.parallelism {
+            part.insert(operator.clone(), values.clone());
+            continue;
+        }
+        let mut kept = vec![T::default(); values.len()];
+        for instance in here {
+            kept[instance.index] = values[instance.index].clone();
+        }
+        part.insert(operator.clone(), kept);
+    }
+    part
 }
 
 /// A size of state as people read it: bytes below 10 KiB, KiB with a decimal above (what

@@ -1,6 +1,6 @@
 //! Checkpoints in the control plane: the writer that stores each instance's part off the data
 //! path ([`PartWriter`]), the coordinator that asks for checkpoints and completes them
-//! ([`Coordinator`]), and the state a job recovers from ([`recovery_state`]).
+//! ([`Coordinator`]), and the checkpoint a job starts from ([`StoredCheckpoint`]).
 //!
 //! ```text
 //!  coordinator (this process, or the launcher)      every process running instances
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sluice_checkpoint::{
-    CheckpointKind, CheckpointStore, LoadedCheckpoint, Manifest, PartEntry, StoreError,
+    CheckpointKind, CheckpointStore, Manifest, PartEntry, StoreError, VerifiedCheckpoint,
 };
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_plan::PhysicalPlan;
@@ -450,46 +450,100 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The job's state in the last complete checkpoint of `store` (falling back past corrupt
-/// ones, each named in the log), with its number; `None` when there is none.
-pub(crate) fn recovery_state(store: &CheckpointStore) -> Result<Option<(u64, JobState)>, RunError> {
+/// A complete checkpoint (or savepoint) a job starts from, its parts left on disk: where each
+/// instance's part is, by operator, each operator's instances in order. The launcher sends
+/// each PE only the entries of its part ([`StoredCheckpoint::for_pe`]) and the PE reads them
+/// itself ([`StoredCheckpoint::state`]): no state travels through the launcher or its control
+/// streams, so a restart's cost does not grow with its messages, and the state's size has no
+/// limit of theirs. On several hosts, the checkpoint directory is a shared mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredCheckpoint {
+    /// Its number.
+    pub n: u64,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Each operator's instances' parts, in order (`None`: a part left out).
+    parts: BTreeMap<String, Vec<Option<PartEntry>>>,
+}
+
+impl StoredCheckpoint {
+    /// The parts of a checkpoint that verified.
+    fn new(verified: VerifiedCheckpoint) -> Result<Self, RunError> {
+        let mut parts: BTreeMap<String, Vec<Option<PartEntry>>> = BTreeMap::new();
+        for entry in verified.manifest.parts {
+            let Some((operator, instance)) = parse_part_name(&entry.name) else {
+                return Err(RunError::Launch(format!(
+                    "checkpoint {} has a part named '{}', which names no instance",
+                    verified.n, entry.name
+                )));
+            };
+            let instances = parts.entry(operator.to_string()).or_default();
+            instances.resize(instances.len().max(instance + 1), None);
+            instances[instance] = Some(entry);
+        }
+        Ok(StoredCheckpoint {
+            n: verified.n,
+            dir: verified.dir,
+            parts,
+        })
+    }
+
+    /// The entries PE `pe` of `plan` reads its instances' state from (as
+    /// [`JobState::for_pe`] deals a state in memory).
+    pub(crate) fn for_pe(&self, plan: &PhysicalPlan, pe: usize) -> StoredCheckpoint {
+        StoredCheckpoint {
+            n: self.n,
+            dir: self.dir.clone(),
+            parts: sluice_exec::part_for_pe(&self.parts, plan, pe),
+        }
+    }
+
+    /// The state its parts hold, each read from its file, verified and decoded.
+    pub fn state(&self) -> Result<JobState, RunError> {
+        let mut state = JobState::default();
+        for (operator, entries) in &self.parts {
+            let mut instances = Vec::with_capacity(entries.len());
+            for entry in entries {
+                instances.push(match entry {
+                    Some(entry) => self.read(entry)?,
+                    None => InstanceState::default(),
+                });
+            }
+            state.operators.insert(operator.clone(), instances);
+        }
+        Ok(state)
+    }
+
+    fn read(&self, entry: &PartEntry) -> Result<InstanceState, RunError> {
+        let payload = sluice_checkpoint::read_part(&self.dir, entry)
+            .map_err(|e| RunError::Launch(format!("cannot restore: {e}")))?;
+        postcard::from_bytes(&payload).map_err(|e| {
+            RunError::Launch(format!(
+                "part '{}' of checkpoint {} does not decode: {e}",
+                entry.name, self.n
+            ))
+        })
+    }
+}
+
+/// The last complete checkpoint of `store` that verifies (falling back past corrupt ones, each
+/// named in the log); `None` when there is none.
+pub(crate) fn latest_checkpoint(
+    store: &CheckpointStore,
+) -> Result<Option<StoredCheckpoint>, RunError> {
     let refused = |e: StoreError| RunError::Launch(format!("cannot recover: {e}"));
-    match store.latest().map_err(refused)? {
-        Some(loaded) => Ok(Some((loaded.n, job_state(&loaded)?))),
+    match store.latest_verified().map_err(refused)? {
+        Some(verified) => StoredCheckpoint::new(verified).map(Some),
         None => Ok(None),
     }
 }
 
-/// The job's state in a checkpoint or savepoint: `dir` is one checkpoint's (or savepoint's)
-/// directory, or a job's checkpoint directory, whose latest complete checkpoint is taken.
-/// Returns the checkpoint's number with the state.
-pub fn load_checkpoint(dir: &std::path::Path) -> Result<(u64, JobState), RunError> {
-    let loaded = sluice_checkpoint::load(dir).map_err(|e| RunError::Launch(e.to_string()))?;
-    Ok((loaded.n, job_state(&loaded)?))
-}
-
-/// The state a loaded checkpoint holds, each part decoded (the store has logged the files it
-/// refused on the way to it).
-fn job_state(loaded: &LoadedCheckpoint) -> Result<JobState, RunError> {
-    let mut state = JobState::default();
-    for (name, payload) in &loaded.parts {
-        let Some((operator, instance)) = parse_part_name(name) else {
-            return Err(RunError::Launch(format!(
-                "checkpoint {} has a part named '{name}', which names no instance",
-                loaded.n
-            )));
-        };
-        let part: InstanceState = postcard::from_bytes(payload).map_err(|e| {
-            RunError::Launch(format!(
-                "part '{name}' of checkpoint {} does not decode: {e}",
-                loaded.n
-            ))
-        })?;
-        let states = state.operators.entry(operator.to_string()).or_default();
-        states.resize_with(states.len().max(instance + 1), InstanceState::default);
-        states[instance] = part;
-    }
-    Ok(state)
+/// The checkpoint or savepoint a job starts from (`sluice run --from DIR`): `dir` is one
+/// checkpoint's (or savepoint's) directory, or a job's checkpoint directory, whose latest
+/// complete checkpoint is taken. Every part is verified; none is loaded.
+pub fn load_checkpoint(dir: &Path) -> Result<StoredCheckpoint, RunError> {
+    let verified = sluice_checkpoint::verify(dir).map_err(|e| RunError::Launch(e.to_string()))?;
+    StoredCheckpoint::new(verified)
 }
 
 /// Opens the job's checkpoint store as `options` say.
@@ -514,5 +568,72 @@ mod tests {
         );
         assert_eq!(parse_part_name("sum"), None);
         assert_eq!(parse_part_name("sum[x]"), None);
+    }
+
+    /// A restart's start message names where each part is: its size does not grow with the
+    /// state (which once travelled inside it, and past 64 MiB of JSON failed every restart),
+    /// and the PE reads the state back whole from the files.
+    #[test]
+    fn a_restart_sends_where_the_state_is_not_the_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::open(dir.path()).unwrap();
+        let state = InstanceState {
+            snapshot: sluice_graph::Snapshot {
+                operator: (0..4 << 20).map(|i| (i % 251) as u8).collect(),
+                keyed: Vec::new(),
+            },
+            finished: false,
+            ..InstanceState::default()
+        };
+        let name = part_name("sum", 1);
+        let entry = store
+            .write_part(7, &name, &encode(&state).unwrap())
+            .unwrap()
+            .entry;
+        let manifest = Manifest {
+            job: "job".into(),
+            application: "test".into(),
+            kind: CheckpointKind::Checkpoint,
+            n: 7,
+            created_unix_ms: 0,
+            duration_ms: 0,
+            alignment_ms: 0,
+            plan: "processes".into(),
+            parts: vec![entry],
+        };
+        store.complete(7, &manifest).unwrap();
+
+        let checkpoint = latest_checkpoint(&store).unwrap().unwrap();
+        assert_eq!(checkpoint.n, 7);
+        let message = crate::resume::PeResume::Checkpoint(checkpoint.clone());
+        let mut line = Vec::new();
+        crate::wire::send(&mut line, &message).unwrap();
+        assert!(
+            line.len() < 1024,
+            "the start message carries {} bytes for a 4 MiB state",
+            line.len()
+        );
+        let received: crate::resume::PeResume =
+            crate::wire::receive(&mut line.as_slice()).unwrap().unwrap();
+        let restored = received.into_state().unwrap();
+        assert_eq!(restored.operators["sum"].len(), 2);
+        assert_eq!(restored.operators["sum"][0], InstanceState::default());
+        assert_eq!(restored.operators["sum"][1], state);
+    }
+
+    /// A message longer than a control stream carries is refused at the sender, naming both
+    /// sizes, not cut off for the peer to misread.
+    #[test]
+    fn a_message_past_the_control_streams_limit_is_refused_naming_both_sizes() {
+        let big = vec![b'x'; (crate::wire::MAX_LINE + 1) as usize];
+        let text = String::from_utf8(big).unwrap();
+        let mut line = Vec::new();
+        let error = crate::wire::send(&mut line, &text).unwrap_err().to_string();
+        assert!(line.is_empty());
+        assert!(
+            error.contains(&format!("{} bytes", text.len() + 3)),
+            "{error}"
+        );
+        assert!(error.contains("64 MiB"), "{error}");
     }
 }

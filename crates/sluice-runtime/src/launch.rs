@@ -56,10 +56,10 @@ use crate::checkpoints::{Coordinator, Order, PartAck};
 use crate::link::{self, Admission, LinkListener, SharedLink};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::wire::{self, FromPe, ToPe, HEARTBEAT_PERIOD};
+use crate::ResumeFrom;
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::{Sched, Silence};
-use sluice_exec::JobState;
 
 /// How long PEs may take to exit once they reported, and how long an ended PE's last words
 /// (or its exit status) are waited for.
@@ -274,7 +274,7 @@ pub(crate) fn start(
     options: &RunOptions,
     spawner: Spawner,
     control: Arc<JobControl>,
-    resume: Option<&JobState>,
+    resume: Option<ResumeFrom<'_>>,
 ) -> Result<RunningJob, RunError> {
     let launch = |e: std::io::Error, what: &str| RunError::Launch(format!("{what}: {e}"));
     let segments = job_segments(plan)?;
@@ -589,7 +589,7 @@ impl Children {
         &mut self,
         listener: LinkListener,
         secret: &JobSecret,
-        (plan, resume): (&PhysicalPlan, Option<&JobState>),
+        (plan, resume): (&PhysicalPlan, Option<ResumeFrom<'_>>),
         starting: &Starting<'_>,
     ) -> Result<(), RunError> {
         let (events, received) = mpsc::channel();
@@ -600,7 +600,7 @@ impl Children {
         let checkpoints = self.checkpoint_dir.clone();
         let plan_for = |pe: usize| ToPe::Plan {
             plan: Box::new(plan.clone()),
-            resume: resume.map(|state| Box::new(state.for_pe(plan, pe))),
+            resume: resume.map(|from| Box::new(from.for_pe(plan, pe))),
             checkpoints: checkpoints.clone(),
         };
         let began = Instant::now();

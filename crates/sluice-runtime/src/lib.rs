@@ -48,14 +48,16 @@ mod launch;
 mod link;
 mod mpi;
 mod pe;
+mod resume;
 mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use checkpoints::{load_checkpoint, CheckpointHandle};
+pub use checkpoints::{load_checkpoint, CheckpointHandle, StoredCheckpoint};
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
+pub use resume::ResumeFrom;
 pub use sluice_exec::metrics;
 pub use sluice_exec::{
     size_text, CheckpointOptions, CheckpointSummary, InstanceReport, InstanceState, JobReport,
@@ -205,19 +207,19 @@ pub fn start_with(
     start_from(graph, plan, options, stop, None)
 }
 
-/// As [`start_with`], resuming a suspended job ([`StopHandle::suspend`]) from `state`, its
-/// [`JobReport::state`]: every instance takes back its state (an operator whose parallelism
+/// As [`start_with`], resuming from `from`: a suspended job's ([`StopHandle::suspend`])
+/// [`JobReport::state`], or a checkpoint ([`load_checkpoint`]). Every instance takes back its state (an operator whose parallelism
 /// changed gets its keys dealt anew, each to the instance its key now goes to), every source
 /// resumes where it stopped, and an instance that had finished stays finished. `plan` may
 /// place the instances anywhere.
-pub fn resume_with(
+pub fn resume_with<'a>(
     graph: &Graph,
     plan: &PhysicalPlan,
     options: &RunOptions,
     stop: &StopHandle,
-    state: &JobState,
+    from: impl Into<ResumeFrom<'a>>,
 ) -> Result<RunningJob, RunError> {
-    start_from(graph, plan, options, stop, Some(state))
+    start_from(graph, plan, options, stop, Some(from.into()))
 }
 
 fn start_from(
@@ -225,7 +227,7 @@ fn start_from(
     plan: &PhysicalPlan,
     options: &RunOptions,
     stop: &StopHandle,
-    resume: Option<&JobState>,
+    resume: Option<ResumeFrom<'_>>,
 ) -> Result<RunningJob, RunError> {
     if is_pe_process() {
         serve_pe(graph, options)
@@ -253,7 +255,7 @@ fn launch_job(
     plan: &PhysicalPlan,
     options: &RunOptions,
     control: Arc<JobControl>,
-    resume: Option<&JobState>,
+    resume: Option<ResumeFrom<'_>>,
 ) -> Result<RunningJob, RunError> {
     match options.launcher {
         _ if runs_as_threads(plan, options) => start_threads(graph, plan, options, control, resume),
@@ -312,8 +314,9 @@ fn start_threads(
     plan: &PhysicalPlan,
     options: &RunOptions,
     control: Arc<JobControl>,
-    resume: Option<&JobState>,
+    resume: Option<ResumeFrom<'_>>,
 ) -> Result<RunningJob, RunError> {
+    let resume = resume.map(ResumeFrom::state).transpose()?;
     let segments = launch::job_segments(plan)?;
     let mut sites = Sites::new(segments.job(), launch::job_secret()?);
     let bound = assemble::bind(graph, plan, Scope::All, &sites)?;
@@ -322,7 +325,7 @@ fn start_threads(
     let watched = assemble::Watched {
         control: &control,
         metrics: options.metrics.then_some(&*process),
-        resume,
+        resume: resume.as_deref(),
     };
     let workers = assemble::start(graph, plan, Scope::All, &sites, bound, options, watched)?;
     let handle = MetricsHandle::new(&plan.job, plan.pes.iter().map(|p| p.name.clone()));
@@ -442,43 +445,52 @@ impl RunningJob {
     }
 
     /// Restarts the job after `error` from its last complete checkpoint (from its start if it
-    /// has none), saying so on standard error.
-    fn restart(&mut self, error: RunError) -> Result<(), RunError> {
+    /// has none), saying so on standard error. A restart that fails while the job starts
+    /// again (a PE killed during its start-up, say) is followed by another while restarts are
+    /// left, each counted and logged as one.
+    fn restart(&mut self, mut error: RunError) -> Result<(), RunError> {
         let Some(recovery) = self.recovery.as_deref_mut() else {
             return Err(error);
         };
-        recovery.restarts_left -= 1;
         let delay = self
             .options
             .checkpoints
             .map_or(DEFAULT_RESTART_DELAY, |c| c.restart_delay);
-        let from = checkpoints::recovery_state(&recovery.store)?;
-        let at = self.started.elapsed().as_secs_f64();
+        let from = checkpoints::latest_checkpoint(&recovery.store)?;
         let whence = match &from {
-            Some((n, _)) => format!("from checkpoint {n}"),
+            Some(checkpoint) => format!("from checkpoint {}", checkpoint.n),
             None => "from the start (no checkpoint is complete yet)".to_string(),
         };
-        let first_line = error.to_string();
-        let first_line = first_line.lines().next().unwrap_or_default();
-        eprintln!(
-            "restarting the job {whence} at {at:.3} s, after: {first_line} ({} restart(s) left)",
-            recovery.restarts_left
-        );
-        recovery.coordinator.restarted(Restart {
-            at: self.started.elapsed(),
-            from: from.as_ref().map(|(n, _)| *n),
-            cause: first_line.to_string(),
-        });
-        std::thread::sleep(delay);
-        self.control.rearm();
-        let resume = from.as_ref().map(|(_, state)| state);
-        let relaunched = launch_job(
-            &recovery.graph,
-            &recovery.plan,
-            &self.options,
-            recovery.stop.control(),
-            resume,
-        )?;
+        let relaunched = loop {
+            recovery.restarts_left -= 1;
+            let at = self.started.elapsed();
+            let cause = error.to_string();
+            let cause = cause.lines().next().unwrap_or_default();
+            eprintln!(
+                "restarting the job {whence} at {:.3} s, after: {cause} ({} restart(s) left)",
+                at.as_secs_f64(),
+                recovery.restarts_left
+            );
+            recovery.coordinator.restarted(Restart {
+                at,
+                from: from.as_ref().map(|checkpoint| checkpoint.n),
+                cause: cause.to_string(),
+            });
+            std::thread::sleep(delay);
+            self.control.rearm();
+            let resume = from.as_ref().map(ResumeFrom::Checkpoint);
+            match launch_job(
+                &recovery.graph,
+                &recovery.plan,
+                &self.options,
+                recovery.stop.control(),
+                resume,
+            ) {
+                Ok(relaunched) => break relaunched,
+                Err(failed) if recovery.may_restart(&failed, &self.control) => error = failed,
+                Err(failed) => return Err(failed),
+            }
+        };
         self.running = relaunched.running;
         // The job's figures are the new attempt's from now on, wherever they are watched.
         self.metrics.end();

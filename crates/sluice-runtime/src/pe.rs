@@ -315,6 +315,8 @@ fn run(
         } => (plan, resume, checkpoints),
         order => return Err(unexpected(order)),
     };
+    // A checkpoint's parts are read here, from its files, before anything is built.
+    let resume = resume.map(|from| from.into_state()).transpose()?;
     if assemble::mpi_channel(&plan).is_some() {
         start_mpi(role.pe)?;
     }
@@ -354,7 +356,7 @@ fn run(
     let watched = assemble::Watched {
         control: &control,
         metrics,
-        resume: resume.as_deref(),
+        resume: resume.as_ref(),
     };
     let workers = assemble::start(graph, &plan, scope, &sites, bound, &own, watched)?;
     reporter.send(&FromPe::Ready).map_err(launcher_lost)?;

@@ -36,8 +36,9 @@ use sluice_plan::PhysicalPlan;
 
 use crate::checkpoints::PartAck;
 use crate::metrics::ThreadSample;
+use crate::resume::PeResume;
+use crate::InstanceState;
 use crate::{InstanceReport, JobReport};
-use crate::{InstanceState, JobState};
 
 /// What a PE tells its launcher.
 #[derive(Debug, Serialize, Deserialize)]
@@ -85,7 +86,7 @@ pub(crate) enum ToPe {
     /// The job's plan, which the PE builds its part of, and the state the job resumes from.
     Plan {
         plan: Box<PhysicalPlan>,
-        resume: Option<Box<JobState>>,
+        resume: Option<Box<PeResume>>,
         /// The job's checkpoint directory, when it takes checkpoints.
         checkpoints: Option<std::path::PathBuf>,
     },
@@ -179,15 +180,27 @@ impl WireReport {
     }
 }
 
-/// Writes one message as a line.
+/// Writes one message as a line; refuses one longer than [`MAX_LINE`], which its peer would.
 pub(crate) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
     line.push(b'\n');
+    if line.len() as u64 > MAX_LINE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "a control message of {} bytes is over the {} MiB a control stream carries",
+                line.len(),
+                MAX_LINE >> 20
+            ),
+        ));
+    }
     stream.write_all(&line)
 }
 
-/// The longest line a peer may send; a longer one is a broken peer.
-const MAX_LINE: u64 = 64 << 20;
+/// The longest line a peer may send; a longer one is a broken peer. State never travels in
+/// one when a job restarts from a checkpoint (each PE reads its parts from their files); a
+/// suspended job's state, which does, is refused past it by [`send`], naming both sizes.
+pub(crate) const MAX_LINE: u64 = 64 << 20;
 
 /// Reads one message; `Ok(None)` at the end of the stream.
 pub(crate) fn receive<T: for<'de> Deserialize<'de>>(
@@ -197,6 +210,15 @@ pub(crate) fn receive<T: for<'de> Deserialize<'de>>(
     let read = Read::by_ref(reader).take(MAX_LINE).read_line(&mut line)?;
     if read == 0 {
         return Ok(None);
+    }
+    if read as u64 == MAX_LINE && !line.ends_with('\n') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "a control message is over the {} MiB a control stream carries",
+                MAX_LINE >> 20
+            ),
+        ));
     }
     serde_json::from_str(&line)
         .map(Some)

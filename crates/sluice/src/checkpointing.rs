@@ -14,7 +14,7 @@ use anyhow::Context;
 use clap::Args;
 use sluice_graph::Graph;
 use sluice_runtime::{
-    CheckpointOptions, JobState, DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_RESTARTS,
+    CheckpointOptions, StoredCheckpoint, DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_RESTARTS,
     DEFAULT_RESTART_DELAY,
 };
 
@@ -111,8 +111,9 @@ impl CheckpointArgs {
         }))
     }
 
-    /// The state `--from` starts the job from, with the checkpoint's number.
-    pub(crate) fn from(&self) -> anyhow::Result<Option<(u64, JobState)>> {
+    /// The checkpoint `--from` starts the job from (verified, its state left on disk for the
+    /// instances to read).
+    pub(crate) fn from(&self) -> anyhow::Result<Option<StoredCheckpoint>> {
         let Some(dir) = &self.from else {
             return Ok(None);
         };

@@ -201,8 +201,8 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     options.suspendable = args.online.online_placement;
     options.checkpoints = args.checkpoints.options(&args.app.app, &app.graph)?;
     let from = args.checkpoints.from()?;
-    if let Some((n, _)) = &from {
-        tracing::info!("starting from checkpoint {n}");
+    if let Some(checkpoint) = &from {
+        tracing::info!("starting from checkpoint {}", checkpoint.n);
     }
     let http = http_server::serve_if_asked(args.ui, args.observe.metrics_address(), &plan)?;
     if !sluice_runtime::is_pe_process() {
@@ -242,7 +242,9 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     let mut companions = Companions::default();
     let mut observers = None;
     let started = match &from {
-        Some((_, state)) => sluice_runtime::resume_with(&app.graph, &plan, &options, &stop, state),
+        Some(checkpoint) => {
+            sluice_runtime::resume_with(&app.graph, &plan, &options, &stop, checkpoint)
+        }
         None => sluice_runtime::start_with(&app.graph, &plan, &options, &stop),
     };
     let result = started.and_then(|job| {

@@ -249,6 +249,39 @@ fn wordcount_over_two_hosts_on_loopback_tcp_survives_killed_pes() {
 }
 
 #[test]
+fn a_pe_killed_while_the_job_restarts_is_followed_by_another_restart() {
+    let files = files();
+    let args = files.args(&["--restarts", "5", "--restart-delay", "50ms"]);
+    let mut run = Run::start(files.dir.path(), &args);
+    run.wait_started();
+    let first = pes_of(run.child.id());
+    signal(first[0].pid, "KILL");
+    // The first PE of the restart is killed as soon as it exists: during the job's start-up.
+    let mut victim = None;
+    while victim.is_none() {
+        assert!(run.running(), "the job ended:\n{}", run.stderr());
+        run.watch();
+        victim = pes_of(run.child.id())
+            .into_iter()
+            .find(|pe| first.iter().all(|old| old.pid != pe.pid));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    signal(victim.unwrap().pid, "KILL");
+    let (status, _, stderr) = run.finish();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("restarting the job").count(),
+        2,
+        "one restart per PE killed:\n{stderr}"
+    );
+    let output = std::fs::read_to_string(&files.output).unwrap();
+    assert!(
+        output == files.expected,
+        "after a PE killed during a restart, the output differs from a direct count:\n{stderr}"
+    );
+}
+
+#[test]
 fn a_killed_launcher_is_resumed_from_its_last_checkpoint_with_the_same_output() {
     let files = files();
     let mut run = Run::start(files.dir.path(), &files.args(&[]));
