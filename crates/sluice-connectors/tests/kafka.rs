@@ -396,6 +396,31 @@ fn a_restarted_exactly_once_sink_aborts_what_followed_its_checkpoint() {
     assert_eq!(exactly_once(read), all.iter().cloned().collect());
 }
 
+/// The exactly-once sink's marker names the output topic's partition 0: a topic the brokers
+/// create on demand is made at the sink's start (a commit before the first record failed with
+/// "Unknown topic or partition").
+#[test]
+fn an_exactly_once_sink_writes_to_a_topic_made_on_demand() {
+    let Some(broker) = broker() else { return };
+    let topic = "made-on-demand";
+    let mut sink = line_sink(
+        broker,
+        topic,
+        Delivery::ExactlyOnce {
+            transactional_id: "on-demand".into(),
+        },
+    );
+    sink.start(&ctx(0, 1)).unwrap();
+    // A checkpoint before any record: nothing has made the topic yet but the start.
+    sink.checkpoint(1).unwrap();
+    sink.checkpoint_complete(1).unwrap();
+    feed(&mut sink, lines(50));
+    sink.checkpoint(2).unwrap();
+    sink.checkpoint_complete(2).unwrap();
+    let read = read_all(broker, topic, Lines).into_iter().map(|r| r.value);
+    assert_eq!(exactly_once(read), lines(50).into_iter().collect());
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Trade {
     symbol: String,

@@ -276,6 +276,35 @@ impl<T, F, K> KafkaSink<T, F, K> {
         }
     }
 
+    /// Waits until the brokers know the topic (a producer's metadata request creates a
+    /// missing one where the brokers create topics on demand); fails naming it after the
+    /// request timeout.
+    fn wait_for_topic(&self) -> Result<(), KafkaError> {
+        let producer = self.producer()?;
+        let topic = &self.config.topic;
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            let metadata = producer
+                .client()
+                .fetch_metadata(Some(topic), self.config.request_timeout)
+                .map_err(|e| self.client_error("reading the topic's metadata", e))?;
+            let found = metadata.topics().iter().find(|t| t.name() == topic);
+            let error = match found {
+                Some(t) if t.error().is_none() && !t.partitions().is_empty() => return Ok(()),
+                Some(t) => t.error().map(RDKafkaErrorCode::from),
+                None => None,
+            };
+            if Instant::now() >= deadline {
+                return Err(KafkaError::NoSuchTopic {
+                    brokers: self.config.brokers.clone(),
+                    topic: topic.clone(),
+                    detail: error.map_or_else(String::new, |e| format!(": {e:?}")),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Fails if librdkafka reported a record it could not deliver.
     fn check_deliveries(&self) -> Result<(), KafkaError> {
         let producer = self.producer()?;
@@ -474,6 +503,9 @@ where
                 .map_err(|e| self.client_error("creating the producer", e))?;
         self.producer = Some(producer);
         if let Some(id) = id {
+            // The marker names the topic's partition 0: the topic must be there before the
+            // first commit.
+            self.wait_for_topic()?;
             self.start_transactions(id)?;
         }
         self.live = Some(live_figures(ctx));
