@@ -351,7 +351,7 @@ fn a_restarted_exactly_once_sink_writes_every_record_once() {
     doomed.checkpoint(1).unwrap();
     doomed.checkpoint_complete(1).unwrap();
     feed(&mut doomed, second.to_vec());
-    let state = doomed.checkpoint(2).unwrap();
+    let state = doomed.checkpoint(2).unwrap().make().unwrap();
     feed(&mut doomed, third[..100].to_vec());
     drop(doomed);
 
@@ -382,7 +382,7 @@ fn a_restarted_exactly_once_sink_aborts_what_followed_its_checkpoint() {
     let mut doomed = line_sink(broker, topic, delivery());
     doomed.start(&ctx(0, 1)).unwrap();
     feed(&mut doomed, first.to_vec());
-    let state = doomed.checkpoint(1).unwrap();
+    let state = doomed.checkpoint(1).unwrap().make().unwrap();
     doomed.checkpoint_complete(1).unwrap();
     feed(&mut doomed, second.to_vec());
     drop(doomed);
@@ -684,7 +684,7 @@ fn the_at_least_once_sink_has_delivered_everything_when_a_checkpoint_returns() {
     sink.start(&ctx(0, 1)).unwrap();
     feed(&mut sink, lines(500));
     assert!(
-        sink.checkpoint(1).unwrap().is_empty(),
+        sink.checkpoint(1).unwrap().make().unwrap().is_empty(),
         "at least once keeps no state"
     );
     let read = read_all(broker, topic, Lines).into_iter().map(|r| r.value);

@@ -30,6 +30,14 @@
 //! not (they were sent before the checkpoint, so its state does not hold them) and processes
 //! it as usual; its part, handed over once every barrier is in, is its state with those
 //! tuples, which a resumed instance processes first (Chandy and Lamport's channel state).
+//! Nothing being held, an input may end after its barrier: its barrier then stops counting
+//! ([`Alignment::depart`]) as the input stops counting among the open ones, so the part still
+//! waits for the barriers of the others, and records their tuples until then.
+//!
+//! Off the data path: an operator with a large state hands over a copy of it
+//! ([`CheckpointState::Later`](sluice_graph::CheckpointState::Later): a clone of its map, no
+//! encoding), which the sink's thread makes into the snapshot ([`CheckpointPart::into_state`])
+//! before encoding and writing it; the data path stalls for the clone only.
 //!
 //! Each instance must know which upstream instance a tuple came from: a checkpointed job's
 //! plan gives every channel a single sender, since a receiver that merges several senders'
@@ -37,13 +45,14 @@
 
 use std::time::{Duration, Instant};
 
+use sluice_graph::{LaterSnapshot, OperatorError};
 use sluice_transport::{StreamType, TupleLog};
 use sluice_types::{BatchRef, Punctuation, TupleRef};
 
 use crate::state::{InFlightTuples, InstanceState};
 
 /// One instance's part of a checkpoint, handed to the [`CheckpointSink`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CheckpointPart {
     /// The checkpoint's number.
     pub n: u64,
@@ -55,10 +64,25 @@ pub struct CheckpointPart {
     /// `state.finished`, the instance finished before checkpoint `n` reached it: that is its
     /// part of `n` and of every checkpoint after.
     pub state: InstanceState,
+    /// Its snapshot, when its operator left it to be made off the data path
+    /// ([`CheckpointState::Later`]): the sink's thread makes it into `state.snapshot`
+    /// ([`CheckpointPart::into_state`]).
+    pub later: Option<LaterSnapshot>,
     /// From its first barrier to its last (zero for a source, or an instance of one input).
     pub alignment: Duration,
     /// Tuples it held back while it aligned.
     pub held: u64,
+}
+
+impl CheckpointPart {
+    /// Its whole state, its snapshot made now if it was left for later.
+    pub fn into_state(self) -> Result<InstanceState, OperatorError> {
+        let mut state = self.state;
+        if let Some(later) = self.later {
+            state.snapshot = later.make()?;
+        }
+        Ok(state)
+    }
 }
 
 /// Where instances hand their parts of checkpoints. It is called on the data path, so it must
@@ -109,7 +133,7 @@ pub(crate) struct Alignment {
     /// (`recorded`, by port), which it processes too; nothing is held back.
     unaligned: bool,
     /// Its state, once taken at the first barrier of an unaligned checkpoint.
-    pub(crate) taken: Option<InstanceState>,
+    pub(crate) taken: Option<(InstanceState, Option<LaterSnapshot>)>,
     /// Copies of the tuples in flight on the inputs not yet past their barrier, by port.
     recorded: Vec<(usize, Box<dyn TupleLog>)>,
     /// When its first barrier arrived.
@@ -140,6 +164,13 @@ impl Alignment {
     /// The barrier from `from` on `port` arrived.
     pub(crate) fn arrive(&mut self, port: usize, from: u32) {
         self.arrived.push((port, from));
+    }
+
+    /// The input from `from` on `port` ended (unaligned, nothing is held, so its end may
+    /// come after its barrier): its barrier no longer counts, as it no longer counts among
+    /// the open inputs, so the alignment still waits for every other input's.
+    pub(crate) fn depart(&mut self, port: usize, from: u32) {
+        self.arrived.retain(|&arrival| arrival != (port, from));
     }
 
     /// How many inputs' barriers arrived.

@@ -11,8 +11,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use sluice_graph::{
-    latency_histogram, KeyFn, LatencyHistogram, Operator, OperatorContext, OperatorError,
-    OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
+    latency_histogram, CheckpointState, KeyFn, LatencyHistogram, LaterSnapshot, Operator,
+    OperatorContext, OperatorError, OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple,
+    Produced, Snapshot, Source, Timer,
 };
 use sluice_sync::IdleStrategy;
 use sluice_transport::{Delivery, ErasedReceiver, ErasedSender, RecvError, SendError, StreamType};
@@ -597,6 +598,7 @@ fn end_input(
     nodes: &[RefCell<Node>],
     index: usize,
     port: usize,
+    from: Option<u32>,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
     let suspending = env.control.suspending();
@@ -607,6 +609,9 @@ fn end_input(
         // The ends its upstreams send when they resume finished (so is it).
         if node.finished {
             return Ok(());
+        }
+        if let (Some(from), Some(alignment)) = (from, node.aligning.as_mut()) {
+            alignment.depart(port, from);
         }
         let open = &mut node.open_inputs[port];
         *open = open.saturating_sub(1);
@@ -702,7 +707,7 @@ fn close_node(
                 if holding(nodes, node, port, from, env) {
                     hold(nodes, node, |a, _| a.hold_end(port))?;
                 } else {
-                    end_input(nodes, node, port, env)?;
+                    end_input(nodes, node, port, Some(from), env)?;
                 }
             }
             Target::Remote(sender) => {
@@ -1027,7 +1032,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
             },
             (Delivery::EndOfStream, None) => {
                 ended += 1;
-                end_input(nodes, node, port, env)
+                end_input(nodes, node, port, from, env)
             }
             (Delivery::EndOfStream, Some(_)) => {
                 ended += 1;
@@ -1341,6 +1346,7 @@ fn announce_finished(node: &Node, env: &Env<'_>) {
             ended_ports: node.ended_ports.clone(),
             ..InstanceState::default()
         },
+        later: None,
         alignment: Duration::ZERO,
         held: 0,
     });
@@ -1483,26 +1489,32 @@ fn take_state_early(
 }
 
 /// Node `index`'s state for checkpoint `n`: what its `checkpoint` hook returns, with its
-/// ended ports, timers and counts.
+/// ended ports, timers and counts; and the snapshot to make off the data path, if the hook
+/// left it for later (the state's `snapshot` is empty then).
 fn take_state(
     nodes: &[RefCell<Node>],
     index: usize,
     n: u64,
     env: &Env<'_>,
-) -> Result<InstanceState, OperatorError> {
-    let snapshot = with_node(nodes, index, env, 0, |body, _| match body {
-        Body::Source(source) => source.checkpoint(n),
+) -> Result<(InstanceState, Option<LaterSnapshot>), OperatorError> {
+    let taken = with_node(nodes, index, env, 0, |body, _| match body {
+        Body::Source(source) => source.checkpoint(n).map(CheckpointState::Now),
         Body::Operator(op) => op.checkpoint(n),
     })?;
+    let (snapshot, later) = match taken {
+        CheckpointState::Now(snapshot) => (snapshot, None),
+        CheckpointState::Later(later) => (Snapshot::default(), Some(later)),
+    };
     let node = nodes[index].borrow();
-    Ok(InstanceState {
+    let state = InstanceState {
         snapshot,
         finished: false,
         ended_ports: node.ended_ports.clone(),
         timers: node.timers.pending(),
         in_flight: Vec::new(),
         counted: node.counted(),
-    })
+    };
+    Ok((state, later))
 }
 
 /// Sends node `node`'s barrier of checkpoint `n` on every output edge.
@@ -1560,11 +1572,14 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
     };
     let n = alignment.n;
     let early = alignment.taken.is_some();
-    let state = match alignment.taken.take() {
-        Some(taken) => InstanceState {
-            in_flight: alignment.in_flight().map_err(OperatorError::Failed)?,
-            ..taken
-        },
+    let (state, later) = match alignment.taken.take() {
+        Some((taken, later)) => {
+            let state = InstanceState {
+                in_flight: alignment.in_flight().map_err(OperatorError::Failed)?,
+                ..taken
+            };
+            (state, later)
+        }
         None => take_state(nodes, index, n, env)?,
     };
     let (alignment, held, released) = alignment.finish();
@@ -1579,6 +1594,7 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
             operator: node.operator.clone(),
             instance: node.ctx.instance,
             state,
+            later,
             alignment,
             held,
         };
@@ -1596,7 +1612,8 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
             Release::Punctuation { port, punctuation } => {
                 apply_punctuation(nodes, index, port, punctuation, env)?
             }
-            Release::End { port } => end_input(nodes, index, port, env)?,
+            // The alignment is over: no barrier is counted any more.
+            Release::End { port } => end_input(nodes, index, port, None, env)?,
         }
     }
     Ok(())

@@ -17,7 +17,7 @@ use sluice_exec::assemble::{self, Scope, Sites, Watched};
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::wait_threads;
-use sluice_exec::{CheckpointOptions, JobState, RunError, RunOptions};
+use sluice_exec::{CheckpointOptions, InstanceState, JobState, RunError, RunOptions};
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Produced, Snapshot,
     Source,
@@ -237,29 +237,34 @@ fn planned(graph: &Graph, request: &PlanRequest) -> PhysicalPlan {
 }
 
 /// One checkpoint's parts, by (operator, instance).
-type PartsOf = BTreeMap<(String, usize), CheckpointPart>;
+type PartsOf = BTreeMap<(String, usize), InstanceState>;
+
+/// A finished instance's part: from which checkpoint on, the instance, its state.
+type FinishedPart = (u64, (String, usize), InstanceState);
 
 /// The parts handed over: per checkpoint, each instance's state by (operator, instance);
 /// and the instances that finished, from which checkpoint on.
 #[derive(Default)]
 struct Parts {
     taken: Mutex<BTreeMap<u64, PartsOf>>,
-    finished: Mutex<Vec<CheckpointPart>>,
+    finished: Mutex<Vec<FinishedPart>>,
 }
 
 impl CheckpointSink for Parts {
     fn part(&self, part: CheckpointPart) {
-        if part.state.finished {
-            self.finished.lock().unwrap().push(part);
+        let (n, key) = (part.n, (part.operator.clone(), part.instance));
+        // A snapshot left for later is made here, as the runtime's writer thread makes it.
+        let state = part.into_state().unwrap();
+        if state.finished {
+            self.finished.lock().unwrap().push((n, key, state));
             return;
         }
-        let key = (part.operator.clone(), part.instance);
         self.taken
             .lock()
             .unwrap()
-            .entry(part.n)
+            .entry(n)
             .or_default()
-            .insert(key, part);
+            .insert(key, state);
     }
 }
 
@@ -274,15 +279,15 @@ impl Parts {
             .get(&n)
             .cloned()
             .unwrap_or_default();
-        for part in self.finished.lock().unwrap().iter().filter(|p| p.n <= n) {
-            parts.insert((part.operator.clone(), part.instance), part.clone());
+        for (_, key, state) in self.finished.lock().unwrap().iter().filter(|p| p.0 <= n) {
+            parts.insert(key.clone(), state.clone());
         }
         (parts.len() == instances).then(|| {
             let mut state = JobState::default();
-            for ((operator, instance), part) in parts {
+            for ((operator, instance), taken) in parts {
                 let states = state.operators.entry(operator).or_default();
                 states.resize_with(states.len().max(instance + 1), Default::default);
-                states[instance] = part.state;
+                states[instance] = taken;
             }
             state
         })

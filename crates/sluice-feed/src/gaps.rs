@@ -22,8 +22,8 @@ pub enum Observed {
     Late,
 }
 
-/// One channel's received, missed and late counts.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// One channel's received, missed and late counts (kept in a checkpoint of its handler).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SequenceGaps {
     /// The seq expected next; `None` until the first packet (with [`SequenceGaps::default`]).
     next_seq: Option<u64>,

@@ -322,10 +322,27 @@ impl Replay {
 
     /// Goes back to the first packet.
     pub fn rewind(&mut self) -> Result<(), FeedError> {
+        self.seek(FILE_HEADER_BYTES)
+    }
+
+    /// Where the next packet's record starts in the file: a position to [`Replay::seek`]
+    /// back to (a replaying source keeps it in its checkpoints).
+    pub fn position(&self) -> u64 {
+        self.at
+    }
+
+    /// Goes to the record at `position`, one [`Replay::position`] gave.
+    pub fn seek(&mut self, position: u64) -> Result<(), FeedError> {
+        if position < FILE_HEADER_BYTES {
+            return Err(FeedError::Recording {
+                path: self.path.clone(),
+                reason: format!("position {position} is inside the file's header"),
+            });
+        }
         self.reader
-            .seek(SeekFrom::Start(FILE_HEADER_BYTES))
+            .seek(SeekFrom::Start(position))
             .map_err(|e| FeedError::io(format!("seek {}", self.path.display()), e))?;
-        self.at = FILE_HEADER_BYTES;
+        self.at = position;
         Ok(())
     }
 }
@@ -372,6 +389,36 @@ mod tests {
             assert_eq!(read, sent);
             replay.rewind().unwrap();
         }
+    }
+
+    #[test]
+    fn a_replay_seeks_back_to_a_position_it_gave() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("feed.rec");
+        record_generated(&FeedConfig::default(), &path, 20, 1.0).unwrap();
+        let mut replay = Replay::open(&path).unwrap();
+        let mut packet = Vec::new();
+        for _ in 0..7 {
+            replay.next_packet(&mut packet).unwrap().unwrap();
+        }
+        let at = replay.position();
+        let mut rest = |replay: &mut Replay| {
+            let mut read = Vec::new();
+            while let Some(p) = replay.next_packet(&mut packet).unwrap() {
+                read.push((p, packet.clone()));
+            }
+            read
+        };
+        let first = rest(&mut replay);
+        assert_eq!(first.len(), 13);
+        let mut resumed = Replay::open(&path).unwrap();
+        resumed.seek(at).unwrap();
+        assert_eq!(rest(&mut resumed), first);
+        let inside = resumed.seek(3).unwrap_err().to_string();
+        assert!(
+            inside.contains("position 3 is inside the file's header"),
+            "{inside}"
+        );
     }
 
     #[test]

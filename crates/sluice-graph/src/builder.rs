@@ -36,7 +36,7 @@ use sluice_transport::StreamType;
 use sluice_types::Tuple;
 
 use crate::operator::{Operator, OperatorContext, Source};
-use crate::{GraphError, Partitioning, Placement};
+use crate::{GraphError, Partitioning, Placement, UnreplayableSources};
 
 /// Index of an operator in its graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -265,6 +265,19 @@ impl Graph {
             })
             .map(|op| op.name.as_str())
             .collect()
+    }
+
+    /// Refuses checkpoints for job `job` when some of its sources cannot replay their input
+    /// ([`Graph::unresumable_sources`]), naming them.
+    pub fn check_replayable(&self, job: &str) -> Result<(), UnreplayableSources> {
+        let sources = self.unresumable_sources();
+        if sources.is_empty() {
+            return Ok(());
+        }
+        Err(UnreplayableSources {
+            job: job.to_string(),
+            sources: sources.into_iter().map(str::to_string).collect(),
+        })
     }
 
     /// Operators in an order where every edge goes forward.

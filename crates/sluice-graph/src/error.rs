@@ -127,3 +127,20 @@ pub enum GraphError {
     #[error("operator handle {0} does not belong to this graph")]
     UnknownOperator(usize),
 }
+
+/// A job asked to take checkpoints whose sources cannot all replay their input after a
+/// failure ([`crate::Graph::check_replayable`]).
+#[derive(Debug, Error)]
+#[error(
+    "{job} cannot take checkpoints (--checkpoint-every): its source(s) '{}' cannot replay \
+     their input after a failure (a socket, a pipe, a live feed or a source that keeps no \
+     position: Source::resumable); a checkpointed job needs replayable input, such as a \
+     file, a generator or a recording",
+    sources.join("', '")
+)]
+pub struct UnreplayableSources {
+    /// The job (an application's name, `the query`).
+    pub job: String,
+    /// The sources, as the message names them.
+    pub sources: Vec<String>,
+}

@@ -20,11 +20,13 @@ pub use builder::{
     EdgeDef, EdgeId, Graph, GraphBuilder, InPort, OperatorDef, OperatorHandle, OperatorId,
     OperatorKind, OutPort, Ports,
 };
-pub use error::GraphError;
+pub use error::{GraphError, UnreplayableSources};
 pub use operator::{
     expect_tuple, latency_histogram, LatencyHistogram, Operator, OperatorContext, OperatorError,
     OperatorReport, Output, OutputSink, OwnedBatch, OwnedTuple, Produced, Source, Timer,
 };
 pub use partitioning::{KeyFn, Partitioning};
 pub use placement::Placement;
-pub use snapshot::{histogram_from_pairs, histogram_pairs, KeyedEntry, Snapshot};
+pub use snapshot::{
+    histogram_from_pairs, histogram_pairs, CheckpointState, KeyedEntry, LaterSnapshot, Snapshot,
+};

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use sluice_types::{BatchRef, Tuple, TupleRef, TupleSchema};
 use thiserror::Error;
 
-use crate::Snapshot;
+use crate::{CheckpointState, Snapshot};
 
 /// Latency recorded by an operator, in nanoseconds.
 pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
@@ -236,13 +236,14 @@ pub trait Operator: Send {
     /// Checkpoint `checkpoint` reached the instance: every tuple sent before its barriers is
     /// in, none sent after. Returns the state to keep in the checkpoint, as
     /// [`Operator::snapshot`] does (the default calls it). It runs on the data path, between
-    /// tuples: keep it to a copy of the state, which the runtime writes to disk in another
-    /// thread. A sink that publishes its output with checkpoints (two-phase commit) closes
-    /// here what it wrote since the last one (its pre-commit), keeps it pending in the
-    /// state, and publishes it in [`Operator::checkpoint_complete`].
-    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+    /// tuples: an operator with a large state returns a cheap copy of it as a
+    /// [`CheckpointState::Later`], whose encoding runs on the runtime's writer thread with
+    /// the disk's I/O. A sink that publishes its output with checkpoints (two-phase commit)
+    /// closes here what it wrote since the last one (its pre-commit), keeps it pending in
+    /// the state, and publishes it in [`Operator::checkpoint_complete`].
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<CheckpointState, OperatorError> {
         let _ = checkpoint;
-        self.snapshot()
+        self.snapshot().map(CheckpointState::Now)
     }
 
     /// Checkpoint `checkpoint` is complete: every instance's part of it is stored, so the job

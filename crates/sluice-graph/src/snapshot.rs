@@ -29,6 +29,64 @@ pub struct KeyedEntry {
     pub state: Vec<u8>,
 }
 
+/// What an operator's [`Operator::checkpoint`](crate::Operator::checkpoint) hands over: its
+/// snapshot made now, or a copy of its state to be made into one later ([`LaterSnapshot`]).
+pub enum CheckpointState {
+    /// The snapshot, made on the data path.
+    Now(Snapshot),
+    /// A copy of the state, encoded off the data path.
+    Later(LaterSnapshot),
+}
+
+impl From<Snapshot> for CheckpointState {
+    fn from(snapshot: Snapshot) -> Self {
+        CheckpointState::Now(snapshot)
+    }
+}
+
+impl std::fmt::Debug for CheckpointState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckpointState::Now(snapshot) => f.debug_tuple("Now").field(snapshot).finish(),
+            CheckpointState::Later(later) => f.debug_tuple("Later").field(later).finish(),
+        }
+    }
+}
+
+impl std::fmt::Debug for LaterSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LaterSnapshot(..)")
+    }
+}
+
+/// A snapshot finished off the data path: an operator with a large state copies it cheaply
+/// at the barrier (a clone of its map, no encoding) and returns the encoding as this
+/// closure, which the runtime's checkpoint writer thread runs, so the data path stalls for
+/// the copy only, not for encoding every key.
+pub struct LaterSnapshot(Box<dyn FnOnce() -> Result<Snapshot, OperatorError> + Send>);
+
+impl LaterSnapshot {
+    /// The snapshot `make` makes, later, on another thread.
+    pub fn new(make: impl FnOnce() -> Result<Snapshot, OperatorError> + Send + 'static) -> Self {
+        LaterSnapshot(Box::new(make))
+    }
+
+    /// Makes the snapshot.
+    pub fn make(self) -> Result<Snapshot, OperatorError> {
+        (self.0)()
+    }
+}
+
+impl CheckpointState {
+    /// The snapshot, made now if it was left for later.
+    pub fn make(self) -> Result<Snapshot, OperatorError> {
+        match self {
+            CheckpointState::Now(snapshot) => Ok(snapshot),
+            CheckpointState::Later(later) => later.make(),
+        }
+    }
+}
+
 /// The state of one operator instance, or of several merged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {

@@ -10,7 +10,7 @@ use std::hash::Hash;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sluice_graph::{KeyedEntry, OperatorError};
+use sluice_graph::{KeyedEntry, LaterSnapshot, OperatorError, Snapshot};
 use sluice_types::{partition_hash, KeyMap};
 
 /// The bounds of a key: hashed, compared, cloned into state, and encoded in snapshots.
@@ -106,6 +106,22 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
             .collect()
     }
 
+    /// A copy of every key's state, made into a snapshot (as [`KeyedState::snapshot`] makes
+    /// its entries) later, on the thread that runs it: what a checkpoint takes on the data
+    /// path is a clone of the map, no encoding.
+    pub fn snapshot_later(&self) -> LaterSnapshot
+    where
+        S: Clone + Send + Serialize + 'static,
+    {
+        let copy = self.clone();
+        LaterSnapshot::new(move || {
+            Ok(Snapshot {
+                operator: Vec::new(),
+                keyed: copy.snapshot()?,
+            })
+        })
+    }
+
     /// Adds the keys of `entries` (made by [`KeyedState::snapshot`]).
     pub fn restore(&mut self, entries: Vec<KeyedEntry>) -> Result<(), OperatorError> {
         for entry in entries {
@@ -145,5 +161,29 @@ mod tests {
             state: vec![],
         }];
         assert!(restored.restore(bad).is_err());
+    }
+
+    /// A checkpoint's copy is the state at the barrier: what the operator does after it,
+    /// before the writer thread encodes the copy, is not in it.
+    #[test]
+    fn a_later_snapshot_is_the_state_when_it_was_taken() {
+        let mut state: KeyedState<String, u64> = KeyedState::new();
+        for w in ["a", "b", "a"] {
+            state.update(&w.to_string(), || 0, |n| *n += 1);
+        }
+        let at_barrier = state.snapshot().unwrap();
+        let later = state.snapshot_later();
+        for w in ["a", "c"] {
+            state.update(&w.to_string(), || 0, |n| *n += 1);
+        }
+        let made = std::thread::spawn(move || later.make().unwrap())
+            .join()
+            .unwrap();
+        let sorted = |mut entries: Vec<KeyedEntry>| {
+            entries.sort_by(|a, b| a.key.cmp(&b.key));
+            entries
+        };
+        assert_eq!(sorted(made.keyed), sorted(at_barrier));
+        assert!(made.operator.is_empty());
     }
 }

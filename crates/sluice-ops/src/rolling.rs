@@ -10,7 +10,8 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
+    expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport,
+    Output, Snapshot,
 };
 use sluice_types::{BatchRef, Tuple, TupleRef};
 
@@ -100,6 +101,10 @@ where
             operator: Vec::new(),
             keyed: self.state.snapshot()?,
         })
+    }
+
+    fn checkpoint(&mut self, _: u64) -> Result<CheckpointState, OperatorError> {
+        Ok(CheckpointState::Later(self.state.snapshot_later()))
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
@@ -210,6 +215,10 @@ where
             operator: Vec::new(),
             keyed: self.table.snapshot()?,
         })
+    }
+
+    fn checkpoint(&mut self, _: u64) -> Result<CheckpointState, OperatorError> {
+        Ok(CheckpointState::Later(self.table.snapshot_later()))
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {

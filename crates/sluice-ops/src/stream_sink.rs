@@ -39,7 +39,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
+    expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport,
+    Output, Snapshot,
 };
 use sluice_types::{Tuple, TupleRef};
 
@@ -397,7 +398,7 @@ where
     /// Closes the bytes written since the last checkpoint as a pending part of the file
     /// (which becomes a [`StagedOutput`] at the first checkpoint); its state is its counts
     /// and what the file published and holds pending. Other targets are flushed.
-    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<CheckpointState, OperatorError> {
         self.flush()?;
         let staged = match self.writer.take() {
             Some(Opened::File(file)) if !file.is_direct() => {
@@ -412,7 +413,7 @@ where
                 state.map_err(|e| OperatorError::io(self.target.to_string(), e))?,
             );
         }
-        self.state()
+        self.state().map(CheckpointState::Now)
     }
 
     /// Publishes the parts of the checkpoints up to `checkpoint` into the file.

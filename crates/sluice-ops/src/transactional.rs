@@ -20,7 +20,9 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sluice_graph::{expect_tuple, Operator, OperatorContext, OperatorError, Output, Snapshot};
+use sluice_graph::{
+    expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, Output, Snapshot,
+};
 use sluice_types::{Tuple, TupleRef};
 
 /// The number of the transaction closed at the end of the input (the others carry the number
@@ -117,14 +119,14 @@ impl<S: TransactionalSink> Operator for ExactlyOnce<S> {
     /// Closes the open transaction; the state is the checkpoint's number and every
     /// transaction not yet committed. After the end of the input, everything is committed,
     /// the final transaction too: the state says so, so that a recovery from it keeps it.
-    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<CheckpointState, OperatorError> {
         if self.finished {
-            return Snapshot::whole(&(FINAL_TRANSACTION, &self.pending));
+            return Snapshot::whole(&(FINAL_TRANSACTION, &self.pending)).map(CheckpointState::Now);
         }
         let pending = self.sink.pre_commit(checkpoint)?;
         self.pending.push((checkpoint, pending));
         match Snapshot::whole(&(checkpoint, &self.pending)) {
-            Ok(state) => Ok(state),
+            Ok(state) => Ok(CheckpointState::Now(state)),
             Err(e) => {
                 if let Some((_, pending)) = self.pending.pop() {
                     self.sink.abort(pending)?;

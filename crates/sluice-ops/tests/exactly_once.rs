@@ -172,7 +172,7 @@ impl<T: Tuple> SinkUnderTest<T> {
                     position = range.end;
                 }
                 Step::Checkpoint(n) => {
-                    let state = sink.checkpoint(*n).unwrap();
+                    let state = sink.checkpoint(*n).unwrap().make().unwrap();
                     taken.insert(*n, (state, position));
                 }
                 Step::Stored(n) => complete = Some(*n),
@@ -613,7 +613,7 @@ fn a_recovery_into_an_output_replaced_since_names_it() {
     sink.checkpoint(1).unwrap();
     sink.checkpoint_complete(1).unwrap();
     sink.process(0, TupleRef::new(&2u64), &mut out).unwrap();
-    let state = sink.checkpoint(2).unwrap();
+    let state = sink.checkpoint(2).unwrap().make().unwrap();
     drop(sink);
     // Someone else's file takes the output's place (the output kept aside, so that its
     // inode number is not given to the new file).

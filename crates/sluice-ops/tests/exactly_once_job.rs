@@ -52,11 +52,14 @@ struct Parts(Mutex<BTreeMap<u64, PartsOf>>);
 
 impl CheckpointSink for Parts {
     fn part(&self, part: CheckpointPart) {
-        let mut parts = self.0.lock().unwrap();
-        parts
-            .entry(part.n)
+        let (n, key) = (part.n, (part.operator.clone(), part.instance));
+        let state = part.into_state().unwrap();
+        self.0
+            .lock()
+            .unwrap()
+            .entry(n)
             .or_default()
-            .insert((part.operator, part.instance), part.state);
+            .insert(key, state);
     }
 }
 

@@ -95,6 +95,17 @@ impl Pipeline {
         Ok(Chain { stages })
     }
 
+    /// Whether a stream process running it makes the same elements when it is made again
+    /// (and so can resume from a checkpoint): one that reads other stream processes or a
+    /// few values does, one that reads a generator if the generator does
+    /// ([`crate::functions::sources::replays`]).
+    pub fn replays(&self) -> bool {
+        match &self.source {
+            Source::Generator { name, args, .. } => crate::functions::sources::replays(name, args),
+            Source::Producers { .. } | Source::Values(_) => true,
+        }
+    }
+
     /// Its generator, for a pipeline that reads no stream process.
     pub fn generator(&self) -> Result<Option<Box<dyn Generator>>, EvalError> {
         match &self.source {
@@ -167,6 +178,29 @@ impl Chain {
     /// Pushes an element from producer `from` through the stages.
     pub fn push(&mut self, from: usize, value: Value, out: &mut Out<'_>) -> Result<(), EvalError> {
         push(&mut self.stages, from, value, out)
+    }
+
+    /// The state of each stage, innermost first, for a checkpoint.
+    pub fn state(&self) -> Result<Vec<Vec<u8>>, EvalError> {
+        self.stages.iter().map(|stage| stage.state()).collect()
+    }
+
+    /// Takes back what [`Chain::state`] gave, on a chain of the same pipeline.
+    pub fn restore(&mut self, states: &[Vec<u8>]) -> Result<(), EvalError> {
+        if states.len() != self.stages.len() {
+            return Err(EvalError {
+                function: "restore".into(),
+                message: format!(
+                    "a checkpoint holds the state of {} stage(s), the stream process has {}",
+                    states.len(),
+                    self.stages.len()
+                ),
+            });
+        }
+        for (stage, state) in self.stages.iter_mut().zip(states) {
+            stage.restore(state)?;
+        }
+        Ok(())
     }
 
     /// Every producer has ended: ends each stage in turn, innermost first, pushing what each

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sluice_plan::HostsFile;
-use sluice_runtime::{Launcher, RunOptions, StopHandle};
+use sluice_runtime::{CheckpointOptions, Launcher, RunOptions, StopHandle, StoredCheckpoint};
 
 use crate::ast::{ExprKind, FunctionDef, Span, Statement};
 use crate::cluster::Machine;
@@ -55,6 +55,14 @@ pub struct QueryOptions {
     /// Interrupts (Ctrl-C) so far, counted by the caller: one during a query stops it (a
     /// job's sources stop and what is in flight drains), a second aborts its job.
     pub interrupts: Option<Arc<AtomicUsize>>,
+    /// The checkpoints of each query's job (`--checkpoint-every`), `None` for none: the job
+    /// of the session's K-th query that runs as a job keeps them in `query-K` under their
+    /// directory, is restarted from the last one after a failure, and hands its results on
+    /// exactly once. A query whose sources cannot replay is refused, naming them.
+    pub checkpoints: Option<CheckpointOptions>,
+    /// The state (a checkpoint's or savepoint's) the job of the session's first query that
+    /// runs as a job starts from (`--from`).
+    pub from: Option<StoredCheckpoint>,
 }
 
 /// How many interrupts `options` has seen so far.
@@ -159,6 +167,8 @@ pub struct Session {
     sets: Vec<(String, String)>,
     /// The `create function` and `set` statements run so far, as text.
     preamble: String,
+    /// The queries run as jobs so far.
+    jobs: std::cell::Cell<usize>,
 }
 
 impl Session {
@@ -356,11 +366,13 @@ impl Session {
                 .run_here(&interrupted, &mut each)
                 .map_err(|e| QueryError::Run(e.to_string())),
             QueryResult::Stream(pipeline) => {
+                self.jobs.set(self.jobs.get() + 1);
                 let job = Job {
                     sps: &query.bound.sps,
                     client: &pipeline,
                     settings: query.settings,
                     machine: query.machine,
+                    number: self.jobs.get(),
                 };
                 job.run(
                     &self.preamble,
@@ -409,9 +421,37 @@ struct Job<'a> {
     client: &'a Pipeline,
     settings: &'a DriverSettings,
     machine: &'a Machine,
+    /// Its number among the session's jobs, from 1.
+    number: usize,
 }
 
 impl Job<'_> {
+    /// The checkpoints this job takes (in its own directory under `options`'), after its
+    /// sources are found to replay.
+    fn checkpoints(
+        &self,
+        graph: &sluice_graph::Graph,
+        options: &QueryOptions,
+    ) -> Result<Option<CheckpointOptions>, QueryError> {
+        let Some(checkpoints) = options.checkpoints else {
+            return Ok(None);
+        };
+        if let Err(mut refused) = graph.check_replayable("the query") {
+            // Each stream process named with its subquery.
+            for source in &mut refused.sources {
+                if let Some(sp) = self.sps.iter().find(|sp| sp_name(sp.id) == *source) {
+                    *source = format!("{source} = {}", sp.pipeline);
+                }
+            }
+            return Err(QueryError::Run(refused.to_string()));
+        }
+        let dir = checkpoints.dir.join(format!("query-{}", self.number));
+        Ok(Some(CheckpointOptions {
+            dir: Box::leak(dir.into_boxed_path()),
+            ..checkpoints
+        }))
+    }
+
     fn run(
         &self,
         preamble: &str,
@@ -438,6 +478,8 @@ impl Job<'_> {
         let socket = reader.path();
         let lowered =
             lower(self.sps, self.client, &socket, self.settings, self.machine).map_err(failed)?;
+        let checkpoints = self.checkpoints(&lowered.graph, options)?;
+        let from = options.from.as_ref().filter(|_| self.number == 1).cloned();
         let mut args = options.pe_args.clone();
         args.push("--client".into());
         args.push(socket.clone().into_os_string());
@@ -445,6 +487,7 @@ impl Job<'_> {
         let run_options = RunOptions {
             launcher: options.launcher,
             pe_args: Some(Box::leak(args.into_boxed_slice())),
+            checkpoints,
             ..run_options(options)
         };
         let stop = StopHandle::new();
@@ -455,15 +498,20 @@ impl Job<'_> {
         let waiter = {
             let (stop, done) = (stop.clone(), done.clone());
             std::thread::spawn(move || {
-                let result =
-                    sluice_runtime::start_with(&lowered.graph, &lowered.plan, &run_options, &stop)
-                        .and_then(|job| job.wait());
+                let (graph, plan) = (&lowered.graph, &lowered.plan);
+                let result = match &from {
+                    Some(state) => {
+                        sluice_runtime::resume_with(graph, plan, &run_options, &stop, state)
+                    }
+                    None => sluice_runtime::start_with(graph, plan, &run_options, &stop),
+                }
+                .and_then(|job| job.wait());
                 done.store(true, Ordering::Release);
                 result
             })
         };
         let mut stopped = false;
-        let read = reader.read(&done, |v| {
+        let read = reader.read(&done, checkpoints.is_some(), |v| {
             if !each(v) && !stopped {
                 // Enough results: stop the sources; what is in flight drains and is dropped.
                 stopped = true;

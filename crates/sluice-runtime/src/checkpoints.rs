@@ -141,9 +141,12 @@ fn write_part(store: &CheckpointStore, part: CheckpointPart) -> PartAck {
     if part.state.finished {
         return ack;
     }
-    match encode(&part.state).and_then(|payload| {
+    let n = part.n;
+    // The snapshot an operator left for later is made here, off the data path.
+    let state = part.into_state().map_err(|e| e.to_string());
+    match state.and_then(|state| encode(&state)).and_then(|payload| {
         store
-            .write_part(part.n, &ack.part, &payload)
+            .write_part(n, &ack.part, &payload)
             .map_err(|e| e.to_string())
     }) {
         Ok(info) => ack.entry = Some(info.entry),

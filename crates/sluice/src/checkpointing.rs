@@ -1,4 +1,4 @@
-//! The checkpoint flags of `sluice run`: how often a running job takes a checkpoint, where
+//! The checkpoint flags of `sluice run` (and `sluice query`): how often a running job takes a checkpoint, where
 //! they go, how many are kept, how often the job is restarted from the last one after a
 //! failure, and `--from`, which starts a job from a checkpoint or savepoint.
 //!
@@ -18,7 +18,7 @@ use sluice_runtime::{
     DEFAULT_RESTART_DELAY,
 };
 
-/// The checkpoint flags of `sluice run`.
+/// The checkpoint flags of `sluice run` and `sluice query`.
 #[derive(Args, Debug)]
 pub(crate) struct CheckpointArgs {
     /// Take a checkpoint of the running job every DURATION (e.g. `1s`, `200ms`, `0.5`):
@@ -82,19 +82,18 @@ impl CheckpointArgs {
         app: &str,
         graph: &Graph,
     ) -> anyhow::Result<Option<CheckpointOptions>> {
+        if self.is_on() {
+            graph.check_replayable(app)?;
+        }
+        self.options_unchecked(app)
+    }
+
+    /// The checkpoint options of `app` whose sources are checked by the caller
+    /// ([`Graph::check_replayable`]): `sluice query`, which checks each query's job.
+    pub(crate) fn options_unchecked(&self, app: &str) -> anyhow::Result<Option<CheckpointOptions>> {
         let Some(every) = self.checkpoint_every else {
             return Ok(None);
         };
-        let unreplayable = graph.unresumable_sources();
-        if !unreplayable.is_empty() {
-            anyhow::bail!(
-                "{app} cannot take checkpoints (--checkpoint-every): its source(s) '{}' cannot \
-                 replay their input after a failure (a socket, a live feed or a source that \
-                 keeps no position: Source::resumable); a checkpointed job needs replayable \
-                 input, such as a file (--input), a generator or a recording",
-                unreplayable.join("', '")
-            );
-        }
         let dir = match &self.checkpoint_dir {
             Some(dir) => dir.clone(),
             None => default_dir(app)?,

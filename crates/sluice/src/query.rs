@@ -17,6 +17,13 @@
 //! interrupt while the shell waits for input on a pipe or file ends it with 130 too (on a
 //! terminal, Ctrl-C drops the statement being typed).
 //!
+//! With `--checkpoint-every` (and the other checkpoint flags of `sluice run`), each query's
+//! job takes checkpoints into `query-K` (its number among the session's jobs) under the
+//! checkpoint directory and is restarted from the last one when a PE fails; its results are
+//! printed exactly once, each once the checkpoint after it is complete. A query whose stream
+//! processes read a pipe or a terminal is refused, naming them. `--from DIR` starts the
+//! session's first job from a checkpoint or savepoint.
+//!
 //! Each PE of a query's job is this program again: `sluice query [--set ..] [--hosts ..]
 //! --client SOCKET --execute=TEXT`, where TEXT is the session's function definitions and settings
 //! followed by the query, so a PE rebuilds the job's graph whatever the launching process was
@@ -35,6 +42,7 @@ use sluice_plan::HostsFile;
 use sluice_query::{QueryError, QueryOptions, Session};
 use sluice_runtime::Launcher;
 
+use crate::checkpointing::CheckpointArgs;
 use crate::plan_choice::parse_seconds;
 use crate::stdout::tell;
 
@@ -79,6 +87,8 @@ pub(crate) struct QueryArgs {
     /// The socket of the launching process's client (given to the PEs of a query's job).
     #[arg(long, hide = true)]
     client: Option<PathBuf>,
+    #[command(flatten)]
+    checkpoints: CheckpointArgs,
 }
 
 /// The variable that gives `--stall-timeout` when the command line does not, as for `sluice
@@ -227,6 +237,15 @@ fn options(args: &QueryArgs, busy: &Arc<AtomicBool>) -> anyhow::Result<QueryOpti
         client: args.client.clone(),
         on_transfer: Some(Box::new(|transfer| tell(format_args!("query: {transfer}")))),
         interrupts: count_interrupts(busy.clone())?,
+        // A PE's part in checkpoints is set by its launcher.
+        checkpoints: match sluice_runtime::is_pe_process() {
+            true => None,
+            false => args.checkpoints.options_unchecked("query")?,
+        },
+        from: match sluice_runtime::is_pe_process() {
+            true => None,
+            false => args.checkpoints.from()?,
+        },
     })
 }
 

@@ -1,8 +1,10 @@
-//! Every built-in application under checkpoints, on the real `sluice` binary (issue 27, item
-//! 8): each one whose sources can replay runs with a checkpoint every 200 ms under its
-//! multi-PE plan, one of its PEs is SIGKILLed at a random moment after a checkpoint is
-//! complete, and what it reports (or writes) equals a run without faults nor checkpoints.
-//! Those whose sources cannot replay (relay's pinger, OMDP's feed handlers) refuse
+//! Every built-in application and SCSQL under checkpoints, on the real `sluice` binary (issue
+//! 27, item 8): each one whose sources can replay runs with a checkpoint every 200 ms under
+//! its multi-PE plan (a query: a PE per stream process), one of its PEs is SIGKILLed at a
+//! random moment after a checkpoint is complete, and what it reports (or writes, or prints)
+//! equals a run without faults nor checkpoints (OMDP reading its recording itself: its
+//! counts). Those whose sources cannot replay (relay's pinger, OMDP's feed handlers on a live
+//! feed, a query reading standard input) refuse
 //! `--checkpoint-every` before they start, naming the source. Then the checkpoint files
 //! themselves: a corrupt newest checkpoint is skipped for the one before (the log names the
 //! file), every checkpoint corrupt is a clear error, and a checkpoint directory on a full file
@@ -145,7 +147,12 @@ fn complete_checkpoints(dir: &Path) -> impl Iterator<Item = PathBuf> {
 
 /// Runs `sluice run ARGS` without checkpoints to its end (status 0); its standard output.
 fn fault_free(args: &[&str]) -> String {
-    let clean = Job::start(&[&["run"], args].concat()).finish();
+    fault_free_command("run", args)
+}
+
+/// Runs `sluice COMMAND ARGS` without checkpoints to its end (status 0); its standard output.
+fn fault_free_command(command: &str, args: &[&str]) -> String {
+    let clean = Job::start(&[&[command], args].concat()).finish();
     assert!(clean.status.success(), "{}", clean.stderr);
     clean.stdout
 }
@@ -154,6 +161,12 @@ fn fault_free(args: &[&str]) -> String {
 /// random moment after the first complete checkpoint: it must end with status 0, having
 /// restarted from a checkpoint. Returns its standard output.
 fn killed_once(args: &[&str]) -> String {
+    killed_once_command("run", args, Path::new(""))
+}
+
+/// [`killed_once`] for `sluice COMMAND ARGS`, whose checkpoints are in `within` under its
+/// checkpoint directory.
+fn killed_once_command(command: &str, args: &[&str], within: &Path) -> String {
     let dir = tempfile::tempdir().unwrap();
     let checkpoints = dir.path().join("checkpoints");
     let checkpointed = [
@@ -166,9 +179,9 @@ fn killed_once(args: &[&str]) -> String {
         "--restart-delay",
         "50ms",
     ];
-    let mut job = Job::start(&[&["run"], args, &checkpointed].concat());
+    let mut job = Job::start(&[&[command], args, &checkpointed].concat());
     job.wait_for("a checkpoint completed", || {
-        has_complete_checkpoint(&checkpoints)
+        has_complete_checkpoint(&checkpoints.join(within))
     });
     let mut seed = seed();
     std::thread::sleep(Duration::from_millis(below(&mut seed, 500)));
@@ -291,11 +304,17 @@ fn encrypt_recovers_a_killed_pe_verifying_the_whole_input_once() {
 
 /// `sluice run ARGS --checkpoint-every 200ms` fails before it starts, naming `source`.
 fn refuses_checkpoints(args: &[&str], source: &str) {
+    refuses_checkpoints_command(&["run"], args, args[0], source);
+}
+
+/// `sluice COMMAND ARGS --checkpoint-every 200ms` fails before it starts, saying that `job`
+/// cannot take checkpoints and naming `source`.
+fn refuses_checkpoints_command(command: &[&str], args: &[&str], job: &str, source: &str) {
     let dir = tempfile::tempdir().unwrap();
     let checkpoints = dir.path().join("checkpoints");
     let o = Job::start(
         &[
-            &["run"],
+            command,
             args,
             &[
                 "--checkpoint-every",
@@ -310,9 +329,8 @@ fn refuses_checkpoints(args: &[&str], source: &str) {
     assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
     assert!(
         o.stderr.contains(&format!(
-            "{} cannot take checkpoints (--checkpoint-every): its source(s) '{source}' cannot \
-             replay their input",
-            args[0]
+            "{job} cannot take checkpoints (--checkpoint-every): its source(s) '{source}' \
+             cannot replay their input"
         )) && o.stderr.contains("needs replayable input"),
         "{}",
         o.stderr
@@ -326,8 +344,76 @@ fn relay_refuses_checkpoints_naming_its_pinger() {
 }
 
 #[test]
+fn omdp_from_a_recording_recovers_a_killed_pe_with_every_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("feed.rec");
+    let recorded = Job::start(&[
+        "feed",
+        "record",
+        recording.to_str().unwrap(),
+        "--packets",
+        "50000",
+    ])
+    .finish();
+    assert!(recorded.status.success(), "{}", recorded.stderr);
+    let replay = format!("replay={}", recording.display());
+    // Half the OPRA rate: the recording takes about four seconds.
+    let args = [
+        "omdp",
+        "--plan",
+        "two-processes",
+        "--set",
+        &replay,
+        "--set",
+        "feed=recording",
+        "--rate-multiple",
+        "0.5",
+        "--duration",
+        "100",
+    ];
+    // The counts, not the verdict on the rate nor the latencies, which vary run to run.
+    let counts = |summary: &str| -> Vec<String> {
+        lines_starting(summary, &["messages: ", "latency (us) over "])
+            .into_iter()
+            .map(|l| l.split(" malformed packets").next().unwrap().to_string())
+            .collect()
+    };
+    let (clean, killed) = (fault_free(&args), killed_once(&args));
+    let want = counts(&clean);
+    assert!(want.len() == 2 && want[0].contains(", 0 missed"), "{clean}");
+    assert_eq!(counts(&killed), want, "{killed}");
+}
+
+#[test]
 fn omdp_refuses_checkpoints_naming_its_feed_handlers() {
     refuses_checkpoints(&["omdp", "--plan", "two-processes"], "fh");
+}
+
+/// A query of three stream processes (a generator, a window summing each 50,000 of its
+/// numbers, and the client) whose results are in a fixed order.
+const WINDOWED_QUERY: &str = "select extract(b) from sp a, sp b \
+     where b=sp(winagg(extract(a), 50000, 50000, 'sum')) and a=sp(iota(1, 1000000));";
+
+#[test]
+fn a_query_recovers_a_killed_pe_with_each_result_once() {
+    let args = ["-e", WINDOWED_QUERY];
+    let clean = fault_free_command("query", &args);
+    assert_eq!(clean.lines().count(), 20, "{clean}");
+    // The query's first job keeps its checkpoints in query-1.
+    let killed = killed_once_command("query", &args, Path::new("query-1"));
+    assert_eq!(killed, clean, "after a kill the results differ");
+}
+
+#[test]
+fn a_query_reading_a_pipe_refuses_checkpoints_naming_its_stream_process() {
+    // Standard input is not a regular file: its lines come once.
+    let text = "select extract(a) from sp a where a=sp(grep('x', '/dev/stdin'));";
+    refuses_checkpoints_command(
+        &["query"],
+        &["-e", text],
+        "the query",
+        "sp0 = grep('x', '/dev/stdin')",
+    );
 }
 
 /// A WordCount input of `lines` lines in `dir`, and its expected output.

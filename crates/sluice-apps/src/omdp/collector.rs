@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output};
+use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output, Snapshot};
 use sluice_types::{monotonic_ns, TupleRef};
 
 use super::tick::{IngestTick, Tick};
@@ -99,6 +99,18 @@ impl Operator for MetricsCollector {
         Ok(())
     }
 
+    /// The samples kept and the count received.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&(&self.samples, self.received))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if !snapshot.is_empty() {
+            (self.samples, self.received) = snapshot.decode_whole()?;
+        }
+        Ok(())
+    }
+
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         let used = middle(&self.samples);
         let mut counters = breakdown(used);
@@ -131,6 +143,27 @@ impl Operator for IngestCollector {
         {
             *latest = counts;
         }
+        Ok(())
+    }
+
+    /// Each channel's latest counts, as their words.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let latest: Vec<[u64; 6]> = self.channels.values().map(|c| bytemuck::cast(*c)).collect();
+        Snapshot::whole(&latest)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            return Ok(());
+        }
+        let latest: Vec<[u64; 6]> = snapshot.decode_whole()?;
+        self.channels = latest
+            .into_iter()
+            .map(|words| {
+                let counts: IngestTick = bytemuck::cast(words);
+                (counts.channel, counts)
+            })
+            .collect();
         Ok(())
     }
 

@@ -8,13 +8,14 @@
 //! order-independent hash of every book, so two runs over the same feed compare by one number
 //! even when the channels' packets interleave differently.
 
-use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output};
+use serde::{Deserialize, Serialize};
+use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output, Snapshot};
 use sluice_types::{partition_hash, KeyMap, TupleRef};
 
 use super::tick::{Tick, TRADE};
 
 /// What an engine knows of one option series.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Book {
     bid_price: u64,
     bid_size: u32,
@@ -24,6 +25,10 @@ struct Book {
     last_trade_size: u32,
     updates: u64,
 }
+
+/// What an engine keeps in a checkpoint: its books and its counts (messages, trades,
+/// trade-throughs, crossed quotes, forwarded).
+type EngineState = (Vec<(u32, Book)>, [u64; 5]);
 
 /// A decision engine.
 #[derive(Default)]
@@ -92,6 +97,37 @@ impl Operator for DecisionEngine {
         tick.de_out_ns = sluice_types::monotonic_ns();
         self.forwarded += 1;
         out.emit(0, tick)
+    }
+
+    /// Its books and counts, whole: a recovery restarts every engine as it was (a run from a
+    /// savepoint with another number of engines would deal the books anew, which it does
+    /// not do).
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let books: Vec<(u32, Book)> = self.books.iter().map(|(s, b)| (*s, *b)).collect();
+        let counts = [
+            self.messages,
+            self.trades,
+            self.trade_throughs,
+            self.crossed_quotes,
+            self.forwarded,
+        ];
+        Snapshot::whole(&(books, counts))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            return Ok(());
+        }
+        let (books, counts): EngineState = snapshot.decode_whole()?;
+        self.books = books.into_iter().collect();
+        [
+            self.messages,
+            self.trades,
+            self.trade_throughs,
+            self.crossed_quotes,
+            self.forwarded,
+        ] = counts;
+        Ok(())
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {

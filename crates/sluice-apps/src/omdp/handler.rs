@@ -18,9 +18,13 @@
 //! to the ingest metrics collector on port 1.
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::time::Instant;
 
-use sluice_feed::{decode_packet, Message, Observed, SequenceGaps};
-use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Source};
+use sluice_feed::{decode_packet, stamp_sent_ns, Message, Observed, Replay, SequenceGaps};
+use sluice_graph::{
+    OperatorContext, OperatorError, OperatorReport, Output, Produced, Snapshot, Source,
+};
 use sluice_ops::MulticastConfig;
 use sluice_transport::datagram::ReceiveRing;
 use sluice_transport::shm_vega::ShmVegaReceiver;
@@ -50,6 +54,17 @@ pub enum Endpoint {
         /// The channel.
         channel: usize,
     },
+    /// Channel `channel`'s packets of a recording (`sluice feed record`), read by the
+    /// handler itself at `packets_per_sec` and stamped as sent when read: a feed that
+    /// replays, so the job can take checkpoints (the handler keeps its place in the file).
+    Recording {
+        /// The recording.
+        path: PathBuf,
+        /// The channel.
+        channel: usize,
+        /// The channel's packets per second (at least 1).
+        packets_per_sec: u64,
+    },
 }
 
 impl std::fmt::Display for Endpoint {
@@ -59,6 +74,9 @@ impl std::fmt::Display for Endpoint {
             Self::Unicast(a) => write!(f, "{a}"),
             Self::Shm { feed, channel } => {
                 write!(f, "channel {channel} of the shared-memory feed '{feed}'")
+            }
+            Self::Recording { path, channel, .. } => {
+                write!(f, "channel {channel} of the recording {}", path.display())
             }
         }
     }
@@ -91,6 +109,22 @@ impl Endpoint {
                 };
                 open().map_err(|e| OperatorError::io(context, e))?
             }
+            Self::Recording {
+                path,
+                packets_per_sec,
+                ..
+            } => {
+                let replay =
+                    Replay::open(path).map_err(|e| OperatorError::Failed(e.to_string()))?;
+                return Ok(Input::Recording(Recorded {
+                    replay,
+                    packet: Vec::new(),
+                    batch,
+                    packets_per_sec: *packets_per_sec,
+                    started: Instant::now(),
+                    taken: 0,
+                }));
+            }
             Self::Shm { feed, channel } => {
                 let ring = sluice_feed::shm::create_receiver(feed, *channel)
                     .map_err(|e| OperatorError::Failed(e.to_string()))?;
@@ -119,7 +153,55 @@ enum Input {
         /// The sender left: the feed is over, the handler idles until the job stops.
         sender_gone: bool,
     },
+    /// A recording, read here.
+    Recording(Recorded),
 }
+
+/// A recording a handler reads its channel's packets from, paced.
+struct Recorded {
+    replay: Replay,
+    /// The packet being read.
+    packet: Vec<u8>,
+    /// Packets per call at most.
+    batch: usize,
+    packets_per_sec: u64,
+    /// When the pacing began (the handler's start).
+    started: Instant,
+    /// The channel's packets taken since then.
+    taken: u64,
+}
+
+impl Recorded {
+    /// Takes the channel's packets due by now (up to a batch) into `packets`; whether the
+    /// recording ended.
+    fn take_due(
+        &mut self,
+        packets: &mut Packets,
+        out: &mut Output<'_>,
+    ) -> Result<bool, OperatorError> {
+        let due = (self.started.elapsed().as_secs_f64() * self.packets_per_sec as f64) as u64;
+        let channel = usize::from(packets.channel);
+        let mut taken = 0;
+        while taken < self.batch && self.taken < due {
+            let next = self.replay.next_packet(&mut self.packet);
+            match next.map_err(|e| OperatorError::Failed(e.to_string()))? {
+                None => return Ok(true),
+                Some(record) if record.channel != channel => {}
+                Some(_) => {
+                    let now = monotonic_ns();
+                    stamp_sent_ns(&mut self.packet, now);
+                    packets.take(&self.packet, now, out)?;
+                    (taken, self.taken) = (taken + 1, self.taken + 1);
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// What a handler reading a recording keeps in a checkpoint: the recording's position, the
+/// sequence so far, the packets taken and refused, and the first and last arrival.
+type RecordingState = (u64, SequenceGaps, u64, u64, u64, u64);
 
 /// The output port of the messages.
 const MESSAGES: usize = 0;
@@ -139,6 +221,8 @@ pub struct FeedHandler {
     packets: Packets,
     /// The channel it handles: its instance's unless set ([`FeedHandler::of_channel`]).
     channel: Option<usize>,
+    /// The position in its recording it resumes from.
+    resume_at: Option<u64>,
 }
 
 /// What a handler does with a packet, and what it counted.
@@ -182,6 +266,7 @@ impl FeedHandler {
                 last_ns: 0,
             },
             channel: None,
+            resume_at: None,
         }
     }
 
@@ -257,8 +342,60 @@ impl Source for FeedHandler {
         })?;
         self.packets.channel = channel as u16;
         self.packets.counts.channel = channel as u64;
-        self.input = Some(endpoint.open(self.buffer_bytes, self.batch)?);
+        let mut input = endpoint.open(self.buffer_bytes, self.batch)?;
+        if let (Input::Recording(recorded), Some(at)) = (&mut input, self.resume_at) {
+            recorded
+                .replay
+                .seek(at)
+                .map_err(|e| OperatorError::Failed(e.to_string()))?;
+        }
+        self.input = Some(input);
         self.endpoint = Some(endpoint);
+        Ok(())
+    }
+
+    /// A handler reading a recording can: it keeps its place in the file. A socket or a
+    /// ring gives each packet once.
+    fn resumable(&self) -> bool {
+        matches!(self.endpoints.first(), Some(Endpoint::Recording { .. }))
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let Some(Input::Recording(recorded)) = &self.input else {
+            return Err(OperatorError::Failed(
+                "a feed handler reading a socket or a ring cannot be suspended: its packets \
+                 come once"
+                    .into(),
+            ));
+        };
+        let p = &self.packets;
+        let state: RecordingState = (
+            recorded.replay.position(),
+            p.gaps.clone(),
+            p.counts.packets,
+            p.counts.malformed,
+            p.first_ns,
+            p.last_ns,
+        );
+        Snapshot::whole(&state)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            return Ok(());
+        }
+        let state: RecordingState = snapshot.decode_whole()?;
+        let p = &mut self.packets;
+        let at;
+        (
+            at,
+            p.gaps,
+            p.counts.packets,
+            p.counts.malformed,
+            p.first_ns,
+            p.last_ns,
+        ) = state;
+        self.resume_at = Some(at);
         Ok(())
     }
 
@@ -286,6 +423,15 @@ impl Source for FeedHandler {
                     };
                     self.packets.take(packet, monotonic_ns(), out)?;
                 }
+            }
+            Some(Input::Recording(recorded)) => {
+                let ended = recorded.take_due(&mut self.packets, out)?;
+                let taken = (self.packets.gaps.received() - before) as usize;
+                return Ok(match (ended, taken) {
+                    (true, 0) => Produced::Exhausted,
+                    (_, 0) => Produced::Idle,
+                    (_, n) => Produced::Emitted(n),
+                });
             }
             Some(Input::Shm {
                 ring,

@@ -29,6 +29,13 @@
 //! the ingest collector saw. Above 0.01% missed, as in the paper, the rate is not sustained.
 //! The job's input is the sender's feed: once the sender ended (its duration, or the end of a
 //! replayed recording), the handlers take what is still on its way and the job stops.
+//!
+//! With `--set feed=recording` (and `--set replay=FILE`) no sender runs: each handler reads
+//! its channel's packets of the recording itself, at the rate asked, stamping each as sent
+//! when it reads it, and the job ends with the recording. That feed replays, so the job can
+//! take checkpoints (`--checkpoint-every`): a handler keeps its place in the file, the
+//! engines their books, the collectors their samples and counts. The live feeds (a socket or
+//! a ring) refuse checkpoints, naming the handlers.
 
 mod collector;
 mod engine;
@@ -77,7 +84,7 @@ pub const SPEC: AppSpec = AppSpec {
         ),
         (
             "feed",
-            "how the feed senders reach the handlers: multicast (a group per channel on loopback, default), unicast (to 127.0.0.1) or shm (a Vega ring per channel, for rates beyond what UDP carries here)",
+            "how the feed senders reach the handlers: multicast (a group per channel on loopback, default), unicast (to 127.0.0.1), shm (a Vega ring per channel, for rates beyond what UDP carries here) or recording (no sender: each handler reads its channel of the `replay` recording itself, paced at the rate, so the job can take checkpoints)",
         ),
         ("group", "the first channel's multicast group (default 239.255.90.1; channel i adds i)"),
         (
@@ -238,6 +245,15 @@ impl OmdpConfig {
         let replay: Option<PathBuf> = s
             .get("replay", String::new())
             .map(|p| (!p.is_empty()).then(|| PathBuf::from(p)))?;
+        let rate_multiple = config.rate_multiple.unwrap_or(DEFAULT_RATE_MULTIPLE);
+        if !(rate_multiple > 0.0 && rate_multiple <= 10_000.0) {
+            return Err(AppError::BadSetting {
+                key: "--rate-multiple".into(),
+                reason: format!(
+                    "{rate_multiple} is out of range: must be above 0 and at most 10000"
+                ),
+            });
+        }
         let group: Ipv4Addr = s.get("group", Ipv4Addr::new(239, 255, 90, 1))?;
         let port = s.get_in("port", 31400, 1..=usize::from(u16::MAX))?;
         if port + channels - 1 > usize::from(u16::MAX) {
@@ -268,23 +284,32 @@ impl OmdpConfig {
                     feed: format!("omdp{port}"),
                     channel: c,
                 }),
+                "recording" => {
+                    let Some(path) = replay.clone() else {
+                        return Err(AppError::BadSetting {
+                            key: "feed".into(),
+                            reason: "'recording' reads the recording given by --set replay=FILE, \
+                                     and none is"
+                                .into(),
+                        });
+                    };
+                    let per_channel =
+                        rate_multiple * OPRA_FEB_2008_PACKETS_PER_SEC as f64 / channels as f64;
+                    let packets_per_sec = (per_channel.round() as u64).max(1);
+                    Box::new(move |c| Endpoint::Recording {
+                        path: path.clone(),
+                        channel: c,
+                        packets_per_sec,
+                    })
+                }
                 other => {
                     return Err(AppError::BadSetting {
                         key: "feed".into(),
-                        reason: format!("'{other}': expected multicast, unicast or shm"),
+                        reason: format!("'{other}': expected multicast, unicast, shm or recording"),
                     })
                 }
             };
         let endpoints = (0..channels).map(endpoint).collect();
-        let rate_multiple = config.rate_multiple.unwrap_or(DEFAULT_RATE_MULTIPLE);
-        if !(rate_multiple > 0.0 && rate_multiple <= 10_000.0) {
-            return Err(AppError::BadSetting {
-                key: "--rate-multiple".into(),
-                reason: format!(
-                    "{rate_multiple} is out of range: must be above 0 and at most 10000"
-                ),
-            });
-        }
         let feed = FeedConfig {
             channels,
             seed,
@@ -347,8 +372,15 @@ impl OmdpConfig {
                 let to: Vec<String> = self.endpoints.iter().map(|e| e.to_string()).collect();
                 args.extend(["--to".into(), to.join(",")]);
             }
+            // The handlers read the recording: no sender runs (see `build`).
+            Endpoint::Recording { .. } => {}
         }
         args
+    }
+
+    /// Whether the handlers read the recording themselves (`feed=recording`).
+    fn reads_recording(&self) -> bool {
+        matches!(self.endpoints.first(), Some(Endpoint::Recording { .. }))
     }
 }
 
@@ -412,12 +444,16 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     }
     let duration = config.duration.map_or(5.0, |d| d.as_secs_f64());
     let sent = Arc::new(OnceLock::new());
-    let companions = vec![Companion {
-        name: "feed sender".into(),
-        args: omdp.sender_args(duration),
-        output: Some(Arc::clone(&sent)),
-        feeds_the_job: true,
-    }];
+    // A feed read from its recording by the handlers needs no sender: the job ends with it.
+    let companions = match omdp.reads_recording() {
+        true => Vec::new(),
+        false => vec![Companion {
+            name: "feed sender".into(),
+            args: omdp.sender_args(duration),
+            output: Some(Arc::clone(&sent)),
+            feeds_the_job: true,
+        }],
+    };
     let (text, text_sent) = (omdp.clone(), Arc::clone(&sent));
     Ok(App {
         graph: g.build()?,

@@ -5,7 +5,9 @@
 //! checkpoints and their completion are the [`StreamSink`]'s, so the file is exactly once
 //! through a recovery from a checkpoint.
 
-use sluice_graph::{Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot};
+use sluice_graph::{
+    CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
+};
 use sluice_ops::framing::{DisplayLine, LineEncoder};
 use sluice_ops::{ByteTarget, StreamSink};
 use sluice_types::{BatchRef, TupleRef};
@@ -79,10 +81,10 @@ impl Operator for BargainSink {
     }
 
     /// The file is published with checkpoints: exactly once through a recovery.
-    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<CheckpointState, OperatorError> {
         self.lines
             .as_mut()
-            .map_or(Ok(Snapshot::default()), |s| s.checkpoint(checkpoint))
+            .map_or(Ok(Snapshot::default().into()), |s| s.checkpoint(checkpoint))
     }
 
     fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {
@@ -138,7 +140,7 @@ mod tests {
             ..Bargain::zeroed()
         };
         sink.process(0, TupleRef::new(&bargain), &mut out).unwrap();
-        assert!(!sink.checkpoint(1).unwrap().is_empty());
+        assert!(!sink.checkpoint(1).unwrap().make().unwrap().is_empty());
         sink.checkpoint_complete(1).unwrap();
         let published = std::fs::read_to_string(&path).unwrap();
         assert_eq!(in_feed_order(&published), [bargain.to_string()]);

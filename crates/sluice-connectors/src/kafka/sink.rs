@@ -53,7 +53,8 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use sluice_graph::live::{live_figures, LiveFigures};
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, OperatorReport, Output, Snapshot,
+    expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport,
+    Output, Snapshot,
 };
 use sluice_types::{Tuple, TupleRef};
 
@@ -564,10 +565,10 @@ where
         Ok(())
     }
 
-    fn checkpoint(&mut self, checkpoint: u64) -> Result<Snapshot, OperatorError> {
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<CheckpointState, OperatorError> {
         self.flush()?;
         let Some(transactions) = self.transactions.as_mut() else {
-            return Ok(Snapshot::default());
+            return Ok(Snapshot::default().into());
         };
         let records = std::mem::take(&mut transactions.open);
         transactions.closed.push_back(Epoch {
@@ -578,6 +579,7 @@ where
             transactional_id: &transactions.id,
             pending: &transactions.closed,
         })
+        .map(CheckpointState::Now)
     }
 
     fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {

@@ -11,12 +11,14 @@
 
 use std::cmp::Ordering;
 
+use serde::{Deserialize, Serialize};
+
 use super::eval_error;
-use crate::stage::{Emit, EvalError, Stage};
+use crate::stage::{decode_state, encode_state, Emit, EvalError, Stage};
 use crate::value::Value;
 
 /// Which aggregate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Aggregate {
     /// The number of elements.
     Count,
@@ -60,14 +62,14 @@ impl Aggregate {
 }
 
 /// A running sum: exact while every element is an integer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 enum Sum {
     Integer(i64),
     Real(f64),
 }
 
 /// An aggregate's state, fed one element at a time.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Accumulator {
     aggregate: Aggregate,
     count: i64,
@@ -182,9 +184,19 @@ impl Stage for AggregateStage {
             None => Ok(()),
         }
     }
+
+    fn state(&self) -> Result<Vec<u8>, EvalError> {
+        encode_state(self.0.aggregate.name(), &self.0)
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), EvalError> {
+        self.0 = decode_state(self.0.aggregate.name(), state)?;
+        Ok(())
+    }
 }
 
-fn stage(aggregate: Aggregate) -> Result<Box<dyn Stage>, EvalError> {
+/// The stage of `aggregate` over a whole stream.
+pub(super) fn stage(aggregate: Aggregate) -> Result<Box<dyn Stage>, EvalError> {
     Ok(Box::new(AggregateStage(Accumulator::new(aggregate))))
 }
 

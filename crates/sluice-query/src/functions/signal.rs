@@ -25,7 +25,7 @@ use rustfft::num_complex::Complex64;
 use rustfft::FftPlanner;
 
 use super::eval_error;
-use crate::stage::{Emit, EvalError, Stage};
+use crate::stage::{decode_state, encode_state, Emit, EvalError, Stage};
 use crate::value::Value;
 
 /// The array argument of a function of one array.
@@ -155,6 +155,32 @@ impl Stage for RadixCombine {
             evens.pop_front();
             out(from_complex(whole))?;
         }
+        Ok(())
+    }
+
+    /// The arrays that wait for their partner, as (re, im) pairs.
+    fn state(&self) -> Result<Vec<u8>, EvalError> {
+        let waiting = self.waiting.each_ref().map(|queue| {
+            queue
+                .iter()
+                .map(|x| x.iter().map(|c| (c.re, c.im)).collect())
+                .collect::<Vec<Vec<(f64, f64)>>>()
+        });
+        encode_state("radixcombine", &waiting)
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), EvalError> {
+        let waiting: [Vec<Vec<(f64, f64)>>; 2] = decode_state("radixcombine", state)?;
+        self.waiting = waiting.map(|queue| {
+            queue
+                .into_iter()
+                .map(|x| {
+                    x.into_iter()
+                        .map(|(re, im)| Complex64::new(re, im))
+                        .collect()
+                })
+                .collect()
+        });
         Ok(())
     }
 

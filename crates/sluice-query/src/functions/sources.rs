@@ -73,6 +73,16 @@ impl Generator for Iota {
         self.next = current.checked_add(1).filter(|next| *next <= self.last);
         Some(Ok(Value::Integer(current)))
     }
+
+    fn skip(&mut self, count: u64) -> Result<(), EvalError> {
+        self.next = self.next.and_then(|next| {
+            i64::try_from(count)
+                .ok()
+                .and_then(|count| next.checked_add(count))
+                .filter(|next| *next <= self.last)
+        });
+        Ok(())
+    }
 }
 
 /// `gen_array(bytes, count)`.
@@ -110,6 +120,11 @@ impl Generator for GenArray {
             self.pattern.clone()
         };
         Some(Ok(Value::Bytes(array)))
+    }
+
+    fn skip(&mut self, count: u64) -> Result<(), EvalError> {
+        self.remaining = self.remaining.saturating_sub(count);
+        Ok(())
     }
 }
 
@@ -197,6 +212,25 @@ impl Generator for Grep {
                 Err(error) => return Some(Err(error)),
             }
         }
+    }
+}
+
+/// Whether the generator `name` called with `args` makes the same elements when it is made
+/// again, as a stream process resumed from a checkpoint needs: every generator does but one
+/// that reads a file that is not a regular file (a pipe, a socket, a terminal, `/dev/stdin`),
+/// whose lines come once. A file that does not exist replays: it fails when it is opened.
+pub fn replays(name: &str, args: &[Value]) -> bool {
+    let file = if name.eq_ignore_ascii_case("grep") {
+        args.get(1)
+    } else if name.eq_ignore_ascii_case("receiver") {
+        args.first()
+            .filter(|a| matches!(a, Value::String(s) if matches!(SignalSpec::parse(s), Ok(None))))
+    } else {
+        None
+    };
+    match file {
+        Some(Value::String(path)) => std::fs::metadata(path).map_or(true, |m| m.is_file()),
+        _ => true,
     }
 }
 

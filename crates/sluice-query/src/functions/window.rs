@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 
 use super::aggregate::{Accumulator, Aggregate};
 use super::{eval_error, integer_argument, string_argument};
-use crate::stage::{Emit, EvalError, Stage};
+use crate::stage::{decode_state, encode_state, Emit, EvalError, Stage};
 use crate::value::Value;
 
 /// The most elements a window holds: 2^20, as the elements a condition ranges over.
@@ -70,6 +70,16 @@ impl Stage for CountWindow {
     }
 
     fn end(&mut self, _out: &mut Emit<'_>) -> Result<(), EvalError> {
+        Ok(())
+    }
+
+    /// Where the stream is and the next window's elements so far.
+    fn state(&self) -> Result<Vec<u8>, EvalError> {
+        encode_state("window", &(self.seen, self.next_start, &self.elements))
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), EvalError> {
+        (self.seen, self.next_start, self.elements) = decode_state("window", state)?;
         Ok(())
     }
 }
@@ -148,6 +158,31 @@ mod tests {
         emitted
     }
 
+    /// What `make`'s stage emits for `values` when it is checkpointed after the first `cut`
+    /// of them and a new one, given that state, takes the rest.
+    fn run_resumed(make: impl Fn() -> Box<dyn Stage>, values: &[i64], cut: usize) -> Vec<Value> {
+        let mut emitted = Vec::new();
+        let mut out = |value| {
+            emitted.push(value);
+            Ok(())
+        };
+        let (before, after) = values.split_at(cut.min(values.len()));
+        let mut first = make();
+        for value in before {
+            first.element(0, Value::Integer(*value), &mut out).unwrap();
+        }
+        let state = first.state().unwrap();
+        let mut resumed = make();
+        resumed.restore(&state).unwrap();
+        for value in after {
+            resumed
+                .element(0, Value::Integer(*value), &mut out)
+                .unwrap();
+        }
+        resumed.end(&mut out).unwrap();
+        emitted
+    }
+
     /// The windows by their definition: window k is positions k*slide .. k*slide+size.
     fn direct_windows(values: &[i64], size: usize, slide: usize) -> Vec<&[i64]> {
         (0..)
@@ -200,6 +235,26 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_stage_resumed_from_its_state_emits_what_an_uninterrupted_one_does(
+            values in prop::collection::vec(-1000i64..1000, 0..60),
+            size in 1usize..8,
+            slide in 1usize..10,
+            cut in 0usize..60,
+        ) {
+            let constants = [Value::Integer(size as i64), Value::Integer(slide as i64)];
+            let window = || window_stage(&constants).unwrap();
+            prop_assert_eq!(run_resumed(window, &values, cut), run(window(), &values));
+            for aggregate in Aggregate::ALL {
+                let mut constants = constants.to_vec();
+                constants.push(Value::String(aggregate.name().into()));
+                let winagg = || winagg_stage(&constants).unwrap();
+                prop_assert_eq!(run_resumed(winagg, &values, cut), run(winagg(), &values));
+                let whole = || super::super::aggregate::stage(aggregate).unwrap();
+                prop_assert_eq!(run_resumed(whole, &values, cut), run(whole(), &values));
+            }
+        }
+
         #[test]
         fn windows_and_their_aggregates_match_a_direct_computation(
             values in prop::collection::vec(-1000i64..1000, 0..60),
