@@ -17,7 +17,9 @@
 //! the earliest up to the end offsets the topic had when the job started (a bounded read, as
 //! of a file). `--output FILE` writes the table of counts at the end; any other address
 //! (`stdout`, `tcp://`, `udp://`, `kafka://`) gets every count as it changes, a line
-//! `word<TAB>count` (a Kafka record keyed by the word, at least once). Writing lines other
+//! `word<TAB>count` (a Kafka record keyed by the word, at least once, or exactly once with
+//! `--set delivery=exactly-once`); a Kafka input is read at most `--rate` records a second if
+//! given. Writing lines other
 //! than to Kafka adds an operator (`format`, before the sink) that the named plans do not
 //! place: use them with a file, generated sentences or Kafka as the output. Without an input the
 //! source generates sentences from a fixed
@@ -39,7 +41,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use sluice_connectors::{
-    registry, Connector, Csv, FlowIo, KafkaRecord, Lines, StreamIo, TableSink, Target,
+    kafka, registry, Connector, Csv, Delivery, FlowIo, KafkaRecord, Lines, StreamIo, TableSink,
+    Target,
 };
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TypedSource};
@@ -67,6 +70,10 @@ pub const SPEC: AppSpec = AppSpec {
         (
             "sentences",
             "generate this many sentences, then end (default: until --duration)",
+        ),
+        (
+            "delivery",
+            "the guarantee of a kafka:// --output: at-least-once (default) or exactly-once (one Kafka transaction per checkpoint; read it with isolation.level=read_committed)",
         ),
         (
             "kafka.*",
@@ -156,6 +163,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     // An address other than a file goes through the connectors' registry, as lines; a file
     // is read by the sentence source (its limits, its position) and written as the table.
     let connector_settings = settings.with_prefix("kafka.");
+    let guarantee: Guarantee = settings.get("delivery", Guarantee::AtLeastOnce)?;
     let input_at = config
         .input
         .as_deref()
@@ -186,16 +194,23 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     // A file has an end of its own, which `sluice run` knows; generated sentences have one
     // with `--set sentences`.
     let generated_sentences = input.sentences.filter(|_| input_at.is_none());
+    let is_kafka = |at: &Option<Address<'_>>| {
+        matches!(at, Some(Address::Connector(connector, _)) if connector.scheme == "kafka")
+    };
+    let (kafka_in, kafka_out) = (is_kafka(&input_at), is_kafka(&output_at));
 
     let flow = Dataflow::new("wordcount");
     // Kafka is read and written typed, one operator each, so that the named plans place
     // every operator; other connectors go through the registry's lines.
     let words = match &input_at {
-        Some(Address::Connector(connector, target)) if connector.scheme == "kafka" => flow
-            .read_kafka("sentences", registry::kafka_source_config(target)?, Lines)
-            .flat_map_into("split", |record: &KafkaRecord<String>, words| {
+        Some(Address::Connector(connector, target)) if connector.scheme == "kafka" => {
+            let mut kafka = registry::kafka_source_config(target)?;
+            // `--rate`: sentences per second, as of generated ones.
+            kafka.max_rate = input.rate;
+            flow.read_kafka("sentences", kafka, Lines).flat_map_into("split", |record: &KafkaRecord<String>, words| {
                 words.extend(text::words(&record.value))
-            }),
+            })
+        }
         Some(Address::Connector(connector, target)) => connector
             .read_lines(&flow, "sentences", target)?
             .flat_map_into("split", |line: &String, words| {
@@ -218,9 +233,15 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         // Every count as it changes, a `word<TAB>count` line (keyed by the word where the
         // connector keys records): a reader keeps each word's last line.
         Some(Address::Connector(connector, target)) if connector.scheme == "kafka" => {
+            let mut kafka = registry::kafka_sink_config(target)?;
+            if guarantee == Guarantee::ExactlyOnce {
+                kafka.delivery = Delivery::ExactlyOnce {
+                    transactional_id: format!("sluice-wordcount-{}", kafka.topic),
+                };
+            }
             counts.write_kafka(
                 "counts",
-                registry::kafka_sink_config(target)?,
+                kafka,
                 Csv::new(b'\t'),
                 |(word, _): &(CompactString, u64)| Some(word.as_bytes().to_vec()),
             );
@@ -239,7 +260,12 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     }
     Ok(App::new(
         flow.build()?,
-        Box::new(|report| {
+        Box::new(move |report| {
+            let kafka = [
+                kafka_in
+                    .then(|| kafka::source_summary(&report.operator_report("sentences").counters)),
+                kafka_out.then(|| kafka::sink_summary(&report.operator_report("counts").counters)),
+            ];
             [
                 throughput_line("sentences", report.tuples_out("sentences"), report.elapsed),
                 throughput_line("words", report.tuples_in("sum"), report.elapsed),
@@ -254,10 +280,32 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
                 ),
                 latency_line(report.latency().as_ref()),
             ]
+            .into_iter()
+            .chain(kafka.into_iter().flatten())
+            .collect::<Vec<_>>()
             .join("\n")
         }),
     )
     .with_finite_input("sentences", generated_sentences, "sentences"))
+}
+
+/// The guarantee of a `kafka://` output (`--set delivery=at-least-once|exactly-once`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Guarantee {
+    AtLeastOnce,
+    ExactlyOnce,
+}
+
+impl std::str::FromStr for Guarantee {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "at-least-once" => Ok(Self::AtLeastOnce),
+            "exactly-once" => Ok(Self::ExactlyOnce),
+            _ => Err("the delivery is at-least-once or exactly-once"),
+        }
+    }
 }
 
 /// Where an `--input` or `--output` address points.

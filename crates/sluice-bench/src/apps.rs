@@ -11,11 +11,13 @@
 //! benchmark, `result` reports it. `placement` (`sluice bench placement`) and `redeploy`
 //! (`sluice bench redeploy`, the pause of on-line placement's redeploy) place an
 //! application's jobs on hosts, with what they share in `jobs`; `checkpoint` (`sluice bench
-//! checkpoint`) measures checkpoints' overhead, recovery and size through `sluice run`.
+//! checkpoint`) measures checkpoints' overhead, recovery and size through `sluice run`; `kafka`
+//! (`sluice bench kafka`) WordCount from Kafka to Kafka beside Kafka's own performance tools.
 
 pub(crate) mod checkpoint;
 mod entry;
 mod jobs;
+pub(crate) mod kafka;
 mod measure;
 pub(crate) mod omdp;
 mod pipeline;
@@ -30,6 +32,7 @@ mod wordcount;
 
 pub use checkpoint::CheckpointBenchArgs;
 pub(crate) use entry::Benchable;
+pub use kafka::KafkaBenchArgs;
 pub use measure::AppBenchArgs;
 pub use omdp::OmdpBenchArgs;
 pub use placement::PlacementBenchArgs;

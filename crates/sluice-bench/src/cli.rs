@@ -55,6 +55,9 @@ pub enum BenchCommand {
     /// split into detection, restart and restore with replay, and checkpoint duration and
     /// size beside the disk's write+fsync of the same bytes.
     Checkpoint(crate::apps::CheckpointBenchArgs),
+    /// Kafka -> WordCount -> Kafka records/s at least once and exactly once, beside Kafka's own
+    /// ProducerPerformance and ConsumerPerformance on the same broker in the same run.
+    Kafka(crate::apps::KafkaBenchArgs),
     /// The hardware's own limits: cache-line ping-pong between two cores and one core's
     /// memcpy bandwidth.
     Baseline(crate::transports::hardware::BaselineArgs),
@@ -86,6 +89,7 @@ impl BenchArgs {
             | BenchCommand::Placement(_)
             | BenchCommand::Redeploy(_)
             | BenchCommand::Checkpoint(_)
+            | BenchCommand::Kafka(_)
             | BenchCommand::Suite(_)
             | BenchCommand::PeerLib(_)
             | BenchCommand::Peer(_)

@@ -98,6 +98,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Placement(placement) => apps::placement_main(placement),
         BenchCommand::Redeploy(redeploy) => apps::redeploy_main(redeploy),
         BenchCommand::Checkpoint(checkpoint) => apps::checkpoint::main(checkpoint),
+        BenchCommand::Kafka(kafka) => apps::kafka::main(kafka),
         BenchCommand::Baseline(baseline) => hardware::main(baseline),
         BenchCommand::Peer(peer) => processes::peer(peer),
         BenchCommand::OsrSender(sender) => shm_osr::sender(sender),

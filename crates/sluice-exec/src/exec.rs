@@ -745,11 +745,7 @@ pub(crate) trait InstanceName {
 
 impl InstanceName for OperatorContext {
     fn name_of_instance(&self) -> String {
-        if self.parallelism == 1 {
-            self.name.clone()
-        } else {
-            format!("{}[{}]", self.name, self.instance)
-        }
+        self.instance_name()
     }
 }
 

@@ -98,6 +98,9 @@ pub struct InstanceMetrics {
     pub tuples_in: u64,
     /// Tuples emitted so far.
     pub tuples_out: u64,
+    /// The figures the operator publishes itself ([`sluice_graph::live`]), by name.
+    #[serde(default)]
+    pub figures: Vec<(String, u64)>,
     /// Tuples received per second over the last period.
     pub rate_in: f64,
     /// Tuples emitted per second over the last period.
@@ -565,6 +568,8 @@ struct InstanceSample {
     #[serde(default)]
     sent: Vec<(usize, u64)>,
     latency: Option<LatencySummary>,
+    #[serde(default)]
+    figures: Vec<(String, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -616,6 +621,7 @@ impl ThreadSample {
                         tuples_out: c.tuples_out.get(),
                         cpu_ns: c.cpu_ns.get(),
                         sent: per_destination(sent),
+                        figures: sluice_graph::live::read_live_figures(&l.instance),
                         latency: (samples > 0).then(|| LatencySummary {
                             samples,
                             p50_us: micros(c.p50_ns.get()),
@@ -837,6 +843,7 @@ fn threads_metrics(
                             sink: i.sink,
                             tuples_in: i.tuples_in,
                             tuples_out: i.tuples_out,
+                            figures: i.figures.clone(),
                             rate_in: rate(i.tuples_in, was.map(|w| w.tuples_in), seconds),
                             rate_out: rate(i.tuples_out, was.map(|w| w.tuples_out), seconds),
                             sent: i.sent.clone(),

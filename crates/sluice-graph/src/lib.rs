@@ -11,6 +11,7 @@
 mod builder;
 mod dot;
 mod error;
+pub mod live;
 mod operator;
 mod partitioning;
 mod placement;

@@ -98,6 +98,18 @@ pub struct OperatorContext {
     pub parallelism: usize,
 }
 
+impl OperatorContext {
+    /// The instance's name in messages and metrics: `sum[1]`, or `sum` when it has one
+    /// instance.
+    pub fn instance_name(&self) -> String {
+        if self.parallelism == 1 {
+            self.name.clone()
+        } else {
+            format!("{}[{}]", self.name, self.instance)
+        }
+    }
+}
+
 /// What a source did in one call of [`Source::produce`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Produced {

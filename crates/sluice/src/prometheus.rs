@@ -9,6 +9,11 @@
 //! within the server's bounds; any other path gets 404. A scrape builds a fresh registry from
 //! the latest [`MetricsSnapshot`], so the series are always the job's current figures.
 //!
+//! An operator's own figures ([`sluice_graph::live`]: a Kafka source's `records_in`,
+//! `bytes_in` and `lag.partition.N`, a Kafka sink's `records_out`, `bytes_out`,
+//! `transactions_committed` and `transactions_aborted`) are `sluice_operator_figure`, labelled
+//! with the instance's and `figure`, its name.
+//!
 //! A checkpointed job has its checkpoints' series too (labelled with its `job`):
 //! `sluice_checkpoints_completed_total`, `sluice_checkpoints_failed_total`,
 //! `sluice_job_restarts_total`, and once one is complete `sluice_checkpoint_last_complete`
@@ -45,6 +50,7 @@ pub(crate) fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFi
     let edge_fill = Family::<Labels, FloatGauge>::default();
     let blocked = Family::<Labels, FloatCounter>::default();
     let uptime = Family::<Labels, FloatGauge>::default();
+    let figures = Family::<Labels, Gauge>::default();
 
     let job = || ("job".to_string(), snapshot.job.clone());
     uptime.get_or_create(&vec![job()]).set(snapshot.uptime_secs);
@@ -68,6 +74,13 @@ pub(crate) fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFi
                 tuples_in.get_or_create(&labels).inc_by(i.tuples_in);
                 tuples_out.get_or_create(&labels).inc_by(i.tuples_out);
                 rate_out.get_or_create(&labels).set(i.rate_out);
+                for (figure, value) in &i.figures {
+                    let mut labels = labels.clone();
+                    labels.push(("figure".into(), figure.clone()));
+                    figures
+                        .get_or_create(&labels)
+                        .set(i64::try_from(*value).unwrap_or(i64::MAX));
+                }
                 if let Some(l) = i.latency {
                     for (quantile, micros) in
                         [("0.5", l.p50_us), ("0.99", l.p99_us), ("1", l.max_us)]
@@ -110,6 +123,11 @@ pub(crate) fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFi
         "tuples_out",
         "Tuples an operator instance emitted",
         tuples_out,
+    );
+    registry.register(
+        "operator_figure",
+        "A figure an operator instance publishes itself (a Kafka source's consumer lag per partition, records and bytes in; a Kafka sink's records and bytes out, transactions committed and aborted)",
+        figures,
     );
     registry.register(
         "tuples_out_per_second",
@@ -237,6 +255,7 @@ mod tests {
                         instance: "split".into(),
                         tuples_in: 7,
                         tuples_out: 21,
+                        figures: vec![("lag.partition.2".into(), 40)],
                         ..InstanceMetrics::default()
                     }],
                     inputs: vec![EdgeMetrics {
@@ -262,6 +281,12 @@ mod tests {
         assert!(text.contains("sluice_edge_fill_ratio{job=\"wordcount\",pe=\"pe0\",operator=\"split\",edge=\"sentences -> split\",transport=\"shm-vega\"} 0.25"), "{text}");
         assert!(
             text.contains("sluice_backpressure_seconds_total{"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "sluice_operator_figure{job=\"wordcount\",pe=\"pe0\",operator=\"split\",instance=\"split\",figure=\"lag.partition.2\"} 40"
+            ),
             "{text}"
         );
         for line in text.lines().filter(|l| !l.starts_with('#')) {

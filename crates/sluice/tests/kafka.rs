@@ -1,11 +1,17 @@
-//! `sluice run wordcount --input kafka://HOST:PORT/TOPIC` (and `--output kafka://...`) against a real Kafka broker (the
-//! connectors' test broker: KRaft, started once for this binary).
+//! `sluice run wordcount --input kafka://HOST:PORT/TOPIC` (and `--output kafka://...`) against
+//! a real Kafka broker (the connectors' test broker: KRaft, started once for this binary), and
+//! under faults: PEs SIGKILLed and the broker restarted, each such test with a broker of its
+//! own.
 
+// This binary uses a part of the connectors' test broker module.
+#[allow(dead_code)]
 #[path = "../../sluice-connectors/tests/kafka/broker.rs"]
 mod broker;
+mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_connectors::{
@@ -48,10 +54,16 @@ fn ctx() -> OperatorContext {
     }
 }
 
-/// Writes lines of words to `topic` (made with 3 partitions); returns each word's count.
+/// Writes 500 lines of words to `topic` (made with 3 partitions); returns each word's count.
 fn write_lines(broker: &broker::Broker, topic: &str) -> BTreeMap<String, u64> {
+    write_many_lines(broker, topic, 500)
+}
+
+/// Writes `count` lines of words to `topic` (made with 3 partitions); returns each word's
+/// count.
+fn write_many_lines(broker: &broker::Broker, topic: &str, count: usize) -> BTreeMap<String, u64> {
     broker::create_topic(broker, topic, 3);
-    let lines: Vec<String> = (0..500)
+    let lines: Vec<String> = (0..count)
         .map(|i| format!("the quick w{} fox w{}", i % 7, i % 11))
         .collect();
     let mut sink = KafkaSink::new(
@@ -73,8 +85,8 @@ fn write_lines(broker: &broker::Broker, topic: &str) -> BTreeMap<String, u64> {
     counts
 }
 
-/// Runs `sluice run wordcount` with `args`, checking that it succeeds.
-fn wordcount(args: &[&str]) {
+/// Runs `sluice run wordcount` with `args`, checking that it succeeds; its summary.
+fn wordcount(args: &[&str]) -> String {
     let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", "wordcount"])
         .args(args)
@@ -85,6 +97,7 @@ fn wordcount(args: &[&str]) {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    String::from_utf8_lossy(&run.stdout).into_owned()
 }
 
 #[test]
@@ -113,10 +126,10 @@ fn wordcount_reads_a_kafka_topic() {
 }
 
 /// Runs WordCount from topic `NAME-in` to topic `NAME-out` with `extra` arguments, and checks
-/// each word's last count there.
-fn counts_through_kafka(name: &str, extra: &[&str]) {
+/// each word's last count there; returns its summary.
+fn counts_through_kafka(name: &str, extra: &[&str]) -> String {
     let Some(broker) = broker::broker() else {
-        return;
+        return String::new();
     };
     let (topic_in, topic_out) = (format!("{name}-in"), format!("{name}-out"));
     let expected = write_lines(broker, &topic_in);
@@ -125,9 +138,19 @@ fn counts_through_kafka(name: &str, extra: &[&str]) {
     let output = format!("kafka://{}/{topic_out}", broker.address);
     let mut args = vec!["--input", &input, "--output", &output];
     args.extend(extra);
-    wordcount(&args);
+    let summary = wordcount(&args);
 
-    let mut config = KafkaSourceConfig::new(&broker.address, &topic_out);
+    let collected = read_counts(broker, &topic_out);
+    // Each word's records are in one partition, in order: its last is its count.
+    let last: BTreeMap<String, u64> = collected.into_iter().collect();
+    assert_eq!(last, expected);
+    summary
+}
+
+/// Every `word<TAB>count` record committed in `topic`, in each partition's order (a
+/// `read_committed` read up to the end offsets now).
+fn read_counts(broker: &broker::Broker, topic: &str) -> Vec<(String, u64)> {
+    let mut config = KafkaSourceConfig::new(&broker.address, topic);
     config.end = EndAt::EndOffsetsAtStart;
     let mut source = KafkaSource::new(config, Csv::<(String, u64)>::new(b'\t'));
     source.start(&ctx()).unwrap();
@@ -144,21 +167,40 @@ fn counts_through_kafka(name: &str, extra: &[&str]) {
             "the counts topic read for over 60 s"
         );
     }
-    // Each word's records are in one partition, in order: its last is its count.
-    let last: BTreeMap<String, u64> = collected.0.into_iter().collect();
-    assert_eq!(last, expected);
+    collected.0
 }
 
+/// The summary has the Kafka figures: 500 lines of 5 words read, every word's count written,
+/// nothing left to read.
 #[test]
 fn wordcount_writes_its_counts_to_a_kafka_topic() {
-    counts_through_kafka("wordcount", &[]);
+    let summary = counts_through_kafka("wordcount", &[]);
+    assert!(
+        summary.contains("kafka in: 500 records, ")
+            && summary.contains("lag at the end 0 records")
+            && summary.contains("kafka out: 2500 records, "),
+        "{summary}"
+    );
 }
 
 /// The runtime drives the source's and the sink's checkpoint hooks (on this machine the run
-/// takes a few checkpoints); the counts are the same.
+/// takes a few checkpoints), exactly once; the counts are the same, and the summary counts
+/// the transactions.
 #[test]
 fn wordcount_from_kafka_to_kafka_takes_checkpoints() {
-    counts_through_kafka("wordcount-checkpointed", &["--checkpoint-every", "50ms"]);
+    let summary = counts_through_kafka(
+        "wordcount-checkpointed",
+        &[
+            "--checkpoint-every",
+            "50ms",
+            "--set",
+            "delivery=exactly-once",
+        ],
+    );
+    assert!(
+        summary.contains("kafka out: 2500 records, ") && summary.contains(" committed, 0 aborted"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -186,4 +228,174 @@ fn kafka_settings_reach_the_client() {
         stderr.contains("No such configuration property: \"no.such.property\""),
         "{stderr}"
     );
+}
+
+/// Longest a WordCount under faults may take before the test calls it a hang.
+const FAULTS_WATCHDOG: Duration = Duration::from_secs(240);
+
+/// A `sluice run` under test, its standard error going to a file.
+struct Job {
+    child: Child,
+    stderr: std::path::PathBuf,
+    started: Instant,
+}
+
+impl Job {
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits until `done` holds, failing if the job ends first or the watchdog passes.
+    fn wait_for(&mut self, what: &str, mut done: impl FnMut(&Self) -> bool) {
+        while !done(self) {
+            assert!(
+                matches!(self.child.try_wait(), Ok(None)),
+                "the job ended before {what}:\n{}",
+                self.stderr()
+            );
+            self.watch();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn watch(&mut self) {
+        if self.started.elapsed() > FAULTS_WATCHDOG {
+            common::kill_job(&mut self.child);
+            panic!("the job ran past {FAULTS_WATCHDOG:?}:\n{}", self.stderr());
+        }
+    }
+
+    /// SIGKILLs one of the job's PEs: the `turn`-th, counting round.
+    fn kill_a_pe(&mut self, turn: usize) {
+        let pes = common::pes_of(self.child.id());
+        assert!(!pes.is_empty(), "no PE to kill:\n{}", self.stderr());
+        let victim = &pes[turn % pes.len()];
+        eprintln!("killing PE {} (pid {})", victim.index, victim.pid);
+        common::signal(victim.pid, "KILL");
+    }
+
+    /// Waits for the job's end; checks that it succeeded.
+    fn finish(mut self) -> String {
+        while matches!(self.child.try_wait(), Ok(None)) {
+            self.watch();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let status = self.child.wait().unwrap();
+        let stderr = self.stderr();
+        assert!(status.success(), "{stderr}");
+        stderr
+    }
+}
+
+/// How many complete checkpoints are in `dir`.
+fn complete_checkpoints(dir: &Path) -> usize {
+    sluice_checkpoint::list(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.status == sluice_checkpoint::CheckpointStatus::Complete)
+        .count()
+}
+
+/// WordCount from a topic of known lines to a topic of counts with `delivery`, as processes,
+/// while a PE is SIGKILLed, the broker restarted, then another PE SIGKILLed. Returns each
+/// word's count and the counts read back (`read_committed`), each word's in order.
+fn wordcount_under_faults(
+    broker: &broker::Broker,
+    delivery: &str,
+) -> (BTreeMap<String, u64>, BTreeMap<String, Vec<u64>>) {
+    let expected = write_many_lines(broker, "lines", 3000);
+    broker::create_topic(broker, "counts", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoints = dir.path().join("checkpoints");
+    let stderr = dir.path().join("stderr");
+    let input = format!("kafka://{}/lines", broker.address);
+    let output = format!("kafka://{}/counts", broker.address);
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "wordcount", "--input", &input, "--output", &output])
+        .args(["--set", &format!("delivery={delivery}")])
+        .args(["--plan", "processes", "--checkpoint-every", "200ms"])
+        .arg("--checkpoint-dir")
+        .arg(&checkpoints)
+        .args(["--restarts", "10", "--restart-delay", "100ms"])
+        // 3000 lines at 200 a second: 15 s of input, and the faults take a few of them.
+        .args(["--rate", "200", "--throttle-input"])
+        .env("TMPDIR", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let mut job = Job {
+        child,
+        stderr,
+        started: Instant::now(),
+    };
+    job.wait_for("a checkpoint completed", |_| {
+        complete_checkpoints(&checkpoints) > 0
+    });
+    job.kill_a_pe(0);
+    job.wait_for("the restart after the kill", |job| {
+        job.stderr().contains("restarting the job from checkpoint ")
+    });
+    let before = complete_checkpoints(&checkpoints);
+    job.wait_for("a checkpoint after the restart", |_| {
+        complete_checkpoints(&checkpoints) > before
+    });
+    broker.down();
+    std::thread::sleep(Duration::from_millis(500));
+    broker.up();
+    let before = complete_checkpoints(&checkpoints);
+    job.wait_for("a checkpoint after the broker's restart", |_| {
+        complete_checkpoints(&checkpoints) > before
+    });
+    job.kill_a_pe(1);
+    let stderr = job.finish();
+    eprintln!("{stderr}");
+
+    let mut read: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (word, count) in read_counts(broker, "counts") {
+        read.entry(word).or_default().push(count);
+    }
+    (expected, read)
+}
+
+/// Exactly once: each word's records read back with `read_committed` are its counts 1 to n,
+/// each once and in order, n its count in the input.
+#[test]
+fn wordcount_to_kafka_exactly_once_survives_killed_pes_and_a_broker_restart() {
+    let Some(broker) = broker::Broker::own() else {
+        return;
+    };
+    let (expected, read) = wordcount_under_faults(&broker, "exactly-once");
+    let want: BTreeMap<String, Vec<u64>> = expected
+        .iter()
+        .map(|(word, n)| (word.clone(), (1..=*n).collect()))
+        .collect();
+    assert!(read == want, "the counts read back differ from 1..=n");
+}
+
+/// At least once: no count is missing; repeats (of the counts after the checkpoint a
+/// restart went back to) are allowed, and counted.
+#[test]
+fn wordcount_to_kafka_at_least_once_survives_killed_pes_and_a_broker_restart() {
+    let Some(broker) = broker::Broker::own() else {
+        return;
+    };
+    let (expected, read) = wordcount_under_faults(&broker, "at-least-once");
+    let mut repeats = 0;
+    for (word, n) in &expected {
+        let counts = read.get(word).cloned().unwrap_or_default();
+        let distinct: std::collections::BTreeSet<u64> = counts.iter().copied().collect();
+        assert!(
+            distinct == (1..=*n).collect(),
+            "{word}: counts {distinct:?}, not each of 1..={n}"
+        );
+        repeats += counts.len() - distinct.len();
+    }
+    assert_eq!(
+        read.len(),
+        expected.len(),
+        "words that are not in the input"
+    );
+    eprintln!("at least once: {repeats} counts repeated after the restarts");
 }

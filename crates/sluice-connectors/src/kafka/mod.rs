@@ -8,6 +8,7 @@
 mod sink;
 mod source;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -119,6 +120,17 @@ pub enum KafkaError {
         /// What the broker said, if anything.
         detail: String,
     },
+    /// No broker answered for the whole request timeout while the connector ran.
+    #[error(
+        "Kafka at {brokers}: no broker answered for {waited:?} (the connector's request_timeout): \
+         the brokers are gone"
+    )]
+    Unreachable {
+        /// The brokers.
+        brokers: String,
+        /// How long the connector went on trying.
+        waited: Duration,
+    },
     /// A record's value did not decode and the source is set to fail on bad records.
     #[error(
         "record at topic {topic:?} partition {partition} offset {offset} does not decode: {source}"
@@ -183,6 +195,44 @@ impl From<KafkaError> for OperatorError {
     fn from(e: KafkaError) -> Self {
         OperatorError::Failed(e.to_string())
     }
+}
+
+/// A run summary's line for a Kafka source's report `counters` (summed over its instances):
+/// records and bytes read, bad records, and the lag left, in all and per partition.
+pub fn source_summary(counters: &BTreeMap<String, u64>) -> String {
+    let get = |name: &str| counters.get(name).copied().unwrap_or(0);
+    let lags: Vec<(&str, u64)> = counters
+        .iter()
+        .filter_map(|(name, lag)| Some((name.strip_prefix("lag.partition.")?, *lag)))
+        .collect();
+    let per_partition: Vec<String> = lags.iter().map(|(p, lag)| format!("{p}: {lag}")).collect();
+    format!(
+        "kafka in: {} records, {} bytes, {} bad; lag at the end {} records (by partition {})",
+        get("records_in"),
+        get("bytes_in"),
+        get("bad_records"),
+        lags.iter().map(|(_, lag)| lag).sum::<u64>(),
+        per_partition.join(", ")
+    )
+}
+
+/// A run summary's line for a Kafka sink's report `counters` (summed over its instances):
+/// records and bytes written, and transactions committed and aborted if it wrote exactly once.
+pub fn sink_summary(counters: &BTreeMap<String, u64>) -> String {
+    let get = |name: &str| counters.get(name).copied().unwrap_or(0);
+    let mut line = format!(
+        "kafka out: {} records, {} bytes",
+        get("records_out"),
+        get("bytes_out")
+    );
+    if counters.contains_key("transactions_committed") {
+        line += &format!(
+            "; transactions {} committed, {} aborted",
+            get("transactions_committed"),
+            get("transactions_aborted")
+        );
+    }
+    line
 }
 
 /// The client configuration shared by the source and the sink: the brokers, then the user's

@@ -31,6 +31,11 @@
 //!   transaction or not sent; the sources replay them.
 //! - `finish`: commits everything, the records after the last checkpoint included.
 //!
+//! Its figures, live ([`sluice_graph::live`], after each checkpoint and every few hundred
+//! records) and in its report: `records_out`, `bytes_out` (keys and values), and exactly
+//! once `transactions_committed` and `transactions_aborted` (the predecessor's open
+//! transaction that `init_transactions` aborted at a restart from a checkpoint).
+//!
 //! The cost: the records of checkpoints not yet committed are held in memory and written in
 //! the checkpoint, at most [`KafkaSinkConfig::max_pending_bytes`]. A consumer reading the
 //! output must use `isolation.level=read_committed`; the output becomes visible one
@@ -46,6 +51,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
+use sluice_graph::live::{live_figures, LiveFigures};
 use sluice_graph::{
     expect_tuple, CheckpointState, Operator, OperatorContext, OperatorError, OperatorReport,
     Output, Snapshot,
@@ -174,6 +180,7 @@ struct Transactions {
     /// Bytes in `closed` and `open`.
     bytes: usize,
     committed: u64,
+    aborted: u64,
 }
 
 /// The Kafka sink (see the module doc): an operator with one input port of `T`.
@@ -186,6 +193,7 @@ pub struct KafkaSink<T, F, K> {
     restored: Option<State>,
     records: u64,
     bytes: u64,
+    live: Option<std::sync::Arc<LiveFigures>>,
     value: PhantomData<fn(T)>,
 }
 
@@ -206,6 +214,7 @@ where
             restored: None,
             records: 0,
             bytes: 0,
+            live: None,
             value: PhantomData,
         }
     }
@@ -246,6 +255,54 @@ impl<T, F, K> KafkaSink<T, F, K> {
                 }
                 Err((e, _)) => return Err(self.client_error("sending a record", e)),
             }
+        }
+    }
+
+    /// Its figures (see the module doc).
+    fn figures(&self) -> Vec<(&'static str, u64)> {
+        let mut figures = vec![("records_out", self.records), ("bytes_out", self.bytes)];
+        if let Some(transactions) = &self.transactions {
+            figures.push(("transactions_committed", transactions.committed));
+            figures.push(("transactions_aborted", transactions.aborted));
+        }
+        figures
+    }
+
+    /// Publishes its figures live.
+    fn publish(&self) {
+        if let Some(live) = &self.live {
+            for (name, value) in self.figures() {
+                live.set(name, value);
+            }
+        }
+    }
+
+    /// Waits until the brokers know the topic (a producer's metadata request creates a
+    /// missing one where the brokers create topics on demand); fails naming it after the
+    /// request timeout.
+    fn wait_for_topic(&self) -> Result<(), KafkaError> {
+        let producer = self.producer()?;
+        let topic = &self.config.topic;
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            let metadata = producer
+                .client()
+                .fetch_metadata(Some(topic), self.config.request_timeout)
+                .map_err(|e| self.client_error("reading the topic's metadata", e))?;
+            let found = metadata.topics().iter().find(|t| t.name() == topic);
+            let error = match found {
+                Some(t) if t.error().is_none() && !t.partitions().is_empty() => return Ok(()),
+                Some(t) => t.error().map(RDKafkaErrorCode::from),
+                None => None,
+            };
+            if Instant::now() >= deadline {
+                return Err(KafkaError::NoSuchTopic {
+                    brokers: self.config.brokers.clone(),
+                    topic: topic.clone(),
+                    detail: error.map_or_else(String::new, |e| format!(": {e:?}")),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -389,8 +446,12 @@ impl<T, F, K> KafkaSink<T, F, K> {
             open: Vec::new(),
             bytes: 0,
             committed: 0,
+            aborted: 0,
         };
         if let Some(state) = self.restored.take() {
+            // A restart from a checkpoint: `init_transactions` aborted the transaction the
+            // predecessor had begun after it.
+            transactions.aborted += 1;
             if state.transactional_id != transactions.id {
                 return Err(KafkaError::Snapshot(format!(
                     "the state is the sink {:?}'s, but this instance is {:?}",
@@ -443,8 +504,13 @@ where
                 .map_err(|e| self.client_error("creating the producer", e))?;
         self.producer = Some(producer);
         if let Some(id) = id {
+            // The marker names the topic's partition 0: the topic must be there before the
+            // first commit.
+            self.wait_for_topic()?;
             self.start_transactions(id)?;
         }
+        self.live = Some(live_figures(ctx));
+        self.publish();
         Ok(())
     }
 
@@ -465,6 +531,9 @@ where
         let record = ((self.key)(tuple), value);
         self.records += 1;
         self.bytes += record_bytes(&record) as u64;
+        if self.records.is_multiple_of(POLL_EVERY) {
+            self.publish();
+        }
         match self.transactions.take() {
             None => {
                 self.send(&record)?;
@@ -514,7 +583,9 @@ where
     }
 
     fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), OperatorError> {
-        Ok(self.commit_through(checkpoint)?)
+        self.commit_through(checkpoint)?;
+        self.publish();
+        Ok(())
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
@@ -547,14 +618,13 @@ where
     }
 
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        self.publish();
         let mut report = OperatorReport::default();
-        report.counters.insert("records_out".into(), self.records);
-        report.counters.insert("bytes_out".into(), self.bytes);
-        if let Some(transactions) = &self.transactions {
-            report
-                .counters
-                .insert("transactions_committed".into(), transactions.committed);
-        }
+        report.counters.extend(
+            self.figures()
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value)),
+        );
         self.producer = None;
         Ok(report)
     }

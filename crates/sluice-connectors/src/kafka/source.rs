@@ -7,6 +7,16 @@
 //! checkpoint completes they are also committed to the consumer group, for monitoring tools
 //! and for [`StartFrom::Committed`].
 //!
+//! An unbounded read looks for partitions added to the topic every
+//! [`KafkaSourceConfig::discover_partitions_every`] and reads those that are this instance's
+//! from their first record. When the brokers stop answering the source keeps trying (librdkafka
+//! reconnects by itself) for up to [`KafkaSourceConfig::request_timeout`], then fails naming
+//! them.
+//!
+//! Its figures, live ([`sluice_graph::live`]) and in its report: `records_in`, `bytes_in`
+//! (keys and values), `bad_records`, and `lag.partition.N`, partition N's records not yet read
+//! (its end offset less the next to read), asked of the broker every [`LAG_EVERY`].
+//!
 //! Event time is the record's timestamp; the instance's watermark is the least, over its
 //! partitions still being read, of the greatest timestamp seen in each (a partition that has
 //! given no record yet holds it at 0). Records out of timestamp order within a partition are
@@ -14,7 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers};
@@ -22,7 +32,9 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use sluice_graph::live::{live_figures, LiveFigures};
 use sluice_graph::{OperatorContext, OperatorError, OperatorReport, Output, Produced, Snapshot};
+use sluice_ops::Pacer;
 
 use super::{client_config, timestamp_ns, BadRecord, KafkaError, KafkaRecord};
 use crate::{Format, OnBadRecord};
@@ -32,6 +44,16 @@ const BATCH: usize = 256;
 
 /// How long one `produce` call waits for the first record before saying it is idle.
 const POLL_WAIT: Duration = Duration::from_millis(100);
+
+/// How often, while no broker answers, the source asks for the topic's metadata to learn
+/// whether one answers again (librdkafka says when the brokers go, not when they come back).
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How often the source asks the broker for its partitions' end offsets, for their lag.
+pub const LAG_EVERY: Duration = Duration::from_secs(1);
+
+/// How often an unbounded read looks for added partitions unless configured otherwise.
+pub const DEFAULT_DISCOVER_PARTITIONS_EVERY: Duration = Duration::from_secs(5);
 
 /// Where a partition is read from when no checkpoint says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +96,13 @@ pub struct KafkaSourceConfig {
     pub on_bad_record: OnBadRecord,
     /// librdkafka settings, applied last.
     pub settings: Vec<(String, String)>,
-    /// How long a metadata or offsets request may take.
+    /// How long a metadata or offsets request may take, and how long the source goes on
+    /// while no broker answers before it fails.
     pub request_timeout: Duration,
+    /// How often an unbounded read looks for partitions added to the topic (`None`: never).
+    pub discover_partitions_every: Option<Duration>,
+    /// The most records per second each instance emits (`None`: as fast as they come).
+    pub max_rate: Option<u64>,
 }
 
 impl KafkaSourceConfig {
@@ -91,6 +118,8 @@ impl KafkaSourceConfig {
             on_bad_record: OnBadRecord::Drop,
             settings: Vec::new(),
             request_timeout: super::DEFAULT_REQUEST_TIMEOUT,
+            discover_partitions_every: Some(DEFAULT_DISCOVER_PARTITIONS_EVERY),
+            max_rate: None,
         }
     }
 }
@@ -106,6 +135,23 @@ struct PartitionRead {
     done: bool,
     /// The greatest event time seen in it (ns).
     max_time: u64,
+    /// Its end offset when last asked (or the offset after the last record read, if past).
+    high: i64,
+}
+
+impl PartitionRead {
+    /// Its records not yet read, as far as the source knows.
+    fn lag(&self) -> u64 {
+        u64::try_from(self.high - self.next).unwrap_or(0)
+    }
+}
+
+/// Which partitions are an instance's: those whose number modulo `parallelism` is
+/// `instance`.
+#[derive(Debug, Clone, Default)]
+struct PartitionsOf {
+    instance: usize,
+    parallelism: usize,
 }
 
 /// The position kept in a snapshot: the topic and each partition's next offset.
@@ -132,6 +178,16 @@ pub struct KafkaSource<V, F> {
     records: u64,
     bytes: u64,
     bad_records: u64,
+    pacer: Pacer,
+    /// Which partitions are this instance's (known once started).
+    instance: PartitionsOf,
+    /// When the brokers were last seen gone (librdkafka reported them down) with no answer
+    /// since, and when the source last asked whether they answer again.
+    unreachable: Option<(Instant, Instant)>,
+    /// When the source last looked for added partitions.
+    discovered: Instant,
+    /// Its live figures (once started), and when it last asked for the lag.
+    live: Option<(std::sync::Arc<LiveFigures>, Instant)>,
     value: PhantomData<fn() -> V>,
 }
 
@@ -139,7 +195,6 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
     /// A source reading as `config` says, decoding values with `format`.
     pub fn new(config: KafkaSourceConfig, format: F) -> Self {
         Self {
-            config,
             format,
             consumer: None,
             partitions: BTreeMap::new(),
@@ -151,7 +206,13 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
             records: 0,
             bytes: 0,
             bad_records: 0,
+            pacer: Pacer::new(config.max_rate),
+            instance: PartitionsOf::default(),
+            unreachable: None,
+            discovered: Instant::now(),
+            live: None,
             value: PhantomData,
+            config,
         }
     }
 
@@ -173,7 +234,7 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
     fn my_partitions(
         &self,
         consumer: &BaseConsumer,
-        ctx: &OperatorContext,
+        instance: &PartitionsOf,
     ) -> Result<Vec<i32>, KafkaError> {
         let topic = &self.config.topic;
         let metadata = consumer
@@ -198,12 +259,13 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
         if found.partitions().is_empty() {
             return Err(no_such_topic(" (it has no partitions)".into()));
         }
-        let parallelism = ctx.parallelism.max(1);
         Ok(found
             .partitions()
             .iter()
             .map(|p| p.id())
-            .filter(|id| usize::try_from(*id).is_ok_and(|id| id % parallelism == ctx.instance))
+            .filter(|id| {
+                usize::try_from(*id).is_ok_and(|id| id % instance.parallelism == instance.instance)
+            })
             .collect())
     }
 
@@ -213,6 +275,7 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
         &self,
         consumer: &BaseConsumer,
         partition: i32,
+        start: StartFrom,
         (low, high): (i64, i64),
     ) -> Result<i64, KafkaError> {
         let topic = &self.config.topic;
@@ -230,7 +293,7 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
                     _ => None,
                 })
         };
-        Ok(match self.config.start {
+        Ok(match start {
             StartFrom::Earliest => low,
             StartFrom::Latest => high,
             StartFrom::Timestamp(ms) => {
@@ -271,6 +334,7 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
             return Ok(());
         }
         read.next = offset + 1;
+        read.high = read.high.max(read.next);
         if read.end.is_some_and(|end| read.next >= end) {
             read.done = true;
         }
@@ -324,16 +388,17 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
         Ok(())
     }
 
-    /// Polls up to a batch of records into `batch` and `bad_batch`, waiting a little for the
+    /// Polls up to `most` records into `batch` and `bad_batch`, waiting a little for the
     /// first.
-    fn poll_batch(&mut self, consumer: &BaseConsumer) -> Result<(), OperatorError> {
+    fn poll_batch(&mut self, consumer: &BaseConsumer, most: usize) -> Result<(), KafkaError> {
         let mut wait = POLL_WAIT;
-        while self.batch.len() + self.bad_batch.len() < BATCH {
+        while self.batch.len() + self.bad_batch.len() < most {
             let polled = consumer.poll(wait);
             wait = Duration::ZERO;
             match polled {
                 None => break,
                 Some(Ok(message)) => {
+                    self.unreachable = None;
                     let taken = self.take(&message);
                     drop(message);
                     taken?;
@@ -350,12 +415,167 @@ impl<V, F: Format<V>> KafkaSource<V, F> {
                     | rdkafka::error::KafkaError::MessageConsumption(
                         RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic,
                     )),
-                )) => return Err(self.client_error("reading records", e).into()),
-                // Others (a broker gone for a while, say) librdkafka retries by itself.
+                )) => return Err(self.client_error("reading records", e)),
+                Some(Err(rdkafka::error::KafkaError::MessageConsumption(
+                    RDKafkaErrorCode::AllBrokersDown
+                    | RDKafkaErrorCode::BrokerTransportFailure
+                    | RDKafkaErrorCode::Resolve,
+                ))) => {
+                    let now = Instant::now();
+                    self.unreachable.get_or_insert((now, now));
+                    break;
+                }
+                // Others librdkafka retries by itself.
                 Some(Err(_)) => break,
             }
         }
         Ok(())
+    }
+
+    /// While the brokers are gone: asks every [`PROBE_EVERY`] whether one answers again, and
+    /// fails once none has for the request timeout.
+    fn check_reachable(&mut self, consumer: &BaseConsumer) -> Result<(), KafkaError> {
+        let Some((since, probed)) = self.unreachable else {
+            return Ok(());
+        };
+        if probed.elapsed() < PROBE_EVERY && probed != since {
+            return Ok(());
+        }
+        let answer = consumer.fetch_metadata(Some(&self.config.topic), PROBE_EVERY);
+        if answer.is_ok_and(|metadata| !metadata.brokers().is_empty()) {
+            self.unreachable = None;
+            return Ok(());
+        }
+        if since.elapsed() >= self.config.request_timeout {
+            return Err(KafkaError::Unreachable {
+                brokers: self.config.brokers.clone(),
+                waited: self.config.request_timeout,
+            });
+        }
+        self.unreachable = Some((since, Instant::now()));
+        Ok(())
+    }
+
+    /// Every [`KafkaSourceConfig::discover_partitions_every`] of an unbounded read: starts
+    /// reading, from their first record, the partitions of the topic added since that are
+    /// this instance's.
+    fn discover_partitions(
+        &mut self,
+        consumer: &BaseConsumer,
+        ctx: &PartitionsOf,
+    ) -> Result<(), KafkaError> {
+        let Some(every) = self.config.discover_partitions_every else {
+            return Ok(());
+        };
+        if self.config.end != EndAt::Unbounded
+            || self.unreachable.is_some()
+            || self.discovered.elapsed() < every
+        {
+            return Ok(());
+        }
+        self.discovered = Instant::now();
+        let mut added = TopicPartitionList::new();
+        for partition in self.my_partitions(consumer, ctx)? {
+            if !self.partitions.contains_key(&partition) {
+                self.add_partition(consumer, partition, Some(StartFrom::Earliest), &mut added)?;
+            }
+        }
+        if added.count() > 0 {
+            consumer
+                .incremental_assign(&added)
+                .map_err(|e| self.client_error("assigning added partitions", e))?;
+        }
+        Ok(())
+    }
+
+    /// Starts reading `partition`: from the restored offset, else as `start` says (the
+    /// configured start unless given), adding it to `assignment` unless a bounded read of it
+    /// is over already.
+    fn add_partition(
+        &mut self,
+        consumer: &BaseConsumer,
+        partition: i32,
+        start: Option<StartFrom>,
+        assignment: &mut TopicPartitionList,
+    ) -> Result<(), KafkaError> {
+        let marks = consumer
+            .fetch_watermarks(&self.config.topic, partition, self.config.request_timeout)
+            .map_err(|e| {
+                self.client_error(format!("reading partition {partition}'s offsets"), e)
+            })?;
+        let restored = self
+            .restored
+            .as_ref()
+            .and_then(|r| r.get(&partition).copied());
+        let next = match restored {
+            Some(next) => next,
+            None => self.start_offset(
+                consumer,
+                partition,
+                start.unwrap_or(self.config.start),
+                marks,
+            )?,
+        };
+        let end = match self.config.end {
+            EndAt::Unbounded => None,
+            EndAt::EndOffsetsAtStart => Some(marks.1),
+        };
+        let done = end.is_some_and(|end| next >= end);
+        if !done {
+            assignment
+                .add_partition_offset(&self.config.topic, partition, Offset::Offset(next))
+                .map_err(|e| self.client_error("naming a partition", e))?;
+        }
+        self.partitions.insert(
+            partition,
+            PartitionRead {
+                next,
+                end,
+                done,
+                max_time: 0,
+                high: marks.1,
+            },
+        );
+        Ok(())
+    }
+
+    /// Every [`LAG_EVERY`] while the brokers answer: asks for each partition's end offset,
+    /// and publishes the figures.
+    fn publish(&mut self, consumer: &BaseConsumer) {
+        let Some((live, asked)) = &self.live else {
+            return;
+        };
+        if asked.elapsed() < LAG_EVERY {
+            return;
+        }
+        let live = live.clone();
+        if self.unreachable.is_none() {
+            for (partition, read) in &mut self.partitions {
+                let marks = consumer.fetch_watermarks(&self.config.topic, *partition, POLL_WAIT);
+                if let Ok((_, high)) = marks {
+                    read.high = high;
+                }
+            }
+        }
+        for (name, value) in self.figures() {
+            live.set(&name, value);
+        }
+        self.live = Some((live, Instant::now()));
+    }
+
+    /// Its figures (see the module doc).
+    fn figures(&self) -> Vec<(String, u64)> {
+        let mut figures = vec![
+            ("records_in".to_owned(), self.records),
+            ("bytes_in".to_owned(), self.bytes),
+            ("bad_records".to_owned(), self.bad_records),
+        ];
+        figures.extend(
+            self.partitions
+                .iter()
+                .map(|(partition, read)| (format!("lag.partition.{partition}"), read.lag())),
+        );
+        figures
     }
 
     /// The least, over partitions still read, of their greatest event time.
@@ -395,44 +615,18 @@ where
         )
         .create()
         .map_err(|e| self.client_error("creating the consumer", e))?;
+        self.instance = PartitionsOf {
+            instance: ctx.instance,
+            parallelism: ctx.parallelism.max(1),
+        };
         let mut assignment = TopicPartitionList::new();
-        for partition in self.my_partitions(&consumer, ctx)? {
-            let marks = consumer
-                .fetch_watermarks(&self.config.topic, partition, self.config.request_timeout)
-                .map_err(|e| {
-                    self.client_error(format!("reading partition {partition}'s offsets"), e)
-                })?;
-            let restored = self
-                .restored
-                .as_ref()
-                .and_then(|r| r.get(&partition).copied());
-            let next = match restored {
-                Some(next) => next,
-                None => self.start_offset(&consumer, partition, marks)?,
-            };
-            let end = match self.config.end {
-                EndAt::Unbounded => None,
-                EndAt::EndOffsetsAtStart => Some(marks.1),
-            };
-            let done = end.is_some_and(|end| next >= end);
-            if !done {
-                assignment
-                    .add_partition_offset(&self.config.topic, partition, Offset::Offset(next))
-                    .map_err(|e| self.client_error("naming a partition", e))?;
-            }
-            self.partitions.insert(
-                partition,
-                PartitionRead {
-                    next,
-                    end,
-                    done,
-                    max_time: 0,
-                },
-            );
+        for partition in self.my_partitions(&consumer, &self.instance)? {
+            self.add_partition(&consumer, partition, None, &mut assignment)?;
         }
         consumer
             .assign(&assignment)
             .map_err(|e| self.client_error("assigning the partitions", e))?;
+        self.live = Some((live_figures(ctx), Instant::now()));
         self.consumer = Some(consumer);
         Ok(())
     }
@@ -441,23 +635,32 @@ where
         if self.partitions.values().all(|read| read.done) && self.config.end != EndAt::Unbounded {
             return Ok(Produced::Exhausted);
         }
+        // A message borrows the consumer: it is lent to the loop, which fills `self`.
+        let consumer = self
+            .consumer
+            .take()
+            .ok_or_else(|| OperatorError::Failed("the Kafka source was not started".into()))?;
+        let instance = self.instance.clone();
+        let discovered = self.discover_partitions(&consumer, &instance);
         if self.partitions.is_empty() {
-            // No partition of the topic is this instance's: it will never emit, so it
-            // holds back no one's event time.
+            self.consumer = Some(consumer);
+            discovered?;
+            // No partition of the topic is this instance's (yet): it holds back no one's
+            // event time. Records of partitions added to it later may be late.
             if self.watermark < u64::MAX {
                 self.watermark = u64::MAX;
                 out.watermark(u64::MAX)?;
             }
             return Ok(Produced::Idle);
         }
-        // A message borrows the consumer: it is lent to the loop, which fills `self`.
-        let consumer = self
-            .consumer
-            .take()
-            .ok_or_else(|| OperatorError::Failed("the Kafka source was not started".into()))?;
-        let polled = self.poll_batch(&consumer);
+        let most = self.pacer.allowance(BATCH);
+        let polled = discovered
+            .and_then(|()| self.poll_batch(&consumer, most))
+            .and_then(|()| self.check_reachable(&consumer));
+        self.publish(&consumer);
         self.consumer = Some(consumer);
         polled?;
+        self.pacer.emitted(self.batch.len() + self.bad_batch.len());
         let emitted = self.batch.len() + self.bad_batch.len();
         out.emit_batch(0, &mut self.batch)?;
         out.emit_batch(1, &mut self.bad_batch)?;
@@ -531,11 +734,7 @@ where
     fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
         self.consumer = None;
         let mut report = OperatorReport::default();
-        report.counters.insert("records_in".into(), self.records);
-        report.counters.insert("bytes_in".into(), self.bytes);
-        report
-            .counters
-            .insert("bad_records".into(), self.bad_records);
+        report.counters.extend(self.figures());
         Ok(report)
     }
 }
