@@ -194,9 +194,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     // A file has an end of its own, which `sluice run` knows; generated sentences have one
     // with `--set sentences`.
     let generated_sentences = input.sentences.filter(|_| input_at.is_none());
-    let is_kafka = |at: &Option<Address<'_>>| {
-        matches!(at, Some(Address::Connector(connector, _)) if connector.scheme == "kafka")
-    };
+    let is_kafka = |at: &Option<Address<'_>>| matches!(at, Some(Address::Connector(connector, _)) if connector.scheme == "kafka");
     let (kafka_in, kafka_out) = (is_kafka(&input_at), is_kafka(&output_at));
 
     let flow = Dataflow::new("wordcount");
@@ -207,9 +205,10 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             let mut kafka = registry::kafka_source_config(target)?;
             // `--rate`: sentences per second, as of generated ones.
             kafka.max_rate = input.rate;
-            flow.read_kafka("sentences", kafka, Lines).flat_map_into("split", |record: &KafkaRecord<String>, words| {
-                words.extend(text::words(&record.value))
-            })
+            flow.read_kafka("sentences", kafka, Lines)
+                .flat_map_into("split", |record: &KafkaRecord<String>, words| {
+                    words.extend(text::words(&record.value))
+                })
         }
         Some(Address::Connector(connector, target)) => connector
             .read_lines(&flow, "sentences", target)?
