@@ -10,6 +10,8 @@
 //! at the end of the stream). Two-phase commit through checkpoints is checked for the file
 //! sinks by `exactly_once.rs` and `exactly_once_job.rs`, and for Kafka by `kafka.rs`.
 
+// This binary uses a part of the test broker module.
+#[allow(dead_code)]
 #[path = "kafka/broker.rs"]
 mod broker;
 #[path = "../../sluice-ops/tests/common/mod.rs"]
