@@ -66,9 +66,7 @@ pub struct CheckpointBenchArgs {
     /// Vocabularies (distinct words) of the recovery runs, comma-separated. A word costs
     /// about 47 bytes of checkpoint (its count in the sum and in the table sink): 20,000 words
     /// make about 1 MB, 1,000,000 about 47 MB, 2,100,000 about 100 MB once all are drawn.
-    /// (A restart from 100 MB fails for now: a PE's state travels in its start message, read
-    /// only up to 64 MiB.)
-    #[arg(long, default_value = "20000,1000000", value_delimiter = ',')]
+    #[arg(long, default_value = "20000,2100000", value_delimiter = ',')]
     recovery_vocabularies: Vec<usize>,
     /// Vocabularies of the checkpoint duration and size runs, comma-separated (6,400,000:
     /// about 300 MB; the most WordCount takes, 16,777,216, would make some 790 MB).
