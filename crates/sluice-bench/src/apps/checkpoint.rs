@@ -388,7 +388,8 @@ fn field(text: &str, line: &str, after: &str, before: &str) -> anyhow::Result<f6
         .with_context(|| format!("'{number}' in '{found}' is not a number"))
 }
 
-/// Bytes of the newest checkpoint in `dir`: its highest-numbered directory `chk-N`.
+/// Bytes of the newest complete checkpoint in `dir`: its highest-numbered directory `chk-N`
+/// with a manifest (one still being written is left out).
 fn newest_checkpoint_bytes(dir: &Path) -> anyhow::Result<u64> {
     let newest = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
@@ -396,7 +397,10 @@ fn newest_checkpoint_bytes(dir: &Path) -> anyhow::Result<u64> {
         .filter_map(|e| {
             let name = e.file_name();
             let number: u64 = name.to_str()?.strip_prefix("chk-")?.parse().ok()?;
-            Some((number, e.path()))
+            e.path()
+                .join(sluice_checkpoint::MANIFEST_FILE)
+                .exists()
+                .then(|| (number, e.path()))
         })
         .max_by_key(|(number, _)| *number)
         .with_context(|| format!("no checkpoint in {}", dir.display()))?;
@@ -615,6 +619,8 @@ fn recover(vocabulary: usize, seconds: f64, dir: &Path) -> anyhow::Result<Recove
     )
     .context("cannot kill the count's PE")?;
     let restart_line = job.line("restarting the job from checkpoint")?;
+    // The checkpoint restored from, before the restarted job completes one of its own.
+    let state_bytes = newest_checkpoint_bytes(dir)?;
     let deadline = Instant::now() + PATIENCE;
     let restarted = loop {
         let now = pes_of(launcher);
@@ -625,7 +631,6 @@ fn recover(vocabulary: usize, seconds: f64, dir: &Path) -> anyhow::Result<Recove
         std::thread::sleep(Duration::from_millis(5));
     };
     let recovered = back_to_rate(&address, FULL_RATE * rate_before, deadline)?;
-    let state_bytes = newest_checkpoint_bytes(dir)?;
     drop(job);
     Ok(Recovery {
         detection_s: (restart_line - killed).as_secs_f64(),
