@@ -124,6 +124,8 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
 
     /// Adds the keys of `entries` (made by [`KeyedState::snapshot`]).
     pub fn restore(&mut self, entries: Vec<KeyedEntry>) -> Result<(), OperatorError> {
+        // Room for every key at once: a restore of millions of keys rehashes no table.
+        self.map.reserve(entries.len());
         for entry in entries {
             self.map.insert(decode(&entry.key)?, decode(&entry.state)?);
         }
