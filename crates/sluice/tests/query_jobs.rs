@@ -251,16 +251,21 @@ enum When {
     Repeatedly,
     /// Once it has printed a result, again and again until it ends.
     AfterAResult,
-    /// Once, when its job's PEs run.
+    /// Once, when its job runs (in the job registry: its start is over).
     OnceItsJobRuns,
 }
 
 /// Runs `sluice query ARGS` with `input` on its standard input (kept open), interrupts it
 /// with the signal `(number, name)` `when` says, and returns what it printed.
 fn interrupted(args: &[&str], input: &str, (number, name): (u32, &str), when: When) -> Output {
+    // A registry of its own: the job is in it once it runs (its start is over).
+    let runtime = tempfile::tempdir().unwrap();
+    let registry = runtime.path().join("sluice").join("jobs");
+    let registered = || std::fs::read_dir(&registry).is_ok_and(|mut d| d.next().is_some());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("query")
         .args(args)
+        .env("XDG_RUNTIME_DIR", runtime.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -297,7 +302,8 @@ fn interrupted(args: &[&str], input: &str, (number, name): (u32, &str), when: Wh
         let ready = match when {
             When::Repeatedly => true,
             When::AfterAResult => first.try_recv().is_ok() || signalled,
-            When::OnceItsJobRuns => !signalled && !common::pes_of(pid).is_empty(),
+            // Not while it starts: a stop then ends the start, before any result.
+            When::OnceItsJobRuns => !signalled && registered(),
         };
         if ready && catches(pid, number) {
             common::signal(pid, name);
