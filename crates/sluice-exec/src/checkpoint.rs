@@ -30,9 +30,6 @@
 //! not (they were sent before the checkpoint, so its state does not hold them) and processes
 //! it as usual; its part, handed over once every barrier is in, is its state with those
 //! tuples, which a resumed instance processes first (Chandy and Lamport's channel state).
-//! Nothing being held, an input may end after its barrier: its barrier then stops counting
-//! ([`Alignment::depart`]) as the input stops counting among the open ones, so the part still
-//! waits for the barriers of the others, and records their tuples until then.
 //!
 //! Off the data path: an operator with a large state hands over a copy of it
 //! ([`CheckpointState::Later`](sluice_graph::CheckpointState::Later): a clone of its map, no
@@ -164,13 +161,6 @@ impl Alignment {
     /// The barrier from `from` on `port` arrived.
     pub(crate) fn arrive(&mut self, port: usize, from: u32) {
         self.arrived.push((port, from));
-    }
-
-    /// The input from `from` on `port` ended (unaligned, nothing is held, so its end may
-    /// come after its barrier): its barrier no longer counts, as it no longer counts among
-    /// the open inputs, so the alignment still waits for every other input's.
-    pub(crate) fn depart(&mut self, port: usize, from: u32) {
-        self.arrived.retain(|&arrival| arrival != (port, from));
     }
 
     /// How many inputs' barriers arrived.

@@ -598,7 +598,6 @@ fn end_input(
     nodes: &[RefCell<Node>],
     index: usize,
     port: usize,
-    from: Option<u32>,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
     let suspending = env.control.suspending();
@@ -609,9 +608,6 @@ fn end_input(
         // The ends its upstreams send when they resume finished (so is it).
         if node.finished {
             return Ok(());
-        }
-        if let (Some(from), Some(alignment)) = (from, node.aligning.as_mut()) {
-            alignment.depart(port, from);
         }
         let open = &mut node.open_inputs[port];
         *open = open.saturating_sub(1);
@@ -707,7 +703,7 @@ fn close_node(
                 if holding(nodes, node, port, from, env) {
                     hold(nodes, node, |a, _| a.hold_end(port))?;
                 } else {
-                    end_input(nodes, node, port, Some(from), env)?;
+                    end_input(nodes, node, port, env)?;
                 }
             }
             Target::Remote(sender) => {
@@ -1032,7 +1028,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
             },
             (Delivery::EndOfStream, None) => {
                 ended += 1;
-                end_input(nodes, node, port, from, env)
+                end_input(nodes, node, port, env)
             }
             (Delivery::EndOfStream, Some(_)) => {
                 ended += 1;
@@ -1612,8 +1608,7 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
             Release::Punctuation { port, punctuation } => {
                 apply_punctuation(nodes, index, port, punctuation, env)?
             }
-            // The alignment is over: no barrier is counted any more.
-            Release::End { port } => end_input(nodes, index, port, None, env)?,
+            Release::End { port } => end_input(nodes, index, port, env)?,
         }
     }
     Ok(())
