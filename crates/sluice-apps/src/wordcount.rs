@@ -66,6 +66,11 @@ pub const SPEC: AppSpec = AppSpec {
             "vocabulary",
             "distinct words the generator draws from (1 to 16777216, default 1000)",
         ),
+        (
+            "word-bytes",
+            "pads each generated word with 'x' to at least this many bytes (1 to 4096, default 1: \
+             none): larger keys for the same vocabulary",
+        ),
         ("seed", "seed of the sentence generator (default 1)"),
         (
             "sentences",
@@ -134,6 +139,7 @@ struct Input {
     rate: Option<u64>,
     words_per_sentence: usize,
     vocabulary: usize,
+    word_bytes: usize,
     seed: u64,
     sentences: Option<u64>,
 }
@@ -146,6 +152,8 @@ pub const MAX_WORDS_PER_SENTENCE: usize = 1 << 16;
 /// The most distinct words the generator draws from (`--set vocabulary`), all made up front:
 /// 16 Mi words, a few hundred MiB.
 pub const MAX_VOCABULARY: usize = 1 << 24;
+/// The most bytes a generated word is padded to (`--set word-bytes`).
+pub const MAX_WORD_BYTES: usize = 4096;
 
 fn build(config: &AppConfig) -> Result<App, AppError> {
     let settings = &config.settings;
@@ -155,6 +163,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
         rate: config.rate.filter(|r| *r > 0),
         words_per_sentence: settings.get_in("words", 10, 1..=MAX_WORDS_PER_SENTENCE)?,
         vocabulary: settings.get_in("vocabulary", 1000, 1..=MAX_VOCABULARY)?,
+        word_bytes: settings.get_in("word-bytes", 1, 1..=MAX_WORD_BYTES)?,
         seed: settings.get("seed", 1)?,
         sentences: settings
             .get("sentences", 0u64)
@@ -419,7 +428,8 @@ impl SentenceSource {
                 input.words_per_sentence,
                 input.vocabulary,
                 input.seed,
-            ),
+            )
+            .with_word_bytes(input.word_bytes),
             pacer: Pacer::new(input.rate),
             emitted: 0,
             batch: Vec::with_capacity(SENTENCES_PER_CALL),
@@ -495,6 +505,11 @@ impl Source for SentenceSource {
     }
 }
 
+/// Bytes of the longest sentence of `words` words of `vocabulary` with their spaces.
+fn longest_sentence(vocabulary: &[String], words: usize) -> usize {
+    words * (vocabulary.iter().map(String::len).max().unwrap_or(0) + 1)
+}
+
 /// Deterministic sentences over a synthetic vocabulary (xorshift64*): the input of the
 /// generated WordCount, and of the hand-written programs `sluice bench app wordcount`
 /// measures beside it.
@@ -526,13 +541,24 @@ impl SentenceGenerator {
                 }
             })
             .collect::<Vec<String>>();
-        let longest_word = vocabulary.iter().map(String::len).max().unwrap_or(0);
         Self {
+            longest: longest_sentence(&vocabulary, words_per_sentence),
             vocabulary,
             words_per_sentence,
-            longest: words_per_sentence * (longest_word + 1),
             random: XorShift::new(seed),
         }
+    }
+
+    /// The same sentences with every word padded with `x` (a letter no word has) to at least
+    /// `bytes` bytes: distinct words stay distinct, and each key of the count is larger.
+    pub fn with_word_bytes(mut self, bytes: usize) -> Self {
+        for word in &mut self.vocabulary {
+            while word.len() < bytes {
+                word.push('x');
+            }
+        }
+        self.longest = longest_sentence(&self.vocabulary, self.words_per_sentence);
+        self
     }
 
     /// The next sentence: words separated by single spaces.
@@ -552,6 +578,27 @@ impl SentenceGenerator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padded_words_stay_distinct_and_reach_their_length() {
+        let words = |g: &mut SentenceGenerator| {
+            (0..50)
+                .flat_map(|_| {
+                    g.sentence()
+                        .split(' ')
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<String>>()
+        };
+        let plain = words(&mut SentenceGenerator::new(4, 300, 3));
+        let padded = words(&mut SentenceGenerator::new(4, 300, 3).with_word_bytes(40));
+        assert_eq!(plain.len(), padded.len());
+        for (p, w) in plain.iter().zip(&padded) {
+            assert_eq!(w.len(), 40, "{w}");
+            assert_eq!(w.trim_end_matches('x'), p);
+        }
+    }
 
     #[test]
     fn generator_is_deterministic() {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{io_error, RefusedFile, StoreError};
 use crate::manifest::{read_manifest, CheckpointKind};
+use crate::part::Check;
 use crate::store::{has_manifest, parse_checkpoint_dir_name, verify_checkpoint};
 
 /// Whether a checkpoint would load.
@@ -86,7 +87,7 @@ fn describe(dir: &Path) -> Result<CheckpointInfo, StoreError> {
     let status = if !has_manifest(dir) {
         CheckpointStatus::Partial
     } else {
-        match verify_checkpoint(dir, named, false) {
+        match verify_checkpoint(dir, named, Check::Checksum) {
             Ok(_) => CheckpointStatus::Complete,
             Err(refused) => CheckpointStatus::Corrupt(refused),
         }

@@ -108,12 +108,25 @@ fn u32_at(bytes: &[u8; PART_HEADER_LEN], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
+/// How much of a part file is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// The header, the length, and the payload read, checksummed and kept.
+    Payload,
+    /// The header, the length, and the payload read and checksummed, not kept.
+    Checksum,
+    /// The header and the length only: the payload is not read. Whoever reads the payload
+    /// later checksums it then ([`crate::read_part`]).
+    Header,
+}
+
 /// Reads and verifies the part file at `path` against its manifest `entry`: header, format,
-/// length, checksums. Returns its payload if `keep`, or why the file is refused.
+/// length, and as `check` says the payload's checksum. Returns its payload if `check` is
+/// [`Check::Payload`], or why the file is refused.
 pub(crate) fn verify_part(
     path: &Path,
     entry: &PartEntry,
-    keep: bool,
+    check: Check,
 ) -> Result<Option<Vec<u8>>, RefusedFile> {
     let refuse = |reason: String| RefusedFile::new(path, reason);
     let read_error = |e: io::Error| refuse(format!("cannot read it: {e}"));
@@ -167,22 +180,26 @@ pub(crate) fn verify_part(
         )));
     }
     let mut hasher = crc32fast::Hasher::new();
-    let payload = if keep {
-        // The length was checked against the file's size: this allocates what is on disk.
-        let mut payload = Vec::with_capacity(payload_len as usize);
-        file.read_to_end(&mut payload).map_err(read_error)?;
-        hasher.update(&payload);
-        Some(payload)
-    } else {
-        let mut chunk = vec![0u8; VERIFY_CHUNK];
-        loop {
-            let got = file.read(&mut chunk).map_err(read_error)?;
-            if got == 0 {
-                break;
-            }
-            hasher.update(&chunk[..got]);
+    let payload = match check {
+        Check::Header => return Ok(None),
+        Check::Payload => {
+            // The length was checked against the file's size: this allocates what is on disk.
+            let mut payload = Vec::with_capacity(payload_len as usize);
+            file.read_to_end(&mut payload).map_err(read_error)?;
+            hasher.update(&payload);
+            Some(payload)
         }
-        None
+        Check::Checksum => {
+            let mut chunk = vec![0u8; VERIFY_CHUNK];
+            loop {
+                let got = file.read(&mut chunk).map_err(read_error)?;
+                if got == 0 {
+                    break;
+                }
+                hasher.update(&chunk[..got]);
+            }
+            None
+        }
     };
     let crc = hasher.finalize();
     if crc != payload_crc {

@@ -16,7 +16,7 @@ use crate::error::{io_error, RefusedFile, StoreError};
 use crate::manifest::{
     read_manifest, write_manifest, CheckpointKind, Manifest, PartEntry, MANIFEST_FILE,
 };
-use crate::part::{header, part_file_name, verify_part, PART_HEADER_LEN};
+use crate::part::{header, part_file_name, verify_part, Check, PART_HEADER_LEN};
 
 /// How many complete checkpoints a store keeps unless told otherwise.
 pub const DEFAULT_RETAINED: NonZeroUsize = NonZeroUsize::new(3).unwrap();
@@ -135,12 +135,12 @@ pub(crate) struct Verified {
 }
 
 /// Reads and verifies the checkpoint in `dir`: its manifest (of checkpoint `n` if given), and
-/// every part it lists. Returns the manifest and, if `keep`, the payloads by part name; or
-/// every file refused.
+/// every part it lists as `check` says. Returns the manifest and, with [`Check::Payload`], the
+/// payloads by part name; or every file refused.
 pub(crate) fn verify_checkpoint(
     dir: &Path,
     n: Option<u64>,
-    keep: bool,
+    check: Check,
 ) -> Result<Verified, Vec<RefusedFile>> {
     let manifest = read_manifest(dir).map_err(|refused| vec![refused])?;
     let refuse_manifest = |reason: String| vec![RefusedFile::new(&dir.join(MANIFEST_FILE), reason)];
@@ -154,7 +154,7 @@ pub(crate) fn verify_checkpoint(
     let mut parts = BTreeMap::new();
     for entry in &manifest.parts {
         check_file_of(entry).map_err(refuse_manifest)?;
-        match verify_part(&dir.join(&entry.file), entry, keep) {
+        match verify_part(&dir.join(&entry.file), entry, check) {
             Ok(payload) => {
                 if parts
                     .insert(entry.name.clone(), payload.unwrap_or_default())
@@ -176,10 +176,11 @@ pub(crate) fn verify_checkpoint(
     }
 }
 
-/// The newest complete checkpoint in the job's checkpoint directory `dir` that verifies,
-/// falling back past those that do not, with its payloads if `keep`; `None` if none is
-/// complete; an error naming every file refused if some are complete but none verifies.
-fn latest_in(dir: &Path, keep: bool) -> Result<Option<Found>, StoreError> {
+/// The newest complete checkpoint in the job's checkpoint directory `dir` that verifies as
+/// `check` says, falling back past those that do not, with its payloads if it keeps them;
+/// `None` if none is complete; an error naming every file refused if some are complete but
+/// none verifies.
+fn latest_in(dir: &Path, check: Check) -> Result<Option<Found>, StoreError> {
     let mut skipped = Vec::new();
     let mut complete_seen = false;
     for (n, path) in checkpoint_dirs(dir)?.into_iter().rev() {
@@ -187,7 +188,7 @@ fn latest_in(dir: &Path, keep: bool) -> Result<Option<Found>, StoreError> {
             continue;
         }
         complete_seen = true;
-        match verify_checkpoint(&path, Some(n), keep) {
+        match verify_checkpoint(&path, Some(n), check) {
             Ok(Verified { manifest, parts }) => {
                 let verified = VerifiedCheckpoint {
                     n,
@@ -227,28 +228,28 @@ pub fn read_part(dir: &Path, entry: &PartEntry) -> Result<Vec<u8>, StoreError> {
     };
     let path = dir.join(&entry.file);
     check_file_of(entry).map_err(|why| corrupt(RefusedFile::new(&path, why)))?;
-    let payload = verify_part(&path, entry, true).map_err(corrupt)?;
+    let payload = verify_part(&path, entry, Check::Payload).map_err(corrupt)?;
     Ok(payload.unwrap_or_default())
 }
 
 /// Loads what `sluice run --from DIR` names: one checkpoint's or savepoint's directory (it must
 /// verify), or a job's checkpoint directory (its latest complete checkpoint that verifies).
 pub fn load(dir: &Path) -> Result<LoadedCheckpoint, StoreError> {
-    let (verified, parts) = find(dir, true)?;
+    let (verified, parts) = find(dir, Check::Payload)?;
     Ok(verified.loaded(parts))
 }
 
 /// As [`load`], verifying every part without keeping the payloads: a restart's launcher
 /// leaves each PE to read its own parts.
 pub fn verify(dir: &Path) -> Result<VerifiedCheckpoint, StoreError> {
-    find(dir, false).map(|(verified, _)| verified)
+    find(dir, Check::Checksum).map(|(verified, _)| verified)
 }
 
-fn find(dir: &Path, keep: bool) -> Result<Found, StoreError> {
+fn find(dir: &Path, check: Check) -> Result<Found, StoreError> {
     if has_manifest(dir) {
         let n = dir.file_name().and_then(parse_checkpoint_dir_name);
         let Verified { manifest, parts } =
-            verify_checkpoint(dir, n, keep).map_err(|refused| StoreError::Corrupt {
+            verify_checkpoint(dir, n, check).map_err(|refused| StoreError::Corrupt {
                 dir: dir.to_path_buf(),
                 refused,
             })?;
@@ -260,7 +261,7 @@ fn find(dir: &Path, keep: bool) -> Result<Found, StoreError> {
         };
         return Ok((verified, parts));
     }
-    latest_in(dir, keep)?.ok_or_else(|| StoreError::NothingToLoad {
+    latest_in(dir, check)?.ok_or_else(|| StoreError::NothingToLoad {
         dir: dir.to_path_buf(),
     })
 }
@@ -420,12 +421,22 @@ impl CheckpointStore {
     /// `None` if no checkpoint is complete; [`StoreError::NoneVerifies`], naming every file
     /// refused, if some are but none verifies.
     pub fn latest(&self) -> Result<Option<LoadedCheckpoint>, StoreError> {
-        Ok(latest_in(&self.dir, true)?.map(|(verified, parts)| verified.loaded(parts)))
+        Ok(latest_in(&self.dir, Check::Payload)?.map(|(verified, parts)| verified.loaded(parts)))
     }
 
     /// As [`CheckpointStore::latest`], its payloads verified and left on disk.
     pub fn latest_verified(&self) -> Result<Option<VerifiedCheckpoint>, StoreError> {
-        Ok(latest_in(&self.dir, false)?.map(|(verified, _)| verified))
+        Ok(latest_in(&self.dir, Check::Checksum)?.map(|(verified, _)| verified))
+    }
+
+    /// As [`CheckpointStore::latest_verified`], its payloads not read: the manifest is
+    /// verified, and each part's header and length against it, but not the payloads'
+    /// checksums, which whoever reads a part checks then ([`read_part`]). What a restart
+    /// starts from at once: its PEs read every part anyway, so reading them here first would
+    /// read the state twice; a part found damaged then fails the restart, and the next one
+    /// verifies with [`CheckpointStore::latest_verified`], falling back past it.
+    pub fn latest_complete(&self) -> Result<Option<VerifiedCheckpoint>, StoreError> {
+        Ok(latest_in(&self.dir, Check::Header)?.map(|(verified, _)| verified))
     }
 
     /// Saves complete checkpoint `n` as a savepoint in the new directory `target` (its missing
@@ -438,7 +449,7 @@ impl CheckpointStore {
         if !has_manifest(&source) {
             return Err(StoreError::NotComplete { n, dir: source });
         }
-        let manifest = verify_checkpoint(&source, Some(n), false)
+        let manifest = verify_checkpoint(&source, Some(n), Check::Checksum)
             .map_err(|refused| StoreError::Corrupt {
                 dir: source.clone(),
                 refused,

@@ -529,13 +529,19 @@ impl StoredCheckpoint {
     }
 }
 
-/// The last complete checkpoint of `store` that verifies (falling back past corrupt ones, each
-/// named in the log); `None` when there is none.
+/// How much of a checkpoint is verified before a job restarts from it: one of
+/// [`CheckpointStore::latest_complete`] (its parts' payloads are checksummed by the PEs that
+/// read them) and [`CheckpointStore::latest_verified`] (every part read and checksummed).
+pub(crate) type Verify = fn(&CheckpointStore) -> Result<Option<VerifiedCheckpoint>, StoreError>;
+
+/// The last complete checkpoint of `store` that verifies as `verify` says (falling back past
+/// corrupt ones, each named in the log); `None` when there is none.
 pub(crate) fn latest_checkpoint(
     store: &CheckpointStore,
+    verify: Verify,
 ) -> Result<Option<StoredCheckpoint>, RunError> {
     let refused = |e: StoreError| RunError::Launch(format!("cannot recover: {e}"));
-    match store.latest_verified().map_err(refused)? {
+    match verify(store).map_err(refused)? {
         Some(verified) => StoredCheckpoint::new(verified).map(Some),
         None => Ok(None),
     }
@@ -606,7 +612,9 @@ mod tests {
         };
         store.complete(7, &manifest).unwrap();
 
-        let checkpoint = latest_checkpoint(&store).unwrap().unwrap();
+        let checkpoint = latest_checkpoint(&store, CheckpointStore::latest_verified)
+            .unwrap()
+            .unwrap();
         assert_eq!(checkpoint.n, 7);
         let message = crate::resume::PeResume::Checkpoint(checkpoint.clone());
         let mut line = Vec::new();

@@ -823,6 +823,12 @@ impl Children {
     /// consequence: the PE that failed of its own accord reports once its threads have left,
     /// the neighbour it cut off as soon as it notices). Consequences are listed in plan order
     /// of their PEs, as they spread along the edges, whatever order their reports came in.
+    ///
+    /// A PE killed by a signal (`kill -9`, a crash) is a cause as soon as its exit and the
+    /// close of its stream are seen: nothing its neighbours report can have caused it, and
+    /// they notice it only by checking their peers' processes now and then (each a tenth of a
+    /// second or more, one after the other along the edges), so the job is not kept waiting
+    /// for them: a restart starts at once.
     fn verdict(&mut self) -> Result<(), RunError> {
         let Some(first) = self.first_failure else {
             return Ok(());
@@ -830,7 +836,11 @@ impl Children {
         // A PE's exit is seen before its last words are read: one that ended counts once it
         // spoke or was blamed for its silent end, which waits for its stream to close.
         let settled = self.pes.iter().all(|p| p.has_spoken() || p.blamed);
-        if !settled && first.elapsed() < ROOT_CAUSE_GRACE {
+        let killed = self
+            .pes
+            .iter()
+            .any(|p| p.blamed && p.status.is_some_and(|s| s.signal().is_some()));
+        if !settled && !killed && first.elapsed() < ROOT_CAUSE_GRACE {
             return Ok(());
         }
         let mut failures = std::mem::take(&mut self.failures);
@@ -1187,6 +1197,24 @@ mod tests {
         refused(&mut warnings, "10.0.0.2:1", "it said nothing");
         let shown = sluice_transport::tcp::WARNINGS_PER_ADDRESS as u64;
         assert_eq!(warnings.withheld(), 1000 - shown);
+    }
+
+    /// A death by a signal is the job's error at its first sight, while the other PEs have
+    /// not noticed it yet (they would, by polling their peers' processes, and fail as its
+    /// consequences): no grace is waited for them.
+    #[test]
+    fn a_pe_killed_by_a_signal_is_the_cause_before_its_neighbours_notice() {
+        let (mut children, sent) = children(3);
+        // What waitpid says of a process killed by SIGKILL, and its stream closed.
+        children.pes[1].status = Some(ExitStatus::from_raw(9));
+        sent.send((1, None)).unwrap();
+        let error = children
+            .supervise(SUPERVISION_PERIOD)
+            .expect_err("the killed PE is the job's error at once");
+        assert_eq!(
+            error.to_string(),
+            "PE 'p1' (operators: op1) was killed by signal 9 (SIGKILL); the job was stopped"
+        );
     }
 
     #[test]

@@ -468,6 +468,11 @@ impl RunningJob {
     /// has none), saying so on standard error. A restart that fails while the job starts
     /// again (a PE killed during its start-up, say) is followed by another while restarts are
     /// left, each counted and logged as one.
+    ///
+    /// The first attempt verifies the checkpoint's manifest and its parts' headers and lengths,
+    /// not their payloads: each PE checksums the parts it reads, so the state is read once.
+    /// An attempt that fails (a PE that found a part damaged, among others) makes the next
+    /// one read and checksum every part first, falling back past a damaged checkpoint.
     fn restart(&mut self, mut error: RunError) -> Result<(), RunError> {
         let Some(recovery) = self.recovery.as_deref_mut() else {
             return Err(error);
@@ -476,12 +481,13 @@ impl RunningJob {
             .options
             .checkpoints
             .map_or(DEFAULT_RESTART_DELAY, |c| c.restart_delay);
-        let from = checkpoints::latest_checkpoint(&recovery.store)?;
-        let whence = match &from {
-            Some(checkpoint) => format!("from checkpoint {}", checkpoint.n),
-            None => "from the start (no checkpoint is complete yet)".to_string(),
-        };
+        let mut verify: checkpoints::Verify = CheckpointStore::latest_complete;
         let relaunched = loop {
+            let from = checkpoints::latest_checkpoint(&recovery.store, verify)?;
+            let whence = match &from {
+                Some(checkpoint) => format!("from checkpoint {}", checkpoint.n),
+                None => "from the start (no checkpoint is complete yet)".to_string(),
+            };
             recovery.restarts_left -= 1;
             let at = self.started.elapsed();
             let cause = error.to_string();
@@ -506,8 +512,18 @@ impl RunningJob {
                 recovery.stop.control(),
                 resume,
             ) {
-                Ok(relaunched) => break relaunched,
-                Err(failed) if recovery.may_restart(&failed, &self.control) => error = failed,
+                Ok(relaunched) => {
+                    // Every PE has read its state and is ready: what follows is replay.
+                    eprintln!(
+                        "the job runs again {whence} at {:.3} s: every instance restored its state",
+                        self.started.elapsed().as_secs_f64()
+                    );
+                    break relaunched;
+                }
+                Err(failed) if recovery.may_restart(&failed, &self.control) => {
+                    error = failed;
+                    verify = CheckpointStore::latest_verified;
+                }
                 Err(failed) => return Err(failed),
             }
         };
