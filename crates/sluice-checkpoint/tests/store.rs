@@ -133,6 +133,36 @@ fn a_flipped_payload_byte_is_refused() {
     refused_with_fallback("sum[0].part", |p| flip(p, 600, 0x10), "payload is damaged");
 }
 
+/// What a restart starts from at once: the manifest and the parts' headers and lengths are
+/// checked, the payloads are not read; the PE reading a damaged payload refuses it naming the
+/// file, and a full verification then falls back to the checkpoint before.
+#[test]
+fn the_latest_complete_checkpoint_leaves_payload_checksums_to_their_reader() {
+    let (_dir, store) = store();
+    take(&store, 1);
+    take(&store, 2);
+    let damaged = store.checkpoint_dir(2).join("sum[0].part");
+    flip(&damaged, 600, 0x10);
+    let found = store.latest_complete().unwrap().unwrap();
+    assert_eq!(found.n, 2);
+    let entry = found
+        .manifest
+        .parts
+        .iter()
+        .find(|e| e.name == "sum[0]")
+        .unwrap();
+    let refused = read_part(&found.dir, entry).unwrap_err();
+    assert!(
+        refused.to_string().contains(&damaged.display().to_string())
+            && refused.to_string().contains("payload is damaged"),
+        "{refused}"
+    );
+    assert_eq!(store.latest_verified().unwrap().unwrap().n, 1);
+    // A damaged header or length is still found at once.
+    truncate(&damaged, 500);
+    assert_eq!(store.latest_complete().unwrap().unwrap().n, 1);
+}
+
 #[test]
 fn a_flipped_header_byte_is_refused() {
     refused_with_fallback("source[0].part", |p| flip(p, 17, 0x01), "header is damaged");
