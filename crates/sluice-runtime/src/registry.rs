@@ -21,7 +21,8 @@
 //! finds them, as is a socket or a partial entry left without its entry by a process that is
 //! gone. A job whose process lives but does not answer (stopped, starved) is listed as not
 //! answering and keeps its entries: only a process that is gone loses them. The registry is
-//! not under `$TMPDIR`: every job of the user must find the same one.
+//! not under `$TMPDIR`: every job of the user must find the same one. As it ends, a job keeps
+//! its summary beside the registry ([`crate::summaries`]), for `sluice ui` to list.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -2,7 +2,8 @@
 //! (`sluice ui`'s job list and REST API): its registry entry, its plan, how it ended (its
 //! error, if it failed), its last metrics and what its checkpoints did. Every registered job
 //! ([`crate::registry`]) keeps its summary as it ends, before its registry entry goes, as
-//! `ended/ID.json` in the registry's directory (mode 0600, written whole then renamed); the
+//! `ID.json` in `ended` beside the registry's directory (`$XDG_RUNTIME_DIR/sluice/ended`, or
+//! `/tmp/sluice-UID/ended`; mode 0700, each file 0600, written whole then renamed); the
 //! [`MAX_SUMMARIES`] most recent are kept, older ones removed as a new one is written. A later
 //! job with the same ID (its pid reused) replaces the summary of the earlier one.
 
@@ -52,9 +53,14 @@ pub struct JobSummary {
     pub checkpoints: Option<CheckpointFigures>,
 }
 
-/// The directory of the summaries, made private: `ended` in the registry's.
+/// The directory of the summaries, made private: `ended` beside the registry's (its parent
+/// is private too), so the registry's own holds the running jobs' entries only.
 fn summaries_dir() -> Result<PathBuf, RegistryError> {
-    let dir = registry_dir()?.join("ended");
+    let registry = registry_dir()?;
+    let dir = registry
+        .parent()
+        .unwrap_or(registry.as_path())
+        .join("ended");
     crate::registry::make_private_dir(&dir)?;
     Ok(dir)
 }

@@ -338,10 +338,7 @@ fn chromium_lists_the_jobs_and_shows_a_jobs_page_before_and_after_it_ends() {
     stop_by_post(&ui, &id, job);
     // After its end: listed as stopped, its page showing its last figures, no stop button.
     let dom = browse(&browser, dir.path(), &list, "--dump-dom");
-    assert!(
-        dom.contains(&format!("<td class=\"STOPPED\">STOPPED</td>")),
-        "{dom}"
-    );
+    assert!(dom.contains("<td class=\"STOPPED\">STOPPED</td>"), "{dom}");
     assert!(!dom.contains("<button>stop</button>"), "{dom}");
     let dom = browse(&browser, dir.path(), &page, "--dump-dom");
     assert!(dom.contains("ended: STOPPED after"), "{dom}");
