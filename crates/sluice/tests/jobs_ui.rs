@@ -1,7 +1,7 @@
 //! `sluice ui`: the REST API and the pages of every job of a host, against real jobs in a
 //! registry of the test's own (its own `XDG_RUNTIME_DIR`): a running job listed, its metrics,
 //! checkpoints and a savepoint read, stopped by `POST /jobs/ID/stop`, then listed as ended
-//! with its summary; off loopback, every request without the token answered `401`; and the
+//! with its summary; a job failed by a PE's SIGKILL listed with its error; off loopback, every request without the token answered `401`; and the
 //! pages in headless Chromium (the Chromium test skips, saying why, where `chromium` is
 //! absent, and fails so under `CI=true`), screenshots kept in the target's temporary
 //! directory (`jobs_ui/*.png`).
@@ -345,4 +345,28 @@ fn chromium_lists_the_jobs_and_shows_a_jobs_page_before_and_after_it_ends() {
     assert!(dom.contains("<td>counts</td>"), "{dom}");
     assert!(dom.contains("<button id=\"stop\" hidden=\"\">"), "{dom}");
     shoot(&page, "ended.png");
+}
+
+#[test]
+fn a_failed_job_is_listed_with_its_error_after_it_ended() {
+    let registry = registry();
+    let ui = Ui::start(registry.path(), "127.0.0.1:0", None);
+    let mut command = sluice_in(registry.path());
+    command.args(["run", "wordcount", "--plan", "processes", "--rate", "2000"]);
+    command.args(["--duration", "120"]);
+    let job = start_and_wait(command);
+    let id = running_job(&ui);
+    let victim = common::pes_of(job.id())
+        .into_iter()
+        .find(|pe| pe.index == 1)
+        .expect("PE 1 runs");
+    common::kill_pe_and_wait(job, victim.pid, Instant::now());
+    let detail = ui.get(&format!("/jobs/{id}"));
+    assert_eq!(detail["status"], "FAILED", "{detail}");
+    let error = detail["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("split") && error.contains("SIGKILL"),
+        "{detail}"
+    );
+    assert!(ui.get(&format!("/jobs/{id}/metrics"))["pes"].is_array());
 }
