@@ -137,6 +137,9 @@ pub(crate) struct Alignment {
     began: Instant,
     /// The inputs whose barrier arrived: (port, upstream instance id).
     arrived: Vec<(usize, u32)>,
+    /// How many of those have ended since (unaligned only: an aligned checkpoint holds their
+    /// end back).
+    departed: usize,
     /// What arrived on those inputs since, in order.
     held: Vec<Held>,
     /// Tuples held so far.
@@ -153,6 +156,7 @@ impl Alignment {
             recorded: Vec::new(),
             began: Instant::now(),
             arrived: Vec::new(),
+            departed: 0,
             held: Vec::new(),
             held_tuples: 0,
         }
@@ -166,6 +170,22 @@ impl Alignment {
     /// How many inputs' barriers arrived.
     pub(crate) fn arrived(&self) -> usize {
         self.arrived.len()
+    }
+
+    /// How many inputs whose barrier arrived are still open: those the instance compares with
+    /// its open inputs to know whether every barrier is in. One that ended after its barrier
+    /// no longer counts, or an instance with two inputs, one past its barrier and ended,
+    /// would count itself aligned while the other's barrier is still on its way (and its
+    /// part would miss the tuples that other input still had in flight).
+    pub(crate) fn arrived_open(&self) -> usize {
+        self.arrived.len() - self.departed
+    }
+
+    /// The input from `from` on `port` ended.
+    pub(crate) fn depart(&mut self, port: usize, from: u32) {
+        if self.arrived.contains(&(port, from)) {
+            self.departed += 1;
+        }
     }
 
     /// Whether what comes from `from` on `port` is held back.

@@ -591,13 +591,14 @@ fn with_operator(
     })
 }
 
-/// One upstream edge of `port` on node `index` has ended. Once the job is suspending, an
-/// end is a suspension: the instance gets no `port_ended` and, when every input has ended,
-/// is suspended rather than finished.
+/// One upstream edge of `port` on node `index` has ended, the one from upstream instance
+/// `from` when known. Once the job is suspending, an end is a suspension: the instance gets
+/// no `port_ended` and, when every input has ended, is suspended rather than finished.
 fn end_input(
     nodes: &[RefCell<Node>],
     index: usize,
     port: usize,
+    from: Option<u32>,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
     let suspending = env.control.suspending();
@@ -608,6 +609,11 @@ fn end_input(
         // The ends its upstreams send when they resume finished (so is it).
         if node.finished {
             return Ok(());
+        }
+        // An unaligned checkpoint does not hold an input back past its barrier, so its end can
+        // come before the other inputs' barriers: it leaves the inputs the alignment counts.
+        if let (Some(from), Some(alignment)) = (from, node.aligning.as_mut()) {
+            alignment.depart(port, from);
         }
         let open = &mut node.open_inputs[port];
         *open = open.saturating_sub(1);
@@ -703,7 +709,7 @@ fn close_node(
                 if holding(nodes, node, port, from, env) {
                     hold(nodes, node, |a, _| a.hold_end(port))?;
                 } else {
-                    end_input(nodes, node, port, env)?;
+                    end_input(nodes, node, port, Some(from), env)?;
                 }
             }
             Target::Remote(sender) => {
@@ -975,7 +981,10 @@ fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
         if let Some(cpu) = &env.cpu {
             cpu.end_round(nodes);
         }
-        if nodes.iter().all(|n| n.borrow().finished) {
+        // A thread leaves once its instances finished and its inputs ended. An instance
+        // finishes after its inputs end, except one that resumed finished: its upstreams
+        // resumed finished too and send their ends now, which must find it still here.
+        if nodes.iter().all(|n| n.borrow().finished) && inbound.iter().all(|i| i.open == 0) {
             return;
         }
         idle.after_or_park(work, |timeout| park(inbound, &mut park_next, timeout));
@@ -1028,7 +1037,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
             },
             (Delivery::EndOfStream, None) => {
                 ended += 1;
-                end_input(nodes, node, port, env)
+                end_input(nodes, node, port, from, env)
             }
             (Delivery::EndOfStream, Some(_)) => {
                 ended += 1;
@@ -1377,7 +1386,9 @@ fn hold(
 /// Whether node `index` has the barrier of every input still open.
 fn aligned(node: &Node) -> bool {
     let open: usize = node.open_inputs.iter().sum();
-    node.aligning.as_ref().is_some_and(|a| a.arrived() >= open)
+    node.aligning
+        .as_ref()
+        .is_some_and(|a| a.arrived_open() >= open)
 }
 
 /// A punctuation from `from` arrived on `port` of node `index`: held back if the node holds
@@ -1608,7 +1619,8 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
             Release::Punctuation { port, punctuation } => {
                 apply_punctuation(nodes, index, port, punctuation, env)?
             }
-            Release::End { port } => end_input(nodes, index, port, env)?,
+            // Held ends are released once the alignment is over: there is none to leave.
+            Release::End { port } => end_input(nodes, index, port, None, env)?,
         }
     }
     Ok(())

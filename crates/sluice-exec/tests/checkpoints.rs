@@ -183,13 +183,18 @@ impl Operator for Keep {
 
 /// evens and odds (two sources) -> add one (on the odds) -> tally (two ports) -> keep.
 fn joined(kept: &Kept) -> Graph {
+    joined_from(
+        kept,
+        || Stride::below_limit(0, 2),
+        || Stride::below_limit(1, 2),
+    )
+}
+
+/// [`joined`] with the sources `evens` and `odds` make.
+fn joined_from(kept: &Kept, evens: fn() -> Stride, odds: fn() -> Stride) -> Graph {
     let mut g = GraphBuilder::new("joined");
-    let evens = g.source("evens", Ports::new().output::<u64>(), |_| {
-        Stride::below_limit(0, 2)
-    });
-    let odds = g.source("odds", Ports::new().output::<u64>(), |_| {
-        Stride::below_limit(1, 2)
-    });
+    let evens = g.source("evens", Ports::new().output::<u64>(), move |_| evens());
+    let odds = g.source("odds", Ports::new().output::<u64>(), move |_| odds());
     let add = g.operator(
         "add-one",
         Ports::new().input::<u64>().output::<u64>(),
@@ -444,6 +449,83 @@ fn resumed_from_any_checkpoint(unaligned: bool) {
                 expected,
                 "{request:?}, resumed from checkpoint {n} on {again:?}"
             );
+        }
+    }
+}
+
+/// An input that ends long before the other: its source and the map after it finish while
+/// the other source runs on, slowly.
+/// - Threaded, resumed from a checkpoint taken after that: the short source and the map both
+///   resume finished, each in a thread of its own, and the map's thread must still be there
+///   to take the end the source sends at once (it left at once, and the source failed on a
+///   receiver gone).
+/// - Unaligned, with the short input and the tally in one thread and the slow source in
+///   another: the short input's barrier and then its end reach the tally while the slow
+///   source's barrier is still on its way behind tuples sent before it. The tally's part must
+///   wait for that barrier and keep those tuples (the end once completed the alignment, and a
+///   resume lost them).
+#[test]
+fn an_input_that_finished_early_resumes_finished_and_loses_nothing() {
+    let short = || Stride {
+        limit: 1 + 2 * 300,
+        batch: 8,
+        pause: Duration::from_millis(1),
+        ..Stride::below_limit(1, 2)
+    };
+    let slow = || Stride {
+        limit: 2 * 400,
+        batch: 8,
+        pause: Duration::from_millis(10),
+        ..Stride::below_limit(0, 2)
+    };
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let graph = joined_from(&kept, slow, short);
+    run(
+        &graph,
+        &planned(&graph, &PlanRequest::Fused),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
+    let expected = sorted(&kept);
+    let threaded = planned(&graph, &PlanRequest::Threaded);
+    let file = sluice_plan::PlanFile::parse(
+        "[[thread]]\nname = \"short\"\noperators = [\"odds\", \"add-one\", \"tally\", \"keep\"]\n\
+         [[thread]]\nname = \"slow\"\noperators = [\"evens\"]\n",
+    )
+    .unwrap();
+    let apart = planned(&graph, &PlanRequest::File("apart".into(), file));
+    for (plan, unaligned) in [(&threaded, false), (&threaded, true), (&apart, true)] {
+        let parts = Arc::new(Parts::default());
+        run(&graph, plan, None, Some(parts.clone()), unaligned).unwrap();
+        assert_eq!(sorted(&kept), expected, "checkpoints change no output");
+        let last = parts
+            .taken
+            .lock()
+            .unwrap()
+            .keys()
+            .max()
+            .copied()
+            .unwrap_or(0);
+        let mid_stream: Vec<(u64, JobState)> = (1..=last)
+            .filter_map(|n| parts.complete(n, plan.instances.len()).map(|s| (n, s)))
+            .filter(|(_, s)| !s.operators["tally"][0].finished)
+            .collect();
+        let ended = mid_stream
+            .iter()
+            .position(|(_, s)| s.operators["odds"][0].finished)
+            .expect("a checkpoint after the short input ended, before the tally finished");
+        // The checkpoints around the short input's end, on both sides.
+        let around = &mid_stream[ended.saturating_sub(3)..mid_stream.len().min(ended + 5)];
+        for (n, state) in around {
+            let what = format!(
+                "{}: resumed from {n} (unaligned: {unaligned})",
+                plan.strategy
+            );
+            run(&graph, &threaded, Some(state), None, false)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(sorted(&kept), expected, "{what}");
         }
     }
 }
