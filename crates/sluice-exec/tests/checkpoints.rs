@@ -353,6 +353,19 @@ fn run(
     }
 }
 
+/// What `graph`'s sinks publish (into `kept`) in a run on one thread, without checkpoints.
+fn fused_output(graph: &Graph, kept: &Kept) -> Vec<(usize, u64)> {
+    run(
+        graph,
+        &planned(graph, &PlanRequest::Fused),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
+    sorted(kept)
+}
+
 fn sorted(kept: &Kept) -> Vec<(usize, u64)> {
     let mut v = std::mem::take(&mut *kept.lock().unwrap());
     v.sort_unstable();
@@ -374,15 +387,7 @@ fn a_job_resumed_from_any_unaligned_checkpoint_ends_as_one_never_interrupted() {
 fn resumed_from_any_checkpoint(unaligned: bool) {
     let kept = Arc::new(Mutex::new(Vec::new()));
     let graph = joined(&kept);
-    run(
-        &graph,
-        &planned(&graph, &PlanRequest::Fused),
-        None,
-        None,
-        false,
-    )
-    .unwrap();
-    let expected = sorted(&kept);
+    let expected = fused_output(&graph, &kept);
     assert_eq!(expected.len() as u64, 2 * KEYS, "every key of both ports");
 
     for (request, again) in [
@@ -480,15 +485,7 @@ fn an_input_that_finished_early_resumes_finished_and_loses_nothing() {
     };
     let kept = Arc::new(Mutex::new(Vec::new()));
     let graph = joined_from(&kept, slow, short);
-    run(
-        &graph,
-        &planned(&graph, &PlanRequest::Fused),
-        None,
-        None,
-        false,
-    )
-    .unwrap();
-    let expected = sorted(&kept);
+    let expected = fused_output(&graph, &kept);
     let threaded = planned(&graph, &PlanRequest::Threaded);
     let file = sluice_plan::PlanFile::parse(
         "[[thread]]\nname = \"short\"\noperators = [\"odds\", \"add-one\", \"tally\", \"keep\"]\n\
@@ -682,8 +679,7 @@ proptest! {
     ) {
         let kept = Arc::new(Mutex::new(Vec::new()));
         let graph = random_graph(&parts, &kept);
-        run(&graph, &planned(&graph, &PlanRequest::Fused), None, None, false).unwrap();
-        let expected = sorted(&kept);
+        let expected = fused_output(&graph, &kept);
 
         let request = fused_or_threaded(first_threaded);
         let plan = planned(&graph, &request);
