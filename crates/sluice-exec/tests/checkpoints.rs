@@ -17,7 +17,9 @@ use sluice_exec::assemble::{self, Scope, Sites, Watched};
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::wait_threads;
-use sluice_exec::{CheckpointOptions, InstanceState, JobState, RunError, RunOptions};
+use sluice_exec::{
+    CheckpointOptions, InstanceState, JobState, RunError, RunOptions, DEFAULT_ALIGN_LIMIT,
+};
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Produced, Snapshot,
     Source,
@@ -308,11 +310,24 @@ fn run(
     parts: Option<Arc<Parts>>,
     unaligned: bool,
 ) -> Result<(), RunError> {
+    run_holding(graph, plan, resume, parts, unaligned, DEFAULT_ALIGN_LIMIT)
+}
+
+/// [`run`], an aligned checkpoint going unaligned at an instance past `align_limit` tuples held.
+fn run_holding(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    resume: Option<&JobState>,
+    parts: Option<Arc<Parts>>,
+    unaligned: bool,
+    align_limit: u64,
+) -> Result<(), RunError> {
     // The directory is the control plane's; the data plane reads the mode alone.
     let dir: &'static std::path::Path = Box::leak(std::env::temp_dir().into_boxed_path());
     let options = RunOptions {
         checkpoints: Some(CheckpointOptions {
             unaligned,
+            align_limit,
             ..CheckpointOptions::new(Duration::from_millis(1), dir)
         }),
         ..RunOptions::default()
@@ -374,17 +389,24 @@ fn sorted(kept: &Kept) -> Vec<(usize, u64)> {
 
 #[test]
 fn a_job_resumed_from_any_aligned_checkpoint_ends_as_one_never_interrupted() {
-    resumed_from_any_checkpoint(false);
+    resumed_from_any_checkpoint(false, DEFAULT_ALIGN_LIMIT);
 }
 
 #[test]
 fn a_job_resumed_from_any_unaligned_checkpoint_ends_as_one_never_interrupted() {
-    resumed_from_any_checkpoint(true);
+    resumed_from_any_checkpoint(true, DEFAULT_ALIGN_LIMIT);
+}
+
+/// Aligned, with room for a few tuples only: an instance's checkpoint goes unaligned once it
+/// holds more, and the job resumed from any checkpoint still ends as one never interrupted.
+#[test]
+fn a_job_resumed_from_checkpoints_that_outgrew_their_alignment_ends_as_one_never_interrupted() {
+    resumed_from_any_checkpoint(false, 8);
 }
 
 /// Runs the job on two plans taking checkpoints (`unaligned` or not), and resumes it from
 /// several of them on the other plan: each ends with the output of a run without any.
-fn resumed_from_any_checkpoint(unaligned: bool) {
+fn resumed_from_any_checkpoint(unaligned: bool, align_limit: u64) {
     let kept = Arc::new(Mutex::new(Vec::new()));
     let graph = joined(&kept);
     let expected = fused_output(&graph, &kept);
@@ -395,12 +417,13 @@ fn resumed_from_any_checkpoint(unaligned: bool) {
         (PlanRequest::Fused, PlanRequest::Threaded),
     ] {
         let parts = Arc::new(Parts::default());
-        run(
+        run_holding(
             &graph,
             &planned(&graph, &request),
             None,
             Some(parts.clone()),
             unaligned,
+            align_limit,
         )
         .unwrap();
         assert_eq!(
@@ -434,9 +457,10 @@ fn resumed_from_any_checkpoint(unaligned: bool) {
             !mid_stream.is_empty(),
             "{request:?}: a checkpoint in mid-stream"
         );
-        if unaligned && request == PlanRequest::Threaded {
+        if (unaligned || align_limit < DEFAULT_ALIGN_LIMIT) && request == PlanRequest::Threaded {
             // The tally's inputs come from two threads: their barriers arrive apart, and
-            // what came between them is kept with its state.
+            // what came between them is kept with its state (an aligned checkpoint holds
+            // it back, until it holds too much and goes unaligned).
             let kept_in_flight = mid_stream
                 .iter()
                 .any(|(_, s)| s.operators["tally"].iter().any(|i| !i.in_flight.is_empty()));
