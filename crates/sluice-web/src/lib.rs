@@ -4,6 +4,8 @@
 //!   by a [`server::Handler`];
 //! - [`job_page`]: a running job's live web page (`sluice run --ui`), its plan drawn with the
 //!   figures on it;
+//! - [`job_server`]: a running job's server of that page and of its Prometheus `/metrics`
+//!   ([`prometheus`]), for `sluice run` and a program of its own alike;
 //! - [`host`]: `sluice ui`, a REST API shaped as Flink's (`GET /jobs`, `/jobs/ID`,
 //!   `/jobs/ID/metrics`, `/jobs/ID/checkpoints`, `POST /jobs/ID/stop`, `/jobs/ID/savepoint`)
 //!   and a page listing every job of the host, running (from the job registry,
@@ -12,6 +14,8 @@
 
 pub mod host;
 pub mod job_page;
+pub mod job_server;
+pub mod prometheus;
 pub mod server;
 
 use std::net::SocketAddr;

@@ -1,8 +1,9 @@
-//! The HTTP server of `sluice run`: the web page of `--ui ADDRESS:PORT`
-//! ([`sluice_web::job_page`]) and the Prometheus endpoint of `--metrics-addr ADDRESS:PORT`
-//! ([`crate::prometheus`]), one server for both (one address given to both serves both
-//! there). It is `sluice_web`'s bounded server ([`sluice_web::server`], whose bounds are in
-//! the limits table).
+//! A running job's HTTP server, `sluice run`'s and a program's own alike: the web page of
+//! `--ui ADDRESS:PORT` ([`crate::job_page`]) and the Prometheus endpoint of `--metrics-addr
+//! ADDRESS:PORT` ([`crate::prometheus`]), one server for both (one address given to both
+//! serves both there). It is the bounded server of [`crate::server`], whose bounds are in the
+//! limits table. A program of its own serves them as `sluice run` does:
+//! [`serve_if_asked`] before it starts its job, [`HttpServer::attach`] once it runs.
 //!
 //! Both addresses are bound before the job starts, so an address that cannot be had fails
 //! the run before anything runs; the figures are there once the job is attached
@@ -11,11 +12,12 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
+use crate::job_page::{Page, PageFigures};
+use crate::server::{answer, Handler, HttpAnswer, HttpRequest, REQUEST_DEADLINE};
+use crate::WebError;
 use hyper::{Method, StatusCode};
 use sluice_plan::PhysicalPlan;
 use sluice_runtime::{CheckpointFigures, CheckpointHandle, MetricsHandle};
-use sluice_web::job_page::{Page, PageFigures};
-use sluice_web::server::{answer, Handler, HttpAnswer, HttpRequest, REQUEST_DEADLINE};
 
 /// What an address serves.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,15 +27,15 @@ struct Endpoints {
 }
 
 /// The running job, as the server sees it once attached.
-pub(crate) struct Attached {
-    pub metrics: MetricsHandle,
+struct Attached {
+    metrics: MetricsHandle,
     /// Its checkpoints, when it takes them.
-    pub checkpoints: Option<CheckpointHandle>,
+    checkpoints: Option<CheckpointHandle>,
 }
 
 impl Attached {
     /// What its checkpoints did so far; `None` when it takes none.
-    pub(crate) fn checkpoint_figures(&self) -> Option<CheckpointFigures> {
+    fn checkpoint_figures(&self) -> Option<CheckpointFigures> {
         self.checkpoints
             .as_ref()
             .map(|c| CheckpointFigures::from(&c.summary()))
@@ -53,20 +55,22 @@ struct JobEndpoints {
 }
 
 /// The running server; dropping it stops it.
-pub(crate) struct HttpServer {
+pub struct HttpServer {
     content: Arc<Content>,
+    /// The address bound for the page.
+    page_at: Option<SocketAddr>,
     /// The address bound for `/metrics`, said once they are there.
     metrics_at: Option<SocketAddr>,
-    _server: sluice_web::server::HttpServer,
+    _server: crate::server::HttpServer,
 }
 
 /// Serves the page of `plan` on `ui` and the metrics on `metrics`, each when given, in the
 /// launching process only (a PE's process runs the same command line and serves nothing).
-pub(crate) fn serve_if_asked(
+pub fn serve_if_asked(
     ui: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
     plan: &PhysicalPlan,
-) -> anyhow::Result<Option<HttpServer>> {
+) -> Result<Option<HttpServer>, WebError> {
     if sluice_runtime::is_pe_process() || (ui.is_none() && metrics.is_none()) {
         return Ok(None);
     }
@@ -103,15 +107,22 @@ pub(crate) fn serve_if_asked(
         job: OnceLock::new(),
     });
     let mut listeners = Vec::new();
-    let mut metrics_at = None;
+    let (mut page_at, mut metrics_at) = (None, None);
     for (address, endpoints) in addresses {
-        let listener = match endpoints.page {
-            true => sluice_web::bind(address, "the web page", "--ui"),
-            false => sluice_web::bind(address, "metrics", "--metrics-addr"),
-        }?;
-        let bound = listener.local_addr()?;
+        let (what, flag) = match endpoints.page {
+            true => ("the web page", "--ui"),
+            false => ("metrics", "--metrics-addr"),
+        };
+        let listener = crate::bind(address, what, flag)?;
+        let bound = listener.local_addr().map_err(|source| WebError::Bind {
+            what,
+            flag,
+            address,
+            source,
+        })?;
         if endpoints.page {
             tracing::info!("ui: http://{bound}/");
+            page_at = Some(bound);
         }
         if endpoints.metrics {
             metrics_at = Some(bound);
@@ -124,15 +135,16 @@ pub(crate) fn serve_if_asked(
     }
     Ok(Some(HttpServer {
         content,
+        page_at,
         metrics_at,
-        _server: sluice_web::server::HttpServer::start(listeners, REQUEST_DEADLINE)?,
+        _server: crate::server::HttpServer::start(listeners, REQUEST_DEADLINE)?,
     }))
 }
 
 impl HttpServer {
     /// From now on the server gives the figures of `metrics` and `checkpoints` (when it takes
     /// them), the running job's.
-    pub(crate) fn attach(&self, metrics: MetricsHandle, checkpoints: Option<CheckpointHandle>) {
+    pub fn attach(&self, metrics: MetricsHandle, checkpoints: Option<CheckpointHandle>) {
         let _ = self.content.job.set(Attached {
             metrics,
             checkpoints,
@@ -140,6 +152,18 @@ impl HttpServer {
         if let Some(bound) = self.metrics_at {
             tracing::info!("metrics: http://{bound}/metrics");
         }
+    }
+}
+
+impl HttpServer {
+    /// Where the page is served (its port chosen when asked for port 0).
+    pub fn page_address(&self) -> Option<SocketAddr> {
+        self.page_at
+    }
+
+    /// Where `/metrics` is served (its port chosen when asked for port 0).
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        self.metrics_at
     }
 }
 
