@@ -118,15 +118,37 @@ pub fn read_counts(output: &Path) -> BTreeMap<String, u64> {
 /// `GET path` from the HTTP server at `address` (a `sluice run --ui` or `--metrics-addr`):
 /// the status line and the body.
 pub fn http_get(address: &str, path: &str) -> (String, String) {
+    let (status, _, body) = http(address, "GET", path, &[], "");
+    (status, body)
+}
+
+/// `METHOD path` with `headers` (`Name: value` each) and `body` to the HTTP server at
+/// `address`: the status line, the whole head, and the body.
+pub fn http(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (String, String, String) {
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\n");
+    for header in headers {
+        request.push_str(&format!("{header}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
+    (
+        head.lines().next().unwrap().to_string(),
+        head.to_string(),
+        body.to_string(),
+    )
 }
 
 /// A PE of a running job, as its process's environment describes it.
@@ -275,4 +297,35 @@ pub fn finish(mut child: Child) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
     child.wait_with_output().unwrap()
+}
+
+/// Where Chromium is, if it is installed.
+pub fn chromium() -> Option<String> {
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find_map(|name| {
+            let found = Command::new("which").arg(name).output().ok()?;
+            found
+                .status
+                .success()
+                .then(|| String::from_utf8_lossy(&found.stdout).trim().to_string())
+        })
+}
+
+/// Headless Chromium on `url` with `what` (`--dump-dom`, `--screenshot=FILE`), its profile in
+/// `profile`, after letting the page's script run for a few seconds of virtual time.
+pub fn browse(browser: &str, profile: &Path, url: &str, what: &str) -> String {
+    let o = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args([
+            "--window-size=1280,900",
+            "--virtual-time-budget=4000",
+            what,
+            url,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
 }
