@@ -1,4 +1,4 @@
-//! A program of the user's own, written against the library as the README shows (the fluent
+//! A program of the user's own, written against the library as the book shows (the fluent
 //! API, `collect()`, `sluice_runtime::run` with a processes plan), is a job like the
 //! built-in applications: `sluice jobs` lists it while it runs and `sluice stop` drains it,
 //! on the real binaries, and what it collected comes back to it from its PE processes.
@@ -10,12 +10,12 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{finish, jobs_in as jobs, stop_in};
+use common::{finish, jobs_in as jobs, stop_in, Program};
 use sluice_graph::Graph;
 use sluice_ops::{collected, Collected, Dataflow, Generator};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
@@ -50,23 +50,6 @@ fn program() {
     println!("collected {} in order: {in_order}", got.len());
 }
 
-/// The program's pid once it runs, for the watchdog to kill it (its PEs leave with it).
-// SYNC: a pid only, no data behind it; Relaxed.
-static PROGRAM: AtomicU32 = AtomicU32::new(0);
-
-/// The program while the case waits on it: killed if the case fails first (its endless
-/// source would run on).
-struct Program(Option<Child>);
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
     let registry = tempfile::tempdir().unwrap();
     std::fs::set_permissions(registry.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -81,7 +64,8 @@ fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
             .unwrap(),
     ));
     let pid = program.0.as_ref().map_or(0, Child::id);
-    PROGRAM.store(pid, Ordering::Relaxed);
+    // SYNC: see `WATCHED`.
+    common::WATCHED.store(pid, Ordering::Relaxed);
     let began = Instant::now();
     let row = loop {
         let listing = jobs(registry);
@@ -119,17 +103,8 @@ fn main() {
         program();
         return;
     }
-    std::thread::spawn(|| {
-        std::thread::sleep(WATCHDOG);
-        eprintln!("the own-program test hung for {WATCHDOG:?}");
-        // SYNC: see `PROGRAM`.
-        match PROGRAM.load(Ordering::Relaxed) {
-            0 => {}
-            pid => common::signal(pid, "KILL"),
-        }
-        std::process::exit(2);
-    });
     let name = "a_program_of_its_own_is_listed_and_stopped_as_a_job";
+    common::watchdog(WATCHDOG, name);
     eprintln!("test {name} ...");
     a_program_of_its_own_is_listed_and_stopped_as_a_job();
     eprintln!("test {name} ... ok");
