@@ -29,7 +29,7 @@ pub fn main() -> anyhow::Result<()> {
                 .count(3000)
                 .rate(1000)
         })
-        .filter("valid", |r: &Reading| r.1 % 10 != 0)
+        .filter("valid", |r: &Reading| !r.1.is_multiple_of(10))
         .key_by(|r: &Reading| &r.0)
         .sum("total", |r: &Reading| r.1)
         .collect("totals");
