@@ -32,7 +32,7 @@
 //! program may call [`serve_pe`] itself, first thing after building its graph (after
 //! [`is_pe_process`]); [`start`], [`start_with`], [`resume_with`] and [`run`] call it too,
 //! before anything else, so that a program that builds its graph and calls `run` works
-//! unchanged as every PE of its own job, as the README promises.
+//! unchanged as every PE of its own job, as the book promises.
 //!
 //! Why the process exits there rather than `start` returning an outcome that says "this
 //! process served as a PE": everything a program does after `run` (print a summary, write the

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -284,6 +285,39 @@ pub fn stop_in(registry: &Path, id: &str) {
     let stopped = sluice_in(registry).args(["stop", id]).output().unwrap();
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert_eq!(stdout(&stopped), format!("stopped job '{id}'\n"));
+}
+
+/// The pid of the program a test binary's watchdog kills before it ends the binary (0: none
+/// yet); its PEs leave with it.
+// SYNC: a pid only, no data behind it; Relaxed.
+pub static WATCHED: AtomicU32 = AtomicU32::new(0);
+
+/// Ends this test binary (one without the harness) with status 2 once `limit` has passed,
+/// killing the program in [`WATCHED`] first: a hang, not a slow machine, should trip it.
+pub fn watchdog(limit: Duration, test: &'static str) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!("the test {test} hung for {limit:?}");
+        // SYNC: see `WATCHED`.
+        match WATCHED.load(Ordering::Relaxed) {
+            0 => {}
+            pid => signal(pid, "KILL"),
+        }
+        std::process::exit(2);
+    });
+}
+
+/// A program a test started and waits on: killed if the test fails first (a job's endless or
+/// paced source would run on after it).
+pub struct Program(pub Option<Child>);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Waits for `child` to end, killing it after a minute.
