@@ -430,6 +430,7 @@ fn spawn_threads(
     let suspendable = options.suspendable;
     let checkpointed = control.checkpoint_sink().is_some();
     let unaligned = options.checkpoints.is_some_and(|c| c.unaligned);
+    let align_limit = options.checkpoints.map_or(u64::MAX, |c| c.align_limit);
     if checkpointed {
         plan.check_checkpointed()?;
     }
@@ -459,6 +460,7 @@ fn spawn_threads(
                     suspendable,
                     checkpointed,
                     unaligned,
+                    align_limit,
                 };
                 exec.run(&env, &ready_t)
             });
