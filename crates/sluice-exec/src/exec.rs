@@ -1457,6 +1457,11 @@ fn apply_punctuation(
     punctuation: Punctuation,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
+    // What its upstreams send as they resume finished (so is it): the end of event time
+    // before their ends, not to be passed on to downstream threads that may have left.
+    if nodes[index].try_borrow().is_ok_and(|node| node.finished) {
+        return Ok(());
+    }
     match punctuation {
         Punctuation::WindowMarker => {
             with_operator(nodes, index, env, |op, out| op.punctuation(port, out))
