@@ -41,8 +41,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use sluice_connectors::{
-    kafka, registry, Connector, Csv, Delivery, FlowIo, KafkaRecord, Lines, StreamIo, TableSink,
-    Target,
+    kafka, registry, Connector, Csv, Delivery, EndAt, FlowIo, KafkaRecord, Lines, StreamIo,
+    TableSink, Target,
 };
 use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TypedSource};
@@ -79,6 +79,10 @@ pub const SPEC: AppSpec = AppSpec {
         (
             "delivery",
             "the guarantee of a kafka:// --output: at-least-once (default) or exactly-once (one Kafka transaction per checkpoint; read it with isolation.level=read_committed)",
+        ),
+        (
+            "kafka_follow",
+            "a kafka:// --input: false (default) reads up to the end offsets the topic had at the start; true reads new records as they come, until --duration ends",
         ),
         (
             "kafka.*",
@@ -214,6 +218,9 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             let mut kafka = registry::kafka_source_config(target)?;
             // `--rate`: sentences per second, as of generated ones.
             kafka.max_rate = input.rate;
+            if settings.get("kafka_follow", false)? {
+                kafka.end = EndAt::Unbounded;
+            }
             flow.read_kafka("sentences", kafka, Lines)
                 .flat_map_into("split", |record: &KafkaRecord<String>, words| {
                     words.extend(text::words(&record.value))

@@ -83,6 +83,11 @@ pub struct Connector {
     pub source: Option<LinesSource>,
     /// Its sink of lines, if it writes.
     pub sink: Option<LinesSink>,
+    /// Its sink of lines that publishes only what completed checkpoints hold (two-phase
+    /// commit), if it has one: the conformance suite holds it to a pre-commit at each
+    /// barrier, a publication at each checkpoint's completion, and a recovery that publishes
+    /// what its checkpoint held and drops what was written after it.
+    pub exactly_once_sink: Option<LinesSink>,
     /// What its source promises: an end of input of its own, a position kept through
     /// checkpoints and suspensions. The conformance suite holds it to them.
     pub promises: Promises,
@@ -104,7 +109,10 @@ pub const CONNECTORS: &[Connector] = &[
         scheme: "file",
         form: "a path, or file://PATH",
         source: Some(|flow, name, t| Ok(flow.read_text(name, t.rest))),
-        sink: Some(|stream, name, t| Ok(stream.write_text(name, t.rest))),
+        sink: Some(file_lines_sink),
+        // Under checkpoints a file sink publishes its parts as they complete
+        // (`staged_output`).
+        exactly_once_sink: Some(file_lines_sink),
         promises: Promises {
             ends: true,
             resumes: true,
@@ -115,6 +123,7 @@ pub const CONNECTORS: &[Connector] = &[
         form: "tcp://HOST:PORT (connects to it)",
         source: Some(|flow, name, t| Ok(flow.read_tcp(name, TcpEndpoint::connect(socket(t)?)))),
         sink: Some(|stream, name, t| Ok(stream.write_tcp(name, TcpEndpoint::connect(socket(t)?)))),
+        exactly_once_sink: None,
         promises: Promises {
             ends: true,
             resumes: false,
@@ -131,6 +140,7 @@ pub const CONNECTORS: &[Connector] = &[
             let address = socket(t)?;
             Ok(stream.sink(name, move |_| UdpSink::<String>::new(address)))
         }),
+        exactly_once_sink: None,
         promises: Promises {
             ends: false,
             resumes: false,
@@ -143,6 +153,7 @@ pub const CONNECTORS: &[Connector] = &[
         sink: Some(|stream, name, _| {
             Ok(stream.sink(name, |_| StreamSink::<String, _>::lines(ByteTarget::Stdout)))
         }),
+        exactly_once_sink: None,
         promises: Promises {
             ends: false,
             resumes: false,
@@ -152,7 +163,14 @@ pub const CONNECTORS: &[Connector] = &[
         scheme: "kafka",
         form: "kafka://HOST:PORT[,HOST:PORT...]/TOPIC",
         source: Some(kafka_lines_source),
-        sink: Some(kafka_lines_sink),
+        sink: Some(|lines, name, t| kafka_lines_sink(lines, name, kafka_sink_config(t)?)),
+        exactly_once_sink: Some(|lines, name, t| {
+            let mut config = kafka_sink_config(t)?;
+            config.delivery = Delivery::ExactlyOnce {
+                transactional_id: format!("sluice-{name}-{}", config.topic),
+            };
+            kafka_lines_sink(lines, name, config)
+        }),
         promises: Promises {
             ends: true,
             resumes: true,
@@ -287,19 +305,27 @@ fn kafka_lines_source(
     )
 }
 
-/// Lines written to a topic ([`kafka_sink_config`]); a line `KEY<TAB>REST` is keyed (and so
-/// partitioned) by `KEY`, so that a reader keeps each key's records in order.
+/// Lines written to a topic as `config` says ([`kafka_sink_config`], or exactly once with
+/// transactional ids named after the sink and the topic); a line `KEY<TAB>REST` is keyed
+/// (and so partitioned) by `KEY`, so that a reader keeps each key's records in order.
 fn kafka_lines_sink(
+    lines: &Stream<String>,
+    name: &str,
+    config: KafkaSinkConfig,
+) -> Result<Sink, AddressError> {
+    Ok(lines.write_kafka(name, config, Lines, |line: &String| {
+        line.split_once('\t')
+            .map(|(key, _)| key.as_bytes().to_vec())
+    }))
+}
+
+/// Lines written to the file at the target's path (two-phase under checkpoints).
+fn file_lines_sink(
     lines: &Stream<String>,
     name: &str,
     target: &Target<'_>,
 ) -> Result<Sink, AddressError> {
-    Ok(
-        lines.write_kafka(name, kafka_sink_config(target)?, Lines, |line: &String| {
-            line.split_once('\t')
-                .map(|(key, _)| key.as_bytes().to_vec())
-        }),
-    )
+    Ok(lines.write_text(name, target.rest))
 }
 
 #[cfg(test)]

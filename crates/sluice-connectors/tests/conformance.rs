@@ -7,8 +7,12 @@
 //! by itself; a record that does not decode is counted, the others still arrive; a source that
 //! promises to resume, suspended mid-input and resumed, emits every line exactly once.
 //! Sinks: every line is written, in order, and is all there when the job has ended (flushed
-//! at the end of the stream). Two-phase commit through checkpoints is checked for the file
-//! sinks by `exactly_once.rs` and `exactly_once_job.rs`, and for Kafka by `kafka.rs`.
+//! at the end of the stream). Every sink the registry lists as exactly once
+//! (`Connector::exactly_once_sink`) pre-commits at a barrier (a recovery from that checkpoint
+//! publishes what came before it), publishes nothing before the checkpoint completes and
+//! everything it holds once it does, and recovered from a checkpoint drops what was written
+//! after it. (`exactly_once.rs`, `exactly_once_job.rs` and `kafka.rs` check the file and Kafka
+//! sinks further, under crashes at every step and in whole jobs.)
 
 // This binary uses a part of the test broker module.
 #[allow(dead_code)]
@@ -29,10 +33,11 @@ use std::time::{Duration, Instant};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 use sluice_connectors::registry::{resolve, Connector, CONNECTORS};
+use sluice_graph::{Operator, OperatorContext, OperatorKind, Output, Snapshot};
 use sluice_ops::{Dataflow, Stream};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{resume_with, start, JobReport, Launcher, RunOptions, StopHandle};
-use sluice_types::Tuple;
+use sluice_types::{Tuple, TupleRef};
 
 use common::{counter, wait_for, Gather, Watchdog};
 
@@ -67,6 +72,16 @@ trait Peer {
     fn bad_record(&self) -> (Vec<u8>, &'static str);
     /// Writes `lines` through `connector`'s sink in a job and returns what arrived.
     fn write(&mut self, connector: &Connector, lines: &[String]) -> Vec<String>;
+    /// A fresh address for an exactly-once sink to write to, for a peer whose connector has
+    /// one.
+    fn output(&mut self) -> String {
+        panic!("this connector claims an exactly-once sink: its peer must give an output")
+    }
+    /// What a reader of `address` sees published now (Kafka: a `read_committed` read), in
+    /// order.
+    fn published(&mut self, address: &str) -> Vec<String> {
+        panic!("this connector claims an exactly-once sink: its peer must read {address}")
+    }
 }
 
 /// The peer of the connector with `scheme`; a connector without one fails the suite. `None`
@@ -265,6 +280,99 @@ fn run_sink(connector: &Connector, address: &str, lines: &[String]) -> JobReport
     common::run_flow(&flow, &PlanRequest::Threaded)
 }
 
+/// An instance of `connector`'s exactly-once sink writing to `address`, as its job's graph
+/// makes it.
+fn exactly_once_instance(connector: &Connector, address: &str) -> Box<dyn Operator> {
+    let (_, target) = resolve(address, &[]).unwrap();
+    let flow = Dataflow::new("conformance");
+    let stream = flow.source("lines", |_| {
+        sluice_ops::IterSource::new(Vec::<String>::new().into_iter())
+    });
+    let make = connector.exactly_once_sink.expect("an exactly-once sink");
+    make(&stream, "sink", &target).unwrap();
+    let graph = flow.build().unwrap();
+    let sink = graph.operators().iter().find(|op| op.name == "sink");
+    match sink.map(|op| &op.kind) {
+        Some(OperatorKind::Operator(factory)) => factory(&OperatorContext {
+            name: "sink".into(),
+            instance: 0,
+            parallelism: 1,
+        }),
+        _ => panic!(
+            "{}: the sink is not the operator named sink",
+            connector.scheme
+        ),
+    }
+}
+
+/// Hands `lines` to `sink`, then takes checkpoint `checkpoint` (its barrier): the state kept.
+fn write_then_checkpoint(sink: &mut dyn Operator, lines: &[String], checkpoint: u64) -> Snapshot {
+    let mut nowhere = common::NoOutputs;
+    let mut out = Output::new(&[], &mut nowhere);
+    for line in lines {
+        sink.process(0, TupleRef::new(line), &mut out).unwrap();
+    }
+    sink.checkpoint(checkpoint).unwrap().make().unwrap()
+}
+
+/// An instance of the exactly-once sink, restored from `state` (a recovery) if given,
+/// started.
+fn recovered(connector: &Connector, address: &str, state: Option<Snapshot>) -> Box<dyn Operator> {
+    let mut sink = exactly_once_instance(connector, address);
+    if let Some(state) = state {
+        sink.restore(state).unwrap();
+    }
+    sink.start(&OperatorContext {
+        name: "sink".into(),
+        instance: 0,
+        parallelism: 1,
+    })
+    .unwrap();
+    sink
+}
+
+#[test]
+fn every_exactly_once_sink_commits_in_two_phases_with_the_checkpoints() {
+    for connector in CONNECTORS.iter().filter(|c| c.exactly_once_sink.is_some()) {
+        let _watchdog = Watchdog::arm("an exactly-once sink", CHECK_WATCHDOG);
+        let Some(mut peer) = peer(connector.scheme) else {
+            continue;
+        };
+        let scheme = connector.scheme;
+        let all = lines_of(40);
+        let part = |i: usize| &all[i * 10..(i + 1) * 10];
+        let address = peer.output();
+        // The first instance writes part 0 and takes checkpoint 1, then crashes before its
+        // completion is told: nothing is published yet.
+        let mut first = recovered(connector, &address, None);
+        let state1 = write_then_checkpoint(first.as_mut(), part(0), 1);
+        assert_eq!(peer.published(&address), Vec::<String>::new(), "{scheme}");
+        std::mem::forget(first);
+        // Recovered from checkpoint 1 (complete, not told), it publishes what the barrier
+        // pre-committed.
+        let mut second = recovered(connector, &address, Some(state1));
+        assert_eq!(peer.published(&address), part(0), "{scheme}");
+        let state2 = write_then_checkpoint(second.as_mut(), part(1), 2);
+        assert_eq!(peer.published(&address), part(0), "{scheme}");
+        second.checkpoint_complete(2).unwrap();
+        assert_eq!(
+            peer.published(&address),
+            part(0).iter().chain(part(1)).cloned().collect::<Vec<_>>(),
+            "{scheme}"
+        );
+        // Part 2 is pre-committed for checkpoint 3, which never completes: the recovery
+        // from checkpoint 2 drops it.
+        write_then_checkpoint(second.as_mut(), part(2), 3);
+        std::mem::forget(second);
+        let mut third = recovered(connector, &address, Some(state2));
+        write_then_checkpoint(third.as_mut(), part(3), 4);
+        third.checkpoint_complete(4).unwrap();
+        let expected: Vec<String> = [part(0), part(1), part(3)].concat();
+        assert_eq!(peer.published(&address), expected, "{scheme}");
+        third.stop().unwrap();
+    }
+}
+
 /// Files: a file of lines; a file written.
 struct FilePeer(tempfile::TempDir);
 
@@ -290,11 +398,19 @@ impl Peer for FilePeer {
     fn write(&mut self, connector: &Connector, lines: &[String]) -> Vec<String> {
         let path = self.path("out.txt");
         run_sink(connector, path.to_str().unwrap(), lines);
-        std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        self.published(path.to_str().unwrap())
+    }
+
+    fn output(&mut self) -> String {
+        self.path("published.txt").to_str().unwrap().to_owned()
+    }
+
+    fn published(&mut self, address: &str) -> Vec<String> {
+        match std::fs::read_to_string(address) {
+            Ok(text) => text.lines().map(str::to_owned).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => panic!("{address}: {e}"),
+        }
     }
 }
 
@@ -517,8 +633,17 @@ impl Peer for KafkaPeer {
     fn write(&mut self, connector: &Connector, lines: &[String]) -> Vec<String> {
         let (_, address) = self.topic();
         run_sink(connector, &address, lines);
+        self.published(&address)
+    }
+
+    fn output(&mut self) -> String {
+        self.topic().1
+    }
+
+    /// The registry's Kafka source reads `read_committed`, up to the end offsets now.
+    fn published(&mut self, address: &str) -> Vec<String> {
         let gathered = Arc::new(Mutex::new(Vec::new()));
-        let graph = reading(&address, &gathered, false);
+        let graph = reading(address, &gathered, false);
         common::run_under(&graph, &PlanRequest::Threaded).unwrap();
         let got = gathered.lock().unwrap().clone();
         got

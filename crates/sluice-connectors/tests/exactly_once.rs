@@ -5,6 +5,9 @@
 //! checkpoint, then the tuples after it again); its output file must equal that of a run
 //! without a fault and without checkpoints, byte for byte, and no part file may remain.
 
+#[path = "../../sluice-ops/tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
@@ -14,12 +17,11 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use sluice_connectors::{ByteTarget, CsvFormat, CsvSink, StreamSink, TableSink};
-use sluice_graph::{
-    Operator, OperatorContext, OperatorError, Output, OutputSink, OwnedTuple, Snapshot, Timer,
-};
+use sluice_graph::{Operator, OperatorContext, OperatorError, Output, Snapshot};
 use sluice_ops::{ExactlyOnce, TransactionalSink};
 use sluice_types::{normal_tuple, CompactString, Tuple, TupleRef};
 
+use common::NoOutputs;
 use Step::*;
 
 /// A CSV record, with a header row made from its field names.
@@ -29,22 +31,6 @@ struct Row {
     word: String,
 }
 normal_tuple!(Row);
-
-/// A sink's output port list is empty: nothing is emitted through it.
-struct NoOutputs;
-
-impl OutputSink for NoOutputs {
-    fn emit(&mut self, port: usize, _: &mut dyn OwnedTuple) -> Result<(), OperatorError> {
-        Err(OperatorError::NoSuchPort { port, count: 0 })
-    }
-    fn punctuate(&mut self, port: usize) -> Result<(), OperatorError> {
-        Err(OperatorError::NoSuchPort { port, count: 0 })
-    }
-    fn watermark(&mut self, _: u64) -> Result<(), OperatorError> {
-        Ok(())
-    }
-    fn set_timer(&mut self, _: Timer) {}
-}
 
 /// One thing the runtime does to the sink instance.
 #[derive(Debug, Clone, PartialEq, Eq)]

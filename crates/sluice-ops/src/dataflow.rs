@@ -112,6 +112,22 @@ impl Dataflow {
         self.with(|b| b.builder.source(name, ports, factory))
     }
 
+    /// Adds an operator with `ports` and nothing connected yet (one of several inputs, say);
+    /// feed it with [`Stream::connect_to`] and take its streams with [`Dataflow::stream`].
+    pub fn operator<Op, F>(&self, name: &str, ports: Ports, factory: F) -> OperatorHandle
+    where
+        Op: Operator + 'static,
+        F: Fn(&OperatorContext) -> Op + Send + Sync + 'static,
+    {
+        self.with(|b| b.builder.operator(name, ports, factory))
+    }
+
+    /// Constrains where the instances of `operator` run (noting an error for `build`).
+    pub fn place(&self, operator: OperatorHandle, placement: sluice_graph::Placement) {
+        let result = self.with(|b| b.builder.place(operator, placement));
+        self.note(result);
+    }
+
     /// The stream of output `port` of `operator`, of tuples of type `T` (a type other than
     /// the port's is refused by [`Dataflow::build`] when the stream is connected).
     pub fn stream<T: Tuple>(&self, operator: OperatorHandle, port: usize) -> Stream<T> {

@@ -13,6 +13,9 @@
 //!   generator) and places a new stream process on a node ([`crate::cluster`]);
 //! - `spv(select q from ... where ...)` makes one stream process per binding of the select,
 //!   each running `q` under that binding, and is the bag of their handles;
+//! - `input(connector, address [, topic])` makes a stream process that reads a connector of
+//!   the registry ([`crate::connect`]) and is its stream; `output(s, connector, address [,
+//!   topic])` one that runs `s`, writes its elements to the connector and is their stream;
 //! - a user function (`create function`) is expanded with its arguments bound to its
 //!   parameters.
 //!
@@ -52,6 +55,8 @@ pub struct StreamProcess {
     pub node: usize,
     /// Its node.
     pub place: Node,
+    /// The connector address its results are also written to (`output(...)`).
+    pub output: Option<String>,
 }
 
 /// What a query binds to: its stream processes and what the client evaluates.
@@ -411,6 +416,32 @@ impl<'a> Binder<'a> {
                 arity(1..=1)?;
                 self.producers(&lower, &args[0], env)
             }
+            "input" => {
+                arity(2..=3)?;
+                let address = self.connector_address(args, env, true)?;
+                let pipeline = Pipeline::new(Source::Connector { address });
+                let id = self.new_sp(pipeline, None, &(Allocation::Next, None), span)?;
+                Ok(Bound::Stream(Pipeline::new(Source::Producers {
+                    sps: vec![id],
+                    merge: false,
+                })))
+            }
+            "output" => {
+                arity(3..=4)?;
+                let bound = self.eval(&args[0], env)?;
+                let pipeline = subquery(
+                    bound,
+                    "output writes a stream, not an allocation",
+                    &args[0].span,
+                )?;
+                let address = self.connector_address(&args[1..], env, false)?;
+                let id = self.new_sp(pipeline, None, &(Allocation::Next, None), span)?;
+                self.sps[id].output = Some(address);
+                Ok(Bound::Stream(Pipeline::new(Source::Producers {
+                    sps: vec![id],
+                    merge: false,
+                })))
+            }
             "streamof" => {
                 arity(1..=1)?;
                 self.stream_of(name, &args[0], env)
@@ -433,6 +464,45 @@ impl<'a> Binder<'a> {
                 self.builtin(builtin, args, env, span)
             }
         }
+    }
+
+    /// The registry's address that `input`'s (`input` true) or `output`'s arguments `args`
+    /// name (connector, address, topic), checked against the registry: a connector it does
+    /// not know, or one that cannot go that way, is an error at the connector's name, an
+    /// address the connector does not take one at the address.
+    fn connector_address(
+        &mut self,
+        args: &[Expr],
+        env: &Env,
+        input: bool,
+    ) -> Result<String, Diagnostic> {
+        let mut parts = Vec::new();
+        for arg in args {
+            match self.value(arg, env)? {
+                Value::String(part) => parts.push(part),
+                other => {
+                    return Err(error(
+                        format!(
+                            "a connector and its address are strings, not {}",
+                            other.type_name()
+                        ),
+                        &arg.span,
+                    ))
+                }
+            }
+        }
+        let address =
+            crate::connect::address(&parts[0], &parts[1], parts.get(2).map(String::as_str));
+        crate::connect::check(&address, input).map_err(|e| {
+            let at = match e {
+                sluice_connectors::AddressError::Malformed { .. } => {
+                    args[1].span.start..args[args.len() - 1].span.end
+                }
+                _ => args[0].span.clone(),
+            };
+            error(e.to_string(), &at)
+        })?;
+        Ok(address)
     }
 
     /// `spv(select, ...)`: a stream process for each result of the select, each running that
@@ -743,6 +813,7 @@ impl<'a> Binder<'a> {
             cluster,
             node,
             place,
+            output: None,
         });
         Ok(id)
     }

@@ -12,6 +12,7 @@
 //!   functions;
 //! - `eval`: the binding of a query's variables, which yields the stream processes, their
 //!   subqueries and their allocation;
+//! - [`connect`]: `input(...)` and `output(...)`, the connector registry's sources and sinks;
 //! - `lower`: the stream processes as a Sluice graph and plan (a PE per stream process);
 //! - [`process`]: the operators that run a stream process's [`pipeline`];
 //! - [`session`]: runs statements, the queries as jobs, their results back to the caller;
@@ -21,6 +22,7 @@
 pub mod ast;
 pub mod check;
 pub mod cluster;
+pub mod connect;
 pub mod diagnostic;
 pub mod eval;
 pub mod functions;

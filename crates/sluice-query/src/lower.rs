@@ -2,7 +2,11 @@
 //!
 //! Each stream process `sp<N>` is one operator (a source when it reads a generator) with one
 //! input port per producer, in order, and one output port; the client (the top-level
-//! expression) is the operator `client`, whose results go to `sluice query`. By default each
+//! expression) is the operator `client`, whose results go to `sluice query`. A stream process
+//! that reads a connector (`input(...)`) is the connector's operators (`spN-in`, ...) and the
+//! operator `spN` that makes each line a string value; one that writes to a connector
+//! (`output(...)`) is followed by the connector's (`spN-out-lines`, `spN-out`); all run in
+//! the stream process's thread. By default each
 //! runs in a PE (process) of its own, its thread pinned to the core of its node, on its node's
 //! host; the planner chooses each edge's transport (shared memory between PEs of one host,
 //! `tcp` between hosts). The client's PE has no core of its own.
@@ -15,6 +19,7 @@
 //! | `buffer` | bytes, 1 to 64 MiB | the unit a sender hands to its receiver (module table below); with `transport = auto`, pins `shm-vega` between PEs of one host and `tcp` between hosts |
 //! | `double_buffering` | `on`/`off` (default `off`) | with `buffer`: room for two units in flight instead of one, so the sender fills one while the receiver reads the other |
 //! | `pset_size` | 1 to 65536 (default 1) | nodes per pset ([`crate::cluster`]) |
+//! | `kafka.KEY` | a librdkafka setting | passed to the Kafka clients of `input('kafka', ...)` and `output(...)` |
 //!
 //! What `buffer = B` makes of each transport, single / double buffered:
 //!
@@ -30,14 +35,16 @@
 
 use std::path::Path;
 
-use sluice_graph::{Graph, GraphBuilder, OperatorHandle, Placement, Ports};
+use sluice_graph::{Graph, OperatorHandle, Placement, Ports};
+use sluice_ops::Dataflow;
 use sluice_plan::{EdgeSpec, PhysicalPlan, PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_transport::tcp::TcpParams;
 use sluice_transport::TransportSpec;
 
 use crate::cluster::{Machine, MAX_PSET_SIZE};
+use crate::connect;
 use crate::eval::StreamProcess;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, Source};
 use crate::process::{SpOperator, SpSource};
 use crate::value::Value;
 
@@ -62,6 +69,8 @@ pub struct DriverSettings {
     pub double_buffering: bool,
     /// Nodes per pset.
     pub pset_size: usize,
+    /// The client settings of the connectors (`kafka.KEY = VALUE` as `(KEY, VALUE)`).
+    pub connector: Vec<(String, String)>,
 }
 
 /// The `transport` setting.
@@ -86,13 +95,15 @@ impl Default for DriverSettings {
             buffer: None,
             double_buffering: false,
             pset_size: 1,
+            connector: Vec::new(),
         }
     }
 }
 
 impl DriverSettings {
     /// The settings' names, for messages.
-    pub const KEYS: &'static str = "transport, buffer, double_buffering, pset_size";
+    pub const KEYS: &'static str =
+        "transport, buffer, double_buffering, pset_size, kafka.KEY (a Kafka client setting)";
 
     /// Sets `key` to `value` (as text), or says why not.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
@@ -105,6 +116,12 @@ impl DriverSettings {
                     format!("{key} must be a whole number from 1 to {most}, not '{value}'")
                 })
         };
+        if let Some(client_key) = key.strip_prefix("kafka.") {
+            self.connector.retain(|(k, _)| k != client_key);
+            self.connector
+                .push((client_key.to_string(), value.to_string()));
+            return Ok(());
+        }
         match key.to_lowercase().as_str() {
             "transport" => {
                 self.transport = match value {
@@ -202,16 +219,21 @@ pub fn lower(
     settings: &DriverSettings,
     machine: &Machine,
 ) -> Result<Lowered, String> {
-    let mut builder = GraphBuilder::new(JOB_NAME);
+    let flow = Dataflow::new(JOB_NAME);
     let mut handles: Vec<OperatorHandle> = Vec::new();
     let graph_error = |e: sluice_graph::GraphError| e.to_string();
     for sp in sps {
         let name = sp_name(sp.id);
         let pipeline = sp.pipeline.clone();
         let inputs = sp.pipeline.producers().len();
-        let handle = if inputs == 0 {
+        let connector_error = |e| format!("{name}: {e}");
+        let handle = if let Source::Connector { address } = &sp.pipeline.source {
+            connect::read(&flow, &name, address, &settings.connector)
+                .map_err(connector_error)?
+                .operator()
+        } else if inputs == 0 {
             let op = name.clone();
-            builder.source(&name, Ports::new().output::<Value>(), move |_| {
+            flow.source_with_ports(&name, Ports::new().output::<Value>(), move |_| {
                 SpSource::new(&op, pipeline.clone())
             })
         } else {
@@ -220,14 +242,22 @@ pub fn lower(
                 ports = ports.input::<Value>();
             }
             let op = name.clone();
-            builder.operator(&name, ports, move |_| {
+            flow.operator(&name, ports, move |_| {
                 SpOperator::new(&op, pipeline.clone())
             })
         };
+        if let Some(address) = &sp.output {
+            let values = flow.stream::<Value>(handle, 0);
+            connect::write(
+                &values,
+                &format!("{name}-out"),
+                address,
+                &settings.connector,
+            )
+            .map_err(connector_error)?;
+        }
         if machine.hosts().is_some() {
-            builder
-                .place(handle, Placement::Host(sp.place.host.clone()))
-                .map_err(graph_error)?;
+            flow.place(handle, Placement::Host(sp.place.host.clone()));
         }
         handles.push(handle);
     }
@@ -236,7 +266,7 @@ pub fn lower(
         ports = ports.input::<Value>();
     }
     let (pipeline, path) = (client.clone(), socket.to_path_buf());
-    let client_handle = builder.operator("client", ports, move |_| {
+    let client_handle = flow.operator("client", ports, move |_| {
         SpOperator::client(pipeline.clone(), &path)
     });
     // The client's socket is on this machine: a host of the hosts file with no launch prefix
@@ -250,9 +280,7 @@ pub fn lower(
         None => Some(crate::cluster::EMBEDDED_HOST.to_string()),
     };
     if let (Some(host), Some(_)) = (&local_host, machine.hosts()) {
-        builder
-            .place(client_handle, Placement::Host(host.clone()))
-            .map_err(graph_error)?;
+        flow.place(client_handle, Placement::Host(host.clone()));
     }
     let consumers = sps
         .iter()
@@ -263,12 +291,19 @@ pub fn lower(
             let from = handles
                 .get(producer)
                 .ok_or("a stream process reads one that does not exist")?;
-            builder
-                .connect(from.out(0), consumer.input(port))
-                .map_err(graph_error)?;
+            flow.stream::<Value>(*from, 0).connect_to(consumer, port);
         }
     }
-    let graph = builder.build().map_err(graph_error)?;
+    let graph = flow.build().map_err(graph_error)?;
+    // A stream process's thread runs its operator and its connector's (named after it).
+    let operators_of = |sp: &str| -> Vec<String> {
+        graph
+            .operators()
+            .iter()
+            .map(|op| op.name.clone())
+            .filter(|op| op == sp || op.starts_with(&format!("{sp}-")))
+            .collect()
+    };
 
     let threaded = settings.transport == TransportChoice::Threaded;
     let pe = |name: &str| {
@@ -284,7 +319,7 @@ pub fn lower(
             let name = sp_name(sp.id);
             ThreadSpec {
                 name: name.clone(),
-                operators: vec![name.clone()],
+                operators: operators_of(&name),
                 core: Some(sp.place.core),
                 pe: Some(pe(&name)),
                 host: None,
@@ -298,17 +333,26 @@ pub fn lower(
         pe: Some(pe("client")),
         host: None,
     });
-    let host_of = |op: usize| match sps.get(op) {
-        Some(sp) => Some(sp.place.host.as_str()),
-        None => local_host.as_deref(),
+    // An operator's host: its stream process's (`sp3`, `sp3-in`), else the client's.
+    let host_of = |op: &str| {
+        let sp = op.split('-').next().and_then(|sp| sp.strip_prefix("sp"));
+        match sp.and_then(|id| sps.get(id.parse::<usize>().ok()?)) {
+            Some(sp) => Some(sp.place.host.as_str()),
+            None => local_host.as_deref(),
+        }
     };
     let mut edges = Vec::new();
     for edge in graph.edges() {
-        let (from, to) = (edge.from.operator.0, edge.to.operator.0);
+        let from = &graph.operator(edge.from.operator).name;
+        let to = &graph.operator(edge.to.operator).name;
+        let same_thread = operators_of(from.split('-').next().unwrap_or(from)).contains(to);
+        if same_thread {
+            continue;
+        }
         if let Some(transport) = settings.pinned(host_of(from) == host_of(to)) {
             edges.push(EdgeSpec {
-                from: graph.operator(edge.from.operator).name.clone(),
-                to: graph.operator(edge.to.operator).name.clone(),
+                from: from.clone(),
+                to: to.clone(),
                 transport,
             });
         }

@@ -5,6 +5,7 @@
 //! The binder captures `sp(fft(odd(extract(c))))` as the source `extract(c)` under the calls
 //! `odd` (a scalar function, applied to each element: a map) and `fft`, bottom up. A subquery
 //! has one stream source: a call with two stream arguments is refused when it is bound.
+//! A connector's lines (`input(...)`) are a source too, read by a stream process of their own.
 
 use std::fmt;
 
@@ -44,6 +45,13 @@ pub enum Source {
     },
     /// These values, in order (a bag used as a stream, or `streamof` of a value).
     Values(Vec<Value>),
+    /// The lines a connector of the registry reads (`input('kafka', '127.0.0.1:9092',
+    /// 'lines')`), at this address; the stream process reading it has no call above it
+    /// (the binder makes it so), and each line is a string.
+    Connector {
+        /// The registry's address (`kafka://127.0.0.1:9092/lines`).
+        address: String,
+    },
 }
 
 /// A stream function applied to the stream below it.
@@ -102,14 +110,14 @@ impl Pipeline {
     pub fn replays(&self) -> bool {
         match &self.source {
             Source::Generator { name, args, .. } => crate::functions::sources::replays(name, args),
-            Source::Producers { .. } | Source::Values(_) => true,
+            Source::Producers { .. } | Source::Values(_) | Source::Connector { .. } => true,
         }
     }
 
     /// Its generator, for a pipeline that reads no stream process.
     pub fn generator(&self) -> Result<Option<Box<dyn Generator>>, EvalError> {
         match &self.source {
-            Source::Producers { .. } => Ok(None),
+            Source::Producers { .. } | Source::Connector { .. } => Ok(None),
             Source::Generator { make, args, .. } => make(args).map(Some),
             Source::Values(values) => Ok(Some(Box::new(Values(values.clone().into_iter())))),
         }
@@ -284,6 +292,7 @@ impl fmt::Display for Pipeline {
                 let values: Vec<String> = values.iter().map(|v| Literal(v).to_string()).collect();
                 format!("{{{}}}", values.join(", "))
             }
+            Source::Connector { address } => format!("input('{address}')"),
         };
         for call in &self.calls {
             let args: Vec<String> = call

@@ -4,11 +4,15 @@
 //! rates and the latency percentiles of the sampled markers that reached them; every edge
 //! between threads or PEs with its rate and the fill of its queue or ring as a bar, and the
 //! tuples it lost; every thread with the share of time it spent blocked on a full queue
-//! downstream (backpressure); and for a checkpointed job, a line of what its checkpoints and
-//! restarts did ([`crate::checkpoint_figures::line`]). `q` (or Esc, or Ctrl-C) quits; it ends by itself when the job
+//! downstream (backpressure); for a checkpointed job, a line of what its checkpoints and
+//! restarts did ([`crate::checkpoint_figures::line`]); and a line per connector that
+//! publishes live figures ([`sluice_graph::live`]): a Kafka source's records and bytes read
+//! and its lag per partition, a Kafka sink's records written and its transactions committed
+//! and aborted ([`connector_lines`]). `q` (or Esc, or Ctrl-C) quits; it ends by itself when the job
 //! ends. Without an ID it watches the only running job, and lists them and asks which when
 //! there are several.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -121,8 +125,45 @@ fn rate(r: f64) -> String {
     with_commas(r.round() as u64)
 }
 
+/// A line per operator whose instances publish live figures, their figures summed: a Kafka
+/// source's ([`sluice_connectors::kafka::source_live`]), a Kafka sink's, or any other
+/// operator's as `name value` pairs.
+fn connector_lines(snapshot: &MetricsSnapshot) -> Vec<String> {
+    let mut operators: Vec<(&str, BTreeMap<String, u64>)> = Vec::new();
+    for instance in snapshot.instances().filter(|i| !i.figures.is_empty()) {
+        let at = match operators
+            .iter()
+            .position(|(op, _)| *op == instance.operator)
+        {
+            Some(at) => at,
+            None => {
+                operators.push((&instance.operator, BTreeMap::new()));
+                operators.len() - 1
+            }
+        };
+        for (name, value) in &instance.figures {
+            *operators[at].1.entry(name.clone()).or_default() += value;
+        }
+    }
+    operators
+        .iter()
+        .map(|(operator, figures)| {
+            let line = if figures.contains_key("records_in") {
+                sluice_connectors::kafka::source_live(figures)
+            } else if figures.contains_key("records_out") {
+                sluice_connectors::kafka::sink_summary(figures)
+            } else {
+                let pairs: Vec<String> = figures.iter().map(|(n, v)| format!("{n} {v}")).collect();
+                pairs.join(", ")
+            };
+            format!("{operator}: {line}")
+        })
+        .collect()
+}
+
 fn draw(frame: &mut Frame<'_>, job: &JobEntry, seen: &Seen) {
     let snapshot = &seen.snapshot;
+    let connectors = connector_lines(snapshot);
     let operators = snapshot.operators();
     let edges: Vec<_> = snapshot.edges().collect();
     let threads: Vec<_> = snapshot
@@ -130,7 +171,8 @@ fn draw(frame: &mut Frame<'_>, job: &JobEntry, seen: &Seen) {
         .iter()
         .flat_map(|pe| pe.threads.iter().map(move |t| (pe.pe.as_str(), t)))
         .collect();
-    let header_lines = 1 + u16::from(seen.checkpoints.is_some());
+    let header_lines =
+        1 + u16::from(seen.checkpoints.is_some()) + u16::try_from(connectors.len()).unwrap_or(0);
     let [header, ops_area, edges_area, threads_area] = Layout::vertical([
         Constraint::Length(header_lines + 2),
         Constraint::Length(operators.len() as u16 + 3),
@@ -154,6 +196,7 @@ fn draw(frame: &mut Frame<'_>, job: &JobEntry, seen: &Seen) {
             .as_ref()
             .map(|c| Line::from(crate::checkpoint_figures::line(c))),
     );
+    lines.extend(connectors.into_iter().map(Line::from));
     frame.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title("sluice top")),
         header,
@@ -264,5 +307,70 @@ mod tests {
         assert_eq!(bar(0.0), "░░░░░░░░░░   0%");
         assert_eq!(bar(0.5), "█████░░░░░  50%");
         assert_eq!(bar(1.0), "██████████ 100%");
+    }
+
+    /// The figures the Kafka connectors publish (named as in `sluice_connectors::kafka`),
+    /// summed over the instances of each operator: the source's lag by partition, the
+    /// sink's records and transactions.
+    #[test]
+    fn kafka_figures_are_a_line_per_connector() {
+        use sluice_runtime::metrics::{InstanceMetrics, PeMetrics, ThreadMetrics};
+        let instance = |operator: &str, instance: &str, figures: &[(&str, u64)]| InstanceMetrics {
+            operator: operator.into(),
+            instance: instance.into(),
+            figures: figures.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            ..InstanceMetrics::default()
+        };
+        let snapshot = MetricsSnapshot {
+            job: "wordcount".into(),
+            pes: vec![PeMetrics {
+                pe: "pe0".into(),
+                threads: vec![ThreadMetrics {
+                    thread: "t0".into(),
+                    instances: vec![
+                        instance(
+                            "sentences",
+                            "sentences[0]",
+                            &[
+                                ("records_in", 300),
+                                ("bytes_in", 3000),
+                                ("lag.partition.0", 4),
+                            ],
+                        ),
+                        instance(
+                            "sentences",
+                            "sentences[1]",
+                            &[
+                                ("records_in", 200),
+                                ("bytes_in", 2000),
+                                ("lag.partition.1", 6),
+                            ],
+                        ),
+                        instance("split", "split", &[]),
+                        instance(
+                            "counts",
+                            "counts",
+                            &[
+                                ("records_out", 70),
+                                ("bytes_out", 700),
+                                ("transactions_committed", 5),
+                                ("transactions_aborted", 1),
+                            ],
+                        ),
+                    ],
+                    ..ThreadMetrics::default()
+                }],
+                ..PeMetrics::default()
+            }],
+            ..MetricsSnapshot::default()
+        };
+        assert_eq!(
+            connector_lines(&snapshot),
+            [
+                "sentences: kafka in: 500 records, 5000 bytes, 0 bad; lag 10 records (by \
+                 partition 0: 4, 1: 6)",
+                "counts: kafka out: 70 records, 700 bytes; transactions 5 committed, 1 aborted",
+            ]
+        );
     }
 }

@@ -4,29 +4,17 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longer than the quick benchmark takes on a loaded machine; past it the benchmark hangs.
 const WATCHDOG: Duration = Duration::from_secs(150);
 
 #[test]
 fn the_quick_checkpoint_benchmark_prints_its_three_tables() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["bench", "checkpoint", "--quick", "--plans", "two-threads"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > WATCHDOG {
-            let _ = child.kill();
-            panic!("sluice bench checkpoint --quick ran past {WATCHDOG:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let o = child.wait_with_output().unwrap();
+    let o = common::sluice_within(
+        &["bench", "checkpoint", "--quick", "--plans", "two-threads"],
+        WATCHDOG,
+    );
     let (out, err) = (common::stdout(&o), common::stderr(&o));
     assert!(o.status.success(), "{err}");
     for heading in [

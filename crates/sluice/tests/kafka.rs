@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_connectors::{
-    Csv, Delivery, EndAt, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource, KafkaSourceConfig,
-    Lines,
+    Csv, Delivery, EndAt, Format, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource,
+    KafkaSourceConfig, Lines,
 };
 use sluice_graph::{
     Operator, OperatorContext, OperatorError, Output, OutputSink, OwnedTuple, Produced, Source,
@@ -66,23 +66,25 @@ fn write_many_lines(broker: &broker::Broker, topic: &str, count: usize) -> BTree
     let lines: Vec<String> = (0..count)
         .map(|i| format!("the quick w{} fox w{}", i % 7, i % 11))
         .collect();
-    let mut sink = KafkaSink::new(
-        KafkaSinkConfig::new(&broker.address, topic, Delivery::AtLeastOnce),
-        Lines,
-        |_: &String| None,
-    );
-    sink.start(&ctx()).unwrap();
-    let mut nowhere = Collected(Vec::new());
-    let mut out = Output::new(&[], &mut nowhere);
-    for line in &lines {
-        sink.process(0, TupleRef::new(line), &mut out).unwrap();
-    }
-    sink.finish(&mut out).unwrap();
+    produce(broker, topic, Lines, &lines);
     let mut counts = BTreeMap::new();
     for word in lines.iter().flat_map(|line| line.split(' ')) {
         *counts.entry(word.to_owned()).or_default() += 1;
     }
     counts
+}
+
+/// Writes `records` to `topic` at least once, unkeyed, in `format`.
+fn produce<T: Tuple, F: Format<T>>(broker: &broker::Broker, topic: &str, format: F, records: &[T]) {
+    let config = KafkaSinkConfig::new(&broker.address, topic, Delivery::AtLeastOnce);
+    let mut sink = KafkaSink::new(config, format, (|_| None) as fn(&T) -> Option<Vec<u8>>);
+    sink.start(&ctx()).unwrap();
+    let mut nowhere = Collected(Vec::new());
+    let mut out = Output::new(&[], &mut nowhere);
+    for record in records {
+        sink.process(0, TupleRef::new(record), &mut out).unwrap();
+    }
+    sink.finish(&mut out).unwrap();
 }
 
 /// Runs `sluice run wordcount` with `args`, checking that it succeeds; its summary.
@@ -226,6 +228,63 @@ fn kafka_settings_reach_the_client() {
     // librdkafka's own refusal, not the application's of an unknown setting.
     assert!(
         stderr.contains("No such configuration property: \"no.such.property\""),
+        "{stderr}"
+    );
+}
+
+/// Longest a `sluice query` here may take before the test calls it a hang.
+const QUERY_WATCHDOG: Duration = Duration::from_secs(120);
+
+/// Runs `sluice query` with `args`, killed after [`QUERY_WATCHDOG`]; its exit status, standard
+/// output and standard error.
+fn query(args: &[&str]) -> (bool, String, String) {
+    let run = common::sluice_within(&[&["query"], args].concat(), QUERY_WATCHDOG);
+    (
+        run.status.success(),
+        common::stdout(&run),
+        common::stderr(&run),
+    )
+}
+
+/// SCSQL reads a topic and writes another through the connector registry: `input('kafka',
+/// ...)` gives the topic's 500 records (3 partitions) and `output(..., 'kafka', ...)` writes
+/// each of them, which a direct read of the output topic finds, with the client settings of
+/// `--set kafka.KEY=VALUE`.
+#[test]
+fn scsql_copies_a_kafka_topic_to_another() {
+    let Some(broker) = broker::broker() else {
+        return;
+    };
+    broker::create_topic(broker, "scsql-in", 3);
+    broker::create_topic(broker, "scsql-out", 3);
+    let written: Vec<(String, u64)> = (0..500).map(|i| (format!("w{}", i % 13), i)).collect();
+    produce(
+        broker,
+        "scsql-in",
+        Csv::<(String, u64)>::new(b'\t'),
+        &written,
+    );
+
+    let text = format!(
+        "count(output(input('kafka', '{0}', 'scsql-in'), 'kafka', '{0}', 'scsql-out'));",
+        broker.address
+    );
+    let (ok, stdout, stderr) = query(&["--set", "kafka.client.id=scsql", "-e", &text]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "500\n", "{stderr}");
+    let mut copied = read_counts(broker, "scsql-out");
+    copied.sort_by_key(|(_, i)| *i);
+    assert_eq!(copied, written);
+}
+
+/// A Kafka address without a topic is refused where it is written, before anything runs.
+#[test]
+fn scsql_points_at_a_kafka_address_without_a_topic() {
+    let (ok, _, stderr) = query(&["-e", "count(\n  input('kafka', '127.0.0.1:9'));"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("kafka://127.0.0.1:9: a Kafka topic is named kafka://HOST:PORT/TOPIC")
+            && stderr.contains("-e:2:18"),
         "{stderr}"
     );
 }

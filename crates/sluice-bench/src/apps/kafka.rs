@@ -12,11 +12,25 @@
 //! rate over the consumer tool's, and of exactly once's rate over at least once's. The broker
 //! is stopped at the end, whatever happens.
 //!
+//! Then, in the same rounds, end-to-end latency at a paced rate (`--latency-rate`, 20,000
+//! records/s by default, below every figure above on this machine, for `--latency-seconds`):
+//! a producer in this process (rdkafka) writes sentences whose first word is the time it sent
+//! them (`t` and the nanoseconds since the bench started, a word of its own: WordCount counts
+//! it once), and a consumer here (`read_committed`) reads them back; a record's latency is the
+//! time the consumer has it minus the time in it, both on this process's monotonic clock,
+//! into an HDR histogram. Measured three ways on the same broker: the baseline, the consumer
+//! reading the producer's topic directly (rdkafka's round trip); WordCount at least once
+//! (`--set kafka_follow=true`, the marker word's count read from its output topic); and
+//! exactly once, whose output is visible only once the checkpoint after it commits, so its
+//! latency is bounded below by about half the checkpoint interval on average (1 s here: a
+//! p50 near 0.5 s, a p99 near 1 s more than at least once).
+//!
 //! `--quick` makes the topic small and runs one round: a smoke test, not figures.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -24,7 +38,11 @@ use serde::Serialize;
 
 use crate::foundation::args::checked_repeat;
 use crate::foundation::machine;
-use crate::foundation::stats::median;
+use crate::foundation::stats::{median, LatencySummary};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 /// Arguments of `sluice bench kafka`.
 #[derive(Debug, Clone, Args)]
@@ -47,6 +65,21 @@ pub struct KafkaBenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Records per second of the latency runs' paced producer.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    latency_rate: u64,
+    /// Seconds of paced input of each latency run.
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    latency_seconds: u64,
+}
+
+/// The end-to-end latency of one round (the medians of the rounds' percentiles), in
+/// microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct Latency {
+    p50_us: f64,
+    p99_us: f64,
+    samples: u64,
 }
 
 /// One round's figures, in records (sentences) per second.
@@ -56,6 +89,9 @@ struct Round {
     consumer_tool: f64,
     wordcount_at_least_once: f64,
     wordcount_exactly_once: f64,
+    latency_baseline: Latency,
+    latency_at_least_once: Latency,
+    latency_exactly_once: Latency,
 }
 
 /// The result: every round, and the medians.
@@ -76,6 +112,10 @@ struct KafkaBench {
     at_least_once_over_consumer_tool: f64,
     /// Median over the rounds of exactly once's rate over at least once's.
     exactly_once_over_at_least_once: f64,
+    latency_rate: u64,
+    latency_baseline: Latency,
+    latency_at_least_once: Latency,
+    latency_exactly_once: Latency,
 }
 
 /// The broker `scripts/kafka start` started; stopped when dropped.
@@ -177,6 +217,27 @@ fn wordcount_rate(summary: &str) -> anyhow::Result<f64> {
         .with_context(|| format!("no sentences rate in WordCount's summary:\n{summary}"))
 }
 
+/// `sluice run wordcount` (this program) from topic `input` to topic `output`. The variables
+/// of `scripts/kafka` (`SLUICE_KAFKA_*`) are kept from it: `sluice run` takes every
+/// `SLUICE_*` variable for one of its options.
+fn wordcount_command(
+    broker: &Broker<'_>,
+    plan: &str,
+    input: &str,
+    output: &str,
+) -> anyhow::Result<Command> {
+    let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("SLUICE_KAFKA_") {
+            command.env_remove(name);
+        }
+    }
+    command.args(["run", "wordcount", "--quiet", "--plan", plan]);
+    command.args(["--input", &format!("kafka://{}/{input}", broker.address)]);
+    command.args(["--output", &format!("kafka://{}/{output}", broker.address)]);
+    Ok(command)
+}
+
 /// Runs WordCount from `input` to a new topic with `delivery`; its sentences/s.
 fn run_wordcount(
     broker: &Broker<'_>,
@@ -186,10 +247,7 @@ fn run_wordcount(
     delivery: &str,
     checkpoints: &Path,
 ) -> anyhow::Result<f64> {
-    let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
-    command.args(["run", "wordcount", "--quiet", "--plan", plan]);
-    command.args(["--input", &format!("kafka://{}/{input}", broker.address)]);
-    command.args(["--output", &format!("kafka://{}/{output}", broker.address)]);
+    let mut command = wordcount_command(broker, plan, input, output)?;
     command.args(["--set", &format!("delivery={delivery}")]);
     if delivery == "exactly-once" {
         command.args(["--checkpoint-every", "1s", "--checkpoint-dir"]);
@@ -249,7 +307,29 @@ fn round(
         ],
     )?;
     let checkpoints = dir.join(format!("checkpoints-{round}"));
+    let paced = Paced {
+        rate: args.latency_rate,
+        records: args.latency_rate * if args.quick { 2 } else { args.latency_seconds },
+    };
+    let latency_baseline = paced.baseline(broker, &format!("paced-{round}"))?;
+    let latency_at_least_once = paced.through_wordcount(
+        broker,
+        &args.plan,
+        &format!("paced-alo-{round}"),
+        &[],
+        &checkpoints,
+    )?;
+    let latency_exactly_once = paced.through_wordcount(
+        broker,
+        &args.plan,
+        &format!("paced-eo-{round}"),
+        &["--set", "delivery=exactly-once", "--checkpoint-every", "1s"],
+        &checkpoints,
+    )?;
     Ok(Round {
+        latency_baseline,
+        latency_at_least_once,
+        latency_exactly_once,
         producer_tool: producer_rate(&produced)?,
         consumer_tool: consumer_rate(&consumed)?,
         wordcount_at_least_once: run_wordcount(
@@ -306,6 +386,10 @@ pub fn main(args: &KafkaBenchArgs) -> anyhow::Result<()> {
         exactly_once_over_at_least_once: of(|r| {
             r.wordcount_exactly_once / r.wordcount_at_least_once
         }),
+        latency_rate: args.latency_rate,
+        latency_baseline: median_latency(&rounds, |r| r.latency_baseline),
+        latency_at_least_once: median_latency(&rounds, |r| r.latency_at_least_once),
+        latency_exactly_once: median_latency(&rounds, |r| r.latency_exactly_once),
         rounds,
     };
     if args.json {
@@ -335,6 +419,260 @@ pub fn main(args: &KafkaBenchArgs) -> anyhow::Result<()> {
             "  WordCount exactly once (1 s)  {:>12.0} records/s  ({:.2}x at least once)",
             result.wordcount_exactly_once, result.exactly_once_over_at_least_once
         );
+        println!(
+            "End-to-end latency at {} records/s (produce time in the record to a read_committed consumer's receipt):",
+            result.latency_rate
+        );
+        for (what, l) in [
+            ("rdkafka producer -> consumer", result.latency_baseline),
+            ("WordCount at least once", result.latency_at_least_once),
+            ("WordCount exactly once (1 s)", result.latency_exactly_once),
+        ] {
+            println!(
+                "  {what:<30} p50 {:>10.0} us  p99 {:>10.0} us  ({} records)",
+                l.p50_us, l.p99_us, l.samples
+            );
+        }
     }
     Ok(())
+}
+
+/// The medians over `rounds` of one latency's percentiles.
+fn median_latency(rounds: &[Round], of: fn(&Round) -> Latency) -> Latency {
+    let each =
+        |f: fn(&Latency) -> f64| median(&rounds.iter().map(|r| f(&of(r))).collect::<Vec<_>>());
+    Latency {
+        p50_us: each(|l| l.p50_us),
+        p99_us: each(|l| l.p99_us),
+        samples: rounds.iter().map(|r| of(r).samples).sum(),
+    }
+}
+
+/// A paced run: `records` records at `rate` a second.
+struct Paced {
+    rate: u64,
+    records: u64,
+}
+
+/// How long a latency run may wait for its last record before it fails.
+const PACED_WAIT: Duration = Duration::from_secs(120);
+
+/// The word that carries a record's send time: `t` and nanoseconds since `epoch`.
+fn marker(epoch: Instant) -> String {
+    format!("t{}", epoch.elapsed().as_nanos())
+}
+
+/// The send time a record (or a count `WORD<TAB>N`) starts with, if it is a marker.
+fn marked_at(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let digits = text.strip_prefix('t')?;
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+impl Paced {
+    /// Writes the records to `topic`, paced, each a marker and nine words, from another
+    /// thread; the thread's handle.
+    fn produce(
+        &self,
+        broker: &Broker<'_>,
+        topic: &str,
+        epoch: Instant,
+    ) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &broker.address)
+            .set("linger.ms", "1")
+            .create()
+            .context("cannot make the paced producer")?;
+        let (topic, rate, records) = (topic.to_owned(), self.rate.max(1), self.records);
+        Ok(std::thread::spawn(move || {
+            let started = Instant::now();
+            for i in 0..records {
+                // Record i is due at i / rate seconds.
+                let due = Duration::from_nanos(i.saturating_mul(1_000_000_000) / rate);
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+                let value = format!(
+                    "{} w{} w{} w{} w{} w{} w{} w{} w{} w{}",
+                    marker(epoch),
+                    i % 7,
+                    i % 11,
+                    i % 13,
+                    i % 17,
+                    i % 19,
+                    i % 23,
+                    i % 29,
+                    i % 31,
+                    i % 37
+                );
+                let mut record = BaseRecord::<(), String>::to(&topic).payload(&value);
+                loop {
+                    match producer.send(record) {
+                        Ok(()) => break,
+                        Err((_, back)) => {
+                            record = back;
+                            producer.poll(Duration::from_millis(1));
+                        }
+                    }
+                }
+                producer.poll(Duration::ZERO);
+            }
+            producer
+                .flush(Duration::from_secs(30))
+                .context("the paced records were not delivered")
+        }))
+    }
+
+    /// A `read_committed` reader of partition 0 of `topic` from its start (assigned, not
+    /// subscribed: no group to join), once it has read a record that `ready` accepts.
+    fn reader(
+        broker: &Broker<'_>,
+        topic: &str,
+        ready: impl Fn(&[u8]) -> bool,
+    ) -> anyhow::Result<BaseConsumer> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &broker.address)
+            .set("group.id", format!("sluice-bench-{topic}"))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("fetch.wait.max.ms", "5")
+            .set("fetch.queue.backoff.ms", "0")
+            .create()
+            .context("cannot make the latency consumer")?;
+        let mut partitions = TopicPartitionList::new();
+        partitions
+            .add_partition_offset(topic, 0, Offset::Beginning)
+            .context("cannot name the partition")?;
+        consumer.assign(&partitions).context("cannot assign")?;
+        let deadline = Instant::now() + PACED_WAIT;
+        loop {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "{topic}: not ready within {PACED_WAIT:?}"
+            );
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                let message = message.with_context(|| format!("reading {topic}"))?;
+                if message.payload().is_some_and(&ready) {
+                    return Ok(consumer);
+                }
+            }
+        }
+    }
+
+    /// Reads on until `consumer` (of `topic`) has `self.records` markers; their latencies.
+    fn measure(
+        &self,
+        consumer: &BaseConsumer,
+        topic: &str,
+        epoch: Instant,
+    ) -> anyhow::Result<Latency> {
+        let mut histogram = sluice_graph::latency_histogram();
+        let deadline = Instant::now() + PACED_WAIT;
+        while histogram.len() < self.records {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "{topic}: {} of {} records arrived within {PACED_WAIT:?}",
+                histogram.len(),
+                self.records
+            );
+            let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+                continue;
+            };
+            let message = message.with_context(|| format!("reading {topic}"))?;
+            if let Some(sent) = message.payload().and_then(marked_at) {
+                let now = epoch.elapsed().as_nanos() as u64;
+                histogram.saturating_record(now.saturating_sub(sent).max(1));
+            }
+        }
+        let summary = LatencySummary::from_histogram(&histogram)
+            .with_context(|| format!("{topic}: no record to measure (--latency-rate 0?)"))?;
+        Ok(Latency {
+            p50_us: summary.p50 / 1e3,
+            p99_us: summary.p99 / 1e3,
+            samples: summary.samples,
+        })
+    }
+
+    /// The baseline: the consumer reads the producer's topic directly.
+    fn baseline(&self, broker: &Broker<'_>, topic: &str) -> anyhow::Result<Latency> {
+        warm_up(broker, &[topic])?;
+        let consumer = Self::reader(broker, topic, |value| value == WARM_UP.as_bytes())?;
+        let epoch = Instant::now();
+        let producing = self.produce(broker, topic, epoch)?;
+        let latency = self.measure(&consumer, topic, epoch);
+        join(producing)?;
+        latency
+    }
+
+    /// WordCount from `NAME-in` (followed) to `NAME-out` with `extra` arguments; once it
+    /// has counted the first record's words, the records are paced in and the markers'
+    /// counts read from its output.
+    fn through_wordcount(
+        &self,
+        broker: &Broker<'_>,
+        plan: &str,
+        name: &str,
+        extra: &[&str],
+        checkpoints: &Path,
+    ) -> anyhow::Result<Latency> {
+        let (input, output) = (format!("{name}-in"), format!("{name}-out"));
+        warm_up(broker, &[&input, &output])?;
+        let seconds = self.records / self.rate.max(1) + 60;
+        let mut command = wordcount_command(broker, plan, &input, &output)?;
+        command.args([
+            "--set",
+            "kafka_follow=true",
+            "--duration",
+            &seconds.to_string(),
+        ]);
+        command.args(extra);
+        if extra.contains(&"--checkpoint-every") {
+            command.arg("--checkpoint-dir").arg(checkpoints.join(name));
+        }
+        command.stdout(std::process::Stdio::null());
+        let mut job = command.spawn().context("cannot run sluice run wordcount")?;
+        // The count of the first record's last word: WordCount reads and writes.
+        let last = format!("{}\t", WARM_UP.rsplit(' ').next().unwrap_or(WARM_UP));
+        let measured = Self::reader(broker, &output, |value| value.starts_with(last.as_bytes()))
+            .and_then(|consumer| {
+                let epoch = Instant::now();
+                let producing = self.produce(broker, &input, epoch)?;
+                let latency = self.measure(&consumer, &output, epoch);
+                join(producing)?;
+                latency
+            });
+        let _ = job.kill();
+        let _ = job.wait();
+        measured
+    }
+}
+
+/// The first record of every topic of a latency run, not a marker.
+const WARM_UP: &str = "warm up";
+
+/// Makes `topics` (the broker creates a topic on its first record) with one record each.
+fn warm_up(broker: &Broker<'_>, topics: &[&str]) -> anyhow::Result<()> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.address)
+        .create()
+        .context("cannot make a producer")?;
+    for topic in topics {
+        producer
+            .send(BaseRecord::<(), str>::to(topic).payload(WARM_UP))
+            .map_err(|(e, _)| e)
+            .context("cannot send the first record")?;
+    }
+    producer
+        .flush(Duration::from_secs(30))
+        .context("the first records were not delivered")
+}
+
+/// Waits for the producer thread; its result.
+fn join(thread: std::thread::JoinHandle<anyhow::Result<()>>) -> anyhow::Result<()> {
+    thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("the paced producer panicked"))?
 }

@@ -200,6 +200,17 @@ impl From<KafkaError> for OperatorError {
 /// A run summary's line for a Kafka source's report `counters` (summed over its instances):
 /// records and bytes read, bad records, and the lag left, in all and per partition.
 pub fn source_summary(counters: &BTreeMap<String, u64>) -> String {
+    source_line(counters, "lag at the end")
+}
+
+/// The same line for a running source's live figures ([`sluice_graph::live`], named as its
+/// counters), as `sluice top` shows them: the lag is the latest the source measured.
+pub fn source_live(figures: &BTreeMap<String, u64>) -> String {
+    source_line(figures, "lag")
+}
+
+/// A Kafka source's line of `counters`, its lag called `lag`.
+fn source_line(counters: &BTreeMap<String, u64>, lag: &str) -> String {
     let get = |name: &str| counters.get(name).copied().unwrap_or(0);
     let lags: Vec<(&str, u64)> = counters
         .iter()
@@ -207,7 +218,7 @@ pub fn source_summary(counters: &BTreeMap<String, u64>) -> String {
         .collect();
     let per_partition: Vec<String> = lags.iter().map(|(p, lag)| format!("{p}: {lag}")).collect();
     format!(
-        "kafka in: {} records, {} bytes, {} bad; lag at the end {} records (by partition {})",
+        "kafka in: {} records, {} bytes, {} bad; {lag} {} records (by partition {})",
         get("records_in"),
         get("bytes_in"),
         get("bad_records"),

@@ -8,12 +8,29 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_graph::{
-    expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Source,
+    expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, OutputSink, OwnedTuple,
+    Ports, Source, Timer,
 };
 use sluice_ops::{Collect, Collected, Dataflow};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{run, start, JobReport, Launcher, RunError, RunOptions};
 use sluice_types::{Tuple, TupleRef};
+
+/// The outputs of a sink driven by hand: it has none, so anything emitted is an error.
+pub struct NoOutputs;
+
+impl OutputSink for NoOutputs {
+    fn emit(&mut self, port: usize, _: &mut dyn OwnedTuple) -> Result<(), OperatorError> {
+        Err(OperatorError::NoSuchPort { port, count: 0 })
+    }
+    fn punctuate(&mut self, port: usize) -> Result<(), OperatorError> {
+        Err(OperatorError::NoSuchPort { port, count: 0 })
+    }
+    fn watermark(&mut self, _: u64) -> Result<(), OperatorError> {
+        Ok(())
+    }
+    fn set_timer(&mut self, _: Timer) {}
+}
 
 /// Two cores and small queues, so tests see backpressure.
 fn small() -> PlanOptions {

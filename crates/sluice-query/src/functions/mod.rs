@@ -15,8 +15,8 @@
 //! - `Generator`: a stream made inside a stream process (`iota`, `gen_array`, `receiver`,
 //!   `grep`). A finite one can stand for a bag (`i in iota(1, n)`): [`collect_finite`]
 //!   enumerates it.
-//! - `Special`: `sp`, `spv`, `extract`, `merge`, `streamof`, `urr`, `inPset` and `psetrr`, which
-//!   make and wire stream processes or choose their nodes. The binder implements them; this
+//! - `Special`: `sp`, `spv`, `extract`, `merge`, `streamof`, `input`, `output`, `urr`, `inPset`
+//!   and `psetrr`, which make and wire stream processes (or connectors) or choose their nodes. The binder implements them; this
 //!   table gives their signatures to the checker.
 //!
 //! The families are one file each: [`aggregate`] (count, sum, avg, min, max), [`window`]
@@ -425,6 +425,36 @@ fn table() -> Vec<Builtin> {
             "e as a stream: a stream stays itself, a bag gives its elements, a value is a \
              stream of that one value",
         )
+        .with_rule(ResultRule::StreamOf(0)),
+        // Connectors (the binder's, through the registry: `crate::connect`).
+        Builtin::new(
+            "input",
+            &[
+                ("connector", String),
+                ("address", String),
+                ("topic", String),
+            ],
+            stream(String),
+            Special,
+            "the lines the connector reads at the address (and topic), in a stream process of \
+             their own: input('kafka', '127.0.0.1:9092', 'lines'), input('file', 'in.txt'); \
+             any connector of the registry that reads",
+        )
+        .optional_after(2),
+        Builtin::new(
+            "output",
+            &[
+                ("s", Object),
+                ("connector", String),
+                ("address", String),
+                ("topic", String),
+            ],
+            stream(Object),
+            Special,
+            "writes the elements of s, a line each, with the connector at the address (and \
+             topic), in a stream process of its own; the stream of what it wrote",
+        )
+        .optional_after(3)
         .with_rule(ResultRule::StreamOf(0)),
         Builtin::new(
             "urr",

@@ -229,6 +229,26 @@ pub fn sluice(args: &[&str]) -> Output {
         .expect("sluice runs")
 }
 
+/// Runs the `sluice` binary with `args` to the end, killing it (and failing the test) once it
+/// has run for `watchdog`, which would be a hang.
+pub fn sluice_within(args: &[&str], watchdog: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    let started = Instant::now();
+    while child.try_wait().expect("sluice is waited for").is_none() {
+        if started.elapsed() > watchdog {
+            let _ = child.kill();
+            panic!("sluice {args:?} ran past {watchdog:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("sluice's output")
+}
+
 /// A run's standard output, as text.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
