@@ -26,6 +26,50 @@ pub use config::{AppConfig, AppError, Settings};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The book's chapters (`docs/src`, an mdBook), each a doc comment here so that `cargo test`
+/// compiles and runs their Rust blocks with the workspace's crates (`mdbook test` would need
+/// every crate's rlib on its command line). Every chapter is listed, whether it has Rust
+/// blocks or not, so that one added later is tested: `tests/book.rs` checks the list against
+/// the book's summary.
+#[cfg(doctest)]
+pub mod book {
+    /// One doc-tested struct per chapter: `Name = "path under docs/src"`.
+    macro_rules! chapters {
+        ($($name:ident = $path:literal),* $(,)?) => {$(
+            #[doc = include_str!(concat!("../../../docs/src/", $path))]
+            pub struct $name;
+        )*};
+    }
+
+    chapters! {
+        Introduction = "introduction.md",
+        GettingStarted = "getting-started.md",
+        Concepts = "concepts.md",
+        RustApi = "rust-api.md",
+        Operators = "operators.md",
+        OwnOperators = "own-operators.md",
+        Connectors = "connectors.md",
+        Scsql = "scsql.md",
+        Plans = "plans.md",
+        Optimizers = "optimizers.md",
+        Operating = "operating/README.md",
+        Watching = "operating/watching.md",
+        Ui = "operating/ui.md",
+        Checkpoints = "operating/checkpoints.md",
+        Configuration = "operating/configuration.md",
+        Failures = "operating/failures.md",
+        Hosts = "hosts.md",
+        Applications = "applications.md",
+        Omdp = "omdp.md",
+        Limits = "limits.md",
+        Benchmarks = "benchmarks.md",
+        Measuring = "measuring.md",
+        Architecture = "contributing/architecture.md",
+        Crates = "contributing/crates.md",
+        Adding = "contributing/adding.md",
+    }
+}
 pub use summary::{latency_line, throughput_line};
 
 use std::sync::{Arc, OnceLock};

@@ -418,6 +418,7 @@ struct EnvOptions {
     suspendable: bool,
     checkpointed: bool,
     unaligned: bool,
+    align_limit: u64,
 }
 
 impl EnvOptions {
@@ -443,6 +444,7 @@ impl EnvOptions {
             suspendable: self.suspendable,
             checkpointed: self.checkpointed,
             unaligned: self.unaligned,
+            align_limit: self.align_limit,
         }
     }
 }
@@ -474,6 +476,7 @@ fn spawn_threads(
         suspendable: options.suspendable,
         checkpointed,
         unaligned: options.checkpoints.is_some_and(|c| c.unaligned),
+        align_limit: options.checkpoints.map_or(u64::MAX, |c| c.align_limit),
     };
     if checkpointed {
         plan.check_checkpointed()?;

@@ -22,7 +22,11 @@
 //! queue in the middle of a call, and that thread may be the one that must still forward
 //! another input's barrier to this instance (two instances of one thread feeding it), which
 //! would then never come. Holding costs memory for as long as the alignment lasts; the number
-//! of tuples held is reported with the checkpoint.
+//! of tuples held is reported with the checkpoint, and it is bounded: an instance that would
+//! hold more than `--checkpoint-align-limit` tuples (`CheckpointOptions::align_limit`) goes
+//! unaligned for that checkpoint (as Flink's aligned-checkpoint timeout does): it takes its
+//! state there, sends its barrier on, processes what it held (all of it after the barriers in,
+//! so none of it belongs in the state) and goes on as below.
 //!
 //! Unaligned (`--checkpoint-mode unaligned`, for jobs under backpressure, where a barrier
 //! waits behind full queues): the instance takes its state and forwards its barrier at the
@@ -102,8 +106,8 @@ enum Held {
         port: usize,
         punctuation: Punctuation,
     },
-    /// The end of a stream on `port`.
-    End { port: usize },
+    /// The end of the stream from `from` on `port`.
+    End { port: usize, from: u32 },
 }
 
 /// What an instance held back and must now process, in order.
@@ -118,6 +122,7 @@ pub(crate) enum Release {
     },
     End {
         port: usize,
+        from: u32,
     },
 }
 
@@ -137,6 +142,9 @@ pub(crate) struct Alignment {
     began: Instant,
     /// The inputs whose barrier arrived: (port, upstream instance id).
     arrived: Vec<(usize, u32)>,
+    /// How many of those have ended since (unaligned only: an aligned checkpoint holds their
+    /// end back).
+    departed: usize,
     /// What arrived on those inputs since, in order.
     held: Vec<Held>,
     /// Tuples held so far.
@@ -153,6 +161,7 @@ impl Alignment {
             recorded: Vec::new(),
             began: Instant::now(),
             arrived: Vec::new(),
+            departed: 0,
             held: Vec::new(),
             held_tuples: 0,
         }
@@ -166,6 +175,22 @@ impl Alignment {
     /// How many inputs' barriers arrived.
     pub(crate) fn arrived(&self) -> usize {
         self.arrived.len()
+    }
+
+    /// How many inputs whose barrier arrived are still open: those the instance compares with
+    /// its open inputs to know whether every barrier is in. One that ended after its barrier
+    /// no longer counts, or an instance with two inputs, one past its barrier and ended,
+    /// would count itself aligned while the other's barrier is still on its way (and its
+    /// part would miss the tuples that other input still had in flight).
+    pub(crate) fn arrived_open(&self) -> usize {
+        self.arrived.len() - self.departed
+    }
+
+    /// The input from `from` on `port` ended.
+    pub(crate) fn depart(&mut self, port: usize, from: u32) {
+        if self.arrived.contains(&(port, from)) {
+            self.departed += 1;
+        }
     }
 
     /// Whether what comes from `from` on `port` is held back.
@@ -253,9 +278,25 @@ impl Alignment {
         self.held.push(Held::Punctuation { port, punctuation });
     }
 
-    /// Holds the end of a stream on `port`.
-    pub(crate) fn hold_end(&mut self, port: usize) {
-        self.held.push(Held::End { port });
+    /// Holds the end of the stream from `from` on `port`.
+    pub(crate) fn hold_end(&mut self, port: usize, from: u32) {
+        self.held.push(Held::End { port, from });
+    }
+
+    /// Tuples held back so far.
+    pub(crate) fn held_tuples(&self) -> u64 {
+        self.held_tuples
+    }
+
+    /// Goes unaligned midway (the instance held too much): nothing is held back from now on,
+    /// and what was held is handed back to be processed, in order; the caller takes the
+    /// state and sends the barrier on ([`Alignment::taken`]) before it processes any of it.
+    pub(crate) fn unalign(&mut self) -> Vec<Release> {
+        self.unaligned = true;
+        std::mem::take(&mut self.held)
+            .into_iter()
+            .map(Held::release)
+            .collect()
     }
 
     /// Puts tuples from `from` on `port` in the last log when it is theirs, else in a new one.
@@ -282,17 +323,18 @@ impl Alignment {
 
     /// The alignment is over: how long it took, the tuples held, and what was held, in order.
     pub(crate) fn finish(self) -> (Duration, u64, Vec<Release>) {
-        let released = self
-            .held
-            .into_iter()
-            .map(|h| match h {
-                Held::Tuples { port, log, .. } => Release::Tuples { port, log },
-                Held::Punctuation { port, punctuation } => {
-                    Release::Punctuation { port, punctuation }
-                }
-                Held::End { port } => Release::End { port },
-            })
-            .collect();
+        let released = self.held.into_iter().map(Held::release).collect();
         (self.began.elapsed(), self.held_tuples, released)
+    }
+}
+
+impl Held {
+    /// What was held, to be processed.
+    fn release(self) -> Release {
+        match self {
+            Held::Tuples { port, log, .. } => Release::Tuples { port, log },
+            Held::Punctuation { port, punctuation } => Release::Punctuation { port, punctuation },
+            Held::End { port, from } => Release::End { port, from },
+        }
     }
 }

@@ -198,6 +198,9 @@ pub(crate) struct Env<'a> {
     pub(crate) checkpointed: bool,
     /// Its checkpoints are unaligned ([`crate::checkpoint`]).
     pub(crate) unaligned: bool,
+    /// Tuples an instance may hold back while it aligns before its checkpoint goes unaligned
+    /// ([`crate::CheckpointOptions::align_limit`]).
+    pub(crate) align_limit: u64,
 }
 
 /// One round in this many, on average, is timed when profiling, among short rounds.
@@ -367,7 +370,7 @@ impl OutputSink for Router<'_> {
                     fan.sent[0] += count;
                     let (node, port) = (*node, *port);
                     if holding(self.nodes, node, port, self.from, self.env) {
-                        hold(self.nodes, node, |a, s| {
+                        hold(self.nodes, node, self.env, |a, s| {
                             a.hold_batch(port, self.from, &s[port], items)
                         })?;
                     } else {
@@ -454,7 +457,7 @@ fn deliver(
         Target::Fused { node, port } => {
             let (node, port, tuple) = (*node, *port, tuple.tuple());
             if holding(nodes, node, port, from, env) {
-                return hold(nodes, node, |a, s| {
+                return hold(nodes, node, env, |a, s| {
                     a.hold_tuple(port, from, &s[port], tuple)
                 });
             }
@@ -591,13 +594,14 @@ fn with_operator(
     })
 }
 
-/// One upstream edge of `port` on node `index` has ended. Once the job is suspending, an
-/// end is a suspension: the instance gets no `port_ended` and, when every input has ended,
-/// is suspended rather than finished.
+/// One upstream edge of `port` on node `index` has ended, the one from upstream instance
+/// `from` when known. Once the job is suspending, an end is a suspension: the instance gets
+/// no `port_ended` and, when every input has ended, is suspended rather than finished.
 fn end_input(
     nodes: &[RefCell<Node>],
     index: usize,
     port: usize,
+    from: Option<u32>,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
     let suspending = env.control.suspending();
@@ -608,6 +612,11 @@ fn end_input(
         // The ends its upstreams send when they resume finished (so is it).
         if node.finished {
             return Ok(());
+        }
+        // An unaligned checkpoint does not hold an input back past its barrier, so its end can
+        // come before the other inputs' barriers: it leaves the inputs the alignment counts.
+        if let (Some(from), Some(alignment)) = (from, node.aligning.as_mut()) {
+            alignment.depart(port, from);
         }
         let open = &mut node.open_inputs[port];
         *open = open.saturating_sub(1);
@@ -701,9 +710,9 @@ fn close_node(
             Target::Fused { node, port } => {
                 let (node, port) = (*node, *port);
                 if holding(nodes, node, port, from, env) {
-                    hold(nodes, node, |a, _| a.hold_end(port))?;
+                    hold(nodes, node, env, |a, _| a.hold_end(port, from))?;
                 } else {
-                    end_input(nodes, node, port, env)?;
+                    end_input(nodes, node, port, Some(from), env)?;
                 }
             }
             Target::Remote(sender) => {
@@ -902,7 +911,11 @@ impl Running {
         if let Some(cpu) = &env.cpu {
             cpu.end_round(nodes);
         }
-        if nodes.iter().all(|n| n.borrow().finished) {
+        // A thread leaves once its instances finished and its inputs ended. An instance
+        // finishes after its inputs end, except one that resumed finished: its upstreams
+        // resumed finished too and send their ends now, which must find it still here.
+        let ended = self.inbound.iter().all(|i| i.open == 0);
+        if ended && nodes.iter().all(|n| n.borrow().finished) {
             return RoundDone::Finished;
         }
         RoundDone::Worked(work)
@@ -1115,7 +1128,7 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
             }
             (Delivery::Batch(batch), Some(from)) => {
                 tuples += batch.len() as u64;
-                hold(nodes, node, |a, s| {
+                hold(nodes, node, env, |a, s| {
                     a.hold_batch(port, from, &s[port], batch)
                 })
             }
@@ -1125,11 +1138,11 @@ fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Re
             },
             (Delivery::EndOfStream, None) => {
                 ended += 1;
-                end_input(nodes, node, port, env)
+                end_input(nodes, node, port, from, env)
             }
-            (Delivery::EndOfStream, Some(_)) => {
+            (Delivery::EndOfStream, Some(from)) => {
                 ended += 1;
-                hold(nodes, node, |a, _| a.hold_end(port))
+                hold(nodes, node, env, |a, _| a.hold_end(port, from))
             }
         };
         if result.is_err() {
@@ -1455,26 +1468,60 @@ fn holding(nodes: &[RefCell<Node>], index: usize, port: usize, from: u32, env: &
             .is_ok_and(|n| n.aligning.as_ref().is_some_and(|a| a.holds(port, from)))
 }
 
-/// Holds something back at node `index` (which is aligning), given the streams of its inputs.
+/// Holds something back at node `index` (which is aligning), given the streams of its inputs;
+/// past the job's limit on what an alignment holds, the node's checkpoint goes unaligned.
 fn hold(
     nodes: &[RefCell<Node>],
     index: usize,
+    env: &Env<'_>,
     f: impl FnOnce(&mut Alignment, &[StreamType]),
 ) -> Result<(), OperatorError> {
-    let Ok(mut guard) = nodes[index].try_borrow_mut() else {
-        return Err(OperatorError::Failed("an instance was re-entered".into()));
+    let over_limit = {
+        let Ok(mut guard) = nodes[index].try_borrow_mut() else {
+            return Err(OperatorError::Failed("an instance was re-entered".into()));
+        };
+        let node = &mut *guard;
+        node.aligning.as_mut().is_some_and(|alignment| {
+            f(alignment, &node.inputs);
+            alignment.held_tuples() > env.align_limit
+        })
     };
-    let node = &mut *guard;
-    if let Some(alignment) = node.aligning.as_mut() {
-        f(alignment, &node.inputs);
+    if over_limit {
+        go_unaligned(nodes, index, env)?;
     }
     Ok(())
+}
+
+/// Node `index` held back more than the job's limit while it aligned: it takes its state now,
+/// sends its barrier on, and processes what it held (all of it after the barriers that
+/// arrived, so none of it is in the state); from now on it keeps a copy of what still comes
+/// on the inputs whose barrier has not, as an unaligned checkpoint does.
+fn go_unaligned(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), OperatorError> {
+    let released = {
+        let mut node = nodes[index].borrow_mut();
+        let instance = node.ctx.name_of_instance();
+        let Some(alignment) = node.aligning.as_mut() else {
+            return Ok(());
+        };
+        tracing::info!(
+            %instance,
+            checkpoint = alignment.n,
+            held = alignment.held_tuples(),
+            limit = env.align_limit,
+            "an aligned checkpoint went unaligned: it held more tuples than --checkpoint-align-limit"
+        );
+        alignment.unalign()
+    };
+    take_state_early(nodes, index, env)?;
+    release(nodes, index, released, env)
 }
 
 /// Whether node `index` has the barrier of every input still open.
 fn aligned(node: &Node) -> bool {
     let open: usize = node.open_inputs.iter().sum();
-    node.aligning.as_ref().is_some_and(|a| a.arrived() >= open)
+    node.aligning
+        .as_ref()
+        .is_some_and(|a| a.arrived_open() >= open)
 }
 
 /// A punctuation from `from` arrived on `port` of node `index`: held back if the node holds
@@ -1492,7 +1539,9 @@ fn punctuation_arrived(
         Punctuation::Checkpoint { .. } | Punctuation::Latency(_)
     ) && holding(nodes, index, port, from, env);
     if held {
-        hold(nodes, index, |a, _| a.hold_punctuation(port, punctuation))
+        hold(nodes, index, env, |a, _| {
+            a.hold_punctuation(port, punctuation)
+        })
     } else {
         apply_punctuation(nodes, index, port, punctuation, env)
     }
@@ -1506,6 +1555,11 @@ fn apply_punctuation(
     punctuation: Punctuation,
     env: &Env<'_>,
 ) -> Result<(), OperatorError> {
+    // What its upstreams send as they resume finished (so is it): the end of event time
+    // before their ends, not to be passed on to downstream threads that may have left.
+    if nodes[index].try_borrow().is_ok_and(|node| node.finished) {
+        return Ok(());
+    }
     match punctuation {
         Punctuation::WindowMarker => {
             with_operator(nodes, index, env, |op, out| op.punctuation(port, out))
@@ -1645,7 +1699,8 @@ fn record(
     env: &Env<'_>,
     f: impl FnOnce(&mut Alignment, &StreamType),
 ) {
-    if !env.unaligned {
+    // An aligned checkpoint can go unaligned at an instance ([`go_unaligned`]).
+    if !env.checkpointed {
         return;
     }
     if let Ok(mut guard) = nodes[index].try_borrow_mut() {
@@ -1699,13 +1754,23 @@ fn take_part(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(),
             forward_barrier(nodes, node, n, env)?;
         }
     }
+    release(nodes, index, released, env)
+}
+
+/// Node `index` processes what it held back while it aligned, in order.
+fn release(
+    nodes: &[RefCell<Node>],
+    index: usize,
+    released: Vec<Release>,
+    env: &Env<'_>,
+) -> Result<(), OperatorError> {
     for release in released {
         match release {
             Release::Tuples { port, log } => process_batch(nodes, index, port, log.batch(), env)?,
             Release::Punctuation { port, punctuation } => {
                 apply_punctuation(nodes, index, port, punctuation, env)?
             }
-            Release::End { port } => end_input(nodes, index, port, env)?,
+            Release::End { port, from } => end_input(nodes, index, port, Some(from), env)?,
         }
     }
     Ok(())

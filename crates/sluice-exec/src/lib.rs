@@ -50,7 +50,7 @@ pub use control::StopHandle;
 pub use error::RunError;
 pub use metrics::{MetricsHandle, MetricsSnapshot};
 pub use options::{
-    CheckpointOptions, Launcher, RunOptions, DEFAULT_CHECKPOINTS_RETAINED,
+    CheckpointOptions, Launcher, RunOptions, DEFAULT_ALIGN_LIMIT, DEFAULT_CHECKPOINTS_RETAINED,
     DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_COLLECT_LIMIT, DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,

@@ -102,6 +102,10 @@ pub struct CheckpointOptions {
     /// back until every barrier is in (for jobs under backpressure; see
     /// [`crate::checkpoint`]).
     pub unaligned: bool,
+    /// An aligned checkpoint goes unaligned at an instance that would otherwise hold back
+    /// more than this many tuples while it waits for its other inputs' barriers: the memory
+    /// an alignment may take is bounded (see [`crate::checkpoint`]).
+    pub align_limit: u64,
 }
 
 /// [`CheckpointOptions::retained`] unless set.
@@ -111,6 +115,9 @@ pub const DEFAULT_RESTARTS: u32 = 3;
 /// [`CheckpointOptions::restart_delay`] unless set: long enough for what the failure left
 /// (a port in TIME_WAIT, a segment being removed) to clear, short beside a second.
 pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_millis(100);
+/// [`CheckpointOptions::align_limit`] unless set: some tens of megabytes of small tuples per
+/// instance.
+pub const DEFAULT_ALIGN_LIMIT: u64 = 1_000_000;
 /// [`CheckpointOptions::timeout`] unless set.
 pub const DEFAULT_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -125,6 +132,7 @@ impl CheckpointOptions {
             restart_delay: DEFAULT_RESTART_DELAY,
             timeout: DEFAULT_CHECKPOINT_TIMEOUT,
             unaligned: false,
+            align_limit: DEFAULT_ALIGN_LIMIT,
         }
     }
 }

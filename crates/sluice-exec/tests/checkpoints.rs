@@ -17,7 +17,9 @@ use sluice_exec::assemble::{self, Scope, Sites, Watched};
 use sluice_exec::checkpoint::{CheckpointPart, CheckpointSink};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::wait_threads;
-use sluice_exec::{CheckpointOptions, InstanceState, JobState, RunError, RunOptions};
+use sluice_exec::{
+    CheckpointOptions, InstanceState, JobState, RunError, RunOptions, DEFAULT_ALIGN_LIMIT,
+};
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, Output, Ports, Produced, Snapshot,
     Source,
@@ -183,13 +185,18 @@ impl Operator for Keep {
 
 /// evens and odds (two sources) -> add one (on the odds) -> tally (two ports) -> keep.
 fn joined(kept: &Kept) -> Graph {
+    joined_from(
+        kept,
+        || Stride::below_limit(0, 2),
+        || Stride::below_limit(1, 2),
+    )
+}
+
+/// [`joined`] with the sources `evens` and `odds` make.
+fn joined_from(kept: &Kept, evens: fn() -> Stride, odds: fn() -> Stride) -> Graph {
     let mut g = GraphBuilder::new("joined");
-    let evens = g.source("evens", Ports::new().output::<u64>(), |_| {
-        Stride::below_limit(0, 2)
-    });
-    let odds = g.source("odds", Ports::new().output::<u64>(), |_| {
-        Stride::below_limit(1, 2)
-    });
+    let evens = g.source("evens", Ports::new().output::<u64>(), move |_| evens());
+    let odds = g.source("odds", Ports::new().output::<u64>(), move |_| odds());
     let add = g.operator(
         "add-one",
         Ports::new().input::<u64>().output::<u64>(),
@@ -303,11 +310,24 @@ fn run(
     parts: Option<Arc<Parts>>,
     unaligned: bool,
 ) -> Result<(), RunError> {
+    run_holding(graph, plan, resume, parts, unaligned, DEFAULT_ALIGN_LIMIT)
+}
+
+/// [`run`], an aligned checkpoint going unaligned at an instance past `align_limit` tuples held.
+fn run_holding(
+    graph: &Graph,
+    plan: &PhysicalPlan,
+    resume: Option<&JobState>,
+    parts: Option<Arc<Parts>>,
+    unaligned: bool,
+    align_limit: u64,
+) -> Result<(), RunError> {
     // The directory is the control plane's; the data plane reads the mode alone.
     let dir: &'static std::path::Path = Box::leak(std::env::temp_dir().into_boxed_path());
     let options = RunOptions {
         checkpoints: Some(CheckpointOptions {
             unaligned,
+            align_limit,
             ..CheckpointOptions::new(Duration::from_millis(1), dir)
         }),
         // A threaded plan's instances share two workers whatever the machine's cores.
@@ -350,6 +370,19 @@ fn run(
     }
 }
 
+/// What `graph`'s sinks publish (into `kept`) in a run on one thread, without checkpoints.
+fn fused_output(graph: &Graph, kept: &Kept) -> Vec<(usize, u64)> {
+    run(
+        graph,
+        &planned(graph, &PlanRequest::Fused),
+        None,
+        None,
+        false,
+    )
+    .unwrap();
+    sorted(kept)
+}
+
 fn sorted(kept: &Kept) -> Vec<(usize, u64)> {
     let mut v = std::mem::take(&mut *kept.lock().unwrap());
     v.sort_unstable();
@@ -358,28 +391,27 @@ fn sorted(kept: &Kept) -> Vec<(usize, u64)> {
 
 #[test]
 fn a_job_resumed_from_any_aligned_checkpoint_ends_as_one_never_interrupted() {
-    resumed_from_any_checkpoint(false);
+    resumed_from_any_checkpoint(false, DEFAULT_ALIGN_LIMIT);
 }
 
 #[test]
 fn a_job_resumed_from_any_unaligned_checkpoint_ends_as_one_never_interrupted() {
-    resumed_from_any_checkpoint(true);
+    resumed_from_any_checkpoint(true, DEFAULT_ALIGN_LIMIT);
+}
+
+/// Aligned, with room for a few tuples only: an instance's checkpoint goes unaligned once it
+/// holds more, and the job resumed from any checkpoint still ends as one never interrupted.
+#[test]
+fn a_job_resumed_from_checkpoints_that_outgrew_their_alignment_ends_as_one_never_interrupted() {
+    resumed_from_any_checkpoint(false, 8);
 }
 
 /// Runs the job on two plans taking checkpoints (`unaligned` or not), and resumes it from
 /// several of them on the other plan: each ends with the output of a run without any.
-fn resumed_from_any_checkpoint(unaligned: bool) {
+fn resumed_from_any_checkpoint(unaligned: bool, align_limit: u64) {
     let kept = Arc::new(Mutex::new(Vec::new()));
     let graph = joined(&kept);
-    run(
-        &graph,
-        &planned(&graph, &PlanRequest::Fused),
-        None,
-        None,
-        false,
-    )
-    .unwrap();
-    let expected = sorted(&kept);
+    let expected = fused_output(&graph, &kept);
     assert_eq!(expected.len() as u64, 2 * KEYS, "every key of both ports");
 
     for (request, again) in [
@@ -387,12 +419,13 @@ fn resumed_from_any_checkpoint(unaligned: bool) {
         (PlanRequest::Fused, PlanRequest::Threaded),
     ] {
         let parts = Arc::new(Parts::default());
-        run(
+        run_holding(
             &graph,
             &planned(&graph, &request),
             None,
             Some(parts.clone()),
             unaligned,
+            align_limit,
         )
         .unwrap();
         assert_eq!(
@@ -426,9 +459,10 @@ fn resumed_from_any_checkpoint(unaligned: bool) {
             !mid_stream.is_empty(),
             "{request:?}: a checkpoint in mid-stream"
         );
-        if unaligned && request == PlanRequest::Threaded {
+        if (unaligned || align_limit < DEFAULT_ALIGN_LIMIT) && request == PlanRequest::Threaded {
             // The tally's inputs come from two threads: their barriers arrive apart, and
-            // what came between them is kept with its state.
+            // what came between them is kept with its state (an aligned checkpoint holds
+            // it back, until it holds too much and goes unaligned).
             let kept_in_flight = mid_stream
                 .iter()
                 .any(|(_, s)| s.operators["tally"].iter().any(|i| !i.in_flight.is_empty()));
@@ -446,6 +480,75 @@ fn resumed_from_any_checkpoint(unaligned: bool) {
                 expected,
                 "{request:?}, resumed from checkpoint {n} on {again:?}"
             );
+        }
+    }
+}
+
+/// An input that ends long before the other: its source and the map after it finish while
+/// the other source runs on, slowly.
+/// - Threaded, resumed from a checkpoint taken after that: the short source and the map both
+///   resume finished, each in a thread of its own, and the map's thread must still be there
+///   to take the end the source sends at once (it left at once, and the source failed on a
+///   receiver gone).
+/// - Unaligned, with the short input and the tally in one thread and the slow source in
+///   another: the short input's barrier and then its end reach the tally while the slow
+///   source's barrier is still on its way behind tuples sent before it. The tally's part must
+///   wait for that barrier and keep those tuples (the end once completed the alignment, and a
+///   resume lost them).
+#[test]
+fn an_input_that_finished_early_resumes_finished_and_loses_nothing() {
+    let short = || Stride {
+        limit: 1 + 2 * 300,
+        batch: 8,
+        pause: Duration::from_millis(1),
+        ..Stride::below_limit(1, 2)
+    };
+    let slow = || Stride {
+        limit: 2 * 400,
+        batch: 8,
+        pause: Duration::from_millis(10),
+        ..Stride::below_limit(0, 2)
+    };
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let graph = joined_from(&kept, slow, short);
+    let expected = fused_output(&graph, &kept);
+    let threaded = planned(&graph, &PlanRequest::Threaded);
+    let file = sluice_plan::PlanFile::parse(
+        "[[thread]]\nname = \"short\"\noperators = [\"odds\", \"add-one\", \"tally\", \"keep\"]\n\
+         [[thread]]\nname = \"slow\"\noperators = [\"evens\"]\n",
+    )
+    .unwrap();
+    let apart = planned(&graph, &PlanRequest::File("apart".into(), file));
+    for (plan, unaligned) in [(&threaded, false), (&threaded, true), (&apart, true)] {
+        let parts = Arc::new(Parts::default());
+        run(&graph, plan, None, Some(parts.clone()), unaligned).unwrap();
+        assert_eq!(sorted(&kept), expected, "checkpoints change no output");
+        let last = parts
+            .taken
+            .lock()
+            .unwrap()
+            .keys()
+            .max()
+            .copied()
+            .unwrap_or(0);
+        let mid_stream: Vec<(u64, JobState)> = (1..=last)
+            .filter_map(|n| parts.complete(n, plan.instances.len()).map(|s| (n, s)))
+            .filter(|(_, s)| !s.operators["tally"][0].finished)
+            .collect();
+        let ended = mid_stream
+            .iter()
+            .position(|(_, s)| s.operators["odds"][0].finished)
+            .expect("a checkpoint after the short input ended, before the tally finished");
+        // The checkpoints around the short input's end, on both sides.
+        let around = &mid_stream[ended.saturating_sub(3)..mid_stream.len().min(ended + 5)];
+        for (n, state) in around {
+            let what = format!(
+                "{}: resumed from {n} (unaligned: {unaligned})",
+                plan.strategy
+            );
+            run(&graph, &threaded, Some(state), None, false)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(sorted(&kept), expected, "{what}");
         }
     }
 }
@@ -602,8 +705,7 @@ proptest! {
     ) {
         let kept = Arc::new(Mutex::new(Vec::new()));
         let graph = random_graph(&parts, &kept);
-        run(&graph, &planned(&graph, &PlanRequest::Fused), None, None, false).unwrap();
-        let expected = sorted(&kept);
+        let expected = fused_output(&graph, &kept);
 
         let request = fused_or_threaded(first_threaded);
         let plan = planned(&graph, &request);

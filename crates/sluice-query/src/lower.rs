@@ -44,7 +44,7 @@ use crate::value::Value;
 /// The graph's (and the job's) name.
 pub const JOB_NAME: &str = "scsql";
 /// A pinned `shm-vega` ring's slot without `buffer`: the shared-memory slot of the common
-/// tuple (docs/architecture.md, *Tuple sizes*).
+/// tuple (docs/src/plans.md, *Tuple sizes*).
 const VEGA_SLOT_BYTES: usize = 1024;
 /// A pinned `shm-vega` ring's slots without `buffer`, as the planner gives one.
 const VEGA_SLOTS: usize = 1024;

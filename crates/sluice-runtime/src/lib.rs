@@ -32,7 +32,7 @@
 //! program may call [`serve_pe`] itself, first thing after building its graph (after
 //! [`is_pe_process`]); [`start`], [`start_with`], [`resume_with`] and [`run`] call it too,
 //! before anything else, so that a program that builds its graph and calls `run` works
-//! unchanged as every PE of its own job, as the README promises.
+//! unchanged as every PE of its own job, as the book promises.
 //!
 //! Why the process exits there rather than `start` returning an outcome that says "this
 //! process served as a PE": everything a program does after `run` (print a summary, write the
@@ -52,6 +52,7 @@ mod pe;
 pub mod registry;
 mod results;
 mod resume;
+pub mod summaries;
 mod wire;
 
 use std::sync::Arc;
@@ -66,9 +67,9 @@ pub use sluice_exec::metrics;
 pub use sluice_exec::{
     size_text, CheckpointOptions, CheckpointSummary, InstanceReport, InstanceState, JobReport,
     JobState, Launcher, MetricsHandle, MetricsSnapshot, Restart, RunError, RunOptions, StopHandle,
-    DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_COLLECT_LIMIT,
-    DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY,
-    DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
+    DEFAULT_ALIGN_LIMIT, DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_CHECKPOINT_TIMEOUT,
+    DEFAULT_COLLECT_LIMIT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LATENCY_EVERY, DEFAULT_RESTARTS,
+    DEFAULT_RESTART_DELAY, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT, LOST_TUPLES_COUNTER,
 };
 
 use checkpoints::{Coordinator, Order, PartAck, PartWriter};
@@ -321,6 +322,14 @@ pub fn run(
     start(graph, plan, options)?.wait()
 }
 
+/// Whether the duration of a job started at `started` with `options`, if it has one, has
+/// passed.
+fn duration_passed(options: &RunOptions, started: Instant) -> bool {
+    options
+        .duration
+        .is_some_and(|limit| started.elapsed() >= limit)
+}
+
 /// Runs every PE of `plan` as threads of this process.
 fn start_threads(
     graph: &Graph,
@@ -397,7 +406,7 @@ impl RunningJob {
             }
         }
         let _ended = Ended(self.metrics.clone());
-        loop {
+        let ended = loop {
             let outcome = self.wait_attempt();
             let error = match outcome {
                 Ok(mut report) => {
@@ -420,7 +429,32 @@ impl RunningJob {
         .inspect(|_| self.finish_recovery())
         .inspect_err(|_| self.finish_recovery())
         .inspect(|_| self.metrics.end())
-        .inspect_err(|_| self.metrics.end())
+        .inspect_err(|_| self.metrics.end());
+        self.keep_summary(&ended);
+        ended
+    }
+
+    /// Whether the job's duration, if it has one, has passed.
+    fn duration_passed(&self) -> bool {
+        duration_passed(&self.options, self.started)
+    }
+
+    /// Keeps what is to be known of the job, which ended with `ended`, before its registry
+    /// entry goes ([`summaries`]).
+    fn keep_summary(&self, ended: &Result<JobReport, RunError>) {
+        let Some(registration) = &self.registration else {
+            return;
+        };
+        let outcome = match ended {
+            Err(error) => (summaries::Outcome::Failed, Some(error.to_string())),
+            // A stop asked before its duration was up (the duration's end asks for one too).
+            Ok(_) if self.control.stop_requested() && !self.duration_passed() => {
+                (summaries::Outcome::Stopped, None)
+            }
+            Ok(_) => (summaries::Outcome::Finished, None),
+        };
+        let checkpoints = self.checkpoints().as_ref().map(CheckpointFigures::from);
+        registration.keep_summary(outcome, self.metrics.snapshot(), checkpoints);
     }
 
     /// Waits for the running attempt of the job to end.
@@ -434,10 +468,7 @@ impl RunningJob {
         );
         let (control, options, started) = (self.control.clone(), self.options, self.started);
         let stop_when_due = || {
-            if options
-                .duration
-                .is_some_and(|limit| started.elapsed() >= limit)
-            {
+            if duration_passed(&options, started) {
                 control.request_stop();
             }
         };

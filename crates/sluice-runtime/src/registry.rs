@@ -21,7 +21,8 @@
 //! finds them, as is a socket or a partial entry left without its entry by a process that is
 //! gone. A job whose process lives but does not answer (stopped, starved) is listed as not
 //! answering and keeps its entries: only a process that is gone loses them. The registry is
-//! not under `$TMPDIR`: every job of the user must find the same one.
+//! not under `$TMPDIR`: every job of the user must find the same one. As it ends, a job keeps
+//! its summary beside the registry ([`crate::summaries`]), for `sluice ui` to list.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -29,12 +30,13 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::checkpoint_figures::CheckpointFigures;
+use crate::summaries::{epoch_secs, JobSummary, Outcome};
 use sluice_plan::PhysicalPlan;
 
 use crate::{CheckpointHandle, MetricsHandle, MetricsSnapshot, RunOptions, RunningJob, StopHandle};
@@ -119,6 +121,8 @@ pub struct JobEntry {
 enum Request {
     /// Its latest metrics.
     Metrics,
+    /// The plan it runs.
+    Plan,
     /// Drain and stop, as Ctrl-C does.
     Stop,
     /// What its checkpoints and restarts did so far.
@@ -132,6 +136,7 @@ enum Request {
 #[derive(Debug, Serialize, Deserialize)]
 enum Reply {
     Metrics(MetricsSnapshot),
+    Plan(PhysicalPlan),
     Stopping,
     /// `None`: the job takes no checkpoints.
     Checkpoints(Option<CheckpointFigures>),
@@ -158,7 +163,7 @@ pub fn registry_dir() -> Result<PathBuf, RegistryError> {
 }
 
 /// Makes `dir` (mode 0700) unless it exists, then checks it is private.
-fn make_private_dir(dir: &Path) -> Result<(), RegistryError> {
+pub(crate) fn make_private_dir(dir: &Path) -> Result<(), RegistryError> {
     match std::fs::create_dir(dir) {
         Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
             .map_err(io(format!("make {} private", dir.display())))?,
@@ -177,10 +182,12 @@ fn make_private_dir(dir: &Path) -> Result<(), RegistryError> {
 /// A job's entries in the registry while it runs, and the thread answering on its socket;
 /// removed (and the thread ended) when dropped.
 pub struct Registration {
-    entry: PathBuf,
-    socket: PathBuf,
-    /// The job's id in the registry.
-    id: String,
+    /// The entry's file.
+    path: PathBuf,
+    /// What the entry says.
+    entry: JobEntry,
+    /// The plan the job runs.
+    plan: Arc<PhysicalPlan>,
     // SYNC: set before the wake-up connection in `drop`; the socket's thread reads it after
     // each connection it accepts, so it sees it set once it accepts that one. Relaxed: the
     // connection itself orders them.
@@ -190,7 +197,30 @@ pub struct Registration {
 impl Registration {
     /// The job's id in the registry (what `sluice jobs` lists, `sluice stop` takes).
     pub fn id(&self) -> &str {
-        &self.id
+        &self.entry.id
+    }
+
+    /// Keeps the summary of the job, which ended with `outcome` after `metrics` and
+    /// `checkpoints` ([`crate::summaries`]); a summary that cannot be written is warned about.
+    pub(crate) fn keep_summary(
+        &self,
+        outcome: (Outcome, Option<String>),
+        metrics: MetricsSnapshot,
+        checkpoints: Option<CheckpointFigures>,
+    ) {
+        let (outcome, error) = outcome;
+        let summary = JobSummary {
+            entry: self.entry.clone(),
+            ended: epoch_secs(),
+            outcome,
+            error,
+            plan: PhysicalPlan::clone(&self.plan),
+            metrics,
+            checkpoints,
+        };
+        if let Err(error) = crate::summaries::keep(&summary) {
+            tracing::warn!("the job's summary is not kept (`sluice ui` will not list it): {error}");
+        }
     }
 }
 
@@ -199,14 +229,15 @@ impl Drop for Registration {
         // SYNC: see `closed`.
         self.closed.store(true, Ordering::Relaxed);
         // Wakes the socket's thread, which then leaves.
-        let _ = UnixStream::connect(&self.socket);
-        let _ = std::fs::remove_file(&self.entry);
-        let _ = std::fs::remove_file(&self.socket);
+        let _ = UnixStream::connect(&self.entry.socket);
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(&self.entry.socket);
     }
 }
 
 /// What a job's control socket answers from.
 struct Controls {
+    plan: Arc<PhysicalPlan>,
     metrics: MetricsHandle,
     stop: StopHandle,
     /// Its checkpoints, when it takes them.
@@ -246,6 +277,7 @@ pub(crate) fn register_job(
             names: DefaultNames::default(),
         });
     let controls = Controls {
+        plan: Arc::new(plan.clone()),
         metrics: job.metrics_handle(),
         stop: job.stop_handle(),
         checkpoints,
@@ -291,19 +323,17 @@ fn register(identity: &JobIdentity<'_>, controls: Controls) -> Result<Registrati
         app: app.to_string(),
         plan: identity.plan.to_string(),
         pes: identity.pes,
-        started: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        started: epoch_secs(),
         pid,
-        socket: socket.clone(),
+        socket,
         checkpoints: controls.checkpoints.as_ref().map(|c| c.dir.clone()),
     };
     let path = dir.join(format!("{id}.json"));
     let closed = Arc::new(AtomicBool::new(false));
     let registration = Registration {
-        entry: path.clone(),
-        socket,
-        id: id.clone(),
+        path: path.clone(),
+        entry: entry.clone(),
+        plan: controls.plan.clone(),
         closed: closed.clone(),
     };
     // Written whole, then renamed: a reader never sees half an entry.
@@ -373,6 +403,7 @@ fn reply(
     let controls = &answering.controls;
     let reply = match request {
         Request::Metrics => Reply::Metrics(controls.metrics.snapshot()),
+        Request::Plan => Reply::Plan(PhysicalPlan::clone(&controls.plan)),
         Request::Stop => {
             if !controls.stop.is_stopping() {
                 // Written, not `eprintln!`: a closed standard error must not panic here.
@@ -456,6 +487,14 @@ fn ask(socket: &Path, request: &Request) -> Result<Reply, RegistryError> {
 pub fn metrics_of(socket: &Path) -> Result<MetricsSnapshot, RegistryError> {
     match ask(socket, &Request::Metrics)? {
         Reply::Metrics(snapshot) => Ok(snapshot),
+        _ => Err(RegistryError::OutOfTurn),
+    }
+}
+
+/// The plan of the job at `socket`.
+pub fn plan_of(socket: &Path) -> Result<PhysicalPlan, RegistryError> {
+    match ask(socket, &Request::Plan)? {
+        Reply::Plan(plan) => Ok(plan),
         _ => Err(RegistryError::OutOfTurn),
     }
 }

@@ -14,8 +14,8 @@ use anyhow::Context;
 use clap::Args;
 use sluice_graph::Graph;
 use sluice_runtime::{
-    CheckpointOptions, StoredCheckpoint, DEFAULT_CHECKPOINTS_RETAINED, DEFAULT_RESTARTS,
-    DEFAULT_RESTART_DELAY,
+    CheckpointOptions, StoredCheckpoint, DEFAULT_ALIGN_LIMIT, DEFAULT_CHECKPOINTS_RETAINED,
+    DEFAULT_RESTARTS, DEFAULT_RESTART_DELAY,
 };
 
 /// The checkpoint flags of `sluice run` and `sluice query`.
@@ -48,6 +48,12 @@ pub(crate) struct CheckpointArgs {
     #[arg(long, value_name = "MODE", requires = "checkpoint_every",
           value_parser = ["aligned", "unaligned"])]
     checkpoint_mode: Option<String>,
+    /// An aligned checkpoint goes unaligned at an instance that would otherwise hold back
+    /// more than this many tuples while it waits for its other inputs' barriers (default
+    /// 1000000): what an alignment holds in memory is bounded.
+    #[arg(long, value_name = "TUPLES", requires = "checkpoint_every",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    checkpoint_align_limit: Option<u64>,
     /// Start from a checkpoint or savepoint: one checkpoint's directory, or a job's
     /// checkpoint directory (its latest complete checkpoint). The plan and parallelism may
     /// differ from the run that took it: keys are dealt to their new instances.
@@ -106,6 +112,7 @@ impl CheckpointArgs {
             restarts: self.restarts.unwrap_or(DEFAULT_RESTARTS),
             restart_delay: self.restart_delay.unwrap_or(DEFAULT_RESTART_DELAY),
             unaligned: self.checkpoint_mode.as_deref() == Some("unaligned"),
+            align_limit: self.checkpoint_align_limit.unwrap_or(DEFAULT_ALIGN_LIMIT),
             ..CheckpointOptions::new(every, dir)
         }))
     }

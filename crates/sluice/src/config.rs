@@ -39,6 +39,8 @@ const SET_PREFIX: &str = "SLUICE_SET_";
 /// The option naming the configuration file, and the file's table of settings.
 const CONFIG: &str = "config";
 const SET: &str = "set";
+/// `SLUICE_*` variables of other commands than `run`, which are not its configuration.
+const OTHER_COMMANDS: [&str; 1] = ["SLUICE_UI_TOKEN"];
 /// `SLUICE_*` variables of the test and benchmark harnesses, which are not configuration.
 const HARNESS_PREFIXES: [&str; 4] = [
     "SLUICE_TEST_",
@@ -272,6 +274,7 @@ impl Known<'_> {
                 continue;
             };
             if sluice_runtime::PE_ENVIRONMENT.contains(&name)
+                || OTHER_COMMANDS.contains(&name)
                 || HARNESS_PREFIXES.iter().any(|p| name.starts_with(p))
             {
                 continue;

@@ -10,7 +10,6 @@ mod companions;
 mod config;
 mod ending;
 mod feed;
-mod http_server;
 mod jobs;
 mod logs;
 mod observe;
@@ -19,7 +18,6 @@ mod optimize;
 mod plan;
 mod plan_choice;
 mod progress;
-mod prometheus;
 mod query;
 mod run;
 mod savepoint;
@@ -68,6 +66,9 @@ enum Command {
     /// Take a savepoint of a running checkpointed job: its next checkpoint, kept in a
     /// directory of its own (`sluice run APP --from DIR` starts from it).
     Savepoint(savepoint::SavepointArgs),
+    /// Serve a REST API and a web page of every job of this user on this host, running and
+    /// ended: list, watch, stop, savepoint.
+    Ui(ui::UiArgs),
 }
 
 #[derive(Subcommand)]
@@ -107,6 +108,7 @@ fn main() {
         Command::Top(args) => top::top(args),
         Command::Checkpoints(args) => checkpoints::checkpoints(args),
         Command::Savepoint(args) => savepoint::savepoint(args),
+        Command::Ui(args) => ui::ui(args),
     });
     if let Err(error) = result {
         if stdout::was_closed(&error) {

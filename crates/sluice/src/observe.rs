@@ -1,6 +1,6 @@
 //! What `sluice run` does beside a running job so it can be watched: the live metrics'
 //! options (`--metrics`, `--latency-every`, `--metrics-addr`, whose Prometheus endpoint
-//! [`crate::http_server`] serves) and the progress line ([`crate::progress`]). The job's
+//! [`sluice_web::job_server`] serves) and the progress line ([`crate::progress`]). The job's
 //! entry in the job registry is the runtime's, as for every program
 //! ([`sluice_runtime::registry`]). Only the launching process does any of it; its PEs send
 //! their figures to it.

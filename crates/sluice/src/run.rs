@@ -23,12 +23,12 @@ use sluice_sync::IdleStrategy;
 use crate::checkpointing::CheckpointArgs;
 use crate::companions::Companions;
 use crate::ending::Ending;
-use crate::http_server;
 use crate::logs::{self, Verbosity};
 use crate::observe::ObserveArgs;
 use crate::online::{OnlineArgs, Redeploys, SharedStop};
 use crate::plan_choice::{parse_seconds, AppArgs};
 use crate::progress::Asked;
+use sluice_web::job_server;
 
 /// Arguments of `sluice run`.
 #[derive(Args, Debug)]
@@ -195,7 +195,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     if let Some(checkpoint) = &from {
         tracing::info!("starting from checkpoint {}", checkpoint.n);
     }
-    let http = http_server::serve_if_asked(args.ui, args.observe.metrics_address(), &plan)?;
+    let http = job_server::serve_if_asked(args.ui, args.observe.metrics_address(), &plan)?;
     log_start(&plan, duration, &options);
     let shared = SharedStop::default();
     let stop = shared.handle();

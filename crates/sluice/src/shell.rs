@@ -51,7 +51,7 @@ Types: integer, real, string, sp, stream, array, object, bag of TYPE.
 Comments: -- to the end of the line, /* ... */.
 Shell: help; quit; exit; (or Ctrl-D). Ctrl-C drops the statement being typed; Tab completes
   keywords and function names.
-Built-in functions ([...] optional; docs/architecture.md says what each does):
+Built-in functions ([...] optional; docs/src/scsql.md says what each does):
 ";
 
 /// `help;`'s text: [`HELP`] and the signature of every built-in.

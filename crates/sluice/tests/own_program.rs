@@ -1,30 +1,40 @@
-//! A program of the user's own, written against the library as the README shows (the fluent
+//! A program of the user's own, written against the library as the book shows (the fluent
 //! API, `collect()`, `sluice_runtime::run` with a processes plan), is a job like the
 //! built-in applications: `sluice jobs` lists it while it runs and `sluice stop` drains it,
-//! on the real binaries, and what it collected comes back to it from its PE processes.
+//! on the real binaries, and what it collected comes back to it from its PE processes. The
+//! book's getting-started program (`examples/getting-started/src/main.rs`, compiled into this
+//! binary as it is, the file the book shows) prints the same totals under the fused, threaded
+//! and processes plans, the totals a direct computation gives, and is listed under each.
 //!
 //! The binary has its own `main` (no test harness): run with the argument `program` it is
-//! the user's program (and, re-executed by its launcher, each of its PEs); without, it runs
-//! the case, which starts it as a child. The case keeps its own registry (its own
-//! `XDG_RUNTIME_DIR`), so jobs of other tests or users never show.
+//! the first user's program, and with `GETTING_STARTED_PROGRAM` set the getting-started one
+//! (its argument the plan), each also, re-executed by its launcher, each of its PEs; without
+//! either, it runs the cases, which start the programs as children. Each case keeps its own
+//! registry (its own `XDG_RUNTIME_DIR`), so jobs of other tests or users never show.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{finish, jobs_in as jobs, stop_in};
+use common::{finish, jobs_in as jobs, stop_in, Program};
 use sluice_graph::Graph;
 use sluice_ops::{collected, Collected, Dataflow, Generator};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
 use sluice_runtime::{is_pe_process, serve_pe, RunOptions};
 
+#[path = "../../../examples/getting-started/src/main.rs"]
+mod getting_started;
+
 /// Generous bound on the wait for the listing (a hang, not a slow machine, should trip it).
 const PATIENCE: Duration = Duration::from_secs(60);
-/// The longest the whole case may take before this binary calls it a hang.
-const WATCHDOG: Duration = Duration::from_secs(240);
+/// The longest the cases may take together before this binary calls it a hang.
+const WATCHDOG: Duration = Duration::from_secs(420);
+/// Set in the environment of the getting-started program this binary starts (and its PEs).
+const GETTING_STARTED: &str = "GETTING_STARTED_PROGRAM";
 
 /// The user's application: numbers for ever, 2,000 a second, doubled, collected.
 fn graph() -> (Graph, Collected<u64>) {
@@ -50,51 +60,61 @@ fn program() {
     println!("collected {} in order: {in_order}", got.len());
 }
 
-/// The program's pid once it runs, for the watchdog to kill it (its PEs leave with it).
-// SYNC: a pid only, no data behind it; Relaxed.
-static PROGRAM: AtomicU32 = AtomicU32::new(0);
-
-/// The program while the case waits on it: killed if the case fails first (its endless
-/// source would run on).
-struct Program(Option<Child>);
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
+/// A registry of the case's own: a private directory for `XDG_RUNTIME_DIR`.
+fn own_registry() -> tempfile::TempDir {
     let registry = tempfile::tempdir().unwrap();
     std::fs::set_permissions(registry.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let registry = registry.path();
-    let mut program = Program(Some(
-        Command::new(std::env::current_exe().unwrap())
-            .arg("program")
-            .env("XDG_RUNTIME_DIR", registry)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
+    registry
+}
+
+/// Starts this binary as a program (`arg`, and `GETTING_STARTED` set when `getting_started`)
+/// in `registry`, for the watchdog to kill if the case hangs.
+fn start_in(registry: &Path, arg: &str, getting_started: bool) -> Program {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.arg(arg).env("XDG_RUNTIME_DIR", registry);
+    if getting_started {
+        command.env(GETTING_STARTED, "1");
+    }
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // SYNC: see `WATCHED`.
+    common::WATCHED.store(child.id(), Ordering::Relaxed);
+    Program(Some(child))
+}
+
+/// The row `sluice jobs` lists in `registry` for the job of `program`, named `name`, once it
+/// is there; its columns checked to be `name-PID`, `name` and `plan`.
+fn listed(registry: &Path, program: &Program, name: &str, plan: &str) -> String {
     let pid = program.0.as_ref().map_or(0, Child::id);
-    PROGRAM.store(pid, Ordering::Relaxed);
     let began = Instant::now();
     let row = loop {
         let listing = jobs(registry);
-        if let Some(row) = listing.lines().find(|l| l.starts_with("own-program-")) {
+        if let Some(row) = listing.lines().find(|l| l.starts_with(&format!("{name}-"))) {
             break row.to_string();
         }
-        assert!(began.elapsed() < PATIENCE, "never listed: {listing}");
-        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            began.elapsed() < PATIENCE,
+            "{name} ({plan}): never listed: {listing}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     };
     let columns: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(columns[0], format!("{name}-{pid}"), "{row}");
+    assert_eq!(&columns[1..3], [name, plan], "{row}");
+    row
+}
+
+fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
+    let registry = own_registry();
+    let registry = registry.path();
+    let mut program = start_in(registry, "program", false);
+    let row = listed(registry, &program, "own-program", "processes");
+    let columns: Vec<&str> = row.split_whitespace().collect();
     let id = columns[0];
-    assert_eq!(id, format!("own-program-{pid}"), "{row}");
-    assert_eq!(&columns[1..4], ["own-program", "processes", "3"], "{row}");
+    assert_eq!(columns[3], "3", "{row}");
 
     stop_in(registry, id);
     let o = finish(program.0.take().expect("the program runs"));
@@ -114,23 +134,66 @@ fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
     assert!(jobs(registry).contains("no job is running"));
 }
 
+/// What the getting-started program prints, computed directly: readings `n` of 0..3000 from
+/// sensor `n % 4`, those whose value is a multiple of 10 dropped, summed per sensor.
+fn getting_started_totals() -> String {
+    let valid = (0..3000u64).filter(|n| !n.is_multiple_of(10));
+    let mut out = format!("{} valid readings\n", valid.clone().count());
+    for sensor in 0..4 {
+        let total: u64 = valid.clone().filter(|n| n % 4 == sensor).sum();
+        out.push_str(&format!("sensor {sensor}: {total}\n"));
+    }
+    out
+}
+
+fn the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed() {
+    let expected = getting_started_totals();
+    for plan in ["fused", "threaded", "processes"] {
+        let registry = own_registry();
+        let registry = registry.path();
+        let mut program = start_in(registry, plan, true);
+        listed(registry, &program, "getting-started", plan);
+        let o = finish(program.0.take().expect("the program runs"));
+        assert!(
+            o.status.success(),
+            "{plan}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            expected,
+            "under the {plan} plan"
+        );
+        assert!(jobs(registry).contains("no job is running"));
+    }
+}
+
 fn main() {
+    if std::env::var_os(GETTING_STARTED).is_some() {
+        if let Err(e) = getting_started::main() {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("program") {
         program();
         return;
     }
-    std::thread::spawn(|| {
-        std::thread::sleep(WATCHDOG);
-        eprintln!("the own-program test hung for {WATCHDOG:?}");
-        // SYNC: see `PROGRAM`.
-        match PROGRAM.load(Ordering::Relaxed) {
-            0 => {}
-            pid => common::signal(pid, "KILL"),
-        }
-        std::process::exit(2);
-    });
-    let name = "a_program_of_its_own_is_listed_and_stopped_as_a_job";
-    eprintln!("test {name} ...");
-    a_program_of_its_own_is_listed_and_stopped_as_a_job();
-    eprintln!("test {name} ... ok");
+    common::watchdog(WATCHDOG, "own_program");
+    let cases: [(&str, fn()); 2] = [
+        (
+            "a_program_of_its_own_is_listed_and_stopped_as_a_job",
+            a_program_of_its_own_is_listed_and_stopped_as_a_job,
+        ),
+        (
+            "the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed",
+            the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed,
+        ),
+    ];
+    for (name, case) in cases {
+        eprintln!("test {name} ...");
+        case();
+        eprintln!("test {name} ... ok");
+    }
 }

@@ -7,11 +7,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{signal, stderr};
+use common::{browse, chromium, signal, stderr};
 
 /// The instances of WordCount's plan under `processes`.
 const INSTANCES: [&str; 4] = ["sentences", "split", "sum", "counts"];
@@ -59,37 +58,6 @@ fn get(port: u16, path: &str) -> String {
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.to_string()
-}
-
-/// Where Chromium is, if it is installed.
-fn chromium() -> Option<String> {
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .find_map(|name| {
-            let found = Command::new("which").arg(name).output().ok()?;
-            found
-                .status
-                .success()
-                .then(|| String::from_utf8_lossy(&found.stdout).trim().to_string())
-        })
-}
-
-/// Headless Chromium on `url` with `what` (`--dump-dom`, `--screenshot=FILE`), its profile in
-/// `profile`, after letting the page's script run for a few seconds of virtual time.
-fn browse(browser: &str, profile: &Path, url: &str, what: &str) -> String {
-    let o = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args([
-            "--window-size=1280,900",
-            "--virtual-time-budget=4000",
-            what,
-            url,
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    common::stdout(&o)
 }
 
 #[test]

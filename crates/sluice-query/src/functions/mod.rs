@@ -22,7 +22,7 @@
 //! The families are one file each: [`aggregate`] (count, sum, avg, min, max), [`window`]
 //! (window, winagg), [`signal`] (odd, even, fft, radixcombine), [`sources`] (iota, gen_array,
 //! receiver, grep, filename) and [`arith`] (plus, minus, times, div and the operators).
-//! `docs/architecture.md` ("SCSQL built-ins") has the user's table.
+//! `docs/src/scsql.md` ("Built-in functions") has the user's table.
 
 pub mod aggregate;
 pub mod arith;
@@ -106,7 +106,7 @@ pub struct Builtin {
     pub rule: ResultRule,
     /// How it runs.
     pub kind: BuiltinKind,
-    /// What it does, in one sentence, for `docs/architecture.md` and the shell's help.
+    /// What it does, in one sentence, for `docs/src/scsql.md` and the shell's help.
     pub about: &'static str,
 }
 
@@ -629,14 +629,11 @@ mod tests {
     }
 
     #[test]
-    fn the_architecture_doc_lists_every_built_in() {
-        let doc = include_str!("../../../../docs/architecture.md");
+    fn the_book_lists_every_built_in() {
+        let doc = include_str!("../../../../docs/src/scsql.md");
         for builtin in all() {
             let row = format!("| `{}` | {} |", builtin.signature(), builtin.about);
-            assert!(
-                doc.contains(&row),
-                "docs/architecture.md lacks the row\n{row}"
-            );
+            assert!(doc.contains(&row), "docs/src/scsql.md lacks the row\n{row}");
         }
     }
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -118,15 +119,37 @@ pub fn read_counts(output: &Path) -> BTreeMap<String, u64> {
 /// `GET path` from the HTTP server at `address` (a `sluice run --ui` or `--metrics-addr`):
 /// the status line and the body.
 pub fn http_get(address: &str, path: &str) -> (String, String) {
+    let (status, _, body) = http(address, "GET", path, &[], "");
+    (status, body)
+}
+
+/// `METHOD path` with `headers` (`Name: value` each) and `body` to the HTTP server at
+/// `address`: the status line, the whole head, and the body.
+pub fn http(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (String, String, String) {
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\n");
+    for header in headers {
+        request.push_str(&format!("{header}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
+    (
+        head.lines().next().unwrap().to_string(),
+        head.to_string(),
+        body.to_string(),
+    )
 }
 
 /// A PE of a running job, as its process's environment describes it.
@@ -264,6 +287,39 @@ pub fn stop_in(registry: &Path, id: &str) {
     assert_eq!(stdout(&stopped), format!("stopped job '{id}'\n"));
 }
 
+/// The pid of the program a test binary's watchdog kills before it ends the binary (0: none
+/// yet); its PEs leave with it.
+// SYNC: a pid only, no data behind it; Relaxed.
+pub static WATCHED: AtomicU32 = AtomicU32::new(0);
+
+/// Ends this test binary (one without the harness) with status 2 once `limit` has passed,
+/// killing the program in [`WATCHED`] first: a hang, not a slow machine, should trip it.
+pub fn watchdog(limit: Duration, test: &'static str) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!("the test {test} hung for {limit:?}");
+        // SYNC: see `WATCHED`.
+        match WATCHED.load(Ordering::Relaxed) {
+            0 => {}
+            pid => signal(pid, "KILL"),
+        }
+        std::process::exit(2);
+    });
+}
+
+/// A program a test started and waits on: killed if the test fails first (a job's endless or
+/// paced source would run on after it).
+pub struct Program(pub Option<Child>);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Waits for `child` to end, killing it after a minute.
 pub fn finish(mut child: Child) -> Output {
     let began = Instant::now();
@@ -275,4 +331,35 @@ pub fn finish(mut child: Child) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
     child.wait_with_output().unwrap()
+}
+
+/// Where Chromium is, if it is installed.
+pub fn chromium() -> Option<String> {
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find_map(|name| {
+            let found = Command::new("which").arg(name).output().ok()?;
+            found
+                .status
+                .success()
+                .then(|| String::from_utf8_lossy(&found.stdout).trim().to_string())
+        })
+}
+
+/// Headless Chromium on `url` with `what` (`--dump-dom`, `--screenshot=FILE`), its profile in
+/// `profile`, after letting the page's script run for a few seconds of virtual time.
+pub fn browse(browser: &str, profile: &Path, url: &str, what: &str) -> String {
+    let o = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args([
+            "--window-size=1280,900",
+            "--virtual-time-budget=4000",
+            what,
+            url,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
 }

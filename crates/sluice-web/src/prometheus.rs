@@ -1,10 +1,11 @@
-//! `sluice run --metrics-addr ADDRESS:PORT`: serves the running job's live metrics at
+//! `sluice run --metrics-addr ADDRESS:PORT` (or a program's own [`crate::job_server`]): serves
+//! the running job's live metrics at
 //! `/metrics` in the Prometheus text format (OpenMetrics, as `prometheus-client` writes it),
 //! every name prefixed `sluice_`, each series labelled with its `job` and `pe` and, per
 //! instance, `operator` and `instance`, per edge `operator` (the receiving one), `edge` and
 //! `transport`, per thread `thread`.
 //!
-//! The run's HTTP server ([`crate::http_server`]) serves it, binding only the address given
+//! The run's HTTP server ([`crate::job_server`]) serves it, binding only the address given
 //! (`127.0.0.1:9464` is reachable from this machine alone), scrapes concurrently and each
 //! within the server's bounds; any other path gets 404. A scrape builds a fresh registry from
 //! the latest [`MetricsSnapshot`], so the series are always the job's current figures.
@@ -37,7 +38,7 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// The snapshot, and what a checkpointed job's `checkpoints` did, in the Prometheus text
 /// format.
-pub(crate) fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFigures>) -> String {
+pub fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFigures>) -> String {
     let mut registry = Registry::with_prefix("sluice");
     let tuples_in = Family::<Labels, Counter>::default();
     let tuples_out = Family::<Labels, Counter>::default();
