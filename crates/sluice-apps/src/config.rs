@@ -215,7 +215,7 @@ pub enum AppError {
         reason: String,
     },
     /// `--plan` names no plan there is.
-    #[error("--plan {choice}: not 'fused', 'threaded', 'processes', a plan of {app} ({known}) or an existing plan file")]
+    #[error("--plan {choice}: not 'auto', 'fused', 'threaded', 'processes', a plan of {app} ({known}) or an existing plan file")]
     UnknownPlan {
         /// What was asked for.
         choice: String,

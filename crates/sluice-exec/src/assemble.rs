@@ -17,12 +17,14 @@ use sluice_transport::{ChannelSite, ErasedReceiver, Rendezvous};
 use crate::clock::{EventClock, Timers};
 use crate::control::JobControl;
 use crate::exec::{
-    Body, CpuSampler, Env, Fan, Inbound, InstanceName, Node, Picker, Target, ThreadExec,
+    wait_for_go, Body, CpuSampler, Env, Fan, Inbound, InstanceName, Node, Picker, Target,
+    ThreadExec,
 };
-use crate::metrics::{InstanceLabels, ProcessMetrics, ThreadLabels};
+use crate::metrics::{InstanceLabels, ProcessMetrics, ThreadLabels, ThreadPublisher};
+use crate::scheduler::{Rotation, ThreadTask};
 use crate::state::JobState;
 use crate::watch::{Progress, Worker};
-use crate::{RunError, RunOptions};
+use crate::{InstanceReport, RunError, RunOptions};
 
 /// Which PEs of a plan this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,9 +408,52 @@ impl Wiring<'_> {
     }
 }
 
-/// Spawns a thread for each of `execs` (placed as `placed` says), watched by the job's
+/// What every thread's [`Env`] shares, from the job's options.
+#[derive(Clone, Copy)]
+struct EnvOptions {
+    idle: IdleStrategy,
+    poll_batch: usize,
+    latency_every: u64,
+    profile_cpu: bool,
+    suspendable: bool,
+    checkpointed: bool,
+    unaligned: bool,
+    align_limit: u64,
+}
+
+impl EnvOptions {
+    /// The environment of plan thread `thread` (its position in this process), which beats
+    /// `progress` and publishes to `metrics`.
+    fn env<'a>(
+        self,
+        control: &'a JobControl,
+        progress: &'a Progress,
+        metrics: Option<&'a ThreadPublisher>,
+        thread: usize,
+    ) -> Env<'a> {
+        Env {
+            control,
+            idle: self.idle,
+            poll_batch: self.poll_batch,
+            latency_every: self.latency_every,
+            progress,
+            metrics,
+            cpu: self
+                .profile_cpu
+                .then(|| CpuSampler::new(0x9e37_79b9 ^ thread as u64)),
+            suspendable: self.suspendable,
+            checkpointed: self.checkpointed,
+            unaligned: self.unaligned,
+            align_limit: self.align_limit,
+        }
+    }
+}
+
+/// Spawns the threads running `execs` (placed as `placed` says), watched by the job's
 /// control and publishing to its metrics when they are on; returns once every thread has
-/// run its operators' start hooks.
+/// run its operators' start hooks. Each of `execs` gets an OS thread of its own when there are
+/// at most [`RunOptions::workers`] (by default the cores); else they are split, in order, among
+/// that many polling workers, each pinned to a core ([`crate::scheduler`]).
 fn spawn_threads(
     plan: &PhysicalPlan,
     options: &RunOptions,
@@ -417,31 +462,59 @@ fn spawn_threads(
     placed: &[(&str, &ThreadPlan)],
 ) -> Result<Vec<Worker>, RunError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let idle = options
-        .idle
-        .unwrap_or_else(|| IdleStrategy::default_for(plan.threads().count(), cores));
-    // Every thread, and this one: `start` returns once every operator's start hook has run,
-    // so that what the caller does next (print "started", start an application's companion
-    // processes) finds every source's socket bound and every segment made.
-    let ready = Arc::new(Barrier::new(execs.len() + 1));
-    let poll_batch = options.poll_batch.max(1);
-    let latency_every = options.latency_every;
-    let profile_cpu = options.profile_cpu;
-    let suspendable = options.suspendable;
+    let most = options.workers.unwrap_or(cores).max(1);
+    let shared = execs.len() > most;
+    let pollers = if shared { most } else { plan.threads().count() };
     let checkpointed = control.checkpoint_sink().is_some();
-    let unaligned = options.checkpoints.is_some_and(|c| c.unaligned);
-    let align_limit = options.checkpoints.map_or(u64::MAX, |c| c.align_limit);
+    let shape = EnvOptions {
+        idle: options
+            .idle
+            .unwrap_or_else(|| IdleStrategy::default_for(pollers, cores)),
+        poll_batch: options.poll_batch.max(1),
+        latency_every: options.latency_every,
+        profile_cpu: options.profile_cpu,
+        suspendable: options.suspendable,
+        checkpointed,
+        unaligned: options.checkpoints.is_some_and(|c| c.unaligned),
+        align_limit: options.checkpoints.map_or(u64::MAX, |c| c.align_limit),
+    };
     if checkpointed {
         plan.check_checkpointed()?;
     }
-    let mut workers = Vec::with_capacity(execs.len());
+    // Each OS thread's plan threads, with their positions in this process and their PEs.
+    let mut groups: Vec<Vec<(usize, ThreadExec, &str)>> = Vec::new();
+    let count = execs.len();
+    let per_worker = if shared { count.div_ceil(most) } else { 1 };
     for (thread, (exec, (pe, _))) in execs.into_iter().zip(placed).enumerate() {
-        let publisher = metrics.map(|m| m.register(thread_labels(pe, &exec)));
-        let (control_t, ready_t) = (control.clone(), ready.clone());
-        let name = exec.name.clone();
-        let operators: Vec<String> = exec
-            .nodes
+        if thread % per_worker == 0 {
+            groups.push(Vec::new());
+        }
+        if let Some(group) = groups.last_mut() {
+            group.push((thread, exec, *pe));
+        }
+    }
+    // Every thread, and this one: `start` returns once every operator's start hook has run,
+    // so that what the caller does next (print "started", start an application's companion
+    // processes) finds every source's socket bound and every segment made.
+    let ready = Arc::new(Barrier::new(groups.len() + 1));
+    let mut workers = Vec::with_capacity(groups.len());
+    for (worker, group) in groups.into_iter().enumerate() {
+        let publishers: Vec<Option<ThreadPublisher>> = group
             .iter()
+            .map(|(_, exec, pe)| metrics.map(|m| m.register(thread_labels(pe, exec))))
+            .collect();
+        let group: Vec<(usize, ThreadExec)> = group
+            .into_iter()
+            .map(|(thread, exec, _)| (thread, exec))
+            .collect();
+        let (control_t, ready_t) = (control.clone(), ready.clone());
+        let name = match group.as_slice() {
+            [(_, exec)] => exec.name.clone(),
+            _ => format!("worker-{worker}"),
+        };
+        let operators: Vec<String> = group
+            .iter()
+            .flat_map(|(_, exec)| exec.nodes.iter())
             .map(|n| n.borrow().ctx.name_of_instance())
             .collect();
         let progress = Progress::default();
@@ -449,20 +522,22 @@ fn spawn_threads(
         let spawned = std::thread::Builder::new()
             .name(name.clone())
             .spawn(move || {
-                let env = Env {
-                    control: &control_t,
-                    idle,
-                    poll_batch,
-                    latency_every,
-                    progress: &progress_t,
-                    metrics: publisher.as_ref(),
-                    cpu: profile_cpu.then(|| CpuSampler::new(0x9e37_79b9 ^ thread as u64)),
-                    suspendable,
-                    checkpointed,
-                    unaligned,
-                    align_limit,
-                };
-                exec.run(&env, &ready_t)
+                let envs: Vec<Env<'_>> = group
+                    .iter()
+                    .zip(&publishers)
+                    .map(|((thread, _), publisher)| {
+                        shape.env(&control_t, &progress_t, publisher.as_ref(), *thread)
+                    })
+                    .collect();
+                let execs = group.into_iter().map(|(_, exec)| exec);
+                if shared {
+                    run_worker(execs.collect(), &envs, worker % cores, &ready_t)
+                } else {
+                    execs
+                        .zip(&envs)
+                        .flat_map(|(exec, env)| exec.run(env, &ready_t))
+                        .collect()
+                }
             });
         match spawned {
             Ok(handle) => workers.push(Worker {
@@ -484,6 +559,47 @@ fn spawn_threads(
     }
     ready.wait();
     Ok(workers)
+}
+
+/// A polling worker pinned to `core` running `execs` as tasks ([`crate::scheduler`]), each
+/// with its environment in `envs`: their start hooks, the start barrier, the go, the turns
+/// until every task is done or the job aborts, then their reports.
+fn run_worker(
+    execs: Vec<ThreadExec>,
+    envs: &[Env<'_>],
+    core: usize,
+    ready: &Barrier,
+) -> Vec<InstanceReport> {
+    let Some(first) = envs.first() else {
+        return Vec::new();
+    };
+    first.progress.record_thread();
+    core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    let started: Vec<_> = execs
+        .into_iter()
+        .zip(envs)
+        .map(|(e, env)| e.start(env))
+        .collect();
+    ready.wait();
+    wait_for_go(first);
+    let tasks = started
+        .into_iter()
+        .zip(envs)
+        .map(|(running, env)| {
+            // Its senders hold when full before anything is sent: a replay must not wait on
+            // a consumer this worker runs.
+            let mut task = ThreadTask::new(running, env);
+            task.running.begin(env);
+            task
+        })
+        .collect();
+    let mut rotation = Rotation::new(tasks);
+    rotation.run(first.idle);
+    rotation
+        .into_tasks()
+        .into_iter()
+        .flat_map(|task| task.running.reports(task.env))
+        .collect()
 }
 
 /// The names of what thread `exec` of PE `pe` publishes.

@@ -762,9 +762,21 @@ impl ThreadExec {
         if let Some(core) = self.core {
             core_affinity::set_for_current(core_affinity::CoreId { id: core });
         }
-        let ThreadExec {
-            nodes, mut inbound, ..
-        } = self;
+        let mut running = self.start(env);
+        ready.wait();
+        wait_for_go(env);
+        running.begin(env);
+        let mut idle = env.idle.waiter();
+        while let RoundDone::Worked(work) = running.round(env) {
+            idle.after_or_park(work, |timeout| running.park(timeout));
+        }
+        running.reports(env)
+    }
+
+    /// Gives every instance the state it resumes from and calls its start hook (an error is
+    /// the job's: it aborts); what runs the work loop from then on.
+    pub(crate) fn start(self, env: &Env<'_>) -> Running {
+        let ThreadExec { nodes, inbound, .. } = self;
         for index in 0..nodes.len() {
             let ctx = nodes[index].borrow().ctx.clone();
             let _ = resume(&nodes, index, env).and_then(|()| {
@@ -777,28 +789,200 @@ impl ThreadExec {
                 })
             });
         }
-        ready.wait();
-        while !env.control.may_go() && !env.control.aborting() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        let sources = (0..nodes.len())
+            .filter(|&i| matches!(nodes[i].borrow().body, Body::Source(_)))
+            .collect();
+        Running {
+            nodes,
+            inbound,
+            sources,
+            park_next: 0,
+            rounds: CheckpointRounds::default(),
         }
-        // Tuples an unaligned checkpoint kept in flight go first.
+    }
+}
+
+/// Waits until the job may go (every PE started) or aborts.
+pub(crate) fn wait_for_go(env: &Env<'_>) {
+    while !env.control.may_go() && !env.control.aborting() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// How a round of a thread's work loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RoundDone {
+    /// It did this many units of work (0: none); the loop goes on.
+    Worked(usize),
+    /// Every instance has finished.
+    Finished,
+    /// The job aborts.
+    Aborted,
+}
+
+/// One thread's instances once started: the work loop's state, one round at a time.
+pub(crate) struct Running {
+    nodes: Vec<RefCell<Node>>,
+    inbound: Vec<Inbound>,
+    /// The nodes that are sources.
+    sources: Vec<usize>,
+    /// The receiver a `park` wait sleeps on next, when the thread has several.
+    park_next: usize,
+    rounds: CheckpointRounds,
+}
+
+impl Running {
+    /// After the go, before the first round: the tuples an unaligned checkpoint kept in flight
+    /// go first, then the instances that resumed finished end their streams at once, as they
+    /// did before. An error aborts the job, which the next round sees.
+    pub(crate) fn begin(&mut self, env: &Env<'_>) {
+        let nodes = &self.nodes;
         for index in 0..nodes.len() {
             let replay = std::mem::take(&mut nodes[index].borrow_mut().replay);
             for (port, log) in replay {
-                if process_batch(&nodes, index, port, log.batch(), env).is_err() {
+                if process_batch(nodes, index, port, log.batch(), env).is_err() {
                     break;
                 }
             }
         }
-        // Instances that resumed finished end their streams at once, as they did before.
         for index in 0..nodes.len() {
             if nodes[index].borrow().resumed_finished
-                && close_node(&nodes, index, env, false).is_err()
+                && close_node(nodes, index, env, false).is_err()
             {
                 break;
             }
         }
-        work_loop(&nodes, &mut inbound, env);
+    }
+
+    /// One round of the work loop: checkpoints, each source's `produce`, a poll of each open
+    /// receiver (at most `poll_batch` messages), the due timers, the senders' flush, the live
+    /// metrics when asked. It never waits, but where a sender waits for room in a full queue
+    /// (unless the sender holds when full: [`ErasedSender::hold_when_full`]).
+    pub(crate) fn round(&mut self, env: &Env<'_>) -> RoundDone {
+        let nodes = &self.nodes;
+        env.progress.beat();
+        if env.control.aborting() {
+            return RoundDone::Aborted;
+        }
+        if let Some(cpu) = &env.cpu {
+            cpu.begin_round();
+        }
+        let mut work = 0usize;
+        if env.checkpointed {
+            match checkpoint_round(nodes, &self.sources, &mut self.rounds, env) {
+                Ok(n) => work += n,
+                Err(_) => return RoundDone::Aborted,
+            }
+        }
+        for &index in &self.sources {
+            if nodes[index].borrow().finished {
+                continue;
+            }
+            let step = if env.control.stop_requested() {
+                if env.control.suspending() {
+                    suspend_node(nodes, index, env).map(|()| 1)
+                } else {
+                    finish_node(nodes, index, env).map(|()| 1)
+                }
+            } else {
+                produce(nodes, index, env)
+            };
+            match step {
+                Ok(done) => work += done,
+                Err(_) => return RoundDone::Aborted,
+            }
+        }
+        for input in self.inbound.iter_mut().filter(|i| i.open > 0) {
+            match poll_input(nodes, input, env) {
+                Ok(n) => work += n,
+                Err(()) => return RoundDone::Aborted,
+            }
+        }
+        match fire_processing_timers(nodes, env) {
+            Ok(n) => work += n,
+            Err(_) => return RoundDone::Aborted,
+        }
+        // After work, publish what the senders staged; when idle, finish what an earlier
+        // flush left behind (a TCP frame held for batching, a socket that was full).
+        flush(nodes, work == 0);
+        if let Some(metrics) = env.metrics.filter(|m| m.asked()) {
+            publish(nodes, &mut self.inbound, metrics);
+        }
+        if let Some(cpu) = &env.cpu {
+            cpu.end_round(nodes);
+        }
+        // A thread leaves once its instances finished and its inputs ended. An instance
+        // finishes after its inputs end, except one that resumed finished: its upstreams
+        // resumed finished too and send their ends now, which must find it still here.
+        let ended = self.inbound.iter().all(|i| i.open == 0);
+        if ended && nodes.iter().all(|n| n.borrow().finished) {
+            return RoundDone::Finished;
+        }
+        RoundDone::Worked(work)
+    }
+
+    /// Sleeps on the doorbell of one open receiver until its sender publishes, at most
+    /// `timeout` (`IdleStrategy::Park`); false if there is none to park on. A thread with
+    /// several receivers parks on each in turn: data arriving on another waits at most one
+    /// timeout, and every receiver is polled after each wait anyway.
+    pub(crate) fn park(&mut self, timeout: Duration) -> bool {
+        let count = self.inbound.len();
+        for k in 0..count {
+            let at = (self.park_next + k) % count;
+            if self.inbound[at].open > 0 {
+                self.park_next = at + 1;
+                return self.inbound[at].receiver.park(timeout);
+            }
+        }
+        false
+    }
+
+    /// Makes every sender to another thread hold what finds its queue full rather than wait
+    /// for room ([`ErasedSender::hold_when_full`]).
+    pub(crate) fn hold_when_full(&mut self) {
+        for sender in self.senders() {
+            sender.hold_when_full();
+        }
+    }
+
+    /// Flushes every sender; whether one still holds messages its queue had no room for.
+    pub(crate) fn flush_held(&mut self) -> bool {
+        self.senders().for_each(|sender| sender.flush());
+        self.holds()
+    }
+
+    /// Whether a sender holds messages its queue had no room for (or a flush left behind).
+    pub(crate) fn holds(&mut self) -> bool {
+        self.senders().any(|sender| sender.pending())
+    }
+
+    /// Flushes and sleeps on the first sender that holds messages until its receiver makes
+    /// room, at most `timeout`; false if none holds any or its transport cannot park.
+    pub(crate) fn park_held(&mut self, timeout: Duration) -> bool {
+        self.senders()
+            .find(|sender| sender.pending())
+            .is_some_and(|sender| sender.park(timeout))
+    }
+
+    /// The sender of every edge to another thread, of every instance.
+    fn senders(&mut self) -> impl Iterator<Item = &mut Box<dyn ErasedSender>> {
+        self.nodes.iter_mut().flat_map(|cell| {
+            let targets = cell.get_mut().routes.iter_mut().flatten();
+            targets
+                .flat_map(|f| f.targets.iter_mut())
+                .filter_map(|target| match target {
+                    Target::Remote(sender) => Some(sender),
+                    Target::Fused { .. } => None,
+                })
+        })
+    }
+
+    /// After the loop: the live metrics a last time, then the instances' stop hooks and their
+    /// reports (none if the job aborted).
+    pub(crate) fn reports(self, env: &Env<'_>) -> Vec<InstanceReport> {
+        let Running {
+            nodes, mut inbound, ..
+        } = self;
         if let Some(metrics) = env.metrics {
             publish(&nodes, &mut inbound, metrics);
         }
@@ -922,92 +1106,6 @@ fn resume(nodes: &[RefCell<Node>], index: usize, env: &Env<'_>) -> Result<(), Op
     node.tuples_out = state.counted.tuples_out;
     node.ended_ports = state.ended_ports;
     Ok(())
-}
-
-fn work_loop(nodes: &[RefCell<Node>], inbound: &mut [Inbound], env: &Env<'_>) {
-    let sources: Vec<usize> = (0..nodes.len())
-        .filter(|&i| matches!(nodes[i].borrow().body, Body::Source(_)))
-        .collect();
-    let mut idle = env.idle.waiter();
-    // The receiver a `park` wait sleeps on next, when the thread has several.
-    let mut park_next = 0;
-    let mut rounds = CheckpointRounds::default();
-    loop {
-        env.progress.beat();
-        if env.control.aborting() {
-            return;
-        }
-        if let Some(cpu) = &env.cpu {
-            cpu.begin_round();
-        }
-        let mut work = 0usize;
-        if env.checkpointed {
-            match checkpoint_round(nodes, &sources, &mut rounds, env) {
-                Ok(n) => work += n,
-                Err(_) => return,
-            }
-        }
-        for &index in &sources {
-            if nodes[index].borrow().finished {
-                continue;
-            }
-            let step = if env.control.stop_requested() {
-                if env.control.suspending() {
-                    suspend_node(nodes, index, env).map(|()| 1)
-                } else {
-                    finish_node(nodes, index, env).map(|()| 1)
-                }
-            } else {
-                produce(nodes, index, env)
-            };
-            match step {
-                Ok(done) => work += done,
-                Err(_) => return,
-            }
-        }
-        for input in inbound.iter_mut().filter(|i| i.open > 0) {
-            match poll_input(nodes, input, env) {
-                Ok(n) => work += n,
-                Err(()) => return,
-            }
-        }
-        match fire_processing_timers(nodes, env) {
-            Ok(n) => work += n,
-            Err(_) => return,
-        }
-        // After work, publish what the senders staged; when idle, finish what an earlier
-        // flush left behind (a TCP frame held for batching, a socket that was full).
-        flush(nodes, work == 0);
-        if let Some(metrics) = env.metrics.filter(|m| m.asked()) {
-            publish(nodes, inbound, metrics);
-        }
-        if let Some(cpu) = &env.cpu {
-            cpu.end_round(nodes);
-        }
-        // A thread leaves once its instances finished and its inputs ended. An instance
-        // finishes after its inputs end, except one that resumed finished: its upstreams
-        // resumed finished too and send their ends now, which must find it still here.
-        if nodes.iter().all(|n| n.borrow().finished) && inbound.iter().all(|i| i.open == 0) {
-            return;
-        }
-        idle.after_or_park(work, |timeout| park(inbound, &mut park_next, timeout));
-    }
-}
-
-/// Sleeps on the doorbell of one open receiver until its sender publishes, at most `timeout`
-/// (`IdleStrategy::Park`); false if there is none to park on. A thread with several receivers
-/// parks on each in turn: data arriving on another waits at most one timeout, and every
-/// receiver is polled after each wait anyway.
-fn park(inbound: &mut [Inbound], next: &mut usize, timeout: Duration) -> bool {
-    let count = inbound.len();
-    for k in 0..count {
-        let at = (*next + k) % count;
-        if inbound[at].open > 0 {
-            *next = at + 1;
-            return inbound[at].receiver.park(timeout);
-        }
-    }
-    false
 }
 
 fn poll_input(nodes: &[RefCell<Node>], input: &mut Inbound, env: &Env<'_>) -> Result<usize, ()> {

@@ -42,6 +42,7 @@ mod exec;
 pub mod metrics;
 mod options;
 mod report;
+mod scheduler;
 mod state;
 pub mod watch;
 

@@ -72,6 +72,11 @@ pub struct RunOptions {
     /// The most bytes (encoded tuples) the sinks of a job running in PE processes may return
     /// to the launching process (`collect()`); past it the job fails naming the limit.
     pub collect_limit: u64,
+    /// The most polling workers (OS threads running the plan's threads) a process runs; `None`:
+    /// its cores. A process whose PEs have more threads than this runs them as tasks on this
+    /// many workers, which take turns without waiting on the kernel (`scheduler`'s module
+    /// doc); with at most this many, each thread runs on its own.
+    pub workers: Option<usize>,
 }
 
 /// How a job takes checkpoints and recovers from them ([`RunOptions::checkpoints`]).
@@ -159,6 +164,7 @@ impl Default for RunOptions {
             suspendable: false,
             checkpoints: None,
             collect_limit: DEFAULT_COLLECT_LIMIT,
+            workers: None,
         }
     }
 }

@@ -330,6 +330,8 @@ fn run_holding(
             align_limit,
             ..CheckpointOptions::new(Duration::from_millis(1), dir)
         }),
+        // A threaded plan's instances share two workers whatever the machine's cores.
+        workers: Some(2),
         ..RunOptions::default()
     };
     let sites = Sites::new(

@@ -500,11 +500,23 @@ fn execute_on(
     request: &PlanRequest,
     options: &PlanOptions,
 ) -> Result<Outcome, String> {
+    execute_on_workers(nodes, input, request, options, None)
+}
+
+/// As [`execute_on`], with at most `workers` polling workers per process (`None`: its cores).
+fn execute_on_workers(
+    nodes: &[Node],
+    input: &[u64],
+    request: &PlanRequest,
+    options: &PlanOptions,
+    workers: Option<usize>,
+) -> Result<Outcome, String> {
     let into: Collected<u64> = Default::default();
     let graph = build(nodes, input, &into);
     let physical = plan(&graph, request, options).map_err(|e| format!("plan: {e}"))?;
     let run = RunOptions {
         launcher: Launcher::InProcess,
+        workers,
         ..RunOptions::default()
     };
     let job = start(&graph, &physical, &run).map_err(|e| e.to_string())?;
@@ -759,6 +771,17 @@ proptest! {
         let threaded = execute(&nodes, &case.input, &PlanRequest::Threaded).map_err(TestCaseError::fail)?;
         check_reference(&nodes, &models, &threaded, &what("threaded"))?;
         check_same(&nodes, &models, &fused, &threaded, &what("threaded"))?;
+
+        // More instances than workers: they share the workers' cores as tasks.
+        for workers in [1, 2] {
+            let shared = execute_on_workers(
+                &nodes, &case.input, &PlanRequest::Threaded, &on_this_machine(), Some(workers),
+            )
+            .map_err(TestCaseError::fail)?;
+            let what = what(&format!("threaded on {workers} worker(s)"));
+            check_reference(&nodes, &models, &shared, &what)?;
+            check_same(&nodes, &models, &fused, &shared, &what)?;
+        }
 
         let processes = execute(&nodes, &case.input, &PlanRequest::Processes).map_err(TestCaseError::fail)?;
         check_reference(&nodes, &models, &processes, &what("processes"))?;

@@ -12,7 +12,7 @@ use crate::{PlanFile, PlanRequest};
 #[derive(Debug, Error)]
 pub enum PlanChoiceError {
     /// Neither the name of a plan nor an existing file.
-    #[error("--plan {0}: not 'fused', 'threaded', 'processes' or an existing plan file")]
+    #[error("--plan {0}: not 'auto', 'fused', 'threaded', 'processes' or an existing plan file")]
     Unknown(String),
     /// The plan file exists but cannot be read.
     #[error("cannot read plan file {path}")]
@@ -71,6 +71,7 @@ impl PlanRequest {
             "fused" => Ok(Self::Fused),
             "threaded" => Ok(Self::Threaded),
             "processes" => Ok(Self::Processes),
+            "auto" => Ok(Self::Auto),
             path => {
                 let path = PathBuf::from(path);
                 let shown = path.display().to_string();
@@ -106,7 +107,7 @@ mod tests {
         let unknown = PlanRequest::from_choice("/no/such/plan.toml").unwrap_err();
         let unknown = unknown.to_string();
         assert!(
-            unknown.starts_with("--plan /no/such/plan.toml: not 'fused', 'threaded'"),
+            unknown.starts_with("--plan /no/such/plan.toml: not 'auto', 'fused', 'threaded'"),
             "{unknown}"
         );
         let dir = std::env::temp_dir().join(format!("sluice-plan-choice-{}", std::process::id()));

@@ -35,5 +35,5 @@ pub use hosts::{HostSpec, HostsError, HostsFile, HostsFileError, LauncherSpec};
 pub use plan::{
     ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
 };
-pub use planner::{plan, replicated_graph, PlanError, PlanOptions, PlanRequest};
+pub use planner::{auto_reason, plan, replicated_graph, PlanError, PlanOptions, PlanRequest};
 pub use text_file::{read_text_file, MAX_TEXT_FILE_BYTES};

@@ -1161,3 +1161,52 @@ fn a_fan_in_past_sixteen_processes_is_one_ring_and_past_the_ring_several() {
         ]
     );
 }
+
+#[test]
+fn auto_never_plans_more_threads_than_cores_and_places_every_instance_once() {
+    for cores in 1..=8 {
+        for parallelism in 1..=6 {
+            let graph = graph_with_sum(parallelism);
+            let options = PlanOptions { cores, ..options() };
+            let p = plan(&graph, &PlanRequest::Auto, &options).unwrap();
+            let threads = p.threads().count();
+            let instances = p.instances.len();
+            assert_eq!(threads, cores.min(instances), "{cores} cores\n{p}");
+            let mut placed: Vec<usize> = p
+                .threads()
+                .flat_map(|t| t.instances.iter().map(|i| i.0))
+                .collect();
+            placed.sort_unstable();
+            assert_eq!(placed, (0..instances).collect::<Vec<_>>(), "{p}");
+            let sizes: Vec<usize> = p.threads().map(|t| t.instances.len()).collect();
+            let (least, most) = (sizes.iter().min(), sizes.iter().max());
+            assert!(
+                most.zip(least).is_some_and(|(m, l)| m - l <= 1),
+                "{sizes:?}"
+            );
+            assert_eq!(p.pes.len(), 1);
+        }
+    }
+}
+
+#[test]
+fn auto_on_two_cores_splits_wordcount_where_the_two_thread_plan_does() {
+    let p = plan(&graph_with_sum(1), &PlanRequest::Auto, &options()).unwrap();
+    let names: Vec<Vec<&str>> = p
+        .threads()
+        .map(|t| {
+            t.instances
+                .iter()
+                .map(|i| p.instance(*i).name.as_str())
+                .collect()
+        })
+        .collect();
+    assert_eq!(names, [vec!["source", "split"], vec!["sum", "sink"]]);
+    assert_eq!(p.strategy, "auto");
+    assert!(
+        p.threads().all(|t| t.core.is_some()),
+        "two threads on two cores are pinned"
+    );
+    let why = sluice_plan::auto_reason(&p, 2);
+    assert!(why.starts_with("auto: 2 thread(s) for 2 core(s)"), "{why}");
+}

@@ -18,8 +18,8 @@ use std::time::Duration;
 use sluice_types::{BatchRef, Message, Punctuation, Tuple, TupleRef, TupleSchema};
 
 use crate::{
-    ChannelSite, ReceiverStats, RecvError, Rendezvous, SendError, TransportError, TransportSpec,
-    TupleReceiver, TupleSender,
+    ChannelSite, ReceiverStats, RecvError, Refused, Rendezvous, SendError, TransportError,
+    TransportSpec, TupleReceiver, TupleSender,
 };
 
 /// What a receiver hands to the runtime, in stream order.
@@ -59,6 +59,13 @@ pub trait ErasedSender: Send {
         let _ = timeout;
         false
     }
+    /// From now on an offer that finds the transport full is taken all the same: the sender
+    /// holds the message, in order behind what it already holds, and returns `Ok`; it goes
+    /// first on the next offer or [`ErasedSender::flush`], and [`ErasedSender::pending`] holds
+    /// until it has. For a caller that must not wait where it sends (an instance sharing a
+    /// core with others, which returns to its worker instead: `sluice-exec`'s scheduler); the
+    /// caller bounds what is held by sending nothing new while `pending` holds.
+    fn hold_when_full(&mut self);
 }
 
 /// A type-erased receiving end.
@@ -286,6 +293,8 @@ fn erase_sender<T: Tuple>(inner: Box<dyn TupleSender<T>>) -> Box<dyn ErasedSende
     Box::new(ErasedTx {
         inner,
         held: VecDeque::new(),
+        held_after: VecDeque::new(),
+        overdraft: false,
     })
 }
 
@@ -302,15 +311,46 @@ struct ErasedTx<T> {
     /// Tuples of a batch the transport had no room for yet, in order: they go before anything
     /// offered after them.
     held: VecDeque<T>,
+    /// Messages offered while the transport was full once it holds when full
+    /// ([`ErasedSender::hold_when_full`]), in order behind `held`.
+    held_after: VecDeque<Message<T>>,
+    /// Whether an offer that finds the transport full is held rather than refused.
+    overdraft: bool,
 }
 
 impl<T: Tuple> ErasedTx<T> {
     fn offer_message(&mut self, message: Message<T>) -> Result<(), SendError> {
-        self.send_held()?;
-        self.inner.offer(message).map_err(|refused| refused.error)
+        if let Err(error) = self.send_held() {
+            return self
+                .hold_or_refuse(message, error)
+                .map_err(|(_, error)| error);
+        }
+        match self.inner.offer(message) {
+            Ok(()) => Ok(()),
+            Err(refused) => self
+                .hold_or_refuse(refused.message, refused.error)
+                .map_err(|(_, error)| error),
+        }
     }
 
-    /// Moves held tuples into the transport, in order; `Full` while some are still held.
+    /// `message` could not go now, for `error`: held behind what is held when the sender
+    /// holds on a full transport, else handed back with the error.
+    fn hold_or_refuse(
+        &mut self,
+        message: Message<T>,
+        error: SendError,
+    ) -> Result<(), (Message<T>, SendError)> {
+        if !(self.overdraft && error == SendError::Full) {
+            return Err((message, error));
+        }
+        match message {
+            Message::Data(tuple) if self.held_after.is_empty() => self.held.push_back(tuple),
+            message => self.held_after.push_back(message),
+        }
+        Ok(())
+    }
+
+    /// Moves held messages into the transport, in order; `Full` while some are still held.
     #[inline]
     fn send_held(&mut self) -> Result<(), SendError> {
         while let Some(tuple) = self.held.pop_front() {
@@ -318,6 +358,12 @@ impl<T: Tuple> ErasedTx<T> {
                 if let Message::Data(tuple) = refused.message {
                     self.held.push_front(tuple);
                 }
+                return Err(refused.error);
+            }
+        }
+        while let Some(message) = self.held_after.pop_front() {
+            if let Err(refused) = self.inner.offer(message) {
+                self.held_after.push_front(refused.message);
                 return Err(refused.error);
             }
         }
@@ -333,22 +379,26 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
             .ok_or(SendError::TypeMismatch {
                 expected: std::any::type_name::<T>(),
             })?;
-        if slot.is_none() {
-            return Ok(());
-        }
-        self.send_held()?;
         let Some(tuple) = slot.take() else {
             return Ok(());
         };
-        match self.inner.offer(Message::Data(tuple)) {
-            Ok(()) => Ok(()),
-            Err(refused) => {
-                if let Message::Data(tuple) = refused.message {
+        let offered = match self.send_held() {
+            Ok(()) => self.inner.offer(Message::Data(tuple)),
+            Err(error) => Err(Refused {
+                error,
+                message: Message::Data(tuple),
+            }),
+        };
+        let Err(refused) = offered else {
+            return Ok(());
+        };
+        self.hold_or_refuse(refused.message, refused.error)
+            .map_err(|(message, error)| {
+                if let Message::Data(tuple) = message {
                     *slot = Some(tuple);
                 }
-                Err(refused.error)
-            }
-        }
+                error
+            })
     }
 
     fn offer_batch(&mut self, batch: &mut dyn Any) -> Result<(), SendError> {
@@ -361,13 +411,21 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
         // back in the vector moved the unsent tail to its front on every call: a batch of n
         // crossing a queue of c slots cost n^2/c moves (a 56 MB line's 12 M words spent 47% of
         // a two-thread WordCount in memmove).
-        if self.held.is_empty() {
+        if !self.held_after.is_empty() {
+            // Behind a held punctuation or end, in order.
+            self.held_after.extend(batch.drain(..).map(Message::Data));
+        } else if self.held.is_empty() {
             // Over the vector's own buffer: no copy.
             self.held = VecDeque::from(std::mem::take(batch));
         } else {
             self.held.extend(batch.drain(..));
         }
-        self.send_held()?;
+        match self.send_held() {
+            Ok(()) => {}
+            // What did not fit is held either way; holding it is what the caller asked for.
+            Err(SendError::Full) if self.overdraft => return Ok(()),
+            Err(error) => return Err(error),
+        }
         if batch.capacity() == 0 {
             // Give the buffer back for the next batch (an empty deque converts in O(1)).
             *batch = Vec::from(std::mem::take(&mut self.held));
@@ -379,8 +437,13 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
         let tuple = tuple.get::<T>().ok_or(SendError::TypeMismatch {
             expected: std::any::type_name::<T>(),
         })?;
-        self.send_held()?;
-        self.inner.offer_copy(tuple)
+        let offered = self.send_held().and_then(|()| self.inner.offer_copy(tuple));
+        match offered {
+            Ok(()) => Ok(()),
+            Err(error) => self
+                .hold_or_refuse(Message::Data(tuple.clone()), error)
+                .map_err(|(_, error)| error),
+        }
     }
 
     fn offer_punctuation(&mut self, punctuation: Punctuation) -> Result<(), SendError> {
@@ -399,11 +462,15 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
     }
 
     fn pending(&self) -> bool {
-        !self.held.is_empty() || self.inner.pending()
+        !self.held.is_empty() || !self.held_after.is_empty() || self.inner.pending()
     }
 
     fn park(&mut self, timeout: Duration) -> bool {
         self.inner.park(timeout)
+    }
+
+    fn hold_when_full(&mut self) {
+        self.overdraft = true;
     }
 }
 
@@ -491,5 +558,84 @@ mod tuple_log_tests {
             let _ = stream.decode_log(&bytes[..cut]);
         }
         assert!(stream.decode_log(&bytes[..bytes.len() - 1]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod overdraft_tests {
+    use super::*;
+
+    /// What a receiver delivers, as text: `t<n>` for a tuple, `w<time>` for a watermark, `end`.
+    fn drain(receiver: &mut dyn ErasedReceiver, into: &mut Vec<String>) {
+        let _ = receiver.poll(usize::MAX, &mut |delivery| {
+            match delivery {
+                Delivery::Batch(batch) => {
+                    into.extend(batch.iter_as::<u64>().map(|t| format!("t{t}")))
+                }
+                Delivery::Punctuation(Punctuation::Watermark { time, .. }) => {
+                    into.push(format!("w{time}"))
+                }
+                Delivery::Punctuation(other) => into.push(format!("{other:?}")),
+                Delivery::EndOfStream => into.push("end".into()),
+            }
+            ControlFlow::Continue(())
+        });
+    }
+
+    #[test]
+    fn a_sender_holding_when_full_takes_every_offer_and_delivers_it_in_order() {
+        let stream = StreamType::of::<u64>();
+        let (mut tx, mut rx) = stream
+            .connect(&TransportSpec::Threaded { capacity: 2 })
+            .unwrap();
+        tx.hold_when_full();
+        let mut expected = Vec::new();
+        let mut next = 0u64;
+        for round in 0..3u64 {
+            for _ in 0..3 {
+                let mut slot = Some(next);
+                tx.offer_tuple(&mut slot).unwrap();
+                assert_eq!(slot, None, "the held tuple left the caller's slot");
+                expected.push(format!("t{next}"));
+                next += 1;
+            }
+            tx.offer_copy(TupleRef::new(&next)).unwrap();
+            expected.push(format!("t{next}"));
+            next += 1;
+            tx.offer_punctuation(Punctuation::Watermark {
+                time: round,
+                from: 0,
+            })
+            .unwrap();
+            expected.push(format!("w{round}"));
+            let mut batch = vec![next, next + 1];
+            tx.offer_batch(&mut batch).unwrap();
+            expected.extend([format!("t{next}"), format!("t{}", next + 1)]);
+            next += 2;
+        }
+        tx.offer_end().unwrap();
+        expected.push("end".into());
+        assert!(tx.pending(), "a queue of 2 cannot have taken all of it");
+        let mut got = Vec::new();
+        for _ in 0..expected.len() {
+            tx.flush();
+            drain(rx.as_mut(), &mut got);
+        }
+        assert!(!tx.pending());
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_sender_not_holding_refuses_when_full() {
+        let stream = StreamType::of::<u64>();
+        let (mut tx, _rx) = stream
+            .connect(&TransportSpec::Threaded { capacity: 1 })
+            .unwrap();
+        let refused = (0..8u64).find_map(|t| tx.offer_tuple(&mut Some(t)).err());
+        assert_eq!(refused, Some(SendError::Full));
+        assert_eq!(
+            tx.offer_punctuation(Punctuation::WindowMarker),
+            Err(SendError::Full)
+        );
     }
 }

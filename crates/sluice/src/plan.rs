@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use clap::Args;
 use sluice_apps::AppConfig;
+use sluice_plan::PlanRequest;
 
 use crate::plan_choice::AppArgs;
 
@@ -45,6 +46,10 @@ pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&plan)?)?;
     } else {
         write!(out, "{plan}")?;
+        if args.app.request()? == PlanRequest::Auto {
+            let cores = args.app.plan_options()?.cores;
+            writeln!(out, "{}", sluice_plan::auto_reason(&plan, cores))?;
+        }
     }
     Ok(())
 }

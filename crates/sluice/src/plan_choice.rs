@@ -18,7 +18,8 @@ pub(crate) struct AppArgs {
     /// its checkpoint flags).
     #[arg(skip)]
     pub checkpointed: bool,
-    /// `fused` (one thread), `threaded` (a thread per operator instance), `processes` (a
+    /// `fused` (one thread), `auto` (a thread per core, the operators cut in order into runs
+    /// of about equal count), `threaded` (a thread per operator instance), `processes` (a
     /// process per operator instance, joined by shared memory), a plan the application ships
     /// (see `sluice apps`), or a plan file (TOML) that places operators in threads and
     /// processes and pins transports.

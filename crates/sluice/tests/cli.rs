@@ -276,6 +276,32 @@ fn plan_shows_threads_edges_and_transports() {
     assert!(stdout(&o).contains("\"kind\": \"fused\""), "{}", stdout(&o));
 }
 
+#[test]
+fn plan_auto_never_emits_more_polling_workers_than_cores_and_says_why() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for parallelism in ["1", "3", "8"] {
+        let setting = format!("parallelism={parallelism}");
+        let o = sluice(&["plan", "wordcount", "--plan", "auto", "--set", &setting]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = stdout(&o);
+        let threads: usize = text
+            .split(" PE(s), ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no thread count in {text}"));
+        assert!((1..=cores).contains(&threads), "{cores} cores: {text}");
+        assert!(
+            text.contains("1 PE(s)"),
+            "one process, one worker a thread: {text}"
+        );
+        assert!(
+            text.contains(&format!("auto: {threads} thread(s) for {cores} core(s)")),
+            "{text}"
+        );
+    }
+}
+
 fn assert_one_line_error(args: &[&str], needle: &str) {
     let o = sluice(args);
     assert_eq!(o.status.code(), Some(1), "{args:?}");
