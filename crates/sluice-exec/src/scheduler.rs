@@ -5,7 +5,7 @@
 //! cores: a thread that finds its queue full or empty spins or parks, and the one it waits for
 //! runs only when the kernel next gives it a slice (tens of microseconds late, or a whole
 //! scheduler tick). Instead, where a process has more plan threads than polling workers
-//! ([`crate::RunOptions::workers`], by default its cores), each worker, one OS thread, runs
+//! ([`crate::RunOptions::workers`], `sluice run --workers N`), each worker, one OS thread, runs
 //! several plan threads as [`Task`]s (Timely's workers and Flink's mailbox are the models).
 //! A worker turns through its tasks in order (the plan lists upstream before downstream, so a
 //! task that just filled its queue is followed by its consumer when they share the worker),

@@ -71,6 +71,11 @@ pub(crate) struct RunArgs {
     /// thread and core counts).
     #[arg(long, value_parser = IdleStrategy::parse)]
     idle: Option<IdleStrategy>,
+    /// Run each process's plan threads on at most this many polling workers (OS threads, one
+    /// pinned per core), which take them in turn without waiting on the kernel, when the plan
+    /// has more (default: each plan thread its own OS thread).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    workers: Option<u32>,
     /// Fail the job when a thread makes no progress, or a PE sends no heartbeat, for this many
     /// seconds (default 5).
     #[arg(long, value_parser = parse_seconds)]
@@ -138,6 +143,7 @@ pub(crate) fn implicit_defaults() -> Vec<(&'static str, String)> {
             sluice_transport::DEFAULT_QUEUE_CAPACITY.to_string(),
         ),
         ("idle", "chosen from the thread and core counts".into()),
+        ("workers", "each plan thread its own OS thread".into()),
         (
             "stall-timeout",
             defaults.stall_timeout.as_secs_f64().to_string(),
@@ -298,6 +304,7 @@ fn run_options(args: &RunArgs, duration: Option<Duration>) -> RunOptions {
         stall_timeout: args.stall_timeout.unwrap_or(defaults.stall_timeout),
         drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
         start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
+        workers: args.workers.map(|n| n as usize),
         ..defaults
     }
 }
