@@ -82,6 +82,30 @@ to = "sum"
 transport = { kind = "shm-vega", slot_bytes = 128, slots = 64 }
 "#;
 
+/// Two PEs of several threads each (with `--set parallelism=3`).
+const TWO_PES_OF_THREADS_PLAN: &str = r#"
+[[thread]]
+name = "read"
+pe = "a"
+operators = ["sentences", "split"]
+[[thread]]
+name = "count-a"
+pe = "a"
+operators = ["sum[0]"]
+[[thread]]
+name = "count-b"
+pe = "b"
+operators = ["sum[1]"]
+[[thread]]
+name = "count-c"
+pe = "b"
+operators = ["sum[2]"]
+[[thread]]
+name = "tail"
+pe = "b"
+operators = ["counts"]
+"#;
+
 /// The three counting instances in two PEs sending into one `shm-osr` receiver in a third:
 /// three senders, one ring.
 const FAN_IN_PLAN: &str = r#"
@@ -182,6 +206,29 @@ fn wordcount_counts_match_across_processes_and_partitions() {
     );
     assert_eq!(outputs[0].lines().count(), 257);
     assert!(outputs.iter().all(|o| *o == outputs[0]));
+}
+
+/// `--workers 1`: every plan thread of a process a task of one polling worker, the counts
+/// those of one thread.
+#[test]
+fn wordcount_counts_match_on_one_shared_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    let text: String = (0..2000u64)
+        .map(|i| format!("w{} w{} w{}\n", i % 97, i % 13, (i * 7) % 251))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let plan_file = dir.path().join("two-pes.toml");
+    std::fs::write(&plan_file, TWO_PES_OF_THREADS_PLAN).unwrap();
+    let one_thread = wordcount_outputs(dir.path(), &input, &["fused"], &[]);
+    let shared = wordcount_outputs(
+        dir.path(),
+        &input,
+        &["threaded", plan_file.to_str().unwrap()],
+        &["--set", "parallelism=3", "--workers", "1"],
+    );
+    assert_eq!(one_thread[0].lines().count(), 251);
+    assert!(shared.iter().all(|o| *o == one_thread[0]));
 }
 
 /// The shared segments of the job run by the launcher with pid `pid`.
