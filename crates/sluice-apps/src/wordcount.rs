@@ -81,7 +81,7 @@ pub const SPEC: AppSpec = AppSpec {
             "the guarantee of a kafka:// --output: at-least-once (default) or exactly-once (one Kafka transaction per checkpoint; read it with isolation.level=read_committed)",
         ),
         (
-            "kafka_follow",
+            "kafka-follow",
             "a kafka:// --input: false (default) reads up to the end offsets the topic had at the start; true reads new records as they come, until --duration ends",
         ),
         (
@@ -218,7 +218,7 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             let mut kafka = registry::kafka_source_config(target)?;
             // `--rate`: sentences per second, as of generated ones.
             kafka.max_rate = input.rate;
-            if settings.get("kafka_follow", false)? {
+            if settings.get("kafka-follow", false)? {
                 kafka.end = EndAt::Unbounded;
             }
             flow.read_kafka("sentences", kafka, Lines)

@@ -495,7 +495,8 @@ mod tests {
     fn tab_completes_keywords_types_and_functions() {
         assert_eq!(completions("SEL"), ["select"]);
         assert_eq!(completions("ex"), ["exit", "extract"]);
-        assert_eq!(completions("inp"), ["inPset"]);
+        assert_eq!(completions("inp"), ["inPset", "input"]);
+        assert_eq!(completions("inps"), ["inPset"]);
         assert_eq!(completions("s"), completions("S"));
         assert!(completions("s").contains(&"sp".to_owned()));
         assert!(completions("é").is_empty());

@@ -20,7 +20,7 @@
 //! time the consumer has it minus the time in it, both on this process's monotonic clock,
 //! into an HDR histogram. Measured three ways on the same broker: the baseline, the consumer
 //! reading the producer's topic directly (rdkafka's round trip); WordCount at least once
-//! (`--set kafka_follow=true`, the marker word's count read from its output topic); and
+//! (`--set kafka-follow=true`, the marker word's count read from its output topic); and
 //! exactly once, whose output is visible only once the checkpoint after it commits, so its
 //! latency is bounded below by about half the checkpoint interval on average (1 s here: a
 //! p50 near 0.5 s, a p99 near 1 s more than at least once).
@@ -624,7 +624,7 @@ impl Paced {
         let mut command = wordcount_command(broker, plan, &input, &output)?;
         command.args([
             "--set",
-            "kafka_follow=true",
+            "kafka-follow=true",
             "--duration",
             &seconds.to_string(),
         ]);
