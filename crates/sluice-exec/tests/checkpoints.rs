@@ -276,6 +276,21 @@ impl CheckpointSink for Parts {
 }
 
 impl Parts {
+    /// Every complete checkpoint of a job of `instances` instances, in order, with its state.
+    fn every_complete(&self, instances: usize) -> Vec<(u64, JobState)> {
+        let last = self
+            .taken
+            .lock()
+            .unwrap()
+            .keys()
+            .max()
+            .copied()
+            .unwrap_or(0);
+        (1..=last)
+            .filter_map(|n| self.complete(n, instances).map(|state| (n, state)))
+            .collect()
+    }
+
     /// The state checkpoint `n` holds if every one of `instances` has its part in it: the
     /// state it took, or that it finished before.
     fn complete(&self, n: u64, instances: usize) -> Option<JobState> {
@@ -434,17 +449,7 @@ fn resumed_from_any_checkpoint(unaligned: bool, align_limit: u64) {
             "{request:?}: checkpoints change no output"
         );
         let instances = planned(&graph, &request).instances.len();
-        let last = parts
-            .taken
-            .lock()
-            .unwrap()
-            .keys()
-            .max()
-            .copied()
-            .unwrap_or(0);
-        let complete: Vec<(u64, JobState)> = (1..=last)
-            .filter_map(|n| parts.complete(n, instances).map(|state| (n, state)))
-            .collect();
+        let complete = parts.every_complete(instances);
         assert!(
             complete.len() >= 2,
             "{request:?}: checkpoints were taken while it ran ({})",
@@ -523,16 +528,9 @@ fn an_input_that_finished_early_resumes_finished_and_loses_nothing() {
         let parts = Arc::new(Parts::default());
         run(&graph, plan, None, Some(parts.clone()), unaligned).unwrap();
         assert_eq!(sorted(&kept), expected, "checkpoints change no output");
-        let last = parts
-            .taken
-            .lock()
-            .unwrap()
-            .keys()
-            .max()
-            .copied()
-            .unwrap_or(0);
-        let mid_stream: Vec<(u64, JobState)> = (1..=last)
-            .filter_map(|n| parts.complete(n, plan.instances.len()).map(|s| (n, s)))
+        let mid_stream: Vec<(u64, JobState)> = parts
+            .every_complete(plan.instances.len())
+            .into_iter()
             .filter(|(_, s)| !s.operators["tally"][0].finished)
             .collect();
         let ended = mid_stream
@@ -713,9 +711,9 @@ proptest! {
         run(&graph, &plan, None, Some(parts_taken.clone()), unaligned).unwrap();
         prop_assert_eq!(&sorted(&kept), &expected, "checkpoints change no output");
 
-        let last = parts_taken.taken.lock().unwrap().keys().max().copied().unwrap_or(0);
-        let mid_stream: Vec<(u64, JobState)> = (1..=last)
-            .filter_map(|n| parts_taken.complete(n, plan.instances.len()).map(|s| (n, s)))
+        let mid_stream: Vec<(u64, JobState)> = parts_taken
+            .every_complete(plan.instances.len())
+            .into_iter()
             .filter(|(_, s)| sinks_running(s))
             .collect();
         prop_assume!(!mid_stream.is_empty(), "no checkpoint completed with every sink running");
