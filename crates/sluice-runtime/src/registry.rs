@@ -338,14 +338,9 @@ fn register(identity: &JobIdentity<'_>, controls: Controls) -> Result<Registrati
     };
     // Written whole, then renamed: a reader never sees half an entry.
     let partial = dir.join(format!(".{id}.json.partial"));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&partial)
-        .and_then(|mut f| f.write_all(&serde_json::to_vec(&entry)?))
-        .and_then(|()| std::fs::rename(&partial, &path))
+    serde_json::to_vec(&entry)
+        .map_err(std::io::Error::from)
+        .and_then(|bytes| write_whole(&partial, &path, &bytes))
         .map_err(io(format!("register the job in {}", dir.display())))?;
     let answering = Arc::new(Answering {
         controls,
@@ -711,6 +706,19 @@ impl DefaultNames {
             k += 1;
         }
     }
+}
+
+/// Writes `bytes` to `partial` (mode 0600), then renames it to `path`: a reader never sees
+/// half a file.
+pub(crate) fn write_whole(partial: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(partial)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(partial, path))
 }
 
 #[cfg(test)]

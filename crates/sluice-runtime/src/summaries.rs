@@ -7,8 +7,6 @@
 //! [`MAX_SUMMARIES`] most recent are kept, older ones removed as a new one is written. A later
 //! job with the same ID (its pid reused) replaces the summary of the earlier one.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -16,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sluice_plan::PhysicalPlan;
 
 use crate::checkpoint_figures::CheckpointFigures;
-use crate::registry::{registry_dir, JobEntry, RegistryError};
+use crate::registry::{registry_dir, write_whole, JobEntry, RegistryError};
 use crate::MetricsSnapshot;
 
 /// The most summaries of ended jobs kept; the oldest go first.
@@ -87,15 +85,7 @@ fn keep_in(dir: &Path, summary: &JobSummary) -> Result<(), RegistryError> {
         source,
     };
     let bytes = serde_json::to_vec(summary)?;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&partial)
-        .and_then(|mut f| f.write_all(&bytes))
-        .and_then(|()| std::fs::rename(&partial, &path))
-        .map_err(io)?;
+    write_whole(&partial, &path, &bytes).map_err(io)?;
     let mut kept = read_all(dir);
     if kept.len() > MAX_SUMMARIES {
         // Newest first: the ones past the bound go.
