@@ -135,7 +135,7 @@ impl Operator for Ballast {
         tuple: TupleRef<'_>,
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
-        out.emit(0, expect_tuple::<u64>(port, tuple)?)
+        out.emit(0, *expect_tuple::<u64>(port, tuple)?)
     }
 
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
