@@ -51,9 +51,11 @@ class KeyedStream:
 
     def count(self, name: str) -> Stream:
         """The running count of each key: ``(key, n)`` for every tuple (counted in Rust)."""
-    def sum(self, name: str) -> Stream:
-        """The running sum of each key's tuples (ints or floats): ``(key, total)`` for every
-        tuple (summed in Rust)."""
+    def sum(self, name: str, field: int | Callable[[Any], int | float] | None = None) -> Stream:
+        """The running sum of each key's ``field`` (the tuple itself without one; an int
+        ``n``: item ``n`` of each tuple, read in Rust; a function: what it returns):
+        ``(key, total)`` for every tuple, summed in Rust, an int while every field is an
+        int. A field that is not a number fails the key-by operator."""
 
 class Collected:
     """What a ``collect`` sink received, readable once the job has run."""

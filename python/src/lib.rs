@@ -18,6 +18,7 @@ pub mod operators;
 pub mod value;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -28,17 +29,17 @@ use sluice_ops::{collected, Collected as Collection, Stream as RustStream};
 use sluice_plan::{PlanOptions, PlanRequest};
 use sluice_runtime::RunOptions;
 
-use crate::operators::{Failures, IterableSource, PythonStep, Shared, Step, Tally, Total};
+use crate::operators::{Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total};
 use crate::value::{Carried, Value};
 
 create_exception!(
-    _native,
+    sluice,
     SluiceError,
     PyException,
     "A Sluice job could not be built, planned or run."
 );
 create_exception!(
-    _native,
+    sluice,
     OperatorError,
     SluiceError,
     "A user's function raised in an operator, which stopped the job; the exception it raised \
@@ -190,7 +191,7 @@ fn add_step<I: Carried, O: operators::Emitted>(
     failures: Failures,
 ) -> RustStream<O> {
     stream.process(name, move |_| {
-        PythonStep::<I, O>::new(f.clone(), step, failures.clone())
+        PythonStep::<I, O>::new(f.clone(), step.clone(), failures.clone())
     })
 }
 
@@ -272,11 +273,12 @@ struct KeyedStream {
 }
 
 impl KeyedStream {
-    /// The key-by operator (the tuples as `(key, tuple)` pairs), keyed by the pair's key.
-    fn pairs(&self, py: Python<'_>, numeric: bool) -> Keyed {
+    /// The key-by operator (the tuples as `(key, field)` pairs), keyed by the pair's key.
+    fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> Keyed {
         let key = self.key.as_ref().map(|k| k.clone_ref(py));
         let pairs: RustStream<(Value, Value)> =
-            self.input.step(&self.name, key, Step::KeyBy { numeric });
+            self.input
+                .step(&self.name, key, Step::KeyBy { field, numeric });
         pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value)
     }
 
@@ -293,13 +295,25 @@ impl KeyedStream {
     /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
     /// (counted in Rust, without calling Python).
     fn count(&self, py: Python<'_>, name: &str) -> Stream {
-        self.pairs_stream(self.pairs(py, false).aggregate(name, Tally))
+        self.pairs_stream(self.pairs(py, Field::Whole, false).aggregate(name, Tally))
     }
 
-    /// The running sum of each key's tuples (ints or floats): `(key, total)` for every tuple
-    /// (summed in Rust). A tuple that is not a number fails the key-by operator.
-    fn sum(&self, py: Python<'_>, name: &str) -> Stream {
-        self.pairs_stream(self.pairs(py, true).aggregate(name, Total))
+    /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
+    /// item `n` of each tuple, read in Rust; a function: what it returns): `(key, total)`
+    /// for every tuple, summed in Rust, an int while every field is an int. A field that
+    /// is not a number fails the key-by operator.
+    #[pyo3(signature = (name, field = None))]
+    fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
+        let field = match field {
+            None => Field::Whole,
+            Some(f) if f.is_callable() => Field::Call(Arc::new(f.unbind())),
+            Some(n) => Field::Item(n.extract().map_err(|_| {
+                PyTypeError::new_err(
+                    "sum reads a field given as a function or an item number (an int from 0)",
+                )
+            })?),
+        };
+        Ok(self.pairs_stream(self.pairs(py, field, true).aggregate(name, Total)))
     }
 }
 

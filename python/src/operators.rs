@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use sluice_graph::{
     expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Source,
@@ -123,7 +123,7 @@ impl Source for IterableSource {
 }
 
 /// What a [`PythonStep`] does with its function's result.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Step {
     /// Emits the result.
     Map,
@@ -131,19 +131,63 @@ pub enum Step {
     Filter,
     /// Emits every item of the result (an iterable).
     FlatMap,
-    /// Emits `(result, tuple)`; the function is optional (the tuple is its own key).
+    /// Emits `(result, field)`; the function is optional (the tuple is its own key).
     KeyBy {
-        /// The keyed stream is summed: the tuple must be an int or a float.
+        /// What of the tuple the keyed aggregate reads.
+        field: Field,
+        /// The keyed stream is summed: the field must be an int or a float.
         numeric: bool,
     },
+}
+
+/// What of a tuple a keyed aggregate reads.
+#[derive(Clone, Debug)]
+pub enum Field {
+    /// The whole tuple.
+    Whole,
+    /// Item `n` of a tuple (read in Rust).
+    Item(usize),
+    /// What a Python function returns for it.
+    Call(Shared),
+}
+
+impl Field {
+    /// The field of `tuple`, with `object` its Python object when there is one.
+    fn of(
+        &self,
+        py: Python<'_>,
+        tuple: &Value,
+        object: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Value> {
+        match self {
+            Field::Whole => Ok(tuple.clone()),
+            Field::Item(n) => match tuple {
+                Value::Tuple(items) if *n < items.len() => Ok(items[*n].clone()),
+                _ => Err(PyIndexError::new_err(format!(
+                    "the aggregate reads item {n} of each tuple, and {} has none",
+                    tuple.to_py(py)?.repr()?
+                ))),
+            },
+            Field::Call(f) => {
+                let arg = match object {
+                    Some(object) => object.clone(),
+                    None => tuple.to_py(py)?,
+                };
+                Value::from_py(&f.bind(py).call1((arg,))?)
+            }
+        }
+    }
 }
 
 /// The tuples a step emits: values, or `(key, value)` pairs for a key-by.
 pub trait Emitted: Carried {
     /// What the step makes of `tuple` given its function's `result` (`None`: no function).
+    /// `object` is the tuple as a Python object, when the step made one.
     fn step(
-        step: Step,
+        py: Python<'_>,
+        step: &Step,
         tuple: Value,
+        object: Option<&Bound<'_, PyAny>>,
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
     ) -> PyResult<()>;
@@ -151,8 +195,10 @@ pub trait Emitted: Carried {
 
 impl Emitted for Value {
     fn step(
-        step: Step,
+        _py: Python<'_>,
+        step: &Step,
         tuple: Value,
+        _object: Option<&Bound<'_, PyAny>>,
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
     ) -> PyResult<()> {
@@ -179,23 +225,30 @@ impl Emitted for Value {
 
 impl Emitted for (Value, Value) {
     fn step(
-        step: Step,
+        py: Python<'_>,
+        step: &Step,
         tuple: Value,
+        object: Option<&Bound<'_, PyAny>>,
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
     ) -> PyResult<()> {
-        if let Step::KeyBy { numeric: true } = step {
-            if !matches!(tuple, Value::Int(_) | Value::Float(_) | Value::Bool(_)) {
-                return Err(PyTypeError::new_err(format!(
-                    "a sum reads ints and floats, not {tuple:?}"
-                )));
-            }
+        let Step::KeyBy { field, numeric } = step else {
+            return Err(PyTypeError::new_err(format!(
+                "only a key-by emits (key, value) pairs, not a {step:?}"
+            )));
+        };
+        let value = field.of(py, &tuple, object)?;
+        if *numeric && !matches!(value, Value::Int(_) | Value::Float(_) | Value::Bool(_)) {
+            return Err(PyTypeError::new_err(format!(
+                "a sum reads ints and floats, not {}",
+                value.to_py(py)?.repr()?
+            )));
         }
         let key = match result {
             Some(key) => Value::from_py(&key)?,
-            None => tuple.clone(),
+            None => tuple,
         };
-        results.push((key, tuple));
+        results.push((key, value));
         Ok(())
     }
 }
@@ -229,11 +282,22 @@ impl<I, O> PythonStep<I, O> {
         I: Carried,
         O: Emitted,
     {
-        let result = match &self.f {
-            Some(f) => Some(f.bind(py).call1((tuple.to_py(py)?,))?),
-            None => None,
+        let (object, result) = match &self.f {
+            Some(f) => {
+                let object = tuple.to_py(py)?;
+                let result = f.bind(py).call1((object.clone(),))?;
+                (Some(object), Some(result))
+            }
+            None => (None, None),
         };
-        O::step(self.step, tuple.to_value(), result, &mut self.results)
+        O::step(
+            py,
+            &self.step,
+            tuple.to_value(),
+            object.as_ref(),
+            result,
+            &mut self.results,
+        )
     }
 }
 
