@@ -1,0 +1,43 @@
+"""The Python examples of the book's Python chapter and of the README run, and so does the
+WordCount example (python/examples/wordcount.py), counting what a plain loop counts."""
+
+import importlib.util
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCUMENTS = ["docs/src/python.md", "README.md"]
+
+
+def python_blocks(path):
+    """The fenced ```python blocks of the Markdown file at `path`, with their first line."""
+    text = (ROOT / path).read_text()
+    return [
+        (text.count("\n", 0, match.start()) + 1, match.group(1))
+        for match in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)
+    ]
+
+
+BLOCKS = [(path, line, code) for path in DOCUMENTS for line, code in python_blocks(path)]
+
+
+def test_the_book_has_python_examples():
+    assert len([b for b in BLOCKS if b[0] == "docs/src/python.md"]) >= 2
+
+
+@pytest.mark.parametrize("path,line,code", BLOCKS, ids=[f"{p}:{n}" for p, n, _ in BLOCKS])
+def test_a_python_block_of_the_docs_runs(path, line, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, f"{path}:{line}", "exec"), {"__name__": "__docs__"})
+
+
+@pytest.mark.parametrize("plan", ["fused", "threaded"])
+def test_the_wordcount_example_counts_what_the_loop_counts(plan):
+    spec = importlib.util.spec_from_file_location("wordcount", ROOT / "python/examples/wordcount.py")
+    wordcount = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wordcount)
+    counted = wordcount.count_with_sluice(2000, plan)
+    assert counted == wordcount.count_with_a_loop(2000)
+    assert sum(counted.values()) == 20_000
