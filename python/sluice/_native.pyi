@@ -11,7 +11,8 @@ class SluiceError(Exception):
 
 class OperatorError(SluiceError):
     """A user's function raised in an operator, which stopped the job; the exception it
-    raised is the cause (``__cause__``), its traceback included."""
+    raised is the cause (``__cause__``), its traceback included (under the processes plan,
+    where it was raised in another process, its traceback is in the message)."""
 
 class Dataflow:
     """A Sluice job being built: add sources to it, chain operators on their streams, then
@@ -25,10 +26,12 @@ class Dataflow:
     def read_text(self, name: str, path: str | PathLike[str]) -> Stream:
         """A source emitting the lines of the text file at ``path`` as str, without their
         line ends; a missing file fails the job naming the path."""
-    def run(self, plan: Literal["fused", "threaded"] = "fused") -> None:
-        """Builds the job, plans it and runs it to its end; the ``collect`` results are then
-        readable. An exception in a user's function is raised as an :class:`OperatorError`
-        naming the operator, the exception its cause."""
+    def run(self, plan: Literal["fused", "threaded", "processes"] = "fused") -> None:
+        """Builds the job, plans it ("fused": one thread; "threaded": a thread per operator;
+        "processes": a process per operator, each running this script again with its own
+        interpreter) and runs it to its end; the ``collect`` results are then readable in
+        this process under every plan. An exception in a user's function is raised as an
+        :class:`OperatorError` naming the operator."""
 
 class Stream:
     """A stream of tuples: the output of one operator, which more operators can read."""

@@ -29,7 +29,9 @@ use sluice_ops::{collected, Collected as Collection, Stream as RustStream};
 use sluice_plan::{PlanOptions, PlanRequest};
 use sluice_runtime::RunOptions;
 
-use crate::operators::{Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total};
+use crate::operators::{
+    Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total, PYTHON_EXCEPTION,
+};
 use crate::value::{Carried, Value};
 
 create_exception!(
@@ -43,7 +45,8 @@ create_exception!(
     OperatorError,
     SluiceError,
     "A user's function raised in an operator, which stopped the job; the exception it raised \
-     is the cause (`__cause__`), its traceback included."
+     is the cause (`__cause__`), its traceback included (under the processes plan, where it \
+     was raised in another process, its traceback is in the message)."
 );
 
 /// A Rust stream of one of the tuple types a Python stream carries.
@@ -111,17 +114,23 @@ impl Dataflow {
     }
 
     /// Builds the job, plans it (`plan`: "fused", one thread; "threaded", a thread per
-    /// operator) and runs it to its end; the `collect` results are then readable. An
-    /// exception in a user's function is raised as an `OperatorError` naming the operator,
-    /// the exception its cause.
+    /// operator; "processes", a process per operator, each running this script again with its
+    /// own interpreter) and runs it to its end; the `collect` results are then readable in
+    /// this process under every plan. An exception in a user's function is raised as an
+    /// `OperatorError` naming the operator, the exception its cause.
     #[pyo3(signature = (plan = "fused"))]
     fn run(&self, py: Python<'_>, plan: &str) -> PyResult<()> {
+        let mut options = RunOptions::default();
         let request = match plan {
             "fused" => PlanRequest::Fused,
             "threaded" => PlanRequest::Threaded,
+            "processes" => {
+                options.pe_program = Some(rerun_program(py)?);
+                PlanRequest::Processes
+            }
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "no plan '{other}': a Python job runs 'fused' or 'threaded'"
+                    "no plan '{other}': a Python job runs 'fused', 'threaded' or 'processes'"
                 )))
             }
         };
@@ -131,7 +140,7 @@ impl Dataflow {
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
         let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
-        let ran = py.detach(|| sluice_runtime::run(&graph, &physical, &RunOptions::default()));
+        let ran = py.detach(|| sluice_runtime::run(&graph, &physical, &options));
         if let Some((operator, cause)) = self.failures.take() {
             let error = OperatorError::new_err(format!(
                 "operator '{operator}' raised {}",
@@ -140,9 +149,30 @@ impl Dataflow {
             error.set_cause(py, Some(cause));
             return Err(error);
         }
-        ran.map(|_| ())
-            .map_err(|e| SluiceError::new_err(e.to_string()))
+        // Under the processes plan the exception was raised in a PE process: its traceback
+        // comes back as text, in the error.
+        ran.map(|_| ()).map_err(|e| match e.to_string() {
+            text if text.contains(PYTHON_EXCEPTION) => OperatorError::new_err(text),
+            text => SluiceError::new_err(text),
+        })
     }
+}
+
+/// The interpreter each PE process of a job runs this script with: `sys.executable` (a
+/// virtual environment's, so the PE imports what this process imports), leaked as
+/// [`RunOptions::pe_program`] wants. A script is needed: an interactive interpreter has none
+/// to run again.
+fn rerun_program(py: Python<'_>) -> PyResult<&'static std::path::Path> {
+    let sys = py.import("sys")?;
+    let script: String = sys.getattr("argv")?.get_item(0)?.extract()?;
+    if script.is_empty() || script == "-" {
+        return Err(PyValueError::new_err(
+            "the processes plan runs the script again in each process, and an interactive \
+             interpreter has no script: run the job from a file",
+        ));
+    }
+    let executable: PathBuf = sys.getattr("executable")?.extract()?;
+    Ok(Box::leak(executable.into_boxed_path()))
 }
 
 impl Dataflow {

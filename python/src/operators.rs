@@ -20,6 +20,10 @@ use sluice_types::{BatchRef, TupleRef};
 
 use crate::value::{Carried, Value};
 
+/// How the error of an operator stopped by a Python exception begins (then the operator's
+/// name): a job whose PE process failed so is raised as an `OperatorError` too.
+pub const PYTHON_EXCEPTION: &str = "Python exception in operator";
+
 /// The first Python exception of a job and the operator it came from, shared by the job's
 /// Python operators and the `run` that raises it.
 #[derive(Clone, Default)]
@@ -33,7 +37,7 @@ impl Failures {
             .traceback(py)
             .and_then(|t| t.format().ok())
             .unwrap_or_default();
-        let message = format!("Python exception in operator '{operator}':\n{traceback}{error}");
+        let message = format!("{PYTHON_EXCEPTION} '{operator}':\n{traceback}{error}");
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
