@@ -25,7 +25,7 @@ use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use sluice_connectors::fluent::FlowIo;
-use sluice_ops::{collected, Collected as Collection, Stream as RustStream};
+use sluice_ops::{Collected as Collection, Stream as RustStream};
 use sluice_plan::{PlanOptions, PlanRequest};
 use sluice_runtime::RunOptions;
 
@@ -325,7 +325,7 @@ impl KeyedStream {
     /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
     /// (counted in Rust, without calling Python).
     fn count(&self, py: Python<'_>, name: &str) -> Stream {
-        self.pairs_stream(self.pairs(py, Field::Whole, false).aggregate(name, Tally))
+        self.pairs_stream(self.pairs(py, Field::Unread, false).aggregate(name, Tally))
     }
 
     /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
@@ -359,10 +359,10 @@ impl Collected {
     fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         match &self.into {
-            Collections::Values(c) => append(&list, &collected(c))?,
-            Collections::Pairs(c) => append(&list, &collected(c))?,
-            Collections::Lines(c) => append(&list, &collected(c))?,
-        }
+            Collections::Values(c) => append_all(&list, c),
+            Collections::Pairs(c) => append_all(&list, c),
+            Collections::Lines(c) => append_all(&list, c),
+        }?;
         Ok(list)
     }
 
@@ -376,9 +376,15 @@ impl Collected {
             ));
         };
         let mut last = std::collections::HashMap::new();
-        for (key, value) in collected(c) {
-            last.insert(key, value);
-        }
+        each_collected(c, |(key, value)| {
+            match last.get_mut(key) {
+                Some(latest) => *latest = value.clone(),
+                None => {
+                    last.insert(key.clone(), value.clone());
+                }
+            }
+            Ok(())
+        })?;
         let dict = PyDict::new(py);
         for (key, value) in last {
             dict.set_item(key.to_py(py)?, value.to_py(py)?)?;
@@ -387,12 +393,26 @@ impl Collected {
     }
 }
 
-/// Appends `tuples` to `list` as Python objects.
-fn append<T: Carried>(list: &Bound<'_, PyList>, tuples: &[T]) -> PyResult<()> {
-    for tuple in tuples {
-        list.append(tuple.to_py(list.py())?)?;
-    }
-    Ok(())
+/// Calls `f` on every tuple of `collection`, instance by instance, each instance's in the
+/// order they arrived (as `sluice_ops::collected` lists them, without copying them).
+fn each_collected<T>(
+    collection: &Collection<T>,
+    f: impl FnMut(&T) -> PyResult<()>,
+) -> PyResult<()> {
+    let parts = collection
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut order: Vec<&(usize, Vec<T>)> = parts.iter().collect();
+    order.sort_by_key(|(instance, _)| *instance);
+    order
+        .into_iter()
+        .flat_map(|(_, tuples)| tuples)
+        .try_for_each(f)
+}
+
+/// Appends every tuple of `collection` to `list`, as Python objects.
+fn append_all<T: Carried>(list: &Bound<'_, PyList>, collection: &Collection<T>) -> PyResult<()> {
+    each_collected(collection, |tuple| list.append(tuple.to_py(list.py())?))
 }
 
 /// The module `sluice._native`.

@@ -147,6 +147,8 @@ pub enum Step {
 /// What of a tuple a keyed aggregate reads.
 #[derive(Clone, Debug)]
 pub enum Field {
+    /// Nothing (a count reads no field): `None`.
+    Unread,
     /// The whole tuple.
     Whole,
     /// Item `n` of a tuple (read in Rust).
@@ -164,6 +166,7 @@ impl Field {
         object: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Value> {
         match self {
+            Field::Unread => Ok(Value::None),
             Field::Whole => Ok(tuple.clone()),
             Field::Item(n) => match tuple {
                 Value::Tuple(items) if *n < items.len() => Ok(items[*n].clone()),
