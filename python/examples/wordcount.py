@@ -81,7 +81,7 @@ def words_per_second(count_words, count: int, repeats: int) -> tuple[float, dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=100_000)
-    parser.add_argument("--plan", default="fused", choices=["fused", "threaded"])
+    parser.add_argument("--plan", default="fused", choices=["fused", "threaded", "processes"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--compare", action="store_true", help="run the plain loop too")
     args = parser.parse_args()
