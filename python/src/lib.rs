@@ -9,7 +9,8 @@
 //! encoded). `Dataflow.run` builds the graph, plans it and runs it with the interpreter
 //! released, so each Python operator takes it only while it runs a batch; a Python exception
 //! in a user's function stops the job and is raised again by `run` under an `OperatorError`
-//! naming the operator.
+//! naming the operator. A Ctrl-C during `run` stops the job, which drains, and `run` then
+//! raises `KeyboardInterrupt`.
 //!
 //! The Python half (`sluice/__init__.py`, with the type hints in `sluice/_native.pyi`) re-exports
 //! these classes.
@@ -27,7 +28,7 @@ use pyo3::types::{PyDict, PyList};
 use sluice_connectors::fluent::FlowIo;
 use sluice_ops::{Collected as Collection, Stream as RustStream};
 use sluice_plan::{PlanOptions, PlanRequest};
-use sluice_runtime::RunOptions;
+use sluice_runtime::{RunOptions, StopHandle};
 
 use crate::operators::{
     Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total, PYTHON_EXCEPTION,
@@ -140,7 +141,7 @@ impl Dataflow {
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
         let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
-        let ran = py.detach(|| sluice_runtime::run(&graph, &physical, &options));
+        let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options);
         if let Some((operator, cause)) = self.failures.take() {
             let error = OperatorError::new_err(format!(
                 "operator '{operator}' raised {}",
@@ -151,12 +152,58 @@ impl Dataflow {
         }
         // Under the processes plan the exception was raised in a PE process: its traceback
         // comes back as text, in the error.
-        ran.map(|_| ()).map_err(|e| match e.to_string() {
+        ran.map_err(|e| match e.to_string() {
             text if text.contains(PYTHON_EXCEPTION) => OperatorError::new_err(text),
             text => SluiceError::new_err(text),
-        })
+        })?;
+        interrupted.map_or(Ok(()), Err)
     }
 }
+
+/// Runs the job on a thread of its own while this one, the interpreter released, waits for it
+/// and looks at Python's signals every [`SIGNAL_CHECK`]: a Ctrl-C (`KeyboardInterrupt`, or any
+/// exception a signal handler raises) stops the job, which drains, and a second one aborts it.
+/// Returns how the job ended and the exception to raise after it, if a signal came.
+fn run_interruptibly(
+    py: Python<'_>,
+    graph: &sluice_graph::Graph,
+    plan: &sluice_plan::PhysicalPlan,
+    options: &RunOptions,
+) -> (Result<(), sluice_runtime::RunError>, Option<PyErr>) {
+    let stop = StopHandle::new();
+    let (ended, end) = crossbeam_channel::bounded(1);
+    std::thread::scope(|scope| {
+        let job_stop = stop.clone();
+        scope.spawn(move || {
+            let ran = sluice_runtime::start_with(graph, plan, options, &job_stop)
+                .and_then(sluice_runtime::RunningJob::wait);
+            // The receiver waits for this until it has it.
+            let _ = ended.send(ran.map(|_| ()));
+        });
+        let mut interrupted = None;
+        loop {
+            match py.detach(|| end.recv_timeout(SIGNAL_CHECK)) {
+                Ok(ran) => return (ran, interrupted),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    let lost = "the job's thread ended without its result".to_string();
+                    return (Err(sluice_runtime::RunError::Launch(lost)), interrupted);
+                }
+            }
+            if let Err(signal) = py.check_signals() {
+                if stop.is_stopping() {
+                    stop.abort();
+                } else {
+                    stop.stop();
+                }
+                interrupted.get_or_insert(signal);
+            }
+        }
+    })
+}
+
+/// How often a running job's `run` looks at Python's signals (a Ctrl-C).
+const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The interpreter each PE process of a job runs this script with: `sys.executable` (a
 /// virtual environment's, so the PE imports what this process imports), leaked as
