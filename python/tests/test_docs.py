@@ -1,5 +1,5 @@
-"""The Python examples of the book's Python chapter and of the README run, and so does the
-WordCount example (python/examples/wordcount.py), counting what a plain loop counts."""
+"""The Python examples of the book's Python chapter and of the README run, and so do the
+examples under python/examples: WordCount counts what a plain loop counts."""
 
 import importlib.util
 import pathlib
@@ -33,11 +33,22 @@ def test_a_python_block_of_the_docs_runs(path, line, code, tmp_path, monkeypatch
     exec(compile(code, f"{path}:{line}", "exec"), {"__name__": "__docs__"})
 
 
+def example(name):
+    """The example python/examples/NAME.py, imported."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"python/examples/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize("plan", ["fused", "threaded"])
 def test_the_wordcount_example_counts_what_the_loop_counts(plan):
-    spec = importlib.util.spec_from_file_location("wordcount", ROOT / "python/examples/wordcount.py")
-    wordcount = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(wordcount)
+    wordcount = example("wordcount")
     counted = wordcount.count_with_sluice(2000, plan)
     assert counted == wordcount.count_with_a_loop(2000)
     assert sum(counted.values()) == 20_000
+
+
+def test_the_map_cost_example_runs_its_chains():
+    map_cost = example("map_cost")
+    assert map_cost.job_seconds(1000, 5) > 0  # it checks what the chain computed
