@@ -320,7 +320,10 @@ pub(crate) fn start(
         }
         Some(_) => (resume, None),
     };
-    let exe = std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?;
+    let exe = match options.pe_program {
+        Some(program) => program.to_path_buf(),
+        None => std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?,
+    };
     let address = listener.address()?.to_env();
     let environment = PeEnvironment {
         public: vec![
