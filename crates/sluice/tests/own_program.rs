@@ -12,7 +12,6 @@
 //! either, it runs the cases, which start the programs as children. Each case keeps its own
 //! registry (its own `XDG_RUNTIME_DIR`), so jobs of other tests or users never show.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -20,7 +19,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{finish, jobs_in as jobs, stop_in, Program};
+use common::watch::{have_tmux, private_registry, Top, Ui};
+use common::{finish, http_get, jobs_in as jobs, stop_in, Program};
 use sluice_graph::Graph;
 use sluice_ops::{collected, Collected, Dataflow, Generator};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
@@ -60,18 +60,11 @@ fn program() {
     println!("collected {} in order: {in_order}", got.len());
 }
 
-/// A registry of the case's own: a private directory for `XDG_RUNTIME_DIR`.
-fn own_registry() -> tempfile::TempDir {
-    let registry = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(registry.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    registry
-}
-
-/// Starts this binary as a program (`arg`, and `GETTING_STARTED` set when `getting_started`)
-/// in `registry`, for the watchdog to kill if the case hangs.
-fn start_in(registry: &Path, arg: &str, getting_started: bool) -> Program {
+/// Starts this binary as a program (`args`, and `GETTING_STARTED` set when
+/// `getting_started`) in `registry`, for the watchdog to kill if the case hangs.
+fn start_in(registry: &Path, args: &[&str], getting_started: bool) -> Program {
     let mut command = Command::new(std::env::current_exe().unwrap());
-    command.arg(arg).env("XDG_RUNTIME_DIR", registry);
+    command.args(args).env("XDG_RUNTIME_DIR", registry);
     if getting_started {
         command.env(GETTING_STARTED, "1");
     }
@@ -108,9 +101,9 @@ fn listed(registry: &Path, program: &Program, name: &str, plan: &str) -> String 
 }
 
 fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
-    let registry = own_registry();
+    let registry = private_registry();
     let registry = registry.path();
-    let mut program = start_in(registry, "program", false);
+    let mut program = start_in(registry, &["program"], false);
     let row = listed(registry, &program, "own-program", "processes");
     let columns: Vec<&str> = row.split_whitespace().collect();
     let id = columns[0];
@@ -149,9 +142,9 @@ fn getting_started_totals() -> String {
 fn the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed() {
     let expected = getting_started_totals();
     for plan in ["fused", "threaded", "processes"] {
-        let registry = own_registry();
+        let registry = private_registry();
         let registry = registry.path();
-        let mut program = start_in(registry, plan, true);
+        let mut program = start_in(registry, &[plan], true);
         listed(registry, &program, "getting-started", plan);
         let o = finish(program.0.take().expect("the program runs"));
         assert!(
@@ -168,6 +161,61 @@ fn the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_lis
     }
 }
 
+/// How many readings the getting-started program is given to be watched and stopped: ten
+/// minutes' worth, so that it is stopped long before its source ends.
+const READINGS_TO_STOP: &str = "600000";
+
+/// The book's "Watch it": the getting-started program, under the processes plan and then the
+/// threaded one, is watched by `sluice top` and by `sluice ui` (the REST API and the job's
+/// page, its figures live), then stopped by `sluice stop` (processes) or by `POST
+/// /jobs/ID/stop` (threaded); it prints its totals so far, and `sluice ui` lists it stopped.
+fn the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either() {
+    if !have_tmux() {
+        sluice_skip::skip("tmux is not installed (the CI installs it)");
+        return;
+    }
+    let registry = private_registry();
+    let registry = registry.path();
+    let ui = Ui::start(registry, "127.0.0.1:0", None);
+    for (plan, by_post) in [("processes", false), ("threaded", true)] {
+        let mut program = start_in(registry, &[plan, READINGS_TO_STOP], true);
+        let row = listed(registry, &program, "getting-started", plan);
+        let columns: Vec<&str> = row.split_whitespace().collect();
+        let (id, pes) = (columns[0], columns[3].parse().unwrap());
+        assert_eq!(ui.running_job(pes), id, "{plan}");
+
+        let (status, page) = http_get(&ui.address, &format!("/jobs/{id}/"));
+        assert!(status.contains(" 200 "), "{plan}: {status}");
+        assert!(page.starts_with("<!doctype html>"), "{plan}: {page}");
+        let (_, figures) = http_get(&ui.address, &format!("/jobs/{id}/snapshot.json"));
+        let figures: serde_json::Value = serde_json::from_str(&figures).unwrap();
+        assert_eq!(figures["state"], "running", "{plan}: {figures}");
+        assert_eq!(figures["stoppable"], true, "{plan}: {figures}");
+        assert_eq!(figures["snapshot"]["job"], "getting-started", "{figures}");
+
+        let top = Top::start(registry, id, &format!("own-{plan}"));
+        let screen = top.rate_shown("valid");
+        assert!(screen.contains("readings"), "{plan}: {screen}");
+        top.quit();
+
+        let running = program.0.take().expect("the program runs");
+        let o = if by_post {
+            ui.stop_by_post(id, running)
+        } else {
+            stop_in(registry, id);
+            finish(running)
+        };
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{plan}: {stderr}");
+        assert!(stdout.contains(" valid readings\nsensor 0: "), "{plan}: {stdout}");
+        let ended = ui.listed(Some(id)).expect("the ended job is listed");
+        assert_eq!(ended["status"], "STOPPED", "{plan}: {ended}");
+    }
+}
+
 fn main() {
     if std::env::var_os(GETTING_STARTED).is_some() {
         if let Err(e) = getting_started::main() {
@@ -181,7 +229,7 @@ fn main() {
         return;
     }
     common::watchdog(WATCHDOG, "own_program");
-    let cases: [(&str, fn()); 2] = [
+    let cases: [(&str, fn()); 3] = [
         (
             "a_program_of_its_own_is_listed_and_stopped_as_a_job",
             a_program_of_its_own_is_listed_and_stopped_as_a_job,
@@ -189,6 +237,10 @@ fn main() {
         (
             "the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed",
             the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed,
+        ),
+        (
+            "the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either",
+            the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either,
         ),
     ];
     for (name, case) in cases {
