@@ -9,7 +9,9 @@
 //! side of it ([`serve_pe`]). Dependencies point one way: this crate uses `sluice-exec`, which
 //! knows nothing of processes. Everything a program calls is here ([`run`], [`start`],
 //! [`resume_with`], [`RunOptions`], [`StopHandle`], [`JobReport`], [`metrics`], ...), the data
-//! plane's types re-exported, so a program depends on this crate only.
+//! plane's types re-exported, so a program depends on this crate only. A program reads the
+//! run options `sluice run` reads, from the same `SLUICE_*` variables and configuration file,
+//! with [`configured_options`] ([`configuration`]).
 //!
 //! Stopping: a finite source ends its stream, end-of-stream flows downstream, and a thread
 //! ends when all its instances have finished. [`StopHandle::stop`] makes every source finish
@@ -45,6 +47,7 @@
 
 mod checkpoint_figures;
 mod checkpoints;
+pub mod configuration;
 mod launch;
 mod link;
 mod mpi;
@@ -60,6 +63,7 @@ use std::time::Instant;
 
 pub use checkpoint_figures::{CheckpointFigures, RestartFigures};
 pub use checkpoints::{load_checkpoint, CheckpointHandle, StoredCheckpoint};
+pub use configuration::configured_options;
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use resume::ResumeFrom;

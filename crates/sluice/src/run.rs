@@ -17,6 +17,7 @@ use anyhow::Context;
 use clap::Args;
 use sluice_apps::AppConfig;
 use sluice_plan::PhysicalPlan;
+use sluice_runtime::configuration::MAX_WORKERS;
 use sluice_runtime::{JobReport, Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
@@ -74,8 +75,16 @@ pub(crate) struct RunArgs {
     /// Run each process's plan threads on at most this many polling workers (OS threads, one
     /// pinned per core), which take them in turn without waiting on the kernel, when the plan
     /// has more (default: each plan thread its own OS thread).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
     workers: Option<u32>,
+    /// The most messages a receiver hands over per poll (default 256).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    poll_batch: Option<u32>,
+    /// The most bytes the sinks of a job running in PE processes may return to this process
+    /// (`collect()`; default 268435456): past it the job fails naming the limit.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    collect_limit: Option<u64>,
     /// Fail the job when a thread makes no progress, or a PE sends no heartbeat, for this many
     /// seconds (default 5).
     #[arg(long, value_parser = parse_seconds)]
@@ -305,6 +314,8 @@ fn run_options(args: &RunArgs, duration: Option<Duration>) -> RunOptions {
         drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
         start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
         workers: args.workers.map(|n| n as usize),
+        poll_batch: args.poll_batch.map_or(defaults.poll_batch, |n| n as usize),
+        collect_limit: args.collect_limit.unwrap_or(defaults.collect_limit),
         ..defaults
     }
 }

@@ -252,7 +252,6 @@ fn metrics_addr_serves_prometheus_counters_that_grow() {
     assert!(finish(job).status.success());
 }
 
-
 #[test]
 fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     if !have_tmux() {

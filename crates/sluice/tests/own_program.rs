@@ -60,22 +60,29 @@ fn program() {
     println!("collected {} in order: {in_order}", got.len());
 }
 
-/// Starts this binary as a program (`args`, and `GETTING_STARTED` set when
-/// `getting_started`) in `registry`, for the watchdog to kill if the case hangs.
-fn start_in(registry: &Path, args: &[&str], getting_started: bool) -> Program {
+/// This binary as a program (`args`, and `GETTING_STARTED` set when `getting_started`) in
+/// `registry`, its output piped.
+fn program_in(registry: &Path, args: &[&str], getting_started: bool) -> Command {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command.args(args).env("XDG_RUNTIME_DIR", registry);
     if getting_started {
         command.env(GETTING_STARTED, "1");
     }
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+}
+
+/// Starts `command`, for the watchdog to kill if the case hangs.
+fn start(mut command: Command) -> Program {
+    let child = command.spawn().unwrap();
     // SYNC: see `WATCHED`.
     common::WATCHED.store(child.id(), Ordering::Relaxed);
     Program(Some(child))
+}
+
+/// Starts this binary as a program in `registry` (see [`program_in`]).
+fn start_in(registry: &Path, args: &[&str], getting_started: bool) -> Program {
+    start(program_in(registry, args, getting_started))
 }
 
 /// The row `sluice jobs` lists in `registry` for the job of `program`, named `name`, once it
@@ -210,10 +217,42 @@ fn the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by
             String::from_utf8_lossy(&o.stderr),
         );
         assert!(o.status.success(), "{plan}: {stderr}");
-        assert!(stdout.contains(" valid readings\nsensor 0: "), "{plan}: {stdout}");
+        assert!(
+            stdout.contains(" valid readings\nsensor 0: "),
+            "{plan}: {stdout}"
+        );
         let ended = ui.listed(Some(id)).expect("the ended job is listed");
         assert_eq!(ended["status"], "STOPPED", "{plan}: {ended}");
     }
+}
+
+/// The getting-started program reads its run options as `sluice run` does: a configuration
+/// file (`SLUICE_CONFIG`) whose `collect-limit` is smaller than its results fails it under the
+/// processes plan, naming the limit; a `SLUICE_COLLECT_LIMIT` variable wins over the file, and
+/// the program then prints its totals. (`sluice run`'s own keys in the file are left to it.)
+fn the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads() {
+    let registry = private_registry();
+    let registry = registry.path();
+    let file = registry.join("sluice.toml");
+    std::fs::write(&file, "rate = 10\ncollect-limit = 64\n[set]\nwords = 3\n").unwrap();
+    let run = |limit: Option<&str>| {
+        let mut command = program_in(registry, &["processes"], true);
+        command.env("SLUICE_CONFIG", &file);
+        if let Some(limit) = limit {
+            command.env("SLUICE_COLLECT_LIMIT", limit);
+        }
+        finish(start(command).0.take().expect("the program runs"))
+    };
+    let refused = run(None);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("past the limit of 64 bytes") && stderr.contains("collect-limit"),
+        "{stderr}"
+    );
+    let o = run(Some("100000000"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), getting_started_totals());
 }
 
 fn main() {
@@ -229,7 +268,7 @@ fn main() {
         return;
     }
     common::watchdog(WATCHDOG, "own_program");
-    let cases: [(&str, fn()); 3] = [
+    let cases: [(&str, fn()); 4] = [
         (
             "a_program_of_its_own_is_listed_and_stopped_as_a_job",
             a_program_of_its_own_is_listed_and_stopped_as_a_job,
@@ -241,6 +280,10 @@ fn main() {
         (
             "the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either",
             the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either,
+        ),
+        (
+            "the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads",
+            the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads,
         ),
     ];
     for (name, case) in cases {

@@ -10,7 +10,6 @@ use anyhow::Context;
 
 use sluice_ops::{collected, Dataflow, Generator};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
-use sluice_runtime::RunOptions;
 
 /// A reading: the sensor it came from and its value.
 type Reading = (u64, u64);
@@ -24,7 +23,9 @@ pub fn main() -> anyhow::Result<()> {
         _ => PlanRequest::Threaded,
     };
     let readings: u64 = match args.next() {
-        Some(count) => count.parse().context("the second argument counts readings")?,
+        Some(count) => count
+            .parse()
+            .context("the second argument counts readings")?,
         None => 3000,
     };
 
@@ -47,7 +48,10 @@ pub fn main() -> anyhow::Result<()> {
     // program is started again once per process; `run` makes each of those one of the job's
     // processes, and returns only here, in the process that launched the job.
     let plan = plan(&graph, &request, &PlanOptions::default())?;
-    let report = sluice_runtime::run(&graph, &plan, &RunOptions::default())?;
+    // The run options, from the `SLUICE_*` variables and the file named by `SLUICE_CONFIG` as
+    // `sluice run` reads them (`SLUICE_WORKERS=2`, say); the defaults where they say nothing.
+    let options = sluice_runtime::configured_options()?;
+    let report = sluice_runtime::run(&graph, &plan, &options)?;
 
     // What the sink collected comes back to this process under every plan: a running total
     // per reading, of which the greatest per sensor is its total.

@@ -195,7 +195,9 @@ impl Top {
     pub fn rate_shown(&self, operator: &str) -> String {
         until(&format!("top to show {operator}'s rate"), || {
             let screen = self.screen()?;
-            let row = screen.lines().find(|l| l.contains(&format!("│{operator} ")))?;
+            let row = screen
+                .lines()
+                .find(|l| l.contains(&format!("│{operator} ")))?;
             let mut cells = row
                 .trim_matches(|c| c == '│' || c == ' ')
                 .split_whitespace();
