@@ -66,13 +66,23 @@ pub enum ConfigError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The file is no TOML, or holds what no option takes.
+    /// The file is no TOML.
     #[error("{path}: {message}")]
-    File {
+    Syntax {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
+        /// The parser's message.
         message: String,
+    },
+    /// A line of the file holds what no option takes.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// What is wrong.
+        message: &'static str,
     },
     /// The checkpoint options given do not go together.
     #[error("checkpoints: {0}")]
@@ -102,21 +112,24 @@ pub struct FileEntry {
     pub setting: bool,
 }
 
-/// The keys and values of the configuration file at `path`: scalars only, settings in the
-/// `[set]` table; a file that names another (`config`) is refused.
+/// The keys and values of the configuration file at `path` (at most
+/// [`sluice_plan::MAX_TEXT_FILE_BYTES`]): scalars only, settings in the `[set]` table; a file
+/// that names another (`config`) is refused.
 pub fn read_file(path: &Path) -> Result<Vec<FileEntry>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = sluice_plan::read_text_file(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let refused = |line: usize, message: &str| ConfigError::File {
+    let refused = |line: usize, message: &'static str| ConfigError::Line {
         path: path.to_path_buf(),
-        message: format!("line {line}: {message}"),
+        line,
+        message,
     };
-    let document = toml_edit::ImDocument::parse(text.as_str()).map_err(|e| ConfigError::File {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let document =
+        toml_edit::ImDocument::parse(text.as_str()).map_err(|e| ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
     let line = |span: Option<std::ops::Range<usize>>| {
         span.map_or(0, |s| text[..s.start].matches('\n').count() + 1)
     };

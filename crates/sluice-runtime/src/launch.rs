@@ -383,6 +383,7 @@ pub(crate) fn start(
         options: *options,
         recovery: None,
         registration: None,
+        progress: None,
     })
 }
 

@@ -18,6 +18,7 @@ use clap::Args;
 use sluice_apps::AppConfig;
 use sluice_plan::PhysicalPlan;
 use sluice_runtime::configuration::MAX_WORKERS;
+use sluice_runtime::progress::Asked;
 use sluice_runtime::{JobReport, Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
@@ -28,7 +29,6 @@ use crate::logs::{self, Verbosity};
 use crate::observe::ObserveArgs;
 use crate::online::{OnlineArgs, Redeploys, SharedStop};
 use crate::plan_choice::{parse_seconds, AppArgs};
-use crate::progress::Asked;
 use sluice_web::job_server;
 
 /// Arguments of `sluice run`.
@@ -201,7 +201,12 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
         &args,
         duration.map(|d| if fed { d + COMPANION_LATE } else { d }),
     );
-    let watch = args.observe.prepare(&mut options)?;
+    // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
+    let asked = args
+        .rate
+        .filter(|&rate| generated && rate > 0)
+        .map(|rate| Asked { rate });
+    let watch = args.observe.prepare(&mut options, asked)?;
     // On-line placement weighs each instance by its CPU time, as TurboStream's monitor does.
     options.profile_cpu = args.profile.is_some() || args.online.online_placement;
     options.suspendable = args.online.online_placement;
@@ -231,12 +236,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     };
     let result = started.and_then(|job| {
         tracing::info!("started: the sources run (Ctrl-C stops and drains)");
-        // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
-        let asked = args
-            .rate
-            .filter(|&rate| generated && rate > 0)
-            .map(|rate| Asked { rate });
-        observers = Some(watch.start(&job, asked));
+        observers = Some(watch.start(&job));
         if let Some(http) = &http {
             http.attach(job.metrics_handle(), job.checkpoint_handle());
         }
@@ -316,6 +316,8 @@ fn run_options(args: &RunArgs, duration: Option<Duration>) -> RunOptions {
         workers: args.workers.map(|n| n as usize),
         poll_batch: args.poll_batch.map_or(defaults.poll_batch, |n| n as usize),
         collect_limit: args.collect_limit.unwrap_or(defaults.collect_limit),
+        // Said by `run` itself, with the reason ([`crate::ending`]).
+        partial_notice: false,
         ..defaults
     }
 }

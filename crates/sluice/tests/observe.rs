@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::watch::{have_tmux, private_registry as registry, Top};
+use common::watch::{have_tmux, private_registry as registry, Terminal};
 use common::{finish, jobs_in as jobs, sluice_in as sluice};
 
 use std::io::{BufRead, BufReader, Write};
@@ -274,7 +274,7 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
         ],
     );
     let id = listed_job(registry.path());
-    let top = Top::start(registry.path(), &id, "top-test");
+    let top = Terminal::top(registry.path(), &id, "top-test");
     // The screen has the operator `split` with a rate above 0 in its IN/S column.
     let screen = top.rate_shown("split");
     assert!(

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::watch::{have_tmux, private_registry, Top, Ui};
+use common::watch::{have_tmux, private_registry, until, Terminal, Ui};
 use common::{finish, http_get, jobs_in as jobs, stop_in, Program};
 use sluice_graph::Graph;
 use sluice_ops::{collected, Collected, Dataflow, Generator};
@@ -200,7 +200,7 @@ fn the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by
         assert_eq!(figures["stoppable"], true, "{plan}: {figures}");
         assert_eq!(figures["snapshot"]["job"], "getting-started", "{figures}");
 
-        let top = Top::start(registry, id, &format!("own-{plan}"));
+        let top = Terminal::top(registry, id, &format!("own-{plan}"));
         let screen = top.rate_shown("valid");
         assert!(screen.contains("readings"), "{plan}: {screen}");
         top.quit();
@@ -255,6 +255,38 @@ fn the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads
     assert_eq!(String::from_utf8_lossy(&o.stdout), getting_started_totals());
 }
 
+/// The book's "Watch it" on a terminal: the getting-started program shows its progress (its
+/// sources' and sinks' rates) while it runs and, stopped by `sluice stop`, prints its totals
+/// so far and says that its output is partial.
+fn the_getting_started_program_shows_its_progress_and_says_a_stop_cut_it_short() {
+    if !have_tmux() {
+        sluice_skip::skip("tmux is not installed (the CI installs it)");
+        return;
+    }
+    let registry = private_registry();
+    let registry = registry.path();
+    let command = format!(
+        "env XDG_RUNTIME_DIR='{}' {GETTING_STARTED}=1 '{}' processes {READINGS_TO_STOP}",
+        registry.display(),
+        std::env::current_exe().unwrap().display()
+    );
+    let terminal = Terminal::start(&command, "own-progress");
+    let screen = terminal.shown("/s, sinks ");
+    assert!(screen.contains(" s: sources "), "{screen}");
+    let id = until("the program listed", || {
+        let listing = jobs(registry);
+        let row = listing
+            .lines()
+            .find(|l| l.starts_with("getting-started-"))?;
+        Some(row.split_whitespace().next()?.to_string())
+    });
+    stop_in(registry, &id);
+    terminal.ended();
+    let screen = terminal.screen().unwrap_or_default();
+    assert!(screen.contains("the output is partial"), "{screen}");
+    assert!(screen.contains(" valid readings"), "{screen}");
+}
+
 fn main() {
     if std::env::var_os(GETTING_STARTED).is_some() {
         if let Err(e) = getting_started::main() {
@@ -268,7 +300,7 @@ fn main() {
         return;
     }
     common::watchdog(WATCHDOG, "own_program");
-    let cases: [(&str, fn()); 4] = [
+    let cases: [(&str, fn()); 5] = [
         (
             "a_program_of_its_own_is_listed_and_stopped_as_a_job",
             a_program_of_its_own_is_listed_and_stopped_as_a_job,
@@ -284,6 +316,10 @@ fn main() {
         (
             "the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads",
             the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads,
+        ),
+        (
+            "the_getting_started_program_shows_its_progress_and_says_a_stop_cut_it_short",
+            the_getting_started_program_shows_its_progress_and_says_a_stop_cut_it_short,
         ),
     ];
     for (name, case) in cases {

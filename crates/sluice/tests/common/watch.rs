@@ -145,36 +145,48 @@ pub fn have_tmux() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// `sluice top ID` in a terminal of 132 by 40 cells of a tmux server of its own (no user's
-/// session is touched); the server is killed when dropped.
-pub struct Top {
+/// A command in a terminal of 132 by 40 cells of a tmux server of its own (no user's session
+/// is touched), which keeps showing what the command wrote after it ended; the server is
+/// killed when dropped.
+pub struct Terminal {
     server: String,
 }
 
-impl Top {
-    /// `sluice top id --interval 0.3` over `registry`, in a tmux server named after `test`.
-    pub fn start(registry: &Path, id: &str, test: &str) -> Top {
-        let top = Top {
+impl Terminal {
+    /// Runs `command`, a shell command line, in a tmux server named after `test`.
+    pub fn start(command: &str, test: &str) -> Terminal {
+        let terminal = Terminal {
             server: format!("sluice-{test}-{}", std::process::id()),
         };
+        let started = terminal.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "main",
+            "-x",
+            "132",
+            "-y",
+            "40",
+            command,
+            ";",
+            "set-option",
+            "-t",
+            "main",
+            "remain-on-exit",
+            "on",
+        ]);
+        assert!(started.status.success(), "{started:?}");
+        terminal
+    }
+
+    /// `sluice top id --interval 0.3` over `registry`, named after `test`.
+    pub fn top(registry: &Path, id: &str, test: &str) -> Terminal {
         let command = format!(
             "env XDG_RUNTIME_DIR='{}' '{}' top {id} --interval 0.3",
             registry.display(),
             env!("CARGO_BIN_EXE_sluice")
         );
-        let started = top.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "top",
-            "-x",
-            "132",
-            "-y",
-            "40",
-            &command,
-        ]);
-        assert!(started.status.success(), "{started:?}");
-        top
+        Terminal::start(&command, test)
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
@@ -187,11 +199,18 @@ impl Top {
 
     /// What the terminal shows now.
     pub fn screen(&self) -> Option<String> {
-        String::from_utf8(self.tmux(&["capture-pane", "-p", "-t", "top"]).stdout).ok()
+        String::from_utf8(self.tmux(&["capture-pane", "-p", "-t", "main"]).stdout).ok()
     }
 
-    /// Waits until the screen shows `operator` with a rate above 0 in its IN/S column: the
-    /// screen.
+    /// Waits until the screen shows `text`: the screen.
+    pub fn shown(&self, text: &str) -> String {
+        until(&format!("the terminal to show {text:?}"), || {
+            self.screen().filter(|screen| screen.contains(text))
+        })
+    }
+
+    /// Waits until the screen shows `operator` with a rate above 0 in its IN/S column (`sluice
+    /// top`'s): the screen.
     pub fn rate_shown(&self, operator: &str) -> String {
         until(&format!("top to show {operator}'s rate"), || {
             let screen = self.screen()?;
@@ -207,16 +226,22 @@ impl Top {
         })
     }
 
-    /// Quits it with `q` and waits until it has.
-    pub fn quit(self) {
-        self.tmux(&["send-keys", "-t", "top", "q"]);
-        until("top to quit", || {
-            (!self.tmux(&["has-session", "-t", "top"]).status.success()).then_some(())
+    /// Waits until the command has ended.
+    pub fn ended(&self) {
+        until("the command to end", || {
+            let dead = self.tmux(&["display-message", "-p", "-t", "main", "#{pane_dead}"]);
+            (String::from_utf8_lossy(&dead.stdout).trim() == "1").then_some(())
         });
+    }
+
+    /// Quits it with `q` (as `sluice top` quits) and waits until it has.
+    pub fn quit(self) {
+        self.tmux(&["send-keys", "-t", "main", "q"]);
+        self.ended();
     }
 }
 
-impl Drop for Top {
+impl Drop for Terminal {
     fn drop(&mut self) {
         self.tmux(&["kill-server"]);
     }
