@@ -173,8 +173,8 @@ fn the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_lis
 const READINGS_TO_STOP: &str = "600000";
 
 /// The book's "Watch it": the getting-started program, under the processes plan and then the
-/// threaded one, is watched by `sluice top` and by `sluice ui` (the REST API and the job's
-/// page, its figures live), then stopped by `sluice stop` (processes) or by `POST
+/// threaded one, is watched by `sluice top` and by `sluice ui` (the REST API, the job's page,
+/// its figures live, and the host's Prometheus `/metrics`), then stopped by `sluice stop` (processes) or by `POST
 /// /jobs/ID/stop` (threaded); it prints its totals so far, and `sluice ui` lists it stopped.
 fn the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either() {
     if !have_tmux() {
@@ -199,6 +199,17 @@ fn the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by
         assert_eq!(figures["state"], "running", "{plan}: {figures}");
         assert_eq!(figures["stoppable"], true, "{plan}: {figures}");
         assert_eq!(figures["snapshot"]["job"], "getting-started", "{figures}");
+        // Its live metrics at the host's one scrape target, labelled with its id.
+        let (_, scraped) = http_get(&ui.address, "/metrics");
+        let id_label = format!("id=\"{id}\"");
+        assert!(
+            scraped
+                .lines()
+                .any(|l| l.starts_with("sluice_tuples_out_total{")
+                    && l.contains(&id_label)
+                    && l.contains("operator=\"readings\"")),
+            "{plan}: {scraped}"
+        );
 
         let top = Terminal::top(registry, id, &format!("own-{plan}"));
         let screen = top.rate_shown("valid");
