@@ -49,6 +49,7 @@ pub mod book {
         RustApi = "rust-api.md",
         Operators = "operators.md",
         OwnOperators = "own-operators.md",
+        Python = "python.md",
         Connectors = "connectors.md",
         Scsql = "scsql.md",
         Plans = "plans.md",

@@ -63,6 +63,11 @@ pub struct RunOptions {
     /// long as the program (`Box::leak` it: a few hundred bytes per job), which keeps the
     /// options `Copy`.
     pub pe_args: Option<&'static [std::ffi::OsString]>,
+    /// The program each PE's process runs (with its [`RunOptions::pe_args`]), when not this
+    /// process's executable: a script names the interpreter it was started as (Python's
+    /// `sys.executable`, a virtual environment's, where the executable the kernel knows is
+    /// the interpreter it links to, outside the environment). Leaked as `pe_args` is.
+    pub pe_program: Option<&'static std::path::Path>,
     /// The job may be suspended to be redeployed ([`crate::StopHandle::suspend`]): it fails at its
     /// start, naming the source, unless every source can resume where it stopped.
     pub suspendable: bool,
@@ -174,6 +179,7 @@ impl Default for RunOptions {
             start_timeout: DEFAULT_START_TIMEOUT,
             metrics: true,
             pe_args: None,
+            pe_program: None,
             suspendable: false,
             checkpoints: None,
             collect_limit: DEFAULT_COLLECT_LIMIT,

@@ -293,7 +293,10 @@ pub(crate) fn start(
             plan.pes.iter().filter_map(|pe| plan.host_of(pe)),
         )?)?,
     };
-    let exe = std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?;
+    let exe = match options.pe_program {
+        Some(program) => program.to_path_buf(),
+        None => std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?,
+    };
     let address = listener.address()?.to_env();
     let environment = PeEnvironment {
         public: vec![

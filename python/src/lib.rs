@@ -1,0 +1,475 @@
+//! Sluice from Python: the native half of the `sluice` package (`sluice._native`), the
+//! dataflow builder of `sluice_ops` offered to Python.
+//!
+//! A Python job is a [`Dataflow`] of streams as in Rust: a source (a Python iterable, or the
+//! lines of a text file), Python functions as `map`, `filter`, `flat_map` and `key_by`
+//! operators ([`operators::PythonStep`]), the keyed `count` and `sum` running as Rust, and
+//! `collect` sinks whose tuples come back as Python objects once the job has run. Tuples are
+//! [`value::Value`]s (their module doc says what a Python value becomes and how it is
+//! encoded). `Dataflow.run` builds the graph, plans it and runs it with the interpreter
+//! released, so each Python operator takes it only while it runs a batch; a Python exception
+//! in a user's function stops the job and is raised again by `run` under an `OperatorError`
+//! naming the operator. A Ctrl-C during `run` stops the job, which drains, and `run` then
+//! raises `KeyboardInterrupt`.
+//!
+//! The Python half (`sluice/__init__.py`, with the type hints in `sluice/_native.pyi`) re-exports
+//! these classes.
+
+pub mod operators;
+pub mod value;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use sluice_connectors::fluent::FlowIo;
+use sluice_ops::{Collected as Collection, Stream as RustStream};
+use sluice_plan::{PlanOptions, PlanRequest};
+use sluice_runtime::{RunOptions, StopHandle};
+
+use crate::operators::{
+    Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total, PYTHON_EXCEPTION,
+};
+use crate::value::{Carried, Value};
+
+create_exception!(
+    sluice,
+    SluiceError,
+    PyException,
+    "A Sluice job could not be built, planned or run."
+);
+create_exception!(
+    sluice,
+    OperatorError,
+    SluiceError,
+    "A user's function raised in an operator, which stopped the job; the exception it raised \
+     is the cause (`__cause__`), its traceback included (under the processes plan, where it \
+     was raised in another process, its traceback is in the message)."
+);
+
+/// A Rust stream of one of the tuple types a Python stream carries.
+#[derive(Clone)]
+enum Flow {
+    /// Python values.
+    Values(RustStream<Value>),
+    /// `(key, value)` pairs of a keyed aggregate.
+    Pairs(RustStream<(Value, Value)>),
+    /// Lines of a text file.
+    Lines(RustStream<String>),
+}
+
+/// Runs `$body` with `$s` bound to the Rust stream of `$flow`, whatever its tuple type.
+macro_rules! on_flow {
+    ($flow:expr, $s:ident => $body:expr) => {
+        match $flow {
+            Flow::Values($s) => $body,
+            Flow::Pairs($s) => $body,
+            Flow::Lines($s) => $body,
+        }
+    };
+}
+
+/// The sinks' collections of a Python job, of one of its tuple types.
+#[derive(Clone)]
+enum Collections {
+    Values(Collection<Value>),
+    Pairs(Collection<(Value, Value)>),
+    Lines(Collection<String>),
+}
+
+/// A Sluice job being built: add sources to it, chain operators on their streams, then run it.
+#[pyclass(unsendable, module = "sluice")]
+struct Dataflow {
+    flow: sluice_ops::Dataflow,
+    failures: Failures,
+}
+
+#[pymethods]
+impl Dataflow {
+    /// A new job called `name` (the name `sluice jobs` shows).
+    #[new]
+    fn new(name: &str) -> Self {
+        Self {
+            flow: sluice_ops::Dataflow::new(name),
+            failures: Failures::default(),
+        }
+    }
+
+    /// A source emitting the items of `iterable` (a list, a generator, any iterable), once.
+    fn source(&self, name: &str, iterable: Py<PyAny>) -> Stream {
+        let iterable: Shared = iterable.into();
+        let failures = self.failures.clone();
+        let stream = self.flow.source_of::<Value, _, _>(name, move |_| {
+            IterableSource::new(iterable.clone(), failures.clone())
+        });
+        self.stream(Flow::Values(stream))
+    }
+
+    /// A source emitting the lines of the text file at `path` as str, without their line
+    /// ends; a missing file fails the job naming the path.
+    fn read_text(&self, name: &str, path: PathBuf) -> Stream {
+        self.stream(Flow::Lines(self.flow.read_text(name, path)))
+    }
+
+    /// Builds the job, plans it (`plan`: "fused", one thread; "threaded", a thread per
+    /// operator; "processes", a process per operator, each running this script again with its
+    /// own interpreter) and runs it to its end; the `collect` results are then readable in
+    /// this process under every plan. An exception in a user's function is raised as an
+    /// `OperatorError` naming the operator, the exception its cause.
+    #[pyo3(signature = (plan = "fused"))]
+    fn run(&self, py: Python<'_>, plan: &str) -> PyResult<()> {
+        let mut options = RunOptions::default();
+        let request = match plan {
+            "fused" => PlanRequest::Fused,
+            "threaded" => PlanRequest::Threaded,
+            "processes" => {
+                options.pe_program = Some(rerun_program(py)?);
+                PlanRequest::Processes
+            }
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no plan '{other}': a Python job runs 'fused', 'threaded' or 'processes'"
+                )))
+            }
+        };
+        let graph = self
+            .flow
+            .build()
+            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
+            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options);
+        if let Some((operator, cause)) = self.failures.take() {
+            let error = OperatorError::new_err(format!(
+                "operator '{operator}' raised {}",
+                cause.value(py).repr()?
+            ));
+            error.set_cause(py, Some(cause));
+            return Err(error);
+        }
+        // Under the processes plan the exception was raised in a PE process: its traceback
+        // comes back as text, in the error.
+        ran.map_err(|e| match e.to_string() {
+            text if text.contains(PYTHON_EXCEPTION) => OperatorError::new_err(text),
+            text => SluiceError::new_err(text),
+        })?;
+        interrupted.map_or(Ok(()), Err)
+    }
+}
+
+/// Runs the job on a thread of its own while this one, the interpreter released, waits for it
+/// and looks at Python's signals every [`SIGNAL_CHECK`]: a Ctrl-C (`KeyboardInterrupt`, or any
+/// exception a signal handler raises) stops the job, which drains, and a second one aborts it.
+/// Returns how the job ended and the exception to raise after it, if a signal came.
+fn run_interruptibly(
+    py: Python<'_>,
+    graph: &sluice_graph::Graph,
+    plan: &sluice_plan::PhysicalPlan,
+    options: &RunOptions,
+) -> (Result<(), sluice_runtime::RunError>, Option<PyErr>) {
+    let stop = StopHandle::new();
+    let (ended, end) = crossbeam_channel::bounded(1);
+    std::thread::scope(|scope| {
+        let job_stop = stop.clone();
+        scope.spawn(move || {
+            let ran = sluice_runtime::start_with(graph, plan, options, &job_stop)
+                .and_then(sluice_runtime::RunningJob::wait);
+            // The receiver waits for this until it has it.
+            let _ = ended.send(ran.map(|_| ()));
+        });
+        let mut interrupted = None;
+        loop {
+            match py.detach(|| end.recv_timeout(SIGNAL_CHECK)) {
+                Ok(ran) => return (ran, interrupted),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    let lost = "the job's thread ended without its result".to_string();
+                    return (Err(sluice_runtime::RunError::Launch(lost)), interrupted);
+                }
+            }
+            if let Err(signal) = py.check_signals() {
+                if stop.is_stopping() {
+                    stop.abort();
+                } else {
+                    stop.stop();
+                }
+                interrupted.get_or_insert(signal);
+            }
+        }
+    })
+}
+
+/// How often a running job's `run` looks at Python's signals (a Ctrl-C).
+const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The interpreter each PE process of a job runs this script with: `sys.executable` (a
+/// virtual environment's, so the PE imports what this process imports), leaked as
+/// [`RunOptions::pe_program`] wants. A script is needed: an interactive interpreter has none
+/// to run again.
+fn rerun_program(py: Python<'_>) -> PyResult<&'static std::path::Path> {
+    let sys = py.import("sys")?;
+    let script: String = sys.getattr("argv")?.get_item(0)?.extract()?;
+    if script.is_empty() || script == "-" {
+        return Err(PyValueError::new_err(
+            "the processes plan runs the script again in each process, and an interactive \
+             interpreter has no script: run the job from a file",
+        ));
+    }
+    let executable: PathBuf = sys.getattr("executable")?.extract()?;
+    Ok(Box::leak(executable.into_boxed_path()))
+}
+
+impl Dataflow {
+    fn stream(&self, flow: Flow) -> Stream {
+        Stream {
+            flow,
+            failures: self.failures.clone(),
+        }
+    }
+}
+
+/// A stream of tuples: the output of one operator, which more operators can read.
+#[pyclass(unsendable, module = "sluice")]
+struct Stream {
+    flow: Flow,
+    failures: Failures,
+}
+
+impl Stream {
+    /// Adds a Python step reading this stream and emitting `O`s.
+    fn step<O: operators::Emitted>(
+        &self,
+        name: &str,
+        f: Option<Py<PyAny>>,
+        step: Step,
+    ) -> RustStream<O> {
+        let f: Option<Shared> = f.map(Into::into);
+        let failures = self.failures.clone();
+        on_flow!(&self.flow, s => add_step(s, name, f, step, failures))
+    }
+
+    fn values(&self, flow: RustStream<Value>) -> Stream {
+        Stream {
+            flow: Flow::Values(flow),
+            failures: self.failures.clone(),
+        }
+    }
+}
+
+/// Adds a [`PythonStep`] reading `stream`.
+fn add_step<I: Carried, O: operators::Emitted>(
+    stream: &RustStream<I>,
+    name: &str,
+    f: Option<Shared>,
+    step: Step,
+    failures: Failures,
+) -> RustStream<O> {
+    stream.process(name, move |_| {
+        PythonStep::<I, O>::new(f.clone(), step.clone(), failures.clone())
+    })
+}
+
+/// Checks that `f` can be called.
+fn callable(f: &Bound<'_, PyAny>, method: &str) -> PyResult<()> {
+    if f.is_callable() {
+        Ok(())
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{method} needs a function, not a {}",
+            f.get_type().name()?
+        )))
+    }
+}
+
+#[pymethods]
+impl Stream {
+    /// Emits `f(x)` for every tuple `x`.
+    fn map(&self, name: &str, f: Bound<'_, PyAny>) -> PyResult<Stream> {
+        callable(&f, "map")?;
+        Ok(self.values(self.step(name, Some(f.unbind()), Step::Map)))
+    }
+
+    /// Keeps the tuples `x` for which `f(x)` is true.
+    fn filter(&self, name: &str, f: Bound<'_, PyAny>) -> PyResult<Stream> {
+        callable(&f, "filter")?;
+        Ok(self.values(self.step(name, Some(f.unbind()), Step::Filter)))
+    }
+
+    /// Emits every item of the iterable `f(x)` for every tuple `x`.
+    fn flat_map(&self, name: &str, f: Bound<'_, PyAny>) -> PyResult<Stream> {
+        callable(&f, "flat_map")?;
+        Ok(self.values(self.step(name, Some(f.unbind()), Step::FlatMap)))
+    }
+
+    /// The stream keyed by `key(x)` (by the tuple itself without `key`), for a keyed
+    /// aggregate; `name` is the operator that computes the key.
+    #[pyo3(signature = (name, key = None))]
+    fn key_by(&self, name: &str, key: Option<Bound<'_, PyAny>>) -> PyResult<KeyedStream> {
+        if let Some(key) = &key {
+            callable(key, "key_by")?;
+        }
+        Ok(KeyedStream {
+            input: Stream {
+                flow: self.flow.clone(),
+                failures: self.failures.clone(),
+            },
+            name: name.to_string(),
+            key: key.map(Bound::unbind),
+        })
+    }
+
+    /// Ends the stream in a sink keeping every tuple it receives; read them with
+    /// `Collected.items()` once the job has run.
+    fn collect(&self, name: &str) -> Collected {
+        let into = match &self.flow {
+            Flow::Values(s) => Collections::Values(s.collect(name)),
+            Flow::Pairs(s) => Collections::Pairs(s.collect(name)),
+            Flow::Lines(s) => Collections::Lines(s.collect(name)),
+        };
+        Collected { into }
+    }
+}
+
+/// A keyed stream of `(key, tuple)` pairs, as the Rust aggregates read it.
+type Keyed = sluice_ops::KeyedStream<(Value, Value), Value, fn(&(Value, Value)) -> &Value>;
+
+/// The key of a `(key, tuple)` pair.
+fn pair_key(pair: &(Value, Value)) -> &Value {
+    &pair.0
+}
+
+/// A stream keyed by a function of its tuples: its aggregates keep one state per key.
+#[pyclass(unsendable, module = "sluice")]
+struct KeyedStream {
+    input: Stream,
+    name: String,
+    key: Option<Py<PyAny>>,
+}
+
+impl KeyedStream {
+    /// The key-by operator (the tuples as `(key, field)` pairs), keyed by the pair's key.
+    fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> Keyed {
+        let key = self.key.as_ref().map(|k| k.clone_ref(py));
+        let pairs: RustStream<(Value, Value)> =
+            self.input
+                .step(&self.name, key, Step::KeyBy { field, numeric });
+        pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value)
+    }
+
+    fn pairs_stream(&self, flow: RustStream<(Value, Value)>) -> Stream {
+        Stream {
+            flow: Flow::Pairs(flow),
+            failures: self.input.failures.clone(),
+        }
+    }
+}
+
+#[pymethods]
+impl KeyedStream {
+    /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
+    /// (counted in Rust, without calling Python).
+    fn count(&self, py: Python<'_>, name: &str) -> Stream {
+        self.pairs_stream(self.pairs(py, Field::Unread, false).aggregate(name, Tally))
+    }
+
+    /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
+    /// item `n` of each tuple, read in Rust; a function: what it returns): `(key, total)`
+    /// for every tuple, summed in Rust, an int while every field is an int. A field that
+    /// is not a number fails the key-by operator.
+    #[pyo3(signature = (name, field = None))]
+    fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
+        let field = match field {
+            None => Field::Whole,
+            Some(f) if f.is_callable() => Field::Call(Arc::new(f.unbind())),
+            Some(n) => Field::Item(n.extract().map_err(|_| {
+                PyTypeError::new_err(
+                    "sum reads a field given as a function or an item number (an int from 0)",
+                )
+            })?),
+        };
+        Ok(self.pairs_stream(self.pairs(py, field, true).aggregate(name, Total)))
+    }
+}
+
+/// What a `collect` sink received, readable once the job has run.
+#[pyclass(module = "sluice")]
+struct Collected {
+    into: Collections,
+}
+
+#[pymethods]
+impl Collected {
+    /// Every tuple the sink received, in the order each of its instances received them.
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        match &self.into {
+            Collections::Values(c) => append_all(&list, c),
+            Collections::Pairs(c) => append_all(&list, c),
+            Collections::Lines(c) => append_all(&list, c),
+        }?;
+        Ok(list)
+    }
+
+    /// For a stream of `(key, value)` pairs (a keyed aggregate's): the last value of each
+    /// key, as a dict (a running count's last value is the key's count).
+    fn latest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let Collections::Pairs(c) = &self.into else {
+            return Err(PyTypeError::new_err(
+                "latest() reads a keyed aggregate's (key, value) pairs; this sink collected \
+                 other tuples: read them with items()",
+            ));
+        };
+        let mut last = std::collections::HashMap::new();
+        each_collected(c, |(key, value)| {
+            match last.get_mut(key) {
+                Some(latest) => *latest = value.clone(),
+                None => {
+                    last.insert(key.clone(), value.clone());
+                }
+            }
+            Ok(())
+        })?;
+        let dict = PyDict::new(py);
+        for (key, value) in last {
+            dict.set_item(key.to_py(py)?, value.to_py(py)?)?;
+        }
+        Ok(dict)
+    }
+}
+
+/// Calls `f` on every tuple of `collection`, instance by instance, each instance's in the
+/// order they arrived (as `sluice_ops::collected` lists them, without copying them).
+fn each_collected<T>(
+    collection: &Collection<T>,
+    f: impl FnMut(&T) -> PyResult<()>,
+) -> PyResult<()> {
+    let parts = collection
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut order: Vec<&(usize, Vec<T>)> = parts.iter().collect();
+    order.sort_by_key(|(instance, _)| *instance);
+    order
+        .into_iter()
+        .flat_map(|(_, tuples)| tuples)
+        .try_for_each(f)
+}
+
+/// Appends every tuple of `collection` to `list`, as Python objects.
+fn append_all<T: Carried>(list: &Bound<'_, PyList>, collection: &Collection<T>) -> PyResult<()> {
+    each_collected(collection, |tuple| list.append(tuple.to_py(list.py())?))
+}
+
+/// The module `sluice._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Dataflow>()?;
+    m.add_class::<Stream>()?;
+    m.add_class::<KeyedStream>()?;
+    m.add_class::<Collected>()?;
+    m.add("SluiceError", m.py().get_type::<SluiceError>())?;
+    m.add("OperatorError", m.py().get_type::<OperatorError>())?;
+    Ok(())
+}

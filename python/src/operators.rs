@@ -1,0 +1,415 @@
+//! The operators that run Python: [`IterableSource`] (the items of a Python iterable) and
+//! [`PythonStep`] (a Python function applied to each tuple: map, filter, flat-map, key-by), and
+//! the keyed aggregates of Python streams that run as Rust ([`Tally`], [`Total`]).
+//!
+//! A Python operator takes the interpreter once per batch of tuples, not once per tuple. An
+//! exception in a user's function fails the operator: its traceback becomes the operator's
+//! error (which the runtime reports with the operator's name, as it does a Rust panic), and
+//! the exception itself is kept in the job's [`Failures`], so that `run` raises it again in
+//! the caller, chained under an `OperatorError` naming the operator.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::prelude::*;
+use sluice_graph::{
+    expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Source,
+};
+use sluice_ops::{Aggregate, SOURCE_BATCH};
+use sluice_types::{BatchRef, TupleRef};
+
+use crate::value::{Carried, Value};
+
+/// How the error of an operator stopped by a Python exception begins (then the operator's
+/// name): a job whose PE process failed so is raised as an `OperatorError` too.
+pub const PYTHON_EXCEPTION: &str = "Python exception in operator";
+
+/// The first Python exception of a job and the operator it came from, shared by the job's
+/// Python operators and the `run` that raises it.
+#[derive(Clone, Default)]
+pub struct Failures(Arc<Mutex<Option<(String, PyErr)>>>);
+
+impl Failures {
+    /// Keeps `error` of `operator` (unless an earlier one is kept) and returns the operator
+    /// error that stops the job: the Python traceback and the exception.
+    fn fail(&self, py: Python<'_>, operator: &str, error: PyErr) -> OperatorError {
+        let traceback = error
+            .traceback(py)
+            .and_then(|t| t.format().ok())
+            .unwrap_or_default();
+        let message = format!("{PYTHON_EXCEPTION} '{operator}':\n{traceback}{error}");
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert((operator.to_string(), error));
+        OperatorError::Failed(message)
+    }
+
+    /// The first exception kept, and its operator's name.
+    pub fn take(&self) -> Option<(String, PyErr)> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// A user's Python function (or iterable), shared by an operator's instances.
+pub type Shared = Arc<Py<PyAny>>;
+
+/// A source emitting the items of a Python iterable, a batch of up to [`SOURCE_BATCH`] per
+/// call; run it with parallelism 1 (every instance would iterate the whole iterable).
+pub struct IterableSource {
+    iterable: Shared,
+    iterator: Option<Py<PyAny>>,
+    name: String,
+    failures: Failures,
+    batch: Vec<Value>,
+}
+
+impl IterableSource {
+    /// A source over `iterable`, failing into `failures`.
+    pub fn new(iterable: Shared, failures: Failures) -> Self {
+        Self {
+            iterable,
+            iterator: None,
+            name: String::new(),
+            failures,
+            batch: Vec::with_capacity(SOURCE_BATCH),
+        }
+    }
+}
+
+impl Source for IterableSource {
+    fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
+        self.name.clone_from(&ctx.name);
+        Python::attach(|py| {
+            let iterator = self.iterable.bind(py).try_iter();
+            match iterator {
+                Ok(it) => {
+                    self.iterator = Some(it.into_any().unbind());
+                    Ok(())
+                }
+                Err(e) => Err(self.failures.fail(py, &self.name, e)),
+            }
+        })
+    }
+
+    fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
+        let Some(iterator) = &self.iterator else {
+            return Ok(Produced::Exhausted);
+        };
+        let ended = Python::attach(|py| {
+            let it = iterator
+                .bind(py)
+                .cast::<pyo3::types::PyIterator>()
+                .map_err(PyErr::from);
+            let pulled = it.and_then(|it| {
+                let mut it = it.clone();
+                while self.batch.len() < SOURCE_BATCH {
+                    match it.next() {
+                        Some(item) => self.batch.push(Value::from_py(&item?)?),
+                        None => return Ok(true),
+                    }
+                }
+                Ok(false)
+            });
+            pulled.map_err(|e| self.failures.fail(py, &self.name, e))
+        })?;
+        let emitted = self.batch.len();
+        out.emit_batch(0, &mut self.batch)?;
+        if ended {
+            self.iterator = None;
+        }
+        Ok(if ended && emitted == 0 {
+            Produced::Exhausted
+        } else {
+            Produced::Emitted(emitted)
+        })
+    }
+}
+
+/// What a [`PythonStep`] does with its function's result.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Emits the result.
+    Map,
+    /// Emits the tuple when the result is true.
+    Filter,
+    /// Emits every item of the result (an iterable).
+    FlatMap,
+    /// Emits `(result, field)`; the function is optional (the tuple is its own key).
+    KeyBy {
+        /// What of the tuple the keyed aggregate reads.
+        field: Field,
+        /// The keyed stream is summed: the field must be an int or a float.
+        numeric: bool,
+    },
+}
+
+/// What of a tuple a keyed aggregate reads.
+#[derive(Clone, Debug)]
+pub enum Field {
+    /// Nothing (a count reads no field): `None`.
+    Unread,
+    /// The whole tuple.
+    Whole,
+    /// Item `n` of a tuple (read in Rust).
+    Item(usize),
+    /// What a Python function returns for it.
+    Call(Shared),
+}
+
+impl Field {
+    /// The field of `tuple`, with `object` its Python object when there is one.
+    fn of(
+        &self,
+        py: Python<'_>,
+        tuple: &Value,
+        object: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Value> {
+        match self {
+            Field::Unread => Ok(Value::None),
+            Field::Whole => Ok(tuple.clone()),
+            Field::Item(n) => match tuple {
+                Value::Tuple(items) if *n < items.len() => Ok(items[*n].clone()),
+                _ => Err(PyIndexError::new_err(format!(
+                    "the aggregate reads item {n} of each tuple, and {} has none",
+                    tuple.to_py(py)?.repr()?
+                ))),
+            },
+            Field::Call(f) => {
+                let arg = match object {
+                    Some(object) => object.clone(),
+                    None => tuple.to_py(py)?,
+                };
+                Value::from_py(&f.bind(py).call1((arg,))?)
+            }
+        }
+    }
+}
+
+/// The tuples a step emits: values, or `(key, value)` pairs for a key-by.
+pub trait Emitted: Carried {
+    /// What the step makes of `tuple` given its function's `result` (`None`: no function).
+    /// `object` is the tuple as a Python object, when the step made one.
+    fn step(
+        py: Python<'_>,
+        step: &Step,
+        tuple: Value,
+        object: Option<&Bound<'_, PyAny>>,
+        result: Option<Bound<'_, PyAny>>,
+        results: &mut Vec<Self>,
+    ) -> PyResult<()>;
+}
+
+impl Emitted for Value {
+    fn step(
+        _py: Python<'_>,
+        step: &Step,
+        tuple: Value,
+        _object: Option<&Bound<'_, PyAny>>,
+        result: Option<Bound<'_, PyAny>>,
+        results: &mut Vec<Self>,
+    ) -> PyResult<()> {
+        let Some(result) = result else {
+            results.push(tuple);
+            return Ok(());
+        };
+        match step {
+            Step::Filter => {
+                if result.is_truthy()? {
+                    results.push(tuple);
+                }
+            }
+            Step::FlatMap => {
+                for item in result.try_iter()? {
+                    results.push(Value::from_py(&item?)?);
+                }
+            }
+            Step::Map | Step::KeyBy { .. } => results.push(Value::from_py(&result)?),
+        }
+        Ok(())
+    }
+}
+
+impl Emitted for (Value, Value) {
+    fn step(
+        py: Python<'_>,
+        step: &Step,
+        tuple: Value,
+        object: Option<&Bound<'_, PyAny>>,
+        result: Option<Bound<'_, PyAny>>,
+        results: &mut Vec<Self>,
+    ) -> PyResult<()> {
+        let Step::KeyBy { field, numeric } = step else {
+            return Err(PyTypeError::new_err(format!(
+                "only a key-by emits (key, value) pairs, not a {step:?}"
+            )));
+        };
+        let value = field.of(py, &tuple, object)?;
+        if *numeric && !matches!(value, Value::Int(_) | Value::Float(_) | Value::Bool(_)) {
+            return Err(PyTypeError::new_err(format!(
+                "a sum reads ints and floats, not {}",
+                value.to_py(py)?.repr()?
+            )));
+        }
+        let key = match result {
+            Some(key) => Value::from_py(&key)?,
+            None => tuple,
+        };
+        results.push((key, value));
+        Ok(())
+    }
+}
+
+/// A Python function applied to each tuple of type `I`, emitting `O`s as its [`Step`] says.
+pub struct PythonStep<I, O> {
+    f: Option<Shared>,
+    step: Step,
+    name: String,
+    failures: Failures,
+    results: Vec<O>,
+    inputs: std::marker::PhantomData<fn(&I)>,
+}
+
+impl<I, O> PythonStep<I, O> {
+    /// A step calling `f` (none: a key-by whose key is the tuple), failing into `failures`.
+    pub fn new(f: Option<Shared>, step: Step, failures: Failures) -> Self {
+        Self {
+            f,
+            step,
+            name: String::new(),
+            failures,
+            results: Vec::new(),
+            inputs: std::marker::PhantomData,
+        }
+    }
+
+    /// Runs the step on one tuple.
+    fn one(&mut self, py: Python<'_>, tuple: &I) -> PyResult<()>
+    where
+        I: Carried,
+        O: Emitted,
+    {
+        let (object, result) = match &self.f {
+            Some(f) => {
+                let object = tuple.to_py(py)?;
+                let result = f.bind(py).call1((object.clone(),))?;
+                (Some(object), Some(result))
+            }
+            None => (None, None),
+        };
+        O::step(
+            py,
+            &self.step,
+            tuple.to_value(),
+            object.as_ref(),
+            result,
+            &mut self.results,
+        )
+    }
+}
+
+impl<I: Carried, O: Emitted> Operator for PythonStep<I, O> {
+    fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
+        self.name.clone_from(&ctx.name);
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        let tuple = expect_tuple::<I>(port, tuple)?;
+        Python::attach(|py| {
+            self.one(py, tuple)
+                .map_err(|e| self.failures.fail(py, &self.name, e))
+        })?;
+        out.emit_batch(0, &mut self.results)
+    }
+
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        Python::attach(|py| {
+            for tuple in batch.iter() {
+                let tuple = expect_tuple::<I>(port, tuple)?;
+                self.one(py, tuple)
+                    .map_err(|e| self.failures.fail(py, &self.name, e))?;
+            }
+            Ok::<_, OperatorError>(())
+        })?;
+        out.emit_batch(0, &mut self.results)
+    }
+}
+
+/// The running count of each key of a keyed Python stream, as an `int`.
+#[derive(Clone, Copy, Debug)]
+pub struct Tally;
+
+impl Aggregate<(Value, Value)> for Tally {
+    type Acc = i64;
+    type Out = Value;
+    fn init(&self) -> i64 {
+        0
+    }
+    fn add(&self, acc: &mut i64, _tuple: &(Value, Value)) {
+        *acc += 1;
+    }
+    fn merge(&self, acc: &mut i64, other: &i64) {
+        *acc += other;
+    }
+    fn result(&self, acc: &i64) -> Value {
+        Value::Int(*acc)
+    }
+}
+
+/// The running sum of each key's values: an `int` while every value is an int (or bool) and
+/// the sum fits 64 bits, a `float` after a float or beyond 64 bits. The key-by before it lets
+/// only numbers through ([`Step::KeyBy`] `numeric`).
+#[derive(Clone, Copy, Debug)]
+pub struct Total;
+
+impl Total {
+    /// `acc + value` for numbers; anything else leaves `acc` as it is.
+    fn plus(acc: &Value, value: &Value) -> Value {
+        let float = |v: &Value| match v {
+            Value::Int(i) => Some(*i as f64),
+            Value::Bool(b) => Some(f64::from(u8::from(*b))),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        };
+        let int = |v: &Value| match v {
+            Value::Int(i) => Some(*i),
+            Value::Bool(b) => Some(i64::from(*b)),
+            _ => None,
+        };
+        if let Some(sum) = int(acc).zip(int(value)).and_then(|(a, b)| a.checked_add(b)) {
+            return Value::Int(sum);
+        }
+        match float(acc).zip(float(value)) {
+            Some((a, b)) => Value::Float(a + b),
+            None => acc.clone(),
+        }
+    }
+}
+
+impl Aggregate<(Value, Value)> for Total {
+    type Acc = Value;
+    type Out = Value;
+    fn init(&self) -> Value {
+        Value::Int(0)
+    }
+    fn add(&self, acc: &mut Value, tuple: &(Value, Value)) {
+        *acc = Total::plus(acc, &tuple.1);
+    }
+    fn merge(&self, acc: &mut Value, other: &Value) {
+        *acc = Total::plus(acc, other);
+    }
+    fn result(&self, acc: &Value) -> Value {
+        acc.clone()
+    }
+}

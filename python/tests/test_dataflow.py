@@ -1,0 +1,168 @@
+"""The dataflow API from Python: sources, Python operators, the keyed aggregates in Rust,
+collect, the values a stream carries, and the errors a job raises."""
+
+import collections
+
+import pytest
+
+import sluice
+
+PLANS = ["fused", "threaded"]
+
+
+def word_counts(lines, plan):
+    flow = sluice.Dataflow("wordcount")
+    counts = (
+        flow.source("lines", lines)
+        .flat_map("split", lambda line: line.lower().split())
+        .key_by("word")
+        .count("count")
+        .collect("counts")
+    )
+    flow.run(plan)
+    return counts
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_word_counts_equal_a_python_counter(plan):
+    lines = [f"The w{i % 7} W{i % 3} the" for i in range(1000)]
+    expected = collections.Counter(w for line in lines for w in line.lower().split())
+    assert word_counts(lines, plan).latest() == dict(expected)
+
+
+def test_running_counts_arrive_in_order_per_key():
+    counts = word_counts(["a b", "b a b"], "fused")
+    assert counts.items() == [("a", 1), ("b", 1), ("b", 2), ("a", 2), ("b", 3)]
+
+
+def test_a_generator_is_a_source():
+    flow = sluice.Dataflow("generated")
+    evens = flow.source("numbers", (n for n in range(10))).filter("even", lambda n: n % 2 == 0)
+    out = evens.map("square", lambda n: n * n).collect("out")
+    flow.run()
+    assert out.items() == [0, 4, 16, 36, 64]
+
+
+def test_every_carried_type_survives_the_trip():
+    values = [None, True, False, -(2**63), 2**63 - 1, 1.5, float("inf"), "", "é" * 30, b"\x00\xff", (1, ("x", b"y"), 2.0)]
+    flow = sluice.Dataflow("types")
+    out = flow.source("values", values).map("same", lambda v: v).collect("out")
+    flow.run()
+    assert out.items() == values
+    assert [type(v) for v in out.items()] == [type(v) for v in values]
+
+
+@pytest.mark.parametrize("field", [1, lambda r: r[1]], ids=["item", "function"])
+def test_sum_keeps_ints_and_turns_float_after_a_float(field):
+    flow = sluice.Dataflow("sums")
+    sums = (
+        flow.source("readings", [("a", 1), ("b", 2), ("a", 3), ("b", 0.5), ("c", 2**62), ("c", 2**62)])
+        .key_by("sensor", lambda r: r[0])
+        .sum("total", field)
+        .collect("totals")
+    )
+    flow.run()
+    assert sums.items()[:4] == [("a", 1), ("b", 2), ("a", 4), ("b", 2.5)]
+    assert sums.latest() == {"a": 4, "b": 2.5, "c": float(2**63)}
+    assert type(sums.latest()["a"]) is int
+
+
+def test_sum_of_a_missing_item_names_it():
+    flow = sluice.Dataflow("short")
+    flow.source("readings", [("a",)]).key_by("sensor", lambda r: r[0]).sum("total", 1).collect("t")
+    with pytest.raises(sluice.OperatorError, match="operator 'sensor' raised IndexError") as raised:
+        flow.run()
+    assert "item 1" in str(raised.value.__cause__)
+
+
+def test_sum_of_values_per_key():
+    flow = sluice.Dataflow("sums")
+    sums = (
+        flow.source("readings", [("a", 1), ("b", 2), ("a", 3), ("b", 0.5)])
+        .map("value", lambda r: r[1])
+        .key_by("parity", lambda v: int(v) % 2)
+        .sum("total")
+        .collect("totals")
+    )
+    flow.run()
+    assert sums.latest() == {1: 4, 0: 2.5}
+
+
+def test_read_text_gives_lines(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("one two\r\nthree\n")
+    flow = sluice.Dataflow("text")
+    out = flow.read_text("lines", path).collect("out")
+    flow.run()
+    assert out.items() == ["one two", "three"]
+
+
+def test_an_exception_names_the_operator_and_keeps_its_traceback():
+    def boom(n):
+        if n == 3:
+            raise ValueError("three is too many")
+        return n
+
+    flow = sluice.Dataflow("failing")
+    flow.source("numbers", range(10)).map("boom", boom).collect("out")
+    with pytest.raises(sluice.OperatorError, match="operator 'boom' raised ValueError") as raised:
+        flow.run()
+    cause = raised.value.__cause__
+    assert isinstance(cause, ValueError)
+    assert cause.__traceback__.tb_next is not None or cause.__traceback__.tb_frame.f_code.co_name == "boom"
+
+
+def test_an_exception_in_a_source_names_the_source():
+    def numbers():
+        yield 1
+        raise RuntimeError("the feed broke")
+
+    flow = sluice.Dataflow("failing-source")
+    flow.source("feed", numbers()).collect("out")
+    with pytest.raises(sluice.OperatorError, match="operator 'feed' raised RuntimeError"):
+        flow.run()
+
+
+def test_a_type_the_engine_cannot_carry_is_refused_naming_it():
+    flow = sluice.Dataflow("lists")
+    flow.source("numbers", [1]).map("listed", lambda n: [n]).collect("out")
+    with pytest.raises(sluice.OperatorError, match="listed") as raised:
+        flow.run()
+    assert isinstance(raised.value.__cause__, TypeError)
+    assert "type list cannot travel" in str(raised.value.__cause__)
+
+
+def test_an_int_beyond_64_bits_is_refused():
+    flow = sluice.Dataflow("big")
+    flow.source("numbers", [2**64]).collect("out")
+    with pytest.raises(sluice.OperatorError) as raised:
+        flow.run()
+    assert isinstance(raised.value.__cause__, OverflowError)
+
+
+def test_a_sum_of_strings_fails_the_key_by():
+    flow = sluice.Dataflow("bad-sum")
+    flow.source("words", ["a"]).key_by("word").sum("total").collect("out")
+    with pytest.raises(sluice.OperatorError, match="operator 'word' raised TypeError"):
+        flow.run()
+
+
+def test_latest_needs_pairs():
+    flow = sluice.Dataflow("plain")
+    out = flow.source("numbers", [1]).collect("out")
+    flow.run()
+    with pytest.raises(TypeError, match="items()"):
+        out.latest()
+
+
+def test_mistakes_are_python_errors():
+    flow = sluice.Dataflow("mistakes")
+    stream = flow.source("numbers", [1])
+    with pytest.raises(TypeError, match="map needs a function"):
+        stream.map("m", 3)
+    stream.collect("same")
+    stream.collect("same")
+    with pytest.raises(sluice.SluiceError, match="same"):
+        flow.run()
+    with pytest.raises(ValueError, match="no plan 'everywhere'"):
+        sluice.Dataflow("p").run("everywhere")
