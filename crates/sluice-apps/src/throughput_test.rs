@@ -29,7 +29,7 @@
 //! `--duration` ends or, with `--set tuples=N`, after N tuples.
 
 use sluice_graph::{
-    expect_tuple, GraphBuilder, KeyedEntry, Operator, OperatorError, OperatorReport, Output,
+    expect_tuple, GraphBuilder, KeyedEntries, Operator, OperatorError, OperatorReport, Output,
     Partitioning, Snapshot,
 };
 use sluice_types::{monotonic_ns, partition_hash, KeyMap, TupleRef};
@@ -135,26 +135,23 @@ impl Operator for Count {
     /// parallelism deals each id's count to the instance its tuples go to).
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
         let mut snapshot = Snapshot::whole(&self.check.state())?;
-        snapshot.keyed = self
-            .counts
-            .iter()
-            .map(|(id, count)| KeyedEntry {
-                hash: partition_hash(&id[..]),
-                key: id.to_vec(),
-                state: count.to_le_bytes().to_vec(),
-            })
-            .collect();
+        snapshot.keyed = KeyedEntries::with_capacity(self.counts.len());
+        for (id, count) in &self.counts {
+            snapshot
+                .keyed
+                .push(partition_hash(&id[..]), id, &count.to_le_bytes());
+        }
         Ok(snapshot)
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
         self.check.resume(snapshot.decode_whole()?);
-        for entry in snapshot.keyed {
-            let count = <[u8; 8]>::try_from(entry.state.as_slice()).map_err(|_| {
+        for entry in snapshot.keyed.iter() {
+            let count = <[u8; 8]>::try_from(entry.state).map_err(|_| {
                 OperatorError::Failed("an id's count in a snapshot is not 8 bytes".into())
             })?;
             self.counts
-                .insert(entry.key.into_boxed_slice(), u64::from_le_bytes(count));
+                .insert(entry.key.into(), u64::from_le_bytes(count));
         }
         Ok(())
     }

@@ -153,8 +153,8 @@ struct Input {
 pub const MAX_PARALLELISM: usize = 1024;
 /// The most words of a generated sentence (`--set words`): one sentence is one string.
 pub const MAX_WORDS_PER_SENTENCE: usize = 1 << 16;
-/// The most distinct words the generator draws from (`--set vocabulary`), all made up front:
-/// 16 Mi words, a few hundred MiB.
+/// The most distinct words the generator draws from (`--set vocabulary`): 16 Mi words (each
+/// is made from its number as it is drawn; their counts are the count's state).
 pub const MAX_VOCABULARY: usize = 1 << 24;
 /// The most bytes a generated word is padded to (`--set word-bytes`).
 pub const MAX_WORD_BYTES: usize = 4096;
@@ -512,16 +512,36 @@ impl Source for SentenceSource {
     }
 }
 
-/// Bytes of the longest sentence of `words` words of `vocabulary` with their spaces.
-fn longest_sentence(vocabulary: &[String], words: usize) -> usize {
-    words * (vocabulary.iter().map(String::len).max().unwrap_or(0) + 1)
+/// The syllables a generated word is made of: word `i` is `i`'s digits in base 16, lowest
+/// first, each as its syllable.
+const SYLLABLES: [&str; 16] = [
+    "ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "va", "ze", "bo", "du", "fi", "ga", "he", "ju",
+];
+
+/// Appends word `i` of the vocabulary, padded with `x` to `pad` bytes, to `text`.
+fn push_word(text: &mut String, mut i: u64, pad: usize) {
+    let start = text.len();
+    loop {
+        text.push_str(SYLLABLES[(i % 16) as usize]);
+        i /= 16;
+        if i == 0 {
+            break;
+        }
+    }
+    while text.len() - start < pad {
+        text.push('x');
+    }
 }
 
 /// Deterministic sentences over a synthetic vocabulary (xorshift64*): the input of the
 /// generated WordCount, and of the hand-written programs `sluice bench app wordcount`
-/// measures beside it.
+/// measures beside it. Each word is made from its number as it is drawn, so a vocabulary of
+/// millions of words costs nothing to start with (a restarted source begins at once).
 pub struct SentenceGenerator {
-    vocabulary: Vec<String>,
+    /// How many distinct words it draws from.
+    vocabulary: u64,
+    /// The bytes every word is padded to.
+    word_bytes: usize,
     words_per_sentence: usize,
     /// Bytes of the longest sentence, so each is allocated once at its full size.
     longest: usize,
@@ -530,42 +550,33 @@ pub struct SentenceGenerator {
 
 impl SentenceGenerator {
     /// Sentences of `words_per_sentence` words drawn uniformly from `vocabulary` distinct
-    /// words, in an order fixed by `seed`.
+    /// words (at least one), in an order fixed by `seed`.
     pub fn new(words_per_sentence: usize, vocabulary: usize, seed: u64) -> Self {
-        const SYLLABLES: [&str; 16] = [
-            "ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "va", "ze", "bo", "du", "fi", "ga",
-            "he", "ju",
-        ];
-        let vocabulary = (0..vocabulary)
-            .map(|mut i| {
-                let mut word = String::new();
-                loop {
-                    word.push_str(SYLLABLES[i % 16]);
-                    i /= 16;
-                    if i == 0 {
-                        break word;
-                    }
-                }
-            })
-            .collect::<Vec<String>>();
-        Self {
-            longest: longest_sentence(&vocabulary, words_per_sentence),
-            vocabulary,
+        let mut generator = Self {
+            vocabulary: vocabulary.max(1) as u64,
+            word_bytes: 0,
             words_per_sentence,
+            longest: 0,
             random: XorShift::new(seed),
-        }
+        };
+        generator.longest = generator.longest_sentence();
+        generator
     }
 
     /// The same sentences with every word padded with `x` (a letter no word has) to at least
     /// `bytes` bytes: distinct words stay distinct, and each key of the count is larger.
     pub fn with_word_bytes(mut self, bytes: usize) -> Self {
-        for word in &mut self.vocabulary {
-            while word.len() < bytes {
-                word.push('x');
-            }
-        }
-        self.longest = longest_sentence(&self.vocabulary, self.words_per_sentence);
+        self.word_bytes = bytes;
+        self.longest = self.longest_sentence();
         self
+    }
+
+    /// Bytes of the longest sentence with its spaces: the last word is the longest, having
+    /// the most digits.
+    fn longest_sentence(&self) -> usize {
+        let mut longest = String::new();
+        push_word(&mut longest, self.vocabulary - 1, self.word_bytes);
+        self.words_per_sentence * (longest.len() + 1)
     }
 
     /// The next sentence: words separated by single spaces.
@@ -575,8 +586,8 @@ impl SentenceGenerator {
             if i > 0 {
                 text.push(' ');
             }
-            let pick = (self.random.next() % self.vocabulary.len() as u64) as usize;
-            text.push_str(&self.vocabulary[pick]);
+            let pick = self.random.next() % self.vocabulary;
+            push_word(&mut text, pick, self.word_bytes);
         }
         text
     }
@@ -605,6 +616,26 @@ mod tests {
             assert_eq!(w.len(), 40, "{w}");
             assert_eq!(w.trim_end_matches('x'), p);
         }
+    }
+
+    /// Words made from their numbers as they are drawn are the words the generator once made
+    /// up front for its whole vocabulary (these sentences are theirs, seeds 7 and 3): a
+    /// recorded or compared output stays the same.
+    #[test]
+    fn sentences_are_those_of_the_vocabulary_made_up_front() {
+        let mut g = SentenceGenerator::new(6, 2_100_000, 7);
+        assert_eq!(
+            g.sentence(),
+            "hebomipeto hehenunupe mibomijubo hepetofidu loranuzetolo pedujunufilo"
+        );
+        assert_eq!(
+            g.sentence(),
+            "dusifibobolo pevajubo vanubohepelo vapelomipelo pejuzekafilo nubokatoju"
+        );
+        let mut padded = SentenceGenerator::new(3, 300, 3).with_word_bytes(12);
+        assert_eq!(padded.sentence(), "nufixxxxxxxx nuloxxxxxxxx fifixxxxxxxx");
+        assert_eq!(g.longest, 6 * (12 + 1));
+        assert_eq!(padded.longest, 3 * (12 + 1));
     }
 
     #[test]

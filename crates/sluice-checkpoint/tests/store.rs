@@ -14,7 +14,7 @@ use std::sync::Arc;
 use fixture::{flip, overwrite, payloads, take, truncate};
 use sluice_checkpoint::{
     list, load, read_part, CheckpointKind, CheckpointStatus, CheckpointStore, StoreError,
-    MANIFEST_FILE, PART_HEADER_LEN,
+    MANIFEST_FILE, PART_FORMAT, PART_HEADER_LEN,
 };
 
 fn store() -> (tempfile::TempDir, CheckpointStore) {
@@ -176,12 +176,13 @@ fn a_bad_magic_is_refused() {
 #[test]
 fn a_later_part_format_is_refused_naming_the_version() {
     let later_version = |path: &Path| {
-        overwrite(path, 8, &2u32.to_le_bytes());
+        overwrite(path, 8, &(PART_FORMAT + 1).to_le_bytes());
         let header = std::fs::read(path).unwrap();
-        // A genuine header of format 2: its own checksum matches.
+        // A genuine header of the next format: its own checksum matches.
         overwrite(path, 28, &crc32fast::hash(&header[..28]).to_le_bytes());
     };
-    refused_with_fallback("sum[0].part", later_version, "format version 2");
+    let later = format!("format version {}", PART_FORMAT + 1);
+    refused_with_fallback("sum[0].part", later_version, &later);
 }
 
 #[test]

@@ -124,6 +124,6 @@ where
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
-        self.table.restore(snapshot.keyed)
+        self.table.restore(&snapshot.keyed)
     }
 }

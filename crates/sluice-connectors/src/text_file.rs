@@ -19,7 +19,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use sluice_graph::{
-    OperatorContext, OperatorError, OperatorReport, Output, Produced, Snapshot, Source,
+    KeyedEntries, OperatorContext, OperatorError, OperatorReport, Output, Produced, Snapshot,
+    Source,
 };
 use sluice_ops::{TypedSource, SOURCE_BATCH};
 
@@ -121,7 +122,7 @@ impl LineFile {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             operator: self.lines.to_le_bytes().to_vec(),
-            keyed: Vec::new(),
+            keyed: KeyedEntries::default(),
         }
     }
 

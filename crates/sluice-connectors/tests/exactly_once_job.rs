@@ -101,10 +101,12 @@ fn run(graph: &Graph, plan: &PhysicalPlan, resume: Option<&JobState>, parts: Opt
     if let Some(parts) = &parts {
         control.set_checkpoint_sink(parts.clone());
     }
+    // Each instance takes its state out of the job's: the caller's stays as it was.
+    let mut resume = resume.cloned();
     let watched = Watched {
         control: &control,
         metrics: None,
-        resume,
+        resume: resume.as_mut(),
     };
     let workers = assemble::start(graph, plan, Scope::All, &sites, bound, &options, watched);
     let began = Instant::now();

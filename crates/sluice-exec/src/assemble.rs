@@ -172,8 +172,8 @@ pub struct Watched<'a> {
     pub control: &'a Arc<JobControl>,
     /// Where the threads publish their live metrics; `None` when they are off.
     pub metrics: Option<&'a ProcessMetrics>,
-    /// The state the job resumes from.
-    pub resume: Option<&'a JobState>,
+    /// The state the job resumes from: each instance's is taken out of it as it is built.
+    pub resume: Option<&'a mut JobState>,
 }
 
 /// Builds this process's threads (opening the senders of channels bound elsewhere), starts
@@ -196,7 +196,7 @@ pub fn start(
     let Watched {
         control,
         metrics,
-        resume,
+        mut resume,
     } = watched;
     let placed: Vec<(&str, &ThreadPlan)> = plan
         .pes
@@ -210,7 +210,7 @@ pub fn start(
         let nodes = t
             .instances
             .iter()
-            .map(|id| new_node(graph, plan, *id, resume).map(RefCell::new))
+            .map(|id| new_node(graph, plan, *id, resume.as_deref_mut()).map(RefCell::new))
             .collect::<Result<_, _>>()?;
         execs.push(ThreadExec {
             name: t.name.clone(),
@@ -639,7 +639,7 @@ fn new_node(
     graph: &Graph,
     plan: &PhysicalPlan,
     id: InstanceId,
-    resume: Option<&JobState>,
+    resume: Option<&mut JobState>,
 ) -> Result<Node, RunError> {
     let instance = plan.instance(id);
     let op = &graph.operators()[instance.operator];
@@ -650,7 +650,9 @@ fn new_node(
     };
     let is_source = matches!(op.kind, OperatorKind::Source(_));
     let resume = match resume {
-        Some(state) => state.for_instance(&op.name, instance.index, op.parallelism, is_source)?,
+        Some(state) => {
+            state.take_for_instance(&op.name, instance.index, op.parallelism, is_source)?
+        }
         None => None,
     };
     let body = match &op.kind {

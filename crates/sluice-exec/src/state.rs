@@ -75,19 +75,22 @@ impl JobState {
     }
 
     /// The state instance `instance` of `operator`, one of `parallelism`, resumes from;
-    /// `None` when the job's state has none of the operator (an operator added since).
-    pub(crate) fn for_instance(
-        &self,
+    /// `None` when the job's state has none of the operator (an operator added since). When
+    /// the operator keeps its parallelism, the instance's state is taken out (left at its
+    /// default), not copied: each instance resumes once, and a state of millions of keys is
+    /// handed over as it was read.
+    pub(crate) fn take_for_instance(
+        &mut self,
         operator: &str,
         instance: usize,
         parallelism: usize,
         is_source: bool,
     ) -> Result<Option<InstanceState>, RunError> {
-        let Some(states) = self.operators.get(operator) else {
+        let Some(states) = self.operators.get_mut(operator) else {
             return Ok(None);
         };
         if states.len() == parallelism {
-            return Ok(states.get(instance).cloned());
+            return Ok(states.get_mut(instance).map(std::mem::take));
         }
         if is_source {
             return Err(RunError::PlanMismatch(format!(
@@ -162,14 +165,7 @@ impl JobState {
         self.operators
             .values()
             .flatten()
-            .map(|s| {
-                s.snapshot.operator.len()
-                    + s.snapshot
-                        .keyed
-                        .iter()
-                        .map(|e| e.key.len() + e.state.len())
-                        .sum::<usize>()
-            })
+            .map(|s| s.snapshot.operator.len() + s.snapshot.keyed.bytes())
             .sum()
     }
 }
@@ -230,19 +226,17 @@ pub fn operator_of(instance: &InstancePlan) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_graph::KeyedEntry;
+    use sluice_graph::KeyedEntries;
 
     fn keyed(keys: std::ops::Range<u64>) -> InstanceState {
+        let mut keyed = KeyedEntries::default();
+        for k in keys {
+            keyed.push(sluice_types::partition_hash(&k), &k.to_le_bytes(), &[1]);
+        }
         InstanceState {
             snapshot: Snapshot {
                 operator: Vec::new(),
-                keyed: keys
-                    .map(|k| KeyedEntry {
-                        hash: sluice_types::partition_hash(&k),
-                        key: k.to_le_bytes().to_vec(),
-                        state: vec![1],
-                    })
-                    .collect(),
+                keyed,
             },
             timers: vec![Timer::Event(5)],
             ..InstanceState::default()
@@ -254,12 +248,35 @@ mod tests {
         let mut state = JobState::default();
         state.insert("sum", 1, keyed(0..3));
         state.insert("sum", 0, keyed(3..5));
-        let one = state.for_instance("sum", 1, 2, false).unwrap().unwrap();
-        assert_eq!(one, keyed(0..3));
-        assert_eq!(state.for_instance("other", 0, 1, false).unwrap(), None);
         assert_eq!(state.instances(), 2);
         assert_eq!(size_text(state.bytes() as f64), "45 B");
+        let one = state
+            .take_for_instance("sum", 1, 2, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(one, keyed(0..3));
+        assert_eq!(state.take_for_instance("other", 0, 1, false).unwrap(), None);
         assert_eq!(size_text(15_000.0), "14.6 KiB");
+    }
+
+    /// An instance's state is handed over, not copied: what is left of it is empty, and the
+    /// other instances' states are as they were.
+    #[test]
+    fn an_instance_takes_its_state_out() {
+        let mut state = JobState::default();
+        state.insert("sum", 0, keyed(0..3));
+        state.insert("sum", 1, keyed(3..5));
+        assert_eq!(
+            state.take_for_instance("sum", 0, 2, false).unwrap(),
+            Some(keyed(0..3))
+        );
+        assert_eq!(state.operators["sum"][0], InstanceState::default());
+        assert_eq!(state.bytes(), 18);
+        assert_eq!(
+            state.take_for_instance("sum", 1, 2, false).unwrap(),
+            Some(keyed(3..5))
+        );
+        assert_eq!(state.bytes(), 0);
     }
 
     #[test]
@@ -268,7 +285,12 @@ mod tests {
         state.insert("sum", 0, keyed(0..40));
         state.insert("sum", 1, keyed(40..100));
         let parts: Vec<InstanceState> = (0..3)
-            .map(|i| state.for_instance("sum", i, 3, false).unwrap().unwrap())
+            .map(|i| {
+                state
+                    .take_for_instance("sum", i, 3, false)
+                    .unwrap()
+                    .unwrap()
+            })
             .collect();
         let total: usize = parts.iter().map(|p| p.snapshot.keyed.len()).sum();
         assert_eq!(total, 100);
@@ -280,7 +302,7 @@ mod tests {
                 .all(|e| sluice_types::pick_instance(e.hash, 3) == i));
             assert_eq!(part.timers, vec![Timer::Event(5)]);
         }
-        assert!(state.for_instance("sum", 0, 3, true).is_err());
+        assert!(state.take_for_instance("sum", 0, 3, true).is_err());
     }
 
     #[test]

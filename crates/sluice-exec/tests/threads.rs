@@ -161,10 +161,12 @@ fn start(graph: &Graph, plan: &PhysicalPlan, resume: Option<&JobState>) -> Start
     );
     let bound = assemble::bind(graph, plan, Scope::All, &sites).unwrap();
     let control = Arc::new(JobControl::new(true));
+    // Each instance takes its state out of the job's: the caller's stays as it was.
+    let mut resume = resume.cloned();
     let watched = Watched {
         control: &control,
         metrics: None,
-        resume,
+        resume: resume.as_mut(),
     };
     let workers =
         assemble::start(graph, plan, Scope::All, &sites, bound, &options, watched).unwrap();

@@ -34,5 +34,6 @@ pub use returned::{
     RESULT_BATCH_BYTES,
 };
 pub use snapshot::{
-    histogram_from_pairs, histogram_pairs, CheckpointState, KeyedEntry, LaterSnapshot, Snapshot,
+    histogram_from_pairs, histogram_pairs, CheckpointState, KeyedEntries, KeyedEntry,
+    LaterSnapshot, Snapshot,
 };

@@ -15,18 +15,166 @@ use sluice_types::pick_instance;
 
 use crate::{LatencyHistogram, OperatorError};
 
-/// One key's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyedEntry {
+/// One key's state, as [`KeyedEntries`] lends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyedEntry<'a> {
     /// The key's partition hash ([`sluice_types::partition_hash`] of the key), which decides
     /// the instance that owns it.
     pub hash: u64,
     /// The key, encoded by the operator.
-    #[serde(with = "compact")]
-    pub key: Vec<u8>,
+    pub key: &'a [u8],
     /// Its state, encoded by the operator.
+    pub state: &'a [u8],
+}
+
+/// Where one entry of [`KeyedEntries`] is: its hash and its key's and state's lengths (the
+/// entries lie back to back in its bytes, in order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct EntryAt {
+    hash: u64,
+    key: usize,
+    state: usize,
+}
+
+/// State per key: every key and its state, encoded by the operator, back to back in one
+/// buffer, beside each entry's partition hash and lengths. A snapshot of millions of keys is
+/// then two allocations, encoded and decoded in one pass each (the keys are encoded straight
+/// into the buffer, and decoded from slices of it into the operator's map), not two buffers
+/// per key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "KeyedEntriesDecoded")]
+pub struct KeyedEntries {
+    entries: Vec<EntryAt>,
     #[serde(with = "compact")]
-    pub state: Vec<u8>,
+    bytes: Vec<u8>,
+}
+
+impl KeyedEntries {
+    /// No entries, with room for `entries` of them.
+    pub fn with_capacity(entries: usize) -> Self {
+        KeyedEntries {
+            entries: Vec::with_capacity(entries),
+            bytes: Vec::new(),
+        }
+    }
+
+    /// How many entries it holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bytes of keys and states it holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Adds the entry `key` (already encoded) with `state` (already encoded).
+    pub fn push(&mut self, hash: u64, key: &[u8], state: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(state);
+        self.entries.push(EntryAt {
+            hash,
+            key: key.len(),
+            state: state.len(),
+        });
+    }
+
+    /// Adds an entry whose key and state `encode` writes to the end of the buffer it is
+    /// given, in this order, returning the length of the key: nothing is allocated per entry.
+    /// If `encode` fails, the entries are left as they were and its error returned.
+    pub fn push_with<E>(
+        &mut self,
+        hash: u64,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<usize, E>,
+    ) -> Result<(), E> {
+        let start = self.bytes.len();
+        match encode(&mut self.bytes) {
+            Ok(key) => {
+                let written = self.bytes.len() - start;
+                debug_assert!(key <= written, "a key longer than its entry");
+                self.entries.push(EntryAt {
+                    hash,
+                    key: key.min(written),
+                    state: written - key.min(written),
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.bytes.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
+    /// Every entry, in the order they were added.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = KeyedEntry<'_>> + '_ {
+        let mut at = 0;
+        self.entries.iter().map(move |e| {
+            let key = &self.bytes[at..at + e.key];
+            let state = &self.bytes[at + e.key..at + e.key + e.state];
+            at += e.key + e.state;
+            KeyedEntry {
+                hash: e.hash,
+                key,
+                state,
+            }
+        })
+    }
+
+    /// Adds every entry of `other`.
+    pub fn append(&mut self, other: KeyedEntries) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        self.entries.extend(other.entries);
+        self.bytes.extend_from_slice(&other.bytes);
+    }
+}
+
+/// [`KeyedEntries`] as they travel, checked when decoded: the entries' lengths must add up to
+/// the bytes held, so a decoded value never slices past its buffer.
+#[derive(Deserialize)]
+struct KeyedEntriesDecoded {
+    entries: Vec<EntryAt>,
+    #[serde(with = "compact")]
+    bytes: Vec<u8>,
+}
+
+impl TryFrom<KeyedEntriesDecoded> for KeyedEntries {
+    type Error = String;
+
+    fn try_from(decoded: KeyedEntriesDecoded) -> Result<Self, String> {
+        let total = decoded.entries.iter().try_fold(0usize, |sum, e| {
+            sum.checked_add(e.key)?.checked_add(e.state)
+        });
+        if total != Some(decoded.bytes.len()) {
+            return Err(format!(
+                "keyed state whose entries' lengths add up to {}, with {} bytes",
+                total.map_or_else(|| "more than a usize".to_string(), |t| t.to_string()),
+                decoded.bytes.len()
+            ));
+        }
+        Ok(KeyedEntries {
+            entries: decoded.entries,
+            bytes: decoded.bytes,
+        })
+    }
+}
+
+impl<'a> FromIterator<KeyedEntry<'a>> for KeyedEntries {
+    fn from_iter<I: IntoIterator<Item = KeyedEntry<'a>>>(entries: I) -> Self {
+        let mut all = KeyedEntries::default();
+        for e in entries {
+            all.push(e.hash, e.key, e.state);
+        }
+        all
+    }
 }
 
 /// What an operator's [`Operator::checkpoint`](crate::Operator::checkpoint) hands over: its
@@ -94,7 +242,7 @@ pub struct Snapshot {
     #[serde(with = "compact")]
     pub operator: Vec<u8>,
     /// State per key.
-    pub keyed: Vec<KeyedEntry>,
+    pub keyed: KeyedEntries,
 }
 
 impl Snapshot {
@@ -110,7 +258,7 @@ impl Snapshot {
         })?;
         Ok(Snapshot {
             operator,
-            keyed: Vec::new(),
+            keyed: KeyedEntries::default(),
         })
     }
 
@@ -124,9 +272,11 @@ impl Snapshot {
     /// keys' tuples; the operator-wide state goes to instance 0.
     pub fn split(self, instances: usize) -> Vec<Snapshot> {
         let mut parts = vec![Snapshot::default(); instances.max(1)];
-        for entry in self.keyed {
-            let at = pick_instance(entry.hash, parts.len());
-            parts[at].keyed.push(entry);
+        let count = parts.len();
+        for entry in self.keyed.iter() {
+            parts[pick_instance(entry.hash, count)]
+                .keyed
+                .push(entry.hash, entry.key, entry.state);
         }
         parts[0].operator = self.operator;
         parts
@@ -140,7 +290,7 @@ impl Snapshot {
             if merged.operator.is_empty() {
                 merged.operator = s.operator;
             }
-            merged.keyed.extend(s.keyed);
+            merged.keyed.append(s.keyed);
         }
         merged
     }
@@ -197,43 +347,93 @@ mod tests {
 
     #[test]
     fn split_follows_the_partitioning_and_merge_undoes_it() {
-        let entry = |k: u64| KeyedEntry {
-            hash: sluice_types::partition_hash(&k),
-            key: k.to_le_bytes().to_vec(),
-            state: vec![k as u8],
-        };
-        let whole = Snapshot {
+        let mut whole = Snapshot {
             operator: vec![9],
-            keyed: (0..50).map(entry).collect(),
+            keyed: KeyedEntries::default(),
         };
+        for k in 0..50u64 {
+            whole.keyed.push(
+                sluice_types::partition_hash(&k),
+                &k.to_le_bytes(),
+                &[k as u8],
+            );
+        }
         let parts = whole.clone().split(3);
         assert_eq!(parts.len(), 3);
         for (i, part) in parts.iter().enumerate() {
             assert!(part.keyed.iter().all(|e| pick_instance(e.hash, 3) == i));
         }
-        let mut merged = Snapshot::merge(parts);
-        merged.keyed.sort_by(|a, b| a.key.cmp(&b.key));
-        let mut expected = whole;
-        expected.keyed.sort_by(|a, b| a.key.cmp(&b.key));
-        assert_eq!(merged, expected);
+        let merged = Snapshot::merge(parts);
+        assert_eq!(merged.operator, whole.operator);
+        let sorted = |s: &Snapshot| {
+            let mut entries: Vec<_> = s
+                .keyed
+                .iter()
+                .map(|e| (e.hash, e.key.to_vec(), e.state.to_vec()))
+                .collect();
+            entries.sort();
+            entries
+        };
+        assert_eq!(sorted(&merged), sorted(&whole));
     }
 
     #[test]
     fn snapshots_travel_as_base64_in_json_and_as_bytes_in_postcard() {
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             operator: vec![0, 255, 7],
-            keyed: vec![KeyedEntry {
-                hash: 3,
-                key: b"word".to_vec(),
-                state: vec![1; 10],
-            }],
+            keyed: KeyedEntries::default(),
         };
+        snapshot.keyed.push(3, b"word", &[1; 10]);
         let json = serde_json::to_string(&snapshot).unwrap();
         assert!(json.contains("\"AP8H\""), "{json}");
         assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), snapshot);
         assert!(serde_json::from_str::<Snapshot>(&json.replace("AP8H", "!!")).is_err());
         let binary = postcard::to_allocvec(&snapshot).unwrap();
         assert_eq!(postcard::from_bytes::<Snapshot>(&binary).unwrap(), snapshot);
+    }
+
+    /// Keys and states lie in one buffer, written in place or copied, and read back as
+    /// slices of it; an entry whose encoding fails leaves nothing behind.
+    #[test]
+    fn keyed_entries_share_one_buffer() {
+        let mut entries = KeyedEntries::with_capacity(3);
+        entries.push(1, b"ab", b"c");
+        entries
+            .push_with(2, |bytes| {
+                bytes.extend_from_slice(b"key");
+                bytes.extend_from_slice(b"state");
+                Ok::<_, ()>(3)
+            })
+            .unwrap();
+        assert_eq!(
+            entries.push_with(3, |bytes| {
+                bytes.push(9);
+                Err("no")
+            }),
+            Err("no")
+        );
+        entries.push(4, b"", b"");
+        let got: Vec<_> = entries.iter().map(|e| (e.hash, e.key, e.state)).collect();
+        let expected: Vec<(u64, &[u8], &[u8])> =
+            vec![(1, b"ab", b"c"), (2, b"key", b"state"), (4, b"", b"")];
+        assert_eq!(got, expected);
+        assert_eq!((entries.len(), entries.bytes()), (3, 11));
+        let mut more: KeyedEntries = entries.iter().collect();
+        more.append(entries.clone());
+        assert_eq!(more.len(), 6);
+    }
+
+    /// A decoded value whose lengths do not add up to its bytes is refused, never sliced.
+    #[test]
+    fn keyed_entries_whose_lengths_lie_are_refused() {
+        let mut entries = KeyedEntries::default();
+        entries.push(1, b"key", b"state");
+        let mut binary = postcard::to_allocvec(&entries).unwrap();
+        // [1 entry][hash 1][key 3][state 5][8 bytes]...: say the state is 6 bytes long.
+        assert_eq!(binary[..5], [1, 1, 3, 5, 8]);
+        binary[3] = 6;
+        let error = postcard::from_bytes::<KeyedEntries>(&binary).unwrap_err();
+        assert!(matches!(error, postcard::Error::SerdeDeCustom), "{error}");
     }
 
     #[test]

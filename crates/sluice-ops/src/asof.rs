@@ -246,7 +246,7 @@ where
             self.now = held.now;
             self.pending = held.pending.into();
         }
-        self.history.restore(snapshot.keyed)
+        self.history.restore(&snapshot.keyed)
     }
 }
 

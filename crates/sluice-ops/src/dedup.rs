@@ -252,7 +252,7 @@ where
 
     /// Takes back the keys; a window by count goes on counting after the latest of them.
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
-        self.state.restore(snapshot.keyed)?;
+        self.state.restore(&snapshot.keyed)?;
         if let Within::Tuples(_) = self.dedup.within {
             let after = self.state.iter().map(|(_, last)| last + 1).max();
             self.received = self.received.max(after.unwrap_or(0));

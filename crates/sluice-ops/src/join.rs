@@ -21,7 +21,9 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use sluice_graph::{expect_tuple, Operator, OperatorError, OperatorReport, Output, Snapshot};
+use sluice_graph::{
+    expect_tuple, KeyedEntries, Operator, OperatorError, OperatorReport, Output, Snapshot,
+};
 use sluice_types::{monotonic_ns, BatchRef, Tuple, TupleRef};
 
 use crate::aggregate::Value;
@@ -331,12 +333,19 @@ where
     }
 
     fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
-        let mut keyed = self.left.kept.snapshot()?;
         // Each side's entries are told apart by their state's first byte.
-        keyed.iter_mut().for_each(|e| e.state.insert(0, 0));
-        for mut entry in self.right.kept.snapshot()? {
-            entry.state.insert(0, 1);
-            keyed.push(entry);
+        let mut keyed = KeyedEntries::default();
+        let mut state = Vec::new();
+        for (side, entries) in [
+            (0, self.left.kept.snapshot()?),
+            (1, self.right.kept.snapshot()?),
+        ] {
+            for entry in entries.iter() {
+                state.clear();
+                state.push(side);
+                state.extend_from_slice(entry.state);
+                keyed.push(entry.hash, entry.key, &state);
+            }
         }
         Ok(Snapshot {
             operator: self.now.to_le_bytes().to_vec(),
@@ -348,26 +357,21 @@ where
         if let Ok(now) = <[u8; 8]>::try_from(snapshot.operator.as_slice()) {
             self.now = u64::from_le_bytes(now);
         }
-        let (mut left, mut right) = (Vec::new(), Vec::new());
-        for mut entry in snapshot.keyed {
-            match entry.state.first() {
-                Some(0) => {
-                    entry.state.remove(0);
-                    left.push(entry);
-                }
-                Some(1) => {
-                    entry.state.remove(0);
-                    right.push(entry);
-                }
+        let (mut left, mut right) = (KeyedEntries::default(), KeyedEntries::default());
+        for entry in snapshot.keyed.iter() {
+            let side = match entry.state.split_first() {
+                Some((0, state)) => (&mut left, state),
+                Some((1, state)) => (&mut right, state),
                 _ => {
                     return Err(OperatorError::Failed(
                         "a join snapshot entry has no side".into(),
                     ))
                 }
-            }
+            };
+            side.0.push(entry.hash, entry.key, side.1);
         }
-        self.left.kept.restore(left)?;
-        self.right.kept.restore(right)
+        self.left.kept.restore(&left)?;
+        self.right.kept.restore(&right)
     }
 }
 
@@ -470,6 +474,6 @@ where
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
-        self.table.restore(snapshot.keyed)
+        self.table.restore(&snapshot.keyed)
     }
 }

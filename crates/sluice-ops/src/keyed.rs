@@ -10,7 +10,7 @@ use std::hash::Hash;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sluice_graph::{KeyedEntry, LaterSnapshot, OperatorError, Snapshot};
+use sluice_graph::{KeyedEntries, LaterSnapshot, OperatorError, Snapshot};
 use sluice_types::{partition_hash, KeyMap};
 
 /// The bounds of a key: hashed, compared, cloned into state, and encoded in snapshots.
@@ -92,18 +92,20 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
         self.map.retain(keep)
     }
 
-    /// Every key's state, encoded, with the key's partition hash.
-    pub fn snapshot(&self) -> Result<Vec<KeyedEntry>, OperatorError> {
-        self.map
-            .iter()
-            .map(|(key, state)| {
-                Ok(KeyedEntry {
-                    hash: partition_hash(key),
-                    key: encode(key)?,
-                    state: encode(state)?,
-                })
-            })
-            .collect()
+    /// Every key's state, encoded, with the key's partition hash: each key and state encoded
+    /// straight into the entries' one buffer.
+    pub fn snapshot(&self) -> Result<KeyedEntries, OperatorError> {
+        let mut entries = KeyedEntries::with_capacity(self.map.len());
+        for (key, state) in &self.map {
+            entries.push_with(partition_hash(key), |bytes| {
+                let start = bytes.len();
+                encode_onto(key, bytes)?;
+                let key_len = bytes.len() - start;
+                encode_onto(state, bytes)?;
+                Ok::<_, OperatorError>(key_len)
+            })?;
+        }
+        Ok(entries)
     }
 
     /// A copy of every key's state, made into a snapshot (as [`KeyedState::snapshot`] makes
@@ -123,19 +125,22 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
     }
 
     /// Adds the keys of `entries` (made by [`KeyedState::snapshot`]).
-    pub fn restore(&mut self, entries: Vec<KeyedEntry>) -> Result<(), OperatorError> {
+    pub fn restore(&mut self, entries: &KeyedEntries) -> Result<(), OperatorError> {
         // Room for every key at once: a restore of millions of keys rehashes no table.
         self.map.reserve(entries.len());
-        for entry in entries {
-            self.map.insert(decode(&entry.key)?, decode(&entry.state)?);
+        for entry in entries.iter() {
+            self.map.insert(decode(entry.key)?, decode(entry.state)?);
         }
         Ok(())
     }
 }
 
-fn encode<V: Serialize>(value: &V) -> Result<Vec<u8>, OperatorError> {
-    postcard::to_allocvec(value)
-        .map_err(|e| OperatorError::Failed(format!("cannot encode state for a snapshot: {e}")))
+/// Appends `value`, encoded, to `bytes`.
+fn encode_onto<V: Serialize>(value: &V, bytes: &mut Vec<u8>) -> Result<(), OperatorError> {
+    let buffer = std::mem::take(bytes);
+    *bytes = postcard::to_extend(value, buffer)
+        .map_err(|e| OperatorError::Failed(format!("cannot encode state for a snapshot: {e}")))?;
+    Ok(())
 }
 
 fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, OperatorError> {
@@ -154,15 +159,12 @@ mod tests {
             state.update(&w.to_string(), || 0, |n| *n += 1);
         }
         let mut restored: KeyedState<String, u64> = KeyedState::new();
-        restored.restore(state.snapshot().unwrap()).unwrap();
+        restored.restore(&state.snapshot().unwrap()).unwrap();
         assert_eq!(restored.get(&"a".into()), Some(&3));
         assert_eq!(restored.len(), 3);
-        let bad = vec![KeyedEntry {
-            hash: 0,
-            key: vec![0xff],
-            state: vec![],
-        }];
-        assert!(restored.restore(bad).is_err());
+        let mut bad = KeyedEntries::default();
+        bad.push(0, &[0xff], &[]);
+        assert!(restored.restore(&bad).is_err());
     }
 
     /// A checkpoint's copy is the state at the barrier: what the operator does after it,
@@ -181,11 +183,15 @@ mod tests {
         let made = std::thread::spawn(move || later.make().unwrap())
             .join()
             .unwrap();
-        let sorted = |mut entries: Vec<KeyedEntry>| {
-            entries.sort_by(|a, b| a.key.cmp(&b.key));
+        let sorted = |entries: &KeyedEntries| {
+            let mut entries: Vec<_> = entries.iter().map(|e| (e.key, e.state, e.hash)).collect();
+            entries.sort();
             entries
+                .iter()
+                .map(|(k, s, h)| (k.to_vec(), s.to_vec(), *h))
+                .collect::<Vec<_>>()
         };
-        assert_eq!(sorted(made.keyed), sorted(at_barrier));
+        assert_eq!(sorted(&made.keyed), sorted(&at_barrier));
         assert!(made.operator.is_empty());
     }
 }

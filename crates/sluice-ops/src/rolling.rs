@@ -101,6 +101,6 @@ where
     }
 
     fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
-        self.state.restore(snapshot.keyed)
+        self.state.restore(&snapshot.keyed)
     }
 }

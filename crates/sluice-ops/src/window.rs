@@ -753,6 +753,6 @@ where
         if let Ok(now) = <[u8; 8]>::try_from(snapshot.operator.as_slice()) {
             self.now = u64::from_le_bytes(now);
         }
-        self.state.restore(snapshot.keyed)
+        self.state.restore(&snapshot.keyed)
     }
 }

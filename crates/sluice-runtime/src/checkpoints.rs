@@ -518,13 +518,88 @@ impl StoredCheckpoint {
     }
 
     fn read(&self, entry: &PartEntry) -> Result<InstanceState, RunError> {
-        let payload = sluice_checkpoint::read_part(&self.dir, entry)
-            .map_err(|e| RunError::Launch(format!("cannot restore: {e}")))?;
-        postcard::from_bytes(&payload).map_err(|e| {
-            RunError::Launch(format!(
-                "part '{}' of checkpoint {} does not decode: {e}",
-                entry.name, self.n
-            ))
+        read_state(&self.dir, entry, &format!("checkpoint {}", self.n))
+    }
+}
+
+/// The instance's state the part `entry` in `dir` holds, read, verified and decoded; `of`
+/// names what the part belongs to in an error.
+fn read_state(dir: &Path, entry: &PartEntry, of: &str) -> Result<InstanceState, RunError> {
+    let payload = sluice_checkpoint::read_part(dir, entry)
+        .map_err(|e| RunError::Launch(format!("cannot restore: {e}")))?;
+    postcard::from_bytes(&payload).map_err(|e| {
+        RunError::Launch(format!(
+            "part '{}' of {of} does not decode: {e}",
+            entry.name
+        ))
+    })
+}
+
+/// A suspended job's state on its way between processes of one host, as part files (a
+/// checkpoint's format) in the launcher's private directory instead of inside the control
+/// messages: each PE writes its instances' states when the job is suspended and reports where
+/// they are, and a job resumed from a state has it written for its PEs to read, as a restart
+/// reads a checkpoint. So the state's size has no limit of the messages' ([`MAX_LINE`]).
+///
+/// [`MAX_LINE`]: crate::wire::MAX_LINE
+#[derive(Debug, Clone)]
+pub(crate) struct StateFiles {
+    store: CheckpointStore,
+}
+
+impl StateFiles {
+    /// The one set of states a directory holds (a job is suspended once, and resumed once).
+    const N: u64 = 1;
+
+    /// The state files under `dir` (made if missing).
+    pub(crate) fn open(dir: &Path) -> Result<Self, RunError> {
+        CheckpointStore::open(dir)
+            .map(|store| StateFiles { store })
+            .map_err(|e| RunError::Launch(format!("cannot keep a suspended job's state: {e}")))
+    }
+
+    /// Writes the state of instance `index` of `operator`; returns where it is.
+    pub(crate) fn write(
+        &self,
+        operator: &str,
+        index: usize,
+        state: &InstanceState,
+    ) -> Result<PartEntry, RunError> {
+        let failed = |e: String| {
+            RunError::Launch(format!("cannot keep the state of {operator}[{index}]: {e}"))
+        };
+        let payload = encode(state).map_err(failed)?;
+        self.store
+            .write_part(Self::N, &part_name(operator, index), &payload)
+            .map(|written| written.entry)
+            .map_err(|e| failed(e.to_string()))
+    }
+
+    /// The state [`StateFiles::write`] wrote where `entry` says.
+    pub(crate) fn read(&self, entry: &PartEntry) -> Result<InstanceState, RunError> {
+        read_state(
+            &self.store.checkpoint_dir(Self::N),
+            entry,
+            "a suspended job's state",
+        )
+    }
+
+    /// Writes every instance's state of `state`: the checkpoint-like set of parts a job's PEs
+    /// resume from, each reading its own.
+    pub(crate) fn write_job(&self, state: &JobState) -> Result<StoredCheckpoint, RunError> {
+        let mut parts = BTreeMap::new();
+        for (operator, instances) in &state.operators {
+            let entries = instances
+                .iter()
+                .enumerate()
+                .map(|(index, s)| self.write(operator, index, s).map(Some))
+                .collect::<Result<Vec<_>, _>>()?;
+            parts.insert(operator.clone(), entries);
+        }
+        Ok(StoredCheckpoint {
+            n: Self::N,
+            dir: self.store.checkpoint_dir(Self::N),
+            parts,
         })
     }
 }
@@ -589,7 +664,7 @@ mod tests {
         let state = InstanceState {
             snapshot: sluice_graph::Snapshot {
                 operator: (0..4 << 20).map(|i| (i % 251) as u8).collect(),
-                keyed: Vec::new(),
+                keyed: sluice_graph::KeyedEntries::default(),
             },
             finished: false,
             ..InstanceState::default()

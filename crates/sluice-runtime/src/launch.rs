@@ -52,7 +52,7 @@ use sluice_plan::PhysicalPlan;
 use sluice_shm::JobSegments;
 use sluice_transport::tcp::{JobSecret, WarningLimit};
 
-use crate::checkpoints::{Coordinator, Order, PartAck};
+use crate::checkpoints::{Coordinator, Order, PartAck, StateFiles};
 use crate::link::{self, Admission, LinkListener, SharedLink};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::results::ResultsInbox;
@@ -61,6 +61,13 @@ use crate::ResumeFrom;
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
 use sluice_exec::control::JobControl;
 use sluice_exec::watch::{Sched, Silence};
+
+/// The private directory's subdirectory where the PEs of a suspended job write their
+/// instances' states ([`StateFiles`]).
+const SUSPENDED_STATES: &str = "suspended";
+/// The private directory's subdirectory where the state a job resumes from is written for its
+/// PEs to read.
+const RESUMED_STATES: &str = "resumed";
 
 /// How long PEs may take to exit once they reported, and how long an ended PE's last words
 /// (or its exit status) are waited for.
@@ -220,6 +227,9 @@ pub(crate) struct Children {
     dir: Option<tempfile::TempDir>,
     /// The job's checkpoint directory, which each PE is sent with its plan.
     checkpoint_dir: Option<std::path::PathBuf>,
+    /// Where its PEs write their instances' states if the job is suspended (PEs of this
+    /// host only): [`StateFiles`] in the private directory.
+    states: Option<std::path::PathBuf>,
     /// Parts of checkpoints the PEs reported, for the coordinator.
     acks: Vec<PartAck>,
     /// What the PEs' sinks return to the program.
@@ -293,6 +303,23 @@ pub(crate) fn start(
             plan.pes.iter().filter_map(|pe| plan.host_of(pe)),
         )?)?,
     };
+    // A suspended job's state reaches PEs of this host in files, as a restart's checkpoint
+    // does, and leaves them so: it never travels in their control messages.
+    let written;
+    let (resume, states) = match &plan.launcher {
+        None => {
+            let private = job_dir(&mut dir)?.to_path_buf();
+            let resume = match resume {
+                Some(ResumeFrom::State(state)) => {
+                    written = StateFiles::open(&private.join(RESUMED_STATES))?.write_job(state)?;
+                    Some(ResumeFrom::Checkpoint(&written))
+                }
+                other => other,
+            };
+            (resume, Some(private.join(SUSPENDED_STATES)))
+        }
+        Some(_) => (resume, None),
+    };
     let exe = match options.pe_program {
         Some(program) => program.to_path_buf(),
         None => std::env::current_exe().map_err(|e| launch(e, "cannot find this program"))?,
@@ -337,6 +364,7 @@ pub(crate) fn start(
         heart: Heart::start(),
         dir,
         checkpoint_dir: options.checkpoints.map(|c| c.dir.to_path_buf()),
+        states,
         acks: Vec::new(),
         results,
     };
@@ -607,10 +635,12 @@ impl Children {
         let handshakes = link::Handshakes::for_peers(self.pes.len());
         // Each PE is sent the plan and the state of its own instances.
         let checkpoints = self.checkpoint_dir.clone();
+        let states = self.states.clone();
         let plan_for = |pe: usize| ToPe::Plan {
             plan: Box::new(plan.clone()),
             resume: resume.map(|from| Box::new(from.for_pe(plan, pe))),
             checkpoints: checkpoints.clone(),
+            states: states.clone(),
         };
         let began = Instant::now();
         let mut warnings = WarningLimit::default();
@@ -1042,12 +1072,10 @@ impl Children {
             }
         }
         self.kill_all();
-        let instances: Vec<InstanceReport> = self
-            .pes
-            .iter_mut()
-            .filter_map(|pe| pe.report.take())
-            .flat_map(wire::WireReport::into_instances)
-            .collect();
+        let mut instances: Vec<InstanceReport> = Vec::new();
+        for report in self.pes.iter_mut().filter_map(|pe| pe.report.take()) {
+            instances.extend(report.into_instances(self.states.as_deref())?);
+        }
         Ok(JobReport::new(elapsed, instances))
     }
 }
@@ -1079,6 +1107,7 @@ mod tests {
             heart: Heart::start(),
             dir: None,
             checkpoint_dir: None,
+            states: None,
             acks: Vec::new(),
             results: ResultsInbox::new(Default::default(), 0),
         };

@@ -338,7 +338,7 @@ fn start_threads(
     control: Arc<JobControl>,
     resume: Option<ResumeFrom<'_>>,
 ) -> Result<RunningJob, RunError> {
-    let resume = resume.map(ResumeFrom::state).transpose()?;
+    let mut resume = resume.map(ResumeFrom::state).transpose()?;
     let segments = launch::job_segments(plan)?;
     let mut sites = Sites::new(segments.job(), launch::job_secret()?);
     let bound = assemble::bind(graph, plan, Scope::All, &sites)?;
@@ -347,7 +347,7 @@ fn start_threads(
     let watched = assemble::Watched {
         control: &control,
         metrics: options.metrics.then_some(&*process),
-        resume: resume.as_deref(),
+        resume: resume.as_mut(),
     };
     let workers = assemble::start(graph, plan, Scope::All, &sites, bound, options, watched)?;
     let handle = MetricsHandle::new(&plan.job, plan.pes.iter().map(|p| p.name.clone()));

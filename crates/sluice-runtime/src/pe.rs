@@ -14,6 +14,7 @@
 //! out.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -198,16 +199,26 @@ fn run_and_report(
         &reporter,
         published,
     );
-    let message = match &outcome {
-        Ok(report) => FromPe::Done {
-            report: WireReport::from_report(report),
-        },
-        Err(error) => FromPe::Failed {
-            error: error.to_string(),
-            consequence: error.is_consequence(),
-            permanent: error.is_permanent(),
-        },
+    let failed = |error: &RunError| FromPe::Failed {
+        error: error.to_string(),
+        consequence: error.is_consequence(),
+        permanent: error.is_permanent(),
     };
+    let message = match &outcome {
+        Ok((report, states)) => {
+            let mut wire = WireReport::from_report(report);
+            let stored = match states {
+                Some(dir) => wire.store_states(dir),
+                None => Ok(()),
+            };
+            match stored {
+                Ok(()) => FromPe::Done { report: wire },
+                Err(error) => failed(&error),
+            }
+        }
+        Err(error) => failed(error),
+    };
+    let outcome = outcome.map(|(report, _)| report);
     match (reporter.send(&message), outcome) {
         // Why the launcher was lost is what the PE says, not that it could not tell it.
         (_, Err(RunError::LauncherLost(why))) => Err(RunError::LauncherLost(why)),
@@ -307,19 +318,20 @@ fn run(
     mut reader: BufReader<Link>,
     reporter: &SharedLink,
     metrics: Option<&ProcessMetrics>,
-) -> Result<crate::JobReport, RunError> {
+) -> Result<(crate::JobReport, Option<PathBuf>), RunError> {
     let patience = options.stall_timeout;
     let unexpected = |order: ToPe| RunError::LauncherLost(format!("it sent {order:?} out of turn"));
-    let (plan, resume, checkpoint_dir) = match next_order(&mut reader, patience)? {
+    let (plan, resume, checkpoint_dir, states) = match next_order(&mut reader, patience)? {
         ToPe::Plan {
             plan,
             resume,
             checkpoints,
-        } => (plan, resume, checkpoints),
+            states,
+        } => (plan, resume, checkpoints, states),
         order => return Err(unexpected(order)),
     };
     // A checkpoint's parts are read here, from its files, before anything is built.
-    let resume = resume.map(|from| from.into_state()).transpose()?;
+    let mut resume = resume.map(|from| from.into_state()).transpose()?;
     if assemble::mpi_channel(&plan).is_some() {
         start_mpi(role.pe)?;
     }
@@ -359,7 +371,7 @@ fn run(
     let watched = assemble::Watched {
         control: &control,
         metrics,
-        resume: resume.as_ref(),
+        resume: resume.as_mut(),
     };
     let workers = assemble::start(graph, &plan, scope, &sites, bound, &own, watched)?;
     reporter.send(&FromPe::Ready).map_err(launcher_lost)?;
@@ -408,5 +420,6 @@ fn run(
     if let Some(writer) = writer {
         writer.finish();
     }
-    outcome
+    // A suspended job's states are written where the launcher said, not sent in the report.
+    outcome.map(|report| (report, states))
 }

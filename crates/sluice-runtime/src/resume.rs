@@ -6,8 +6,6 @@
 //! entries of the PE's own parts, which the PE reads from the checkpoint's directory itself, so
 //! restoring a large state costs no encoding in the launcher and meets no message limit.
 
-use std::borrow::Cow;
-
 use serde::{Deserialize, Serialize};
 use sluice_plan::PhysicalPlan;
 
@@ -44,11 +42,12 @@ impl<'a> ResumeFrom<'a> {
     }
 
     /// The whole state, for PEs that run as threads of this process (a checkpoint's parts
-    /// read from its files).
-    pub(crate) fn state(self) -> Result<Cow<'a, JobState>, RunError> {
+    /// read from its files; a suspended job's state copied, since each instance takes its own
+    /// out of it as it starts).
+    pub(crate) fn state(self) -> Result<JobState, RunError> {
         match self {
-            ResumeFrom::State(state) => Ok(Cow::Borrowed(state)),
-            ResumeFrom::Checkpoint(checkpoint) => checkpoint.state().map(Cow::Owned),
+            ResumeFrom::State(state) => Ok(state.clone()),
+            ResumeFrom::Checkpoint(checkpoint) => checkpoint.state(),
         }
     }
 }

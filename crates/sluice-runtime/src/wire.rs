@@ -9,8 +9,8 @@
 //!                            ◀──     Heartbeat     every 250 ms once it is admitted; a PE
 //!                                            hearing nothing for the stall timeout leaves
 //!  Metrics { threads }       ──▶     after each heartbeat once its threads run (crate::metrics)
-//!                            ◀──     Plan { plan, resume }   the whole plan (and the state
-//!                                            the job resumes from): a PE reads no file
+//!                            ◀──     Plan { plan, resume, .. }   the whole plan, and where
+//!                                            the state the job resumes from is (part files)
 //!  Bound { endpoints }       ──▶     (every PE has bound its receivers)
 //!                            ◀──     Connect { endpoints }   PEs open their senders
 //!  Ready                     ──▶     (every PE is built and started)
@@ -21,7 +21,8 @@
 //!  Checkpointed { ack }      ──▶     an instance's part of n written (crate::checkpoints)
 //!  Results { sink, .. }      ──▶     tuples a sink returns to the program (crate::results)
 //!                            ◀──     CheckpointComplete { n }  every part of n is stored
-//!  Done { report } | Failed { error }
+//!  Done { report } | Failed { error }   a suspended PE's states written to part files
+//!                                            (`StateFiles`), the report saying where
 //! ```
 //! A PE that loses the socket, or hears nothing on it for the stall timeout, aborts (its
 //! launcher is gone or stopped); the launcher treats a PE that exits without `Done` as dead,
@@ -30,16 +31,17 @@
 use sluice_transport::Rendezvous;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sluice_graph::{histogram_from_pairs, histogram_pairs, OperatorReport};
 use sluice_plan::PhysicalPlan;
 
-use crate::checkpoints::PartAck;
+use crate::checkpoints::{PartAck, StateFiles};
 use crate::metrics::ThreadSample;
 use crate::resume::PeResume;
-use crate::InstanceState;
-use crate::{InstanceReport, JobReport};
+use crate::{InstanceReport, InstanceState, JobReport, RunError};
+use sluice_checkpoint::PartEntry;
 
 /// What a PE tells its launcher.
 #[derive(Debug, Serialize, Deserialize)]
@@ -97,6 +99,11 @@ pub(crate) enum ToPe {
         resume: Option<Box<PeResume>>,
         /// The job's checkpoint directory, when it takes checkpoints.
         checkpoints: Option<std::path::PathBuf>,
+        /// Where the PE writes its instances' states if the job is suspended
+        /// ([`crate::checkpoints::StateFiles`]), reporting where they are; `None`: they go in
+        /// its report (PEs of other hosts).
+        #[serde(default)]
+        states: Option<std::path::PathBuf>,
     },
     /// Open the senders; what every bound receiver of the job told its senders, by channel.
     Connect {
@@ -139,6 +146,9 @@ struct WireInstance {
     arrival_latency: Option<Vec<(u64, u64)>>,
     sink: bool,
     state: Option<InstanceState>,
+    /// Where its state was written instead ([`WireReport::store_states`]).
+    #[serde(default)]
+    part: Option<PartEntry>,
 }
 
 impl WireReport {
@@ -160,29 +170,65 @@ impl WireReport {
                     arrival_latency: i.arrival_latency.as_ref().map(histogram_pairs),
                     sink: i.sink,
                     state: i.state.clone(),
+                    part: None,
                 })
                 .collect(),
         }
     }
 
-    pub(crate) fn into_instances(self) -> Vec<InstanceReport> {
+    /// Writes every instance's state to state files in `dir` (made if there is any), the
+    /// report saying where each is instead.
+    pub(crate) fn store_states(&mut self, dir: &Path) -> Result<(), RunError> {
+        let mut files = None;
+        for i in &mut self.instances {
+            if let Some(state) = i.state.take() {
+                let files = match &files {
+                    Some(files) => files,
+                    None => files.insert(StateFiles::open(dir)?),
+                };
+                i.part = Some(files.write(&i.operator, i.index, &state)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The instances' reports, each state read back from the state files in `states` where
+    /// it was written there.
+    pub(crate) fn into_instances(
+        self,
+        states: Option<&Path>,
+    ) -> Result<Vec<InstanceReport>, RunError> {
         self.instances
             .into_iter()
-            .map(|i| InstanceReport {
-                operator: i.operator,
-                instance: i.instance,
-                index: i.index,
-                tuples_in: i.tuples_in,
-                tuples_out: i.tuples_out,
-                cpu_ns: i.cpu_ns,
-                sent: i.sent,
-                report: OperatorReport {
-                    counters: i.counters,
-                    latency: i.latency.as_deref().map(histogram_from_pairs),
-                },
-                arrival_latency: i.arrival_latency.as_deref().map(histogram_from_pairs),
-                sink: i.sink,
-                state: i.state,
+            .map(|i| {
+                let state = match (i.state, &i.part, states) {
+                    (Some(state), _, _) => Some(state),
+                    (None, Some(part), Some(dir)) => Some(StateFiles::open(dir)?.read(part)?),
+                    (None, Some(part), None) => {
+                        return Err(RunError::Launch(format!(
+                            "a PE wrote the state of '{}' to a file ('{}') where its launcher \
+                             keeps none",
+                            i.instance, part.file
+                        )))
+                    }
+                    (None, None, _) => None,
+                };
+                Ok(InstanceReport {
+                    operator: i.operator,
+                    instance: i.instance,
+                    index: i.index,
+                    tuples_in: i.tuples_in,
+                    tuples_out: i.tuples_out,
+                    cpu_ns: i.cpu_ns,
+                    sent: i.sent,
+                    report: OperatorReport {
+                        counters: i.counters,
+                        latency: i.latency.as_deref().map(histogram_from_pairs),
+                    },
+                    arrival_latency: i.arrival_latency.as_deref().map(histogram_from_pairs),
+                    sink: i.sink,
+                    state,
+                })
             })
             .collect()
     }
@@ -206,8 +252,11 @@ pub(crate) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> std::i
 }
 
 /// The longest line a peer may send; a longer one is a broken peer. State never travels in
-/// one when a job restarts from a checkpoint (each PE reads its parts from their files); a
-/// suspended job's state, which does, is refused past it by [`send`], naming both sizes.
+/// one between processes of one host: a job restarted from a checkpoint, suspended or resumed
+/// from a suspended job's state has each PE read and write its parts as files
+/// ([`crate::checkpoints::StateFiles`]). Only a suspended job's state across hosts (PEs that
+/// reach their launcher over TCP) travels inside the messages, refused past it by [`send`],
+/// naming both sizes.
 pub(crate) const MAX_LINE: u64 = 64 << 20;
 
 /// Reads one message; `Ok(None)` at the end of the stream.
@@ -271,7 +320,7 @@ mod tests {
             &serde_json::to_string(&WireReport::from_report(&report)).unwrap(),
         )
         .unwrap();
-        let back = wire.into_instances();
+        let back = wire.into_instances(None).unwrap();
         assert_eq!(back[0].tuples_in, 7);
         assert_eq!(back[0].cpu_ns, 12_345);
         assert_eq!(back[0].sent, [(2, 5), (4, 2)]);
@@ -295,7 +344,8 @@ mod tests {
             "sink":false}]}"#;
         let back = serde_json::from_str::<WireReport>(older)
             .unwrap()
-            .into_instances();
+            .into_instances(None)
+            .unwrap();
         assert_eq!((back[0].tuples_out, back[0].sent.len()), (3, 0));
     }
 }

@@ -5,17 +5,20 @@
 //! by its first argument, which the launcher gives every PE ([`RunOptions::pe_args`]).
 //!
 //! A job of three PEs delivers every tuple and reports every PE's counters; a PE killed by
-//! SIGKILL fails the job with an error naming that PE and the signal.
+//! SIGKILL fails the job with an error naming that PE and the signal; a job suspended with more
+//! state than a control message carries (64 MiB) resumes with all of it, each tuple once.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
 use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, OperatorReport, Output, Ports,
-    Produced, Source,
+    Produced, Snapshot, Source,
 };
 use sluice_plan::{plan, PlanOptions, PlanRequest};
-use sluice_runtime::{is_pe_process, run, serve_pe, RunError, RunOptions};
+use sluice_runtime::{
+    is_pe_process, resume_with, run, serve_pe, start, RunError, RunOptions, StopHandle,
+};
 use sluice_types::TupleRef;
 
 /// The longest the cases may take together before this binary calls it a hang.
@@ -25,13 +28,31 @@ const NUMBERS: u64 = 100_000;
 /// The tuple on which the doomed PE kills itself.
 const DOOMED_AT: u64 = 1_000;
 
-/// Emits `0..end` (for ever, if `end` is `None`), 64 numbers a call.
+/// Bytes of the state the ballast keeps: past the 64 MiB a control message carries.
+const BALLAST: usize = 80 << 20;
+
+/// Emits `0..end` (for ever, if `end` is `None`), 64 numbers a call, `pause` after each;
+/// its position is its state.
 struct Numbers {
     next: u64,
     end: Option<u64>,
+    pause: Duration,
 }
 
 impl Source for Numbers {
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&self.next)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        self.next = snapshot.decode_whole()?;
+        Ok(())
+    }
+
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
         let upto = self
             .end
@@ -44,6 +65,7 @@ impl Source for Numbers {
             out.emit(0, n)?;
         }
         self.next = upto;
+        std::thread::sleep(self.pause);
         Ok(Produced::Emitted((upto - from) as usize))
     }
 }
@@ -95,24 +117,81 @@ impl Operator for Total {
     }
 }
 
+/// Passes numbers on and keeps [`BALLAST`] bytes of state, which it checks when it resumes
+/// with them (its counter `restored`: the bytes it took back).
+struct Ballast {
+    restored: u64,
+}
+
+/// The ballast's byte `i`: no two neighbouring MiB alike, so a part misplaced shows.
+fn ballast_byte(i: usize) -> u8 {
+    (i % 251) as u8 ^ (i >> 20) as u8
+}
+
+impl Operator for Ballast {
+    fn process(
+        &mut self,
+        port: usize,
+        tuple: TupleRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        out.emit(0, *expect_tuple::<u64>(port, tuple)?)
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Ok(Snapshot {
+            operator: (0..BALLAST).map(ballast_byte).collect(),
+            ..Snapshot::default()
+        })
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        let whole = snapshot.operator.len() == BALLAST
+            && snapshot
+                .operator
+                .iter()
+                .enumerate()
+                .all(|(i, b)| *b == ballast_byte(i));
+        if !whole {
+            return Err(OperatorError::Failed(format!(
+                "the ballast came back damaged ({} bytes)",
+                snapshot.operator.len()
+            )));
+        }
+        self.restored = BALLAST as u64;
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<OperatorReport, OperatorError> {
+        let mut report = OperatorReport::default();
+        report.counters.insert("restored".into(), self.restored);
+        Ok(report)
+    }
+}
+
 /// The graph of `case`: `numbers -> double -> SINK`, the sink named `total` in the finite
-/// job, `doomed` in the one whose sink kills itself.
+/// job, `doomed` in the one whose sink kills itself; in the `large` one, the doubling is a
+/// ballast (numbers pass as they are) that keeps more state than a control message carries.
 fn graph(case: &str) -> Graph {
     let (end, sink, die_at) = match case {
-        "finite" => (Some(NUMBERS), "total", None),
+        "finite" | "large" => (Some(NUMBERS), "total", None),
         "killed" => (None, "doomed", Some(DOOMED_AT)),
         other => panic!("no case {other}"),
     };
     let mut g = GraphBuilder::new(case);
+    // The large job's numbers take some 2 s, so that it is suspended before they end.
+    let pause = Duration::from_millis(if case == "large" { 1 } else { 0 });
     let source = g.source("numbers", Ports::new().output::<u64>(), move |_| Numbers {
         next: 0,
         end,
+        pause,
     });
-    let double = g.operator(
-        "double",
-        Ports::new().input::<u64>().output::<u64>(),
-        |_| Double,
-    );
+    let ports = Ports::new().input::<u64>().output::<u64>();
+    let double = if case == "large" {
+        g.operator("double", ports, |_| Ballast { restored: 0 })
+    } else {
+        g.operator("double", ports, |_| Double)
+    };
     let total = g.operator(sink, Ports::new().input::<u64>(), move |_| Total {
         count: 0,
         sum: 0,
@@ -128,6 +207,7 @@ fn options(case: &str) -> RunOptions {
     let args: &'static [OsString] = Box::leak(Box::new([OsString::from(case)]));
     RunOptions {
         pe_args: Some(args),
+        suspendable: case == "large",
         ..RunOptions::default()
     }
 }
@@ -157,6 +237,30 @@ fn a_killed_pe_fails_the_job_naming_it() {
     );
 }
 
+/// A job whose ballast PE holds 80 MiB of state, suspended mid-run and resumed on the same
+/// plan: the state goes between the processes in files, as a restart's checkpoint does (it
+/// once went inside the control messages, which refused it past 64 MiB), and comes back
+/// whole; every number reaches the sink once.
+fn a_job_suspended_with_more_state_than_a_message_carries_resumes() {
+    let graph = graph("large");
+    let p = plan(&graph, &PlanRequest::Processes, &PlanOptions::default()).unwrap();
+    let options = options("large");
+    let job = start(&graph, &p, &options).unwrap();
+    job.stop_handle().suspend();
+    let mut report = job.wait().unwrap();
+    let state = report.state().expect("a suspended job leaves its state");
+    assert!(state.bytes() > 64 << 20, "{} bytes", state.bytes());
+    let resumed = resume_with(&graph, &p, &options, &StopHandle::new(), &state).unwrap();
+    let after = resumed.wait().unwrap();
+    assert_eq!(
+        after.operator_report("double").counters["restored"],
+        BALLAST as u64
+    );
+    report.absorb(after);
+    assert_eq!(report.tuples_out("numbers"), NUMBERS);
+    assert_eq!(report.tuples_in("total"), NUMBERS);
+}
+
 fn main() {
     if is_pe_process() {
         // The PE entry: this process is one PE of a job a case below started.
@@ -170,7 +274,7 @@ fn main() {
         eprintln!("the control plane's tests hung for {WATCHDOG:?}");
         std::process::exit(2);
     });
-    let cases: [(&str, fn()); 2] = [
+    let cases: [(&str, fn()); 3] = [
         (
             "a_job_of_three_processes_delivers_every_tuple",
             a_job_of_three_processes_delivers_every_tuple,
@@ -178,6 +282,10 @@ fn main() {
         (
             "a_killed_pe_fails_the_job_naming_it",
             a_killed_pe_fails_the_job_naming_it,
+        ),
+        (
+            "a_job_suspended_with_more_state_than_a_message_carries_resumes",
+            a_job_suspended_with_more_state_than_a_message_carries_resumes,
         ),
     ];
     for (name, case) in cases {
