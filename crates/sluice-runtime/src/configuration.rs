@@ -59,11 +59,12 @@ pub const KEYS: [&str; 18] = [
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read the configuration file {path}: {source}")]
+    #[error("cannot read the configuration file {path}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The OS error.
+        /// The OS error (the error's source, so that a chain prints it once).
+        #[source]
         source: std::io::Error,
     },
     /// The file is no TOML.
