@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::watch::{have_tmux, private_registry as registry, Terminal};
+use common::watch::{have_tmux, private_registry as registry, until, Terminal};
 use common::{finish, jobs_in as jobs, sluice_in as sluice};
 
 use std::io::{BufRead, BufReader, Write};
@@ -28,21 +28,9 @@ fn start_wordcount(registry: &Path, extra: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Calls `f` until it gives something, at most [`PATIENCE`].
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let began = Instant::now();
-    loop {
-        if let Some(value) = f() {
-            return value;
-        }
-        assert!(began.elapsed() < PATIENCE, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The ID of the one job `sluice jobs` lists, once it lists one.
 fn listed_job(registry: &Path) -> String {
-    wait_for("the job to be listed", || {
+    until("the job to be listed", || {
         let listing = jobs(registry);
         let line = listing.lines().find(|l| l.starts_with("wordcount-"))?;
         Some(line.split_whitespace().next()?.to_string())
@@ -211,7 +199,7 @@ fn metrics_addr_serves_prometheus_counters_that_grow() {
     );
     // The address bound is on standard error: `metrics: http://127.0.0.1:PORT/metrics`.
     let mut stderr = BufReader::new(job.stderr.take().unwrap());
-    let address = wait_for("the metrics address", || {
+    let address = until("the metrics address", || {
         let mut line = String::new();
         stderr.read_line(&mut line).ok()?;
         let url = line.trim().strip_prefix("metrics: http://")?;
@@ -222,11 +210,11 @@ fn metrics_addr_serves_prometheus_counters_that_grow() {
     };
     let (status, first) = scrape(&address);
     assert_eq!(status, "HTTP/1.1 200 OK");
-    let before = wait_for("a sample with sentences", || {
+    let before = until("a sample with sentences", || {
         let (_, body) = scrape(&address);
         (sentences(&body) > 0.0).then(|| sentences(&body))
     });
-    wait_for("the count to grow", || {
+    until("the count to grow", || {
         let (_, body) = scrape(&address);
         (sentences(&body) > before).then_some(())
     });
@@ -283,7 +271,7 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     );
     assert!(screen.contains("BACKPRESSURE"), "{screen}");
     // The checkpoints' line counts complete ones.
-    wait_for("top to show a complete checkpoint", || {
+    until("top to show a complete checkpoint", || {
         let screen = top.screen()?;
         let line = screen
             .lines()
@@ -312,7 +300,7 @@ fn a_trickling_client_delays_no_scrape_and_is_cut_off() {
         &["--duration", "120", "--metrics-addr", "127.0.0.1:0"],
     );
     let mut stderr = BufReader::new(job.stderr.take().unwrap());
-    let address = wait_for("the metrics address", || {
+    let address = until("the metrics address", || {
         let mut line = String::new();
         stderr.read_line(&mut line).ok()?;
         let url = line.trim().strip_prefix("metrics: http://")?;
