@@ -4,6 +4,7 @@ Rust). With --compare, a plain Python loop counting in a dict does the same work
 run, and both speeds are printed (medians of --repeats runs, generation included in both).
 
     python python/examples/wordcount.py --sentences 100000 --compare
+    python python/examples/wordcount.py --plan processes --processes 2 --compare
 """
 
 import argparse
@@ -45,17 +46,18 @@ def words(sentence: str) -> list[str]:
     return [w for w in (t.strip(string.punctuation).lower() for t in sentence.split()) if w]
 
 
-def count_with_sluice(count: int, plan: str = "fused") -> dict[str, int]:
-    """Counts the words of `count` sentences with a Sluice job."""
+def count_with_sluice(count: int, plan: str = "fused", processes: int | None = None) -> dict[str, int]:
+    """Counts the words of `count` sentences with a Sluice job; with `processes`, in that many
+    processes, the split run as that many instances, one in each."""
     flow = sluice.Dataflow("wordcount")
     counts = (
         flow.source("sentences", sentences(count))
-        .flat_map("split", words)
+        .flat_map("split", words, parallelism=processes or 1)
         .key_by("word")
         .count("count")
         .collect("counts")
     )
-    flow.run(plan)
+    flow.run(plan, processes=processes)
     return counts.latest()
 
 
@@ -66,6 +68,21 @@ def count_with_a_loop(count: int) -> dict[str, int]:
         for word in words(sentence):
             counts[word] = counts.get(word, 0) + 1
     return counts
+
+
+def count_with_bytewax(count: int) -> dict[str, int]:
+    """Counts the words of `count` sentences with Bytewax (`pip install bytewax==0.21.1`),
+    the same generator and split, Bytewax's final count per word, run by `run_main`."""
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("wordcount")
+    split = op.flat_map("split", op.input("sentences", flow, TestingSource(sentences(count))), words)
+    counted: list[tuple[str, int]] = []
+    op.output("counts", op.count_final("count", split, lambda word: word), TestingSink(counted))
+    run_main(flow)
+    return dict(counted)
 
 
 def words_per_second(count_words, count: int, repeats: int) -> tuple[float, dict[str, int]]:
@@ -82,17 +99,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=100_000)
     parser.add_argument("--plan", default="fused", choices=["fused", "threaded", "processes"])
+    parser.add_argument("--processes", type=int, help="with --plan processes: this many processes")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--compare", action="store_true", help="run the plain loop too")
+    parser.add_argument("--bytewax", action="store_true", help="run Bytewax 0.21.1 too")
     args = parser.parse_args()
 
-    speed, counted = words_per_second(lambda n: count_with_sluice(n, args.plan), args.sentences, args.repeats)
-    print(f"sluice ({args.plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
+    def count_words(n: int) -> dict[str, int]:
+        return count_with_sluice(n, args.plan, args.processes)
+
+    speed, counted = words_per_second(count_words, args.sentences, args.repeats)
+    plan = args.plan if args.processes is None else f"{args.plan}={args.processes}"
+    print(f"sluice ({plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
     if args.compare:
         loop_speed, looped = words_per_second(count_with_a_loop, args.sentences, args.repeats)
         assert looped == counted, "the loop and the job counted differently"
         print(f"plain Python loop: {loop_speed / 1e3:.0f} k words/s")
         print(f"sluice / loop: {speed / loop_speed:.2f}x")
+    if args.bytewax:
+        bytewax_speed, by_bytewax = words_per_second(count_with_bytewax, args.sentences, args.repeats)
+        assert by_bytewax == counted, "Bytewax and the job counted differently"
+        print(f"bytewax 0.21.1: {bytewax_speed / 1e3:.0f} k words/s")
+        print(f"sluice / bytewax: {speed / bytewax_speed:.2f}x")
 
 
 if __name__ == "__main__":

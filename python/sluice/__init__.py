@@ -23,7 +23,16 @@ returns them, naming the operator). An exception in a user's function stops the 
 raises an :class:`OperatorError` naming the operator, the exception as its ``__cause__``.
 """
 
-from ._native import Collected, Dataflow, KeyedStream, OperatorError, SluiceError, Stream
+from ._native import (
+    Collected,
+    Dataflow,
+    KeyedStream,
+    OperatorError,
+    SluiceError,
+    Stream,
+    decode,
+    encode,
+)
 
 __all__ = [
     "Collected",
@@ -32,4 +41,6 @@ __all__ = [
     "OperatorError",
     "SluiceError",
     "Stream",
+    "decode",
+    "encode",
 ]

@@ -26,22 +26,29 @@ class Dataflow:
     def read_text(self, name: str, path: str | PathLike[str]) -> Stream:
         """A source emitting the lines of the text file at ``path`` as str, without their
         line ends; a missing file fails the job naming the path."""
-    def run(self, plan: Literal["fused", "threaded", "processes"] = "fused") -> None:
+    def run(
+        self, plan: Literal["fused", "threaded", "processes"] = "fused", processes: int | None = None
+    ) -> None:
         """Builds the job, plans it ("fused": one thread; "threaded": a thread per operator;
         "processes": a process per operator, each running this script again with its own
         interpreter) and runs it to its end; the ``collect`` results are then readable in
         this process under every plan. An exception in a user's function is raised as an
-        :class:`OperatorError` naming the operator."""
+        :class:`OperatorError` naming the operator.
+
+        ``processes=n`` (with "processes") runs the job in ``n`` processes instead: instance
+        ``i`` of each operator of parallelism ``n`` in process ``i``, the other operators
+        before the first of them (the sources) in the first process, those after it (the
+        aggregates, the sinks) in the last."""
 
 class Stream:
     """A stream of tuples: the output of one operator, which more operators can read."""
 
-    def map(self, name: str, f: Callable[[Any], Carried]) -> Stream:
-        """Emits ``f(x)`` for every tuple ``x``."""
-    def filter(self, name: str, f: Callable[[Any], object]) -> Stream:
-        """Keeps the tuples ``x`` for which ``f(x)`` is true."""
-    def flat_map(self, name: str, f: Callable[[Any], Iterable[Carried]]) -> Stream:
-        """Emits every item of the iterable ``f(x)`` for every tuple ``x``."""
+    def map(self, name: str, f: Callable[[Any], Carried], parallelism: int = 1) -> Stream:
+        """Emits ``f(x)`` for every tuple ``x``. Its ``parallelism`` instances share the stream round robin."""
+    def filter(self, name: str, f: Callable[[Any], object], parallelism: int = 1) -> Stream:
+        """Keeps the tuples ``x`` for which ``f(x)`` is true. Its ``parallelism`` instances share the stream round robin."""
+    def flat_map(self, name: str, f: Callable[[Any], Iterable[Carried]], parallelism: int = 1) -> Stream:
+        """Emits every item of the iterable ``f(x)`` for every tuple ``x``. Its ``parallelism`` instances share the stream round robin."""
     def key_by(self, name: str, key: Callable[[Any], Carried] | None = None) -> KeyedStream:
         """The stream keyed by ``key(x)`` (by the tuple itself without ``key``), for a keyed
         aggregate; ``name`` is the operator that computes the key."""
@@ -68,3 +75,10 @@ class Collected:
         them."""
     def latest(self) -> dict[Any, Any]:
         """For a keyed aggregate's ``(key, value)`` pairs: the last value of each key."""
+
+def encode(value: Carried) -> bytes:
+    """The bytes ``value`` crosses threads, processes and hosts as in a stream (postcard);
+    :func:`decode` reads them back."""
+
+def decode(data: bytes) -> Carried:
+    """The value ``data`` (made by :func:`encode`) stands for."""

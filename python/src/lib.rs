@@ -24,10 +24,10 @@ use std::sync::Arc;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use sluice_connectors::fluent::FlowIo;
 use sluice_ops::{Collected as Collection, Stream as RustStream};
-use sluice_plan::{PlanOptions, PlanRequest};
+use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_runtime::{RunOptions, StopHandle};
 
 use crate::operators::{
@@ -119,17 +119,27 @@ impl Dataflow {
     /// own interpreter) and runs it to its end; the `collect` results are then readable in
     /// this process under every plan. An exception in a user's function is raised as an
     /// `OperatorError` naming the operator, the exception its cause.
-    #[pyo3(signature = (plan = "fused"))]
-    fn run(&self, py: Python<'_>, plan: &str) -> PyResult<()> {
+    ///
+    /// `processes=n` (with the "processes" plan) runs the job in `n` processes instead of
+    /// one per operator instance: instance `i` of each operator of parallelism `n` in process
+    /// `i`, the other operators before the first of them (the sources) in the first process,
+    /// those after it (the aggregates, the sinks) in the last.
+    #[pyo3(signature = (plan = "fused", processes = None))]
+    fn run(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<()> {
         let mut options = RunOptions::default();
-        let request = match plan {
-            "fused" => PlanRequest::Fused,
-            "threaded" => PlanRequest::Threaded,
-            "processes" => {
+        let request = match (plan, processes) {
+            ("fused", None) => PlanRequest::Fused,
+            ("threaded", None) => PlanRequest::Threaded,
+            ("processes", _) => {
                 options.pe_program = Some(rerun_program(py)?);
                 PlanRequest::Processes
             }
-            other => {
+            (other @ ("fused" | "threaded"), Some(_)) => {
+                return Err(PyValueError::new_err(format!(
+                    "processes= is for the 'processes' plan, not for '{other}'"
+                )))
+            }
+            (other, _) => {
                 return Err(PyValueError::new_err(format!(
                     "no plan '{other}': a Python job runs 'fused', 'threaded' or 'processes'"
                 )))
@@ -139,6 +149,10 @@ impl Dataflow {
             .flow
             .build()
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        let request = match processes {
+            Some(n) => PlanRequest::File(format!("processes={n}"), spread_plan(&graph, n)?),
+            None => request,
+        };
         let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
         let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options);
@@ -202,6 +216,53 @@ fn run_interruptibly(
     })
 }
 
+/// The plan of `graph` in `n` processes (`run(processes=n)`): instance `i` of every operator
+/// of parallelism `n` in process `i`; every other operator in the first process when it comes
+/// before the first of them in the graph's topological order, in the last otherwise. Refused
+/// when no operator has parallelism `n` (the plan would not spread any work).
+fn spread_plan(graph: &sluice_graph::Graph, n: usize) -> PyResult<PlanFile> {
+    let order = graph.topological_order();
+    let replicated = |id: &sluice_graph::OperatorId| graph.operator(*id).parallelism == n;
+    let first = order
+        .iter()
+        .position(replicated)
+        .filter(|_| n > 0)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "processes={n} puts instance i of each operator of parallelism {n} in process i, \
+             and job '{}' has no operator of parallelism {n}: give one parallelism={n} \
+             (a map, filter or flat_map)",
+                graph.name()
+            ))
+        })?;
+    let mut processes = vec![Vec::new(); n];
+    for (rank, id) in order.iter().enumerate() {
+        let op = graph.operator(*id);
+        if replicated(id) {
+            for (i, process) in processes.iter_mut().enumerate() {
+                process.push(format!("{}[{i}]", op.name));
+            }
+        } else {
+            processes[if rank < first { 0 } else { n - 1 }].push(op.name.clone());
+        }
+    }
+    let threads = processes
+        .into_iter()
+        .enumerate()
+        .map(|(i, operators)| ThreadSpec {
+            name: format!("process{i}"),
+            operators,
+            core: None,
+            pe: Some(format!("process{i}")),
+            host: None,
+        })
+        .collect();
+    Ok(PlanFile {
+        threads,
+        ..PlanFile::default()
+    })
+}
+
 /// How often a running job's `run` looks at Python's signals (a Ctrl-C).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -251,6 +312,20 @@ impl Stream {
         on_flow!(&self.flow, s => add_step(s, name, f, step, failures))
     }
 
+    /// Adds a Python step with `f` run as `parallelism` instances, emitting values.
+    fn replicated_step(
+        &self,
+        name: &str,
+        f: Bound<'_, PyAny>,
+        step: Step,
+        parallelism: usize,
+    ) -> Stream {
+        self.values(
+            self.step(name, Some(f.unbind()), step)
+                .parallelism(parallelism),
+        )
+    }
+
     fn values(&self, flow: RustStream<Value>) -> Stream {
         Stream {
             flow: Flow::Values(flow),
@@ -286,22 +361,26 @@ fn callable(f: &Bound<'_, PyAny>, method: &str) -> PyResult<()> {
 
 #[pymethods]
 impl Stream {
-    /// Emits `f(x)` for every tuple `x`.
-    fn map(&self, name: &str, f: Bound<'_, PyAny>) -> PyResult<Stream> {
+    /// Emits `f(x)` for every tuple `x`. Its `parallelism` instances (as for `filter` and
+    /// `flat_map`) share the stream round robin; see `Dataflow.run`'s `processes`.
+    #[pyo3(signature = (name, f, parallelism = 1))]
+    fn map(&self, name: &str, f: Bound<'_, PyAny>, parallelism: usize) -> PyResult<Stream> {
         callable(&f, "map")?;
-        Ok(self.values(self.step(name, Some(f.unbind()), Step::Map)))
+        Ok(self.replicated_step(name, f, Step::Map, parallelism))
     }
 
     /// Keeps the tuples `x` for which `f(x)` is true.
-    fn filter(&self, name: &str, f: Bound<'_, PyAny>) -> PyResult<Stream> {
+    #[pyo3(signature = (name, f, parallelism = 1))]
+    fn filter(&self, name: &str, f: Bound<'_, PyAny>, parallelism: usize) -> PyResult<Stream> {
         callable(&f, "filter")?;
-        Ok(self.values(self.step(name, Some(f.unbind()), Step::Filter)))
+        Ok(self.replicated_step(name, f, Step::Filter, parallelism))
     }
 
     /// Emits every item of the iterable `f(x)` for every tuple `x`.
-    fn flat_map(&self, name: &str, f: Bound<'_, PyAny>) -> PyResult<Stream> {
+    #[pyo3(signature = (name, f, parallelism = 1))]
+    fn flat_map(&self, name: &str, f: Bound<'_, PyAny>, parallelism: usize) -> PyResult<Stream> {
         callable(&f, "flat_map")?;
-        Ok(self.values(self.step(name, Some(f.unbind()), Step::FlatMap)))
+        Ok(self.replicated_step(name, f, Step::FlatMap, parallelism))
     }
 
     /// The stream keyed by `key(x)` (by the tuple itself without `key`), for a keyed
@@ -462,6 +541,25 @@ fn append_all<T: Carried>(list: &Bound<'_, PyList>, collection: &Collection<T>) 
     each_collected(collection, |tuple| list.append(tuple.to_py(list.py())?))
 }
 
+/// The bytes `value` crosses threads, processes and hosts as in a stream (the encoding the
+/// module `value` describes); `decode` reads them back. A value a stream cannot carry is
+/// refused as a function's result is.
+#[pyfunction]
+fn encode<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let mut bytes = Vec::new();
+    sluice_types::Tuple::encode(&Value::from_py(value)?, &mut bytes)
+        .map_err(|e| SluiceError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(value.py(), &bytes))
+}
+
+/// The value `bytes` (made by `encode`) stands for.
+#[pyfunction]
+fn decode<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    <Value as sluice_types::Tuple>::decode(bytes)
+        .map_err(|e| PyValueError::new_err(format!("not an encoded value: {e}")))?
+        .to_py(py)
+}
+
 /// The module `sluice._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -469,6 +567,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Stream>()?;
     m.add_class::<KeyedStream>()?;
     m.add_class::<Collected>()?;
+    m.add_function(wrap_pyfunction!(encode, m)?)?;
+    m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add("SluiceError", m.py().get_type::<SluiceError>())?;
     m.add("OperatorError", m.py().get_type::<OperatorError>())?;
     Ok(())

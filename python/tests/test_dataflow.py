@@ -166,3 +166,24 @@ def test_mistakes_are_python_errors():
         flow.run()
     with pytest.raises(ValueError, match="no plan 'everywhere'"):
         sluice.Dataflow("p").run("everywhere")
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_replicated_operators_share_the_stream(plan):
+    flow = sluice.Dataflow("replicated")
+    odd = flow.source("numbers", range(100)).filter("odd", lambda n: n % 2 == 1, parallelism=2)
+    out = odd.map("square", lambda n: n * n, parallelism=3).flat_map("twice", lambda n: [n, n], parallelism=2)
+    collected = out.collect("out")
+    flow.run(plan)
+    assert sorted(collected.items()) == sorted(n * n for n in range(1, 100, 2) for _ in range(2))
+
+
+def test_encode_gives_the_bytes_a_value_crosses_processes_as():
+    values = [None, True, -(2**63), 1.5, "é" * 30, b"\x00", (1, ("x", b"y"))]
+    for value in values:
+        assert sluice.decode(sluice.encode(value)) == value
+    assert sluice.encode("kalomi") == b"\x04\x06kalomi"  # the variant Str, the length, UTF-8
+    with pytest.raises(TypeError):
+        sluice.encode([1])
+    with pytest.raises(ValueError, match="not an encoded value"):
+        sluice.decode(b"\xff")

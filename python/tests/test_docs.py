@@ -52,3 +52,10 @@ def test_the_wordcount_example_counts_what_the_loop_counts(plan):
 def test_the_map_cost_example_runs_its_chains():
     map_cost = example("map_cost")
     assert map_cost.job_seconds(1000, 5) > 0  # it checks what the chain computed
+
+
+def test_the_encoding_cost_example_measures_both_encodings():
+    rows = example("encoding_cost").costs(10, 1)  # it checks that each decodes what it encoded
+    assert {(label, name) for label, name, *_ in rows} == {
+        (label, name) for label in ["word", "(word, count)"] for name in ["sluice", "pickle"]
+    }

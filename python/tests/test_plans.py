@@ -22,16 +22,40 @@ def run_script(tmp_path, body):
     return done
 
 
-def test_processes_collect_what_fused_collects(tmp_path):
+@pytest.mark.parametrize("processes", [None, 2], ids=["one per instance", "two, the split in both"])
+def test_processes_collect_what_fused_collects(tmp_path, processes):
     done = run_script(
         tmp_path,
         "import json, wordcount\n"
-        "print(json.dumps([wordcount.count_with_sluice(3000, plan) for plan in ['processes', 'fused']]))\n",
+        f"print(json.dumps([wordcount.count_with_sluice(3000, 'processes', {processes}),\n"
+        "                  wordcount.count_with_sluice(3000, 'fused')]))\n",
     )
     assert done.returncode == 0, done.stderr
-    processes, fused = json.loads(done.stdout.strip().splitlines()[-1])
-    assert processes == fused
+    by_processes, fused = json.loads(done.stdout.strip().splitlines()[-1])
+    assert by_processes == fused
     assert sum(fused.values()) == 30_000
+
+
+def test_processes_n_needs_an_operator_of_parallelism_n(tmp_path):
+    import sluice
+
+    flow = sluice.Dataflow("unspread")
+    flow.source("numbers", [1]).map("double", lambda n: 2 * n).collect("out")
+    with pytest.raises(ValueError, match="processes= is for the 'processes' plan"):
+        flow.run("fused", processes=2)
+    with pytest.raises(ValueError, match="no operator of parallelism 3"):
+        flow.run("processes", processes=3)
+
+
+def test_a_job_runs_once():
+    import sluice
+
+    flow = sluice.Dataflow("once")
+    out = flow.source("numbers", [1, 2]).collect("out")
+    flow.run()
+    with pytest.raises(sluice.SluiceError, match="'once' was built already"):
+        flow.run()
+    assert out.items() == [1, 2]
 
 
 def test_an_exception_in_a_pe_names_the_operator_and_the_traceback(tmp_path):

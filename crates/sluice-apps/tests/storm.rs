@@ -1,4 +1,4 @@
-//! The Storm topologies end to end: under the fused, threaded and processes plans (the PEs as
+//! The Storm topologies end to end: under the fused, auto, threaded and processes plans (the PEs as
 //! threads of this process, their edges still shared memory), every tuple the spout sent
 //! arrives exactly once at the terminal bolt with the payload it was sent with, what the
 //! settings say independently of the run (N tuples: sequence numbers 0 to N-1, payloads drawn
@@ -56,9 +56,10 @@ fn run(app: &str, settings: &[&str], request: PlanRequest) -> (JobReport, String
     (report, summary)
 }
 
-fn plans() -> [PlanRequest; 3] {
+fn plans() -> [PlanRequest; 4] {
     [
         PlanRequest::Fused,
+        PlanRequest::Auto,
         PlanRequest::Threaded,
         PlanRequest::Processes,
     ]

@@ -1,12 +1,13 @@
-//! WordCount end to end: the counts written under every plan equal a reference computed here
-//! independently of the application's own tokenizer.
+//! WordCount end to end: the counts written under every plan (fused, auto, threaded and a
+//! process per instance, with more instances than the two cores planned for) equal a
+//! reference computed here independently of the application's own tokenizer.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use sluice_apps::{AppConfig, Settings};
 use sluice_plan::{plan, PlanFile, PlanOptions, PlanRequest};
-use sluice_runtime::{run, RunOptions};
+use sluice_runtime::{run, Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
 /// A text with punctuation, case, blank lines, tabs and non-ASCII words.
@@ -99,6 +100,8 @@ fn run_wordcount(
     .unwrap();
     let options = RunOptions {
         idle,
+        // A process per instance runs its PEs as threads of the test.
+        launcher: Launcher::InProcess,
         ..RunOptions::default()
     };
     let report = run(&app.graph, &p, &options).unwrap();
@@ -132,6 +135,9 @@ fn counts_equal_the_reference_under_every_plan() {
         ("threaded", PlanRequest::Threaded, 1, None),
         ("fused-x3", PlanRequest::Fused, 3, None),
         ("threaded-x3", PlanRequest::Threaded, 3, None),
+        ("auto", PlanRequest::Auto, 1, None),
+        ("auto-x3", PlanRequest::Auto, 3, None),
+        ("processes-x3", PlanRequest::Processes, 3, None),
         (
             "mixed-x3",
             PlanRequest::File("mixed".into(), mixed.clone()),

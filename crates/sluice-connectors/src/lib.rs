@@ -78,7 +78,7 @@ pub use framing::{LengthDecoder, LengthEncoder, LineDecoder, LineEncoder, DEFAUL
 pub use json_file::{BadLine, JsonEncoder, JsonFileSource, JsonSink};
 pub use kafka::{
     BadRecord, Delivery, EndAt, KafkaError, KafkaRecord, KafkaSink, KafkaSinkConfig, KafkaSource,
-    KafkaSourceConfig, StartFrom,
+    KafkaSourceConfig, StartFrom, FETCH_QUEUE_BACKOFF,
 };
 pub use multicast::{BytesDecoder, FeedCounters, MulticastConfig, MulticastSource, SEQUENCE_BYTES};
 pub use net::{OnBound, TcpConnect, TcpEndpoint, TcpListen, DEFAULT_ACCEPT_TIMEOUT};

@@ -14,7 +14,7 @@ use broker::{add_partitions, broker, create_topic, Broker};
 use serde::{Deserialize, Serialize};
 use sluice_connectors::{
     BadRecord, Csv, Delivery, EndAt, Format, Json, KafkaRecord, KafkaSink, KafkaSinkConfig,
-    KafkaSource, KafkaSourceConfig, Lines, OnBadRecord, Raw, StartFrom,
+    KafkaSource, KafkaSourceConfig, Lines, OnBadRecord, Raw, StartFrom, FETCH_QUEUE_BACKOFF,
 };
 use sluice_graph::{
     Operator, OperatorContext, OperatorError, Output, OutputSink, OwnedTuple, Produced, Snapshot,
@@ -689,4 +689,26 @@ fn the_at_least_once_sink_has_delivered_everything_when_a_checkpoint_returns() {
     );
     let read = read_all(broker, topic, Lines).into_iter().map(|r| r.value);
     assert_eq!(exactly_once(read), lines(500).into_iter().collect());
+}
+
+/// Once librdkafka's local queue of a partition holds `queued.min.messages`, it stops fetching
+/// the partition for `fetch.queue.backoff.ms`, 1 s by default: the source drained such a
+/// queue in a fraction of that and sat idle for the rest. Its own setting is a few
+/// milliseconds, and a user's setting still overrides it.
+#[test]
+fn the_source_fetches_again_soon_after_its_local_queue_fills() {
+    let mut config = KafkaSourceConfig::new("127.0.0.1:9", "any");
+    let backoff = FETCH_QUEUE_BACKOFF.as_millis().to_string();
+    assert!(FETCH_QUEUE_BACKOFF < Duration::from_millis(100));
+    assert_eq!(
+        config.consumer_config().get("fetch.queue.backoff.ms"),
+        Some(backoff.as_str())
+    );
+    config
+        .settings
+        .push(("fetch.queue.backoff.ms".into(), "500".into()));
+    assert_eq!(
+        config.consumer_config().get("fetch.queue.backoff.ms"),
+        Some("500")
+    );
 }

@@ -160,7 +160,8 @@ pub enum RunError {
     #[error(
         "the results the sink '{sink}' returns to this process reached {size} bytes, past the \
          limit of {limit} bytes on a job's results from its PE processes \
-         (RunOptions::collect_limit); the job was stopped"
+         (RunOptions::collect_limit, or collect-limit: SLUICE_COLLECT_LIMIT, the configuration \
+         file, --collect-limit); the job was stopped"
     )]
     ResultsTooLarge {
         /// The sink whose batch crossed the limit.

@@ -84,6 +84,17 @@ pub struct RunOptions {
     /// kernel (`scheduler`'s module doc); with at most this many, each thread runs on its own.
     /// `sluice run --workers N`; the machine's cores is the natural choice.
     pub workers: Option<usize>,
+    /// Show the job's progress on standard error while it runs, in the launching process: a
+    /// live line on a terminal, a `progress:` log event (`tracing`) every 10 s elsewhere. On
+    /// by default; nothing to show with [`RunOptions::metrics`] off.
+    pub progress: bool,
+    /// The rate the job's sources were asked to run at, in tuples per second: the progress
+    /// warns when they run more than 5% below it for 3 s (`sluice run --rate`).
+    pub asked_rate: Option<u64>,
+    /// Say on standard error, once a job stopped before its sources ended (a stop asked by the
+    /// program, `sluice stop` or `POST /jobs/ID/stop`, not its duration), that its output is
+    /// partial. On by default; `sluice run` says it itself, with more of the reason.
+    pub partial_notice: bool,
 }
 
 /// How a job takes checkpoints and recovers from them ([`RunOptions::checkpoints`]).
@@ -173,6 +184,9 @@ impl Default for RunOptions {
             checkpoints: None,
             collect_limit: DEFAULT_COLLECT_LIMIT,
             workers: None,
+            progress: true,
+            asked_rate: None,
+            partial_notice: true,
         }
     }
 }

@@ -126,6 +126,9 @@ pub enum GraphError {
     /// A handle from another builder.
     #[error("operator handle {0} does not belong to this graph")]
     UnknownOperator(usize),
+    /// A dataflow builder asked for its graph a second time: it hands its graph over once.
+    #[error("the graph of '{0}' was built already; a dataflow builds its graph once")]
+    AlreadyBuilt(String),
 }
 
 /// A job asked to take checkpoints whose sources cannot all replay their input after a

@@ -166,14 +166,17 @@ impl Dataflow {
         }
     }
 
-    /// Validates and returns the graph built so far.
+    /// Validates and returns the graph built so far. The builder hands its graph over: a
+    /// second `build` is refused ([`GraphError::AlreadyBuilt`]).
     pub fn build(&self) -> Result<Graph, GraphError> {
         let mut b = self.inner.borrow_mut();
         if let Some(error) = b.first_error.clone() {
             return Err(error);
         }
         let Building {
-            builder, automatic, ..
+            builder,
+            automatic,
+            first_error,
         } = &mut *b;
         for &edge in automatic.iter() {
             let e = &builder.edges()[edge.0];
@@ -185,7 +188,12 @@ impl Dataflow {
             };
             builder.set_partitioning(edge, partitioning)?;
         }
-        std::mem::replace(builder, GraphBuilder::new("")).build()
+        let built = std::mem::replace(builder, GraphBuilder::new("")).build();
+        *first_error = Some(match &built {
+            Ok(graph) => GraphError::AlreadyBuilt(graph.name().to_string()),
+            Err(error) => error.clone(),
+        });
+        built
     }
 }
 

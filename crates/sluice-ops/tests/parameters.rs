@@ -180,3 +180,12 @@ fn a_parallelism_of_zero_is_refused_naming_the_operator() {
     let error = flow.build().map(|_| ()).unwrap_err().to_string();
     assert!(error.contains("'double'"), "{error}");
 }
+
+#[test]
+fn a_second_build_is_refused_rather_than_panicking() {
+    let flow = Dataflow::new("twice");
+    end(&events(&flow, "events"), "sink");
+    assert!(flow.build().is_ok());
+    let again = flow.build().map(|_| ()).unwrap_err().to_string();
+    assert!(again.contains("'twice' was built already"), "{again}");
+}

@@ -560,6 +560,10 @@ fn run_options(options: &QueryOptions) -> RunOptions {
     let defaults = RunOptions::default();
     RunOptions {
         stall_timeout: options.stall_timeout.unwrap_or(defaults.stall_timeout),
+        // The shell shows a query's results as they come; a progress line or a notice on
+        // standard error would interleave with them.
+        progress: false,
+        partial_notice: false,
         ..defaults
     }
 }

@@ -183,6 +183,29 @@ impl<T: Send> Producer<T> {
         Ok(())
     }
 
+    /// Writes the values of `values` into the next slots without publishing, as many as fit:
+    /// the consumer's position is read at most once, and the values that found no slot stay
+    /// in the iterator. Returns how many were written; 0 if the consumer has gone away.
+    #[inline]
+    pub fn write_many(&mut self, values: &mut impl Iterator<Item = T>) -> usize {
+        if self.is_closed() {
+            return 0;
+        }
+        let room = self.free();
+        let start = self.head;
+        for value in values.take(room) {
+            self.shared.slots[self.head & self.shared.mask].with_mut(|slot| {
+                // SAFETY: `free` showed `room` slots from `head` on outside the consumer's
+                // readable range tail..published, and the consumer has finished reading them
+                // (Acquire on `tail` in `free`); at most `room` are written here and only this
+                // producer writes slots.
+                unsafe { (*slot).write(value) };
+            });
+            self.head = self.head.wrapping_add(1);
+        }
+        self.head.wrapping_sub(start)
+    }
+
     /// Makes every slot written so far visible to the consumer (one release store), and wakes
     /// the consumer if it is parked.
     #[inline]

@@ -1,5 +1,6 @@
-//! Property test: any sequence of writes, publishes and pops on the SPSC queue behaves like a
-//! `VecDeque` holding the published values, bounded by the capacity.
+//! Property test: any sequence of writes (one value, or a run of them), publishes and pops on
+//! the SPSC queue behaves like a `VecDeque` holding the published values, bounded by the
+//! capacity.
 #![cfg(not(loom))]
 
 use std::collections::VecDeque;
@@ -10,6 +11,7 @@ use sluice_ring::spsc::{channel, PushError};
 #[derive(Debug, Clone)]
 enum Op {
     Write(u16),
+    WriteMany(Vec<u16>),
     Publish,
     Pop,
     PopBatch(usize),
@@ -18,6 +20,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => any::<u16>().prop_map(Op::Write),
+        2 => prop::collection::vec(any::<u16>(), 0..12).prop_map(Op::WriteMany),
         2 => Just(Op::Publish),
         2 => Just(Op::Pop),
         1 => (0usize..6).prop_map(Op::PopBatch),
@@ -40,6 +43,15 @@ proptest! {
                         Err(PushError::Full(back)) => { prop_assert!(full); prop_assert_eq!(back, v); }
                         Err(PushError::Closed(_)) => prop_assert!(false, "closed while both ends live"),
                     }
+                }
+                Op::WriteMany(values) => {
+                    // As many as fit are written, in order; the rest stay in the iterator.
+                    let room = cap - published.len() - unpublished.len();
+                    let mut rest = values.iter().copied();
+                    let n = p.write_many(&mut rest);
+                    prop_assert_eq!(n, values.len().min(room));
+                    unpublished.extend(&values[..n]);
+                    prop_assert_eq!(rest.collect::<Vec<_>>(), values[n..].to_vec());
                 }
                 Op::Publish => { p.publish(); published.extend(unpublished.drain(..)); }
                 Op::Pop => prop_assert_eq!(c.try_pop(), published.pop_front()),

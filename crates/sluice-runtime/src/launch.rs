@@ -414,6 +414,7 @@ pub(crate) fn start(
         options: *options,
         recovery: None,
         registration: None,
+        progress: None,
     })
 }
 

@@ -9,7 +9,9 @@
 //! side of it ([`serve_pe`]). Dependencies point one way: this crate uses `sluice-exec`, which
 //! knows nothing of processes. Everything a program calls is here ([`run`], [`start`],
 //! [`resume_with`], [`RunOptions`], [`StopHandle`], [`JobReport`], [`metrics`], ...), the data
-//! plane's types re-exported, so a program depends on this crate only.
+//! plane's types re-exported, so a program depends on this crate only. A program reads the
+//! run options `sluice run` reads, from the same `SLUICE_*` variables and configuration file,
+//! with [`configured_options`] ([`configuration`]).
 //!
 //! Stopping: a finite source ends its stream, end-of-stream flows downstream, and a thread
 //! ends when all its instances have finished. [`StopHandle::stop`] makes every source finish
@@ -21,7 +23,14 @@
 //! and [`RunningJob::wait`] returns the error, its root cause first ([`RunError`]). A thread
 //! stuck in an operator's call, or a PE that stops sending heartbeats, fails the job within
 //! [`RunOptions::stall_timeout`]; [`StopHandle::abort`] aborts it at once, still removing
-//! everything it made.
+//! everything it made. A job stopped before its sources ended says on standard error that its
+//! output is partial ([`RunOptions::partial_notice`]).
+//!
+//! Watching: every job started here registers in the job registry ([`registry`]: `sluice
+//! jobs`, `top`, `stop`, `sluice ui`'s page and REST API find it) and shows its progress on
+//! standard error while it runs ([`progress`], [`RunOptions::progress`]), a program's as
+//! `sluice run`'s. Its own `/metrics` and web page are served by `sluice-web`
+//! (`sluice_web::job_server`), a layer above this one.
 //!
 //! # The PE entry
 //!
@@ -45,10 +54,12 @@
 
 mod checkpoint_figures;
 mod checkpoints;
+pub mod configuration;
 mod launch;
 mod link;
 mod mpi;
 mod pe;
+pub mod progress;
 pub mod registry;
 mod results;
 mod resume;
@@ -60,6 +71,7 @@ use std::time::Instant;
 
 pub use checkpoint_figures::{CheckpointFigures, RestartFigures};
 pub use checkpoints::{load_checkpoint, CheckpointHandle, StoredCheckpoint};
+pub use configuration::configured_options;
 pub use link::why_not_private;
 pub use pe::{is_pe_process, PE_ENVIRONMENT};
 pub use resume::ResumeFrom;
@@ -94,6 +106,9 @@ pub struct RunningJob {
     /// Its entry in the job registry while it runs ([`registry`]); `None` in a PE, or when
     /// the registry could not be written (warned about).
     registration: Option<registry::Registration>,
+    /// Its progress on standard error ([`RunOptions::progress`]); `None` in a PE, or when
+    /// not asked for.
+    progress: Option<progress::Progress>,
 }
 
 /// What a checkpointed job needs to take its checkpoints and to restart from them.
@@ -256,6 +271,7 @@ fn start_from(
     let mut job = launch_job(graph, plan, options, stop.control(), resume)?;
     job.recovery = recovery;
     job.registration = registry::register_job(&job, plan, options);
+    job.progress = progress::Progress::start_if_asked(&job.metrics, options);
     Ok(job)
 }
 
@@ -365,6 +381,7 @@ fn start_threads(
         metrics: handle,
         recovery: None,
         registration: None,
+        progress: None,
     })
 }
 
@@ -430,6 +447,17 @@ impl RunningJob {
         .inspect_err(|_| self.finish_recovery())
         .inspect(|_| self.metrics.end())
         .inspect_err(|_| self.metrics.end());
+        if let Some(progress) = self.progress.take() {
+            progress.finish();
+        }
+        // A suspended job goes on elsewhere: its output is not cut short.
+        let cut_short = self.stopped_early() && !self.control.suspending();
+        if ended.is_ok() && cut_short && self.options.partial_notice {
+            eprintln!(
+                "the output is partial: the job was stopped (by the program, `sluice stop` or \
+                 POST /jobs/ID/stop) before its sources ended"
+            );
+        }
         self.keep_summary(&ended);
         ended
     }
@@ -437,6 +465,12 @@ impl RunningJob {
     /// Whether the job's duration, if it has one, has passed.
     fn duration_passed(&self) -> bool {
         duration_passed(&self.options, self.started)
+    }
+
+    /// Whether a stop (or a suspension) was asked before the job's duration, if it has one,
+    /// was up (its end asks for one too): the sources did not end on their own.
+    fn stopped_early(&self) -> bool {
+        self.control.stop_requested() && !self.duration_passed()
     }
 
     /// Keeps what is to be known of the job, which ended with `ended`, before its registry
@@ -447,10 +481,7 @@ impl RunningJob {
         };
         let outcome = match ended {
             Err(error) => (summaries::Outcome::Failed, Some(error.to_string())),
-            // A stop asked before its duration was up (the duration's end asks for one too).
-            Ok(_) if self.control.stop_requested() && !self.duration_passed() => {
-                (summaries::Outcome::Stopped, None)
-            }
+            Ok(_) if self.stopped_early() => (summaries::Outcome::Stopped, None),
             Ok(_) => (summaries::Outcome::Finished, None),
         };
         let checkpoints = self.checkpoints().as_ref().map(CheckpointFigures::from);

@@ -411,9 +411,11 @@ fn run(
         options: own,
         // The launcher keeps the job's figures: this PE sends them with its heartbeat.
         metrics: crate::MetricsHandle::new(&plan.job, []),
-        // The launcher coordinates the checkpoints and restarts the job.
+        // The launcher coordinates the checkpoints and restarts the job, and shows its
+        // progress.
         recovery: None,
         registration: None,
+        progress: None,
     };
     let outcome = job.wait();
     // Every part acknowledged before the report: the launcher counts them first.

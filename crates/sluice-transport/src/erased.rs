@@ -353,14 +353,7 @@ impl<T: Tuple> ErasedTx<T> {
     /// Moves held messages into the transport, in order; `Full` while some are still held.
     #[inline]
     fn send_held(&mut self) -> Result<(), SendError> {
-        while let Some(tuple) = self.held.pop_front() {
-            if let Err(refused) = self.inner.offer(Message::Data(tuple)) {
-                if let Message::Data(tuple) = refused.message {
-                    self.held.push_front(tuple);
-                }
-                return Err(refused.error);
-            }
-        }
+        self.inner.offer_tuples(&mut self.held)?;
         while let Some(message) = self.held_after.pop_front() {
             if let Err(refused) = self.inner.offer(message) {
                 self.held_after.push_front(refused.message);

@@ -45,6 +45,7 @@ pub use registry::{
     TypedPair, DEFAULT_QUEUE_CAPACITY, MAX_QUEUE_CAPACITY,
 };
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use sluice_types::Message;
@@ -126,6 +127,22 @@ pub trait TupleSender<T>: Send {
     {
         self.offer(Message::Data(tuple.clone()))
             .map_err(|refused| refused.error)
+    }
+
+    /// Queues the tuples of `tuples` as data messages, from the front, in order, until one is
+    /// refused: `Ok` when every one went, else the refusal's error with the rest left in
+    /// `tuples`. The default offers them one at a time; a transport that can take a run of
+    /// them at once (the threaded port) does.
+    fn offer_tuples(&mut self, tuples: &mut VecDeque<T>) -> Result<(), SendError> {
+        while let Some(tuple) = tuples.pop_front() {
+            if let Err(refused) = self.offer(Message::Data(tuple)) {
+                if let Message::Data(tuple) = refused.message {
+                    tuples.push_front(tuple);
+                }
+                return Err(refused.error);
+            }
+        }
+        Ok(())
     }
 
     /// Makes every offered message visible to the receiver.

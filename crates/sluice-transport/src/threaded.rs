@@ -6,6 +6,7 @@
 //! runtime flushes after each unit of work, so a batch costs one index store), and by itself
 //! once a quarter of the queue is unpublished, so a long burst is never held back.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use sluice_ring::spsc::{self, Consumer, Producer, PushError};
@@ -70,6 +71,30 @@ impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
                 message,
             }),
         }
+    }
+
+    /// Writes the tuples in runs, each with one look at the receiver's position, publishing
+    /// every quarter of the queue as [`TupleSender::offer`] does.
+    fn offer_tuples(&mut self, tuples: &mut VecDeque<T>) -> Result<(), SendError> {
+        while !tuples.is_empty() {
+            let run = self.publish_every.saturating_sub(self.unpublished).max(1);
+            let mut data = std::iter::from_fn(|| tuples.pop_front().map(Message::Data)).take(run);
+            let written = self.queue.write_many(&mut data);
+            self.unpublished += written;
+            if self.unpublished >= self.publish_every {
+                self.flush();
+            }
+            if written < run && !tuples.is_empty() {
+                // The receiver may be waiting for what we have not published yet.
+                self.flush();
+                return Err(if self.queue.is_closed() {
+                    SendError::Closed
+                } else {
+                    SendError::Full
+                });
+            }
+        }
+        Ok(())
     }
 
     #[inline]

@@ -9,6 +9,9 @@
 //! - `GET /jobs/ID/checkpoints`: what its checkpoints and restarts did (404 when it takes
 //!   none);
 //! - `POST /jobs/ID/stop`: asks it to drain and stop, as `sluice stop --no-wait` does (`202`);
+//! - `GET /metrics`: every running job's live metrics in the Prometheus text format
+//!   ([`crate::prometheus::text_of`]), each series labelled with the job's `id`: one scrape
+//!   target for every job of the host, a program of its own included;
 //! - `POST /jobs/ID/savepoint`, body `{"target-directory": "/abs/dir"}` or none: a savepoint,
 //!   as `sluice savepoint` takes it, waiting for it at most [`SAVEPOINT_WAIT`]:
 //!   `{"location": DIR}`, or `409` with the job's reason for none.
@@ -36,6 +39,7 @@ use sluice_runtime::summaries::{self, JobSummary};
 use sluice_runtime::{CheckpointFigures, MetricsSnapshot};
 
 use crate::job_page::{escape_html, Page, PageFigures};
+use crate::prometheus::JobFigures;
 use crate::server::{answer, Handler, HttpAnswer, HttpRequest, HttpServer, REQUEST_DEADLINE};
 use crate::WebError;
 
@@ -187,6 +191,30 @@ impl Job {
     }
 }
 
+/// Every running job that answers, in the Prometheus text format (one that does not answer is
+/// left out; its checkpoints' figures too when they cannot be had).
+fn host_metrics() -> Result<String, RegistryError> {
+    let running: Vec<(JobEntry, MetricsSnapshot, Option<CheckpointFigures>)> = registry::running()?
+        .into_iter()
+        .filter_map(|(entry, metrics)| {
+            let checkpoints = entry
+                .checkpoints
+                .as_ref()
+                .and_then(|_| registry::checkpoints_of(&entry.socket).ok().flatten());
+            Some((entry, metrics?, checkpoints))
+        })
+        .collect();
+    let figures: Vec<JobFigures<'_>> = running
+        .iter()
+        .map(|(entry, snapshot, checkpoints)| JobFigures {
+            id: Some(&entry.id),
+            snapshot,
+            checkpoints: checkpoints.as_ref(),
+        })
+        .collect();
+    Ok(crate::prometheus::text_of(&figures))
+}
+
 /// Every job of the host: the running ones, then the ended ones not running again.
 fn jobs() -> Result<Vec<Job>, RegistryError> {
     let mut jobs: Vec<Job> = registry::running()?
@@ -309,6 +337,14 @@ fn route(request: &HttpRequest) -> Result<HttpAnswer, Refusal> {
             StatusCode::OK,
             "text/html; charset=utf-8",
             LIST_PAGE.to_string(),
+        ));
+    }
+    if path == "/metrics" {
+        only(method, &Method::GET)?;
+        return Ok(answer(
+            StatusCode::OK,
+            crate::prometheus::CONTENT_TYPE,
+            host_metrics()?,
         ));
     }
     if path == "/jobs" {

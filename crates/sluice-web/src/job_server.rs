@@ -185,7 +185,7 @@ impl Handler for JobEndpoints {
             return match job {
                 Some(job) => answer(
                     StatusCode::OK,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    crate::prometheus::CONTENT_TYPE,
                     crate::prometheus::text(
                         &job.metrics.snapshot(),
                         job.checkpoint_figures().as_ref(),

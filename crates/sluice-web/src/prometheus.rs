@@ -15,6 +15,10 @@
 //! `transactions_committed` and `transactions_aborted`) are `sluice_operator_figure`, labelled
 //! with the instance's and `figure`, its name.
 //!
+//! `sluice ui` serves every running job of the host at its own `/metrics` ([`text_of`]), each
+//! series labelled with the job's registry `id` too, so that two jobs of one application are
+//! told apart: a program of its own is scraped there without serving anything itself.
+//!
 //! A checkpointed job has its checkpoints' series too (labelled with its `job`):
 //! `sluice_checkpoints_completed_total`, `sluice_checkpoints_failed_total`,
 //! `sluice_job_restarts_total`, and once one is complete `sluice_checkpoint_last_complete`
@@ -36,9 +40,31 @@ type Labels = Vec<(String, String)>;
 type FloatCounter = Counter<f64, AtomicU64>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+/// The content type of what [`text`] and [`text_of`] write.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// One job's figures for [`text_of`].
+pub struct JobFigures<'a> {
+    /// Its registry id, a label `id` of every series; `None` for a job's own endpoint.
+    pub id: Option<&'a str>,
+    /// Its live metrics.
+    pub snapshot: &'a MetricsSnapshot,
+    /// What its checkpoints did, when it takes them.
+    pub checkpoints: Option<&'a CheckpointFigures>,
+}
+
 /// The snapshot, and what a checkpointed job's `checkpoints` did, in the Prometheus text
 /// format.
 pub fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFigures>) -> String {
+    text_of(&[JobFigures {
+        id: None,
+        snapshot,
+        checkpoints,
+    }])
+}
+
+/// Every job of `jobs` in the Prometheus text format, one family per figure.
+pub fn text_of(jobs: &[JobFigures<'_>]) -> String {
     let mut registry = Registry::with_prefix("sluice");
     let tuples_in = Family::<Labels, Counter>::default();
     let tuples_out = Family::<Labels, Counter>::default();
@@ -53,63 +79,69 @@ pub fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFigures>)
     let uptime = Family::<Labels, FloatGauge>::default();
     let figures = Family::<Labels, Gauge>::default();
 
-    let job = || ("job".to_string(), snapshot.job.clone());
-    uptime.get_or_create(&vec![job()]).set(snapshot.uptime_secs);
-    for pe in &snapshot.pes {
-        let pe_label = ("pe".to_string(), pe.pe.clone());
-        for thread in &pe.threads {
-            blocked
-                .get_or_create(&vec![
-                    job(),
-                    pe_label.clone(),
-                    ("thread".into(), thread.thread.clone()),
-                ])
-                .inc_by(thread.blocked_secs);
-            for i in &thread.instances {
-                let labels = vec![
-                    job(),
-                    pe_label.clone(),
-                    ("operator".into(), i.operator.clone()),
-                    ("instance".into(), i.instance.clone()),
-                ];
-                tuples_in.get_or_create(&labels).inc_by(i.tuples_in);
-                tuples_out.get_or_create(&labels).inc_by(i.tuples_out);
-                rate_out.get_or_create(&labels).set(i.rate_out);
-                for (figure, value) in &i.figures {
-                    let mut labels = labels.clone();
-                    labels.push(("figure".into(), figure.clone()));
-                    figures
-                        .get_or_create(&labels)
-                        .set(i64::try_from(*value).unwrap_or(i64::MAX));
-                }
-                if let Some(l) = i.latency {
-                    for (quantile, micros) in
-                        [("0.5", l.p50_us), ("0.99", l.p99_us), ("1", l.max_us)]
-                    {
+    for figured in jobs {
+        let snapshot = figured.snapshot;
+        let mut job_labels: Labels = vec![("job".to_string(), snapshot.job.clone())];
+        if let Some(id) = figured.id {
+            job_labels.push(("id".to_string(), id.to_string()));
+        }
+        uptime.get_or_create(&job_labels).set(snapshot.uptime_secs);
+        for pe in &snapshot.pes {
+            let pe_label = ("pe".to_string(), pe.pe.clone());
+            let with = |more: Vec<(String, String)>| -> Labels {
+                job_labels
+                    .iter()
+                    .cloned()
+                    .chain([pe_label.clone()])
+                    .chain(more)
+                    .collect()
+            };
+            for thread in &pe.threads {
+                blocked
+                    .get_or_create(&with(vec![("thread".into(), thread.thread.clone())]))
+                    .inc_by(thread.blocked_secs);
+                for i in &thread.instances {
+                    let labels = with(vec![
+                        ("operator".into(), i.operator.clone()),
+                        ("instance".into(), i.instance.clone()),
+                    ]);
+                    tuples_in.get_or_create(&labels).inc_by(i.tuples_in);
+                    tuples_out.get_or_create(&labels).inc_by(i.tuples_out);
+                    rate_out.get_or_create(&labels).set(i.rate_out);
+                    for (figure, value) in &i.figures {
                         let mut labels = labels.clone();
-                        labels.push(("quantile".into(), quantile.into()));
-                        latency.get_or_create(&labels).set(micros / 1e6);
+                        labels.push(("figure".into(), figure.clone()));
+                        figures
+                            .get_or_create(&labels)
+                            .set(i64::try_from(*value).unwrap_or(i64::MAX));
+                    }
+                    if let Some(l) = i.latency {
+                        for (quantile, micros) in
+                            [("0.5", l.p50_us), ("0.99", l.p99_us), ("1", l.max_us)]
+                        {
+                            let mut labels = labels.clone();
+                            labels.push(("quantile".into(), quantile.into()));
+                            latency.get_or_create(&labels).set(micros / 1e6);
+                        }
                     }
                 }
-            }
-            for e in &thread.inputs {
-                let labels = vec![
-                    job(),
-                    pe_label.clone(),
-                    ("operator".into(), e.operator.clone()),
-                    ("edge".into(), e.edge.clone()),
-                    ("transport".into(), e.transport.clone()),
-                ];
-                edge_tuples.get_or_create(&labels).inc_by(e.tuples);
-                edge_lost.get_or_create(&labels).inc_by(e.lost);
-                if let Some(bytes) = e.bytes {
-                    edge_bytes.get_or_create(&labels).inc_by(bytes);
-                }
-                if let Some(queued) = e.queued {
-                    edge_queued.get_or_create(&labels).set(queued as f64);
-                }
-                if let Some(fill) = e.fill() {
-                    edge_fill.get_or_create(&labels).set(fill);
+                for e in &thread.inputs {
+                    let labels = with(vec![
+                        ("operator".into(), e.operator.clone()),
+                        ("edge".into(), e.edge.clone()),
+                        ("transport".into(), e.transport.clone()),
+                    ]);
+                    edge_tuples.get_or_create(&labels).inc_by(e.tuples);
+                    edge_lost.get_or_create(&labels).inc_by(e.lost);
+                    if let Some(bytes) = e.bytes {
+                        edge_bytes.get_or_create(&labels).inc_by(bytes);
+                    }
+                    if let Some(queued) = e.queued {
+                        edge_queued.get_or_create(&labels).set(queued as f64);
+                    }
+                    if let Some(fill) = e.fill() {
+                        edge_fill.get_or_create(&labels).set(fill);
+                    }
                 }
             }
         }
@@ -166,71 +198,97 @@ pub fn text(snapshot: &MetricsSnapshot, checkpoints: Option<&CheckpointFigures>)
         "Seconds a thread waited on a full queue downstream",
         blocked,
     );
-    if let Some(figures) = checkpoints {
-        register_checkpoints(&mut registry, &snapshot.job, figures);
-    }
+    register_checkpoints(&mut registry, jobs);
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &registry);
     out
 }
 
-/// Registers the series of what the checkpoints of `job` did.
-fn register_checkpoints(registry: &mut Registry, job: &str, figures: &CheckpointFigures) {
-    let labels: Labels = vec![("job".into(), job.into())];
-    let count = |value: u64| one_series(&labels, |c: &Counter| c.inc_by(value));
+/// Registers the series of what the checkpoints of the checkpointed `jobs` did (none when no
+/// job takes checkpoints; the last complete one's when one job has one).
+fn register_checkpoints(registry: &mut Registry, jobs: &[JobFigures<'_>]) {
+    let checkpointed: Vec<(Labels, &CheckpointFigures)> = jobs
+        .iter()
+        .filter_map(|job| {
+            let mut labels: Labels = vec![("job".into(), job.snapshot.job.clone())];
+            if let Some(id) = job.id {
+                labels.push(("id".into(), id.into()));
+            }
+            Some((labels, job.checkpoints?))
+        })
+        .collect();
+    if checkpointed.is_empty() {
+        return;
+    }
+    let count = |value: fn(&CheckpointFigures) -> u64| {
+        let family = Family::<Labels, Counter>::default();
+        for (labels, figures) in &checkpointed {
+            family.get_or_create(labels).inc_by(value(figures));
+        }
+        family
+    };
     registry.register(
         "checkpoints_completed",
         "Checkpoints complete",
-        count(figures.completed),
+        count(|f| f.completed),
     );
     registry.register(
         "checkpoints_failed",
         "Checkpoints that failed (a part not written, the timeout, the job failing first)",
-        count(figures.failed),
+        count(|f| f.failed),
     );
     registry.register(
         "job_restarts",
         "Restarts of the job from its last complete checkpoint after a failure",
-        count(figures.restarts.len() as u64),
+        count(|f| f.restarts.len() as u64),
     );
-    let Some(last) = figures.last_complete else {
+    if checkpointed.iter().all(|(_, f)| f.last_complete.is_none()) {
         return;
+    }
+    // Of the jobs with a complete checkpoint only.
+    let whole = |value: fn(&CheckpointFigures) -> u64| {
+        let family = Family::<Labels, Gauge>::default();
+        for (labels, figures) in checkpointed
+            .iter()
+            .filter(|(_, f)| f.last_complete.is_some())
+        {
+            family
+                .get_or_create(labels)
+                .set(value(figures).try_into().unwrap_or(i64::MAX));
+        }
+        family
     };
-    let whole = |value: u64| {
-        one_series(&labels, |g: &Gauge| {
-            g.set(value.try_into().unwrap_or(i64::MAX))
-        })
+    let seconds = |value: fn(&CheckpointFigures) -> f64| {
+        let family = Family::<Labels, FloatGauge>::default();
+        for (labels, figures) in checkpointed
+            .iter()
+            .filter(|(_, f)| f.last_complete.is_some())
+        {
+            family.get_or_create(labels).set(value(figures));
+        }
+        family
     };
-    let seconds = |value: f64| one_series(&labels, |g: &FloatGauge| g.set(value));
     registry.register(
         "checkpoint_last_complete",
         "The number of the last complete checkpoint",
-        whole(last),
+        whole(|f| f.last_complete.unwrap_or_default()),
     );
     registry.register(
         "checkpoint_last_duration_seconds",
         "How long the last complete checkpoint took, from its ask to its manifest",
-        seconds(figures.last_duration_secs),
+        seconds(|f| f.last_duration_secs),
     );
     registry.register(
         "checkpoint_last_bytes",
         "Bytes of the last complete checkpoint's parts",
-        whole(figures.last_bytes),
+        whole(|f| f.last_bytes),
     );
     registry.register(
         "checkpoint_last_alignment_seconds",
         "The longest alignment of an instance in the last complete checkpoint",
-        seconds(figures.last_alignment_secs),
+        seconds(|f| f.last_alignment_secs),
     );
-}
-
-/// A family of one series, labelled `labels`, its metric set by `set` (whose result, the
-/// metric's former value, is not needed).
-fn one_series<M: Default, R>(labels: &Labels, set: impl FnOnce(&M) -> R) -> Family<Labels, M> {
-    let family = Family::<Labels, M>::default();
-    set(&family.get_or_create(labels));
-    family
 }
 
 #[cfg(test)]
@@ -239,10 +297,10 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn every_series_is_prefixed_and_labelled() {
-        let snapshot = MetricsSnapshot {
-            job: "wordcount".into(),
+    /// A snapshot of the job `job`: one PE, one thread, `split` and its input edge.
+    fn snapshot(job: &str) -> MetricsSnapshot {
+        MetricsSnapshot {
+            job: job.into(),
             uptime_secs: 2.0,
             pes: vec![PeMetrics {
                 pe: "pe0".into(),
@@ -270,8 +328,12 @@ mod tests {
                     }],
                 }],
             }],
-        };
-        let text = text(&snapshot, None);
+        }
+    }
+
+    #[test]
+    fn every_series_is_prefixed_and_labelled() {
+        let text = text(&snapshot("wordcount"), None);
         assert!(!text.contains("checkpoint"), "{text}");
         assert!(
             text.contains(
@@ -293,6 +355,36 @@ mod tests {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("sluice_"), "{line}");
         }
+    }
+
+    #[test]
+    fn two_jobs_of_one_application_are_told_apart_by_their_id_in_one_family() {
+        let (a, b) = (snapshot("wordcount"), snapshot("wordcount"));
+        let text = text_of(&[
+            JobFigures {
+                id: Some("wordcount-1"),
+                snapshot: &a,
+                checkpoints: None,
+            },
+            JobFigures {
+                id: Some("wordcount-2"),
+                snapshot: &b,
+                checkpoints: None,
+            },
+        ]);
+        for id in ["wordcount-1", "wordcount-2"] {
+            assert!(
+                text.contains(&format!(
+                    "sluice_tuples_in_total{{job=\"wordcount\",id=\"{id}\",pe=\"pe0\",operator=\"split\",instance=\"split\"}} 7"
+                )),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            text.matches("# TYPE sluice_tuples_in counter").count(),
+            1,
+            "{text}"
+        );
     }
 
     #[test]

@@ -61,18 +61,9 @@ pub(crate) struct CheckpointArgs {
     from: Option<PathBuf>,
 }
 
-/// A duration as a person writes it: `1s`, `200ms`, `2m`, or a number of seconds.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration = match text.parse::<f64>() {
-        Ok(_) => crate::plan_choice::parse_seconds(text)?,
-        Err(_) => humantime::parse_duration(text)
-            .map_err(|e| format!("'{text}' is not a duration (e.g. 1s, 200ms, 0.5): {e}"))?,
-    };
-    if duration.is_zero() {
-        return Err(format!("'{text}' must be longer than zero"));
-    }
-    Ok(duration)
-}
+/// A duration as a person writes it (`1s`, `200ms`, `0.5`), as a program's configuration
+/// reads it.
+pub(crate) use sluice_runtime::configuration::parse_duration;
 
 impl CheckpointArgs {
     /// Whether the run takes checkpoints.
@@ -142,20 +133,4 @@ pub(crate) fn default_root() -> PathBuf {
     crate::shell::state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
         .unwrap_or_else(|| std::env::temp_dir().join("sluice"))
         .join("checkpoints")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_as_people_write_them() {
-        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
-        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("soon")
-            .unwrap_err()
-            .contains("'soon' is not a duration"));
-    }
 }

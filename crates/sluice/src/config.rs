@@ -18,6 +18,10 @@
 //! error, except the variables the launcher gives its PEs (`sluice_runtime::PE_ENVIRONMENT`)
 //! and those of the test and benchmark harnesses (`SLUICE_TEST_*`, `SLUICE_BENCH_*`, ...).
 //!
+//! A program of its own reads the same variables and file for its run options
+//! ([`sluice_runtime::configuration`], which reads the file for this module too); every run
+//! option it reads is an option of `sluice run` (checked below).
+//!
 //! How it works: before the command line is parsed, the values it lacks are added to it as
 //! options (`--rate 1000`), so every PE of a job, which re-runs the same command line in the
 //! same environment, resolves the same values. A PE on another host (a hosts file's launch
@@ -33,12 +37,12 @@ use anyhow::{bail, Context};
 use clap::{Arg, ArgAction, ArgMatches};
 
 /// The prefix of every variable this module reads.
-const PREFIX: &str = "SLUICE_";
+const PREFIX: &str = sluice_runtime::configuration::PREFIX;
 /// The prefix of a setting's variable.
 const SET_PREFIX: &str = "SLUICE_SET_";
 /// The option naming the configuration file, and the file's table of settings.
 const CONFIG: &str = "config";
-const SET: &str = "set";
+const SET: &str = sluice_runtime::configuration::SETTINGS_TABLE;
 /// `SLUICE_*` variables of other commands than `run`, which are not its configuration.
 const OTHER_COMMANDS: [&str; 1] = ["SLUICE_UI_TOKEN"];
 /// `SLUICE_*` variables of the test and benchmark harnesses, which are not configuration.
@@ -297,58 +301,20 @@ impl Known<'_> {
         Ok(layer)
     }
 
-    /// The options and settings of the configuration file at `path`.
+    /// The options and settings of the configuration file at `path`, read as a program reads
+    /// it ([`sluice_runtime::configuration::read_file`]).
     fn file(&self, path: &Path) -> anyhow::Result<Layer> {
-        let text = sluice_plan::read_text_file(path)
-            .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
-        let document = toml_edit::ImDocument::parse(text.as_str())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let line = |span: Option<std::ops::Range<usize>>| {
-            span.map_or(0, |s| text[..s.start].matches('\n').count() + 1)
-        };
         let mut layer = Layer::default();
-        let table = document.as_table();
-        for (key, item) in table.iter() {
-            let key_line = line(table.get_key_value(key).and_then(|(k, _)| k.span()));
-            let source = Source::File(path.to_path_buf(), key_line);
-            if key == SET {
-                let Some(set) = item.as_table_like() else {
-                    bail!("{source}: `set` must be a table of settings ([set], then key = value)");
-                };
-                for (setting, value) in set.iter() {
-                    let setting_line = line(set.get_key_value(setting).and_then(|(k, _)| k.span()));
-                    let source = Source::File(path.to_path_buf(), setting_line);
-                    let text = scalar(value, &source)?;
-                    self.add(&mut layer, setting, true, Value { text, source })?;
-                }
-                continue;
-            }
-            if key == CONFIG {
-                bail!("{source}: a configuration file cannot name another (`config`)");
-            }
-            let text = scalar(item, &source)?;
-            self.add(&mut layer, key, false, Value { text, source })?;
+        for entry in sluice_runtime::configuration::read_file(path)? {
+            let source = Source::File(path.to_path_buf(), entry.line);
+            let value = Value {
+                text: entry.text,
+                source,
+            };
+            self.add(&mut layer, &entry.key, entry.setting, value)?;
         }
         Ok(layer)
     }
-}
-
-/// A file's value as the command line would give it: a string, number or boolean.
-fn scalar(item: &toml_edit::Item, source: &Source) -> anyhow::Result<String> {
-    let value = item.as_value();
-    if let Some(text) = value.and_then(|v| v.as_str()) {
-        return Ok(text.to_string());
-    }
-    if let Some(n) = value.and_then(|v| v.as_integer()) {
-        return Ok(n.to_string());
-    }
-    if let Some(x) = value.and_then(|v| v.as_float()) {
-        return Ok(x.to_string());
-    }
-    if let Some(b) = value.and_then(|v| v.as_bool()) {
-        return Ok(b.to_string());
-    }
-    bail!("{source}: a value must be a string, a number or true/false")
 }
 
 /// Whether `arg` is a flag (`--json`): true or false, no value on the command line.
@@ -448,6 +414,20 @@ fn toml_value(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_run_option_a_program_reads_is_an_option_of_sluice_run() {
+        let command = crate::Cli::command();
+        let run = command.find_subcommand("run").expect("sluice run");
+        for key in sluice_runtime::configuration::KEYS {
+            assert!(
+                run.get_arguments().any(|a| a.get_long() == Some(key)),
+                "`sluice run` has no --{key}, which a program's configuration reads"
+            );
+        }
+    }
+
     #[test]
     fn no_setting_has_an_underscore_so_variables_name_settings_unambiguously() {
         for spec in sluice_apps::registry() {

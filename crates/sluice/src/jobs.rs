@@ -85,18 +85,8 @@ fn write_table(
     Ok(())
 }
 
-/// `n` with thousands separated by commas: `1,234,567`.
-pub(crate) fn with_commas(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// `n` with thousands separated by commas, as the progress line writes it.
+pub(crate) use sluice_runtime::progress::with_commas;
 
 /// `sluice jobs`: lists the running jobs of this user on this host.
 pub(crate) fn list() -> anyhow::Result<()> {
@@ -153,17 +143,4 @@ pub(crate) fn stop(args: StopArgs) -> anyhow::Result<()> {
     }
     writeln!(out, "stopped job '{}'", job.id)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_are_separated() {
-        assert_eq!(with_commas(0), "0");
-        assert_eq!(with_commas(999), "999");
-        assert_eq!(with_commas(1000), "1,000");
-        assert_eq!(with_commas(1234567), "1,234,567");
-    }
 }

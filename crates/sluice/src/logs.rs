@@ -63,9 +63,7 @@ pub(crate) fn init(verbosity: Verbosity) {
 }
 
 /// Logs `line`, a message that says `warning: ...` itself, as a warning event.
-pub(crate) fn warn_line(line: &str) {
-    tracing::warn!("{}", line.strip_prefix("warning: ").unwrap_or(line));
-}
+pub(crate) use sluice_runtime::progress::warn_line;
 
 /// One line per event: the level as the tool's other messages say it, the message, the fields.
 struct Lines;

@@ -17,7 +17,6 @@ mod online;
 mod optimize;
 mod plan;
 mod plan_choice;
-mod progress;
 mod query;
 mod run;
 mod savepoint;

@@ -1,16 +1,16 @@
 //! What `sluice run` does beside a running job so it can be watched: the live metrics'
 //! options (`--metrics`, `--latency-every`, `--metrics-addr`, whose Prometheus endpoint
-//! [`sluice_web::job_server`] serves) and the progress line ([`crate::progress`]). The job's
-//! entry in the job registry is the runtime's, as for every program
-//! ([`sluice_runtime::registry`]). Only the launching process does any of it; its PEs send
-//! their figures to it.
+//! [`sluice_web::job_server`] serves), and the summary's warning when the sources fell short
+//! of `--rate`. The job's entry in the job registry and its progress line are the runtime's,
+//! as for every program ([`sluice_runtime::registry`], [`sluice_runtime::progress`]); this
+//! only says which progress (none with `--quiet`, the rate asked). Only the launching process
+//! does any of it; its PEs send their figures to it.
 
 use std::net::SocketAddr;
 
 use clap::Args;
+use sluice_runtime::progress::Asked;
 use sluice_runtime::{JobReport, MetricsSnapshot, RunOptions, RunningJob};
-
-use crate::progress::{Asked, Progress};
 
 /// The options of `sluice run` for watching a job.
 #[derive(Args, Debug)]
@@ -35,10 +35,17 @@ impl ObserveArgs {
         self.metrics_addr
     }
 
-    /// Sets the run options these options say, before the job starts; refuses options that
-    /// contradict each other.
-    pub(crate) fn prepare(&self, options: &mut RunOptions) -> anyhow::Result<Prepared> {
+    /// Sets the run options these options say, before the job starts, its sources asked for
+    /// the rate `asked`; refuses options that contradict each other.
+    pub(crate) fn prepare(
+        &self,
+        options: &mut RunOptions,
+        asked: Option<Asked>,
+    ) -> anyhow::Result<Prepared> {
         options.metrics = self.metrics == "on";
+        // --quiet: no progress line either.
+        options.progress = !crate::logs::is_quiet();
+        options.asked_rate = asked.map(|a| a.rate);
         if !options.metrics && self.metrics_addr.is_some() {
             anyhow::bail!("--metrics-addr serves the live metrics, which --metrics off turns off");
         }
@@ -46,46 +53,37 @@ impl ObserveArgs {
             options.latency_every = every;
         }
         Ok(Prepared {
-            metrics: options.metrics,
+            asked: asked.filter(|_| options.metrics),
         })
     }
 }
 
 /// What is ready to watch a job before it starts.
 pub(crate) struct Prepared {
-    metrics: bool,
+    /// The sources' rate asked, when the figures to check it are on.
+    asked: Option<Asked>,
 }
 
 /// What watches a running job; [`Observers::finish`] ends it.
 pub(crate) struct Observers {
     metrics: sluice_runtime::MetricsHandle,
-    progress: Option<Progress>,
     asked: Option<Asked>,
 }
 
 impl Prepared {
-    /// Starts watching `job`: its progress line, and for the sources' rate asked, the
-    /// warnings when they fall short.
-    pub(crate) fn start(self, job: &RunningJob, asked: Option<Asked>) -> Observers {
-        let metrics = job.metrics_handle();
-        let on = self.metrics;
+    /// Starts watching `job`, for the sources' rate asked.
+    pub(crate) fn start(self, job: &RunningJob) -> Observers {
         Observers {
-            // --quiet: no progress line either.
-            progress: (on && !crate::logs::is_quiet())
-                .then(|| Progress::start(metrics.clone(), asked)),
-            metrics,
-            asked: asked.filter(|_| on),
+            metrics: job.metrics_handle(),
+            asked: self.asked,
         }
     }
 }
 
 impl Observers {
-    /// Stops watching; after a run that ended with `report`, warns if its sources fell
-    /// short of the rate asked.
+    /// After a run that ended with `report`, warns if its sources fell short of the rate
+    /// asked.
     pub(crate) fn finish(self, report: Option<&JobReport>) {
-        if let Some(progress) = self.progress {
-            progress.finish();
-        }
         let (Some(asked), Some(report)) = (self.asked, report) else {
             return;
         };

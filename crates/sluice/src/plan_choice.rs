@@ -1,7 +1,6 @@
 //! The `--plan` option shared by `run` and `plan`, and building an application with it.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -87,13 +86,5 @@ impl AppArgs {
     }
 }
 
-/// Parses a duration in seconds, such as `5` or `0.5`.
-pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let secs: f64 = text
-        .parse()
-        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
-    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
-        return Err(format!("'{text}' must be a positive number of seconds"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
+/// A duration in seconds, such as `5` or `0.5`, as a program's configuration reads it.
+pub(crate) use sluice_runtime::configuration::parse_seconds;

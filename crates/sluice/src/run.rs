@@ -17,6 +17,8 @@ use anyhow::Context;
 use clap::Args;
 use sluice_apps::AppConfig;
 use sluice_plan::PhysicalPlan;
+use sluice_runtime::configuration::MAX_WORKERS;
+use sluice_runtime::progress::Asked;
 use sluice_runtime::{JobReport, Launcher, RunOptions};
 use sluice_sync::IdleStrategy;
 
@@ -27,7 +29,6 @@ use crate::logs::{self, Verbosity};
 use crate::observe::ObserveArgs;
 use crate::online::{OnlineArgs, Redeploys, SharedStop};
 use crate::plan_choice::{parse_seconds, AppArgs};
-use crate::progress::Asked;
 use sluice_web::job_server;
 
 /// Arguments of `sluice run`.
@@ -74,8 +75,16 @@ pub(crate) struct RunArgs {
     /// Run each process's plan threads on at most this many polling workers (OS threads, one
     /// pinned per core), which take them in turn without waiting on the kernel, when the plan
     /// has more (default: each plan thread its own OS thread).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
     workers: Option<u32>,
+    /// The most messages a receiver hands over per poll (default 256).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    poll_batch: Option<u32>,
+    /// The most bytes the sinks of a job running in PE processes may return to this process
+    /// (`collect()`; default 268435456): past it the job fails naming the limit.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    collect_limit: Option<u64>,
     /// Fail the job when a thread makes no progress, or a PE sends no heartbeat, for this many
     /// seconds (default 5).
     #[arg(long, value_parser = parse_seconds)]
@@ -192,7 +201,12 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
         &args,
         duration.map(|d| if fed { d + COMPANION_LATE } else { d }),
     );
-    let watch = args.observe.prepare(&mut options)?;
+    // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
+    let asked = args
+        .rate
+        .filter(|&rate| generated && rate > 0)
+        .map(|rate| Asked { rate });
+    let watch = args.observe.prepare(&mut options, asked)?;
     // On-line placement weighs each instance by its CPU time, as TurboStream's monitor does.
     options.profile_cpu = args.profile.is_some() || args.online.online_placement;
     options.suspendable = args.online.online_placement;
@@ -222,12 +236,7 @@ pub(crate) fn run(mut args: RunArgs) -> anyhow::Result<()> {
     };
     let result = started.and_then(|job| {
         tracing::info!("started: the sources run (Ctrl-C stops and drains)");
-        // The sources' rate asked: none for a file, nor for "as fast as possible" (0).
-        let asked = args
-            .rate
-            .filter(|&rate| generated && rate > 0)
-            .map(|rate| Asked { rate });
-        observers = Some(watch.start(&job, asked));
+        observers = Some(watch.start(&job));
         if let Some(http) = &http {
             http.attach(job.metrics_handle(), job.checkpoint_handle());
         }
@@ -305,6 +314,10 @@ fn run_options(args: &RunArgs, duration: Option<Duration>) -> RunOptions {
         drain_timeout: args.drain_timeout.unwrap_or(defaults.drain_timeout),
         start_timeout: args.start_timeout.unwrap_or(defaults.start_timeout),
         workers: args.workers.map(|n| n as usize),
+        poll_batch: args.poll_batch.map_or(defaults.poll_batch, |n| n as usize),
+        collect_limit: args.collect_limit.unwrap_or(defaults.collect_limit),
+        // Said by `run` itself, with the reason ([`crate::ending`]).
+        partial_notice: false,
         ..defaults
     }
 }

@@ -26,7 +26,7 @@ use ratatui::Frame;
 use sluice_runtime::MetricsSnapshot;
 
 use crate::jobs::{self, with_commas, JobEntry};
-use crate::progress::micros;
+use sluice_runtime::progress::micros;
 use sluice_runtime::CheckpointFigures;
 
 /// Arguments of `sluice top`.

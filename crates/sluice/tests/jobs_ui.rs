@@ -8,113 +8,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Instant;
 
-use common::{browse, chromium, finish, http, signal, sluice_in, start_and_wait, stderr};
-use serde_json::Value;
-
-/// Generous bound on each wait (a hang, not a slow machine, should trip it).
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// A private directory for a test's job registry (mode 0700, as `XDG_RUNTIME_DIR` is).
-fn registry() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
-}
-
-/// A running `sluice ui`, ended (as Ctrl-C ends it) when dropped.
-struct Ui {
-    child: Child,
-    /// Where to reach it: `127.0.0.1:PORT`.
-    address: String,
-}
-
-impl Ui {
-    /// `sluice ui ADDRESS` (port 0) over `registry`, with `SLUICE_UI_TOKEN` set to `token`.
-    fn start(registry: &Path, address: &str, token: Option<&str>) -> Ui {
-        let mut command = sluice_in(registry);
-        command.args(["ui", address]).env_remove("SLUICE_UI_TOKEN");
-        if let Some(token) = token {
-            command.env("SLUICE_UI_TOKEN", token);
-        }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (said, heard) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = said.send(line);
-        });
-        let line = heard
-            .recv_timeout(PATIENCE)
-            .expect("sluice ui said its address");
-        // `ui: http://ADDRESS:PORT/ ...`; a wildcard address is reached on loopback.
-        let bound = line
-            .strip_prefix("ui: http://")
-            .and_then(|rest| rest.split_once('/'))
-            .map(|(address, _)| address.to_string())
-            .unwrap_or_else(|| panic!("not the address: {line}"));
-        let port = bound.rsplit_once(':').unwrap().1;
-        Ui {
-            child,
-            address: format!("127.0.0.1:{port}"),
-        }
-    }
-
-    /// `METHOD path` with `headers` and `body`: the status code and the JSON answered.
-    fn call(&self, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, Value) {
-        let (status, _, body) = http(&self.address, method, path, headers, body);
-        let code = status.split(' ').nth(1).unwrap().parse().unwrap();
-        let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
-        (code, json)
-    }
-
-    /// `GET path`, checked to be answered 200: its JSON.
-    fn get(&self, path: &str) -> Value {
-        let (code, json) = self.call("GET", path, &[], "");
-        assert_eq!(code, 200, "GET {path}: {json}");
-        json
-    }
-
-    /// The job `id` as `GET /jobs` lists it, if it does.
-    fn listed(&self, id: Option<&str>) -> Option<Value> {
-        let jobs = self.get("/jobs");
-        jobs["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| id.is_none_or(|id| j["id"] == id))
-            .cloned()
-    }
-
-    /// Calls `ask` until it gives something, at most [`PATIENCE`].
-    fn until<T>(&self, what: &str, mut ask: impl FnMut(&Ui) -> Option<T>) -> T {
-        let began = Instant::now();
-        loop {
-            if let Some(found) = ask(self) {
-                return found;
-            }
-            assert!(began.elapsed() < PATIENCE, "never: {what}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Ui {
-    fn drop(&mut self) {
-        signal(self.child.id(), "INT");
-        let _ = self.child.wait();
-    }
-}
+use common::watch::{private_registry as registry, until, Ui};
+use common::{browse, chromium, http, sluice_in, start_and_wait, stderr};
 
 /// Starts WordCount under `processes` (4 PEs), checkpointed every 200 ms into `dir`, until
 /// stopped, with its registry in `registry`; waits until its sources run.
@@ -128,29 +27,6 @@ fn start_job(registry: &Path, dir: &Path) -> Child {
     start_and_wait(command)
 }
 
-/// Waits until the running job is listed with its figures and every PE reports: its ID.
-fn running_job(ui: &Ui) -> String {
-    let job = ui.until("the job listed as running with its rate", |ui| {
-        ui.listed(None)
-            .filter(|j| j["status"] == "RUNNING" && j["source-rate"].is_f64())
-    });
-    let id = job["id"].as_str().unwrap().to_string();
-    ui.until("every PE reporting", |ui| {
-        let metrics = ui.get(&format!("/jobs/{id}/metrics"));
-        (metrics["pes"].as_array().unwrap().len() == 4).then_some(())
-    });
-    id
-}
-
-/// Stops the job `id` by `POST /jobs/ID/stop` and waits until `job` ended well.
-fn stop_by_post(ui: &Ui, id: &str, job: Child) {
-    let (code, stopping) = ui.call("POST", &format!("/jobs/{id}/stop"), &[], "");
-    assert_eq!(code, 202, "{stopping}");
-    assert_eq!(stopping["status"], "STOPPING");
-    let o = finish(job);
-    assert!(o.status.success(), "{}", stderr(&o));
-}
-
 #[test]
 fn the_rest_api_lists_watches_savepoints_and_stops_a_real_job_then_keeps_its_summary() {
     let registry = registry();
@@ -158,7 +34,7 @@ fn the_rest_api_lists_watches_savepoints_and_stops_a_real_job_then_keeps_its_sum
     let ui = Ui::start(registry.path(), "127.0.0.1:0", None);
     assert_eq!(ui.get("/jobs"), serde_json::json!({ "jobs": [] }));
     let job = start_job(registry.path(), dir.path());
-    let id = running_job(&ui);
+    let id = ui.running_job(4);
     let listed = ui.listed(Some(&id)).unwrap();
     assert_eq!(listed["name"], "wordcount", "{listed}");
     assert_eq!(listed["plan"], "processes", "{listed}");
@@ -171,7 +47,7 @@ fn the_rest_api_lists_watches_savepoints_and_stops_a_real_job_then_keeps_its_sum
     assert!(detail["error"].is_null(), "{detail}");
     let metrics = ui.get(&format!("/jobs/{id}/metrics"));
     assert_eq!(metrics["job"], "wordcount", "{metrics}");
-    let checkpoints = ui.until("a checkpoint complete", |ui| {
+    let checkpoints = until("a checkpoint complete", || {
         let c = ui.get(&format!("/jobs/{id}/checkpoints"));
         (c["completed"].as_u64() >= Some(1)).then_some(c)
     });
@@ -194,7 +70,7 @@ fn the_rest_api_lists_watches_savepoints_and_stops_a_real_job_then_keeps_its_sum
     let (code, _) = ui.call("GET", &format!("/jobs/{id}/stop"), &[], "");
     assert_eq!(code, 405);
 
-    stop_by_post(&ui, &id, job);
+    ui.stop_by_post(&id, job);
     // Listed still, ended, with what was kept of it.
     let ended = ui.listed(Some(&id)).expect("the ended job is listed");
     assert_eq!(ended["status"], "STOPPED", "{ended}");
@@ -297,7 +173,7 @@ fn chromium_lists_the_jobs_and_shows_a_jobs_page_before_and_after_it_ends() {
     std::fs::create_dir_all(&shots).unwrap();
     let ui = Ui::start(registry.path(), "127.0.0.1:0", None);
     let job = start_job(registry.path(), dir.path());
-    let id = running_job(&ui);
+    let id = ui.running_job(4);
     let list = format!("http://{}/", ui.address);
     let page = format!("http://{}/jobs/{id}/", ui.address);
     let shoot = |url: &str, name: &str| {
@@ -323,7 +199,7 @@ fn chromium_lists_the_jobs_and_shows_a_jobs_page_before_and_after_it_ends() {
     assert!(dom.contains("<button>stop</button>"), "{dom}");
     shoot(&list, "list.png");
     // Its page: the plan with live rates, the checkpoints, a stop button.
-    let dom = ui.until("the job's page with every PE's figures", |_| {
+    let dom = until("the job's page with every PE's figures", || {
         let dom = browse(&browser, dir.path(), &page, "--dump-dom");
         dom.contains("4 PE(s) reporting").then_some(dom)
     });
@@ -335,7 +211,7 @@ fn chromium_lists_the_jobs_and_shows_a_jobs_page_before_and_after_it_ends() {
     assert!(dom.contains(">out "), "{dom}");
     shoot(&page, "job.png");
 
-    stop_by_post(&ui, &id, job);
+    ui.stop_by_post(&id, job);
     // After its end: listed as stopped, its page showing its last figures, no stop button.
     let dom = browse(&browser, dir.path(), &list, "--dump-dom");
     assert!(dom.contains("<td class=\"STOPPED\">STOPPED</td>"), "{dom}");
@@ -355,7 +231,7 @@ fn a_failed_job_is_listed_with_its_error_after_it_ended() {
     command.args(["run", "wordcount", "--plan", "processes", "--rate", "2000"]);
     command.args(["--duration", "120"]);
     let job = start_and_wait(command);
-    let id = running_job(&ui);
+    let id = ui.running_job(4);
     let victim = common::pes_of(job.id())
         .into_iter()
         .find(|pe| pe.index == 1)

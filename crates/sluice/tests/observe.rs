@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::watch::{have_tmux, private_registry as registry, Terminal};
 use common::{finish, jobs_in as jobs, sluice_in as sluice};
 
 use std::io::{BufRead, BufReader, Write};
@@ -15,14 +16,6 @@ use std::time::{Duration, Instant};
 
 /// Generous bound on each wait (a hang, not a slow machine, should trip it).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// A private directory for a test's job registry (mode 0700, as `XDG_RUNTIME_DIR` is).
-fn registry() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
-}
 
 /// Starts WordCount in the background with `extra` arguments, its output piped.
 fn start_wordcount(registry: &Path, extra: &[&str]) -> Child {
@@ -259,14 +252,6 @@ fn metrics_addr_serves_prometheus_counters_that_grow() {
     assert!(finish(job).status.success());
 }
 
-/// Whether `tmux` runs here.
-fn have_tmux() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     if !have_tmux() {
@@ -289,43 +274,9 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
         ],
     );
     let id = listed_job(registry.path());
-    // A server of this test's own, so no user's session is touched.
-    let server = format!("sluice-top-test-{}", std::process::id());
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .args(["-L", &server])
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let top = format!(
-        "env XDG_RUNTIME_DIR='{}' '{}' top {id} --interval 0.3",
-        registry.path().display(),
-        env!("CARGO_BIN_EXE_sluice")
-    );
-    let started = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "132",
-        "-y",
-        "40",
-        &top,
-    ]);
-    assert!(started.status.success(), "{started:?}");
+    let top = Terminal::top(registry.path(), &id, "top-test");
     // The screen has the operator `split` with a rate above 0 in its IN/S column.
-    let screen = wait_for("top to show split's rate", || {
-        let screen = String::from_utf8(tmux(&["capture-pane", "-p", "-t", "top"]).stdout).ok()?;
-        let row = screen.lines().find(|l| l.contains("│split "))?;
-        let mut cells = row
-            .trim_matches(|c| c == '│' || c == ' ')
-            .split_whitespace();
-        let (_, _, rate) = (cells.next()?, cells.next()?, cells.next()?);
-        let rate: u64 = rate.replace(',', "").parse().ok()?;
-        (rate > 0).then_some(screen)
-    });
+    let screen = top.rate_shown("split");
     assert!(
         screen.contains("OPERATOR") && screen.contains("sentences"),
         "{screen}"
@@ -333,7 +284,7 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     assert!(screen.contains("BACKPRESSURE"), "{screen}");
     // The checkpoints' line counts complete ones.
     wait_for("top to show a complete checkpoint", || {
-        let screen = String::from_utf8(tmux(&["capture-pane", "-p", "-t", "top"]).stdout).ok()?;
+        let screen = top.screen()?;
         let line = screen
             .lines()
             .find_map(|l| l.split_once("checkpoints: "))?
@@ -341,11 +292,7 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
         let complete: u64 = line.split_whitespace().next()?.parse().ok()?;
         (complete > 0 && line.contains("no restart")).then_some(())
     });
-    tmux(&["send-keys", "-t", "top", "q"]);
-    wait_for("top to quit", || {
-        (!tmux(&["has-session", "-t", "top"]).status.success()).then_some(())
-    });
-    tmux(&["kill-server"]);
+    top.quit();
     let o = sluice(registry.path())
         .args(["stop", &id])
         .output()

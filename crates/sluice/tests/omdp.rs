@@ -1,7 +1,7 @@
-//! OMDP end to end on the real `sluice` binary: runs under the fused and processes plans with
-//! the per-hop breakdown as JSON, no message lost on loopback at a modest rate, losses counted
-//! when a feed handler is overrun, malformed packets counted and skipped, and a recorded feed
-//! replayed twice leaving the decision engines in the same state.
+//! OMDP end to end on the real `sluice` binary: runs under the fused, auto and processes plans with
+//! the per-hop breakdown as JSON, no message lost on loopback at a modest rate, losses counted when
+//! a feed handler is overrun, malformed packets counted and skipped, and a recorded feed replayed
+//! twice leaving the decision engines in the same state.
 //!
 //! Each test uses UDP ports of its own, so the tests run in parallel without hearing each
 //! other's feeds. Where the host cannot carry multicast on loopback (a container without it),
@@ -84,8 +84,12 @@ fn start(args: &[&str]) -> Child {
 }
 
 #[test]
-fn omdp_reports_the_breakdown_under_fused_and_processes_and_loses_nothing_at_a_modest_rate() {
-    for (plan, port) in [("fused", "31610"), ("processes", "31620")] {
+fn omdp_reports_the_breakdown_under_fused_auto_and_processes_and_loses_nothing_at_a_modest_rate() {
+    for (plan, port) in [
+        ("fused", "31610"),
+        ("auto", "31710"),
+        ("processes", "31620"),
+    ] {
         let v = omdp(&[
             "--plan",
             plan,

@@ -12,7 +12,6 @@
 //! either, it runs the cases, which start the programs as children. Each case keeps its own
 //! registry (its own `XDG_RUNTIME_DIR`), so jobs of other tests or users never show.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -20,7 +19,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{finish, jobs_in as jobs, stop_in, Program};
+use common::watch::{have_tmux, private_registry, until, Terminal, Ui};
+use common::{finish, http_get, jobs_in as jobs, stop_in, Program};
 use sluice_graph::Graph;
 use sluice_ops::{collected, Collected, Dataflow, Generator};
 use sluice_plan::{plan, PlanOptions, PlanRequest};
@@ -60,29 +60,29 @@ fn program() {
     println!("collected {} in order: {in_order}", got.len());
 }
 
-/// A registry of the case's own: a private directory for `XDG_RUNTIME_DIR`.
-fn own_registry() -> tempfile::TempDir {
-    let registry = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(registry.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    registry
-}
-
-/// Starts this binary as a program (`arg`, and `GETTING_STARTED` set when `getting_started`)
-/// in `registry`, for the watchdog to kill if the case hangs.
-fn start_in(registry: &Path, arg: &str, getting_started: bool) -> Program {
+/// This binary as a program (`args`, and `GETTING_STARTED` set when `getting_started`) in
+/// `registry`, its output piped.
+fn program_in(registry: &Path, args: &[&str], getting_started: bool) -> Command {
     let mut command = Command::new(std::env::current_exe().unwrap());
-    command.arg(arg).env("XDG_RUNTIME_DIR", registry);
+    command.args(args).env("XDG_RUNTIME_DIR", registry);
     if getting_started {
         command.env(GETTING_STARTED, "1");
     }
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+}
+
+/// Starts `command`, for the watchdog to kill if the case hangs.
+fn start(mut command: Command) -> Program {
+    let child = command.spawn().unwrap();
     // SYNC: see `WATCHED`.
     common::WATCHED.store(child.id(), Ordering::Relaxed);
     Program(Some(child))
+}
+
+/// Starts this binary as a program in `registry` (see [`program_in`]).
+fn start_in(registry: &Path, args: &[&str], getting_started: bool) -> Program {
+    start(program_in(registry, args, getting_started))
 }
 
 /// The row `sluice jobs` lists in `registry` for the job of `program`, named `name`, once it
@@ -108,9 +108,9 @@ fn listed(registry: &Path, program: &Program, name: &str, plan: &str) -> String 
 }
 
 fn a_program_of_its_own_is_listed_and_stopped_as_a_job() {
-    let registry = own_registry();
+    let registry = private_registry();
     let registry = registry.path();
-    let mut program = start_in(registry, "program", false);
+    let mut program = start_in(registry, &["program"], false);
     let row = listed(registry, &program, "own-program", "processes");
     let columns: Vec<&str> = row.split_whitespace().collect();
     let id = columns[0];
@@ -149,9 +149,9 @@ fn getting_started_totals() -> String {
 fn the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed() {
     let expected = getting_started_totals();
     for plan in ["fused", "threaded", "processes"] {
-        let registry = own_registry();
+        let registry = private_registry();
         let registry = registry.path();
-        let mut program = start_in(registry, plan, true);
+        let mut program = start_in(registry, &[plan], true);
         listed(registry, &program, "getting-started", plan);
         let o = finish(program.0.take().expect("the program runs"));
         assert!(
@@ -168,6 +168,136 @@ fn the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_lis
     }
 }
 
+/// How many readings the getting-started program is given to be watched and stopped: ten
+/// minutes' worth, so that it is stopped long before its source ends.
+const READINGS_TO_STOP: &str = "600000";
+
+/// The book's "Watch it": the getting-started program, under the processes plan and then the
+/// threaded one, is watched by `sluice top` and by `sluice ui` (the REST API, the job's page,
+/// its figures live, and the host's Prometheus `/metrics`), then stopped by `sluice stop` (processes) or by `POST
+/// /jobs/ID/stop` (threaded); it prints its totals so far, and `sluice ui` lists it stopped.
+fn the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either() {
+    if !have_tmux() {
+        sluice_skip::skip("tmux is not installed (the CI installs it)");
+        return;
+    }
+    let registry = private_registry();
+    let registry = registry.path();
+    let ui = Ui::start(registry, "127.0.0.1:0", None);
+    for (plan, by_post) in [("processes", false), ("threaded", true)] {
+        let mut program = start_in(registry, &[plan, READINGS_TO_STOP], true);
+        let row = listed(registry, &program, "getting-started", plan);
+        let columns: Vec<&str> = row.split_whitespace().collect();
+        let (id, pes) = (columns[0], columns[3].parse().unwrap());
+        assert_eq!(ui.running_job(pes), id, "{plan}");
+
+        let (status, page) = http_get(&ui.address, &format!("/jobs/{id}/"));
+        assert!(status.contains(" 200 "), "{plan}: {status}");
+        assert!(page.starts_with("<!doctype html>"), "{plan}: {page}");
+        let (_, figures) = http_get(&ui.address, &format!("/jobs/{id}/snapshot.json"));
+        let figures: serde_json::Value = serde_json::from_str(&figures).unwrap();
+        assert_eq!(figures["state"], "running", "{plan}: {figures}");
+        assert_eq!(figures["stoppable"], true, "{plan}: {figures}");
+        assert_eq!(figures["snapshot"]["job"], "getting-started", "{figures}");
+        // Its live metrics at the host's one scrape target, labelled with its id.
+        let (_, scraped) = http_get(&ui.address, "/metrics");
+        let id_label = format!("id=\"{id}\"");
+        assert!(
+            scraped
+                .lines()
+                .any(|l| l.starts_with("sluice_tuples_out_total{")
+                    && l.contains(&id_label)
+                    && l.contains("operator=\"readings\"")),
+            "{plan}: {scraped}"
+        );
+
+        let top = Terminal::top(registry, id, &format!("own-{plan}"));
+        let screen = top.rate_shown("valid");
+        assert!(screen.contains("readings"), "{plan}: {screen}");
+        top.quit();
+
+        let running = program.0.take().expect("the program runs");
+        let o = if by_post {
+            ui.stop_by_post(id, running)
+        } else {
+            stop_in(registry, id);
+            finish(running)
+        };
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{plan}: {stderr}");
+        assert!(
+            stdout.contains(" valid readings\nsensor 0: "),
+            "{plan}: {stdout}"
+        );
+        let ended = ui.listed(Some(id)).expect("the ended job is listed");
+        assert_eq!(ended["status"], "STOPPED", "{plan}: {ended}");
+    }
+}
+
+/// The getting-started program reads its run options as `sluice run` does: a configuration
+/// file (`SLUICE_CONFIG`) whose `collect-limit` is smaller than its results fails it under the
+/// processes plan, naming the limit; a `SLUICE_COLLECT_LIMIT` variable wins over the file, and
+/// the program then prints its totals. (`sluice run`'s own keys in the file are left to it.)
+fn the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads() {
+    let registry = private_registry();
+    let registry = registry.path();
+    let file = registry.join("sluice.toml");
+    std::fs::write(&file, "rate = 10\ncollect-limit = 64\n[set]\nwords = 3\n").unwrap();
+    let run = |limit: Option<&str>| {
+        let mut command = program_in(registry, &["processes"], true);
+        command.env("SLUICE_CONFIG", &file);
+        if let Some(limit) = limit {
+            command.env("SLUICE_COLLECT_LIMIT", limit);
+        }
+        finish(start(command).0.take().expect("the program runs"))
+    };
+    let refused = run(None);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("past the limit of 64 bytes") && stderr.contains("collect-limit"),
+        "{stderr}"
+    );
+    let o = run(Some("100000000"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), getting_started_totals());
+}
+
+/// The book's "Watch it" on a terminal: the getting-started program shows its progress (its
+/// sources' and sinks' rates) while it runs and, stopped by `sluice stop`, prints its totals
+/// so far and says that its output is partial.
+fn the_getting_started_program_shows_its_progress_and_says_a_stop_cut_it_short() {
+    if !have_tmux() {
+        sluice_skip::skip("tmux is not installed (the CI installs it)");
+        return;
+    }
+    let registry = private_registry();
+    let registry = registry.path();
+    let command = format!(
+        "env XDG_RUNTIME_DIR='{}' {GETTING_STARTED}=1 '{}' processes {READINGS_TO_STOP}",
+        registry.display(),
+        std::env::current_exe().unwrap().display()
+    );
+    let terminal = Terminal::start(&command, "own-progress");
+    let screen = terminal.shown("/s, sinks ");
+    assert!(screen.contains(" s: sources "), "{screen}");
+    let id = until("the program listed", || {
+        let listing = jobs(registry);
+        let row = listing
+            .lines()
+            .find(|l| l.starts_with("getting-started-"))?;
+        Some(row.split_whitespace().next()?.to_string())
+    });
+    stop_in(registry, &id);
+    terminal.ended();
+    let screen = terminal.screen().unwrap_or_default();
+    assert!(screen.contains("the output is partial"), "{screen}");
+    assert!(screen.contains(" valid readings"), "{screen}");
+}
+
 fn main() {
     if std::env::var_os(GETTING_STARTED).is_some() {
         if let Err(e) = getting_started::main() {
@@ -181,7 +311,7 @@ fn main() {
         return;
     }
     common::watchdog(WATCHDOG, "own_program");
-    let cases: [(&str, fn()); 2] = [
+    let cases: [(&str, fn()); 5] = [
         (
             "a_program_of_its_own_is_listed_and_stopped_as_a_job",
             a_program_of_its_own_is_listed_and_stopped_as_a_job,
@@ -189,6 +319,18 @@ fn main() {
         (
             "the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed",
             the_getting_started_program_gives_the_same_totals_under_every_plan_and_is_listed,
+        ),
+        (
+            "the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either",
+            the_getting_started_program_is_watched_by_top_and_the_web_page_and_stopped_by_either,
+        ),
+        (
+            "the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads",
+            the_getting_started_program_reads_the_variables_and_the_file_sluice_run_reads,
+        ),
+        (
+            "the_getting_started_program_shows_its_progress_and_says_a_stop_cut_it_short",
+            the_getting_started_program_shows_its_progress_and_says_a_stop_cut_it_short,
         ),
     ];
     for (name, case) in cases {

@@ -1,8 +1,8 @@
 //! The compression and encryption pipelines from the command line: every packet verified with
-//! senders and receivers in processes of their own, a packet flipped on the wire failing the
-//! job with one line naming it, and the benchmarks: `sluice bench pipeline` (its speedup over
-//! the serial program, each parallelism in a child, PEs in processes, the engines joined by
-//! udp-mq) and `sluice bench app`.
+//! senders and receivers in processes of their own and under auto, a packet flipped on the wire
+//! failing the job with one line naming it, and the benchmarks: `sluice bench pipeline` (its
+//! speedup over the serial program, each parallelism in a child, PEs in processes, the engines
+//! joined by udp-mq) and `sluice bench app`.
 
 mod common;
 
@@ -12,19 +12,24 @@ use common::{sluice, stderr, stdout};
 const SMALL: [&str; 2] = ["--set", "size=200000"];
 
 #[test]
-fn every_packet_is_verified_across_processes() {
-    for app in ["compress", "encrypt"] {
-        let mut args = vec!["run", app, "--plan", "processes", "--rate", "0"];
+fn every_packet_is_verified_across_processes_and_under_auto() {
+    for (app, plan) in [
+        ("compress", "processes"),
+        ("encrypt", "processes"),
+        ("compress", "auto"),
+        ("encrypt", "auto"),
+    ] {
+        let mut args = vec!["run", app, "--plan", plan, "--rate", "0"];
         args.extend(SMALL);
         args.extend(["--set", "senders=2", "--set", "receivers=2"]);
         let o = sluice(&args);
-        assert!(o.status.success(), "{app}: {}", stderr(&o));
+        assert!(o.status.success(), "{app} {plan}: {}", stderr(&o));
         let out = stdout(&o);
         assert!(
             out.contains(
                 "verified byte for byte: 13 of 13 packets, 200000 bytes (the whole input)"
             ),
-            "{app}: {out}"
+            "{app} {plan}: {out}"
         );
     }
 }

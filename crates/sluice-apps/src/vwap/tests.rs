@@ -88,9 +88,10 @@ fn bargains_match(settings: &[&str], plan: &PlanRequest) {
 }
 
 #[test]
-fn bargains_are_the_direct_computations_fused_and_threaded_at_332_operators() {
+fn bargains_are_the_direct_computations_fused_auto_and_threaded_at_332_operators() {
     let settings = ["records=30000", "symbols=500", "window=5", "seed=3"];
     bargains_match(&settings, &PlanRequest::Fused);
+    bargains_match(&settings, &PlanRequest::Auto);
     bargains_match(&settings, &PlanRequest::Threaded);
 }
 

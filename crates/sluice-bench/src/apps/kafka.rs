@@ -5,20 +5,27 @@
 //! directory) and, in each of `--repeat` rounds: Kafka's `ProducerPerformance` writes
 //! `--records` sentences (ten words each, drawn from 1,000) to a new topic of one partition,
 //! as fast as it can (its records/s is the producer's figure); Kafka's `ConsumerPerformance`
-//! reads them all (the consumer's figure); then `sluice run wordcount` reads the same topic
-//! and writes every count as it changes to another, at least once and then exactly once (one
-//! transaction per checkpoint, a checkpoint every second); its sentences/s (from its summary)
-//! is Sluice's figure. The result: the medians over the rounds of each figure, of WordCount's
-//! rate over the consumer tool's, and of exactly once's rate over at least once's. The broker
-//! is stopped at the end, whatever happens.
+//! reads them all (the consumer's figure); Sluice's Kafka source reads them all alone (`sluice
+//! query -e "count(input('kafka', ...))"`, the figure to set beside the consumer tool's); then
+//! `sluice run wordcount` reads the same topic and writes every count as it changes to another,
+//! at least once and then exactly once (one transaction per checkpoint, a checkpoint every
+//! second); its sentences/s (from its summary) is WordCount's figure. The result: the medians
+//! over the rounds of each figure, of the source's and WordCount's rates over the consumer
+//! tool's, and of exactly once's rate over at least once's. The broker is stopped at the end,
+//! whatever happens.
 //!
-//! Then, in the same rounds, end-to-end latency at a paced rate (`--latency-rate`, 20,000
-//! records/s by default, below every figure above on this machine, for `--latency-seconds`):
+//! Then, in the same rounds, end-to-end latency at a paced rate (`--latency-rate`, 2,000
+//! records/s by default, for `--latency-seconds`; a rate the broker cannot take, as 20,000/s
+//! at a load average of 30 on two cores, makes every latency rise through its run):
 //! a producer in this process (rdkafka) writes sentences whose first word is the time it sent
 //! them (`t` and the nanoseconds since the bench started, a word of its own: WordCount counts
 //! it once), and a consumer here (`read_committed`) reads them back; a record's latency is the
 //! time the consumer has it minus the time in it, both on this process's monotonic clock,
-//! into an HDR histogram. Measured three ways on the same broker: the baseline, the consumer
+//! into an HDR histogram. Each run first paces `--latency-lead-in` seconds of records (5 by
+//! default) whose first word is `u` and a time, not measured: a broker just started served
+//! the first seconds of such traffic (a small produce request and a fetch every few
+//! milliseconds) seconds late, its latency rising through the run, and the first run measured
+//! (the baseline) took it all, at p50 above WordCount's. Measured three ways on the same broker: the baseline, the consumer
 //! reading the producer's topic directly (rdkafka's round trip); WordCount at least once
 //! (`--set kafka-follow=true`, the marker word's count read from its output topic); and
 //! exactly once, whose output is visible only once the checkpoint after it commits, so its
@@ -65,12 +72,17 @@ pub struct KafkaBenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Records per second of the latency runs' paced producer.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    /// Records per second of the latency runs' paced producer (below what the broker takes).
+    #[arg(long, value_name = "N", default_value_t = 2_000)]
     latency_rate: u64,
     /// Seconds of paced input of each latency run.
     #[arg(long, value_name = "S", default_value_t = 10)]
     latency_seconds: u64,
+    /// Seconds of paced input before each latency run's measured records, not measured: a
+    /// broker just started serves this traffic (a produce request and a fetch every few
+    /// milliseconds) seconds late for its first few seconds of it.
+    #[arg(long, value_name = "S", default_value_t = 5)]
+    latency_lead_in: u64,
 }
 
 /// The end-to-end latency of one round (the medians of the rounds' percentiles), in
@@ -87,6 +99,7 @@ struct Latency {
 struct Round {
     producer_tool: f64,
     consumer_tool: f64,
+    source_alone: f64,
     wordcount_at_least_once: f64,
     wordcount_exactly_once: f64,
     latency_baseline: Latency,
@@ -106,8 +119,12 @@ struct KafkaBench {
     rounds: Vec<Round>,
     producer_tool: f64,
     consumer_tool: f64,
+    source_alone: f64,
     wordcount_at_least_once: f64,
     wordcount_exactly_once: f64,
+    /// Median over the rounds of Sluice's Kafka source's rate, alone, over the consumer
+    /// tool's.
+    source_alone_over_consumer_tool: f64,
     /// Median over the rounds of WordCount's (at least once) rate over the consumer tool's.
     at_least_once_over_consumer_tool: f64,
     /// Median over the rounds of exactly once's rate over at least once's.
@@ -217,21 +234,57 @@ fn wordcount_rate(summary: &str) -> anyhow::Result<f64> {
         .with_context(|| format!("no sentences rate in WordCount's summary:\n{summary}"))
 }
 
-/// `sluice run wordcount` (this program) from topic `input` to topic `output`. The variables
-/// of `scripts/kafka` (`SLUICE_KAFKA_*`) are kept from it: `sluice run` takes every
-/// `SLUICE_*` variable for one of its options.
-fn wordcount_command(
-    broker: &Broker<'_>,
-    plan: &str,
-    input: &str,
-    output: &str,
-) -> anyhow::Result<Command> {
+/// The records/s of Sluice's Kafka source alone: `sluice query` (this program) counting
+/// `input` (`count(input('kafka', ...))`, a bounded read of its `records` records), from the
+/// job's run time on the query's standard error (`N element(s), ... in S s: ...`).
+fn run_source_alone(broker: &Broker<'_>, input: &str, records: u64) -> anyhow::Result<f64> {
+    let mut command = this_program()?;
+    let query = format!("count(input('kafka', '{}', '{input}'));", broker.address);
+    let out = command
+        .args(["query", "-e", &query])
+        .output()
+        .context("cannot run sluice query")?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    anyhow::ensure!(out.status.success(), "sluice query failed: {stderr}");
+    anyhow::ensure!(
+        stdout.trim() == records.to_string(),
+        "sluice query counted {:?} records of {input}, not {records}: {stderr}",
+        stdout.trim()
+    );
+    let seconds: f64 = stderr
+        .lines()
+        .find_map(|line| {
+            let (_, rest) = line.split_once(" between stream processes in ")?;
+            rest.split_once(" s")?.0.parse().ok()
+        })
+        .with_context(|| format!("no run time in sluice query's output:\n{stderr}"))?;
+    Ok(records as f64 / seconds)
+}
+
+/// This program, to be run as a child. The variables of `scripts/kafka` (`SLUICE_KAFKA_*`)
+/// are kept from it: `sluice run` and `sluice query` take every `SLUICE_*` variable for one
+/// of their options.
+fn this_program() -> anyhow::Result<Command> {
     let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("SLUICE_KAFKA_") {
             command.env_remove(name);
         }
     }
+    Ok(command)
+}
+
+/// `sluice run wordcount` (this program) from topic `input` to topic `output`.
+fn wordcount_command(
+    broker: &Broker<'_>,
+    plan: &str,
+    input: &str,
+    output: &str,
+) -> anyhow::Result<Command> {
+    let mut command = this_program()?;
     command.args(["run", "wordcount", "--quiet", "--plan", plan]);
     command.args(["--input", &format!("kafka://{}/{input}", broker.address)]);
     command.args(["--output", &format!("kafka://{}/{output}", broker.address)]);
@@ -306,10 +359,13 @@ fn round(
             "120000",
         ],
     )?;
+    let source_alone = run_source_alone(broker, &input, records)?;
     let checkpoints = dir.join(format!("checkpoints-{round}"));
+    let seconds = |full: u64, quick: u64| args.latency_rate * if args.quick { quick } else { full };
     let paced = Paced {
         rate: args.latency_rate,
-        records: args.latency_rate * if args.quick { 2 } else { args.latency_seconds },
+        lead_in: seconds(args.latency_lead_in, 1),
+        records: seconds(args.latency_seconds, 2),
     };
     let latency_baseline = paced.baseline(broker, &format!("paced-{round}"))?;
     let latency_at_least_once = paced.through_wordcount(
@@ -332,6 +388,7 @@ fn round(
         latency_exactly_once,
         producer_tool: producer_rate(&produced)?,
         consumer_tool: consumer_rate(&consumed)?,
+        source_alone,
         wordcount_at_least_once: run_wordcount(
             broker,
             &args.plan,
@@ -380,6 +437,8 @@ pub fn main(args: &KafkaBenchArgs) -> anyhow::Result<()> {
         plan: args.plan.clone(),
         producer_tool: of(|r| r.producer_tool),
         consumer_tool: of(|r| r.consumer_tool),
+        source_alone: of(|r| r.source_alone),
+        source_alone_over_consumer_tool: of(|r| r.source_alone / r.consumer_tool),
         wordcount_at_least_once: of(|r| r.wordcount_at_least_once),
         wordcount_exactly_once: of(|r| r.wordcount_exactly_once),
         at_least_once_over_consumer_tool: of(|r| r.wordcount_at_least_once / r.consumer_tool),
@@ -410,6 +469,10 @@ pub fn main(args: &KafkaBenchArgs) -> anyhow::Result<()> {
         println!(
             "  ConsumerPerformance           {:>12.0} records/s",
             result.consumer_tool
+        );
+        println!(
+            "  Sluice's Kafka source alone   {:>12.0} records/s  ({:.2}x the consumer tool)",
+            result.source_alone, result.source_alone_over_consumer_tool
         );
         println!(
             "  WordCount at least once       {:>12.0} records/s  ({:.2}x the consumer tool)",
@@ -448,9 +511,11 @@ fn median_latency(rounds: &[Round], of: fn(&Round) -> Latency) -> Latency {
     }
 }
 
-/// A paced run: `records` records at `rate` a second.
+/// A paced run: `lead_in` records, then the `records` measured, at `rate` a second.
+#[derive(Debug, Clone, Copy)]
 struct Paced {
     rate: u64,
+    lead_in: u64,
     records: u64,
 }
 
@@ -460,6 +525,12 @@ const PACED_WAIT: Duration = Duration::from_secs(120);
 /// The word that carries a record's send time: `t` and nanoseconds since `epoch`.
 fn marker(epoch: Instant) -> String {
     format!("t{}", epoch.elapsed().as_nanos())
+}
+
+/// The first word of a lead-in record: `u` and nanoseconds since `epoch`, a word of its own
+/// in WordCount as a marker is, but not measured.
+fn lead_in_word(epoch: Instant) -> String {
+    format!("u{}", epoch.elapsed().as_nanos())
 }
 
 /// The send time a record (or a count `WORD<TAB>N`) starts with, if it is a marker.
@@ -473,7 +544,29 @@ fn marked_at(value: &[u8]) -> Option<u64> {
 }
 
 impl Paced {
-    /// Writes the records to `topic`, paced, each a marker and nine words, from another
+    /// Record `i` of the run: a lead-in word (the first `lead_in` records) or a marker, then
+    /// nine words.
+    fn value(&self, i: u64, epoch: Instant) -> String {
+        let first = if i < self.lead_in {
+            lead_in_word(epoch)
+        } else {
+            marker(epoch)
+        };
+        format!(
+            "{first} w{} w{} w{} w{} w{} w{} w{} w{} w{}",
+            i % 7,
+            i % 11,
+            i % 13,
+            i % 17,
+            i % 19,
+            i % 23,
+            i % 29,
+            i % 31,
+            i % 37
+        )
+    }
+
+    /// Writes the records (the lead-in, then those measured) to `topic`, paced, from another
     /// thread; the thread's handle.
     fn produce(
         &self,
@@ -486,28 +579,17 @@ impl Paced {
             .set("linger.ms", "1")
             .create()
             .context("cannot make the paced producer")?;
-        let (topic, rate, records) = (topic.to_owned(), self.rate.max(1), self.records);
+        let (topic, rate) = (topic.to_owned(), self.rate.max(1));
+        let paced = *self;
         Ok(std::thread::spawn(move || {
             let started = Instant::now();
-            for i in 0..records {
+            for i in 0..paced.lead_in + paced.records {
                 // Record i is due at i / rate seconds.
                 let due = Duration::from_nanos(i.saturating_mul(1_000_000_000) / rate);
                 if let Some(wait) = due.checked_sub(started.elapsed()) {
                     std::thread::sleep(wait);
                 }
-                let value = format!(
-                    "{} w{} w{} w{} w{} w{} w{} w{} w{} w{}",
-                    marker(epoch),
-                    i % 7,
-                    i % 11,
-                    i % 13,
-                    i % 17,
-                    i % 19,
-                    i % 23,
-                    i % 29,
-                    i % 31,
-                    i % 37
-                );
+                let value = paced.value(i, epoch);
                 let mut record = BaseRecord::<(), String>::to(&topic).payload(&value);
                 loop {
                     match producer.send(record) {
@@ -620,7 +702,7 @@ impl Paced {
     ) -> anyhow::Result<Latency> {
         let (input, output) = (format!("{name}-in"), format!("{name}-out"));
         warm_up(broker, &[&input, &output])?;
-        let seconds = self.records / self.rate.max(1) + 60;
+        let seconds = (self.lead_in + self.records) / self.rate.max(1) + 60;
         let mut command = wordcount_command(broker, plan, &input, &output)?;
         command.args([
             "--set",
@@ -675,4 +757,25 @@ fn join(thread: std::thread::JoinHandle<anyhow::Result<()>>) -> anyhow::Result<(
     thread
         .join()
         .map_err(|_| anyhow::anyhow!("the paced producer panicked"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lead-in's records carry no marker (they are not measured); every record after it
+    /// carries its send time.
+    #[test]
+    fn only_the_records_after_the_lead_in_are_measured() {
+        let paced = Paced {
+            rate: 1000,
+            lead_in: 3,
+            records: 2,
+        };
+        let epoch = Instant::now();
+        let marked: Vec<bool> = (0..5)
+            .map(|i| marked_at(paced.value(i, epoch).as_bytes()).is_some())
+            .collect();
+        assert_eq!(marked, [false, false, false, true, true]);
+    }
 }

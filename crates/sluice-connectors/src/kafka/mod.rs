@@ -20,7 +20,7 @@ use thiserror::Error;
 use crate::FormatError;
 
 pub use sink::{Delivery, KafkaSink, KafkaSinkConfig};
-pub use source::{EndAt, KafkaSource, KafkaSourceConfig, StartFrom};
+pub use source::{EndAt, KafkaSource, KafkaSourceConfig, StartFrom, FETCH_QUEUE_BACKOFF};
 
 /// How long a request to the brokers (metadata, offsets, a transaction's commit) may take
 /// before the connector gives up and fails, unless its configuration says otherwise.

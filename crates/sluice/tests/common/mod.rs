@@ -1,8 +1,11 @@
 //! What the tests that run jobs of processes share: killing a PE of a running job, inputs for
 //! WordCount, and running it to compare its counts with a direct count; the job registry of a
-//! test's own (`sluice jobs`, `sluice stop`).
+//! test's own (`sluice jobs`, `sluice stop`); the watchers of a job (`sluice ui`, `sluice top`:
+//! [`watch`]).
 // Each test binary includes this module and uses a part of it.
 #![allow(dead_code)]
+
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,5 +1,6 @@
-//! The progress of a running job on standard error, and the warning when its sources run
-//! below the rate asked.
+//! The progress of a running job on standard error ([`RunOptions::progress`]), and the warning
+//! when its sources run below the rate asked ([`RunOptions::asked_rate`]): every program's
+//! job shows it, `sluice run`'s as any other.
 //!
 //! On a terminal, a live line (`indicatif`) redrawn every [`REFRESH`]: uptime, the sources'
 //! and the sinks' rates, the worst p99 of the sampled latency markers at the sinks, and the
@@ -8,7 +9,7 @@
 //! interval: a long run shows it is alive without filling a short run's output (a run under
 //! 10 s prints none).
 //!
-//! When the sources run more than [`SHORTFALL`] below the `--rate` asked for
+//! When the sources run more than [`SHORTFALL`] below the rate asked (`--rate`) for
 //! [`SHORTFALL_FOR`] in a row, a warning says so, once per episode (again if the rate
 //! recovered and fell again); the summary then says what was asked and reached.
 
@@ -18,9 +19,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_runtime::{MetricsHandle, MetricsSnapshot};
 
-use crate::jobs::with_commas;
+use crate::{MetricsHandle, MetricsSnapshot, RunOptions};
 
 /// How often the live line is redrawn and the rate checked.
 const REFRESH: Duration = Duration::from_millis(500);
@@ -35,7 +35,7 @@ const SHORTFALL_FOR: Duration = Duration::from_secs(3);
 /// rate of generated input: not every application's sources follow it, OMDP's feed handlers
 /// run at the feed's rate.)
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Asked {
+pub struct Asked {
     /// Tuples per second.
     pub rate: u64,
 }
@@ -51,7 +51,7 @@ impl Asked {
     }
 
     /// The warning of the summary when the sources' average, `reached`, fell short.
-    pub(crate) fn summary(&self, reached: f64) -> Option<String> {
+    pub fn summary(&self, reached: f64) -> Option<String> {
         self.missed_by(reached).then(|| {
             format!(
                 "warning: asked {}, reached {}/s",
@@ -70,8 +70,18 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
+    /// Starts showing the progress of the job whose metrics `metrics` holds, if `options`
+    /// ask for it.
+    pub(crate) fn start_if_asked(metrics: &MetricsHandle, options: &RunOptions) -> Option<Self> {
+        if !options.progress || !options.metrics {
+            return None;
+        }
+        let asked = options.asked_rate.map(|rate| Asked { rate });
+        Some(Self::start(metrics.clone(), asked))
+    }
+
     /// Starts showing the progress of the job whose metrics `metrics` holds.
-    pub(crate) fn start(metrics: MetricsHandle, asked: Option<Asked>) -> Self {
+    fn start(metrics: MetricsHandle, asked: Option<Asked>) -> Self {
         let (done, ended) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("sluice-progress".into())
@@ -102,7 +112,7 @@ impl Display {
     fn warn(&self, line: &str) {
         match self {
             Self::Live(bar) => bar.println(line),
-            Self::Log { .. } => crate::logs::warn_line(line),
+            Self::Log { .. } => warn_line(line),
         }
     }
 }
@@ -199,8 +209,26 @@ fn describe(snapshot: &MetricsSnapshot) -> String {
     line
 }
 
+/// Logs `line`, a message that says `warning: ...` itself, as a warning event.
+pub fn warn_line(line: &str) {
+    tracing::warn!("{}", line.strip_prefix("warning: ").unwrap_or(line));
+}
+
+/// `n` with its thousands separated by commas: `1,234,567`.
+pub fn with_commas(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A latency in microseconds, in the unit that reads best.
-pub(crate) fn micros(us: f64) -> String {
+pub fn micros(us: f64) -> String {
     if us >= 1e6 {
         format!("{:.2} s", us / 1e6)
     } else if us >= 1e3 {
@@ -222,6 +250,14 @@ mod tests {
             Some("warning: asked 200,000 tuples/s (--rate), reached 103,000/s")
         );
         assert_eq!(asked.summary(191_000.0), None);
+    }
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(with_commas(0), "0");
+        assert_eq!(with_commas(999), "999");
+        assert_eq!(with_commas(1000), "1,000");
+        assert_eq!(with_commas(1234567), "1,234,567");
     }
 
     #[test]
