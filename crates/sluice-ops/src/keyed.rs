@@ -6,13 +6,24 @@
 //! with `postcard` beside the key's partition hash, so that a redeploy can deal the keys over
 //! any number of new instances ([`sluice_graph::Snapshot::split`]).
 //!
-//! The table's hash of a key is made from its partition hash, mixed with a seed drawn per
-//! process ([`KeyHasher`]): a restore takes each key's partition hash from the snapshot and
-//! hashes no key again (a restore of millions of keys is mostly inserts). Mixing in the seed
-//! keeps the bits the table uses spread in every instance (the partition hash's high bits are
-//! alike in the keys of one instance, as they picked it) and keeps an adversary from aiming
-//! keys at one slot; keys whose partition hashes collide in all 64 bits, which an adversary
-//! who knows the fixed partition seed could look for, collide in the table too.
+//! The table's hash of a key is made from its partition hash ([`table_hash`]): a restore
+//! takes each key's partition hash from the snapshot and hashes no key again (a restore of
+//! millions of keys is mostly inserts), and the data path hashes each key's bytes once, as
+//! the standard map did. The partition hash is not used as it is, for two reasons. Its high
+//! bits are alike in the keys of one instance (they picked the instance, [`pick_instance`]),
+//! and the table draws its tags from its high bits. And its seed is fixed and public (every
+//! process must agree on it), so keys chosen to share the low bits the table indexes by
+//! would collide in every run: a peer that picks the keys could make each lookup walk a
+//! long probe sequence (HashDoS). So the partition hash is mixed with a seed drawn per table
+//! from the process's random seed: a folded multiply, `(p ^ a) * b` taken to 128 bits and
+//! its two halves xored (`b` odd; foldhash's own step). Its high half depends on every bit
+//! of `p`, so every bit of the result does, and which keys share a slot changes with the
+//! seed, which no peer sees. A plain multiply would not do: its low bits depend only on the
+//! low bits of `p`, so keys colliding there would collide whatever the seed. What the mix
+//! cannot undo is a full 64-bit collision of partition hashes, which an adversary who knows
+//! the fixed partition seed would have to search for (by brute force, some 2^32 hashes for one pair).
+//! Its cost is one 64 x 64 -> 128-bit multiply and two xors per lookup, beside hashing the
+//! key's bytes.
 
 use std::hash::{BuildHasher, Hash};
 
@@ -21,6 +32,8 @@ use hashbrown::HashTable;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sluice_graph::{KeyedEntries, LaterSnapshot, OperatorError, Snapshot};
+#[cfg(doc)]
+use sluice_types::pick_instance;
 use sluice_types::{partition_hash, KeyHasher};
 
 /// The bounds of a key: hashed, compared, cloned into state, and encoded in snapshots.
@@ -33,27 +46,47 @@ pub struct KeyedState<K, S> {
     /// Each key beside its state, found by [`table_hash`].
     map: HashTable<(K, S)>,
     /// The seed mixed into every key's table hash.
-    seed: KeyHasher,
+    seed: TableSeed,
 }
 
 impl<K, S> Default for KeyedState<K, S> {
     fn default() -> Self {
         Self {
             map: HashTable::new(),
-            seed: KeyHasher::default(),
+            seed: TableSeed::default(),
         }
     }
 }
 
-/// The table's hash of a key whose partition hash is `partition`.
+/// The seed of a table's hashes: two words drawn from the process's random seed (that of
+/// [`KeyHasher`]), the multiplier odd.
+#[derive(Debug, Clone, Copy)]
+struct TableSeed {
+    xor: u64,
+    multiplier: u64,
+}
+
+impl Default for TableSeed {
+    fn default() -> Self {
+        let draw = KeyHasher::default();
+        Self {
+            xor: draw.hash_one(0u8),
+            multiplier: draw.hash_one(1u8) | 1,
+        }
+    }
+}
+
+/// The table's hash of a key whose partition hash is `partition`: a folded multiply with
+/// the table's seed (why, in the module's doc).
 #[inline]
-fn table_hash(seed: &KeyHasher, partition: u64) -> u64 {
-    seed.hash_one(partition)
+fn table_hash(seed: TableSeed, partition: u64) -> u64 {
+    let product = u128::from(partition ^ seed.xor) * u128::from(seed.multiplier);
+    (product as u64) ^ ((product >> 64) as u64)
 }
 
 /// The table's hash of `key`.
 #[inline]
-fn key_hash<K: Hash>(seed: &KeyHasher, key: &K) -> u64 {
+fn key_hash<K: Hash>(seed: TableSeed, key: &K) -> u64 {
     table_hash(seed, partition_hash(key))
 }
 
@@ -72,9 +105,12 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
         init: impl FnOnce() -> S,
         f: impl FnOnce(&mut S) -> R,
     ) -> R {
-        let Self { map, seed } = self;
+        let seed = self.seed;
         let hash = key_hash(seed, key);
-        match map.entry(hash, |(k, _)| k == key, |(k, _)| key_hash(seed, k)) {
+        match self
+            .map
+            .entry(hash, |(k, _)| k == key, |(k, _)| key_hash(seed, k))
+        {
             Entry::Occupied(found) => f(&mut found.into_mut().1),
             Entry::Vacant(slot) => f(&mut slot.insert((key.clone(), init())).into_mut().1),
         }
@@ -82,7 +118,7 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
 
     /// The state of `key`, if it has one.
     pub fn get(&self, key: &K) -> Option<&S> {
-        let hash = key_hash(&self.seed, key);
+        let hash = key_hash(self.seed, key);
         self.map
             .find(hash, |(k, _)| k == key)
             .map(|(_, state)| state)
@@ -90,7 +126,7 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
 
     /// The state of `key`, mutably, if it has one.
     pub fn get_mut(&mut self, key: &K) -> Option<&mut S> {
-        let hash = key_hash(&self.seed, key);
+        let hash = key_hash(self.seed, key);
         self.map
             .find_mut(hash, |(k, _)| k == key)
             .map(|(_, state)| state)
@@ -98,7 +134,7 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
 
     /// Removes the state of `key`.
     pub fn remove(&mut self, key: &K) -> Option<S> {
-        let hash = key_hash(&self.seed, key);
+        let hash = key_hash(self.seed, key);
         let found = self.map.find_entry(hash, |(k, _)| k == key).ok()?;
         Some(found.remove().0 .1)
     }
@@ -166,6 +202,7 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
     /// restore hashes no key and grows no table.
     pub fn restore(&mut self, entries: &KeyedEntries) -> Result<(), OperatorError> {
         let Self { map, seed } = self;
+        let seed = *seed;
         let rehash = |(k, _): &(K, S)| key_hash(seed, k);
         map.reserve(entries.len(), rehash);
         for entry in entries.iter() {
@@ -254,6 +291,21 @@ mod tests {
         restored.restore(&later.snapshot().unwrap()).unwrap();
         assert_eq!(restored.get(&"w1".into()), Some(&99));
         assert_eq!(restored.len(), 4_999);
+    }
+
+    /// Keys whose partition hashes share their low 32 bits (as keys picked to collide under
+    /// the public partition seed would) get table hashes that differ in the low bits the
+    /// table indexes by, and two tables mix them differently: the seed's multiply is folded.
+    #[test]
+    fn table_hashes_spread_partition_hashes_alike_in_their_low_bits() {
+        let (one, other) = (TableSeed::default(), TableSeed::default());
+        let slots = |seed: TableSeed| {
+            (1..=1024u64)
+                .map(|i| table_hash(seed, i << 32) & 0xffff)
+                .collect::<std::collections::HashSet<_>>()
+        };
+        assert!(slots(one).len() > 1000, "{}", slots(one).len());
+        assert!((1..=64u64).any(|i| table_hash(one, i << 32) != table_hash(other, i << 32)));
     }
 
     /// A checkpoint's copy is the state at the barrier: what the operator does after it,
