@@ -236,7 +236,7 @@ fn a_killed_rank_stops_the_mpi_job() {
     if !have_mpirun() {
         return;
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args([
             "run",
             "wordcount",
@@ -262,6 +262,14 @@ fn a_killed_rank_stops_the_mpi_job() {
         });
         if let Some(pid) = found {
             break pid;
+        }
+        if child.try_wait().unwrap().is_some() {
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "the job ended before rank 2 was found ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            );
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
@@ -290,8 +298,9 @@ fn mpi_benchmarks_run_on_two_ranks_beside_raw_tcp() {
         let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("bench")
             .args(&bench)
-            .args(["--transport", "mpi", "--size", "64", "--duration", "0.3"])
-            .args(["--warmup", "0.1", "--repeat", "1", "--json"])
+            // A second: a shorter window measured nothing on a machine at load 15.
+            .args(["--transport", "mpi", "--size", "64", "--duration", "1"])
+            .args(["--warmup", "0.2", "--repeat", "1", "--json"])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
