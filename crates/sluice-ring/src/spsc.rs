@@ -2,30 +2,38 @@
 //!
 //! Why hand-written: `crossbeam`'s queues are multi-producer and pay for it with a CAS or a
 //! sequence per slot; a threaded port has exactly one writer and one reader, so the classic
-//! Lamport ring with cached indices (the Disruptor / rigtorp idiom) moves a tuple with one
-//! plain store into the slot and, per *batch*, one release store of an index.
+//! Lamport ring with cached indices (the Disruptor / rigtorp idiom) moves a value with one
+//! plain store into the slot and, per *batch*, one release store of an index. Nor does any
+//! queue we know of bound its contents by weight, which lets the threaded port move a run of
+//! tuples as one value and still hold at most its capacity in tuples.
 //!
 //! ```text
 //!   head (producer's line)   tail (consumer's line)   closed flags (own line)
-//!   slots: [ T | T | T | . | . | . | T ]   index = position & mask
-//!            ^tail           ^head
+//!   slots: [ T,w | T,w | T,w | . | . | . | T,w ]   index = position & mask
+//!            ^tail                ^head
 //! ```
 //! - `head` and `tail` are positions that only grow (wrapping `usize`); the queue holds
-//!   `head - tail` items and is full when that equals the capacity (a power of two).
+//!   `head - tail` values and has no free slot when that equals the capacity (a power of two).
+//! - Every value has a *weight* (at least 1, at most the capacity; [`Producer::write`] gives
+//!   1), kept in its slot beside it. Each side's line also holds the total weight written or
+//!   read so far, and the queue holds at most its capacity in weight: a run of n tuples written
+//!   as one value of weight n counts as n messages. Weights are accounting only: the slots are
+//!   guarded by the positions alone, and since every weight is at least 1 the weight bound is
+//!   the tighter one.
 //! - Each side keeps a private copy of the other's position and rereads the shared one only
 //!   when its copy says full (producer) or empty (consumer), so in steady state the two cores
-//!   exchange one cache line per batch, not per tuple.
+//!   exchange one cache line per batch, not per value.
 //! - [`Producer::write`] fills a slot without publishing it; [`Producer::publish`] makes all
 //!   written slots visible with one release store. [`Consumer::pop_batch`] reads many slots and
 //!   frees them with one release store.
 //! - Dropping either end marks the queue closed, so the other end never waits forever.
 //! - Either end may park (sleep in the kernel) until the other makes progress:
-//!   [`Consumer::park`] until something is published, [`Producer::park`] until a slot is
-//!   freed. Each side has a [`Doorbell`] on its own line; the producer rings the consumer's
-//!   after every publish and the consumer rings the producer's after every release, which
-//!   costs a fence and a load of a line that stays cached while nobody parks (the doorbell's
-//!   module doc argues why no wake-up is lost). Both are private futexes: the queue never
-//!   leaves its process.
+//!   [`Consumer::park`] until something is published, [`Producer::park`] until a slot and a
+//!   unit of weight are freed. Each side has a [`Doorbell`] on its own line; the producer rings
+//!   the consumer's after every publish and the consumer rings the producer's after every
+//!   release, which costs a fence and a load of a line that stays cached while nobody parks
+//!   (the doorbell's module doc argues why no wake-up is lost). Both are private futexes: the
+//!   queue never leaves its process.
 
 use std::mem::MaybeUninit;
 use std::time::Duration;
@@ -44,11 +52,36 @@ pub enum PushError<T> {
     Closed(T),
 }
 
+/// How far one side has come: a position in slots and the total weight of the values before
+/// it. Both fields live on the side's own cache line.
+struct Progress {
+    /// Written only by its side.
+    position: AtomicUsize,
+    /// Written only by its side, always before `position`.
+    weight: AtomicUsize,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            position: AtomicUsize::new(0),
+            weight: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// A value in its slot, with the weight it was written with.
+struct Weighed<T> {
+    value: T,
+    weight: usize,
+}
+
 struct Shared<T> {
-    /// Next position the producer writes. Written only by the producer.
-    head: CachePadded<AtomicUsize>,
-    /// Next position the consumer reads. Written only by the consumer.
-    tail: CachePadded<AtomicUsize>,
+    /// Next position the producer writes, and the weight published. Written only by the
+    /// producer.
+    head: CachePadded<Progress>,
+    /// Next position the consumer reads, and the weight read. Written only by the consumer.
+    tail: CachePadded<Progress>,
     producer_gone: CachePadded<AtomicBool>,
     consumer_gone: AtomicBool,
     /// Where the consumer parks; rung by the producer after a publish and when it leaves.
@@ -56,7 +89,7 @@ struct Shared<T> {
     /// Where the producer parks; rung by the consumer after a release and when it leaves.
     producer_bell: CachePadded<Doorbell>,
     mask: usize,
-    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    slots: Box<[UnsafeCell<MaybeUninit<Weighed<T>>>]>,
 }
 
 // SAFETY: the queue moves `T` values from the producer's thread to the consumer's thread, which
@@ -69,8 +102,8 @@ unsafe impl<T: Send> Send for Shared<T> {}
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
         // Both ends are gone (this is the last `Arc`), so no other thread touches the slots.
-        let head = self.head.load(Ordering::Relaxed);
-        let mut pos = self.tail.load(Ordering::Relaxed);
+        let head = self.head.position.load(Ordering::Relaxed);
+        let mut pos = self.tail.position.load(Ordering::Relaxed);
         while pos != head {
             self.slots[pos & self.mask].with_mut(|slot| {
                 // SAFETY: positions in tail..head were written by `write` and never read, so
@@ -83,7 +116,8 @@ impl<T> Drop for Shared<T> {
 }
 
 /// Creates a queue with room for at least `capacity` values (rounded up to a power of two, at
-/// least 2). Returns `None` for a capacity of 0 or one too large to allocate.
+/// least 2), or that much weight. Returns `None` for a capacity of 0 or one too large to
+/// allocate.
 pub fn channel<T: Send>(capacity: usize) -> Option<(Producer<T>, Consumer<T>)> {
     if capacity == 0 {
         return None;
@@ -93,8 +127,8 @@ pub fn channel<T: Send>(capacity: usize) -> Option<(Producer<T>, Consumer<T>)> {
         .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
         .collect();
     let shared = Arc::new(Shared {
-        head: CachePadded::new(AtomicUsize::new(0)),
-        tail: CachePadded::new(AtomicUsize::new(0)),
+        head: CachePadded::new(Progress::new()),
+        tail: CachePadded::new(Progress::new()),
         producer_gone: CachePadded::new(AtomicBool::new(false)),
         consumer_gone: AtomicBool::new(false),
         consumer_bell: CachePadded::new(Doorbell::new()),
@@ -106,12 +140,15 @@ pub fn channel<T: Send>(capacity: usize) -> Option<(Producer<T>, Consumer<T>)> {
         Producer {
             shared: shared.clone(),
             head: 0,
+            weight: 0,
             published: 0,
             cached_tail: 0,
+            cached_tail_weight: 0,
         },
         Consumer {
             shared,
             tail: 0,
+            weight: 0,
             cached_head: 0,
         },
     ))
@@ -122,39 +159,60 @@ pub struct Producer<T> {
     shared: Arc<Shared<T>>,
     /// Next position to write (may be ahead of what is published).
     head: usize,
+    /// The total weight written (may be ahead of what is published).
+    weight: usize,
     /// Last position stored to `shared.head`.
     published: usize,
-    /// The consumer's `tail` as last read.
+    /// The consumer's `tail` position as last read.
     cached_tail: usize,
+    /// The consumer's weight read, as last read (with `cached_tail`).
+    cached_tail_weight: usize,
 }
 
 impl<T: Send> Producer<T> {
-    /// The number of slots.
+    /// The number of slots, and the most weight the queue holds.
     pub fn capacity(&self) -> usize {
         self.shared.mask + 1
     }
 
-    /// Whether a slot is free now (rereads the consumer's position if needed).
-    pub fn has_room(&mut self) -> bool {
-        if self.head.wrapping_sub(self.cached_tail) < self.capacity() {
-            return true;
-        }
-        // SYNC: pairs with the Release store of `tail` in `Consumer::release_to`, so the
-        // consumer's reads of the slots before `tail` happened before we overwrite them.
-        self.cached_tail = self.shared.tail.load(Ordering::Acquire);
-        self.head.wrapping_sub(self.cached_tail) < self.capacity()
+    /// Free slots and free weight by the cached view of the consumer's progress; the smaller
+    /// is what can be written.
+    #[inline]
+    fn cached_free(&self) -> usize {
+        let slots = self.capacity() - self.head.wrapping_sub(self.cached_tail);
+        let weight = self.capacity() - self.weight.wrapping_sub(self.cached_tail_weight);
+        slots.min(weight)
     }
 
-    /// How many values can be written now without refusal (rereads the consumer's position
-    /// when the cached one shows less than a full queue free).
-    pub fn free(&mut self) -> usize {
-        let cached_free = self.capacity() - self.head.wrapping_sub(self.cached_tail);
-        if cached_free == self.capacity() {
-            return cached_free;
+    #[inline]
+    fn refresh(&mut self) {
+        // SYNC: pairs with the Release store of `tail.position` in `Consumer::release_to`, so
+        // the consumer's reads of the slots before `tail` happened before we overwrite them,
+        // and its store of `tail.weight` (before that one) is seen too.
+        self.cached_tail = self.shared.tail.position.load(Ordering::Acquire);
+        // SYNC: stored before the position we just acquired (see above); only ever grows, so
+        // a newer value only shows more room, which the slot check above still bounds.
+        self.cached_tail_weight = self.shared.tail.weight.load(Ordering::Relaxed);
+    }
+
+    /// Whether a value of `weight` fits now (rereads the consumer's progress if needed).
+    #[inline]
+    fn has_room(&mut self, weight: usize) -> bool {
+        if self.cached_free() >= weight {
+            return true;
         }
-        // SYNC: pairs with the Release store of `tail` in `Consumer::release_to`.
-        self.cached_tail = self.shared.tail.load(Ordering::Acquire);
-        self.capacity() - self.head.wrapping_sub(self.cached_tail)
+        self.refresh();
+        self.cached_free() >= weight
+    }
+
+    /// How much weight can be written now without refusal: as many values of weight 1
+    /// (rereads the consumer's progress when the cached one shows less than an empty queue).
+    pub fn free(&mut self) -> usize {
+        if self.cached_free() == self.capacity() {
+            return self.capacity();
+        }
+        self.refresh();
+        self.cached_free()
     }
 
     /// Whether the consumer has gone away.
@@ -163,47 +221,42 @@ impl<T: Send> Producer<T> {
         self.shared.consumer_gone.load(Ordering::Acquire)
     }
 
-    /// Writes `value` into the next slot without publishing it; call [`Producer::publish`] to
-    /// make every written slot visible at once.
+    /// Writes `value` (weight 1) into the next slot without publishing it; call
+    /// [`Producer::publish`] to make every written slot visible at once.
     #[inline]
     pub fn write(&mut self, value: T) -> Result<(), PushError<T>> {
-        if self.is_closed() {
-            return Err(PushError::Closed(value));
-        }
-        if !self.has_room() {
-            return Err(PushError::Full(value));
-        }
-        self.shared.slots[self.head & self.shared.mask].with_mut(|slot| {
-            // SAFETY: `has_room` showed `head - tail < capacity`, so the slot at `head` is not
-            // in the consumer's readable range tail..published and the consumer has finished
-            // reading it (Acquire on `tail` above); only this producer writes slots.
-            unsafe { (*slot).write(value) };
-        });
-        self.head = self.head.wrapping_add(1);
-        Ok(())
+        self.write_weighed(value, 1)
     }
 
-    /// Writes the values of `values` into the next slots without publishing, as many as fit:
-    /// the consumer's position is read at most once, and the values that found no slot stay
-    /// in the iterator. Returns how many were written; 0 if the consumer has gone away.
+    /// Writes `value` into the next slot, counting it as `weight` (see [`Producer::claim`]),
+    /// without publishing it.
     #[inline]
-    pub fn write_many(&mut self, values: &mut impl Iterator<Item = T>) -> usize {
-        if self.is_closed() {
-            return 0;
+    pub fn write_weighed(&mut self, value: T, weight: usize) -> Result<(), PushError<T>> {
+        if let Some(claim) = self.claim(weight) {
+            claim.write(value);
+            return Ok(());
         }
-        let room = self.free();
-        let start = self.head;
-        for value in values.take(room) {
-            self.shared.slots[self.head & self.shared.mask].with_mut(|slot| {
-                // SAFETY: `free` showed `room` slots from `head` on outside the consumer's
-                // readable range tail..published, and the consumer has finished reading them
-                // (Acquire on `tail` in `free`); at most `room` are written here and only this
-                // producer writes slots.
-                unsafe { (*slot).write(value) };
-            });
-            self.head = self.head.wrapping_add(1);
+        Err(if self.is_closed() {
+            PushError::Closed(value)
+        } else {
+            PushError::Full(value)
+        })
+    }
+
+    /// Claims the next slot for a value counted as `weight` (taken as at least 1 and at most
+    /// the capacity: a heavier value goes alone through an empty queue); `None` unless the
+    /// consumer is there and a slot and that much weight are free. Writing the claim cannot
+    /// fail, so a caller can make the value only once it knows it has a place.
+    #[inline]
+    pub fn claim(&mut self, weight: usize) -> Option<Claim<'_, T>> {
+        let weight = weight.clamp(1, self.capacity());
+        if self.is_closed() || !self.has_room(weight) {
+            return None;
         }
-        self.head.wrapping_sub(start)
+        Some(Claim {
+            producer: self,
+            weight,
+        })
     }
 
     /// Makes every slot written so far visible to the consumer (one release store), and wakes
@@ -211,24 +264,37 @@ impl<T: Send> Producer<T> {
     #[inline]
     pub fn publish(&mut self) {
         if self.published != self.head {
-            // SYNC: pairs with the Acquire load of `head` in `Consumer::available`, so the slot
-            // writes above happen before the consumer reads them; and, through the doorbell's
-            // fences, with the load in `Consumer::park`'s readiness check.
-            self.shared.head.store(self.head, Ordering::Release);
+            // SYNC: read with the Acquire load of `head.position` in
+            // `Consumer::available_weight`, for what the queue holds (metrics only).
+            self.shared
+                .head
+                .weight
+                .store(self.weight, Ordering::Relaxed);
+            // SYNC: pairs with the Acquire load of `head.position` in `Consumer::refresh`, so
+            // the slot writes above happen before the consumer reads them; and, through the
+            // doorbell's fences, with the load in `Consumer::park`'s readiness check.
+            self.shared
+                .head
+                .position
+                .store(self.head, Ordering::Release);
             self.published = self.head;
             self.shared.consumer_bell.ring(Sharing::Private);
         }
     }
 
-    /// Publishes, then sleeps until the consumer frees a slot or leaves, or `timeout` passes
-    /// (or spuriously earlier): what a producer refused with `Full` does instead of spinning.
+    /// Publishes, then sleeps until the consumer frees a slot and some weight, or leaves, or
+    /// `timeout` passes (or spuriously earlier): what a producer refused with `Full` does
+    /// instead of spinning.
     pub fn park(&mut self, timeout: Duration) -> Wakeup {
         self.publish();
-        let (shared, head) = (&self.shared, self.head);
+        let (shared, head, weight) = (&self.shared, self.head, self.weight);
         shared.producer_bell.wait(Sharing::Private, timeout, || {
-            // SYNC: pairs with the Release stores of `tail` in `Consumer::release_to` and of
-            // `consumer_gone` in `Consumer::drop`, which ring this doorbell after them.
-            head.wrapping_sub(shared.tail.load(Ordering::Acquire)) <= shared.mask
+            // SYNC: pairs with the Release stores of `tail.position` in `Consumer::release_to`
+            // (after its `tail.weight`) and of `consumer_gone` in `Consumer::drop`, which ring
+            // this doorbell after them.
+            let tail = shared.tail.position.load(Ordering::Acquire);
+            let read = shared.tail.weight.load(Ordering::Relaxed);
+            (head.wrapping_sub(tail) <= shared.mask && weight.wrapping_sub(read) <= shared.mask)
                 || shared.consumer_gone.load(Ordering::Acquire)
         })
     }
@@ -242,11 +308,47 @@ impl<T: Send> Producer<T> {
     }
 }
 
+/// A slot claimed by [`Producer::claim`], with room for its weight.
+pub struct Claim<'a, T> {
+    producer: &'a mut Producer<T>,
+    weight: usize,
+}
+
+impl<T: Send> Claim<'_, T> {
+    /// The weight claimed.
+    pub fn weight(&self) -> usize {
+        self.weight
+    }
+
+    /// Writes `value` into the claimed slot, without publishing it.
+    #[inline]
+    pub fn write(self, value: T) {
+        let (producer, weight) = (self.producer, self.weight);
+        producer.shared.slots[producer.head & producer.shared.mask].with_mut(|slot| {
+            // SAFETY: `claim` showed, through `has_room`, `head - tail < capacity` (at least
+            // one slot free, as `weight` is at least 1), so the slot at `head` is not in the
+            // consumer's readable range tail..published and the consumer has finished reading
+            // it (Acquire on `tail.position` in `refresh`); only this producer writes slots,
+            // and the claim holds it borrowed until the write.
+            unsafe { (*slot).write(Weighed { value, weight }) };
+        });
+        producer.head = producer.head.wrapping_add(1);
+        producer.weight = producer.weight.wrapping_add(weight);
+    }
+}
+
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
         if self.published != self.head {
             // SYNC: as in `publish`: written slots become visible before the close flag.
-            self.shared.head.store(self.head, Ordering::Release);
+            self.shared
+                .head
+                .weight
+                .store(self.weight, Ordering::Relaxed);
+            self.shared
+                .head
+                .position
+                .store(self.head, Ordering::Release);
         }
         // SYNC: pairs with the Acquire load in `Consumer::is_closed`; every publish happened
         // before it, so a consumer that sees the flag and then finds the queue empty has read
@@ -261,7 +363,9 @@ pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
     /// Next position to read.
     tail: usize,
-    /// The producer's published `head` as last read.
+    /// The total weight read.
+    weight: usize,
+    /// The producer's published `head` position as last read.
     cached_head: usize,
 }
 
@@ -272,7 +376,16 @@ impl<T: Send> Consumer<T> {
         self.cached()
     }
 
-    /// How many values the queue holds at most.
+    /// The weight of the values published and not yet read (for metrics: it may lag behind
+    /// [`Consumer::available`] by the last publish).
+    pub fn available_weight(&mut self) -> usize {
+        self.refresh();
+        // SYNC: stored before the position `refresh` acquired, in `Producer::publish`.
+        let weight = self.shared.head.weight.load(Ordering::Relaxed);
+        weight.wrapping_sub(self.weight).min(self.capacity())
+    }
+
+    /// How many values, and how much weight, the queue holds at most.
     pub fn capacity(&self) -> usize {
         self.shared.mask + 1
     }
@@ -284,8 +397,8 @@ impl<T: Send> Consumer<T> {
 
     #[inline]
     fn refresh(&mut self) {
-        // SYNC: pairs with the Release store of `head` in `Producer::publish`.
-        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        // SYNC: pairs with the Release store of `head.position` in `Producer::publish`.
+        self.cached_head = self.shared.head.position.load(Ordering::Acquire);
     }
 
     /// Whether the producer has gone away. Values it published may still be queued: check
@@ -295,8 +408,18 @@ impl<T: Send> Consumer<T> {
         self.shared.producer_gone.load(Ordering::Acquire)
     }
 
+    /// The weight of the value at `pos`, which must be in tail..cached_head.
     #[inline]
-    fn read_slot(&self, pos: usize) -> T {
+    fn weight_at(&self, pos: usize) -> usize {
+        self.shared.slots[pos & self.shared.mask].with(|slot| {
+            // SAFETY: as in `read_slot`: the slot is published and initialised, and the
+            // producer does not touch it until we release it; we only read its weight.
+            unsafe { (*slot).assume_init_ref().weight }
+        })
+    }
+
+    #[inline]
+    fn read_slot(&self, pos: usize) -> Weighed<T> {
         self.shared.slots[pos & self.shared.mask].with(|slot| {
             // SAFETY: `pos` is in tail..cached_head, published by the producer with a Release
             // store we acquired in `refresh`, so the slot is initialised; the producer will
@@ -306,11 +429,16 @@ impl<T: Send> Consumer<T> {
     }
 
     #[inline]
-    fn release_to(&mut self, tail: usize) {
+    fn release_to(&mut self, tail: usize, weight: usize) {
         self.tail = tail;
-        // SYNC: pairs with the Acquire load of `tail` in `Producer::has_room`; our reads of the
-        // slots happen before the producer reuses them. Also read by `Producer::park`.
-        self.shared.tail.store(tail, Ordering::Release);
+        self.weight = weight;
+        // SYNC: read by `Producer::refresh` and `Producer::park` after they acquire the
+        // position stored next.
+        self.shared.tail.weight.store(weight, Ordering::Relaxed);
+        // SYNC: pairs with the Acquire load of `tail.position` in `Producer::refresh`; our
+        // reads of the slots happen before the producer reuses them. Also read by
+        // `Producer::park`.
+        self.shared.tail.position.store(tail, Ordering::Release);
         self.shared.producer_bell.ring(Sharing::Private);
     }
 
@@ -319,9 +447,9 @@ impl<T: Send> Consumer<T> {
     pub fn park(&mut self, timeout: Duration) -> Wakeup {
         let (shared, tail) = (&self.shared, self.tail);
         shared.consumer_bell.wait(Sharing::Private, timeout, || {
-            // SYNC: pairs with the Release stores of `head` in `Producer::publish` and of
-            // `producer_gone` in `Producer::drop`, which ring this doorbell after them.
-            shared.head.load(Ordering::Acquire) != tail
+            // SYNC: pairs with the Release stores of `head.position` in `Producer::publish` and
+            // of `producer_gone` in `Producer::drop`, which ring this doorbell after them.
+            shared.head.position.load(Ordering::Acquire) != tail
                 || shared.producer_gone.load(Ordering::Acquire)
         })
     }
@@ -335,29 +463,40 @@ impl<T: Send> Consumer<T> {
                 return None;
             }
         }
-        let value = self.read_slot(self.tail);
-        self.release_to(self.tail.wrapping_add(1));
+        let Weighed { value, weight } = self.read_slot(self.tail);
+        self.release_to(self.tail.wrapping_add(1), self.weight.wrapping_add(weight));
         Some(value)
     }
 
-    /// Moves up to `max` values into `out` and frees their slots with one store; returns how
-    /// many were moved.
+    /// Moves values, oldest first, into `out` while their weights add up to at most `max`
+    /// (always the first one, if any is published: so values of weight 1 move `max` at a
+    /// time), and frees their slots with one store. Returns the weight moved (for values of
+    /// weight 1, how many).
     #[inline]
     pub fn pop_batch(&mut self, max: usize, out: &mut Vec<T>) -> usize {
+        if max == 0 {
+            return 0;
+        }
         if self.cached() < max {
             self.refresh();
         }
-        let n = self.cached().min(max);
-        if n == 0 {
-            return 0;
-        }
-        out.reserve(n);
+        let published = self.cached();
         let start = self.tail;
-        for i in 0..n {
-            out.push(self.read_slot(start.wrapping_add(i)));
+        let mut weight = 0;
+        let mut n = 0;
+        while n < published {
+            let next = self.weight_at(start.wrapping_add(n));
+            if n > 0 && weight + next > max {
+                break;
+            }
+            out.push(self.read_slot(start.wrapping_add(n)).value);
+            weight += next;
+            n += 1;
         }
-        self.release_to(start.wrapping_add(n));
-        n
+        if n > 0 {
+            self.release_to(start.wrapping_add(n), self.weight.wrapping_add(weight));
+        }
+        weight
     }
 }
 
@@ -398,6 +537,33 @@ mod tests {
         assert_eq!(c.try_pop(), Some(3));
         assert_eq!(c.try_pop(), Some(4));
         assert_eq!(c.try_pop(), None);
+    }
+
+    #[test]
+    fn weights_bound_the_queue_and_a_batch_pop() {
+        let (mut p, mut c) = channel::<&str>(8).unwrap();
+        p.write_weighed("five", 5).unwrap();
+        assert_eq!(p.free(), 3);
+        assert_eq!(p.write_weighed("four", 4), Err(PushError::Full("four")));
+        p.write_weighed("three", 3).unwrap();
+        assert_eq!(p.free(), 0);
+        assert_eq!(p.write("one"), Err(PushError::Full("one")));
+        p.publish();
+        assert_eq!(c.available(), 2);
+        assert_eq!(c.available_weight(), 8);
+        // The first value goes even when heavier than asked for; the next only if it fits.
+        let mut out = Vec::new();
+        assert_eq!(c.pop_batch(2, &mut out), 5);
+        assert_eq!(out, ["five"]);
+        assert_eq!(p.free(), 5);
+        // A value heavier than the queue counts as the whole queue.
+        assert_eq!(p.write_weighed("huge", 100), Err(PushError::Full("huge")));
+        assert_eq!(c.pop_batch(8, &mut out), 3);
+        p.write_weighed("huge", 100).unwrap();
+        assert_eq!(p.free(), 0);
+        p.publish();
+        assert_eq!(c.pop_batch(1, &mut out), 8);
+        assert_eq!(out, ["five", "three", "huge"]);
     }
 
     #[test]

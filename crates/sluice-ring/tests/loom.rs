@@ -1,5 +1,6 @@
 //! `loom` models of the SPSC queue: every interleaving of one producer and one consumer over a
-//! two-slot queue, covering publish/consume, wrap-around, full and close, and both ends
+//! two-slot queue, covering publish/consume, wrap-around, full and close, weighed values (a
+//! run of tuples as one value) bounding the queue and the batch read by weight, and both ends
 //! parking on their doorbells (with a bounded number of preemptions, see
 //! `sluice_sync::check_model`).
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p sluice-ring --test loom --release`.
@@ -141,5 +142,46 @@ fn a_producer_parked_on_a_full_queue_wakes_when_the_consumer_leaves() {
             p.park(FOREVER);
         }
         consumer.join().unwrap();
+    });
+}
+
+#[test]
+fn weighed_values_fill_the_queue_and_a_parked_producer_wakes_for_weight() {
+    // A value of weight 2 fills both units of a two-slot queue although one slot stays free:
+    // the producer must park until the consumer reads it, and be woken by that read. The
+    // consumer reads by weight, one unit at a time (the first value always goes).
+    sluice_sync::check_model(|| {
+        let (mut p, mut c) = channel::<u32>(2).unwrap();
+        let producer = thread::spawn(move || {
+            for (v, weight) in [(1, 2), (2, 1), (3, 1)] {
+                let mut v = v;
+                loop {
+                    match p.write_weighed(v, weight) {
+                        Ok(()) => break,
+                        Err(PushError::Full(back)) => {
+                            v = back;
+                            p.park(FOREVER);
+                        }
+                        Err(PushError::Closed(_)) => panic!("the consumer left early"),
+                    }
+                }
+                p.publish();
+            }
+        });
+        let (mut got, mut weight) = (Vec::new(), 0);
+        loop {
+            let moved = c.pop_batch(1, &mut got);
+            if moved > 0 {
+                weight += moved;
+                continue;
+            }
+            if c.is_closed() && c.available() == 0 {
+                break;
+            }
+            c.park(FOREVER);
+        }
+        producer.join().unwrap();
+        assert_eq!(got, vec![1, 2, 3]);
+        assert_eq!(weight, 4);
     });
 }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use sluice_types::{BatchRef, Message, Punctuation, Tuple, TupleRef, TupleSchema};
 
 use crate::{
-    ChannelSite, ReceiverStats, RecvError, Refused, Rendezvous, SendError, TransportError,
-    TransportSpec, TupleReceiver, TupleSender,
+    Arrival, ChannelSite, ReceiverStats, RecvError, Refused, Rendezvous, Runs, SendError,
+    TransportError, TransportSpec, TupleReceiver, TupleSender,
 };
 
 /// What a receiver hands to the runtime, in stream order.
@@ -301,8 +301,7 @@ fn erase_sender<T: Tuple>(inner: Box<dyn TupleSender<T>>) -> Box<dyn ErasedSende
 fn erase_receiver<T: Tuple>(inner: Box<dyn TupleReceiver<T>>) -> Box<dyn ErasedReceiver> {
     Box::new(ErasedRx {
         inner,
-        messages: Vec::new(),
-        tuples: Vec::new(),
+        runs: Runs::default(),
     })
 }
 
@@ -469,23 +468,8 @@ impl<T: Tuple> ErasedSender for ErasedTx<T> {
 
 struct ErasedRx<T> {
     inner: Box<dyn TupleReceiver<T>>,
-    messages: Vec<Message<T>>,
-    /// The current run of tuples, moved out of their messages so the batch is a slice.
-    tuples: Vec<T>,
-}
-
-impl<T: Tuple> ErasedRx<T> {
-    fn deliver_tuples(
-        &mut self,
-        deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
-    ) -> ControlFlow<()> {
-        if self.tuples.is_empty() {
-            return ControlFlow::Continue(());
-        }
-        let flow = deliver(Delivery::Batch(BatchRef::from_vec(&self.tuples)));
-        self.tuples.clear();
-        flow
-    }
+    /// The buffers the receiver gathers runs of tuples in, so a batch is a vector.
+    runs: Runs<T>,
 }
 
 impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
@@ -494,34 +478,13 @@ impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
         max: usize,
         deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
     ) -> Result<usize, RecvError> {
-        let mut messages = std::mem::take(&mut self.messages);
-        messages.clear();
-        let n = self.inner.poll(max, &mut messages)?;
-        let mut flow = ControlFlow::Continue(());
-        for message in messages.drain(..) {
-            let control = match message {
-                Message::Data(tuple) => {
-                    self.tuples.push(tuple);
-                    continue;
-                }
-                Message::Punctuation(punctuation) => Delivery::Punctuation(punctuation),
-                Message::EndOfStream => Delivery::EndOfStream,
-            };
-            flow = self.deliver_tuples(deliver);
-            if flow.is_break() {
-                break;
-            }
-            flow = deliver(control);
-            if flow.is_break() {
-                break;
-            }
-        }
-        if flow.is_continue() {
-            let _ = self.deliver_tuples(deliver);
-        }
-        self.tuples.clear();
-        self.messages = messages;
-        Ok(n)
+        self.inner.poll_runs(max, &mut self.runs, &mut |arrival| {
+            deliver(match arrival {
+                Arrival::Tuples(tuples) => Delivery::Batch(BatchRef::from_vec(tuples)),
+                Arrival::Punctuation(punctuation) => Delivery::Punctuation(punctuation),
+                Arrival::EndOfStream => Delivery::EndOfStream,
+            })
+        })
     }
 
     fn park(&mut self, timeout: Duration) -> bool {

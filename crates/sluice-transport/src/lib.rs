@@ -46,9 +46,10 @@ pub use registry::{
 };
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
-use sluice_types::Message;
+use sluice_types::{Message, Punctuation};
 use thiserror::Error;
 
 /// Why a message could not be sent now.
@@ -132,7 +133,8 @@ pub trait TupleSender<T>: Send {
     /// Queues the tuples of `tuples` as data messages, from the front, in order, until one is
     /// refused: `Ok` when every one went, else the refusal's error with the rest left in
     /// `tuples`. The default offers them one at a time; a transport that can take a run of
-    /// them at once (the threaded port) does.
+    /// them at once (the threaded port) does, and may leave another, empty, buffer in `tuples`
+    /// for the caller to fill next.
     fn offer_tuples(&mut self, tuples: &mut VecDeque<T>) -> Result<(), SendError> {
         while let Some(tuple) = tuples.pop_front() {
             if let Err(refused) = self.offer(Message::Data(tuple)) {
@@ -189,11 +191,101 @@ pub struct ReceiverStats {
     pub lost: u64,
 }
 
+/// What [`TupleReceiver::poll_runs`] hands over, in stream order.
+pub enum Arrival<'a, T> {
+    /// Consecutive tuples.
+    Tuples(&'a Vec<T>),
+    /// A punctuation, with its value.
+    Punctuation(Punctuation),
+    /// The end of this edge's stream.
+    EndOfStream,
+}
+
+/// The tuples of consecutive data messages gathered into one run: how the messages a
+/// receiver takes one by one are handed over as runs ([`TupleReceiver::poll_runs`]). The
+/// caller keeps it between polls, so its buffers are reused rather than allocated per poll.
+pub struct Runs<T> {
+    messages: Vec<Message<T>>,
+    run: Vec<T>,
+}
+
+impl<T> Default for Runs<T> {
+    fn default() -> Self {
+        Self {
+            messages: Vec::new(),
+            run: Vec::new(),
+        }
+    }
+}
+
+impl<T> Runs<T> {
+    /// Hands `message` on in order: a tuple joins the current run; anything else hands over
+    /// the run first, then itself.
+    pub fn push(
+        &mut self,
+        message: Message<T>,
+        deliver: &mut dyn FnMut(Arrival<'_, T>) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let other = match message {
+            Message::Data(tuple) => {
+                self.run.push(tuple);
+                return ControlFlow::Continue(());
+            }
+            Message::Punctuation(punctuation) => Arrival::Punctuation(punctuation),
+            Message::EndOfStream => Arrival::EndOfStream,
+        };
+        self.finish(deliver)?;
+        deliver(other)
+    }
+
+    /// Hands over the current run, if it holds any tuple, and empties it.
+    pub fn finish(
+        &mut self,
+        deliver: &mut dyn FnMut(Arrival<'_, T>) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        if self.run.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let flow = deliver(Arrival::Tuples(&self.run));
+        self.run.clear();
+        flow
+    }
+}
+
 /// The receiving end of one edge.
 pub trait TupleReceiver<T>: Send {
     /// Moves up to `max` messages, in order, into `out`; returns how many. `Ok(0)` means none
     /// now. After `EndOfStream` nothing more arrives.
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError>;
+
+    /// Receives up to `max` messages, as [`TupleReceiver::poll`] counts them, and hands them
+    /// to `deliver` in order, consecutive tuples as runs; stops early if `deliver` breaks
+    /// (dropping what was received and not handed over). Returns how many messages were
+    /// received. The default polls into the buffers of `runs` and gathers the tuples there; a
+    /// transport that carries runs whole (the threaded port) hands each over as it came.
+    fn poll_runs(
+        &mut self,
+        max: usize,
+        runs: &mut Runs<T>,
+        deliver: &mut dyn FnMut(Arrival<'_, T>) -> ControlFlow<()>,
+    ) -> Result<usize, RecvError> {
+        let mut messages = std::mem::take(&mut runs.messages);
+        messages.clear();
+        let polled = self.poll(max, &mut messages);
+        let mut flow = ControlFlow::Continue(());
+        for message in messages.drain(..) {
+            flow = runs.push(message, deliver);
+            if flow.is_break() {
+                break;
+            }
+        }
+        if flow.is_continue() {
+            let _ = runs.finish(deliver);
+        }
+        runs.run.clear();
+        runs.messages = messages;
+        polled
+    }
 
     /// Sleeps until the sender publishes or leaves, or `timeout` passes (or spuriously
     /// earlier): what an idle receiver does under the `park` idle strategy. Returns false at
