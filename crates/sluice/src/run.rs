@@ -129,7 +129,7 @@ const COMPANION_LATE: Duration = Duration::from_secs(10);
 /// Generated input runs this long unless `--duration` says otherwise.
 const DEFAULT_GENERATED_DURATION: Duration = Duration::from_secs(5);
 /// Generated input runs at this rate unless `--rate` says otherwise.
-const DEFAULT_GENERATED_RATE: u64 = 100_000;
+pub(crate) const DEFAULT_GENERATED_RATE: u64 = 100_000;
 
 /// What `run` uses for the options left unset whose default is not a fixed value of the
 /// command line, by option, as `sluice config show` tells them.
