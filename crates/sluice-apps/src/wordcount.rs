@@ -44,7 +44,7 @@ use sluice_connectors::{
     kafka, registry, Connector, Csv, Delivery, EndAt, FlowIo, KafkaRecord, Lines, StreamIo,
     TableSink, Target,
 };
-use sluice_graph::{OperatorError, Output, Partitioning, Produced, Snapshot, Source};
+use sluice_graph::{DeclaredCost, OperatorError, Output, Partitioning, Produced, Snapshot, Source};
 use sluice_ops::{text, Dataflow, Pacer, TypedSource};
 use sluice_transport::MAX_TUPLE_BYTES;
 use sluice_types::CompactString;
@@ -136,6 +136,19 @@ operators = ["sum", "counts"]
 core = 1
 "#;
 
+/// What a word costs each operator, declared for `--plan auto`, from callgrind's instructions
+/// a word (docs/benchmarks.md, issue 30: about 305 for generating and splitting, 190 for the
+/// rolling count, 164 for the table sink, 658 fused) at fused's 10 M words/s on this project's
+/// two-core reference machine (about 0.15 ns an instruction): 100 ns a word in all, so one
+/// core carries `sluice run wordcount`'s default 1 M words/s at a tenth of its time.
+const GENERATE_NS_PER_WORD: f64 = 20.0;
+/// See [`GENERATE_NS_PER_WORD`].
+const SPLIT_NS_PER_WORD: f64 = 26.0;
+/// See [`GENERATE_NS_PER_WORD`].
+const COUNT_NS_PER_WORD: f64 = 29.0;
+/// See [`GENERATE_NS_PER_WORD`].
+const TABLE_NS_PER_WORD: f64 = 25.0;
+
 /// What the source generates or reads.
 #[derive(Debug, Clone)]
 struct Input {
@@ -210,6 +223,12 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
     let is_kafka = |at: &Option<Address<'_>>| matches!(at, Some(Address::Connector(connector, _)) if connector.scheme == "kafka");
     let (kafka_in, kafka_out) = (is_kafka(&input_at), is_kafka(&output_at));
 
+    // A sentence's cost is its words'.
+    let words_per_sentence = input.words_per_sentence as f64;
+    let per_word = |ns: f64, outputs_per_input: f64| DeclaredCost {
+        ns_per_tuple: ns * words_per_sentence,
+        outputs_per_input,
+    };
     let flow = Dataflow::new("wordcount");
     // Kafka is read and written typed, one operator each, so that the named plans place
     // every operator; other connectors go through the registry's lines.
@@ -233,17 +252,23 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             }),
         _ => flow
             .source("sentences", move |_| SentenceSource::new(input.clone()))
+            .cost(per_word(GENERATE_NS_PER_WORD, 1.0))
             .flat_map_into("split", |line: &String, words| {
                 words.extend(text::words(line))
             }),
-    };
+    }
+    .cost(per_word(SPLIT_NS_PER_WORD, words_per_sentence));
     let counts = words
         // Stateless: any instance splits any line, and the count after it is keyed by word,
         // so a replication optimizer may deal the lines round robin over more instances.
         .replicable(Partitioning::RoundRobin)
         .key_by(|word: &CompactString| word)
         .count("sum")
-        .parallelism(parallelism);
+        .parallelism(parallelism)
+        .cost(DeclaredCost {
+            ns_per_tuple: COUNT_NS_PER_WORD,
+            outputs_per_input: 1.0,
+        });
     match &output_at {
         // Every count as it changes, a `word<TAB>count` line (keyed by the word where the
         // connector keys records): a reader keeps each word's last line.
@@ -268,9 +293,14 @@ fn build(config: &AppConfig) -> Result<App, AppError> {
             connector.write_lines(&lines, "counts", target)?;
         }
         _ => {
-            counts.sink("counts", move |_| {
-                TableSink::<CompactString, u64>::new(output.clone())
-            });
+            counts
+                .sink("counts", move |_| {
+                    TableSink::<CompactString, u64>::new(output.clone())
+                })
+                .cost(DeclaredCost {
+                    ns_per_tuple: TABLE_NS_PER_WORD,
+                    outputs_per_input: 0.0,
+                });
         }
     }
     Ok(App::new(

@@ -160,6 +160,38 @@ fn counts_equal_the_reference_under_every_plan() {
 }
 
 #[test]
+fn auto_on_two_cores_is_fused_at_the_default_rate_and_the_two_thread_split_flat_out() {
+    let app = sluice_apps::build("wordcount", &AppConfig::default()).unwrap();
+    let threads_at = |source_rate| {
+        let options = PlanOptions {
+            cores: 2,
+            source_rate,
+            ..PlanOptions::default()
+        };
+        let p = plan(&app.graph, &PlanRequest::Auto, &options).unwrap();
+        let threads: Vec<Vec<String>> = p
+            .threads()
+            .map(|t| {
+                let names = t.instances.iter().map(|i| p.instance(*i).name.clone());
+                names.collect()
+            })
+            .collect();
+        threads
+    };
+    // `sluice run wordcount`'s default: 100,000 sentences/s of ten words, a tenth of a core
+    // by the declared costs.
+    assert_eq!(
+        threads_at(Some(100_000)),
+        [["sentences", "split", "sum", "counts"]]
+    );
+    // As fast as it goes (`--rate 0`, or a file): the cut of the `two-threads` plan it ships.
+    let two_threads = [["sentences", "split"], ["sum", "counts"]];
+    assert_eq!(threads_at(None), two_threads);
+    // Past half a core fused: 600,000 sentences/s.
+    assert_eq!(threads_at(Some(600_000)), two_threads);
+}
+
+#[test]
 fn sizes_beyond_their_bounds_are_refused_before_anything_is_made() {
     for (setting, message) in [
         (

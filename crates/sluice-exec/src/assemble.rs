@@ -452,8 +452,8 @@ impl EnvOptions {
 /// Spawns the threads running `execs` (placed as `placed` says), watched by the job's
 /// control and publishing to its metrics when they are on; returns once every thread has
 /// run its operators' start hooks. Each of `execs` gets an OS thread of its own when there are
-/// at most [`RunOptions::workers`] (by default, always); else they are split, in order, among
-/// that many polling workers, each pinned to a core ([`crate::scheduler`]).
+/// at most [`RunOptions::workers`] (by default, the machine's cores); else they are split, in
+/// order, among that many polling workers, each pinned to a core ([`crate::scheduler`]).
 fn spawn_threads(
     plan: &PhysicalPlan,
     options: &RunOptions,
@@ -462,7 +462,7 @@ fn spawn_threads(
     placed: &[(&str, &ThreadPlan)],
 ) -> Result<Vec<Worker>, RunError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let most = options.workers.unwrap_or(usize::MAX).max(1);
+    let most = options.workers.unwrap_or(cores).max(1);
     let shared = execs.len() > most;
     let pollers = if shared { most } else { plan.threads().count() };
     let checkpointed = control.checkpoint_sink().is_some();

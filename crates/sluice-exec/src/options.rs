@@ -78,11 +78,10 @@ pub struct RunOptions {
     /// to the launching process (`collect()`); past it the job fails naming the limit.
     pub collect_limit: u64,
     /// The most polling workers (OS threads running the plan's threads) a process runs; `None`:
-    /// no bound, each plan thread its own OS thread (the default until the shared workers are
-    /// measured against it on every application). A process whose PEs have more threads than
-    /// this runs them as tasks on this many workers, which take turns without waiting on the
+    /// the machine's cores. A process whose PEs have more threads than this runs them as tasks
+    /// on this many workers, one pinned per core, which take turns without waiting on the
     /// kernel (`scheduler`'s module doc); with at most this many, each thread runs on its own.
-    /// `sluice run --workers N`; the machine's cores is the natural choice.
+    /// `sluice run --workers N`.
     pub workers: Option<usize>,
     /// Show the job's progress on standard error while it runs, in the launching process: a
     /// live line on a terminal, a `progress:` log event (`tracing`) every 10 s elsewhere. On

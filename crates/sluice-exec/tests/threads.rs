@@ -279,3 +279,52 @@ fn a_suspended_job_resumed_on_another_plan_loses_and_repeats_nothing() {
         assert_eq!(job.emitted.lock().unwrap().as_ref(), Some(&LIMIT));
     }
 }
+
+#[test]
+fn a_plan_with_more_threads_than_cores_runs_on_a_polling_worker_a_core_by_default() {
+    // A multiple of the 64 numbers the counter emits a call.
+    const LIMIT: u64 = 64 * 800;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // counter -> add-one x cores -> keep: two threads more than cores under `threaded`.
+    let emitted = Arc::new(Mutex::new(None));
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let mut g = GraphBuilder::new("chain");
+    let counter_emitted = emitted.clone();
+    let mut last = g
+        .source("counter", Ports::new().output::<u64>(), move |_| Counter {
+            next: 0,
+            limit: Some(LIMIT),
+            emitted: counter_emitted.clone(),
+        })
+        .out(0);
+    for i in 0..cores {
+        let add = g.operator(
+            &format!("add-{i}"),
+            Ports::new().input::<u64>().output::<u64>(),
+            |_| AddOne,
+        );
+        g.connect(last, add.input(0)).unwrap();
+        last = add.out(0);
+    }
+    let sink_kept = kept.clone();
+    let sink = g.operator("keep", Ports::new().input::<u64>(), move |_| {
+        Keep(sink_kept.clone())
+    });
+    g.connect(last, sink.input(0)).unwrap();
+    let graph = g.build().unwrap();
+    let p = planned(&graph, &PlanRequest::Threaded);
+    assert_eq!(p.threads().count(), cores + 2);
+    let job = start(&graph, &p, None);
+    assert_eq!(job.workers.len(), cores, "one polling worker a core");
+    job.wait(|_| {}).unwrap();
+    let shift = cores as u64;
+    assert!(
+        kept.lock()
+            .unwrap()
+            .iter()
+            .copied()
+            .eq(shift..LIMIT + shift),
+        "every number once, in order, each added one to {cores} times"
+    );
+    assert_eq!(emitted.lock().unwrap().as_ref(), Some(&LIMIT));
+}

@@ -19,8 +19,8 @@ mod returned;
 mod snapshot;
 
 pub use builder::{
-    EdgeDef, EdgeId, Graph, GraphBuilder, InPort, OperatorDef, OperatorHandle, OperatorId,
-    OperatorKind, OutPort, Ports,
+    DeclaredCost, EdgeDef, EdgeId, Graph, GraphBuilder, InPort, OperatorDef, OperatorHandle,
+    OperatorId, OperatorKind, OutPort, Ports,
 };
 pub use error::{GraphError, UnreplayableSources};
 pub use operator::{

@@ -33,8 +33,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use sluice_graph::{
-    EdgeId, Graph, GraphBuilder, GraphError, Operator, OperatorContext, OperatorHandle,
-    Partitioning, Ports, Source,
+    DeclaredCost, EdgeId, Graph, GraphBuilder, GraphError, Operator, OperatorContext,
+    OperatorHandle, Partitioning, Ports, Source,
 };
 use sluice_types::{partition_hash, Tuple};
 
@@ -158,6 +158,12 @@ impl Dataflow {
         self.note(result);
     }
 
+    /// Declares what a tuple costs `op`, noting an error for `build`.
+    fn set_cost(&self, op: OperatorHandle, cost: DeclaredCost) {
+        let result = self.with(|b| b.builder.declare_cost(op, cost));
+        self.note(result);
+    }
+
     fn note(&self, result: Result<(), GraphError>) {
         if let Err(error) = result {
             self.with(|b| {
@@ -251,6 +257,13 @@ impl<T: Tuple> Stream<T> {
     /// state, key-by when its state is per key): see `GraphBuilder::replicable`.
     pub fn replicable(self, input: Partitioning) -> Self {
         self.flow.set_replicable(self.op, input);
+        self
+    }
+
+    /// Declares what a tuple costs the operator producing this stream, for `--plan auto`:
+    /// see `GraphBuilder::declare_cost`.
+    pub fn cost(self, cost: DeclaredCost) -> Self {
+        self.flow.set_cost(self.op, cost);
         self
     }
 
@@ -476,6 +489,12 @@ impl Sink {
     /// Declares the sink replicable, as [`Stream::replicable`] does an operator.
     pub fn replicable(self, input: Partitioning) -> Self {
         self.flow.set_replicable(self.op, input);
+        self
+    }
+
+    /// Declares what a tuple costs the sink, as [`Stream::cost`] does an operator.
+    pub fn cost(self, cost: DeclaredCost) -> Self {
+        self.flow.set_cost(self.op, cost);
         self
     }
 }

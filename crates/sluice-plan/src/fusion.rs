@@ -125,7 +125,30 @@ impl FusionChoice {
     /// Chooses threads for `plan`'s instances from `profile`, at most `cores` of them.
     /// Instances and edges the profile lacks cost nothing.
     pub fn new(plan: &PhysicalPlan, profile: &Profile, cores: usize, hop_ns: f64) -> Self {
-        let model = Model::new(plan, profile, hop_ns);
+        Self::of_model(plan, &Model::new(plan, profile, hop_ns), cores)
+    }
+
+    /// Chooses threads for `plan`'s instances from loads estimated rather than measured:
+    /// `cost[i]`, the cores instance `i` keeps busy, and `traffic`, the tuples per second
+    /// from one instance to another (indices into the plan's instances).
+    pub fn estimated(
+        plan: &PhysicalPlan,
+        cost: Vec<f64>,
+        traffic: Vec<(usize, usize, f64)>,
+        cores: usize,
+        hop_ns: f64,
+    ) -> Self {
+        let model = Model {
+            cost,
+            traffic,
+            hop: hop_ns / 1e9,
+        };
+        Self::of_model(plan, &model, cores)
+    }
+
+    /// Splits the most loaded thread while that lowers the largest load, at most `cores`
+    /// threads.
+    fn of_model(plan: &PhysicalPlan, model: &Model, cores: usize) -> Self {
         let mut threads = vec![depth_first_order(plan)];
         while threads.len() < cores.max(1) {
             let loads: Vec<f64> = threads.iter().map(|t| model.load(t)).collect();

@@ -13,6 +13,7 @@
 //! another. Every PE runs on `localhost` today.
 #![forbid(unsafe_code)]
 
+mod auto;
 mod check;
 mod choice;
 pub mod consolidate;
@@ -29,11 +30,12 @@ mod text_file;
 pub mod traffic_placement;
 mod transports;
 
+pub use auto::{AutoChoice, FUSED_HEADROOM, PORT_HOP_NS, UNDECLARED_NS_PER_TUPLE};
 pub use choice::{PlanChoiceError, TomlSyntaxError};
 pub use file::{EdgeSpec, PlanFile, ReplicaSpec, ThreadSpec};
 pub use hosts::{HostSpec, HostsError, HostsFile, HostsFileError, LauncherSpec};
 pub use plan::{
     ChannelPlan, EdgePlan, InstanceId, InstancePlan, PePlan, PhysicalPlan, PortRef, ThreadPlan,
 };
-pub use planner::{auto_reason, plan, replicated_graph, PlanError, PlanOptions, PlanRequest};
+pub use planner::{plan, replicated_graph, PlanError, PlanOptions, PlanRequest};
 pub use text_file::{read_text_file, MAX_TEXT_FILE_BYTES};

@@ -12,7 +12,7 @@ use crate::{
 };
 
 /// Which plan the user asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum PlanRequest {
     /// Every instance in one thread.
     Fused,
@@ -22,51 +22,12 @@ pub enum PlanRequest {
     Processes,
     /// The threads of a plan file; the string names the file in messages.
     File(String, PlanFile),
-    /// As many threads as the machine has cores (fewer for fewer instances), in one PE: the
-    /// instances in topological order, cut into runs of about equal count, one run a thread
-    /// ([`auto_reason`] says so in words). The graph declares no costs and no profile is
-    /// taken yet, so the cut weighs every instance alike.
+    /// The plan for the machine, from the rate asked of the sources and the operators'
+    /// declared costs ([`crate::AutoChoice`], whose reason says why): fused when one core
+    /// carries the rate with headroom, else the instances split over at most as many
+    /// threads as cores, in one PE. The default.
+    #[default]
     Auto,
-}
-
-/// Why [`PlanRequest::Auto`] chose `plan` on a machine of `cores` cores, in a sentence.
-pub fn auto_reason(plan: &PhysicalPlan, cores: usize) -> String {
-    let threads = plan.threads().count();
-    let instances = plan.instances.len();
-    format!(
-        "auto: {threads} thread(s) for {cores} core(s), never more threads than cores: the \
-         {instances} instance(s) in topological order cut into {threads} run(s) of about equal \
-         count, each run a thread (the graph declares no costs, so every instance weighs \
-         alike)"
-    )
-}
-
-/// [`PlanRequest::Auto`]'s threads: `instances` in the graph's topological order (each
-/// operator's instances together), cut into at most `cores` runs of about equal count. A cut
-/// of a topological order has every edge go from a run to the same or a later one, so the
-/// threads form no cycle.
-fn auto_threads(
-    graph: &Graph,
-    instances: &[InstancePlan],
-    cores: usize,
-) -> Vec<(String, ThreadPlan)> {
-    let mut order: Vec<&InstancePlan> = instances.iter().collect();
-    let rank: BTreeMap<usize, usize> = graph
-        .topological_order()
-        .iter()
-        .enumerate()
-        .map(|(rank, op)| (op.0, rank))
-        .collect();
-    order.sort_by_key(|i| (rank.get(&i.operator).copied(), i.index));
-    let runs = cores.clamp(1, order.len().max(1));
-    (0..runs)
-        .map(|r| {
-            let run = &order[r * order.len() / runs..(r + 1) * order.len() / runs];
-            let name = run.first().map_or("auto", |i| i.name.as_str());
-            let ids = run.iter().map(|i| i.id.0).collect();
-            (MAIN_PE.to_string(), thread(r, name, None, ids))
-        })
-        .collect()
 }
 
 /// Machine facts and defaults the planner needs.
@@ -84,6 +45,9 @@ pub struct PlanOptions {
     /// several senders could not tell apart), and a transport that loses tuples (`udp-mq`)
     /// is refused ([`PhysicalPlan::check_checkpointed`]).
     pub checkpointed: bool,
+    /// Tuples a second each source instance is asked to emit, which [`PlanRequest::Auto`]
+    /// plans for; `None` when the sources run as fast as they can (a file read to its end).
+    pub source_rate: Option<u64>,
 }
 
 impl Default for PlanOptions {
@@ -93,6 +57,7 @@ impl Default for PlanOptions {
             queue_capacity: sluice_transport::DEFAULT_QUEUE_CAPACITY,
             hosts: None,
             checkpointed: false,
+            source_rate: None,
         }
     }
 }
@@ -469,7 +434,13 @@ fn threads_of(
         ),
         PlanRequest::Auto => (
             "auto".to_string(),
-            auto_threads(graph, instances, options.cores),
+            threads_from_file(
+                graph,
+                "auto",
+                &crate::AutoChoice::new(graph, options)?.file,
+                instances,
+                first_instance,
+            )?,
             options.queue_capacity,
         ),
     };

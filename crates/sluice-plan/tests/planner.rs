@@ -1166,47 +1166,112 @@ fn a_fan_in_past_sixteen_processes_is_one_ring_and_past_the_ring_several() {
 fn auto_never_plans_more_threads_than_cores_and_places_every_instance_once() {
     for cores in 1..=8 {
         for parallelism in 1..=6 {
-            let graph = graph_with_sum(parallelism);
-            let options = PlanOptions { cores, ..options() };
-            let p = plan(&graph, &PlanRequest::Auto, &options).unwrap();
-            let threads = p.threads().count();
-            let instances = p.instances.len();
-            assert_eq!(threads, cores.min(instances), "{cores} cores\n{p}");
-            let mut placed: Vec<usize> = p
-                .threads()
-                .flat_map(|t| t.instances.iter().map(|i| i.0))
-                .collect();
-            placed.sort_unstable();
-            assert_eq!(placed, (0..instances).collect::<Vec<_>>(), "{p}");
-            let sizes: Vec<usize> = p.threads().map(|t| t.instances.len()).collect();
-            let (least, most) = (sizes.iter().min(), sizes.iter().max());
-            assert!(
-                most.zip(least).is_some_and(|(m, l)| m - l <= 1),
-                "{sizes:?}"
-            );
-            assert_eq!(p.pes.len(), 1);
+            for source_rate in [None, Some(1_000), Some(100_000_000)] {
+                let graph = graph_with_sum(parallelism);
+                let options = PlanOptions {
+                    cores,
+                    source_rate,
+                    ..options()
+                };
+                let p = plan(&graph, &PlanRequest::Auto, &options).unwrap();
+                let threads = p.threads().count();
+                assert!((1..=cores).contains(&threads), "{cores} cores\n{p}");
+                let mut placed: Vec<usize> = p
+                    .threads()
+                    .flat_map(|t| t.instances.iter().map(|i| i.0))
+                    .collect();
+                placed.sort_unstable();
+                assert_eq!(placed, (0..p.instances.len()).collect::<Vec<_>>(), "{p}");
+                assert_eq!(p.pes.len(), 1);
+                let why = sluice_plan::AutoChoice::new(&graph, &options)
+                    .unwrap()
+                    .reason;
+                assert!(
+                    why.starts_with(&format!("auto: {threads} thread(s) for {cores} core(s)")),
+                    "{why}"
+                );
+            }
         }
     }
 }
 
-#[test]
-fn auto_on_two_cores_splits_wordcount_where_the_two_thread_plan_does() {
-    let p = plan(&graph_with_sum(1), &PlanRequest::Auto, &options()).unwrap();
-    let names: Vec<Vec<&str>> = p
-        .threads()
+/// Each thread of `p` by its instances' names.
+fn thread_names(p: &PhysicalPlan) -> Vec<Vec<String>> {
+    p.threads()
         .map(|t| {
             t.instances
                 .iter()
-                .map(|i| p.instance(*i).name.as_str())
+                .map(|i| p.instance(*i).name.clone())
                 .collect()
         })
-        .collect();
-    assert_eq!(names, [vec!["source", "split"], vec!["sum", "sink"]]);
-    assert_eq!(p.strategy, "auto");
+        .collect()
+}
+
+#[test]
+fn auto_is_fused_where_one_core_carries_the_rate_and_split_where_it_does_not() {
+    // Four undeclared operators at 100 ns a tuple: 400 ns a source tuple fused.
+    let at = |source_rate| {
+        let options = PlanOptions {
+            source_rate,
+            ..options()
+        };
+        let p = plan(&graph_with_sum(1), &PlanRequest::Auto, &options).unwrap();
+        assert_eq!(p.strategy, "auto");
+        let why = sluice_plan::AutoChoice::new(&graph_with_sum(1), &options)
+            .unwrap()
+            .reason;
+        let pinned = p.threads().all(|t| t.core.is_some());
+        (thread_names(&p), pinned, why)
+    };
+    let fused = vec![vec!["source", "split", "sum", "sink"]];
+    let split = vec![vec!["source", "split"], vec!["sum", "sink"]];
+    // 1 M tuples/s keeps a core 0.4 busy: within the headroom of half a core.
+    let (threads, _, why) = at(Some(1_000_000));
+    assert_eq!(threads, fused);
     assert!(
-        p.threads().all(|t| t.core.is_some()),
-        "two threads on two cores are pinned"
+        why.contains("fused: at the asked 1000000 tuples/s"),
+        "{why}"
     );
-    let why = sluice_plan::auto_reason(&p, 2);
+    assert!(why.contains("0.40 of its time"), "{why}");
+    // 1.5 M: 0.6 of a core, over it.
+    let (threads, pinned, why) = at(Some(1_500_000));
+    assert_eq!(threads, split);
+    assert!(pinned, "two threads on two cores are pinned");
     assert!(why.starts_with("auto: 2 thread(s) for 2 core(s)"), "{why}");
+    assert!(
+        why.contains("split: at the asked 1500000 tuples/s"),
+        "{why}"
+    );
+    // No rate asked: as fast as it goes, which the split does.
+    let (threads, _, why) = at(None);
+    assert_eq!(threads, split);
+    assert!(why.contains("split: no rate asked"), "{why}");
+}
+
+#[test]
+fn auto_cuts_where_the_declared_costs_balance_the_threads() {
+    // source -> map -> sink, the sink declared to cost `sink_ns` a tuple.
+    let chain = |sink_ns: f64| {
+        let mut g = GraphBuilder::new("chain");
+        let src = g.source("source", Ports::new().output::<String>(), |_| Nothing);
+        let map = g.operator(
+            "map",
+            Ports::new().input::<String>().output::<String>(),
+            |_| Pass,
+        );
+        let sink = g.operator("sink", Ports::new().input::<String>(), |_| Pass);
+        g.connect(src.out(0), map.input(0)).unwrap();
+        g.connect(map.out(0), sink.input(0)).unwrap();
+        let cost = sluice_graph::DeclaredCost {
+            ns_per_tuple: sink_ns,
+            outputs_per_input: 0.0,
+        };
+        g.declare_cost(sink, cost).unwrap();
+        let p = plan(&g.build().unwrap(), &PlanRequest::Auto, &options()).unwrap();
+        thread_names(&p)
+    };
+    // A sink ten times dearer than the rest gets a thread of its own...
+    assert_eq!(chain(1_000.0), [vec!["source", "map"], vec!["sink"]]);
+    // ...where with every cost alike the first even cut is taken.
+    assert_eq!(chain(100.0), [vec!["source"], vec!["map", "sink"]]);
 }

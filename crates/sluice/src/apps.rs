@@ -51,7 +51,10 @@ pub(crate) fn help(app: &AppSpec) -> String {
     if app.settings.is_empty() {
         text.push_str("  (none)\n");
     }
-    text.push_str("\nPlans (--plan NAME): fused, threaded, processes, a plan file");
+    text.push_str(
+        "\nPlans (--plan NAME): auto (the default: `sluice plan APP` says what it chooses), \
+         fused, threaded, processes, a plan file",
+    );
     if app.plans.is_empty() {
         text.push('\n');
     } else {

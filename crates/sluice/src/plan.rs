@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use clap::Args;
 use sluice_apps::AppConfig;
-use sluice_plan::PlanRequest;
+use sluice_plan::{AutoChoice, PlanRequest};
 
 use crate::plan_choice::AppArgs;
 
@@ -26,6 +26,10 @@ pub(crate) struct PlanArgs {
     /// Draw the plan as SVG into FILE (PEs, threads, operators, transports); prints nothing.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["dot", "json"])]
     svg: Option<PathBuf>,
+    /// Tuples a second each source is asked for, which `--plan auto` plans for; 0: as fast
+    /// as they go (default: `sluice run`'s, 100000).
+    #[arg(long)]
+    rate: Option<u64>,
     #[command(flatten)]
     optimize: crate::optimize::OptimizeArgs,
 }
@@ -34,7 +38,12 @@ pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
     if args.optimize.optimizer.is_some() {
         return crate::optimize::optimize(&args.app, &args.optimize);
     }
-    let (_, plan) = args.app.build(AppConfig::default())?;
+    let rate = Some(args.rate.unwrap_or(crate::run::DEFAULT_GENERATED_RATE));
+    let config = AppConfig {
+        rate,
+        ..AppConfig::default()
+    };
+    let (app, plan) = args.app.build(config)?;
     if let Some(path) = &args.svg {
         return std::fs::write(path, plan.to_svg())
             .with_context(|| format!("cannot write {}", path.display()));
@@ -47,8 +56,8 @@ pub(crate) fn plan(args: PlanArgs) -> anyhow::Result<()> {
     } else {
         write!(out, "{plan}")?;
         if args.app.request()? == PlanRequest::Auto {
-            let cores = args.app.plan_options()?.cores;
-            writeln!(out, "{}", sluice_plan::auto_reason(&plan, cores))?;
+            let options = args.app.options_at(rate)?;
+            writeln!(out, "{}", AutoChoice::new(&app.graph, &options)?.reason)?;
         }
     }
     Ok(())

@@ -17,12 +17,13 @@ pub(crate) struct AppArgs {
     /// its checkpoint flags).
     #[arg(skip)]
     pub checkpointed: bool,
-    /// `fused` (one thread), `auto` (a thread per core, the operators cut in order into runs
-    /// of about equal count), `threaded` (a thread per operator instance), `processes` (a
-    /// process per operator instance, joined by shared memory), a plan the application ships
-    /// (see `sluice apps`), or a plan file (TOML) that places operators in threads and
-    /// processes and pins transports.
-    #[arg(long, default_value = "fused")]
+    /// `auto` (the plan for this machine: fused when one core carries the sources' rate with
+    /// headroom, else the operators split over at most as many threads as cores, by their
+    /// declared costs; `sluice plan APP` says why), `fused` (one thread), `threaded` (a thread
+    /// per operator instance), `processes` (a process per operator instance, joined by shared
+    /// memory), a plan the application ships (see `sluice apps`), or a plan file (TOML) that
+    /// places operators in threads and processes and pins transports.
+    #[arg(long, default_value = "auto")]
     pub plan: String,
     /// A hosts file (TOML): the machines the job's PEs may run on.
     #[arg(long)]
@@ -41,7 +42,8 @@ impl AppArgs {
         Ok(sluice_apps::plan_request(&self.app, &self.plan)?)
     }
 
-    /// Builds the application with `config` (whose settings this fills in) and plans it.
+    /// Builds the application with `config` (whose settings this fills in) and plans it at
+    /// `config`'s rate.
     pub fn build(&self, mut config: AppConfig) -> anyhow::Result<(sluice_apps::App, PhysicalPlan)> {
         if self.app.contains('/') {
             // No application's name holds a slash: a path names a program of the user's own.
@@ -55,11 +57,20 @@ impl AppArgs {
         config.settings = Settings::parse(self.settings.iter().map(String::as_str))?;
         sluice_apps::add_plan_settings(&self.app, &self.plan, &mut config.settings)?;
         let mut app = sluice_apps::build(&self.app, &config)?;
-        let options = self.plan_options()?;
+        let options = self.options_at(config.rate)?;
         let request = self.request()?;
         app.graph = sluice_plan::replicated_graph(&app.graph, &request)?;
         let plan = sluice_plan::plan(&app.graph, &request, &options)?;
         Ok((app, plan))
+    }
+
+    /// What the planner is told for sources asked for `rate` tuples a second (0 or `None`:
+    /// as fast as they go), which `--plan auto` plans for.
+    pub fn options_at(&self, rate: Option<u64>) -> anyhow::Result<PlanOptions> {
+        Ok(PlanOptions {
+            source_rate: rate.filter(|&rate| rate > 0),
+            ..self.plan_options()?
+        })
     }
 
     /// What the planner is told: the queue capacity and the hosts file, if given.

@@ -74,7 +74,7 @@ pub(crate) struct RunArgs {
     idle: Option<IdleStrategy>,
     /// Run each process's plan threads on at most this many polling workers (OS threads, one
     /// pinned per core), which take them in turn without waiting on the kernel, when the plan
-    /// has more (default: each plan thread its own OS thread).
+    /// has more (default: the machine's cores).
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
     workers: Option<u32>,
@@ -129,7 +129,7 @@ const COMPANION_LATE: Duration = Duration::from_secs(10);
 /// Generated input runs this long unless `--duration` says otherwise.
 const DEFAULT_GENERATED_DURATION: Duration = Duration::from_secs(5);
 /// Generated input runs at this rate unless `--rate` says otherwise.
-const DEFAULT_GENERATED_RATE: u64 = 100_000;
+pub(crate) const DEFAULT_GENERATED_RATE: u64 = 100_000;
 
 /// What `run` uses for the options left unset whose default is not a fixed value of the
 /// command line, by option, as `sluice config show` tells them.
@@ -152,7 +152,7 @@ pub(crate) fn implicit_defaults() -> Vec<(&'static str, String)> {
             sluice_transport::DEFAULT_QUEUE_CAPACITY.to_string(),
         ),
         ("idle", "chosen from the thread and core counts".into()),
-        ("workers", "each plan thread its own OS thread".into()),
+        ("workers", "the machine's cores".into()),
         (
             "stall-timeout",
             defaults.stall_timeout.as_secs_f64().to_string(),

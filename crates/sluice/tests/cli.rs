@@ -45,7 +45,10 @@ fn run_help_of_an_application_lists_its_settings_and_plans() {
             assert!(text.contains("Usage:"), "{text}");
             let own = text.split_once(&format!("\n{app}: ")).expect(app).1;
             assert!(own.contains("Settings (--set KEY=VALUE):"), "{text}");
-            assert!(own.contains("Plans (--plan NAME): fused"), "{text}");
+            assert!(
+                own.contains("Plans (--plan NAME): auto (the default"),
+                "{text}"
+            );
         }
     }
     let sol = stdout(&sluice(&["run", "sol", "--help"]));
@@ -326,9 +329,18 @@ fn plan_shows_threads_edges_and_transports() {
 #[test]
 fn plan_auto_never_emits_more_polling_workers_than_cores_and_says_why() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    for parallelism in ["1", "3", "8"] {
+    for (parallelism, rate) in [("1", "0"), ("3", "0"), ("8", "0"), ("8", "100000000")] {
         let setting = format!("parallelism={parallelism}");
-        let o = sluice(&["plan", "wordcount", "--plan", "auto", "--set", &setting]);
+        let o = sluice(&[
+            "plan",
+            "wordcount",
+            "--plan",
+            "auto",
+            "--rate",
+            rate,
+            "--set",
+            &setting,
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let text = stdout(&o);
         let threads: usize = text
@@ -347,6 +359,26 @@ fn plan_auto_never_emits_more_polling_workers_than_cores_and_says_why() {
             "{text}"
         );
     }
+}
+
+#[test]
+fn plan_without_a_plan_is_auto_and_fused_at_wordcounts_default_rate() {
+    // 100,000 sentences/s of ten words: a tenth of a core by WordCount's declared costs.
+    let o = sluice(&["plan", "wordcount"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("plan for wordcount (auto): 1 PE(s), 1 thread(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "fused: at the asked 100000 tuples/s a source, one core carries the job at 0.10 of \
+             its time, within the 0.5 headroom, by 1000 ns of CPU a source tuple fused, 4 of 4 \
+             operator(s) declaring their cost"
+        ),
+        "{text}"
+    );
 }
 
 fn assert_one_line_error(args: &[&str], needle: &str) {

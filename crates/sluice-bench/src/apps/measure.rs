@@ -35,9 +35,10 @@ use crate::transports::endpoints::pin;
 pub struct AppBenchArgs {
     /// The application (wordcount, vwap).
     pub app: String,
-    /// `fused` (one thread), `threaded` (a thread per operator instance), `processes` (a
-    /// process per operator instance, joined by shared memory), a plan the application ships
-    /// (see `sluice apps`), or a plan file (TOML), as for `sluice run`.
+    /// `fused` (one thread), `auto` (the plan for this machine at `--rate`), `threaded` (a
+    /// thread per operator instance), `processes` (a process per operator instance, joined by
+    /// shared memory), a plan the application ships (see `sluice apps`), or a plan file (TOML),
+    /// as for `sluice run`.
     #[arg(long, default_value = "fused")]
     pub plan: String,
     /// Tuples per second from the application's source (sentences for wordcount); 0 or absent
@@ -104,7 +105,12 @@ impl AppSettings {
         };
         let app = sluice_apps::build(bench.name, &config)?;
         let request = sluice_apps::plan_request(bench.name, &args.plan)?;
-        let physical = sluice_plan::plan(&app.graph, &request, &PlanOptions::default())?;
+        // `auto` plans for the rate asked, as `sluice run` does.
+        let options = PlanOptions {
+            source_rate: rate,
+            ..PlanOptions::default()
+        };
+        let physical = sluice_plan::plan(&app.graph, &request, &options)?;
         let core = app
             .graph
             .find(bench.counted)
