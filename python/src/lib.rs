@@ -15,6 +15,7 @@
 //! The Python half (`sluice/__init__.py`, with the type hints in `sluice/_native.pyi`) re-exports
 //! these classes.
 
+pub mod connectors;
 pub mod operators;
 pub mod value;
 
@@ -25,7 +26,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use sluice_connectors::fluent::FlowIo;
+use sluice_connectors::fluent::{FlowIo, StreamIo};
 use sluice_ops::{Collected as Collection, Stream as RustStream};
 use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_runtime::{RunOptions, StopHandle};
@@ -33,7 +34,7 @@ use sluice_runtime::{RunOptions, StopHandle};
 use crate::operators::{
     Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total, PYTHON_EXCEPTION,
 };
-use crate::value::{Carried, Value};
+use crate::value::{Carried, CsvRecord, Value};
 
 create_exception!(
     sluice,
@@ -57,8 +58,10 @@ enum Flow {
     Values(RustStream<Value>),
     /// `(key, value)` pairs of a keyed aggregate.
     Pairs(RustStream<(Value, Value)>),
-    /// Lines of a text file.
+    /// Lines of a text file or a socket.
     Lines(RustStream<String>),
+    /// Records of a CSV file.
+    Records(RustStream<CsvRecord>),
 }
 
 /// Runs `$body` with `$s` bound to the Rust stream of `$flow`, whatever its tuple type.
@@ -68,6 +71,7 @@ macro_rules! on_flow {
             Flow::Values($s) => $body,
             Flow::Pairs($s) => $body,
             Flow::Lines($s) => $body,
+            Flow::Records($s) => $body,
         }
     };
 }
@@ -78,6 +82,7 @@ enum Collections {
     Values(Collection<Value>),
     Pairs(Collection<(Value, Value)>),
     Lines(Collection<String>),
+    Records(Collection<CsvRecord>),
 }
 
 /// A Sluice job being built: add sources to it, chain operators on their streams, then run it.
@@ -112,6 +117,41 @@ impl Dataflow {
     /// ends; a missing file fails the job naming the path.
     fn read_text(&self, name: &str, path: PathBuf) -> Stream {
         self.stream(Flow::Lines(self.flow.read_text(name, path)))
+    }
+
+    /// A source emitting the records of the CSV file at `path`: with `header` (the first
+    /// record names the fields) each a dict from the names to the fields, without it a tuple
+    /// of the fields; a field is an int, a float or a bool where it reads as one, a str
+    /// otherwise. A record with more or fewer fields than the header is counted and skipped.
+    #[pyo3(signature = (name, path, header = true))]
+    fn read_csv(&self, name: &str, path: PathBuf, header: bool) -> Stream {
+        self.stream(Flow::Records(connectors::read_csv(
+            &self.flow, name, path, header,
+        )))
+    }
+
+    /// A source emitting the JSON lines of the file at `path`, each as the value it holds (an
+    /// object as a dict, an array as a tuple); a line that is not JSON, or holds an integer
+    /// beyond 64 bits, is counted (`bad_records`) and dropped.
+    fn read_json(&self, name: &str, path: PathBuf) -> Stream {
+        self.stream(Flow::Values(self.flow.read_json(name, path)))
+    }
+
+    /// A source emitting the lines of a TCP connection as str: with `listen`, the
+    /// connections it accepts at `address` ("host:port") until `connections` of them have
+    /// ended (without it, until the job stops); otherwise the one connection it makes to
+    /// `address`, ending with it.
+    #[pyo3(signature = (name, address, listen = false, connections = None))]
+    fn read_socket(
+        &self,
+        name: &str,
+        address: &str,
+        listen: bool,
+        connections: Option<u64>,
+    ) -> PyResult<Stream> {
+        let stream = connectors::read_socket(&self.flow, name, address, listen, connections)
+            .map_err(PyValueError::new_err)?;
+        Ok(self.stream(Flow::Lines(stream)))
     }
 
     /// Builds the job, plans it (`plan`: "fused", one thread; "threaded", a thread per
@@ -400,6 +440,27 @@ impl Stream {
         })
     }
 
+    /// Ends the stream in a sink writing each tuple as a line of the text file at `path`:
+    /// what Python's `str()` of it writes (a str as itself). The file is written under a
+    /// temporary name and renamed at the end; with checkpoints, exactly once.
+    fn write_text(&self, name: &str, path: PathBuf) {
+        on_flow!(&self.flow, s => connectors::write_text(s, name, path));
+    }
+
+    /// Ends the stream in a sink writing each tuple as a record of the CSV file at `path`:
+    /// a tuple's items as its fields (`None` an empty one), anything else as one field; a
+    /// dict or a tuple inside a tuple fails the job. With checkpoints, exactly once.
+    fn write_csv(&self, name: &str, path: PathBuf) {
+        on_flow!(&self.flow, s => s.write_csv(name, path));
+    }
+
+    /// Ends the stream in a sink writing each tuple as a JSON line of the file at `path` (a
+    /// tuple as an array, a dict as an object, bytes as an array of numbers); with
+    /// checkpoints, exactly once.
+    fn write_json(&self, name: &str, path: PathBuf) {
+        on_flow!(&self.flow, s => s.write_json(name, path));
+    }
+
     /// Ends the stream in a sink keeping every tuple it receives; read them with
     /// `Collected.items()` once the job has run.
     fn collect(&self, name: &str) -> Collected {
@@ -407,6 +468,7 @@ impl Stream {
             Flow::Values(s) => Collections::Values(s.collect(name)),
             Flow::Pairs(s) => Collections::Pairs(s.collect(name)),
             Flow::Lines(s) => Collections::Lines(s.collect(name)),
+            Flow::Records(s) => Collections::Records(s.collect(name)),
         };
         Collected { into }
     }
@@ -488,6 +550,7 @@ impl Collected {
             Collections::Values(c) => append_all(&list, c),
             Collections::Pairs(c) => append_all(&list, c),
             Collections::Lines(c) => append_all(&list, c),
+            Collections::Records(c) => append_all(&list, c),
         }?;
         Ok(list)
     }
