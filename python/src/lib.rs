@@ -21,18 +21,20 @@ pub mod value;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use sluice_connectors::fluent::{FlowIo, StreamIo};
-use sluice_ops::{Collected as Collection, Stream as RustStream};
+use sluice_ops::{Collected as Collection, JoinWindow, Stream as RustStream, Windowed, Windows};
 use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_runtime::{RunOptions, StopHandle};
 
 use crate::operators::{
-    Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total, PYTHON_EXCEPTION,
+    event_time, field_of, Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total,
+    PYTHON_EXCEPTION,
 };
 use crate::value::{Carried, CsvRecord, Value};
 
@@ -62,6 +64,8 @@ enum Flow {
     Lines(RustStream<String>),
     /// Records of a CSV file.
     Records(RustStream<CsvRecord>),
+    /// Windows' results.
+    Windows(RustStream<Windowed<Value, Value>>),
 }
 
 /// Runs `$body` with `$s` bound to the Rust stream of `$flow`, whatever its tuple type.
@@ -72,6 +76,7 @@ macro_rules! on_flow {
             Flow::Pairs($s) => $body,
             Flow::Lines($s) => $body,
             Flow::Records($s) => $body,
+            Flow::Windows($s) => $body,
         }
     };
 }
@@ -83,6 +88,7 @@ enum Collections {
     Pairs(Collection<(Value, Value)>),
     Lines(Collection<String>),
     Records(Collection<CsvRecord>),
+    Windows(Collection<Windowed<Value, Value>>),
 }
 
 /// A Sluice job being built: add sources to it, chain operators on their streams, then run it.
@@ -424,12 +430,25 @@ impl Stream {
     }
 
     /// The stream keyed by `key(x)` (by the tuple itself without `key`), for a keyed
-    /// aggregate; `name` is the operator that computes the key.
-    #[pyo3(signature = (name, key = None))]
-    fn key_by(&self, name: &str, key: Option<Bound<'_, PyAny>>) -> PyResult<KeyedStream> {
+    /// aggregate, a window or a join; `name` is the operator that computes the key. With
+    /// `time`, each tuple's event time is `time(x)` in seconds (from 0): windows and joins on
+    /// the keyed stream then go by event time, behind watermarks trailing the greatest time
+    /// seen by `max_delay` seconds (how far out of order tuples may come).
+    #[pyo3(signature = (name, key = None, time = None, max_delay = 0.0))]
+    fn key_by(
+        &self,
+        name: &str,
+        key: Option<Bound<'_, PyAny>>,
+        time: Option<Bound<'_, PyAny>>,
+        max_delay: f64,
+    ) -> PyResult<KeyedStream> {
         if let Some(key) = &key {
             callable(key, "key_by")?;
         }
+        if let Some(time) = &time {
+            callable(time, "key_by's time")?;
+        }
+        let max_delay = seconds("max_delay", max_delay)?;
         Ok(KeyedStream {
             input: Stream {
                 flow: self.flow.clone(),
@@ -437,6 +456,8 @@ impl Stream {
             },
             name: name.to_string(),
             key: key.map(Bound::unbind),
+            time: time.map(|t| Arc::new(t.unbind())),
+            max_delay,
         })
     }
 
@@ -469,6 +490,7 @@ impl Stream {
             Flow::Pairs(s) => Collections::Pairs(s.collect(name)),
             Flow::Lines(s) => Collections::Lines(s.collect(name)),
             Flow::Records(s) => Collections::Records(s.collect(name)),
+            Flow::Windows(s) => Collections::Windows(s.collect(name)),
         };
         Collected { into }
     }
@@ -488,16 +510,47 @@ struct KeyedStream {
     input: Stream,
     name: String,
     key: Option<Py<PyAny>>,
+    /// The event time function, if the stream has event times.
+    time: Option<Shared>,
+    /// How far behind the greatest event time the watermarks trail.
+    max_delay: Duration,
+}
+
+/// `value` seconds, for the parameter `name`; a negative or endless one is a `ValueError`.
+fn seconds(name: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| PyValueError::new_err(format!("{name} is seconds from 0, not {value}")))
 }
 
 impl KeyedStream {
-    /// The key-by operator (the tuples as `(key, field)` pairs), keyed by the pair's key.
+    /// The key-by operator (the tuples as `(key, field)` pairs, or `(key, (field, t))` with
+    /// event times, after which a watermark operator named `NAME-watermarks` follows),
+    /// keyed by the pair's key.
     fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> Keyed {
         let key = self.key.as_ref().map(|k| k.clone_ref(py));
-        let pairs: RustStream<(Value, Value)> =
-            self.input
-                .step(&self.name, key, Step::KeyBy { field, numeric });
-        pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value)
+        let time = self.time.clone();
+        let mut pairs: RustStream<(Value, Value)> = self.input.step(
+            &self.name,
+            key,
+            Step::KeyBy {
+                field,
+                numeric,
+                time,
+            },
+        );
+        if self.time.is_some() {
+            pairs = pairs.watermarks(
+                &format!("{}-watermarks", self.name),
+                event_time,
+                self.max_delay,
+            );
+        }
+        let keyed = pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value);
+        if self.time.is_some() {
+            keyed.event_time(event_time)
+        } else {
+            keyed
+        }
     }
 
     fn pairs_stream(&self, flow: RustStream<(Value, Value)>) -> Stream {
@@ -522,17 +575,138 @@ impl KeyedStream {
     /// is not a number fails the key-by operator.
     #[pyo3(signature = (name, field = None))]
     fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
-        let field = match field {
-            None => Field::Whole,
-            Some(f) if f.is_callable() => Field::Call(Arc::new(f.unbind())),
-            Some(n) => Field::Item(n.extract().map_err(|_| {
-                PyTypeError::new_err(
-                    "sum reads a field given as a function or an item number (an int from 0)",
-                )
-            })?),
-        };
-        Ok(self.pairs_stream(self.pairs(py, field, true).aggregate(name, Total)))
+        let field = sum_field(field)?;
+        let timed = self.time.is_some();
+        Ok(self.pairs_stream(self.pairs(py, field, true).aggregate(name, Total { timed })))
     }
+
+    /// The keyed stream cut into windows of `size` seconds starting every `slide` seconds
+    /// (tumbling without `slide`), by event time when `key_by` was given `time`, by
+    /// processing time otherwise; aggregate it with `count` or `sum`.
+    #[pyo3(signature = (size, slide = None))]
+    fn window(&self, py: Python<'_>, size: f64, slide: Option<f64>) -> PyResult<WindowedStream> {
+        let size = seconds("size", size)?;
+        let slide = slide.map(|s| seconds("slide", s)).transpose()?;
+        Ok(WindowedStream {
+            keyed: self.clone_ref(py),
+            size,
+            slide: slide.unwrap_or(size),
+        })
+    }
+
+    /// Joins this stream with `other` (keyed the same way) on equal keys: `(key, x, y)` for
+    /// every tuple `x` of this stream and `y` of `other` at most `within` seconds apart, by
+    /// event time when both keyed streams have `time`, by arrival otherwise. Runs in Rust.
+    fn join(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        other: &KeyedStream,
+        within: f64,
+    ) -> PyResult<Stream> {
+        let within = seconds("within", within)?;
+        let window = match (self.time.is_some(), other.time.is_some()) {
+            (true, true) => JoinWindow::EventTime(within),
+            (false, false) => JoinWindow::Arrival(within),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "join '{name}': both keyed streams need event times (key_by's time) or \
+                     neither"
+                )))
+            }
+        };
+        let timed = self.time.is_some();
+        let left = self.pairs(py, Field::Whole, false);
+        let right = other.pairs(py, Field::Whole, false);
+        let joined = left.join(name, &right, window, move |l, r| {
+            Value::Tuple(vec![
+                l.0.clone(),
+                field_of(l, timed).clone(),
+                field_of(r, timed).clone(),
+            ])
+        });
+        Ok(self.input.values(joined))
+    }
+}
+
+impl KeyedStream {
+    /// A copy of this keyed stream's description (the key-by operator is added when an
+    /// aggregate, a window or a join is).
+    fn clone_ref(&self, py: Python<'_>) -> KeyedStream {
+        KeyedStream {
+            input: Stream {
+                flow: self.input.flow.clone(),
+                failures: self.input.failures.clone(),
+            },
+            name: self.name.clone(),
+            key: self.key.as_ref().map(|k| k.clone_ref(py)),
+            time: self.time.clone(),
+            max_delay: self.max_delay,
+        }
+    }
+}
+
+/// A keyed stream cut into windows (`KeyedStream.window`): each window's aggregate is
+/// `(key, start, end, value)`, `start` and `end` in seconds (by processing time, since the
+/// Unix epoch).
+#[pyclass(unsendable, module = "sluice")]
+struct WindowedStream {
+    keyed: KeyedStream,
+    size: Duration,
+    slide: Duration,
+}
+
+impl WindowedStream {
+    /// The window operator `name` folding each key's windows with `aggregate`.
+    fn windowed<A>(&self, py: Python<'_>, name: &str, field: Field, numeric: bool, aggregate: A) -> Stream
+    where
+        A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
+    {
+        let mut windows = Windows::sliding(self.size, self.slide);
+        if self.keyed.time.is_some() {
+            windows = windows.event_time(event_time);
+        }
+        let results = self
+            .keyed
+            .pairs(py, field, numeric)
+            .window(windows)
+            .aggregate(name, aggregate);
+        Stream {
+            flow: Flow::Windows(results),
+            failures: self.keyed.input.failures.clone(),
+        }
+    }
+}
+
+#[pymethods]
+impl WindowedStream {
+    /// The number of tuples of each key's window: `(key, start, end, n)` as each window
+    /// closes (counted in Rust).
+    fn count(&self, py: Python<'_>, name: &str) -> Stream {
+        self.windowed(py, name, Field::Unread, false, Tally)
+    }
+
+    /// The sum of `field` (as `KeyedStream.sum` reads it) over each key's window:
+    /// `(key, start, end, total)` as each window closes (summed in Rust).
+    #[pyo3(signature = (name, field = None))]
+    fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
+        let timed = self.keyed.time.is_some();
+        Ok(self.windowed(py, name, sum_field(field)?, true, Total { timed }))
+    }
+}
+
+/// The field a `sum` reads: the tuple itself without one; an int `n`: item `n`; a function:
+/// what it returns.
+fn sum_field(field: Option<Bound<'_, PyAny>>) -> PyResult<Field> {
+    Ok(match field {
+        None => Field::Whole,
+        Some(f) if f.is_callable() => Field::Call(Arc::new(f.unbind())),
+        Some(n) => Field::Item(n.extract().map_err(|_| {
+            PyTypeError::new_err(
+                "sum reads a field given as a function or an item number (an int from 0)",
+            )
+        })?),
+    })
 }
 
 /// What a `collect` sink received, readable once the job has run.
@@ -551,6 +725,7 @@ impl Collected {
             Collections::Pairs(c) => append_all(&list, c),
             Collections::Lines(c) => append_all(&list, c),
             Collections::Records(c) => append_all(&list, c),
+            Collections::Windows(c) => append_all(&list, c),
         }?;
         Ok(list)
     }
@@ -629,6 +804,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dataflow>()?;
     m.add_class::<Stream>()?;
     m.add_class::<KeyedStream>()?;
+    m.add_class::<WindowedStream>()?;
     m.add_class::<Collected>()?;
     m.add_function(wrap_pyfunction!(encode, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;

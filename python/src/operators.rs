@@ -164,13 +164,53 @@ pub enum Step {
     Filter,
     /// Emits every item of the result (an iterable).
     FlatMap,
-    /// Emits `(result, field)`; the function is optional (the tuple is its own key).
+    /// Emits `(result, field)`; the function is optional (the tuple is its own key). With a
+    /// `time` function, emits `(result, (field, t))`, `t` its event time in nanoseconds
+    /// ([`event_time`] reads it back, [`field_of`] the field).
     KeyBy {
         /// What of the tuple the keyed aggregate reads.
         field: Field,
         /// The keyed stream is summed: the field must be an int or a float.
         numeric: bool,
+        /// The tuple's event time, in seconds (an int or a float from 0).
+        time: Option<Shared>,
     },
+}
+
+/// The event time (nanoseconds) of a key-by's `(key, (field, t))` pair: `t`; 0 for a pair
+/// without one.
+pub fn event_time(pair: &(Value, Value)) -> u64 {
+    match &pair.1 {
+        Value::Tuple(timed) => match timed.as_slice() {
+            [_, Value::Int(t)] => u64::try_from(*t).unwrap_or(0),
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// The field of a key-by's pair: its value, or the field of a `(field, t)` value when `timed`.
+pub fn field_of(pair: &(Value, Value), timed: bool) -> &Value {
+    match &pair.1 {
+        Value::Tuple(parts) if timed && parts.len() == 2 => &parts[0],
+        value => value,
+    }
+}
+
+/// Nanoseconds in a second, for event times given in seconds.
+const NANOS: f64 = 1e9;
+
+/// The event time `time(tuple)` returns in seconds, in nanoseconds; one before the epoch or
+/// past 2^63 ns (the year 2262) is a `ValueError` naming it.
+fn nanoseconds(py: Python<'_>, time: &Shared, object: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let seconds: f64 = time.bind(py).call1((object.clone(),))?.extract()?;
+    let nanos = seconds * NANOS;
+    if !(0.0..9.2e18).contains(&nanos) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "an event time is seconds from 0 to 9.2e9 (the nanoseconds fit 63 bits), not {seconds}"
+        )));
+    }
+    Ok(Value::Int(nanos as i64))
 }
 
 /// What of a tuple a keyed aggregate reads.
@@ -268,17 +308,29 @@ impl Emitted for (Value, Value) {
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
     ) -> PyResult<()> {
-        let Step::KeyBy { field, numeric } = step else {
+        let Step::KeyBy {
+            field,
+            numeric,
+            time,
+        } = step
+        else {
             return Err(PyTypeError::new_err(format!(
                 "only a key-by emits (key, value) pairs, not a {step:?}"
             )));
         };
-        let value = field.of(py, &tuple, object)?;
+        let mut value = field.of(py, &tuple, object)?;
         if *numeric && !matches!(value, Value::Int(_) | Value::Float(_) | Value::Bool(_)) {
             return Err(PyTypeError::new_err(format!(
                 "a sum reads ints and floats, not {}",
                 value.to_py(py)?.repr()?
             )));
+        }
+        if let Some(time) = time {
+            let t = match object {
+                Some(object) => nanoseconds(py, time, object)?,
+                None => nanoseconds(py, time, &tuple.to_py(py)?)?,
+            };
+            value = Value::Tuple(vec![value, t]);
         }
         let key = match result {
             Some(key) => Value::from_py(&key)?,
@@ -399,9 +451,12 @@ impl Aggregate<(Value, Value)> for Tally {
 
 /// The running sum of each key's values: an `int` while every value is an int (or bool) and
 /// the sum fits 64 bits, a `float` after a float or beyond 64 bits. The key-by before it lets
-/// only numbers through ([`Step::KeyBy`] `numeric`).
+/// only numbers through ([`Step::KeyBy`] `numeric`); `timed`: its pairs carry event times.
 #[derive(Clone, Copy, Debug)]
-pub struct Total;
+pub struct Total {
+    /// The pairs' values are `(field, t)`.
+    pub timed: bool,
+}
 
 impl Total {
     /// `acc + value` for numbers; anything else leaves `acc` as it is.
@@ -434,7 +489,7 @@ impl Aggregate<(Value, Value)> for Total {
         Value::Int(0)
     }
     fn add(&self, acc: &mut Value, tuple: &(Value, Value)) {
-        *acc = Total::plus(acc, &tuple.1);
+        *acc = Total::plus(acc, field_of(tuple, self.timed));
     }
     fn merge(&self, acc: &mut Value, other: &Value) {
         *acc = Total::plus(acc, other);

@@ -374,6 +374,23 @@ pub trait Carried: sluice_types::Tuple + Serialize + serde::de::DeserializeOwned
     }
 }
 
+/// A window's result: `(key, start, end, value)`, its bounds in seconds.
+impl Carried for sluice_ops::Windowed<Value, Value> {
+    fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.to_value().to_py(py)
+    }
+
+    fn to_value(&self) -> Value {
+        let seconds = |nanos: u64| Value::Float(nanos as f64 / 1e9);
+        Value::Tuple(vec![
+            self.key.clone(),
+            seconds(self.start),
+            seconds(self.end),
+            self.value.clone(),
+        ])
+    }
+}
+
 impl Carried for CsvRecord {
     fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.0.to_py(py)

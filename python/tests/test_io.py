@@ -3,6 +3,8 @@ the text, CSV and JSON lines file sinks."""
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -159,3 +161,22 @@ def test_a_listening_socket_source_ends_after_its_connections():
 def test_an_address_that_is_none_is_refused():
     with pytest.raises(ValueError, match="'nowhere' is no address"):
         sluice.Dataflow("bad").read_socket("lines", "nowhere")
+
+
+def test_csv_records_and_dicts_cross_processes(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("name,n\na,1\nb,2\n")
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import json, sluice\n"
+        "flow = sluice.Dataflow('records')\n"
+        f"rows = flow.read_csv('rows', {str(path)!r})\n"
+        "out = rows.map('tag', lambda r: {**r, 'tagged': (r['n'], b'x')}).collect('out')\n"
+        "flow.run('processes')\n"
+        "print(repr(out.items()))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == repr(
+        [{"name": "a", "n": 1, "tagged": (1, b"x")}, {"name": "b", "n": 2, "tagged": (2, b"x")}]
+    )
