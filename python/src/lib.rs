@@ -30,7 +30,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use sluice_connectors::fluent::{FlowIo, StreamIo};
 use sluice_ops::{Collected as Collection, JoinWindow, Stream as RustStream, Windowed, Windows};
 use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
-use sluice_runtime::{RunOptions, StopHandle};
+use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
 
 use crate::operators::{
     event_time, field_of, Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total,
@@ -170,9 +170,84 @@ impl Dataflow {
     /// one per operator instance: instance `i` of each operator of parallelism `n` in process
     /// `i`, the other operators before the first of them (the sources) in the first process,
     /// those after it (the aggregates, the sinks) in the last.
-    #[pyo3(signature = (plan = "fused", processes = None))]
-    fn run(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<()> {
+    ///
+    /// `checkpoint_every` seconds (with `checkpoint_dir`) the job takes a checkpoint of its
+    /// state (the sources' positions, the Rust operators' state, each `stateful_map`'s
+    /// state pickled) into `checkpoint_dir`, and recovers from the last one when a process
+    /// or thread of it fails. `from_` (a checkpoint's directory, or a job's checkpoint
+    /// directory for its latest) resumes the job from that checkpoint.
+    #[pyo3(signature = (
+        plan = "fused",
+        processes = None,
+        checkpoint_every = None,
+        checkpoint_dir = None,
+        from_ = None
+    ))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        plan: &str,
+        processes: Option<usize>,
+        checkpoint_every: Option<f64>,
+        checkpoint_dir: Option<PathBuf>,
+        from_: Option<PathBuf>,
+    ) -> PyResult<()> {
         let mut options = RunOptions::default();
+        options.checkpoints = match (checkpoint_every, checkpoint_dir) {
+            (Some(every), Some(dir)) => Some(CheckpointOptions::new(
+                seconds("checkpoint_every", every)?,
+                Box::leak(dir.into_boxed_path()),
+            )),
+            (None, None) => None,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "checkpoint_every and checkpoint_dir go together: a checkpoint every so \
+                     many seconds into that directory",
+                ))
+            }
+        };
+        let (graph, physical) = self.planned(py, plan, processes, &mut options)?;
+        let from = from_
+            .map(|dir| sluice_runtime::load_checkpoint(&dir))
+            .transpose()
+            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options, from.as_ref());
+        if let Some((operator, cause)) = self.failures.take() {
+            let error = OperatorError::new_err(format!(
+                "operator '{operator}' raised {}",
+                cause.value(py).repr()?
+            ));
+            error.set_cause(py, Some(cause));
+            return Err(error);
+        }
+        // Under the processes plan the exception was raised in a PE process: its traceback
+        // comes back as text, in the error.
+        ran.map_err(|e| match e.to_string() {
+            text if text.contains(PYTHON_EXCEPTION) => OperatorError::new_err(text),
+            text => SluiceError::new_err(text),
+        })?;
+        interrupted.map_or(Ok(()), Err)
+    }
+
+    /// The plan `run` would run the job on, as `sluice plan` prints it: its processes, their
+    /// threads and the operators each runs, and the transport of each edge between them.
+    #[pyo3(signature = (plan = "fused", processes = None))]
+    fn plan(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<String> {
+        let (_, physical) = self.planned(py, plan, processes, &mut RunOptions::default())?;
+        Ok(physical.to_string())
+    }
+}
+
+impl Dataflow {
+    /// The job's graph and its plan as `run`'s `plan` and `processes` ask, with `options`
+    /// set for it (the processes plan's interpreter).
+    fn planned(
+        &self,
+        py: Python<'_>,
+        plan: &str,
+        processes: Option<usize>,
+        options: &mut RunOptions,
+    ) -> PyResult<(sluice_graph::Graph, sluice_plan::PhysicalPlan)> {
         let request = match (plan, processes) {
             ("fused", None) => PlanRequest::Fused,
             ("threaded", None) => PlanRequest::Threaded,
@@ -201,22 +276,7 @@ impl Dataflow {
         };
         let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
-        let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options);
-        if let Some((operator, cause)) = self.failures.take() {
-            let error = OperatorError::new_err(format!(
-                "operator '{operator}' raised {}",
-                cause.value(py).repr()?
-            ));
-            error.set_cause(py, Some(cause));
-            return Err(error);
-        }
-        // Under the processes plan the exception was raised in a PE process: its traceback
-        // comes back as text, in the error.
-        ran.map_err(|e| match e.to_string() {
-            text if text.contains(PYTHON_EXCEPTION) => OperatorError::new_err(text),
-            text => SluiceError::new_err(text),
-        })?;
-        interrupted.map_or(Ok(()), Err)
+        Ok((graph, physical))
     }
 }
 
@@ -229,14 +289,20 @@ fn run_interruptibly(
     graph: &sluice_graph::Graph,
     plan: &sluice_plan::PhysicalPlan,
     options: &RunOptions,
+    from: Option<&sluice_runtime::StoredCheckpoint>,
 ) -> (Result<(), sluice_runtime::RunError>, Option<PyErr>) {
     let stop = StopHandle::new();
     let (ended, end) = crossbeam_channel::bounded(1);
     std::thread::scope(|scope| {
         let job_stop = stop.clone();
         scope.spawn(move || {
-            let ran = sluice_runtime::start_with(graph, plan, options, &job_stop)
-                .and_then(sluice_runtime::RunningJob::wait);
+            let started = match from {
+                Some(checkpoint) => {
+                    sluice_runtime::resume_with(graph, plan, options, &job_stop, checkpoint)
+                }
+                None => sluice_runtime::start_with(graph, plan, options, &job_stop),
+            };
+            let ran = started.and_then(sluice_runtime::RunningJob::wait);
             // The receiver waits for this until it has it.
             let _ = ended.send(ran.map(|_| ()));
         });
@@ -413,6 +479,26 @@ impl Stream {
     fn map(&self, name: &str, f: Bound<'_, PyAny>, parallelism: usize) -> PyResult<Stream> {
         callable(&f, "map")?;
         Ok(self.replicated_step(name, f, Step::Map, parallelism))
+    }
+
+    /// Emits what `f(state, x)` returns beside the new state, for every tuple `x`: `f`
+    /// returns `(new_state, emitted)`; each instance's state starts as `init()`. The state is
+    /// any Python object that pickles: checkpoints keep it pickled, and a job resumed from
+    /// one starts from it.
+    #[pyo3(signature = (name, init, f, parallelism = 1))]
+    fn stateful_map(
+        &self,
+        name: &str,
+        init: Bound<'_, PyAny>,
+        f: Bound<'_, PyAny>,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
+        callable(&init, "stateful_map's init")?;
+        callable(&f, "stateful_map")?;
+        let step = Step::Stateful {
+            init: Arc::new(init.unbind()),
+        };
+        Ok(self.replicated_step(name, f, step, parallelism))
     }
 
     /// Keeps the tuples `x` for which `f(x)` is true.

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Source,
+    expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Snapshot, Source,
 };
 use sluice_ops::{Aggregate, SOURCE_BATCH};
 use sluice_types::{BatchRef, TupleRef};
@@ -90,6 +90,8 @@ pub struct IterableSource {
     name: String,
     failures: Failures,
     batch: Vec<Value>,
+    /// Items emitted since the iterable's start (restored from a checkpoint's position).
+    position: u64,
 }
 
 impl IterableSource {
@@ -101,7 +103,30 @@ impl IterableSource {
             name: String::new(),
             failures,
             batch: Vec::with_capacity(SOURCE_BATCH),
+            position: 0,
         }
+    }
+
+    /// The iterable's iterator, past the `position` items emitted before a checkpoint: the
+    /// iterable is iterated again from its start, which one that is its own iterator (a
+    /// generator) cannot be.
+    fn iterate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let iterable = self.iterable.bind(py);
+        let it = iterable.try_iter()?;
+        if self.position > 0 {
+            if it.is(iterable) {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "the source resumes at item {} of its iterable, iterating it again from \
+                     its start, and a generator or iterator cannot be: give a list, a range \
+                     or another iterable that can be iterated again",
+                    self.position
+                )));
+            }
+            for skipped in it.clone().take(self.position as usize) {
+                skipped?;
+            }
+        }
+        Ok(it.into_any())
     }
 }
 
@@ -109,16 +134,29 @@ impl Source for IterableSource {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
         self.name.clone_from(&ctx.name);
         keep_thread_state();
-        Python::attach(|py| {
-            let iterator = self.iterable.bind(py).try_iter();
-            match iterator {
-                Ok(it) => {
-                    self.iterator = Some(it.into_any().unbind());
-                    Ok(())
-                }
-                Err(e) => Err(self.failures.fail(py, &self.name, e)),
+        Python::attach(|py| match self.iterate(py) {
+            Ok(it) => {
+                self.iterator = Some(it.unbind());
+                Ok(())
             }
+            Err(e) => Err(self.failures.fail(py, &self.name, e)),
         })
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// The number of items emitted: a restored source skips them.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&self.position)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if !snapshot.is_empty() {
+            self.position = snapshot.decode_whole()?;
+        }
+        Ok(())
     }
 
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
@@ -144,6 +182,7 @@ impl Source for IterableSource {
         })?;
         let emitted = self.batch.len();
         out.emit_batch(0, &mut self.batch)?;
+        self.position += emitted as u64;
         if ended {
             self.iterator = None;
         }
@@ -164,6 +203,12 @@ pub enum Step {
     Filter,
     /// Emits every item of the result (an iterable).
     FlatMap,
+    /// Calls the function with the instance's state and the tuple; it returns the new state
+    /// and what to emit. The state starts as `init()` and is pickled into checkpoints.
+    Stateful {
+        /// Makes the first state.
+        init: Shared,
+    },
     /// Emits `(result, field)`; the function is optional (the tuple is its own key). With a
     /// `time` function, emits `(result, (field, t))`, `t` its event time in nanoseconds
     /// ([`event_time`] reads it back, [`field_of`] the field).
@@ -293,7 +338,9 @@ impl Emitted for Value {
                     results.push(Value::from_py(&item?)?);
                 }
             }
-            Step::Map | Step::KeyBy { .. } => results.push(Value::from_py(&result)?),
+            Step::Map | Step::Stateful { .. } | Step::KeyBy { .. } => {
+                results.push(Value::from_py(&result)?)
+            }
         }
         Ok(())
     }
@@ -345,6 +392,8 @@ impl Emitted for (Value, Value) {
 pub struct PythonStep<I, O> {
     f: Option<Shared>,
     step: Step,
+    /// The instance's state, for a [`Step::Stateful`].
+    state: Option<Py<PyAny>>,
     name: String,
     failures: Failures,
     results: Vec<O>,
@@ -357,6 +406,7 @@ impl<I, O> PythonStep<I, O> {
         Self {
             f,
             step,
+            state: None,
             name: String::new(),
             failures,
             results: Vec::new(),
@@ -370,13 +420,26 @@ impl<I, O> PythonStep<I, O> {
         I: Carried,
         O: Emitted,
     {
-        let (object, result) = match &self.f {
-            Some(f) => {
+        let (object, result) = match (&self.f, &mut self.state) {
+            (Some(f), Some(state)) => {
+                let object = tuple.to_py(py)?;
+                let returned = f.bind(py).call1((state.bind(py), object.clone()))?;
+                let (next, emitted): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                    returned.extract().map_err(|_| {
+                        PyTypeError::new_err(
+                            "a stateful_map's function returns a pair: (the new state, what \
+                             to emit)",
+                        )
+                    })?;
+                *state = next.unbind();
+                (Some(object), Some(emitted))
+            }
+            (Some(f), None) => {
                 let object = tuple.to_py(py)?;
                 let result = f.bind(py).call1((object.clone(),))?;
                 (Some(object), Some(result))
             }
-            None => (None, None),
+            (None, _) => (None, None),
         };
         O::step(
             py,
@@ -393,6 +456,49 @@ impl<I: Carried, O: Emitted> Operator for PythonStep<I, O> {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
         self.name.clone_from(&ctx.name);
         keep_thread_state();
+        let Step::Stateful { init } = &self.step else {
+            return Ok(());
+        };
+        if self.state.is_none() {
+            let first = Python::attach(|py| {
+                init.bind(py)
+                    .call0()
+                    .map(Bound::unbind)
+                    .map_err(|e| self.failures.fail(py, &self.name, e))
+            })?;
+            self.state = Some(first);
+        }
+        Ok(())
+    }
+
+    /// A stateful step's state, pickled.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let Some(state) = &self.state else {
+            return Ok(Snapshot::default());
+        };
+        let pickled: Vec<u8> = Python::attach(|py| {
+            let dumps = py.import("pickle")?.getattr("dumps")?;
+            dumps.call1((state.bind(py),))?.extract()
+        })
+        .map_err(|e: PyErr| {
+            OperatorError::Failed(format!("the state of '{}' cannot be pickled: {e}", self.name))
+        })?;
+        Snapshot::whole(&serde_bytes::ByteBuf::from(pickled))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            return Ok(());
+        }
+        let pickled: serde_bytes::ByteBuf = snapshot.decode_whole()?;
+        let state = Python::attach(|py| {
+            let loads = py.import("pickle")?.getattr("loads")?;
+            loads
+                .call1((pyo3::types::PyBytes::new(py, &pickled),))
+                .map(Bound::unbind)
+        })
+        .map_err(|e| OperatorError::Failed(format!("a state cannot be unpickled: {e}")))?;
+        self.state = Some(state);
         Ok(())
     }
 

@@ -1,0 +1,95 @@
+"""Checkpoints of a Python job: the sources' positions, the Rust operators' state and each
+stateful_map's pickled Python state; a job resumed from a checkpoint collects what a job never
+interrupted collects."""
+
+import os
+import pathlib
+import signal
+import time
+
+import pytest
+
+import sluice
+
+N = 200_000
+
+
+def add(state, n):
+    """A running total kept in a Python object (a dict), emitted beside each number."""
+    state["total"] += n
+    return state, (n, state["total"])
+
+
+def checkpointed(directory):
+    """Whether a complete checkpoint is in `directory`."""
+    return any((p / "MANIFEST.json").exists() for p in pathlib.Path(directory).glob("chk-*"))
+
+
+def totals_job(interrupt_in=None, numbers=range(N)):
+    """A job of running totals (a stateful map) and a keyed count (Rust) over range(N); with
+    `interrupt_in`, it sends itself a Ctrl-C once a checkpoint is complete in that directory
+    (and runs slowly until then), once."""
+    flow = sluice.Dataflow("totals")
+    pending = {"interrupt": interrupt_in}
+
+    def watch(n):
+        directory = pending["interrupt"]
+        if directory is not None and n % 100 == 0:
+            if checkpointed(directory):
+                pending["interrupt"] = None
+                os.kill(os.getpid(), signal.SIGINT)
+            else:
+                time.sleep(0.005)
+        return n
+
+    numbers = flow.source("numbers", numbers).map("watch", watch)
+    totals = numbers.stateful_map("total", lambda: {"total": 0}, add).collect("totals")
+    counts = numbers.key_by("mod", lambda n: n % 7).count("count").collect("counts")
+    return flow, totals, counts
+
+
+def test_a_job_resumed_from_a_checkpoint_collects_what_an_uninterrupted_one_does(tmp_path):
+    flow, totals, counts = totals_job()
+    flow.run()
+    expected_totals, expected_counts = totals.items(), counts.latest()
+    assert expected_totals[-1] == (N - 1, N * (N - 1) // 2)
+
+    flow, totals, counts = totals_job(interrupt_in=tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        flow.run(checkpoint_every=0.05, checkpoint_dir=tmp_path)
+    first = totals.items()
+    assert 0 < len(first) < N  # it was stopped midway
+    assert first == expected_totals[: len(first)]
+
+    flow, totals, counts = totals_job()  # the same job, as a script run again builds it
+    flow.run(from_=tmp_path)
+    resumed = totals.items()
+    # The resumed run starts at the checkpoint's position with the state pickled there: what
+    # it emits is the end of what the uninterrupted job emitted, and with the first run's
+    # output it covers all of it.
+    assert 0 < len(resumed) < N
+    assert resumed == expected_totals[N - len(resumed) :]
+    assert len(first) + len(resumed) >= N
+    assert counts.latest() == {k: n for k, n in expected_counts.items() if k in counts.latest()}
+    assert len(counts.latest()) == 7
+
+    # A generator is iterated once: a source cannot go through it again to its position.
+    flow, _, _ = totals_job(numbers=(n for n in range(N)))
+    with pytest.raises(sluice.OperatorError, match="a generator or iterator cannot be"):
+        flow.run(from_=tmp_path)
+
+
+def test_checkpoint_every_needs_a_directory():
+    flow = sluice.Dataflow("half")
+    flow.source("numbers", [1]).collect("out")
+    with pytest.raises(ValueError, match="checkpoint_every and checkpoint_dir go together"):
+        flow.run(checkpoint_every=1.0)
+
+
+def test_a_state_that_does_not_pickle_fails_the_checkpoint(tmp_path):
+    flow = sluice.Dataflow("unpicklable")
+    flow.source("numbers", range(N)).stateful_map(
+        "keep", lambda: (lambda: 0), lambda s, n: (s, n)
+    ).collect("out")
+    with pytest.raises(sluice.SluiceError, match="the state of 'keep' cannot be pickled"):
+        flow.run(checkpoint_every=0.01, checkpoint_dir=tmp_path)
