@@ -96,6 +96,8 @@ enum Collections {
 struct Dataflow {
     flow: sluice_ops::Dataflow,
     failures: Failures,
+    /// The graph `plan` built, which `run` takes (a dataflow builds its graph once).
+    built: std::cell::RefCell<Option<sluice_graph::Graph>>,
 }
 
 #[pymethods]
@@ -106,6 +108,7 @@ impl Dataflow {
         Self {
             flow: sluice_ops::Dataflow::new(name),
             failures: Failures::default(),
+            built: std::cell::RefCell::default(),
         }
     }
 
@@ -233,7 +236,8 @@ impl Dataflow {
     /// threads and the operators each runs, and the transport of each edge between them.
     #[pyo3(signature = (plan = "fused", processes = None))]
     fn plan(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<String> {
-        let (_, physical) = self.planned(py, plan, processes, &mut RunOptions::default())?;
+        let (graph, physical) = self.planned(py, plan, processes, &mut RunOptions::default())?;
+        *self.built.borrow_mut() = Some(graph);
         Ok(physical.to_string())
     }
 }
@@ -266,10 +270,14 @@ impl Dataflow {
                 )))
             }
         };
-        let graph = self
-            .flow
-            .build()
-            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        let built = self.built.borrow_mut().take();
+        let graph = match built {
+            Some(graph) => graph,
+            None => self
+                .flow
+                .build()
+                .map_err(|e| SluiceError::new_err(e.to_string()))?,
+        };
         let request = match processes {
             Some(n) => PlanRequest::File(format!("processes={n}"), spread_plan(&graph, n)?),
             None => request,
