@@ -16,6 +16,7 @@
 //! these classes.
 
 pub mod connectors;
+use connectors::KafkaFormat;
 pub mod operators;
 pub mod value;
 
@@ -28,6 +29,9 @@ use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use sluice_connectors::fluent::{FlowIo, StreamIo};
+use sluice_connectors::{
+    Delivery, EndAt, KafkaRecord, KafkaSinkConfig, KafkaSourceConfig, StartFrom,
+};
 use sluice_ops::{Collected as Collection, JoinWindow, Stream as RustStream, Windowed, Windows};
 use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
@@ -66,6 +70,8 @@ enum Flow {
     Records(RustStream<CsvRecord>),
     /// Windows' results.
     Windows(RustStream<Windowed<Value, Value>>),
+    /// Kafka records.
+    Kafka(RustStream<KafkaRecord<Value>>),
 }
 
 /// Runs `$body` with `$s` bound to the Rust stream of `$flow`, whatever its tuple type.
@@ -77,6 +83,7 @@ macro_rules! on_flow {
             Flow::Lines($s) => $body,
             Flow::Records($s) => $body,
             Flow::Windows($s) => $body,
+            Flow::Kafka($s) => $body,
         }
     };
 }
@@ -89,6 +96,7 @@ enum Collections {
     Lines(Collection<String>),
     Records(Collection<CsvRecord>),
     Windows(Collection<Windowed<Value, Value>>),
+    Kafka(Collection<KafkaRecord<Value>>),
 }
 
 /// A Sluice job being built: add sources to it, chain operators on their streams, then run it.
@@ -161,6 +169,46 @@ impl Dataflow {
         let stream = connectors::read_socket(&self.flow, name, address, listen, connections)
             .map_err(PyValueError::new_err)?;
         Ok(self.stream(Flow::Lines(stream)))
+    }
+
+    /// A source emitting the values of the records of Kafka topic `topic` at `brokers`
+    /// ("host:port[,host:port...]"), each read as `format` says ("json": any value, "str",
+    /// "bytes"): from the earliest record (`start="latest"`: only new ones, `"committed"`:
+    /// from `group`'s committed offsets), to the end offsets as they are when the job starts
+    /// with `bounded`, on as records come otherwise. Checkpoints keep its positions; it reads
+    /// only committed transactions. A value that does not decode is counted and dropped.
+    #[pyo3(signature = (name, brokers, topic, format = "json", start = "earliest", bounded = false, group = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_kafka(
+        &self,
+        name: &str,
+        brokers: &str,
+        topic: &str,
+        format: &str,
+        start: &str,
+        bounded: bool,
+        group: Option<String>,
+    ) -> PyResult<Stream> {
+        let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
+        let mut config = KafkaSourceConfig::new(brokers, topic);
+        config.start = match start {
+            "earliest" => StartFrom::Earliest,
+            "latest" => StartFrom::Latest,
+            "committed" => StartFrom::Committed,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no start '{other}': a Kafka source starts at 'earliest', 'latest' or \
+                     'committed'"
+                )))
+            }
+        };
+        if bounded {
+            config.end = EndAt::EndOffsetsAtStart;
+        }
+        if let Some(group) = group {
+            config.group = group;
+        }
+        Ok(self.stream(Flow::Kafka(self.flow.read_kafka(name, config, format))))
     }
 
     /// Builds the job, plans it (`plan`: "fused", one thread; "threaded", a thread per
@@ -576,6 +624,30 @@ impl Stream {
         on_flow!(&self.flow, s => s.write_json(name, path));
     }
 
+    /// Ends the stream in a sink writing each tuple as the value of a record (without a key)
+    /// of Kafka topic `topic` at `brokers`, as `format` says ("json", "str": its `str()`,
+    /// "bytes": a bytes value as it is, anything else as its text). At least once; with
+    /// `transactional_id` and checkpoints, exactly once (one transaction a checkpoint, for
+    /// readers of committed records: that id names the job, two jobs with it fence each other).
+    #[pyo3(signature = (name, brokers, topic, format = "json", transactional_id = None))]
+    fn write_kafka(
+        &self,
+        name: &str,
+        brokers: &str,
+        topic: &str,
+        format: &str,
+        transactional_id: Option<String>,
+    ) -> PyResult<()> {
+        let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
+        let delivery = match transactional_id {
+            Some(transactional_id) => Delivery::ExactlyOnce { transactional_id },
+            None => Delivery::AtLeastOnce,
+        };
+        let config = KafkaSinkConfig::new(brokers, topic, delivery);
+        on_flow!(&self.flow, s => connectors::write_kafka(s, name, config, format));
+        Ok(())
+    }
+
     /// Ends the stream in a sink keeping every tuple it receives; read them with
     /// `Collected.items()` once the job has run.
     fn collect(&self, name: &str) -> Collected {
@@ -585,6 +657,7 @@ impl Stream {
             Flow::Lines(s) => Collections::Lines(s.collect(name)),
             Flow::Records(s) => Collections::Records(s.collect(name)),
             Flow::Windows(s) => Collections::Windows(s.collect(name)),
+            Flow::Kafka(s) => Collections::Kafka(s.collect(name)),
         };
         Collected { into }
     }
@@ -752,7 +825,14 @@ struct WindowedStream {
 
 impl WindowedStream {
     /// The window operator `name` folding each key's windows with `aggregate`.
-    fn windowed<A>(&self, py: Python<'_>, name: &str, field: Field, numeric: bool, aggregate: A) -> Stream
+    fn windowed<A>(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        field: Field,
+        numeric: bool,
+        aggregate: A,
+    ) -> Stream
     where
         A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
     {
@@ -820,6 +900,7 @@ impl Collected {
             Collections::Lines(c) => append_all(&list, c),
             Collections::Records(c) => append_all(&list, c),
             Collections::Windows(c) => append_all(&list, c),
+            Collections::Kafka(c) => append_all(&list, c),
         }?;
         Ok(list)
     }

@@ -481,7 +481,10 @@ impl<I: Carried, O: Emitted> Operator for PythonStep<I, O> {
             dumps.call1((state.bind(py),))?.extract()
         })
         .map_err(|e: PyErr| {
-            OperatorError::Failed(format!("the state of '{}' cannot be pickled: {e}", self.name))
+            OperatorError::Failed(format!(
+                "the state of '{}' cannot be pickled: {e}",
+                self.name
+            ))
         })?;
         Snapshot::whole(&serde_bytes::ByteBuf::from(pickled))
     }

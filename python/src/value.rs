@@ -391,6 +391,17 @@ impl Carried for sluice_ops::Windowed<Value, Value> {
     }
 }
 
+/// A Kafka record: its value (the key, the headers and the position stay in Rust).
+impl Carried for sluice_connectors::KafkaRecord<Value> {
+    fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.value.to_py(py)
+    }
+
+    fn to_value(&self) -> Value {
+        self.value.clone()
+    }
+}
+
 impl Carried for CsvRecord {
     fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.0.to_py(py)
