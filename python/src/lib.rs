@@ -243,8 +243,7 @@ impl Dataflow {
         checkpoint_dir: Option<PathBuf>,
         from_: Option<PathBuf>,
     ) -> PyResult<()> {
-        let mut options = RunOptions::default();
-        options.checkpoints = match (checkpoint_every, checkpoint_dir) {
+        let checkpoints = match (checkpoint_every, checkpoint_dir) {
             (Some(every), Some(dir)) => Some(CheckpointOptions::new(
                 seconds("checkpoint_every", every)?,
                 Box::leak(dir.into_boxed_path()),
@@ -256,6 +255,10 @@ impl Dataflow {
                      many seconds into that directory",
                 ))
             }
+        };
+        let mut options = RunOptions {
+            checkpoints,
+            ..RunOptions::default()
         };
         let (graph, physical) = self.planned(py, plan, processes, &mut options)?;
         let from = from_
