@@ -11,7 +11,7 @@ import pytest
 
 import sluice
 
-N = 200_000
+N = 50_000
 
 
 def add(state, n):
@@ -25,10 +25,10 @@ def checkpointed(directory):
     return any((p / "MANIFEST.json").exists() for p in pathlib.Path(directory).glob("chk-*"))
 
 
-def totals_job(interrupt_in=None, numbers=range(N)):
-    """A job of running totals (a stateful map) and a keyed count (Rust) over range(N); with
-    `interrupt_in`, it sends itself a Ctrl-C once a checkpoint is complete in that directory
-    (and runs slowly until then), once."""
+def totals_job(interrupt_in=None, numbers=range(N), file=None):
+    """A job of running totals (a stateful map, collected and written to `file`) and a keyed
+    count (Rust) over range(N); with `interrupt_in`, it sends itself a Ctrl-C once a
+    checkpoint is complete in that directory (and runs slowly until then), once."""
     flow = sluice.Dataflow("totals")
     pending = {"interrupt": interrupt_in}
 
@@ -43,7 +43,10 @@ def totals_job(interrupt_in=None, numbers=range(N)):
         return n
 
     numbers = flow.source("numbers", numbers).map("watch", watch)
-    totals = numbers.stateful_map("total", lambda: {"total": 0}, add).collect("totals")
+    running = numbers.stateful_map("total", lambda: {"total": 0}, add)
+    totals = running.collect("totals")
+    if file is not None:
+        running.write_text("file", file)
     counts = numbers.key_by("mod", lambda n: n % 7).count("count").collect("counts")
     return flow, totals, counts
 
@@ -54,15 +57,16 @@ def test_a_job_resumed_from_a_checkpoint_collects_what_an_uninterrupted_one_does
     expected_totals, expected_counts = totals.items(), counts.latest()
     assert expected_totals[-1] == (N - 1, N * (N - 1) // 2)
 
-    flow, totals, counts = totals_job(interrupt_in=tmp_path)
+    file = tmp_path / "totals.txt"
+    flow, totals, counts = totals_job(interrupt_in=tmp_path / "chk", file=file)
     with pytest.raises(KeyboardInterrupt):
-        flow.run(checkpoint_every=0.05, checkpoint_dir=tmp_path)
+        flow.run(checkpoint_every=0.05, checkpoint_dir=tmp_path / "chk")
     first = totals.items()
     assert 0 < len(first) < N  # it was stopped midway
     assert first == expected_totals[: len(first)]
 
-    flow, totals, counts = totals_job()  # the same job, as a script run again builds it
-    flow.run(from_=tmp_path)
+    flow, totals, counts = totals_job(file=file)  # the same job, as a script run again builds it
+    flow.run(from_=tmp_path / "chk")
     resumed = totals.items()
     # The resumed run starts at the checkpoint's position with the state pickled there: what
     # it emits is the end of what the uninterrupted job emitted, and with the first run's
@@ -72,11 +76,14 @@ def test_a_job_resumed_from_a_checkpoint_collects_what_an_uninterrupted_one_does
     assert len(first) + len(resumed) >= N
     assert counts.latest() == {k: n for k, n in expected_counts.items() if k in counts.latest()}
     assert len(counts.latest()) == 7
+    # The file sink is exactly once: the resumed run cut the file to what the checkpoint
+    # accounted for before it went on.
+    assert file.read_text().splitlines() == [str(t) for t in expected_totals]
 
     # A generator is iterated once: a source cannot go through it again to its position.
     flow, _, _ = totals_job(numbers=(n for n in range(N)))
     with pytest.raises(sluice.OperatorError, match="a generator or iterator cannot be"):
-        flow.run(from_=tmp_path)
+        flow.run(from_=tmp_path / "chk")
 
 
 def test_checkpoint_every_needs_a_directory():
