@@ -4,6 +4,7 @@ interrupted collects."""
 
 import os
 import pathlib
+import shutil
 import signal
 import time
 
@@ -21,22 +22,28 @@ def add(state, n):
 
 
 def checkpointed(directory):
-    """Whether a complete checkpoint is in `directory`."""
-    return any((p / "MANIFEST.json").exists() for p in pathlib.Path(directory).glob("chk-*"))
+    """The directory of a complete checkpoint in `directory`, if there is one."""
+    complete = [p for p in pathlib.Path(directory).glob("chk-*") if (p / "MANIFEST.json").exists()]
+    return complete[0] if complete else None
 
 
 def totals_job(interrupt_in=None, numbers=range(N), file=None):
     """A job of running totals (a stateful map, collected and written to `file`) and a keyed
-    count (Rust) over range(N); with `interrupt_in`, it sends itself a Ctrl-C once a
-    checkpoint is complete in that directory (and runs slowly until then), once."""
+    count (Rust) over range(N), and what it saw; with `interrupt_in`, it sends itself a
+    Ctrl-C once a checkpoint is complete in that directory (and runs slowly until then), once,
+    and what it saw names that checkpoint (`seen["checkpoint"]`)."""
     flow = sluice.Dataflow("totals")
-    pending = {"interrupt": interrupt_in}
+    seen = {"interrupt": interrupt_in}
 
     def watch(n):
-        directory = pending["interrupt"]
+        directory = seen["interrupt"]
         if directory is not None and n % 100 == 0:
-            if checkpointed(directory):
-                pending["interrupt"] = None
+            complete = checkpointed(directory)
+            if complete:
+                # Kept aside: the job deletes all but its last three checkpoints.
+                seen["checkpoint"] = directory.parent / "kept" / complete.name
+                shutil.copytree(complete, seen["checkpoint"])
+                seen["interrupt"] = None
                 os.kill(os.getpid(), signal.SIGINT)
             else:
                 time.sleep(0.005)
@@ -48,25 +55,28 @@ def totals_job(interrupt_in=None, numbers=range(N), file=None):
     if file is not None:
         running.write_text("file", file)
     counts = numbers.key_by("mod", lambda n: n % 7).count("count").collect("counts")
-    return flow, totals, counts
+    return flow, totals, counts, seen
 
 
 def test_a_job_resumed_from_a_checkpoint_collects_what_an_uninterrupted_one_does(tmp_path):
-    flow, totals, counts = totals_job()
+    flow, totals, counts, _ = totals_job()
     flow.run()
     expected_totals, expected_counts = totals.items(), counts.latest()
     assert expected_totals[-1] == (N - 1, N * (N - 1) // 2)
 
     file = tmp_path / "totals.txt"
-    flow, totals, counts = totals_job(interrupt_in=tmp_path / "chk", file=file)
+    flow, totals, counts, seen = totals_job(interrupt_in=tmp_path / "chk", file=file)
     with pytest.raises(KeyboardInterrupt):
-        flow.run(checkpoint_every=0.05, checkpoint_dir=tmp_path / "chk")
+        flow.run(checkpoint_every=0.2, checkpoint_dir=tmp_path / "chk")
     first = totals.items()
     assert 0 < len(first) < N  # it was stopped midway
     assert first == expected_totals[: len(first)]
 
-    flow, totals, counts = totals_job(file=file)  # the same job, as a script run again builds it
-    flow.run(from_=tmp_path / "chk")
+    # The job drained after the Ctrl-C and may have taken a checkpoint after its source had
+    # stopped for good (resuming from that one has nothing left to do): resume from the one
+    # it saw before, as a crash would have left it.
+    flow, totals, counts, _ = totals_job(file=file)  # the same job, as a script builds it
+    flow.run(from_=seen["checkpoint"])
     resumed = totals.items()
     # The resumed run starts at the checkpoint's position with the state pickled there: what
     # it emits is the end of what the uninterrupted job emitted, and with the first run's
@@ -81,9 +91,9 @@ def test_a_job_resumed_from_a_checkpoint_collects_what_an_uninterrupted_one_does
     assert file.read_text().splitlines() == [str(t) for t in expected_totals]
 
     # A generator is iterated once: a source cannot go through it again to its position.
-    flow, _, _ = totals_job(numbers=(n for n in range(N)))
+    flow, _, _, _ = totals_job(numbers=(n for n in range(N)))
     with pytest.raises(sluice.OperatorError, match="a generator or iterator cannot be"):
-        flow.run(from_=tmp_path / "chk")
+        flow.run(from_=seen["checkpoint"])
 
 
 def test_checkpoint_every_needs_a_directory():
