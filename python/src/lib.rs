@@ -266,7 +266,10 @@ impl Dataflow {
             .transpose()
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
         let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options, from.as_ref());
-        if let Some((operator, cause)) = self.failures.take() {
+        // A job that recovered from a checkpoint after an exception ran to its end: that
+        // exception is not raised.
+        let failure = self.failures.take().filter(|_| ran.is_err());
+        if let Some((operator, cause)) = failure {
             let error = OperatorError::new_err(format!(
                 "operator '{operator}' raised {}",
                 cause.value(py).repr()?

@@ -110,3 +110,22 @@ def test_a_state_that_does_not_pickle_fails_the_checkpoint(tmp_path):
     ).collect("out")
     with pytest.raises(sluice.SluiceError, match="the state of 'keep' cannot be pickled"):
         flow.run(checkpoint_every=0.01, checkpoint_dir=tmp_path)
+
+
+def test_a_job_recovers_from_an_exception_raised_once(tmp_path):
+    flow = sluice.Dataflow("flaky")
+    raised = []
+
+    def once(n):
+        if n == N // 2 and not raised and checkpointed(tmp_path):
+            raised.append(n)
+            raise ConnectionError("a passing fault")
+        if n % 100 == 0 and not raised:
+            time.sleep(0.005)  # slowly, until a checkpoint is complete
+        return n
+
+    out = flow.source("numbers", range(N)).map("flaky", once).collect("out")
+    flow.run(checkpoint_every=0.05, checkpoint_dir=tmp_path)
+    assert raised == [N // 2]
+    # Restarted from the last checkpoint: at least once into the collecting sink.
+    assert set(out.items()) == set(range(N))
