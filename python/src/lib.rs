@@ -1,22 +1,24 @@
 //! Sluice from Python: the native half of the `sluice` package (`sluice._native`), the
 //! dataflow builder of `sluice_ops` offered to Python.
 //!
-//! A Python job is a [`Dataflow`] of streams as in Rust: a source (a Python iterable, or the
-//! lines of a text file), Python functions as `map`, `filter`, `flat_map` and `key_by`
-//! operators ([`operators::PythonStep`]), the keyed `count` and `sum` running as Rust, and
-//! `collect` sinks whose tuples come back as Python objects once the job has run. Tuples are
-//! [`value::Value`]s (their module doc says what a Python value becomes and how it is
-//! encoded). `Dataflow.run` builds the graph, plans it and runs it with the interpreter
-//! released, so each Python operator takes it only while it runs a batch; a Python exception
-//! in a user's function stops the job and is raised again by `run` under an `OperatorError`
-//! naming the operator. A Ctrl-C during `run` stops the job, which drains, and `run` then
-//! raises `KeyboardInterrupt`.
+//! A Python job is a [`Dataflow`] of streams as in Rust: sources (a Python iterable, or the
+//! engine's file, socket and Kafka connectors: [`connectors`]), Python functions as `map`,
+//! `stateful_map`, `filter`, `flat_map` and `key_by` operators ([`operators::PythonStep`]),
+//! the keyed `count` and `sum`, the windows and the joins running as Rust (the engine's own
+//! operators), and sinks: files, Kafka, and `collect`, whose tuples come back as Python
+//! objects once the job has run. Tuples are [`value::Value`]s (their module doc says what a
+//! Python value becomes and how it is encoded). `Dataflow.run` builds the graph, plans it and
+//! runs it with the interpreter released, so each Python operator takes it only while it runs
+//! a batch, taking checkpoints and resuming from one when asked; a Python exception in a
+//! user's function stops the job (unless it recovers from a checkpoint) and is raised again by
+//! `run` under an `OperatorError` naming the operator. A Ctrl-C during `run` stops the job,
+//! which drains, and `run` then raises `KeyboardInterrupt`. `Dataflow.plan` returns the plan's
+//! text.
 //!
 //! The Python half (`sluice/__init__.py`, with the type hints in `sluice/_native.pyi`) re-exports
 //! these classes.
 
 pub mod connectors;
-use connectors::KafkaFormat;
 pub mod operators;
 pub mod value;
 
@@ -36,6 +38,7 @@ use sluice_ops::{Collected as Collection, JoinWindow, Stream as RustStream, Wind
 use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
 
+use crate::connectors::KafkaFormat;
 use crate::operators::{
     event_time, field_of, Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total,
     PYTHON_EXCEPTION,
