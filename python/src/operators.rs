@@ -1,6 +1,10 @@
 //! The operators that run Python: [`IterableSource`] (the items of a Python iterable) and
-//! [`PythonStep`] (a Python function applied to each tuple: map, filter, flat-map, key-by), and
-//! the keyed aggregates of Python streams that run as Rust ([`Tally`], [`Total`]).
+//! [`PythonStep`] (a Python function applied to each tuple: map, stateful map, filter,
+//! flat-map, key-by, the key-by reading event times too), and the keyed aggregates of Python
+//! streams that run as Rust ([`Tally`], [`Total`]), in windows too.
+//!
+//! Through checkpoints, an [`IterableSource`] keeps the number of items it emitted (resumed,
+//! it iterates its iterable again and skips them) and a stateful map its state, pickled.
 //!
 //! A Python operator takes the interpreter once per batch of tuples, not once per tuple. An
 //! exception in a user's function fails the operator: its traceback becomes the operator's
