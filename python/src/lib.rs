@@ -22,7 +22,9 @@ pub mod connectors;
 pub mod operators;
 pub mod value;
 
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -609,6 +611,7 @@ impl Stream {
             key: key.map(Bound::unbind),
             time: time.map(|t| Arc::new(t.unbind())),
             max_delay,
+            emitted: Rc::default(),
         })
     }
 
@@ -690,6 +693,9 @@ struct KeyedStream {
     time: Option<Shared>,
     /// How far behind the greatest event time the watermarks trail.
     max_delay: Duration,
+    /// The key-by operator's pairs once added: what field they carry, whether it is checked
+    /// numeric, and the stream (shared with the copies windows keep).
+    emitted: Rc<RefCell<Option<(Field, bool, RustStream<(Value, Value)>)>>>,
 }
 
 /// `value` seconds, for the parameter `name`; a negative or endless one is a `ValueError`.
@@ -702,7 +708,46 @@ impl KeyedStream {
     /// The key-by operator (the tuples as `(key, field)` pairs, or `(key, (field, t))` with
     /// event times, after which a watermark operator named `NAME-watermarks` follows),
     /// keyed by the pair's key.
-    fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> Keyed {
+    ///
+    /// The operators are added once: a second aggregate, window or join of this keyed stream
+    /// reading the same field (a count and a windowed count, say) reads the same pairs, and
+    /// one reading another field is refused, naming both (key the stream again under another
+    /// name for it).
+    fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> PyResult<Keyed> {
+        let mut emitted = self.emitted.borrow_mut();
+        let pairs = match &*emitted {
+            Some((read, was_numeric, pairs)) if read.same_as(&field) && *was_numeric == numeric => {
+                pairs.clone()
+            }
+            Some((read, was_numeric, _)) => {
+                let numbers = |n: bool| if n { ", numbers for a sum" } else { "" };
+                return Err(SluiceError::new_err(format!(
+                    "key-by '{}' already emits {}{} for another operator, and this one reads \
+                     {}{}: key the stream again, under another name, for it",
+                    self.name,
+                    read.describe(),
+                    numbers(*was_numeric),
+                    field.describe(),
+                    numbers(numeric)
+                )));
+            }
+            None => {
+                let pairs = self.add_pairs(py, field.clone(), numeric);
+                *emitted = Some((field, numeric, pairs.clone()));
+                pairs
+            }
+        };
+        let keyed = pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value);
+        Ok(if self.time.is_some() {
+            keyed.event_time(event_time)
+        } else {
+            keyed
+        })
+    }
+
+    /// Adds the key-by operator (and the watermarks after it, with event times) emitting the
+    /// tuples' `field` in `(key, field)` pairs.
+    fn add_pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> RustStream<(Value, Value)> {
         let key = self.key.as_ref().map(|k| k.clone_ref(py));
         let time = self.time.clone();
         let mut pairs: RustStream<(Value, Value)> = self.input.step(
@@ -721,12 +766,7 @@ impl KeyedStream {
                 self.max_delay,
             );
         }
-        let keyed = pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value);
-        if self.time.is_some() {
-            keyed.event_time(event_time)
-        } else {
-            keyed
-        }
+        pairs
     }
 
     fn pairs_stream(&self, flow: RustStream<(Value, Value)>) -> Stream {
@@ -741,8 +781,8 @@ impl KeyedStream {
 impl KeyedStream {
     /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
     /// (counted in Rust, without calling Python).
-    fn count(&self, py: Python<'_>, name: &str) -> Stream {
-        self.pairs_stream(self.pairs(py, Field::Unread, false).aggregate(name, Tally))
+    fn count(&self, py: Python<'_>, name: &str) -> PyResult<Stream> {
+        Ok(self.pairs_stream(self.pairs(py, Field::Unread, false)?.aggregate(name, Tally)))
     }
 
     /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
@@ -753,7 +793,10 @@ impl KeyedStream {
     fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
         let field = sum_field(field)?;
         let timed = self.time.is_some();
-        Ok(self.pairs_stream(self.pairs(py, field, true).aggregate(name, Total { timed })))
+        Ok(self.pairs_stream(
+            self.pairs(py, field, true)?
+                .aggregate(name, Total { timed }),
+        ))
     }
 
     /// The keyed stream cut into windows of `size` seconds starting every `slide` seconds
@@ -792,8 +835,8 @@ impl KeyedStream {
             }
         };
         let timed = self.time.is_some();
-        let left = self.pairs(py, Field::Whole, false);
-        let right = other.pairs(py, Field::Whole, false);
+        let left = self.pairs(py, Field::Whole, false)?;
+        let right = other.pairs(py, Field::Whole, false)?;
         let joined = left.join(name, &right, window, move |l, r| {
             Value::Tuple(vec![
                 l.0.clone(),
@@ -818,6 +861,7 @@ impl KeyedStream {
             key: self.key.as_ref().map(|k| k.clone_ref(py)),
             time: self.time.clone(),
             max_delay: self.max_delay,
+            emitted: self.emitted.clone(),
         }
     }
 }
@@ -841,7 +885,7 @@ impl WindowedStream {
         field: Field,
         numeric: bool,
         aggregate: A,
-    ) -> Stream
+    ) -> PyResult<Stream>
     where
         A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
     {
@@ -851,13 +895,13 @@ impl WindowedStream {
         }
         let results = self
             .keyed
-            .pairs(py, field, numeric)
+            .pairs(py, field, numeric)?
             .window(windows)
             .aggregate(name, aggregate);
-        Stream {
+        Ok(Stream {
             flow: Flow::Windows(results),
             failures: self.keyed.input.failures.clone(),
-        }
+        })
     }
 }
 
@@ -865,7 +909,7 @@ impl WindowedStream {
 impl WindowedStream {
     /// The number of tuples of each key's window: `(key, start, end, n)` as each window
     /// closes (counted in Rust).
-    fn count(&self, py: Python<'_>, name: &str) -> Stream {
+    fn count(&self, py: Python<'_>, name: &str) -> PyResult<Stream> {
         self.windowed(py, name, Field::Unread, false, Tally)
     }
 
@@ -874,7 +918,7 @@ impl WindowedStream {
     #[pyo3(signature = (name, field = None))]
     fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
         let timed = self.keyed.time.is_some();
-        Ok(self.windowed(py, name, sum_field(field)?, true, Total { timed }))
+        self.windowed(py, name, sum_field(field)?, true, Total { timed })
     }
 }
 

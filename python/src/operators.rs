@@ -276,6 +276,25 @@ pub enum Field {
 }
 
 impl Field {
+    /// Whether `self` reads what `other` reads (a function: the same function object).
+    pub fn same_as(&self, other: &Field) -> bool {
+        match (self, other) {
+            (Field::Unread, Field::Unread) | (Field::Whole, Field::Whole) => true,
+            (Field::Item(a), Field::Item(b)) => a == b,
+            (Field::Call(a), Field::Call(b)) => a.as_ptr() == b.as_ptr(),
+            _ => false,
+        }
+    }
+
+    /// What it reads, for a message.
+    pub fn describe(&self) -> String {
+        match self {
+            Field::Unread => "nothing of the tuple (a count)".into(),
+            Field::Whole => "the whole tuple".into(),
+            Field::Item(n) => format!("item {n} of the tuple"),
+            Field::Call(_) => "what a function returns".into(),
+        }
+    }
     /// The field of `tuple`, with `object` its Python object when there is one.
     fn of(
         &self,

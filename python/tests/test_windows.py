@@ -112,3 +112,22 @@ def test_bad_window_sizes_and_event_times_are_refused():
     flow.source("numbers", [-5]).key_by("k", time=float).window(1).count("c").collect("out")
     with pytest.raises(sluice.OperatorError, match="an event time is seconds from 0"):
         flow.run()
+
+
+def test_a_keyed_stream_feeds_a_running_and_a_windowed_count_from_one_key_by():
+    flow = sluice.Dataflow("one-key-by")
+    keyed = flow.source("words", ["a", "b", "a"]).key_by("word")
+    running = keyed.count("running").collect("running-out")
+    windowed = keyed.window(3600).count("hourly").collect("hourly-out")
+    assert "word.out[0] -> running.in[0]" in flow.plan()
+    flow.run()
+    assert running.latest() == {"a": 2, "b": 1}
+    assert sum(n for _, _, _, n in windowed.items()) == 3
+
+
+def test_a_second_operator_reading_another_field_names_the_key_by():
+    flow = sluice.Dataflow("two-fields")
+    keyed = flow.source("pairs", [("a", 1)]).key_by("word", lambda p: p[0])
+    keyed.sum("total", 1)
+    with pytest.raises(sluice.SluiceError, match="key-by 'word' already emits item 1 of the tuple"):
+        keyed.count("count")
