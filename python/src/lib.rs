@@ -695,8 +695,12 @@ struct KeyedStream {
     max_delay: Duration,
     /// The key-by operator's pairs once added: what field they carry, whether it is checked
     /// numeric, and the stream (shared with the copies windows keep).
-    emitted: Rc<RefCell<Option<(Field, bool, RustStream<(Value, Value)>)>>>,
+    emitted: Rc<RefCell<Option<KeyedPairs>>>,
 }
+
+/// A key-by operator's output: the field its pairs carry, whether it checks it is a number,
+/// and the stream of pairs.
+type KeyedPairs = (Field, bool, RustStream<(Value, Value)>);
 
 /// `value` seconds, for the parameter `name`; a negative or endless one is a `ValueError`.
 fn seconds(name: &str, value: f64) -> PyResult<Duration> {
