@@ -154,7 +154,10 @@ class Stream:
         :meth:`Collected.items` once the job has run."""
 
 class KeyedStream:
-    """A stream keyed by a function of its tuples: its aggregates keep one state per key."""
+    """A stream keyed by a function of its tuples: its aggregates keep one state per key.
+    Its aggregates, windows and joins share its key-by operator when they read the same field
+    of the tuples; one reading another field is refused (key the stream again, under another
+    name, for it)."""
 
     def count(self, name: str) -> Stream:
         """The running count of each key: ``(key, n)`` for every tuple (counted in Rust)."""

@@ -683,7 +683,10 @@ fn pair_key(pair: &(Value, Value)) -> &Value {
     &pair.0
 }
 
-/// A stream keyed by a function of its tuples: its aggregates keep one state per key.
+/// A stream keyed by a function of its tuples: its aggregates keep one state per key. Its
+/// aggregates, windows and joins share its key-by operator when they read the same field of
+/// the tuples; one reading another field is refused (key the stream again, under another name,
+/// for it).
 #[pyclass(unsendable, module = "sluice")]
 struct KeyedStream {
     input: Stream,
