@@ -1,17 +1,40 @@
-//! Keyed state: one value per key, held by an operator instance in a [`KeyMap`], and its
+//! Keyed state: one value per key, held by an operator instance in a hash table, and its
 //! snapshot.
 //!
 //! A keyed operator's input edge is partitioned by the same key its state is kept by, so each
 //! instance holds the keys routed to it. [`KeyedState::snapshot`] encodes every key and value
 //! with `postcard` beside the key's partition hash, so that a redeploy can deal the keys over
 //! any number of new instances ([`sluice_graph::Snapshot::split`]).
+//!
+//! The table's hash of a key is made from its partition hash ([`table_hash`]): a restore
+//! takes each key's partition hash from the snapshot and hashes no key again (a restore of
+//! millions of keys is mostly inserts), and the data path hashes each key's bytes once, as
+//! the standard map did. The partition hash is not used as it is, for two reasons. Its high
+//! bits are alike in the keys of one instance (they picked the instance, [`pick_instance`]),
+//! and the table draws its tags from its high bits. And its seed is fixed and public (every
+//! process must agree on it), so keys chosen to share the low bits the table indexes by
+//! would collide in every run: a peer that picks the keys could make each lookup walk a
+//! long probe sequence (HashDoS). So the partition hash is mixed with a seed drawn per table
+//! from the process's random seed: a folded multiply, `(p ^ a) * b` taken to 128 bits and
+//! its two halves xored (`b` odd; foldhash's own step). Its high half depends on every bit
+//! of `p`, so every bit of the result does, and which keys share a slot changes with the
+//! seed, which no peer sees. A plain multiply would not do: its low bits depend only on the
+//! low bits of `p`, so keys colliding there would collide whatever the seed. What the mix
+//! cannot undo is a full 64-bit collision of partition hashes, which an adversary who knows
+//! the fixed partition seed would have to search for (by brute force, some 2^32 hashes for one pair).
+//! Its cost is one 64 x 64 -> 128-bit multiply and two xors per lookup, beside hashing the
+//! key's bytes.
 
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sluice_graph::{KeyedEntries, LaterSnapshot, OperatorError, Snapshot};
-use sluice_types::{partition_hash, KeyMap};
+#[cfg(doc)]
+use sluice_types::pick_instance;
+use sluice_types::{partition_hash, KeyHasher};
 
 /// The bounds of a key: hashed, compared, cloned into state, and encoded in snapshots.
 pub trait Key: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static {}
@@ -20,15 +43,51 @@ impl<K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static
 /// A value per key.
 #[derive(Debug, Clone)]
 pub struct KeyedState<K, S> {
-    map: KeyMap<K, S>,
+    /// Each key beside its state, found by [`table_hash`].
+    map: HashTable<(K, S)>,
+    /// The seed mixed into every key's table hash.
+    seed: TableSeed,
 }
 
 impl<K, S> Default for KeyedState<K, S> {
     fn default() -> Self {
         Self {
-            map: KeyMap::default(),
+            map: HashTable::new(),
+            seed: TableSeed::default(),
         }
     }
+}
+
+/// The seed of a table's hashes: two words drawn from the process's random seed (that of
+/// [`KeyHasher`]), the multiplier odd.
+#[derive(Debug, Clone, Copy)]
+struct TableSeed {
+    xor: u64,
+    multiplier: u64,
+}
+
+impl Default for TableSeed {
+    fn default() -> Self {
+        let draw = KeyHasher::default();
+        Self {
+            xor: draw.hash_one(0u8),
+            multiplier: draw.hash_one(1u8) | 1,
+        }
+    }
+}
+
+/// The table's hash of a key whose partition hash is `partition`: a folded multiply with
+/// the table's seed (why, in the module's doc).
+#[inline]
+fn table_hash(seed: TableSeed, partition: u64) -> u64 {
+    let product = u128::from(partition ^ seed.xor) * u128::from(seed.multiplier);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+/// The table's hash of `key`.
+#[inline]
+fn key_hash<K: Hash>(seed: TableSeed, key: &K) -> u64 {
+    table_hash(seed, partition_hash(key))
 }
 
 impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
@@ -46,25 +105,38 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
         init: impl FnOnce() -> S,
         f: impl FnOnce(&mut S) -> R,
     ) -> R {
-        if let Some(state) = self.map.get_mut(key) {
-            return f(state);
+        let seed = self.seed;
+        let hash = key_hash(seed, key);
+        match self
+            .map
+            .entry(hash, |(k, _)| k == key, |(k, _)| key_hash(seed, k))
+        {
+            Entry::Occupied(found) => f(&mut found.into_mut().1),
+            Entry::Vacant(slot) => f(&mut slot.insert((key.clone(), init())).into_mut().1),
         }
-        f(self.map.entry(key.clone()).or_insert_with(init))
     }
 
     /// The state of `key`, if it has one.
     pub fn get(&self, key: &K) -> Option<&S> {
-        self.map.get(key)
+        let hash = key_hash(self.seed, key);
+        self.map
+            .find(hash, |(k, _)| k == key)
+            .map(|(_, state)| state)
     }
 
     /// The state of `key`, mutably, if it has one.
     pub fn get_mut(&mut self, key: &K) -> Option<&mut S> {
-        self.map.get_mut(key)
+        let hash = key_hash(self.seed, key);
+        self.map
+            .find_mut(hash, |(k, _)| k == key)
+            .map(|(_, state)| state)
     }
 
     /// Removes the state of `key`.
     pub fn remove(&mut self, key: &K) -> Option<S> {
-        self.map.remove(key)
+        let hash = key_hash(self.seed, key);
+        let found = self.map.find_entry(hash, |(k, _)| k == key).ok()?;
+        Some(found.remove().0 .1)
     }
 
     /// How many keys have state.
@@ -79,17 +151,17 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
 
     /// Every key and its state, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &S)> {
-        self.map.iter()
+        self.map.iter().map(|(key, state)| (key, state))
     }
 
     /// Every key and its state, mutably.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut S)> {
-        self.map.iter_mut()
+        self.map.iter_mut().map(|(key, state)| (&*key, state))
     }
 
     /// Keeps only the keys for which `keep` holds.
-    pub fn retain(&mut self, keep: impl FnMut(&K, &mut S) -> bool) {
-        self.map.retain(keep)
+    pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut S) -> bool) {
+        self.map.retain(|(key, state)| keep(key, state))
     }
 
     /// Every key's state, encoded, with the key's partition hash: each key and state encoded
@@ -124,12 +196,29 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
         })
     }
 
-    /// Adds the keys of `entries` (made by [`KeyedState::snapshot`]).
+    /// Adds the keys of `entries` (made by [`KeyedState::snapshot`]); a key already here
+    /// takes the state of `entries`. Each key's table hash is made from the partition hash
+    /// stored beside it, and the table has room for every key before the first goes in: a
+    /// restore hashes no key and grows no table.
     pub fn restore(&mut self, entries: &KeyedEntries) -> Result<(), OperatorError> {
-        // Room for every key at once: a restore of millions of keys rehashes no table.
-        self.map.reserve(entries.len());
+        let Self { map, seed } = self;
+        let seed = *seed;
+        let rehash = |(k, _): &(K, S)| key_hash(seed, k);
+        map.reserve(entries.len(), rehash);
         for entry in entries.iter() {
-            self.map.insert(decode(entry.key)?, decode(entry.state)?);
+            let key: K = decode(entry.key)?;
+            let state: S = decode(entry.state)?;
+            debug_assert_eq!(
+                entry.hash,
+                partition_hash(&key),
+                "a stored hash is the key's"
+            );
+            match map.entry(table_hash(seed, entry.hash), |(k, _)| *k == key, rehash) {
+                Entry::Occupied(mut found) => found.get_mut().1 = state,
+                Entry::Vacant(slot) => {
+                    slot.insert((key, state));
+                }
+            }
         }
         Ok(())
     }
@@ -165,6 +254,58 @@ mod tests {
         let mut bad = KeyedEntries::default();
         bad.push(0, &[0xff], &[]);
         assert!(restored.restore(&bad).is_err());
+    }
+
+    /// A restore from the stored hashes gives back the state that was snapshotted: the same
+    /// entries, as many keys, every key found by a lookup (and absent keys not found), and
+    /// the restored state goes on counting and snapshots the same again. Two snapshots'
+    /// entries restored one after the other, with a key in both, keep the later state.
+    #[test]
+    fn a_restore_gives_back_the_snapshotted_state() {
+        let mut state: KeyedState<String, u64> = KeyedState::new();
+        for i in 0..20_000u64 {
+            state.update(&format!("w{}", i % 5_000), || 0, |n| *n += i);
+        }
+        let snapshot = state.snapshot().unwrap();
+        let mut restored: KeyedState<String, u64> = KeyedState::new();
+        restored.restore(&snapshot).unwrap();
+        assert_eq!(restored.len(), state.len());
+        let sorted = |s: &KeyedState<String, u64>| {
+            let mut all: Vec<_> = s.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            all.sort();
+            all
+        };
+        assert_eq!(sorted(&restored), sorted(&state));
+        for (key, count) in state.iter() {
+            assert_eq!(restored.get(key), Some(count), "{key}");
+        }
+        assert_eq!(restored.get(&"w5000".into()), None);
+        restored.update(&"w7".into(), || 0, |n| *n += 1);
+        state.update(&"w7".into(), || 0, |n| *n += 1);
+        assert_eq!(sorted(&restored), sorted(&state));
+        assert_eq!(restored.remove(&"w8".into()), state.remove(&"w8".into()));
+        assert_eq!(restored.len(), 4_999);
+
+        let mut later: KeyedState<String, u64> = KeyedState::new();
+        later.update(&"w1".into(), || 0, |n| *n = 99);
+        restored.restore(&later.snapshot().unwrap()).unwrap();
+        assert_eq!(restored.get(&"w1".into()), Some(&99));
+        assert_eq!(restored.len(), 4_999);
+    }
+
+    /// Keys whose partition hashes share their low 32 bits (as keys picked to collide under
+    /// the public partition seed would) get table hashes that differ in the low bits the
+    /// table indexes by, and two tables mix them differently: the seed's multiply is folded.
+    #[test]
+    fn table_hashes_spread_partition_hashes_alike_in_their_low_bits() {
+        let (one, other) = (TableSeed::default(), TableSeed::default());
+        let slots = |seed: TableSeed| {
+            (1..=1024u64)
+                .map(|i| table_hash(seed, i << 32) & 0xffff)
+                .collect::<std::collections::HashSet<_>>()
+        };
+        assert!(slots(one).len() > 1000, "{}", slots(one).len());
+        assert!((1..=64u64).any(|i| table_hash(one, i << 32) != table_hash(other, i << 32)));
     }
 
     /// A checkpoint's copy is the state at the barrier: what the operator does after it,

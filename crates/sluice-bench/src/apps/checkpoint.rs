@@ -23,9 +23,10 @@
 //!    within about a quarter of a second): the tuples since the checkpoint processed again,
 //!    and the job catching up.
 //! 3. **Checkpoint duration and size.** For each vocabulary, a job under `processes` with a
-//!    checkpoint every second runs `--state-run` seconds; its summary's last checkpoint gives
-//!    the duration, the newest checkpoint directory on disk its bytes; beside them, the
-//!    disk's own rate: the same bytes written to a file in the same directory and fsynced.
+//!    checkpoint every second runs `--state-run` seconds; the largest of the two complete
+//!    checkpoints it keeps gives the duration and the bytes (from `sluice_checkpoint::list`);
+//!    beside them, the disk's own rate: the same bytes written to a file in the same
+//!    directory and fsynced.
 //!
 //! `--quick` makes every run short and the vocabulary small: a smoke test of the whole
 //! benchmark, not figures.
@@ -42,6 +43,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 use sluice_apps::AppConfig;
+use sluice_checkpoint::{CheckpointInfo, CheckpointStatus};
 use sluice_plan::{PlanOptions, PlanRequest};
 
 use crate::foundation::args::checked_repeat;
@@ -387,8 +389,9 @@ fn wordcount_command(
         command.args(["--checkpoint-every", "1s", "--checkpoint-dir"]);
         command.arg(dir);
         if vocabulary > 0 {
-            // One complete checkpoint kept: a large state's three would not fit every disk.
-            command.args(["--checkpoints-retained", "1"]);
+            // Two complete checkpoints kept, not three (a large state's three would not fit
+            // every disk): the size run measures the larger ([`measured_checkpoint`]).
+            command.args(["--checkpoints-retained", "2"]);
         }
     }
     Ok(command)
@@ -482,18 +485,32 @@ fn disk_write(dir: &Path, bytes: u64) -> anyhow::Result<f64> {
     Ok(seconds)
 }
 
-/// A checkpointed job under `processes` drawing `words` run `seconds`: its last
-/// checkpoint's duration and bytes beside the disk's time for the same bytes.
+/// A checkpointed job under `processes` drawing `words` run `seconds`: the duration and
+/// bytes of its [`measured_checkpoint`] beside the disk's time for the same bytes.
 fn checkpoint_size(words: Words, seconds: f64, dir: &Path) -> anyhow::Result<StateRun> {
-    let out = run_wordcount("processes", None, seconds, Some(dir), words)?;
-    let checkpoint_s = field(&out, "checkpoints: ", "took ", " s")?;
-    let bytes = newest_checkpoint_bytes(dir)?;
+    run_wordcount("processes", None, seconds, Some(dir), words)?;
+    let kept = sluice_checkpoint::list(dir)
+        .with_context(|| format!("cannot list the checkpoints in {}", dir.display()))?;
+    let measured = measured_checkpoint(kept)
+        .with_context(|| format!("no complete checkpoint in {}", dir.display()))?;
+    let bytes = measured.bytes;
+    let checkpoint_s = measured.duration_ms.unwrap_or(0) as f64 / 1e3;
     let disk_s = disk_write(dir, bytes)?;
     Ok(StateRun {
         bytes,
         checkpoint_s,
         disk_s,
     })
+}
+
+/// The checkpoint a size run measures among those it kept: the largest complete one with a
+/// duration. The last checkpoint of a run that ends at its `--duration` may be taken as the
+/// job drains, once the keyed instances have finished, and hold none of their state (a
+/// manifest and the sources' parts: under 1 KB); the newest would then measure that.
+fn measured_checkpoint(kept: Vec<CheckpointInfo>) -> Option<CheckpointInfo> {
+    kept.into_iter()
+        .filter(|c| c.status == CheckpointStatus::Complete && c.duration_ms.is_some())
+        .max_by_key(|c| c.bytes)
 }
 
 /// The count's words in so far, from the job's `/metrics` at `address`.
@@ -793,6 +810,30 @@ mod tests {
             "{missing}"
         );
         assert!(field("words: x = many/s", "words: ", "= ", "/s").is_err());
+    }
+
+    /// A run's last checkpoint, taken as it drained and holding no keyed state, is not the
+    /// one measured: the largest complete one is (one still being written left out).
+    #[test]
+    fn the_size_run_measures_the_largest_complete_checkpoint() {
+        let info = |n: u64, bytes, status| CheckpointInfo {
+            dir: format!("chk-{n}").into(),
+            n: Some(n),
+            kind: Some(sluice_checkpoint::CheckpointKind::Checkpoint),
+            created_unix_ms: Some(n * 1000),
+            bytes,
+            duration_ms: Some(n * 100),
+            alignment_ms: Some(0),
+            status,
+        };
+        let kept = vec![
+            info(5, 98_362_510, CheckpointStatus::Complete),
+            info(6, 995, CheckpointStatus::Complete),
+            info(7, 120_000_000, CheckpointStatus::Partial),
+        ];
+        let measured = measured_checkpoint(kept).unwrap();
+        assert_eq!((measured.n, measured.bytes), (Some(5), 98_362_510));
+        assert!(measured_checkpoint(Vec::new()).is_none());
     }
 
     #[test]
