@@ -15,11 +15,12 @@ Build a job as a chain of operators on streams, as with Sluice's Rust builder, t
     flow.run()
     assert counts.latest() == {"a": 1, "b": 2}
 
-Python functions (``map``, ``filter``, ``flat_map``, ``key_by``) run in the interpreter of the
-process running their operator; the keyed ``count`` and ``sum`` and the ``collect`` sink run
-as Rust without calling Python. A stream carries ``None``, ``bool``, ``int`` (64 bits),
-``float``, ``str``, ``bytes`` and tuples of them (other types are refused where a function
-returns them, naming the operator). An exception in a user's function stops the job; ``run``
+Python functions (``map``, ``stateful_map``, ``filter``, ``flat_map``, ``key_by``) run in the
+interpreter of the process running their operator; the keyed ``count`` and ``sum``, the
+windows, the joins, the file, socket and Kafka connectors and the sinks run as Rust without
+calling Python. A stream carries ``None``, ``bool``, ``int`` (64 bits), ``float``, ``str``,
+``bytes`` and tuples and dicts of them (other types are refused where a function returns
+them, naming the operator). An exception in a user's function stops the job; ``run``
 raises an :class:`OperatorError` naming the operator, the exception as its ``__cause__``.
 """
 
@@ -30,6 +31,7 @@ from ._native import (
     OperatorError,
     SluiceError,
     Stream,
+    WindowedStream,
     decode,
     encode,
 )
@@ -41,6 +43,7 @@ __all__ = [
     "OperatorError",
     "SluiceError",
     "Stream",
+    "WindowedStream",
     "decode",
     "encode",
 ]

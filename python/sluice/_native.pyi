@@ -3,8 +3,11 @@
 from os import PathLike
 from typing import Any, Callable, Iterable, Literal
 
-Carried = None | bool | int | float | str | bytes | tuple[Any, ...]
-"""What a stream carries: None, bool, int (64 bits), float, str, bytes and tuples of them."""
+Carried = None | bool | int | float | str | bytes | tuple[Any, ...] | dict[Any, Any]
+"""What a stream carries: None, bool, int (64 bits), float, str, bytes and tuples and dicts of
+them."""
+
+Path = str | PathLike[str]
 
 class SluiceError(Exception):
     """A Sluice job could not be built, planned or run."""
@@ -23,11 +26,53 @@ class Dataflow:
     def source(self, name: str, iterable: Iterable[Carried]) -> Stream:
         """A source emitting the items of ``iterable`` (a list, a generator, any iterable),
         once."""
-    def read_text(self, name: str, path: str | PathLike[str]) -> Stream:
+    def read_text(self, name: str, path: Path) -> Stream:
         """A source emitting the lines of the text file at ``path`` as str, without their
         line ends; a missing file fails the job naming the path."""
-    def run(
+    def read_csv(self, name: str, path: Path, header: bool = True) -> Stream:
+        """A source emitting the records of the CSV file at ``path``: with ``header`` (the
+        first record names the fields) each a dict from the names to the fields, without it a
+        tuple of the fields; a field is an int, a float or a bool where it reads as one, a str
+        otherwise. A record with more or fewer fields than the header is counted and
+        skipped. It cannot resume from a checkpoint."""
+    def read_json(self, name: str, path: Path) -> Stream:
+        """A source emitting the JSON lines of the file at ``path``, each as the value it
+        holds (an object as a dict, an array as a tuple); a line that is not JSON, or holds an
+        integer beyond 64 bits, is counted and dropped."""
+    def read_socket(
+        self, name: str, address: str, listen: bool = False, connections: int | None = None
+    ) -> Stream:
+        """A source emitting the lines of a TCP connection as str: with ``listen``, the
+        connections it accepts at ``address`` ("host:port") until ``connections`` of them
+        have ended (without it, until the job stops); otherwise the one connection it makes
+        to ``address``, ending with it."""
+    def read_kafka(
+        self,
+        name: str,
+        brokers: str,
+        topic: str,
+        format: Literal["json", "str", "bytes"] = "json",
+        start: Literal["earliest", "latest", "committed"] = "earliest",
+        bounded: bool = False,
+        group: str | None = None,
+    ) -> Stream:
+        """A source emitting the values of the records of Kafka topic ``topic`` at
+        ``brokers`` ("host:port[,host:port...]"), each read as ``format`` says: from the
+        earliest record (or only new ones, or from ``group``'s committed offsets), to the end
+        offsets as they are when the job starts with ``bounded``, on as records come
+        otherwise. Checkpoints keep its positions; it reads only committed transactions."""
+    def plan(
         self, plan: Literal["fused", "threaded", "processes"] = "fused", processes: int | None = None
+    ) -> str:
+        """The plan :meth:`run` would run the job on, as ``sluice plan`` prints it: its
+        processes, their threads and the operators each runs, and each edge's transport."""
+    def run(
+        self,
+        plan: Literal["fused", "threaded", "processes"] = "fused",
+        processes: int | None = None,
+        checkpoint_every: float | None = None,
+        checkpoint_dir: Path | None = None,
+        from_: Path | None = None,
     ) -> None:
         """Builds the job, plans it ("fused": one thread; "threaded": a thread per operator;
         "processes": a process per operator, each running this script again with its own
@@ -38,26 +83,81 @@ class Dataflow:
         ``processes=n`` (with "processes") runs the job in ``n`` processes instead: instance
         ``i`` of each operator of parallelism ``n`` in process ``i``, the other operators
         before the first of them (the sources) in the first process, those after it (the
-        aggregates, the sinks) in the last."""
+        aggregates, the sinks) in the last.
+
+        Every ``checkpoint_every`` seconds (with ``checkpoint_dir``) the job takes a
+        checkpoint of its state (the sources' positions, the Rust operators' state, each
+        ``stateful_map``'s state pickled) into ``checkpoint_dir``, and recovers from the last
+        one when a process or thread of it fails. ``from_`` (a checkpoint's directory, or a
+        job's checkpoint directory for its latest) resumes the job from that checkpoint: an
+        iterable source iterates its iterable again and skips what it had emitted (a
+        generator cannot be iterated again, and fails the job)."""
 
 class Stream:
     """A stream of tuples: the output of one operator, which more operators can read."""
 
     def map(self, name: str, f: Callable[[Any], Carried], parallelism: int = 1) -> Stream:
         """Emits ``f(x)`` for every tuple ``x``. Its ``parallelism`` instances share the stream round robin."""
+    def stateful_map(
+        self,
+        name: str,
+        init: Callable[[], Any],
+        f: Callable[[Any, Any], tuple[Any, Carried]],
+        parallelism: int = 1,
+    ) -> Stream:
+        """Emits what ``f(state, x)`` returns beside the new state, for every tuple ``x``:
+        ``f`` returns ``(new_state, emitted)``; each instance's state starts as ``init()``.
+        The state is any Python object that pickles: checkpoints keep it pickled, and a job
+        resumed from one starts from it."""
     def filter(self, name: str, f: Callable[[Any], object], parallelism: int = 1) -> Stream:
         """Keeps the tuples ``x`` for which ``f(x)`` is true. Its ``parallelism`` instances share the stream round robin."""
     def flat_map(self, name: str, f: Callable[[Any], Iterable[Carried]], parallelism: int = 1) -> Stream:
         """Emits every item of the iterable ``f(x)`` for every tuple ``x``. Its ``parallelism`` instances share the stream round robin."""
-    def key_by(self, name: str, key: Callable[[Any], Carried] | None = None) -> KeyedStream:
+    def key_by(
+        self,
+        name: str,
+        key: Callable[[Any], Carried] | None = None,
+        time: Callable[[Any], float] | None = None,
+        max_delay: float = 0.0,
+    ) -> KeyedStream:
         """The stream keyed by ``key(x)`` (by the tuple itself without ``key``), for a keyed
-        aggregate; ``name`` is the operator that computes the key."""
+        aggregate, a window or a join; ``name`` is the operator that computes the key. With
+        ``time``, each tuple's event time is ``time(x)`` in seconds (from 0): windows and
+        joins on the keyed stream then go by event time, behind watermarks trailing the
+        greatest time seen by ``max_delay`` seconds (a watermark operator NAME-watermarks)."""
+    def write_text(self, name: str, path: Path) -> None:
+        """Ends the stream in a sink writing each tuple as a line of the text file at
+        ``path``: what ``str()`` of it writes. Written under a temporary name and renamed at
+        the end; with checkpoints, exactly once."""
+    def write_csv(self, name: str, path: Path) -> None:
+        """Ends the stream in a sink writing each tuple as a CSV record of the file at
+        ``path``: a tuple's items as its fields (None an empty one), anything else as one
+        field; a dict or a tuple inside a tuple fails the job. With checkpoints, exactly
+        once."""
+    def write_json(self, name: str, path: Path) -> None:
+        """Ends the stream in a sink writing each tuple as a JSON line of the file at
+        ``path`` (a tuple as an array, a dict as an object, bytes as an array of numbers);
+        with checkpoints, exactly once."""
+    def write_kafka(
+        self,
+        name: str,
+        brokers: str,
+        topic: str,
+        format: Literal["json", "str", "bytes"] = "json",
+        transactional_id: str | None = None,
+    ) -> None:
+        """Ends the stream in a sink writing each tuple as the value of a record (without a
+        key) of Kafka topic ``topic``, as ``format`` says. At least once; with
+        ``transactional_id`` and checkpoints, exactly once (one transaction a checkpoint)."""
     def collect(self, name: str) -> Collected:
         """Ends the stream in a sink keeping every tuple it receives; read them with
         :meth:`Collected.items` once the job has run."""
 
 class KeyedStream:
-    """A stream keyed by a function of its tuples: its aggregates keep one state per key."""
+    """A stream keyed by a function of its tuples: its aggregates keep one state per key.
+    Its aggregates, windows and joins share its key-by operator when they read the same field
+    of the tuples; one reading another field is refused (key the stream again, under another
+    name, for it)."""
 
     def count(self, name: str) -> Stream:
         """The running count of each key: ``(key, n)`` for every tuple (counted in Rust)."""
@@ -66,6 +166,26 @@ class KeyedStream:
         ``n``: item ``n`` of each tuple, read in Rust; a function: what it returns):
         ``(key, total)`` for every tuple, summed in Rust, an int while every field is an
         int. A field that is not a number fails the key-by operator."""
+    def window(self, size: float, slide: float | None = None) -> WindowedStream:
+        """The keyed stream cut into windows of ``size`` seconds starting every ``slide``
+        seconds (tumbling without ``slide``), by event time when ``key_by`` was given
+        ``time``, by processing time otherwise."""
+    def join(self, name: str, other: KeyedStream, within: float) -> Stream:
+        """Joins this stream with ``other`` on equal keys: ``(key, x, y)`` for every tuple
+        ``x`` of this stream and ``y`` of ``other`` at most ``within`` seconds apart, by event
+        time when both keyed streams have ``time``, by arrival otherwise (in Rust)."""
+
+class WindowedStream:
+    """A keyed stream cut into windows: each window's aggregate is ``(key, start, end,
+    value)``, ``start`` and ``end`` in seconds (by processing time, since the Unix epoch),
+    emitted as the window closes (by event time, when the watermark passes its end; every
+    window at the end of the stream)."""
+
+    def count(self, name: str) -> Stream:
+        """The number of tuples of each key's window (counted in Rust)."""
+    def sum(self, name: str, field: int | Callable[[Any], int | float] | None = None) -> Stream:
+        """The sum of ``field`` (as :meth:`KeyedStream.sum` reads it) over each key's window
+        (summed in Rust)."""
 
 class Collected:
     """What a ``collect`` sink received, readable once the job has run."""

@@ -1,39 +1,51 @@
 //! Sluice from Python: the native half of the `sluice` package (`sluice._native`), the
 //! dataflow builder of `sluice_ops` offered to Python.
 //!
-//! A Python job is a [`Dataflow`] of streams as in Rust: a source (a Python iterable, or the
-//! lines of a text file), Python functions as `map`, `filter`, `flat_map` and `key_by`
-//! operators ([`operators::PythonStep`]), the keyed `count` and `sum` running as Rust, and
-//! `collect` sinks whose tuples come back as Python objects once the job has run. Tuples are
-//! [`value::Value`]s (their module doc says what a Python value becomes and how it is
-//! encoded). `Dataflow.run` builds the graph, plans it and runs it with the interpreter
-//! released, so each Python operator takes it only while it runs a batch; a Python exception
-//! in a user's function stops the job and is raised again by `run` under an `OperatorError`
-//! naming the operator. A Ctrl-C during `run` stops the job, which drains, and `run` then
-//! raises `KeyboardInterrupt`.
+//! A Python job is a [`Dataflow`] of streams as in Rust: sources (a Python iterable, or the
+//! engine's file, socket and Kafka connectors: [`connectors`]), Python functions as `map`,
+//! `stateful_map`, `filter`, `flat_map` and `key_by` operators ([`operators::PythonStep`]),
+//! the keyed `count` and `sum`, the windows and the joins running as Rust (the engine's own
+//! operators), and sinks: files, Kafka, and `collect`, whose tuples come back as Python
+//! objects once the job has run. Tuples are [`value::Value`]s (their module doc says what a
+//! Python value becomes and how it is encoded). `Dataflow.run` builds the graph, plans it and
+//! runs it with the interpreter released, so each Python operator takes it only while it runs
+//! a batch, taking checkpoints and resuming from one when asked; a Python exception in a
+//! user's function stops the job (unless it recovers from a checkpoint) and is raised again by
+//! `run` under an `OperatorError` naming the operator. A Ctrl-C during `run` stops the job,
+//! which drains, and `run` then raises `KeyboardInterrupt`. `Dataflow.plan` returns the plan's
+//! text.
 //!
 //! The Python half (`sluice/__init__.py`, with the type hints in `sluice/_native.pyi`) re-exports
 //! these classes.
 
+pub mod connectors;
 pub mod operators;
 pub mod value;
 
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use sluice_connectors::fluent::FlowIo;
-use sluice_ops::{Collected as Collection, Stream as RustStream};
-use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
-use sluice_runtime::{RunOptions, StopHandle};
-
-use crate::operators::{
-    Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total, PYTHON_EXCEPTION,
+use sluice_connectors::fluent::{FlowIo, StreamIo};
+use sluice_connectors::{
+    Delivery, EndAt, KafkaRecord, KafkaSinkConfig, KafkaSourceConfig, StartFrom,
 };
-use crate::value::{Carried, Value};
+use sluice_ops::{Collected as Collection, JoinWindow, Stream as RustStream, Windowed, Windows};
+use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
+use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
+
+use crate::connectors::KafkaFormat;
+use crate::operators::{
+    event_time, field_of, Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total,
+    PYTHON_EXCEPTION,
+};
+use crate::value::{Carried, CsvRecord, Value};
 
 create_exception!(
     sluice,
@@ -57,8 +69,14 @@ enum Flow {
     Values(RustStream<Value>),
     /// `(key, value)` pairs of a keyed aggregate.
     Pairs(RustStream<(Value, Value)>),
-    /// Lines of a text file.
+    /// Lines of a text file or a socket.
     Lines(RustStream<String>),
+    /// Records of a CSV file.
+    Records(RustStream<CsvRecord>),
+    /// Windows' results.
+    Windows(RustStream<Windowed<Value, Value>>),
+    /// Kafka records.
+    Kafka(RustStream<KafkaRecord<Value>>),
 }
 
 /// Runs `$body` with `$s` bound to the Rust stream of `$flow`, whatever its tuple type.
@@ -68,6 +86,9 @@ macro_rules! on_flow {
             Flow::Values($s) => $body,
             Flow::Pairs($s) => $body,
             Flow::Lines($s) => $body,
+            Flow::Records($s) => $body,
+            Flow::Windows($s) => $body,
+            Flow::Kafka($s) => $body,
         }
     };
 }
@@ -78,6 +99,9 @@ enum Collections {
     Values(Collection<Value>),
     Pairs(Collection<(Value, Value)>),
     Lines(Collection<String>),
+    Records(Collection<CsvRecord>),
+    Windows(Collection<Windowed<Value, Value>>),
+    Kafka(Collection<KafkaRecord<Value>>),
 }
 
 /// A Sluice job being built: add sources to it, chain operators on their streams, then run it.
@@ -85,6 +109,8 @@ enum Collections {
 struct Dataflow {
     flow: sluice_ops::Dataflow,
     failures: Failures,
+    /// The graph `plan` built, which `run` takes (a dataflow builds its graph once).
+    built: std::cell::RefCell<Option<sluice_graph::Graph>>,
 }
 
 #[pymethods]
@@ -95,6 +121,7 @@ impl Dataflow {
         Self {
             flow: sluice_ops::Dataflow::new(name),
             failures: Failures::default(),
+            built: std::cell::RefCell::default(),
         }
     }
 
@@ -114,6 +141,81 @@ impl Dataflow {
         self.stream(Flow::Lines(self.flow.read_text(name, path)))
     }
 
+    /// A source emitting the records of the CSV file at `path`: with `header` (the first
+    /// record names the fields) each a dict from the names to the fields, without it a tuple
+    /// of the fields; a field is an int, a float or a bool where it reads as one, a str
+    /// otherwise. A record with more or fewer fields than the header is counted and skipped.
+    #[pyo3(signature = (name, path, header = true))]
+    fn read_csv(&self, name: &str, path: PathBuf, header: bool) -> Stream {
+        self.stream(Flow::Records(connectors::read_csv(
+            &self.flow, name, path, header,
+        )))
+    }
+
+    /// A source emitting the JSON lines of the file at `path`, each as the value it holds (an
+    /// object as a dict, an array as a tuple); a line that is not JSON, or holds an integer
+    /// beyond 64 bits, is counted (`bad_records`) and dropped.
+    fn read_json(&self, name: &str, path: PathBuf) -> Stream {
+        self.stream(Flow::Values(self.flow.read_json(name, path)))
+    }
+
+    /// A source emitting the lines of a TCP connection as str: with `listen`, the
+    /// connections it accepts at `address` ("host:port") until `connections` of them have
+    /// ended (without it, until the job stops); otherwise the one connection it makes to
+    /// `address`, ending with it.
+    #[pyo3(signature = (name, address, listen = false, connections = None))]
+    fn read_socket(
+        &self,
+        name: &str,
+        address: &str,
+        listen: bool,
+        connections: Option<u64>,
+    ) -> PyResult<Stream> {
+        let stream = connectors::read_socket(&self.flow, name, address, listen, connections)
+            .map_err(PyValueError::new_err)?;
+        Ok(self.stream(Flow::Lines(stream)))
+    }
+
+    /// A source emitting the values of the records of Kafka topic `topic` at `brokers`
+    /// ("host:port[,host:port...]"), each read as `format` says ("json": any value, "str",
+    /// "bytes"): from the earliest record (`start="latest"`: only new ones, `"committed"`:
+    /// from `group`'s committed offsets), to the end offsets as they are when the job starts
+    /// with `bounded`, on as records come otherwise. Checkpoints keep its positions; it reads
+    /// only committed transactions. A value that does not decode is counted and dropped.
+    #[pyo3(signature = (name, brokers, topic, format = "json", start = "earliest", bounded = false, group = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_kafka(
+        &self,
+        name: &str,
+        brokers: &str,
+        topic: &str,
+        format: &str,
+        start: &str,
+        bounded: bool,
+        group: Option<String>,
+    ) -> PyResult<Stream> {
+        let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
+        let mut config = KafkaSourceConfig::new(brokers, topic);
+        config.start = match start {
+            "earliest" => StartFrom::Earliest,
+            "latest" => StartFrom::Latest,
+            "committed" => StartFrom::Committed,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no start '{other}': a Kafka source starts at 'earliest', 'latest' or \
+                     'committed'"
+                )))
+            }
+        };
+        if bounded {
+            config.end = EndAt::EndOffsetsAtStart;
+        }
+        if let Some(group) = group {
+            config.group = group;
+        }
+        Ok(self.stream(Flow::Kafka(self.flow.read_kafka(name, config, format))))
+    }
+
     /// Builds the job, plans it (`plan`: "fused", one thread; "threaded", a thread per
     /// operator; "processes", a process per operator, each running this script again with its
     /// own interpreter) and runs it to its end; the `collect` results are then readable in
@@ -124,9 +226,91 @@ impl Dataflow {
     /// one per operator instance: instance `i` of each operator of parallelism `n` in process
     /// `i`, the other operators before the first of them (the sources) in the first process,
     /// those after it (the aggregates, the sinks) in the last.
+    ///
+    /// `checkpoint_every` seconds (with `checkpoint_dir`) the job takes a checkpoint of its
+    /// state (the sources' positions, the Rust operators' state, each `stateful_map`'s
+    /// state pickled) into `checkpoint_dir`, and recovers from the last one when a process
+    /// or thread of it fails. `from_` (a checkpoint's directory, or a job's checkpoint
+    /// directory for its latest) resumes the job from that checkpoint.
+    #[pyo3(signature = (
+        plan = "fused",
+        processes = None,
+        checkpoint_every = None,
+        checkpoint_dir = None,
+        from_ = None
+    ))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        plan: &str,
+        processes: Option<usize>,
+        checkpoint_every: Option<f64>,
+        checkpoint_dir: Option<PathBuf>,
+        from_: Option<PathBuf>,
+    ) -> PyResult<()> {
+        let checkpoints = match (checkpoint_every, checkpoint_dir) {
+            (Some(every), Some(dir)) => Some(CheckpointOptions::new(
+                seconds("checkpoint_every", every)?,
+                Box::leak(dir.into_boxed_path()),
+            )),
+            (None, None) => None,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "checkpoint_every and checkpoint_dir go together: a checkpoint every so \
+                     many seconds into that directory",
+                ))
+            }
+        };
+        let mut options = RunOptions {
+            checkpoints,
+            ..RunOptions::default()
+        };
+        let (graph, physical) = self.planned(py, plan, processes, &mut options)?;
+        let from = from_
+            .map(|dir| sluice_runtime::load_checkpoint(&dir))
+            .transpose()
+            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options, from.as_ref());
+        // A job that recovered from a checkpoint after an exception ran to its end: that
+        // exception is not raised.
+        let failure = self.failures.take().filter(|_| ran.is_err());
+        if let Some((operator, cause)) = failure {
+            let error = OperatorError::new_err(format!(
+                "operator '{operator}' raised {}",
+                cause.value(py).repr()?
+            ));
+            error.set_cause(py, Some(cause));
+            return Err(error);
+        }
+        // Under the processes plan the exception was raised in a PE process: its traceback
+        // comes back as text, in the error.
+        ran.map_err(|e| match e.to_string() {
+            text if text.contains(PYTHON_EXCEPTION) => OperatorError::new_err(text),
+            text => SluiceError::new_err(text),
+        })?;
+        interrupted.map_or(Ok(()), Err)
+    }
+
+    /// The plan `run` would run the job on, as `sluice plan` prints it: its processes, their
+    /// threads and the operators each runs, and the transport of each edge between them.
     #[pyo3(signature = (plan = "fused", processes = None))]
-    fn run(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<()> {
-        let mut options = RunOptions::default();
+    fn plan(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<String> {
+        let (graph, physical) = self.planned(py, plan, processes, &mut RunOptions::default())?;
+        *self.built.borrow_mut() = Some(graph);
+        Ok(physical.to_string())
+    }
+}
+
+impl Dataflow {
+    /// The job's graph and its plan as `run`'s `plan` and `processes` ask, with `options`
+    /// set for it (the processes plan's interpreter).
+    fn planned(
+        &self,
+        py: Python<'_>,
+        plan: &str,
+        processes: Option<usize>,
+        options: &mut RunOptions,
+    ) -> PyResult<(sluice_graph::Graph, sluice_plan::PhysicalPlan)> {
         let request = match (plan, processes) {
             ("fused", None) => PlanRequest::Fused,
             ("threaded", None) => PlanRequest::Threaded,
@@ -145,32 +329,21 @@ impl Dataflow {
                 )))
             }
         };
-        let graph = self
-            .flow
-            .build()
-            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        let built = self.built.borrow_mut().take();
+        let graph = match built {
+            Some(graph) => graph,
+            None => self
+                .flow
+                .build()
+                .map_err(|e| SluiceError::new_err(e.to_string()))?,
+        };
         let request = match processes {
             Some(n) => PlanRequest::File(format!("processes={n}"), spread_plan(&graph, n)?),
             None => request,
         };
         let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
-        let (ran, interrupted) = run_interruptibly(py, &graph, &physical, &options);
-        if let Some((operator, cause)) = self.failures.take() {
-            let error = OperatorError::new_err(format!(
-                "operator '{operator}' raised {}",
-                cause.value(py).repr()?
-            ));
-            error.set_cause(py, Some(cause));
-            return Err(error);
-        }
-        // Under the processes plan the exception was raised in a PE process: its traceback
-        // comes back as text, in the error.
-        ran.map_err(|e| match e.to_string() {
-            text if text.contains(PYTHON_EXCEPTION) => OperatorError::new_err(text),
-            text => SluiceError::new_err(text),
-        })?;
-        interrupted.map_or(Ok(()), Err)
+        Ok((graph, physical))
     }
 }
 
@@ -183,14 +356,20 @@ fn run_interruptibly(
     graph: &sluice_graph::Graph,
     plan: &sluice_plan::PhysicalPlan,
     options: &RunOptions,
+    from: Option<&sluice_runtime::StoredCheckpoint>,
 ) -> (Result<(), sluice_runtime::RunError>, Option<PyErr>) {
     let stop = StopHandle::new();
     let (ended, end) = crossbeam_channel::bounded(1);
     std::thread::scope(|scope| {
         let job_stop = stop.clone();
         scope.spawn(move || {
-            let ran = sluice_runtime::start_with(graph, plan, options, &job_stop)
-                .and_then(sluice_runtime::RunningJob::wait);
+            let started = match from {
+                Some(checkpoint) => {
+                    sluice_runtime::resume_with(graph, plan, options, &job_stop, checkpoint)
+                }
+                None => sluice_runtime::start_with(graph, plan, options, &job_stop),
+            };
+            let ran = started.and_then(sluice_runtime::RunningJob::wait);
             // The receiver waits for this until it has it.
             let _ = ended.send(ran.map(|_| ()));
         });
@@ -369,6 +548,26 @@ impl Stream {
         Ok(self.replicated_step(name, f, Step::Map, parallelism))
     }
 
+    /// Emits what `f(state, x)` returns beside the new state, for every tuple `x`: `f`
+    /// returns `(new_state, emitted)`; each instance's state starts as `init()`. The state is
+    /// any Python object that pickles: checkpoints keep it pickled, and a job resumed from
+    /// one starts from it.
+    #[pyo3(signature = (name, init, f, parallelism = 1))]
+    fn stateful_map(
+        &self,
+        name: &str,
+        init: Bound<'_, PyAny>,
+        f: Bound<'_, PyAny>,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
+        callable(&init, "stateful_map's init")?;
+        callable(&f, "stateful_map")?;
+        let step = Step::Stateful {
+            init: Arc::new(init.unbind()),
+        };
+        Ok(self.replicated_step(name, f, step, parallelism))
+    }
+
     /// Keeps the tuples `x` for which `f(x)` is true.
     #[pyo3(signature = (name, f, parallelism = 1))]
     fn filter(&self, name: &str, f: Bound<'_, PyAny>, parallelism: usize) -> PyResult<Stream> {
@@ -384,12 +583,25 @@ impl Stream {
     }
 
     /// The stream keyed by `key(x)` (by the tuple itself without `key`), for a keyed
-    /// aggregate; `name` is the operator that computes the key.
-    #[pyo3(signature = (name, key = None))]
-    fn key_by(&self, name: &str, key: Option<Bound<'_, PyAny>>) -> PyResult<KeyedStream> {
+    /// aggregate, a window or a join; `name` is the operator that computes the key. With
+    /// `time`, each tuple's event time is `time(x)` in seconds (from 0): windows and joins on
+    /// the keyed stream then go by event time, behind watermarks trailing the greatest time
+    /// seen by `max_delay` seconds (how far out of order tuples may come).
+    #[pyo3(signature = (name, key = None, time = None, max_delay = 0.0))]
+    fn key_by(
+        &self,
+        name: &str,
+        key: Option<Bound<'_, PyAny>>,
+        time: Option<Bound<'_, PyAny>>,
+        max_delay: f64,
+    ) -> PyResult<KeyedStream> {
         if let Some(key) = &key {
             callable(key, "key_by")?;
         }
+        if let Some(time) = &time {
+            callable(time, "key_by's time")?;
+        }
+        let max_delay = seconds("max_delay", max_delay)?;
         Ok(KeyedStream {
             input: Stream {
                 flow: self.flow.clone(),
@@ -397,7 +609,55 @@ impl Stream {
             },
             name: name.to_string(),
             key: key.map(Bound::unbind),
+            time: time.map(|t| Arc::new(t.unbind())),
+            max_delay,
+            emitted: Rc::default(),
         })
+    }
+
+    /// Ends the stream in a sink writing each tuple as a line of the text file at `path`:
+    /// what Python's `str()` of it writes (a str as itself). The file is written under a
+    /// temporary name and renamed at the end; with checkpoints, exactly once.
+    fn write_text(&self, name: &str, path: PathBuf) {
+        on_flow!(&self.flow, s => connectors::write_text(s, name, path));
+    }
+
+    /// Ends the stream in a sink writing each tuple as a record of the CSV file at `path`:
+    /// a tuple's items as its fields (`None` an empty one), anything else as one field; a
+    /// dict or a tuple inside a tuple fails the job. With checkpoints, exactly once.
+    fn write_csv(&self, name: &str, path: PathBuf) {
+        on_flow!(&self.flow, s => s.write_csv(name, path));
+    }
+
+    /// Ends the stream in a sink writing each tuple as a JSON line of the file at `path` (a
+    /// tuple as an array, a dict as an object, bytes as an array of numbers); with
+    /// checkpoints, exactly once.
+    fn write_json(&self, name: &str, path: PathBuf) {
+        on_flow!(&self.flow, s => s.write_json(name, path));
+    }
+
+    /// Ends the stream in a sink writing each tuple as the value of a record (without a key)
+    /// of Kafka topic `topic` at `brokers`, as `format` says ("json", "str": its `str()`,
+    /// "bytes": a bytes value as it is, anything else as its text). At least once; with
+    /// `transactional_id` and checkpoints, exactly once (one transaction a checkpoint, for
+    /// readers of committed records: that id names the job, two jobs with it fence each other).
+    #[pyo3(signature = (name, brokers, topic, format = "json", transactional_id = None))]
+    fn write_kafka(
+        &self,
+        name: &str,
+        brokers: &str,
+        topic: &str,
+        format: &str,
+        transactional_id: Option<String>,
+    ) -> PyResult<()> {
+        let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
+        let delivery = match transactional_id {
+            Some(transactional_id) => Delivery::ExactlyOnce { transactional_id },
+            None => Delivery::AtLeastOnce,
+        };
+        let config = KafkaSinkConfig::new(brokers, topic, delivery);
+        on_flow!(&self.flow, s => connectors::write_kafka(s, name, config, format));
+        Ok(())
     }
 
     /// Ends the stream in a sink keeping every tuple it receives; read them with
@@ -407,6 +667,9 @@ impl Stream {
             Flow::Values(s) => Collections::Values(s.collect(name)),
             Flow::Pairs(s) => Collections::Pairs(s.collect(name)),
             Flow::Lines(s) => Collections::Lines(s.collect(name)),
+            Flow::Records(s) => Collections::Records(s.collect(name)),
+            Flow::Windows(s) => Collections::Windows(s.collect(name)),
+            Flow::Kafka(s) => Collections::Kafka(s.collect(name)),
         };
         Collected { into }
     }
@@ -420,22 +683,97 @@ fn pair_key(pair: &(Value, Value)) -> &Value {
     &pair.0
 }
 
-/// A stream keyed by a function of its tuples: its aggregates keep one state per key.
+/// A stream keyed by a function of its tuples: its aggregates keep one state per key. Its
+/// aggregates, windows and joins share its key-by operator when they read the same field of
+/// the tuples; one reading another field is refused (key the stream again, under another name,
+/// for it).
 #[pyclass(unsendable, module = "sluice")]
 struct KeyedStream {
     input: Stream,
     name: String,
     key: Option<Py<PyAny>>,
+    /// The event time function, if the stream has event times.
+    time: Option<Shared>,
+    /// How far behind the greatest event time the watermarks trail.
+    max_delay: Duration,
+    /// The key-by operator's pairs once added: what field they carry, whether it is checked
+    /// numeric, and the stream (shared with the copies windows keep).
+    emitted: Rc<RefCell<Option<KeyedPairs>>>,
+}
+
+/// A key-by operator's output: the field its pairs carry, whether it checks it is a number,
+/// and the stream of pairs.
+type KeyedPairs = (Field, bool, RustStream<(Value, Value)>);
+
+/// `value` seconds, for the parameter `name`; a negative or endless one is a `ValueError`.
+fn seconds(name: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| PyValueError::new_err(format!("{name} is seconds from 0, not {value}")))
 }
 
 impl KeyedStream {
-    /// The key-by operator (the tuples as `(key, field)` pairs), keyed by the pair's key.
-    fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> Keyed {
+    /// The key-by operator (the tuples as `(key, field)` pairs, or `(key, (field, t))` with
+    /// event times, after which a watermark operator named `NAME-watermarks` follows),
+    /// keyed by the pair's key.
+    ///
+    /// The operators are added once: a second aggregate, window or join of this keyed stream
+    /// reading the same field (a count and a windowed count, say) reads the same pairs, and
+    /// one reading another field is refused, naming both (key the stream again under another
+    /// name for it).
+    fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> PyResult<Keyed> {
+        let mut emitted = self.emitted.borrow_mut();
+        let pairs = match &*emitted {
+            Some((read, was_numeric, pairs)) if read.same_as(&field) && *was_numeric == numeric => {
+                pairs.clone()
+            }
+            Some((read, was_numeric, _)) => {
+                let numbers = |n: bool| if n { ", numbers for a sum" } else { "" };
+                return Err(SluiceError::new_err(format!(
+                    "key-by '{}' already emits {}{} for another operator, and this one reads \
+                     {}{}: key the stream again, under another name, for it",
+                    self.name,
+                    read.describe(),
+                    numbers(*was_numeric),
+                    field.describe(),
+                    numbers(numeric)
+                )));
+            }
+            None => {
+                let pairs = self.add_pairs(py, field.clone(), numeric);
+                *emitted = Some((field, numeric, pairs.clone()));
+                pairs
+            }
+        };
+        let keyed = pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value);
+        Ok(if self.time.is_some() {
+            keyed.event_time(event_time)
+        } else {
+            keyed
+        })
+    }
+
+    /// Adds the key-by operator (and the watermarks after it, with event times) emitting the
+    /// tuples' `field` in `(key, field)` pairs.
+    fn add_pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> RustStream<(Value, Value)> {
         let key = self.key.as_ref().map(|k| k.clone_ref(py));
-        let pairs: RustStream<(Value, Value)> =
-            self.input
-                .step(&self.name, key, Step::KeyBy { field, numeric });
-        pairs.key_by(pair_key as fn(&(Value, Value)) -> &Value)
+        let time = self.time.clone();
+        let mut pairs: RustStream<(Value, Value)> = self.input.step(
+            &self.name,
+            key,
+            Step::KeyBy {
+                field,
+                numeric,
+                time,
+            },
+        );
+        if self.time.is_some() {
+            pairs = pairs.watermarks(
+                &format!("{}-watermarks", self.name),
+                event_time,
+                self.max_delay,
+            );
+        }
+        pairs
     }
 
     fn pairs_stream(&self, flow: RustStream<(Value, Value)>) -> Stream {
@@ -450,8 +788,8 @@ impl KeyedStream {
 impl KeyedStream {
     /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
     /// (counted in Rust, without calling Python).
-    fn count(&self, py: Python<'_>, name: &str) -> Stream {
-        self.pairs_stream(self.pairs(py, Field::Unread, false).aggregate(name, Tally))
+    fn count(&self, py: Python<'_>, name: &str) -> PyResult<Stream> {
+        Ok(self.pairs_stream(self.pairs(py, Field::Unread, false)?.aggregate(name, Tally)))
     }
 
     /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
@@ -460,17 +798,149 @@ impl KeyedStream {
     /// is not a number fails the key-by operator.
     #[pyo3(signature = (name, field = None))]
     fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
-        let field = match field {
-            None => Field::Whole,
-            Some(f) if f.is_callable() => Field::Call(Arc::new(f.unbind())),
-            Some(n) => Field::Item(n.extract().map_err(|_| {
-                PyTypeError::new_err(
-                    "sum reads a field given as a function or an item number (an int from 0)",
-                )
-            })?),
-        };
-        Ok(self.pairs_stream(self.pairs(py, field, true).aggregate(name, Total)))
+        let field = sum_field(field)?;
+        let timed = self.time.is_some();
+        Ok(self.pairs_stream(
+            self.pairs(py, field, true)?
+                .aggregate(name, Total { timed }),
+        ))
     }
+
+    /// The keyed stream cut into windows of `size` seconds starting every `slide` seconds
+    /// (tumbling without `slide`), by event time when `key_by` was given `time`, by
+    /// processing time otherwise; aggregate it with `count` or `sum`.
+    #[pyo3(signature = (size, slide = None))]
+    fn window(&self, py: Python<'_>, size: f64, slide: Option<f64>) -> PyResult<WindowedStream> {
+        let size = seconds("size", size)?;
+        let slide = slide.map(|s| seconds("slide", s)).transpose()?;
+        Ok(WindowedStream {
+            keyed: self.clone_ref(py),
+            size,
+            slide: slide.unwrap_or(size),
+        })
+    }
+
+    /// Joins this stream with `other` (keyed the same way) on equal keys: `(key, x, y)` for
+    /// every tuple `x` of this stream and `y` of `other` at most `within` seconds apart, by
+    /// event time when both keyed streams have `time`, by arrival otherwise. Runs in Rust.
+    fn join(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        other: &KeyedStream,
+        within: f64,
+    ) -> PyResult<Stream> {
+        let within = seconds("within", within)?;
+        let window = match (self.time.is_some(), other.time.is_some()) {
+            (true, true) => JoinWindow::EventTime(within),
+            (false, false) => JoinWindow::Arrival(within),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "join '{name}': both keyed streams need event times (key_by's time) or \
+                     neither"
+                )))
+            }
+        };
+        let timed = self.time.is_some();
+        let left = self.pairs(py, Field::Whole, false)?;
+        let right = other.pairs(py, Field::Whole, false)?;
+        let joined = left.join(name, &right, window, move |l, r| {
+            Value::Tuple(vec![
+                l.0.clone(),
+                field_of(l, timed).clone(),
+                field_of(r, timed).clone(),
+            ])
+        });
+        Ok(self.input.values(joined))
+    }
+}
+
+impl KeyedStream {
+    /// A copy of this keyed stream's description (the key-by operator is added when an
+    /// aggregate, a window or a join is).
+    fn clone_ref(&self, py: Python<'_>) -> KeyedStream {
+        KeyedStream {
+            input: Stream {
+                flow: self.input.flow.clone(),
+                failures: self.input.failures.clone(),
+            },
+            name: self.name.clone(),
+            key: self.key.as_ref().map(|k| k.clone_ref(py)),
+            time: self.time.clone(),
+            max_delay: self.max_delay,
+            emitted: self.emitted.clone(),
+        }
+    }
+}
+
+/// A keyed stream cut into windows (`KeyedStream.window`): each window's aggregate is
+/// `(key, start, end, value)`, `start` and `end` in seconds (by processing time, since the
+/// Unix epoch).
+#[pyclass(unsendable, module = "sluice")]
+struct WindowedStream {
+    keyed: KeyedStream,
+    size: Duration,
+    slide: Duration,
+}
+
+impl WindowedStream {
+    /// The window operator `name` folding each key's windows with `aggregate`.
+    fn windowed<A>(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        field: Field,
+        numeric: bool,
+        aggregate: A,
+    ) -> PyResult<Stream>
+    where
+        A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
+    {
+        let mut windows = Windows::sliding(self.size, self.slide);
+        if self.keyed.time.is_some() {
+            windows = windows.event_time(event_time);
+        }
+        let results = self
+            .keyed
+            .pairs(py, field, numeric)?
+            .window(windows)
+            .aggregate(name, aggregate);
+        Ok(Stream {
+            flow: Flow::Windows(results),
+            failures: self.keyed.input.failures.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl WindowedStream {
+    /// The number of tuples of each key's window: `(key, start, end, n)` as each window
+    /// closes (counted in Rust).
+    fn count(&self, py: Python<'_>, name: &str) -> PyResult<Stream> {
+        self.windowed(py, name, Field::Unread, false, Tally)
+    }
+
+    /// The sum of `field` (as `KeyedStream.sum` reads it) over each key's window:
+    /// `(key, start, end, total)` as each window closes (summed in Rust).
+    #[pyo3(signature = (name, field = None))]
+    fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
+        let timed = self.keyed.time.is_some();
+        self.windowed(py, name, sum_field(field)?, true, Total { timed })
+    }
+}
+
+/// The field a `sum` reads: the tuple itself without one; an int `n`: item `n`; a function:
+/// what it returns.
+fn sum_field(field: Option<Bound<'_, PyAny>>) -> PyResult<Field> {
+    Ok(match field {
+        None => Field::Whole,
+        Some(f) if f.is_callable() => Field::Call(Arc::new(f.unbind())),
+        Some(n) => Field::Item(n.extract().map_err(|_| {
+            PyTypeError::new_err(
+                "sum reads a field given as a function or an item number (an int from 0)",
+            )
+        })?),
+    })
 }
 
 /// What a `collect` sink received, readable once the job has run.
@@ -488,6 +958,9 @@ impl Collected {
             Collections::Values(c) => append_all(&list, c),
             Collections::Pairs(c) => append_all(&list, c),
             Collections::Lines(c) => append_all(&list, c),
+            Collections::Records(c) => append_all(&list, c),
+            Collections::Windows(c) => append_all(&list, c),
+            Collections::Kafka(c) => append_all(&list, c),
         }?;
         Ok(list)
     }
@@ -566,6 +1039,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dataflow>()?;
     m.add_class::<Stream>()?;
     m.add_class::<KeyedStream>()?;
+    m.add_class::<WindowedStream>()?;
     m.add_class::<Collected>()?;
     m.add_function(wrap_pyfunction!(encode, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;

@@ -1,6 +1,10 @@
 //! The operators that run Python: [`IterableSource`] (the items of a Python iterable) and
-//! [`PythonStep`] (a Python function applied to each tuple: map, filter, flat-map, key-by), and
-//! the keyed aggregates of Python streams that run as Rust ([`Tally`], [`Total`]).
+//! [`PythonStep`] (a Python function applied to each tuple: map, stateful map, filter,
+//! flat-map, key-by, the key-by reading event times too), and the keyed aggregates of Python
+//! streams that run as Rust ([`Tally`], [`Total`]), in windows too.
+//!
+//! Through checkpoints, an [`IterableSource`] keeps the number of items it emitted (resumed,
+//! it iterates its iterable again and skips them) and a stateful map its state, pickled.
 //!
 //! A Python operator takes the interpreter once per batch of tuples, not once per tuple. An
 //! exception in a user's function fails the operator: its traceback becomes the operator's
@@ -13,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use sluice_graph::{
-    expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Source,
+    expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Snapshot, Source,
 };
 use sluice_ops::{Aggregate, SOURCE_BATCH};
 use sluice_types::{BatchRef, TupleRef};
@@ -90,6 +94,8 @@ pub struct IterableSource {
     name: String,
     failures: Failures,
     batch: Vec<Value>,
+    /// Items emitted since the iterable's start (restored from a checkpoint's position).
+    position: u64,
 }
 
 impl IterableSource {
@@ -101,7 +107,30 @@ impl IterableSource {
             name: String::new(),
             failures,
             batch: Vec::with_capacity(SOURCE_BATCH),
+            position: 0,
         }
+    }
+
+    /// The iterable's iterator, past the `position` items emitted before a checkpoint: the
+    /// iterable is iterated again from its start, which one that is its own iterator (a
+    /// generator) cannot be.
+    fn iterate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let iterable = self.iterable.bind(py);
+        let it = iterable.try_iter()?;
+        if self.position > 0 {
+            if it.is(iterable) {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "the source resumes at item {} of its iterable, iterating it again from \
+                     its start, and a generator or iterator cannot be: give a list, a range \
+                     or another iterable that can be iterated again",
+                    self.position
+                )));
+            }
+            for skipped in it.clone().take(self.position as usize) {
+                skipped?;
+            }
+        }
+        Ok(it.into_any())
     }
 }
 
@@ -109,16 +138,29 @@ impl Source for IterableSource {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
         self.name.clone_from(&ctx.name);
         keep_thread_state();
-        Python::attach(|py| {
-            let iterator = self.iterable.bind(py).try_iter();
-            match iterator {
-                Ok(it) => {
-                    self.iterator = Some(it.into_any().unbind());
-                    Ok(())
-                }
-                Err(e) => Err(self.failures.fail(py, &self.name, e)),
+        Python::attach(|py| match self.iterate(py) {
+            Ok(it) => {
+                self.iterator = Some(it.unbind());
+                Ok(())
             }
+            Err(e) => Err(self.failures.fail(py, &self.name, e)),
         })
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// The number of items emitted: a restored source skips them.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        Snapshot::whole(&self.position)
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if !snapshot.is_empty() {
+            self.position = snapshot.decode_whole()?;
+        }
+        Ok(())
     }
 
     fn produce(&mut self, out: &mut Output<'_>) -> Result<Produced, OperatorError> {
@@ -144,6 +186,7 @@ impl Source for IterableSource {
         })?;
         let emitted = self.batch.len();
         out.emit_batch(0, &mut self.batch)?;
+        self.position += emitted as u64;
         if ended {
             self.iterator = None;
         }
@@ -164,13 +207,59 @@ pub enum Step {
     Filter,
     /// Emits every item of the result (an iterable).
     FlatMap,
-    /// Emits `(result, field)`; the function is optional (the tuple is its own key).
+    /// Calls the function with the instance's state and the tuple; it returns the new state
+    /// and what to emit. The state starts as `init()` and is pickled into checkpoints.
+    Stateful {
+        /// Makes the first state.
+        init: Shared,
+    },
+    /// Emits `(result, field)`; the function is optional (the tuple is its own key). With a
+    /// `time` function, emits `(result, (field, t))`, `t` its event time in nanoseconds
+    /// ([`event_time`] reads it back, [`field_of`] the field).
     KeyBy {
         /// What of the tuple the keyed aggregate reads.
         field: Field,
         /// The keyed stream is summed: the field must be an int or a float.
         numeric: bool,
+        /// The tuple's event time, in seconds (an int or a float from 0).
+        time: Option<Shared>,
     },
+}
+
+/// The event time (nanoseconds) of a key-by's `(key, (field, t))` pair: `t`; 0 for a pair
+/// without one.
+pub fn event_time(pair: &(Value, Value)) -> u64 {
+    match &pair.1 {
+        Value::Tuple(timed) => match timed.as_slice() {
+            [_, Value::Int(t)] => u64::try_from(*t).unwrap_or(0),
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// The field of a key-by's pair: its value, or the field of a `(field, t)` value when `timed`.
+pub fn field_of(pair: &(Value, Value), timed: bool) -> &Value {
+    match &pair.1 {
+        Value::Tuple(parts) if timed && parts.len() == 2 => &parts[0],
+        value => value,
+    }
+}
+
+/// Nanoseconds in a second, for event times given in seconds.
+const NANOS: f64 = 1e9;
+
+/// The event time `time(tuple)` returns in seconds, in nanoseconds; one before the epoch or
+/// past 2^63 ns (the year 2262) is a `ValueError` naming it.
+fn nanoseconds(py: Python<'_>, time: &Shared, object: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let seconds: f64 = time.bind(py).call1((object.clone(),))?.extract()?;
+    let nanos = seconds * NANOS;
+    if !(0.0..9.2e18).contains(&nanos) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "an event time is seconds from 0 to 9.2e9 (the nanoseconds fit 63 bits), not {seconds}"
+        )));
+    }
+    Ok(Value::Int(nanos as i64))
 }
 
 /// What of a tuple a keyed aggregate reads.
@@ -187,6 +276,25 @@ pub enum Field {
 }
 
 impl Field {
+    /// Whether `self` reads what `other` reads (a function: the same function object).
+    pub fn same_as(&self, other: &Field) -> bool {
+        match (self, other) {
+            (Field::Unread, Field::Unread) | (Field::Whole, Field::Whole) => true,
+            (Field::Item(a), Field::Item(b)) => a == b,
+            (Field::Call(a), Field::Call(b)) => a.as_ptr() == b.as_ptr(),
+            _ => false,
+        }
+    }
+
+    /// What it reads, for a message.
+    pub fn describe(&self) -> String {
+        match self {
+            Field::Unread => "nothing of the tuple (a count)".into(),
+            Field::Whole => "the whole tuple".into(),
+            Field::Item(n) => format!("item {n} of the tuple"),
+            Field::Call(_) => "what a function returns".into(),
+        }
+    }
     /// The field of `tuple`, with `object` its Python object when there is one.
     fn of(
         &self,
@@ -253,7 +361,9 @@ impl Emitted for Value {
                     results.push(Value::from_py(&item?)?);
                 }
             }
-            Step::Map | Step::KeyBy { .. } => results.push(Value::from_py(&result)?),
+            Step::Map | Step::Stateful { .. } | Step::KeyBy { .. } => {
+                results.push(Value::from_py(&result)?)
+            }
         }
         Ok(())
     }
@@ -268,17 +378,29 @@ impl Emitted for (Value, Value) {
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
     ) -> PyResult<()> {
-        let Step::KeyBy { field, numeric } = step else {
+        let Step::KeyBy {
+            field,
+            numeric,
+            time,
+        } = step
+        else {
             return Err(PyTypeError::new_err(format!(
                 "only a key-by emits (key, value) pairs, not a {step:?}"
             )));
         };
-        let value = field.of(py, &tuple, object)?;
+        let mut value = field.of(py, &tuple, object)?;
         if *numeric && !matches!(value, Value::Int(_) | Value::Float(_) | Value::Bool(_)) {
             return Err(PyTypeError::new_err(format!(
                 "a sum reads ints and floats, not {}",
                 value.to_py(py)?.repr()?
             )));
+        }
+        if let Some(time) = time {
+            let t = match object {
+                Some(object) => nanoseconds(py, time, object)?,
+                None => nanoseconds(py, time, &tuple.to_py(py)?)?,
+            };
+            value = Value::Tuple(vec![value, t]);
         }
         let key = match result {
             Some(key) => Value::from_py(&key)?,
@@ -293,6 +415,8 @@ impl Emitted for (Value, Value) {
 pub struct PythonStep<I, O> {
     f: Option<Shared>,
     step: Step,
+    /// The instance's state, for a [`Step::Stateful`].
+    state: Option<Py<PyAny>>,
     name: String,
     failures: Failures,
     results: Vec<O>,
@@ -305,6 +429,7 @@ impl<I, O> PythonStep<I, O> {
         Self {
             f,
             step,
+            state: None,
             name: String::new(),
             failures,
             results: Vec::new(),
@@ -318,13 +443,26 @@ impl<I, O> PythonStep<I, O> {
         I: Carried,
         O: Emitted,
     {
-        let (object, result) = match &self.f {
-            Some(f) => {
+        let (object, result) = match (&self.f, &mut self.state) {
+            (Some(f), Some(state)) => {
+                let object = tuple.to_py(py)?;
+                let returned = f.bind(py).call1((state.bind(py), object.clone()))?;
+                let (next, emitted): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                    returned.extract().map_err(|_| {
+                        PyTypeError::new_err(
+                            "a stateful_map's function returns a pair: (the new state, what \
+                             to emit)",
+                        )
+                    })?;
+                *state = next.unbind();
+                (Some(object), Some(emitted))
+            }
+            (Some(f), None) => {
                 let object = tuple.to_py(py)?;
                 let result = f.bind(py).call1((object.clone(),))?;
                 (Some(object), Some(result))
             }
-            None => (None, None),
+            (None, _) => (None, None),
         };
         O::step(
             py,
@@ -341,6 +479,52 @@ impl<I: Carried, O: Emitted> Operator for PythonStep<I, O> {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
         self.name.clone_from(&ctx.name);
         keep_thread_state();
+        let Step::Stateful { init } = &self.step else {
+            return Ok(());
+        };
+        if self.state.is_none() {
+            let first = Python::attach(|py| {
+                init.bind(py)
+                    .call0()
+                    .map(Bound::unbind)
+                    .map_err(|e| self.failures.fail(py, &self.name, e))
+            })?;
+            self.state = Some(first);
+        }
+        Ok(())
+    }
+
+    /// A stateful step's state, pickled.
+    fn snapshot(&mut self) -> Result<Snapshot, OperatorError> {
+        let Some(state) = &self.state else {
+            return Ok(Snapshot::default());
+        };
+        let pickled: Vec<u8> = Python::attach(|py| {
+            let dumps = py.import("pickle")?.getattr("dumps")?;
+            dumps.call1((state.bind(py),))?.extract()
+        })
+        .map_err(|e: PyErr| {
+            OperatorError::Failed(format!(
+                "the state of '{}' cannot be pickled: {e}",
+                self.name
+            ))
+        })?;
+        Snapshot::whole(&serde_bytes::ByteBuf::from(pickled))
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), OperatorError> {
+        if snapshot.is_empty() {
+            return Ok(());
+        }
+        let pickled: serde_bytes::ByteBuf = snapshot.decode_whole()?;
+        let state = Python::attach(|py| {
+            let loads = py.import("pickle")?.getattr("loads")?;
+            loads
+                .call1((pyo3::types::PyBytes::new(py, &pickled),))
+                .map(Bound::unbind)
+        })
+        .map_err(|e| OperatorError::Failed(format!("a state cannot be unpickled: {e}")))?;
+        self.state = Some(state);
         Ok(())
     }
 
@@ -399,9 +583,12 @@ impl Aggregate<(Value, Value)> for Tally {
 
 /// The running sum of each key's values: an `int` while every value is an int (or bool) and
 /// the sum fits 64 bits, a `float` after a float or beyond 64 bits. The key-by before it lets
-/// only numbers through ([`Step::KeyBy`] `numeric`).
+/// only numbers through ([`Step::KeyBy`] `numeric`); `timed`: its pairs carry event times.
 #[derive(Clone, Copy, Debug)]
-pub struct Total;
+pub struct Total {
+    /// The pairs' values are `(field, t)`.
+    pub timed: bool,
+}
 
 impl Total {
     /// `acc + value` for numbers; anything else leaves `acc` as it is.
@@ -434,7 +621,7 @@ impl Aggregate<(Value, Value)> for Total {
         Value::Int(0)
     }
     fn add(&self, acc: &mut Value, tuple: &(Value, Value)) {
-        *acc = Total::plus(acc, &tuple.1);
+        *acc = Total::plus(acc, field_of(tuple, self.timed));
     }
     fn merge(&self, acc: &mut Value, other: &Value) {
         *acc = Total::plus(acc, other);

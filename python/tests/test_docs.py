@@ -59,3 +59,9 @@ def test_the_encoding_cost_example_measures_both_encodings():
     assert {(label, name) for label, name, *_ in rows} == {
         (label, name) for label in ["word", "(word, count)"] for name in ["sluice", "pickle"]
     }
+
+
+def test_the_latency_example_measures_every_tuple():
+    p50, p99, measured = example("latency").measure(rate=5_000, seconds=1.5)
+    assert measured == 2_500  # the first second left out
+    assert 0 < p50 <= p99

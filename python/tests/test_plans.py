@@ -89,3 +89,19 @@ def test_processes_needs_a_script():
             flow.run("processes")
     finally:
         sys.argv = saved
+
+
+def test_a_plan_names_every_instance_and_edge_before_the_job_runs():
+    import sluice
+
+    flow = sluice.Dataflow("planned")
+    split = flow.source("lines", ["a b", "b"]).flat_map("split", str.split, parallelism=2)
+    counts = split.key_by("word").count("count").collect("counts")
+    fused = flow.plan()
+    assert fused.startswith("plan for planned (fused): 1 PE(s), 1 thread(s), 6 instance(s)")
+    assert "thread 0 'main' (unpinned): lines, split[0], split[1], word, count, counts" in fused
+    assert "word.out[0] -> count.in[0]  key-by  via fused" in fused
+    spread = flow.plan("threaded")
+    assert "6 thread(s)" in spread
+    flow.run()  # after plan(): the job runs, once
+    assert counts.latest() == {"a": 1, "b": 2}

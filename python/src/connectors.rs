@@ -1,0 +1,136 @@
+//! The engine's file and socket connectors (`sluice-connectors`) on Python streams: what a
+//! Python `read_csv`, `read_socket`, `read_kafka`, `write_text` or `write_kafka` adds to the
+//! job. The connectors are the
+//! engine's own: their formats read and write [`Value`](crate::value::Value)s through its
+//! serde implementation (the module `value` says how), and the file sinks are the engine's
+//! exactly-once ones.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use sluice_connectors::csv_file::{CsvFormat, CsvSource};
+use sluice_connectors::fluent::StreamIo;
+use sluice_connectors::stream_sink::{ByteTarget, StreamSink};
+use sluice_connectors::tcp::TcpSource;
+use sluice_connectors::TcpEndpoint;
+use sluice_connectors::{Format, FormatError, KafkaSinkConfig};
+use sluice_ops::{Dataflow, Stream};
+
+use crate::value::{Carried, CsvRecord, Value};
+
+/// The records of the CSV file at `path` ([`CsvRecord`]s), the first its header when `header`.
+pub fn read_csv(flow: &Dataflow, name: &str, path: PathBuf, header: bool) -> Stream<CsvRecord> {
+    let format = CsvFormat {
+        has_headers: header,
+        ..CsvFormat::default()
+    };
+    flow.source(name, move |_| {
+        CsvSource::<CsvRecord>::new(path.clone(), format)
+    })
+}
+
+/// The lines of TCP connections at `address`: those accepted there (until `connections` have
+/// ended, when given) with `listen`, the one made to it otherwise. An address that does not
+/// resolve is refused here, naming it.
+pub fn read_socket(
+    flow: &Dataflow,
+    name: &str,
+    address: &str,
+    listen: bool,
+    connections: Option<u64>,
+) -> Result<Stream<String>, String> {
+    let resolved: SocketAddr = address
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut all| all.next())
+        .ok_or_else(|| format!("read_socket: '{address}' is no address (host:port)"))?;
+    let endpoint = if listen {
+        TcpEndpoint::listen(resolved)
+    } else {
+        TcpEndpoint::connect(resolved)
+    };
+    Ok(flow.source(name, move |_| {
+        let source = TcpSource::lines(endpoint.clone());
+        match connections {
+            Some(n) => source.end_after(n),
+            None => source,
+        }
+    }))
+}
+
+/// Ends `stream` in a sink writing each tuple's text ([`Carried::write_text`]) as a line of
+/// the file at `path`, exactly once through checkpoints ([`StreamSink`]).
+pub fn write_text<T: Carried>(stream: &Stream<T>, name: &str, path: PathBuf) {
+    stream.sink(name, move |_| {
+        StreamSink::formatted_lines(ByteTarget::File(path.clone()), |tuple: &T, line| {
+            tuple.write_text(line)
+        })
+    });
+}
+
+/// How a Kafka record's value is read and written from Python (`format=`): `"json"` (a value
+/// as JSON, read back into any value), `"str"` (UTF-8 text: written as `str()` writes the
+/// value) or `"bytes"` (the record's bytes; a str value is written as its UTF-8, anything else
+/// as its text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaFormat {
+    /// JSON.
+    Json,
+    /// UTF-8 text.
+    Str,
+    /// The bytes as they are.
+    Bytes,
+}
+
+impl KafkaFormat {
+    /// The format `name` stands for; an unknown one is an error listing them.
+    pub fn named(name: &str) -> Result<Self, String> {
+        match name {
+            "json" => Ok(Self::Json),
+            "str" => Ok(Self::Str),
+            "bytes" => Ok(Self::Bytes),
+            other => Err(format!(
+                "no Kafka format '{other}': a record's value is 'json', 'str' or 'bytes'"
+            )),
+        }
+    }
+}
+
+impl<T: Carried> Format<T> for KafkaFormat {
+    fn decode(&self, bytes: &[u8]) -> Result<T, FormatError> {
+        use serde::de::value::{BytesDeserializer, StrDeserializer};
+        Ok(match self {
+            Self::Json => serde_json::from_slice(bytes)?,
+            Self::Str => {
+                let text = std::str::from_utf8(bytes)?;
+                T::deserialize(StrDeserializer::<serde_json::Error>::new(text))?
+            }
+            Self::Bytes => T::deserialize(BytesDeserializer::<serde_json::Error>::new(bytes))?,
+        })
+    }
+
+    fn encode(&self, tuple: &T, out: &mut Vec<u8>) -> Result<(), FormatError> {
+        match (self, tuple.to_value()) {
+            (Self::Json, _) => serde_json::to_writer(out, tuple)?,
+            (Self::Bytes, Value::Bytes(bytes)) => out.extend_from_slice(&bytes),
+            (Self::Str | Self::Bytes, value) => {
+                let mut text = String::new();
+                // Writing to a String cannot fail.
+                let _ = value.write_text(&mut text);
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Ends `stream` in a sink writing each tuple as a record's value to `config`'s topic, as
+/// `format` says, without a key.
+pub fn write_kafka<T: Carried>(
+    stream: &Stream<T>,
+    name: &str,
+    config: KafkaSinkConfig,
+    format: KafkaFormat,
+) {
+    stream.write_kafka(name, config, format, |_: &T| None);
+}
