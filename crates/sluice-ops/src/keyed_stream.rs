@@ -237,7 +237,7 @@ where
     }
 
     /// Drops each tuple whose key passed within `dedup`'s window before it (a count of
-    /// tuples, or processing or event time); a window of 0 is refused by [`Dataflow::build`].
+    /// tuples, or processing or event time); a window of 0 is refused by [`Dataflow::build`](crate::Dataflow::build).
     /// See [`Deduplicate`].
     pub fn dedup(&self, name: &str, dedup: Dedup<T>) -> Stream<T> {
         let check = dedup.check();
@@ -250,7 +250,7 @@ where
     }
 
     /// The keyed stream cut into `windows`; a specification that cannot work (a window of 0,
-    /// a slide longer than its window) is refused by [`Dataflow::build`], naming the operator.
+    /// a slide longer than its window) is refused by [`Dataflow::build`](crate::Dataflow::build), naming the operator.
     pub fn window(&self, windows: Windows<T>) -> WindowedStream<T, K, F> {
         WindowedStream {
             keyed: KeyedStream {

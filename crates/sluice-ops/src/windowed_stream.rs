@@ -107,7 +107,7 @@ where
     }
 
     /// Each window's `k` tuples with the greatest `by`, greatest first; a `k` of 0 is refused
-    /// by [`Dataflow::build`].
+    /// by [`Dataflow::build`](crate::Dataflow::build).
     pub fn top_k<V, G>(&self, name: &str, k: usize, by: G) -> Stream<Windowed<K, Vec<T>>>
     where
         T: Value,
