@@ -30,14 +30,17 @@ def checkpointed(directory):
 def totals_job(interrupt_in=None, numbers=range(N), file=None):
     """A job of running totals (a stateful map, collected and written to `file`) and a keyed
     count (Rust) over range(N), and what it saw; with `interrupt_in`, it sends itself a
-    Ctrl-C once a checkpoint is complete in that directory (and runs slowly until then), once,
-    and what it saw names that checkpoint (`seen["checkpoint"]`)."""
+    Ctrl-C once a checkpoint is complete in that directory (and runs slowly until then, ten
+    times more slowly in its second half: a first checkpoint can take seconds where the disk
+    is still flushing a build, and the job must not end before it), once, and what it saw
+    names that checkpoint (`seen["checkpoint"]`)."""
     flow = sluice.Dataflow("totals")
     seen = {"interrupt": interrupt_in}
 
     def watch(n):
         directory = seen["interrupt"]
-        if directory is not None and n % 100 == 0:
+        every = 100 if n < N // 2 else 10
+        if directory is not None and n % every == 0:
             complete = checkpointed(directory)
             if complete:
                 # Kept aside: the job deletes all but its last three checkpoints.
