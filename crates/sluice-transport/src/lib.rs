@@ -250,6 +250,19 @@ impl<T> Runs<T> {
         self.run.clear();
         flow
     }
+
+    /// Ends a poll whose deliveries went as `flow` says: hands over the current run if they
+    /// continue; drops it if one broke (what was received and not handed over is dropped).
+    pub fn end(
+        &mut self,
+        flow: ControlFlow<()>,
+        deliver: &mut dyn FnMut(Arrival<'_, T>) -> ControlFlow<()>,
+    ) {
+        if flow.is_continue() {
+            let _ = self.finish(deliver);
+        }
+        self.run.clear();
+    }
 }
 
 /// The receiving end of one edge.
@@ -279,10 +292,7 @@ pub trait TupleReceiver<T>: Send {
                 break;
             }
         }
-        if flow.is_continue() {
-            let _ = runs.finish(deliver);
-        }
-        runs.run.clear();
+        runs.end(flow, deliver);
         runs.messages = messages;
         polled
     }

@@ -256,10 +256,7 @@ impl<T: Send> TupleReceiver<T> for ThreadedPortReceiver<T> {
                 break;
             }
         }
-        if flow.is_continue() {
-            let _ = runs.finish(deliver);
-        }
-        runs.run.clear();
+        runs.end(flow, deliver);
         self.frames = frames;
         self.return_spares();
         Ok(n)
