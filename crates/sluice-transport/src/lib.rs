@@ -297,6 +297,14 @@ pub trait TupleReceiver<T>: Send {
         polled
     }
 
+    /// Whether a poll may find something now: false only if the sender has certainly
+    /// published nothing this end has not taken and has not left. A cheap look (a load or
+    /// two) for a polling worker choosing which of its tasks to step; by default true, which
+    /// costs only that the receiving task is stepped on every turn.
+    fn may_have_input(&mut self) -> bool {
+        true
+    }
+
     /// Sleeps until the sender publishes or leaves, or `timeout` passes (or spuriously
     /// earlier): what an idle receiver does under the `park` idle strategy. Returns false at
     /// once if this transport has no doorbell to park on (the caller then sleeps instead).
