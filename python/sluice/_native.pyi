@@ -170,6 +170,15 @@ class KeyedStream:
         """The keyed stream cut into windows of ``size`` seconds starting every ``slide``
         seconds (tumbling without ``slide``), by event time when ``key_by`` was given
         ``time``, by processing time otherwise."""
+    def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
+        """The keyed stream cut into windows of ``size`` tuples of a key, one every ``slide``
+        of them (tumbling without ``slide``); a window's ``start`` and ``end`` are the key's
+        tuple numbers (from 0) of its first tuple and of the one after its last. At the end
+        of the stream the tuples since a key's last window make one more."""
+    def session(self, gap: float) -> WindowedStream:
+        """The keyed stream cut into sessions: a key's tuples less than ``gap`` seconds apart
+        (by event time when ``key_by`` was given ``time``, by processing time otherwise); a
+        session ends ``gap`` seconds after its last tuple."""
     def join(self, name: str, other: KeyedStream, within: float) -> Stream:
         """Joins this stream with ``other`` on equal keys: ``(key, x, y)`` for every tuple
         ``x`` of this stream and ``y`` of ``other`` at most ``within`` seconds apart, by event
@@ -177,8 +186,8 @@ class KeyedStream:
 
 class WindowedStream:
     """A keyed stream cut into windows: each window's aggregate is ``(key, start, end,
-    value)``, ``start`` and ``end`` in seconds (by processing time, since the Unix epoch),
-    emitted as the window closes (by event time, when the watermark passes its end; every
+    value)``, ``start`` and ``end`` in seconds (by processing time, since the Unix epoch) or,
+    for windows by count, tuple numbers, emitted as the window closes (by event time, when the watermark passes its end; every
     window at the end of the stream)."""
 
     def count(self, name: str) -> Stream:

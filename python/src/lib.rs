@@ -36,7 +36,9 @@ use sluice_connectors::fluent::{FlowIo, StreamIo};
 use sluice_connectors::{
     Delivery, EndAt, KafkaRecord, KafkaSinkConfig, KafkaSourceConfig, StartFrom,
 };
-use sluice_ops::{Collected as Collection, JoinWindow, Stream as RustStream, Windowed, Windows};
+use sluice_ops::{
+    Collected as Collection, JoinWindow, Shape, Stream as RustStream, Windowed, Windows,
+};
 use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
 
@@ -813,11 +815,48 @@ impl KeyedStream {
     fn window(&self, py: Python<'_>, size: f64, slide: Option<f64>) -> PyResult<WindowedStream> {
         let size = seconds("size", size)?;
         let slide = slide.map(|s| seconds("slide", s)).transpose()?;
-        Ok(WindowedStream {
-            keyed: self.clone_ref(py),
-            size,
-            slide: slide.unwrap_or(size),
-        })
+        self.windows(
+            py,
+            Shape::Time {
+                size,
+                slide: slide.unwrap_or(size),
+            },
+        )
+    }
+
+    /// The keyed stream cut into windows of `size` tuples of a key, one every `slide` of
+    /// them (tumbling without `slide`); a window's `start` and `end` are the key's tuple
+    /// numbers (from 0) of its first tuple and of the one after its last. At the end of the
+    /// stream the tuples since a key's last window make one more.
+    #[pyo3(signature = (size, slide = None))]
+    fn count_window(
+        &self,
+        py: Python<'_>,
+        size: i64,
+        slide: Option<i64>,
+    ) -> PyResult<WindowedStream> {
+        let tuples = |name: &str, n: i64| {
+            u64::try_from(n).map_err(|_| {
+                PyValueError::new_err(format!("{name} is a number of tuples from 1, not {n}"))
+            })
+        };
+        let size = tuples("size", size)?;
+        let slide = slide.map(|s| tuples("slide", s)).transpose()?;
+        self.windows(
+            py,
+            Shape::Count {
+                size,
+                slide: slide.unwrap_or(size),
+            },
+        )
+    }
+
+    /// The keyed stream cut into sessions: a key's tuples less than `gap` seconds apart (by
+    /// event time when `key_by` was given `time`, by processing time otherwise); a session
+    /// ends `gap` seconds after its last tuple.
+    fn session(&self, py: Python<'_>, gap: f64) -> PyResult<WindowedStream> {
+        let gap = seconds("gap", gap)?;
+        self.windows(py, Shape::Session { gap })
     }
 
     /// Joins this stream with `other` (keyed the same way) on equal keys: `(key, x, y)` for
@@ -873,17 +912,41 @@ impl KeyedStream {
     }
 }
 
-/// A keyed stream cut into windows (`KeyedStream.window`): each window's aggregate is
-/// `(key, start, end, value)`, `start` and `end` in seconds (by processing time, since the
-/// Unix epoch).
+/// A keyed stream cut into windows (`KeyedStream.window`, `count_window` or `session`): each
+/// window's aggregate is `(key, start, end, value)`, `start` and `end` in seconds (by
+/// processing time, since the Unix epoch), or tuple numbers for windows by count.
 #[pyclass(unsendable, module = "sluice")]
 struct WindowedStream {
     keyed: KeyedStream,
-    size: Duration,
-    slide: Duration,
+    shape: Shape,
+}
+
+impl KeyedStream {
+    /// This stream cut into windows of `shape`, refused as the engine would refuse it.
+    fn windows(&self, py: Python<'_>, shape: Shape) -> PyResult<WindowedStream> {
+        let windows = WindowedStream {
+            keyed: self.clone_ref(py),
+            shape,
+        };
+        windows.windows().check().map_err(PyValueError::new_err)?;
+        Ok(windows)
+    }
 }
 
 impl WindowedStream {
+    /// The engine's windows of this shape, on the key-by's pairs.
+    fn windows(&self) -> Windows<(Value, Value)> {
+        let mut windows = match self.shape {
+            Shape::Count { size, slide } => Windows::sliding_count(size, slide),
+            Shape::Time { size, slide } => Windows::sliding(size, slide),
+            Shape::Session { gap } => Windows::session(gap),
+        };
+        if self.keyed.time.is_some() {
+            windows = windows.event_time(event_time);
+        }
+        windows
+    }
+
     /// The window operator `name` folding each key's windows with `aggregate`.
     fn windowed<A>(
         &self,
@@ -896,17 +959,26 @@ impl WindowedStream {
     where
         A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
     {
-        let mut windows = Windows::sliding(self.size, self.slide);
-        if self.keyed.time.is_some() {
-            windows = windows.event_time(event_time);
-        }
         let results = self
             .keyed
             .pairs(py, field, numeric)?
-            .window(windows)
+            .window(self.windows())
             .aggregate(name, aggregate);
+        let flow = match self.shape {
+            // A count window's bounds are tuple numbers, not times: they cross as ints.
+            Shape::Count { .. } => Flow::Values(results.map(&format!("{name}-bounds"), |w| {
+                let number = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+                Value::Tuple(vec![
+                    w.key.clone(),
+                    number(w.start),
+                    number(w.end),
+                    w.value.clone(),
+                ])
+            })),
+            Shape::Time { .. } | Shape::Session { .. } => Flow::Windows(results),
+        };
         Ok(Stream {
-            flow: Flow::Windows(results),
+            flow,
             failures: self.keyed.input.failures.clone(),
         })
     }
