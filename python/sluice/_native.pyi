@@ -55,12 +55,16 @@ class Dataflow:
         start: Literal["earliest", "latest", "committed"] = "earliest",
         bounded: bool = False,
         group: str | None = None,
+        metadata: bool = False,
     ) -> Stream:
         """A source emitting the values of the records of Kafka topic ``topic`` at
         ``brokers`` ("host:port[,host:port...]"), each read as ``format`` says: from the
         earliest record (or only new ones, or from ``group``'s committed offsets), to the end
         offsets as they are when the job starts with ``bounded``, on as records come
-        otherwise. Checkpoints keep its positions; it reads only committed transactions."""
+        otherwise. Checkpoints keep its positions; it reads only committed transactions. With
+        ``metadata``, each record is a dict of its ``key`` (bytes or None), ``value``,
+        ``topic``, ``partition``, ``offset``, ``timestamp`` (seconds since the Unix epoch, or
+        None) and ``headers`` (a tuple of (name, bytes or None))."""
     def plan(
         self, plan: Literal["fused", "threaded", "processes"] = "fused", processes: int | None = None
     ) -> str:
@@ -145,10 +149,13 @@ class Stream:
         topic: str,
         format: Literal["json", "str", "bytes"] = "json",
         transactional_id: str | None = None,
+        key: int | str | None = None,
     ) -> None:
-        """Ends the stream in a sink writing each tuple as the value of a record (without a
-        key) of Kafka topic ``topic``, as ``format`` says. At least once; with
-        ``transactional_id`` and checkpoints, exactly once (one transaction a checkpoint)."""
+        """Ends the stream in a sink writing each tuple as the value of a record of Kafka
+        topic ``topic``, as ``format`` says. At least once; with ``transactional_id`` and
+        checkpoints, exactly once (one transaction a checkpoint). ``key=n`` keys each record
+        by item ``n`` of the tuple, ``key="k"`` by a dict's value under ``"k"`` (bytes as
+        they are, str as UTF-8, anything else as its text; a tuple without it has no key)."""
     def collect(self, name: str) -> Collected:
         """Ends the stream in a sink keeping every tuple it receives; read them with
         :meth:`Collected.items` once the job has run."""

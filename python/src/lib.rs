@@ -184,7 +184,13 @@ impl Dataflow {
     /// from `group`'s committed offsets), to the end offsets as they are when the job starts
     /// with `bounded`, on as records come otherwise. Checkpoints keep its positions; it reads
     /// only committed transactions. A value that does not decode is counted and dropped.
-    #[pyo3(signature = (name, brokers, topic, format = "json", start = "earliest", bounded = false, group = None))]
+    /// With `metadata`, each record is a dict of its `key` (bytes or None), `value`, `topic`,
+    /// `partition`, `offset`, `timestamp` (seconds since the Unix epoch, or None) and
+    /// `headers` (a tuple of (name, bytes or None)), made by an operator `NAME-records`.
+    #[pyo3(signature = (
+        name, brokers, topic, format = "json", start = "earliest", bounded = false, group = None,
+        metadata = false
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn read_kafka(
         &self,
@@ -195,6 +201,7 @@ impl Dataflow {
         start: &str,
         bounded: bool,
         group: Option<String>,
+        metadata: bool,
     ) -> PyResult<Stream> {
         let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
         let mut config = KafkaSourceConfig::new(brokers, topic);
@@ -215,7 +222,11 @@ impl Dataflow {
         if let Some(group) = group {
             config.group = group;
         }
-        Ok(self.stream(Flow::Kafka(self.flow.read_kafka(name, config, format))))
+        let records = self.flow.read_kafka(name, config, format);
+        Ok(self.stream(match metadata {
+            true => Flow::Values(records.map(&format!("{name}-records"), connectors::record_dict)),
+            false => Flow::Kafka(records),
+        }))
     }
 
     /// Builds the job, plans it (`plan`: "fused", one thread; "threaded", a thread per
@@ -638,12 +649,16 @@ impl Stream {
         on_flow!(&self.flow, s => s.write_json(name, path));
     }
 
-    /// Ends the stream in a sink writing each tuple as the value of a record (without a key)
-    /// of Kafka topic `topic` at `brokers`, as `format` says ("json", "str": its `str()`,
-    /// "bytes": a bytes value as it is, anything else as its text). At least once; with
-    /// `transactional_id` and checkpoints, exactly once (one transaction a checkpoint, for
-    /// readers of committed records: that id names the job, two jobs with it fence each other).
-    #[pyo3(signature = (name, brokers, topic, format = "json", transactional_id = None))]
+    /// Ends the stream in a sink writing each tuple as the value of a record of Kafka topic
+    /// `topic` at `brokers`, as `format` says ("json", "str": its `str()`, "bytes": a bytes
+    /// value as it is, anything else as its text). At least once; with `transactional_id`
+    /// and checkpoints, exactly once (one transaction a checkpoint, for readers of committed
+    /// records: that id names the job, two jobs with it fence each other). Without `key` the
+    /// records have none; `key=n` (an int) keys each by item `n` of the tuple, `key="k"` (a
+    /// str) by the dict's value under "k", read in Rust (bytes as they are, str as UTF-8,
+    /// anything else as its `str()`); a tuple without it is written without a key.
+    #[pyo3(signature = (name, brokers, topic, format = "json", transactional_id = None, key = None))]
+    #[allow(clippy::too_many_arguments)]
     fn write_kafka(
         &self,
         name: &str,
@@ -651,14 +666,16 @@ impl Stream {
         topic: &str,
         format: &str,
         transactional_id: Option<String>,
+        key: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let key = key.map(|k| connectors::RecordKey::read(&k)).transpose()?;
         let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
         let delivery = match transactional_id {
             Some(transactional_id) => Delivery::ExactlyOnce { transactional_id },
             None => Delivery::AtLeastOnce,
         };
         let config = KafkaSinkConfig::new(brokers, topic, delivery);
-        on_flow!(&self.flow, s => connectors::write_kafka(s, name, config, format));
+        on_flow!(&self.flow, s => connectors::write_kafka(s, name, config, format, key.clone()));
         Ok(())
     }
 
