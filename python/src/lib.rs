@@ -278,6 +278,9 @@ impl Dataflow {
             checkpoints,
             ..RunOptions::default()
         };
+        if let Some(into) = std::env::var_os(PLAN_ONLY_INTO) {
+            return self.plan_only(py, plan, processes, &mut options, into.as_ref());
+        }
         let (graph, physical) = self.planned(py, plan, processes, &mut options)?;
         let from = from_
             .map(|dir| sluice_runtime::load_checkpoint(&dir))
@@ -314,7 +317,36 @@ impl Dataflow {
     }
 }
 
+/// The variable `sluice plan SCRIPT` runs a script with: its `run` writes the plan it would
+/// run on into this file, as JSON, and ends the script (`SystemExit(0)`) instead of running.
+const PLAN_ONLY_INTO: &str = "SLUICE_PLAN_ONLY_INTO";
+/// The plan `sluice plan SCRIPT --plan P` asks for instead of the one the script's `run` names.
+const PLAN_ONLY_REQUEST: &str = "SLUICE_PLAN_ONLY_REQUEST";
+
 impl Dataflow {
+    /// `run` under `sluice plan SCRIPT`: writes the plan into `into` and ends the script.
+    fn plan_only(
+        &self,
+        py: Python<'_>,
+        plan: &str,
+        processes: Option<usize>,
+        options: &mut RunOptions,
+        into: &std::path::Path,
+    ) -> PyResult<()> {
+        let asked = std::env::var(PLAN_ONLY_REQUEST).ok();
+        let (_, physical) =
+            self.planned(py, asked.as_deref().unwrap_or(plan), processes, options)?;
+        let json =
+            serde_json::to_vec(&physical).map_err(|e| SluiceError::new_err(e.to_string()))?;
+        std::fs::write(into, json).map_err(|e| {
+            SluiceError::new_err(format!(
+                "cannot write the plan into {}: {e}",
+                into.display()
+            ))
+        })?;
+        Err(pyo3::exceptions::PySystemExit::new_err(0))
+    }
+
     /// The job's graph and its plan as `run`'s `plan` and `processes` ask, with `options`
     /// set for it (the processes plan's interpreter).
     fn planned(
