@@ -66,7 +66,10 @@ class Dataflow:
         ``topic``, ``partition``, ``offset``, ``timestamp`` (seconds since the Unix epoch, or
         None) and ``headers`` (a tuple of (name, bytes or None))."""
     def plan(
-        self, plan: Literal["fused", "threaded", "processes"] = "fused", processes: int | None = None
+        self,
+        plan: Literal["fused", "threaded", "processes"] = "fused",
+        processes: int | None = None,
+        hosts: Path | None = None,
     ) -> str:
         """The plan :meth:`run` would run the job on, as ``sluice plan`` prints it: its
         processes, their threads and the operators each runs, and each edge's transport."""
@@ -77,6 +80,7 @@ class Dataflow:
         checkpoint_every: float | None = None,
         checkpoint_dir: Path | None = None,
         from_: Path | None = None,
+        hosts: Path | None = None,
     ) -> None:
         """Builds the job, plans it ("fused": one thread; "threaded": a thread per operator;
         "processes": a process per operator, each running this script again with its own
@@ -87,7 +91,9 @@ class Dataflow:
         ``processes=n`` (with "processes") runs the job in ``n`` processes instead: instance
         ``i`` of each operator of parallelism ``n`` in process ``i``, the other operators
         before the first of them (the sources) in the first process, those after it (the
-        aggregates, the sinks) in the last.
+        aggregates, the sinks) in the last. ``hosts`` (a hosts file, as ``sluice run
+        --hosts`` reads it; with "processes") places the PEs on its hosts, each started
+        through its host's ``launch`` prefix, the edges between hosts carried by TCP.
 
         Every ``checkpoint_every`` seconds (with ``checkpoint_dir``) the job takes a
         checkpoint of its state (the sources' positions, the Rust operators' state, each

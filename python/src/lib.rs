@@ -238,7 +238,9 @@ impl Dataflow {
     /// `processes=n` (with the "processes" plan) runs the job in `n` processes instead of
     /// one per operator instance: instance `i` of each operator of parallelism `n` in process
     /// `i`, the other operators before the first of them (the sources) in the first process,
-    /// those after it (the aggregates, the sinks) in the last.
+    /// those after it (the aggregates, the sinks) in the last. `hosts` (a hosts file, as
+    /// `sluice run --hosts` reads it; with "processes") places the PEs on its hosts, each
+    /// started through its host's `launch` prefix, the edges between hosts carried by TCP.
     ///
     /// `checkpoint_every` seconds (with `checkpoint_dir`) the job takes a checkpoint of its
     /// state (the sources' positions, the Rust operators' state, each `stateful_map`'s
@@ -250,8 +252,10 @@ impl Dataflow {
         processes = None,
         checkpoint_every = None,
         checkpoint_dir = None,
-        from_ = None
+        from_ = None,
+        hosts = None
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         py: Python<'_>,
@@ -260,7 +264,13 @@ impl Dataflow {
         checkpoint_every: Option<f64>,
         checkpoint_dir: Option<PathBuf>,
         from_: Option<PathBuf>,
+        hosts: Option<PathBuf>,
     ) -> PyResult<()> {
+        let asked = Asked {
+            plan,
+            processes,
+            hosts,
+        };
         let checkpoints = match (checkpoint_every, checkpoint_dir) {
             (Some(every), Some(dir)) => Some(CheckpointOptions::new(
                 seconds("checkpoint_every", every)?,
@@ -279,9 +289,9 @@ impl Dataflow {
             ..RunOptions::default()
         };
         if let Some(into) = std::env::var_os(PLAN_ONLY_INTO) {
-            return self.plan_only(py, plan, processes, &mut options, into.as_ref());
+            return self.plan_only(py, asked, &mut options, into.as_ref());
         }
-        let (graph, physical) = self.planned(py, plan, processes, &mut options)?;
+        let (graph, physical) = self.planned(py, &asked, &mut options)?;
         let from = from_
             .map(|dir| sluice_runtime::load_checkpoint(&dir))
             .transpose()
@@ -309,9 +319,20 @@ impl Dataflow {
 
     /// The plan `run` would run the job on, as `sluice plan` prints it: its processes, their
     /// threads and the operators each runs, and the transport of each edge between them.
-    #[pyo3(signature = (plan = "fused", processes = None))]
-    fn plan(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<String> {
-        let (graph, physical) = self.planned(py, plan, processes, &mut RunOptions::default())?;
+    #[pyo3(signature = (plan = "fused", processes = None, hosts = None))]
+    fn plan(
+        &self,
+        py: Python<'_>,
+        plan: &str,
+        processes: Option<usize>,
+        hosts: Option<PathBuf>,
+    ) -> PyResult<String> {
+        let asked = Asked {
+            plan,
+            processes,
+            hosts,
+        };
+        let (graph, physical) = self.planned(py, &asked, &mut RunOptions::default())?;
         *self.built.borrow_mut() = Some(graph);
         Ok(physical.to_string())
     }
@@ -328,14 +349,16 @@ impl Dataflow {
     fn plan_only(
         &self,
         py: Python<'_>,
-        plan: &str,
-        processes: Option<usize>,
+        asked: Asked<'_>,
         options: &mut RunOptions,
         into: &std::path::Path,
     ) -> PyResult<()> {
-        let asked = std::env::var(PLAN_ONLY_REQUEST).ok();
-        let (_, physical) =
-            self.planned(py, asked.as_deref().unwrap_or(plan), processes, options)?;
+        let instead = std::env::var(PLAN_ONLY_REQUEST).ok();
+        let asked = Asked {
+            plan: instead.as_deref().unwrap_or(asked.plan),
+            ..asked
+        };
+        let (_, physical) = self.planned(py, &asked, options)?;
         let json =
             serde_json::to_vec(&physical).map_err(|e| SluiceError::new_err(e.to_string()))?;
         std::fs::write(into, json).map_err(|e| {
@@ -347,16 +370,17 @@ impl Dataflow {
         Err(pyo3::exceptions::PySystemExit::new_err(0))
     }
 
-    /// The job's graph and its plan as `run`'s `plan` and `processes` ask, with `options`
-    /// set for it (the processes plan's interpreter).
+    /// The job's graph and the plan `asked` names, with `options` set for it (the processes
+    /// plan's interpreter).
     fn planned(
         &self,
         py: Python<'_>,
-        plan: &str,
-        processes: Option<usize>,
+        asked: &Asked<'_>,
         options: &mut RunOptions,
     ) -> PyResult<(sluice_graph::Graph, sluice_plan::PhysicalPlan)> {
-        let request = match (plan, processes) {
+        let plan_options = asked.plan_options()?;
+        let processes = asked.processes;
+        let request = match (asked.plan, processes) {
             ("fused", None) => PlanRequest::Fused,
             ("threaded", None) => PlanRequest::Threaded,
             ("processes", _) => {
@@ -386,9 +410,42 @@ impl Dataflow {
             Some(n) => PlanRequest::File(format!("processes={n}"), spread_plan(&graph, n)?),
             None => request,
         };
-        let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
+        let physical = sluice_plan::plan(&graph, &request, &plan_options)
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
         Ok((graph, physical))
+    }
+}
+
+/// The plan a job's `run` or `plan` asks for: the plan's name, `processes=` and `hosts=`.
+struct Asked<'a> {
+    plan: &'a str,
+    processes: Option<usize>,
+    /// A hosts file (TOML, as `sluice run --hosts` reads it): the machines its PEs may run on.
+    hosts: Option<PathBuf>,
+}
+
+impl Asked<'_> {
+    /// What the planner is told: the hosts file, if one is named (only the processes plan
+    /// spreads PEs over hosts).
+    fn plan_options(&self) -> PyResult<PlanOptions> {
+        let Some(path) = &self.hosts else {
+            return Ok(PlanOptions::default());
+        };
+        if self.plan != "processes" {
+            return Err(PyValueError::new_err(format!(
+                "hosts= is for the 'processes' plan, whose PEs it places on hosts, not for '{}'",
+                self.plan
+            )));
+        }
+        let text = sluice_plan::read_text_file(path).map_err(|e| {
+            SluiceError::new_err(format!("cannot read hosts file {}: {e}", path.display()))
+        })?;
+        let hosts = sluice_plan::HostsFile::read(path, &text)
+            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        Ok(PlanOptions {
+            hosts: Some(hosts),
+            ..PlanOptions::default()
+        })
     }
 }
 
