@@ -22,10 +22,8 @@ pub mod connectors;
 pub mod operators;
 pub mod value;
 
-use std::cell::RefCell;
 use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use pyo3::create_exception;
@@ -106,13 +104,22 @@ enum Collections {
     Kafka(Collection<KafkaRecord<Value>>),
 }
 
+/// What `mutex` holds, as far as it got if a panic left it poisoned.
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A Sluice job being built: add sources to it, chain operators on their streams, then run it.
-#[pyclass(unsendable, module = "sluice")]
+///
+/// It, its streams and their collections are sendable classes: the interpreter frees an
+/// object on whichever thread collects it, which may be a thread running a Python operator
+/// of another job (an unsendable object freed there would be leaked, with a warning).
+#[pyclass(module = "sluice")]
 struct Dataflow {
     flow: sluice_ops::Dataflow,
     failures: Failures,
     /// The graph `plan` built, which `run` takes (a dataflow builds its graph once).
-    built: std::cell::RefCell<Option<sluice_graph::Graph>>,
+    built: Mutex<Option<sluice_graph::Graph>>,
 }
 
 #[pymethods]
@@ -123,7 +130,7 @@ impl Dataflow {
         Self {
             flow: sluice_ops::Dataflow::new(name),
             failures: Failures::default(),
-            built: std::cell::RefCell::default(),
+            built: Mutex::default(),
         }
     }
 
@@ -333,7 +340,7 @@ impl Dataflow {
             hosts,
         };
         let (graph, physical) = self.planned(py, &asked, &mut RunOptions::default())?;
-        *self.built.borrow_mut() = Some(graph);
+        *locked(&self.built) = Some(graph);
         Ok(physical.to_string())
     }
 }
@@ -398,7 +405,7 @@ impl Dataflow {
                 )))
             }
         };
-        let built = self.built.borrow_mut().take();
+        let built = locked(&self.built).take();
         let graph = match built {
             Some(graph) => graph,
             None => self
@@ -574,7 +581,7 @@ impl Dataflow {
 }
 
 /// A stream of tuples: the output of one operator, which more operators can read.
-#[pyclass(unsendable, module = "sluice")]
+#[pyclass(module = "sluice")]
 struct Stream {
     flow: Flow,
     failures: Failures,
@@ -713,7 +720,7 @@ impl Stream {
             key: key.map(Bound::unbind),
             time: time.map(|t| Arc::new(t.unbind())),
             max_delay,
-            emitted: Rc::default(),
+            emitted: Arc::default(),
         })
     }
 
@@ -795,7 +802,7 @@ fn pair_key(pair: &(Value, Value)) -> &Value {
 /// aggregates, windows and joins share its key-by operator when they read the same field of
 /// the tuples; one reading another field is refused (key the stream again, under another name,
 /// for it).
-#[pyclass(unsendable, module = "sluice")]
+#[pyclass(module = "sluice")]
 struct KeyedStream {
     input: Stream,
     name: String,
@@ -806,7 +813,7 @@ struct KeyedStream {
     max_delay: Duration,
     /// The key-by operator's pairs once added: what field they carry, whether it is checked
     /// numeric, and the stream (shared with the copies windows keep).
-    emitted: Rc<RefCell<Option<KeyedPairs>>>,
+    emitted: Arc<Mutex<Option<KeyedPairs>>>,
 }
 
 /// A key-by operator's output: the field its pairs carry, whether it checks it is a number,
@@ -829,7 +836,7 @@ impl KeyedStream {
     /// one reading another field is refused, naming both (key the stream again under another
     /// name for it).
     fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> PyResult<Keyed> {
-        let mut emitted = self.emitted.borrow_mut();
+        let mut emitted = locked(&self.emitted);
         let pairs = match &*emitted {
             Some((read, was_numeric, pairs)) if read.same_as(&field) && *was_numeric == numeric => {
                 pairs.clone()
@@ -1021,7 +1028,7 @@ impl KeyedStream {
 /// A keyed stream cut into windows (`KeyedStream.window`, `count_window` or `session`): each
 /// window's aggregate is `(key, start, end, value)`, `start` and `end` in seconds (by
 /// processing time, since the Unix epoch), or tuple numbers for windows by count.
-#[pyclass(unsendable, module = "sluice")]
+#[pyclass(module = "sluice")]
 struct WindowedStream {
     keyed: KeyedStream,
     shape: Shape,
