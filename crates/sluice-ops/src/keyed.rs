@@ -205,24 +205,36 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
         let seed = *seed;
         let rehash = |(k, _): &(K, S)| key_hash(seed, k);
         map.reserve(entries.len(), rehash);
-        for entry in entries.iter() {
-            let key: K = decode(entry.key)?;
-            let state: S = decode(entry.state)?;
-            debug_assert_eq!(
-                entry.hash,
-                partition_hash(&key),
-                "a stored hash is the key's"
-            );
-            match map.entry(table_hash(seed, entry.hash), |(k, _)| *k == key, rehash) {
-                Entry::Occupied(mut found) => found.get_mut().1 = state,
-                Entry::Vacant(slot) => {
-                    slot.insert((key, state));
+        let mut run: Vec<(u64, K, S)> = Vec::with_capacity(RESTORE_RUN);
+        let mut all = entries.iter();
+        loop {
+            for entry in all.by_ref().take(RESTORE_RUN) {
+                let key: K = decode(entry.key)?;
+                debug_assert_eq!(
+                    entry.hash,
+                    partition_hash(&key),
+                    "a stored hash is the key's"
+                );
+                run.push((table_hash(seed, entry.hash), key, decode(entry.state)?));
+            }
+            if run.is_empty() {
+                break;
+            }
+            for (hash, key, state) in run.drain(..) {
+                match map.entry(hash, |(k, _)| *k == key, rehash) {
+                    Entry::Occupied(mut found) => found.get_mut().1 = state,
+                    Entry::Vacant(slot) => {
+                        slot.insert((key, state));
+                    }
                 }
             }
         }
         Ok(())
     }
 }
+
+/// How many entries a restore decodes before it inserts them.
+const RESTORE_RUN: usize = 256;
 
 /// Appends `value`, encoded, to `bytes`.
 fn encode_onto<V: Serialize>(value: &V, bytes: &mut Vec<u8>) -> Result<(), OperatorError> {
