@@ -738,7 +738,9 @@ mod tests {
         );
         let received: crate::resume::PeResume =
             crate::wire::receive(&mut line.as_slice()).unwrap().unwrap();
-        let restored = received.into_state().unwrap();
+        let restored = received
+            .into_state(&mut crate::wire::StateFrames::default())
+            .unwrap();
         assert_eq!(restored.operators["sum"].len(), 2);
         assert_eq!(restored.operators["sum"][0], InstanceState::default());
         assert_eq!(restored.operators["sum"][1], state);
