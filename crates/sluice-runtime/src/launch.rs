@@ -647,7 +647,7 @@ impl Children {
                 Some(PeResume::State(state)) => (
                     wire::state_frames(&state)?
                         .into_iter()
-                        .map(|bytes| ToPe::StateFrame { bytes })
+                        .map(|bytes| ToPe::StateFrame(wire::Frame::new(bytes)))
                         .collect(),
                     Some(Box::new(PeResume::Framed)),
                 ),
@@ -686,7 +686,7 @@ impl Children {
                         let mut messages = messages[pe].take().unwrap_or_default();
                         let link = match messages.len() {
                             1 => {
-                                let _ = wire::send(&mut link, &messages[0]);
+                                let _ = wire::send_message(&mut link, &messages[0]);
                                 SharedLink::new(link)
                             }
                             _ => {
@@ -708,7 +708,8 @@ impl Children {
                         connected += 1;
                         let events = events.clone();
                         std::thread::spawn(move || loop {
-                            let message = wire::receive::<FromPe>(&mut reader).ok().flatten();
+                            let message =
+                                wire::receive_message::<FromPe>(&mut reader).ok().flatten();
                             let end = message.is_none();
                             if events.send((pe, message)).is_err() || end {
                                 break;
@@ -938,12 +939,7 @@ impl Children {
             Some(FromPe::Done { report }) if p.failure.is_none() => p.report = Some(report),
             Some(FromPe::Done { .. }) => {}
             Some(FromPe::Checkpointed { ack }) => self.acks.push(ack),
-            Some(FromPe::StateFrame { bytes }) => {
-                if let Err(error) = p.framed.take(&bytes) {
-                    p.failure.get_or_insert_with(|| error.to_string());
-                    self.fail(Some(pe), error);
-                }
-            }
+            Some(FromPe::StateFrame(frame)) => p.framed.take(frame),
             Some(FromPe::Results {
                 sink,
                 instance,

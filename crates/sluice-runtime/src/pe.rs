@@ -256,7 +256,7 @@ fn launcher_lost(error: std::io::Error) -> RunError {
 /// timeout).
 fn next_order(reader: &mut BufReader<Link>, patience: Duration) -> Result<ToPe, RunError> {
     loop {
-        match wire::receive::<ToPe>(reader) {
+        match wire::receive_message::<ToPe>(reader) {
             Ok(Some(ToPe::Heartbeat)) => {}
             Ok(Some(order)) => return Ok(order),
             Ok(None) => return Err(RunError::LauncherLost("its stream ended".into())),
@@ -330,7 +330,7 @@ fn run(
     let mut framed = StateFrames::default();
     let (plan, resume, checkpoint_dir, states) = loop {
         match next_order(&mut reader, patience)? {
-            ToPe::StateFrame { bytes } => framed.take(&bytes)?,
+            ToPe::StateFrame(frame) => framed.take(frame),
             ToPe::Plan {
                 plan,
                 resume,

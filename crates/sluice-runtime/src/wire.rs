@@ -9,7 +9,7 @@
 //!                            ◀──     Heartbeat     every 250 ms once it is admitted; a PE
 //!                                            hearing nothing for the stall timeout leaves
 //!  Metrics { threads }       ──▶     after each heartbeat once its threads run (crate::metrics)
-//!                            ◀──     StateFrame { bytes } ...    a suspended job's state, to
+//!                            ◀──     StateFrame { len } ...      a suspended job's state, to
 //!                                            a PE of another host (StateFrames)
 //!                            ◀──     Plan { plan, resume, .. }   the whole plan, and where
 //!                                            the state the job resumes from is (part files,
@@ -24,14 +24,16 @@
 //!  Checkpointed { ack }      ──▶     an instance's part of n written (crate::checkpoints)
 //!  Results { sink, .. }      ──▶     tuples a sink returns to the program (crate::results)
 //!                            ◀──     CheckpointComplete { n }  every part of n is stored
-//!  StateFrame { bytes } ...  ──▶     a suspended PE's states, from a PE of another host
+//!  StateFrame { len } ...    ──▶     a suspended PE's states, from a PE of another host
 //!  Done { report } | Failed { error }   a suspended PE's states written to part files
 //!                                            (`StateFiles`), the report saying where, or
 //!                                            sent in the frames before it
 //! ```
 //! A suspended job's state goes between hosts (where the launcher and its PE share no
-//! directory) as its postcard encoding cut in frames of at most [`STATE_FRAME`] bytes, each
-//! one message, put back together by [`StateFrames`]: its size has no limit of the messages'.
+//! directory) as its postcard encoding cut in frames of at most [`STATE_FRAME`] bytes, put
+//! back together by [`StateFrames`]: its size has no limit of the messages'. A frame is a
+//! message whose line gives the number of bytes that follow it raw ([`send_message`],
+//! [`receive_message`]).
 //! A PE that loses the socket, or hears nothing on it for the stall timeout, aborts (its
 //! launcher is gone or stopped); the launcher treats a PE that exits without `Done` as dead,
 //! and one it hears nothing from for the stall timeout as silent.
@@ -41,8 +43,6 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 use sluice_graph::{histogram_from_pairs, histogram_pairs, OperatorReport};
 use sluice_plan::PhysicalPlan;
@@ -83,9 +83,7 @@ pub(crate) enum FromPe {
         tuples: String,
     },
     /// A frame of its instances' states, which its `Done` report names ([`StateFrames`]).
-    StateFrame {
-        bytes: String,
-    },
+    StateFrame(Frame),
     Done {
         report: WireReport,
     },
@@ -109,9 +107,7 @@ pub(crate) const HEARTBEAT_PERIOD: std::time::Duration = crate::metrics::SAMPLE_
 pub(crate) enum ToPe {
     /// A frame of the state the job resumes from, which the plan after it names
     /// ([`StateFrames`]).
-    StateFrame {
-        bytes: String,
-    },
+    StateFrame(Frame),
     /// The job's plan, which the PE builds its part of, and the state the job resumes from.
     Plan {
         plan: Box<PhysicalPlan>,
@@ -233,7 +229,7 @@ impl WireReport {
         let frames = state_frames(&states)?;
         Ok(frames
             .into_iter()
-            .map(|bytes| FromPe::StateFrame { bytes })
+            .map(|bytes| FromPe::StateFrame(Frame::new(bytes)))
             .collect())
     }
 
@@ -295,24 +291,74 @@ impl WireReport {
     }
 }
 
-/// Bytes of a state's encoding one frame carries at most ([`StateFrames`]): 16 MiB, a line
-/// of some 22 MiB in base64, well within [`MAX_LINE`].
+/// Bytes of a state's encoding one frame carries at most ([`StateFrames`]): 16 MiB.
 pub(crate) const STATE_FRAME: usize = 16 << 20;
-const _: () = assert!((STATE_FRAME.div_ceil(3) * 4) as u64 + 1024 < MAX_LINE);
 
-/// The postcard encoding of `state` in frames of at most [`STATE_FRAME`] bytes, each in
-/// base64 (a message is a JSON line).
-pub(crate) fn state_frames<T: Serialize>(state: &T) -> Result<Vec<String>, RunError> {
-    let bytes = postcard::to_allocvec(state)
-        .map_err(|e| RunError::Launch(format!("cannot encode a state to send: {e}")))?;
-    Ok(bytes
-        .chunks(STATE_FRAME)
-        .map(|c| BASE64.encode(c))
-        .collect())
+/// One frame of a state: its line says how many bytes follow it raw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Frame {
+    len: usize,
+    /// The bytes, which follow the line.
+    #[serde(skip)]
+    bytes: Vec<u8>,
 }
 
-/// The frames of one state a peer sends ([`state_frames`]), put back together: a frame over
-/// [`STATE_FRAME`] bytes, or one that is not base64, is refused before it is decoded.
+impl Frame {
+    /// The frame of `bytes`.
+    pub(crate) fn new(bytes: Vec<u8>) -> Self {
+        Frame {
+            len: bytes.len(),
+            bytes,
+        }
+    }
+}
+
+/// A message of the control stream: a line, and the raw bytes of a frame after it.
+pub(crate) trait Message: Serialize + for<'de> Deserialize<'de> {
+    /// Its frame, if it is one.
+    fn frame(&self) -> Option<&Frame>;
+    /// Its frame, to be filled with the bytes after its line, if it is one.
+    fn frame_mut(&mut self) -> Option<&mut Frame>;
+}
+
+impl Message for FromPe {
+    fn frame(&self) -> Option<&Frame> {
+        match self {
+            FromPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+    fn frame_mut(&mut self) -> Option<&mut Frame> {
+        match self {
+            FromPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+}
+
+impl Message for ToPe {
+    fn frame(&self) -> Option<&Frame> {
+        match self {
+            ToPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+    fn frame_mut(&mut self) -> Option<&mut Frame> {
+        match self {
+            ToPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+}
+
+/// The postcard encoding of `state` in frames of at most [`STATE_FRAME`] bytes.
+pub(crate) fn state_frames<T: Serialize>(state: &T) -> Result<Vec<Vec<u8>>, RunError> {
+    let bytes = postcard::to_allocvec(state)
+        .map_err(|e| RunError::Launch(format!("cannot encode a state to send: {e}")))?;
+    Ok(bytes.chunks(STATE_FRAME).map(<[u8]>::to_vec).collect())
+}
+
+/// The frames of one state a peer sends ([`state_frames`]), put back together.
 #[derive(Debug, Default)]
 pub(crate) struct StateFrames {
     bytes: Vec<u8>,
@@ -320,18 +366,12 @@ pub(crate) struct StateFrames {
 
 impl StateFrames {
     /// Adds the frame `frame`.
-    pub(crate) fn take(&mut self, frame: &str) -> Result<(), RunError> {
-        let limit = STATE_FRAME.div_ceil(3) * 4;
-        if frame.len() > limit {
-            return Err(RunError::Launch(format!(
-                "a state frame of {} base64 bytes is over the limit of {limit} \
-                 ({STATE_FRAME} bytes, STATE_FRAME)",
-                frame.len()
-            )));
+    pub(crate) fn take(&mut self, frame: Frame) {
+        if self.bytes.is_empty() {
+            self.bytes = frame.bytes;
+        } else {
+            self.bytes.extend_from_slice(&frame.bytes);
         }
-        BASE64
-            .decode_vec(frame, &mut self.bytes)
-            .map_err(|e| RunError::Launch(format!("a state frame is not base64: {e}")))
     }
 
     /// The state the frames taken so far hold (`what` names it in an error); it starts
@@ -348,6 +388,38 @@ impl StateFrames {
             ))
         })
     }
+}
+
+/// Writes `message` ([`send`]), and the bytes of its frame after it if it is one.
+pub(crate) fn send_message<T: Message>(
+    stream: &mut impl Write,
+    message: &T,
+) -> std::io::Result<()> {
+    send(stream, message)?;
+    match message.frame() {
+        Some(frame) => stream.write_all(&frame.bytes),
+        None => Ok(()),
+    }
+}
+
+/// Reads one message ([`receive`]), and the bytes of its frame after it if it is one: a
+/// frame of more than [`STATE_FRAME`] bytes is refused before any is read, naming the limit.
+pub(crate) fn receive_message<T: Message>(reader: &mut impl BufRead) -> std::io::Result<Option<T>> {
+    let mut message = receive::<T>(reader)?;
+    if let Some(frame) = message.as_mut().and_then(T::frame_mut) {
+        if frame.len > STATE_FRAME {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "a state frame of {} bytes is over the limit of {STATE_FRAME} (STATE_FRAME)",
+                    frame.len
+                ),
+            ));
+        }
+        frame.bytes = vec![0; frame.len];
+        reader.read_exact(&mut frame.bytes)?;
+    }
+    Ok(message)
 }
 
 /// Writes one message as a line; refuses one longer than [`MAX_LINE`], which its peer would.
@@ -434,11 +506,14 @@ mod tests {
         );
         let mut sent = WireReport::from_report(&report);
         let mut framed = StateFrames::default();
-        for frame in sent.frame_states().unwrap() {
-            let FromPe::StateFrame { bytes } = frame else {
-                panic!("{frame:?} is no frame");
+        for message in sent.frame_states().unwrap() {
+            let mut stream = Vec::new();
+            send_message(&mut stream, &message).unwrap();
+            let received = receive_message::<FromPe>(&mut stream.as_slice()).unwrap();
+            let Some(FromPe::StateFrame(frame)) = received else {
+                panic!("{received:?} is no frame");
             };
-            framed.take(&bytes).unwrap();
+            framed.take(frame);
         }
         let json = serde_json::to_string(&sent).unwrap();
         assert!(
@@ -475,34 +550,44 @@ mod tests {
         assert_eq!((back[0].tuples_out, back[0].sent.len()), (3, 0));
     }
 
-    /// A state longer than a frame goes in several, and comes back whole.
+    /// A state longer than a frame goes in several, each a line and its bytes, and comes
+    /// back whole.
     #[test]
     fn a_state_goes_in_frames_of_at_most_state_frame_bytes() {
         let state: Vec<u8> = (0..STATE_FRAME * 2 + 5).map(|i| (i % 253) as u8).collect();
         let frames = state_frames(&state).unwrap();
         assert_eq!(frames.len(), 3);
-        let mut framed = StateFrames::default();
-        for frame in &frames {
-            framed.take(frame).unwrap();
+        let mut stream = Vec::new();
+        for bytes in frames {
+            send_message(&mut stream, &ToPe::StateFrame(Frame::new(bytes))).unwrap();
         }
+        send_message(&mut stream, &ToPe::Go).unwrap();
+        let mut reader = stream.as_slice();
+        let mut framed = StateFrames::default();
+        while let Some(ToPe::StateFrame(frame)) = receive_message(&mut reader).unwrap() {
+            assert!(frame.bytes.len() <= STATE_FRAME);
+            framed.take(frame);
+        }
+        assert!(reader.is_empty());
         assert_eq!(framed.finish::<Vec<u8>>("state").unwrap(), state);
     }
 
-    /// A peer's frame over the limit, or not base64, is refused before it is decoded, naming
-    /// the limit; frames that do not add up to a state are refused when it is decoded.
+    /// A peer's frame over the limit is refused before its bytes are read, naming the limit;
+    /// a frame cut short is an error, and frames that do not add up to a state are refused
+    /// when it is decoded.
     #[test]
     fn a_peer_frame_out_of_bounds_is_refused() {
-        let mut framed = StateFrames::default();
-        let over = "A".repeat(STATE_FRAME.div_ceil(3) * 4 + 4);
-        let error = framed.take(&over).unwrap_err().to_string();
+        let over = format!("{{\"StateFrame\":{{\"len\":{}}}}}\n", STATE_FRAME + 1);
+        let error = receive_message::<ToPe>(&mut over.as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("STATE_FRAME"), "{error}");
-        assert!(error.contains(&over.len().to_string()), "{error}");
-        assert!(framed.take("not base64!").is_err());
+        assert!(error.contains(&(STATE_FRAME + 1).to_string()), "{error}");
+        let short = "{\"StateFrame\":{\"len\":10}}\nabc";
+        assert!(receive_message::<FromPe>(&mut short.as_bytes()).is_err());
         let frames = state_frames(&vec![7u64; 1000]).unwrap();
         let mut framed = StateFrames::default();
-        framed
-            .take(&frames[0][..frames[0].len() / 2 / 4 * 4])
-            .unwrap();
+        framed.take(Frame::new(frames[0][..frames[0].len() / 2].to_vec()));
         let error = framed
             .finish::<Vec<u64>>("the state")
             .unwrap_err()
