@@ -305,6 +305,31 @@ mod tests {
         assert_eq!(restored.len(), 4_999);
     }
 
+    /// A restore decodes entries in runs of [`RESTORE_RUN`] before inserting them: a key
+    /// that comes twice, in one run and in the next, keeps its later state, and every key of
+    /// a last, partial run is restored.
+    #[test]
+    fn a_restore_keeps_the_later_of_a_key_twice_across_its_runs() {
+        let mut entries = KeyedEntries::default();
+        let push = |entries: &mut KeyedEntries, key: &str, count: u64| {
+            let (key_bytes, state) = (
+                postcard::to_allocvec(&key.to_string()).unwrap(),
+                postcard::to_allocvec(&count).unwrap(),
+            );
+            entries.push(partition_hash(&key.to_string()), &key_bytes, &state);
+        };
+        for i in 0..RESTORE_RUN as u64 + 7 {
+            push(&mut entries, &format!("k{i}"), i);
+        }
+        push(&mut entries, "k3", 1_000);
+        let mut restored: KeyedState<String, u64> = KeyedState::new();
+        restored.restore(&entries).unwrap();
+        assert_eq!(restored.len(), RESTORE_RUN + 7);
+        assert_eq!(restored.get(&"k3".into()), Some(&1_000));
+        let last = format!("k{}", RESTORE_RUN + 6);
+        assert_eq!(restored.get(&last), Some(&(RESTORE_RUN as u64 + 6)));
+    }
+
     /// Keys whose partition hashes share their low 32 bits (as keys picked to collide under
     /// the public partition seed would) get table hashes that differ in the low bits the
     /// table indexes by, and two tables mix them differently: the seed's multiply is folded.
