@@ -19,17 +19,22 @@ def windowed(build, plan="fused"):
     return results.items()
 
 
-def expected_windows(size, slide, field):
+def gathered_windows(size, slide):
     """What windows of `size` seconds every `slide` hold, computed in Python: (key, start,
-    end) -> the fold of `field` over their events (a window that would start before 0 starts
+    end) -> the amounts of their events in order (a window that would start before 0 starts
     at 0)."""
-    folded = collections.Counter()
+    gathered = collections.defaultdict(list)
     for user, t, amount in EVENTS:
         k = int(t // slide)
         while k * slide + size > max(t, 0):
-            folded[(user, float(max(k * slide, 0)), float(k * slide + size))] += field(amount)
+            gathered[(user, float(max(k * slide, 0)), float(k * slide + size))].append(amount)
             k -= 1
-    return dict(folded)
+    return gathered
+
+
+def expected_windows(size, slide, field):
+    """(key, start, end) -> the sum of `field` over each window's amounts."""
+    return {w: sum(map(field, amounts)) for w, amounts in gathered_windows(size, slide).items()}
 
 
 @pytest.mark.parametrize("plan", ["fused", "threaded"])
@@ -44,6 +49,22 @@ def test_sliding_event_time_windows_sum_a_field():
     assert {(k, s, e): total for k, s, e, total in results} == expected_windows(
         10, 5, lambda a: a
     )
+
+
+@pytest.mark.parametrize(
+    "aggregate, expected",
+    [
+        ("min", min),
+        ("max", max),
+        ("mean", lambda amounts: sum(amounts) / len(amounts)),
+        ("values", tuple),
+    ],
+)
+def test_windows_take_the_least_greatest_mean_and_every_value(aggregate, expected):
+    results = windowed(lambda keyed: getattr(keyed.window(10, slide=5), aggregate)("agg", 2))
+    assert {(k, s, e): value for k, s, e, value in results} == {
+        w: expected(amounts) for w, amounts in gathered_windows(10, 5).items()
+    }
 
 
 def test_out_of_order_events_within_the_delay_are_counted():
@@ -69,6 +90,56 @@ def test_processing_time_windows_hold_every_tuple_once():
         assert end - start == 3600 and start % 3600 == 0
         totals[key] += n
     assert totals == collections.Counter(words)
+
+
+def expected_count_windows(size, slide, field):
+    """What windows of `size` tuples a key every `slide` hold, computed in Python: (key,
+    start, end) -> the fold of `field` over them, the tuples after a key's last full window
+    making one more, cut at its last tuple."""
+    by_key = collections.defaultdict(list)
+    for user, _, amount in EVENTS:
+        by_key[user].append(amount)
+    folded = {}
+    for user, amounts in by_key.items():
+        end = slide
+        while end - slide < len(amounts):
+            start, cut = max(end - size, 0), min(end, len(amounts))
+            folded[(user, start, cut)] = sum(field(a) for a in amounts[start:cut])
+            end += slide
+    return folded
+
+
+@pytest.mark.parametrize("size, slide", [(3, None), (4, 2), (5, 1)])
+def test_count_windows_fold_each_keys_last_tuples(size, slide):
+    results = windowed(lambda keyed: keyed.count_window(size, slide).sum("by-count", 2))
+    assert {(k, s, e): total for k, s, e, total in results} == expected_count_windows(
+        size, slide or size, lambda a: a
+    )
+    assert len(results) == len(expected_count_windows(size, slide or size, lambda a: a))
+
+
+def test_event_time_sessions_close_on_a_gap():
+    events = [("a", 0.0), ("a", 1.0), ("a", 2.0), ("a", 10.0), ("a", 11.0), ("a", 30.0), ("b", 5.0)]
+    flow = sluice.Dataflow("sessions")
+    keyed = flow.source("events", events).key_by("user", lambda e: e[0], time=lambda e: e[1])
+    sessions = keyed.session(5.0).count("sessions").collect("out")
+    flow.run()
+    assert sorted(sessions.items()) == [
+        ("a", 0.0, 7.0, 3),
+        ("a", 10.0, 16.0, 2),
+        ("a", 30.0, 35.0, 1),
+        ("b", 5.0, 10.0, 1),
+    ]
+
+
+def test_processing_time_sessions_hold_every_tuple_once():
+    flow = sluice.Dataflow("processing-sessions")
+    words = ["a", "b", "a", "c", "a"] * 20
+    sessions = flow.source("words", words).key_by("word").session(3600).count("s").collect("out")
+    flow.run()
+    assert collections.Counter({k: n for k, _, _, n in sessions.items()}) == collections.Counter(
+        words
+    )
 
 
 def test_an_event_time_join_pairs_what_is_close_in_time():
@@ -108,6 +179,16 @@ def test_bad_window_sizes_and_event_times_are_refused():
     keyed = sluice.Dataflow("bad").source("numbers", [1]).key_by("k")
     with pytest.raises(ValueError, match="size is seconds from 0, not -1"):
         keyed.window(-1)
+    with pytest.raises(ValueError, match="a time window needs a size and a slide above 0"):
+        keyed.window(0)
+    with pytest.raises(ValueError, match="size is a number of tuples from 1, not -1"):
+        keyed.count_window(-1)
+    with pytest.raises(ValueError, match="a count window needs a size and a slide of at least 1"):
+        keyed.count_window(0)
+    with pytest.raises(ValueError, match="a slide of 3 tuples is longer than the window of 2"):
+        keyed.count_window(2, slide=3)
+    with pytest.raises(ValueError, match="a session window needs a gap above 0"):
+        keyed.session(0)
     flow = sluice.Dataflow("negative-time")
     flow.source("numbers", [-5]).key_by("k", time=float).window(1).count("c").collect("out")
     with pytest.raises(sluice.OperatorError, match="an event time is seconds from 0"):
