@@ -205,24 +205,36 @@ impl<K: Key, S: Serialize + DeserializeOwned> KeyedState<K, S> {
         let seed = *seed;
         let rehash = |(k, _): &(K, S)| key_hash(seed, k);
         map.reserve(entries.len(), rehash);
-        for entry in entries.iter() {
-            let key: K = decode(entry.key)?;
-            let state: S = decode(entry.state)?;
-            debug_assert_eq!(
-                entry.hash,
-                partition_hash(&key),
-                "a stored hash is the key's"
-            );
-            match map.entry(table_hash(seed, entry.hash), |(k, _)| *k == key, rehash) {
-                Entry::Occupied(mut found) => found.get_mut().1 = state,
-                Entry::Vacant(slot) => {
-                    slot.insert((key, state));
+        let mut run: Vec<(u64, K, S)> = Vec::with_capacity(RESTORE_RUN);
+        let mut all = entries.iter();
+        loop {
+            for entry in all.by_ref().take(RESTORE_RUN) {
+                let key: K = decode(entry.key)?;
+                debug_assert_eq!(
+                    entry.hash,
+                    partition_hash(&key),
+                    "a stored hash is the key's"
+                );
+                run.push((table_hash(seed, entry.hash), key, decode(entry.state)?));
+            }
+            if run.is_empty() {
+                break;
+            }
+            for (hash, key, state) in run.drain(..) {
+                match map.entry(hash, |(k, _)| *k == key, rehash) {
+                    Entry::Occupied(mut found) => found.get_mut().1 = state,
+                    Entry::Vacant(slot) => {
+                        slot.insert((key, state));
+                    }
                 }
             }
         }
         Ok(())
     }
 }
+
+/// How many entries a restore decodes before it inserts them.
+const RESTORE_RUN: usize = 256;
 
 /// Appends `value`, encoded, to `bytes`.
 fn encode_onto<V: Serialize>(value: &V, bytes: &mut Vec<u8>) -> Result<(), OperatorError> {
@@ -291,6 +303,31 @@ mod tests {
         restored.restore(&later.snapshot().unwrap()).unwrap();
         assert_eq!(restored.get(&"w1".into()), Some(&99));
         assert_eq!(restored.len(), 4_999);
+    }
+
+    /// A restore decodes entries in runs of [`RESTORE_RUN`] before inserting them: a key
+    /// that comes twice, in one run and in the next, keeps its later state, and every key of
+    /// a last, partial run is restored.
+    #[test]
+    fn a_restore_keeps_the_later_of_a_key_twice_across_its_runs() {
+        let mut entries = KeyedEntries::default();
+        let push = |entries: &mut KeyedEntries, key: &str, count: u64| {
+            let (key_bytes, state) = (
+                postcard::to_allocvec(&key.to_string()).unwrap(),
+                postcard::to_allocvec(&count).unwrap(),
+            );
+            entries.push(partition_hash(&key.to_string()), &key_bytes, &state);
+        };
+        for i in 0..RESTORE_RUN as u64 + 7 {
+            push(&mut entries, &format!("k{i}"), i);
+        }
+        push(&mut entries, "k3", 1_000);
+        let mut restored: KeyedState<String, u64> = KeyedState::new();
+        restored.restore(&entries).unwrap();
+        assert_eq!(restored.len(), RESTORE_RUN + 7);
+        assert_eq!(restored.get(&"k3".into()), Some(&1_000));
+        let last = format!("k{}", RESTORE_RUN + 6);
+        assert_eq!(restored.get(&last), Some(&(RESTORE_RUN as u64 + 6)));
     }
 
     /// Keys whose partition hashes share their low 32 bits (as keys picked to collide under

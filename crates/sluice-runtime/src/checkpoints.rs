@@ -297,15 +297,22 @@ impl Coordinator {
     }
 
     /// The job is restarting (`restart` says when, from where, why): the checkpoint in
-    /// flight will not complete (its instances are gone), and the next is asked for `every`
-    /// after the restart.
+    /// flight will not complete (its instances are gone).
     pub(crate) fn restarted(&mut self, restart: Restart) {
         self.stats.restarts.push(restart);
         if let Some(flight) = self.in_flight.take() {
             self.failed(flight, "the job failed before it completed".into());
         }
-        self.due = Instant::now() + self.options.every;
         self.publish();
+    }
+
+    /// The restarted job runs again, every instance restored: the next checkpoint is asked
+    /// for `every` from now. Counted from the restart, it was due as the job began to
+    /// replay when its restart took longer than `every` (a large state's does), and its
+    /// copy of the state just restored, encoded and written beside the replay, held the job
+    /// below its rate for a second or more.
+    pub(crate) fn runs_again(&mut self) {
+        self.due = Instant::now() + self.options.every;
     }
 
     /// Checkpoint `flight` failed because of `why`: what it wrote goes, the savepoints that
@@ -654,6 +661,36 @@ mod tests {
         assert_eq!(parse_part_name("sum[x]"), None);
     }
 
+    /// After a restart that took longer than the checkpoint interval, the first checkpoint
+    /// of the restored job is asked for an interval after it runs again, not at once.
+    #[test]
+    fn a_restored_job_takes_its_next_checkpoint_an_interval_after_it_runs_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(CheckpointStore::open(dir.path()).unwrap());
+        let every = Duration::from_millis(300);
+        let options = CheckpointOptions::new(every, Box::leak(dir.path().into()));
+        let plan = PhysicalPlan {
+            job: "job".into(),
+            strategy: "fused".into(),
+            pes: Vec::new(),
+            instances: Vec::new(),
+            edges: Vec::new(),
+            channels: Vec::new(),
+            hosts: Vec::new(),
+            launcher: None,
+        };
+        let mut coordinator = Coordinator::new(store, options, &plan, "job", 1);
+        coordinator.restarted(Restart {
+            at: Duration::ZERO,
+            from: None,
+            cause: "a PE died".into(),
+        });
+        // The restart and the restore take longer than the interval.
+        std::thread::sleep(every * 2);
+        coordinator.runs_again();
+        assert_eq!(coordinator.tick(), Vec::new());
+    }
+
     /// A restart's start message names where each part is: its size does not grow with the
     /// state (which once travelled inside it, and past 64 MiB of JSON failed every restart),
     /// and the PE reads the state back whole from the files.
@@ -701,7 +738,9 @@ mod tests {
         );
         let received: crate::resume::PeResume =
             crate::wire::receive(&mut line.as_slice()).unwrap().unwrap();
-        let restored = received.into_state().unwrap();
+        let restored = received
+            .into_state(&mut crate::wire::StateFrames::default())
+            .unwrap();
         assert_eq!(restored.operators["sum"].len(), 2);
         assert_eq!(restored.operators["sum"][0], InstanceState::default());
         assert_eq!(restored.operators["sum"][1], state);

@@ -56,6 +56,7 @@ use crate::checkpoints::{Coordinator, Order, PartAck, StateFiles};
 use crate::link::{self, Admission, LinkListener, SharedLink};
 use crate::pe::{ENV_CONTROL, ENV_JOB_ID, ENV_PARENT, ENV_PE, ENV_SECRET};
 use crate::results::ResultsInbox;
+use crate::resume::PeResume;
 use crate::wire::{self, FromPe, ToPe, HEARTBEAT_PERIOD};
 use crate::ResumeFrom;
 use crate::{InstanceReport, JobReport, MetricsHandle, RunError, RunOptions, Running, RunningJob};
@@ -126,6 +127,8 @@ struct Pe {
     process: Option<Child>,
     control: Option<SharedLink>,
     report: Option<wire::WireReport>,
+    /// The frames of its instances' states it sent before its report.
+    framed: wire::StateFrames,
     /// The failure it reported.
     failure: Option<String>,
     status: Option<ExitStatus>,
@@ -149,6 +152,7 @@ impl Pe {
             process: None,
             control: None,
             report: None,
+            framed: wire::StateFrames::default(),
             failure: None,
             status: None,
             hung_up: false,
@@ -267,7 +271,7 @@ impl Heart {
             let links = links.lock().unwrap_or_else(PoisonError::into_inner).clone();
             for link in links {
                 // A PE that cannot be told has died; supervision reports it.
-                let _ = link.send(&ToPe::Heartbeat);
+                let _ = link.send_unless_busy(&ToPe::Heartbeat);
             }
         });
         Self { links }
@@ -637,12 +641,29 @@ impl Children {
         // Each PE is sent the plan and the state of its own instances.
         let checkpoints = self.checkpoint_dir.clone();
         let states = self.states.clone();
-        let plan_for = |pe: usize| ToPe::Plan {
-            plan: Box::new(plan.clone()),
-            resume: resume.map(|from| Box::new(from.for_pe(plan, pe))),
-            checkpoints: checkpoints.clone(),
-            states: states.clone(),
+        // A state in memory (for PEs of other hosts) goes in frames before the plan.
+        let messages_for = |pe: usize| -> Result<Vec<ToPe>, RunError> {
+            let (mut messages, resume) = match resume.map(|from| from.for_pe(plan, pe)) {
+                Some(PeResume::State(state)) => (
+                    wire::state_frames(&state)?
+                        .into_iter()
+                        .map(|bytes| ToPe::StateFrame(wire::Frame::new(bytes)))
+                        .collect(),
+                    Some(Box::new(PeResume::Framed)),
+                ),
+                other => (Vec::new(), other.map(Box::new)),
+            };
+            messages.push(ToPe::Plan {
+                plan: Box::new(plan.clone()),
+                resume,
+                checkpoints: checkpoints.clone(),
+                states: states.clone(),
+            });
+            Ok(messages)
         };
+        let mut messages = (0..self.pes.len())
+            .map(|pe| messages_for(pe).map(Some))
+            .collect::<Result<Vec<_>, _>>()?;
         let began = Instant::now();
         let mut warnings = WarningLimit::default();
         let mut connected = 0;
@@ -659,16 +680,36 @@ impl Children {
                             refused(&mut warnings, "a peer", "it claimed a PE that is not free");
                             continue;
                         }
-                        // A PE that cannot be told has died; supervision reports it.
-                        let _ = wire::send(&mut link, &plan_for(pe));
-                        let link = SharedLink::new(link);
+                        // A PE that cannot be told has died; supervision reports it. A state's
+                        // frames go from a thread of their own, and heartbeats between them:
+                        // the other PEs are admitted and kept alive meanwhile.
+                        let mut messages = messages[pe].take().unwrap_or_default();
+                        let link = match messages.len() {
+                            1 => {
+                                let _ = wire::send_message(&mut link, &messages[0]);
+                                SharedLink::new(link)
+                            }
+                            _ => {
+                                let link = SharedLink::new(link);
+                                let sending = link.clone();
+                                std::thread::spawn(move || {
+                                    for message in messages.drain(..) {
+                                        if sending.send(&message).is_err() {
+                                            break;
+                                        }
+                                    }
+                                });
+                                link
+                            }
+                        };
                         self.heart.beat_for(link.clone());
                         self.pes[pe].control = Some(link);
                         self.pes[pe].heard = Some(Silence::new(Instant::now(), HEARD_GRACE));
                         connected += 1;
                         let events = events.clone();
                         std::thread::spawn(move || loop {
-                            let message = wire::receive::<FromPe>(&mut reader).ok().flatten();
+                            let message =
+                                wire::receive_message::<FromPe>(&mut reader).ok().flatten();
                             let end = message.is_none();
                             if events.send((pe, message)).is_err() || end {
                                 break;
@@ -898,6 +939,7 @@ impl Children {
             Some(FromPe::Done { report }) if p.failure.is_none() => p.report = Some(report),
             Some(FromPe::Done { .. }) => {}
             Some(FromPe::Checkpointed { ack }) => self.acks.push(ack),
+            Some(FromPe::StateFrame(frame)) => p.framed.take(frame),
             Some(FromPe::Results {
                 sink,
                 instance,
@@ -1074,8 +1116,10 @@ impl Children {
         }
         self.kill_all();
         let mut instances: Vec<InstanceReport> = Vec::new();
-        for report in self.pes.iter_mut().filter_map(|pe| pe.report.take()) {
-            instances.extend(report.into_instances(self.states.as_deref())?);
+        for pe in &mut self.pes {
+            if let Some(report) = pe.report.take() {
+                instances.extend(report.into_instances(self.states.as_deref(), &mut pe.framed)?);
+            }
         }
         Ok(JobReport::new(elapsed, instances))
     }

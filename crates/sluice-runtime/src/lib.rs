@@ -576,6 +576,7 @@ impl RunningJob {
             ) {
                 Ok(relaunched) => {
                     // Every PE has read its state and is ready: what follows is replay.
+                    recovery.coordinator.runs_again();
                     eprintln!(
                         "the job runs again {whence} at {:.3} s: every instance restored its state",
                         self.started.elapsed().as_secs_f64()

@@ -26,7 +26,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 
 use sluice_plan::HostSpec;
@@ -284,11 +284,23 @@ impl SharedLink {
         Self(Arc::new(Mutex::new(link)))
     }
 
-    /// Writes `message` as one line ([`wire::send`]).
-    pub(crate) fn send<T: serde::Serialize>(&self, message: &T) -> std::io::Result<()> {
+    /// Writes `message` ([`wire::send_message`]).
+    pub(crate) fn send<T: wire::Message>(&self, message: &T) -> std::io::Result<()> {
         // A writer that panicked left at most a cut line, which the peer refuses anyway.
         let mut link = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        wire::send(&mut *link, message)
+        wire::send_message(&mut *link, message)
+    }
+
+    /// Writes `message` unless another thread is writing one now, whose bytes tell the peer
+    /// that this end lives as well (a heartbeat must not wait behind a large state's frames,
+    /// nor hold up the beats of other links).
+    pub(crate) fn send_unless_busy<T: wire::Message>(&self, message: &T) -> std::io::Result<()> {
+        let mut link = match self.0.try_lock() {
+            Ok(link) => link,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(()),
+        };
+        wire::send_message(&mut *link, message)
     }
 }
 

@@ -25,7 +25,7 @@ use crate::checkpoints::PartWriter;
 use crate::link::{remove_job_dir, ControlAddress, Link, SharedLink};
 use crate::metrics::ProcessMetrics;
 use crate::results::LinkOutlet;
-use crate::wire::{self, FromPe, ToPe, WireReport, HEARTBEAT_PERIOD};
+use crate::wire::{self, FromPe, StateFrames, ToPe, WireReport, HEARTBEAT_PERIOD};
 use crate::{RunError, RunOptions};
 use sluice_exec::assemble::{self, Scope, Sites};
 use sluice_exec::control::JobControl;
@@ -204,22 +204,27 @@ fn run_and_report(
         consequence: error.is_consequence(),
         permanent: error.is_permanent(),
     };
-    let message = match &outcome {
+    let messages: Vec<FromPe> = match &outcome {
         Ok((report, states)) => {
             let mut wire = WireReport::from_report(report);
-            let stored = match states {
-                Some(dir) => wire.store_states(dir),
-                None => Ok(()),
+            // On this host, the states go in files; to a launcher of another, in frames.
+            let frames = match states {
+                Some(dir) => wire.store_states(dir).map(|()| Vec::new()),
+                None => wire.frame_states(),
             };
-            match stored {
-                Ok(()) => FromPe::Done { report: wire },
-                Err(error) => failed(&error),
+            match frames {
+                Ok(mut frames) => {
+                    frames.push(FromPe::Done { report: wire });
+                    frames
+                }
+                Err(error) => vec![failed(&error)],
             }
         }
-        Err(error) => failed(error),
+        Err(error) => vec![failed(error)],
     };
     let outcome = outcome.map(|(report, _)| report);
-    match (reporter.send(&message), outcome) {
+    let sent = messages.iter().try_for_each(|m| reporter.send(m));
+    match (sent, outcome) {
         // Why the launcher was lost is what the PE says, not that it could not tell it.
         (_, Err(RunError::LauncherLost(why))) => Err(RunError::LauncherLost(why)),
         (Err(e), _) => Err(launcher_lost(e)),
@@ -251,7 +256,7 @@ fn launcher_lost(error: std::io::Error) -> RunError {
 /// timeout).
 fn next_order(reader: &mut BufReader<Link>, patience: Duration) -> Result<ToPe, RunError> {
     loop {
-        match wire::receive::<ToPe>(reader) {
+        match wire::receive_message::<ToPe>(reader) {
             Ok(Some(ToPe::Heartbeat)) => {}
             Ok(Some(order)) => return Ok(order),
             Ok(None) => return Err(RunError::LauncherLost("its stream ended".into())),
@@ -321,17 +326,24 @@ fn run(
 ) -> Result<(crate::JobReport, Option<PathBuf>), RunError> {
     let patience = options.stall_timeout;
     let unexpected = |order: ToPe| RunError::LauncherLost(format!("it sent {order:?} out of turn"));
-    let (plan, resume, checkpoint_dir, states) = match next_order(&mut reader, patience)? {
-        ToPe::Plan {
-            plan,
-            resume,
-            checkpoints,
-            states,
-        } => (plan, resume, checkpoints, states),
-        order => return Err(unexpected(order)),
+    // A state from another host comes in frames before the plan.
+    let mut framed = StateFrames::default();
+    let (plan, resume, checkpoint_dir, states) = loop {
+        match next_order(&mut reader, patience)? {
+            ToPe::StateFrame(frame) => framed.take(frame),
+            ToPe::Plan {
+                plan,
+                resume,
+                checkpoints,
+                states,
+            } => break (plan, resume, checkpoints, states),
+            order => return Err(unexpected(order)),
+        }
     };
     // A checkpoint's parts are read here, from its files, before anything is built.
-    let mut resume = resume.map(|from| from.into_state()).transpose()?;
+    let mut resume = resume
+        .map(|from| from.into_state(&mut framed))
+        .transpose()?;
     if assemble::mpi_channel(&plan).is_some() {
         start_mpi(role.pe)?;
     }

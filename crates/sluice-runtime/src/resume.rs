@@ -2,13 +2,15 @@
 //! state, held in memory (a redeploy), or a checkpoint on disk (a restart, `--from`); and the
 //! part of it each PE is sent ([`PeResume`]).
 //!
-//! A state in memory goes to each PE inside its start message; a checkpoint goes as the
+//! A state in memory goes to a PE of another host as frames before its start message
+//! ([`crate::wire::StateFrames`]), to one of this host as part files; a checkpoint goes as the
 //! entries of the PE's own parts, which the PE reads from the checkpoint's directory itself, so
-//! restoring a large state costs no encoding in the launcher and meets no message limit.
+//! restoring a large state costs no encoding in the launcher. Neither meets a message limit.
 
 use serde::{Deserialize, Serialize};
 use sluice_plan::PhysicalPlan;
 
+use crate::wire::StateFrames;
 use crate::{JobState, RunError, StoredCheckpoint};
 
 /// What a job resumes from.
@@ -55,17 +57,21 @@ impl<'a> ResumeFrom<'a> {
 /// The part of what the job resumes from that one PE is sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum PeResume {
-    /// The state of its instances.
+    /// The state of its instances, which is sent as frames ([`PeResume::Framed`]).
     State(JobState),
+    /// The state of its instances is in the frames sent before the plan.
+    Framed,
     /// Where its instances' parts are.
     Checkpoint(StoredCheckpoint),
 }
 
 impl PeResume {
-    /// The state of its instances (read from the checkpoint's files for a checkpoint).
-    pub(crate) fn into_state(self) -> Result<JobState, RunError> {
+    /// The state of its instances (read from the checkpoint's files for a checkpoint, put
+    /// together from `framed` for frames).
+    pub(crate) fn into_state(self, framed: &mut StateFrames) -> Result<JobState, RunError> {
         match self {
             PeResume::State(state) => Ok(state),
+            PeResume::Framed => framed.finish("the state the job resumes from"),
             PeResume::Checkpoint(checkpoint) => checkpoint.state(),
         }
     }

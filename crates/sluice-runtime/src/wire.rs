@@ -9,8 +9,11 @@
 //!                            ◀──     Heartbeat     every 250 ms once it is admitted; a PE
 //!                                            hearing nothing for the stall timeout leaves
 //!  Metrics { threads }       ──▶     after each heartbeat once its threads run (crate::metrics)
+//!                            ◀──     StateFrame { len } ...      a suspended job's state, to
+//!                                            a PE of another host (StateFrames)
 //!                            ◀──     Plan { plan, resume, .. }   the whole plan, and where
-//!                                            the state the job resumes from is (part files)
+//!                                            the state the job resumes from is (part files,
+//!                                            or the frames before it)
 //!  Bound { endpoints }       ──▶     (every PE has bound its receivers)
 //!                            ◀──     Connect { endpoints }   PEs open their senders
 //!  Ready                     ──▶     (every PE is built and started)
@@ -21,9 +24,16 @@
 //!  Checkpointed { ack }      ──▶     an instance's part of n written (crate::checkpoints)
 //!  Results { sink, .. }      ──▶     tuples a sink returns to the program (crate::results)
 //!                            ◀──     CheckpointComplete { n }  every part of n is stored
+//!  StateFrame { len } ...    ──▶     a suspended PE's states, from a PE of another host
 //!  Done { report } | Failed { error }   a suspended PE's states written to part files
-//!                                            (`StateFiles`), the report saying where
+//!                                            (`StateFiles`), the report saying where, or
+//!                                            sent in the frames before it
 //! ```
+//! A suspended job's state goes between hosts (where the launcher and its PE share no
+//! directory) as its postcard encoding cut in frames of at most [`STATE_FRAME`] bytes, put
+//! back together by [`StateFrames`]: its size has no limit of the messages'. A frame is a
+//! message whose line gives the number of bytes that follow it raw ([`send_message`],
+//! [`receive_message`]).
 //! A PE that loses the socket, or hears nothing on it for the stall timeout, aborts (its
 //! launcher is gone or stopped); the launcher treats a PE that exits without `Done` as dead,
 //! and one it hears nothing from for the stall timeout as silent.
@@ -72,6 +82,8 @@ pub(crate) enum FromPe {
         instance: usize,
         tuples: String,
     },
+    /// A frame of its instances' states, which its `Done` report names ([`StateFrames`]).
+    StateFrame(Frame),
     Done {
         report: WireReport,
     },
@@ -93,6 +105,9 @@ pub(crate) const HEARTBEAT_PERIOD: std::time::Duration = crate::metrics::SAMPLE_
 /// What the launcher tells a PE.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum ToPe {
+    /// A frame of the state the job resumes from, which the plan after it names
+    /// ([`StateFrames`]).
+    StateFrame(Frame),
     /// The job's plan, which the PE builds its part of, and the state the job resumes from.
     Plan {
         plan: Box<PhysicalPlan>,
@@ -145,10 +160,15 @@ struct WireInstance {
     latency: Option<Vec<(u64, u64)>>,
     arrival_latency: Option<Vec<(u64, u64)>>,
     sink: bool,
+    /// Its state, until it is written to a file or framed: it never travels in the report.
+    #[serde(skip)]
     state: Option<InstanceState>,
-    /// Where its state was written instead ([`WireReport::store_states`]).
+    /// Where its state was written ([`WireReport::store_states`]).
     #[serde(default)]
     part: Option<PartEntry>,
+    /// Its state is in the frames sent before the report ([`WireReport::frame_states`]).
+    #[serde(default)]
+    framed: bool,
 }
 
 impl WireReport {
@@ -171,6 +191,7 @@ impl WireReport {
                     sink: i.sink,
                     state: i.state.clone(),
                     part: None,
+                    framed: false,
                 })
                 .collect(),
         }
@@ -192,26 +213,62 @@ impl WireReport {
         Ok(())
     }
 
+    /// The frames of every instance's state, in the order of the instances, the report
+    /// saying which are in them (for a launcher on another host).
+    pub(crate) fn frame_states(&mut self) -> Result<Vec<FromPe>, RunError> {
+        let mut states = Vec::new();
+        for i in &mut self.instances {
+            if let Some(state) = i.state.take() {
+                states.push(state);
+                i.framed = true;
+            }
+        }
+        if states.is_empty() {
+            return Ok(Vec::new());
+        }
+        let frames = state_frames(&states)?;
+        Ok(frames
+            .into_iter()
+            .map(|bytes| FromPe::StateFrame(Frame::new(bytes)))
+            .collect())
+    }
+
     /// The instances' reports, each state read back from the state files in `states` where
-    /// it was written there.
+    /// it was written there, or from the frames `framed` took in where it was framed.
     pub(crate) fn into_instances(
         self,
         states: Option<&Path>,
+        framed: &mut StateFrames,
     ) -> Result<Vec<InstanceReport>, RunError> {
+        let named = self.instances.iter().filter(|i| i.framed).count();
+        let mut sent = match named {
+            0 => Vec::new(),
+            _ => framed.finish::<Vec<InstanceState>>("the states a PE sent")?,
+        }
+        .into_iter();
+        if sent.len() != named {
+            return Err(RunError::Launch(format!(
+                "a PE sent {} states in frames for the {named} its report names",
+                sent.len()
+            )));
+        }
         self.instances
             .into_iter()
             .map(|i| {
-                let state = match (i.state, &i.part, states) {
-                    (Some(state), _, _) => Some(state),
-                    (None, Some(part), Some(dir)) => Some(StateFiles::open(dir)?.read(part)?),
-                    (None, Some(part), None) => {
+                let state = match (i.state, i.framed, &i.part, states) {
+                    (Some(state), _, _, _) => Some(state),
+                    (None, true, _, _) => sent.next(),
+                    (None, false, Some(part), Some(dir)) => {
+                        Some(StateFiles::open(dir)?.read(part)?)
+                    }
+                    (None, false, Some(part), None) => {
                         return Err(RunError::Launch(format!(
                             "a PE wrote the state of '{}' to a file ('{}') where its launcher \
                              keeps none",
                             i.instance, part.file
                         )))
                     }
-                    (None, None, _) => None,
+                    (None, false, None, _) => None,
                 };
                 Ok(InstanceReport {
                     operator: i.operator,
@@ -234,6 +291,137 @@ impl WireReport {
     }
 }
 
+/// Bytes of a state's encoding one frame carries at most ([`StateFrames`]): 16 MiB.
+pub(crate) const STATE_FRAME: usize = 16 << 20;
+
+/// One frame of a state: its line says how many bytes follow it raw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Frame {
+    len: usize,
+    /// The bytes, which follow the line.
+    #[serde(skip)]
+    bytes: Vec<u8>,
+}
+
+impl Frame {
+    /// The frame of `bytes`.
+    pub(crate) fn new(bytes: Vec<u8>) -> Self {
+        Frame {
+            len: bytes.len(),
+            bytes,
+        }
+    }
+}
+
+/// A message of the control stream: a line, and the raw bytes of a frame after it.
+pub(crate) trait Message: Serialize + for<'de> Deserialize<'de> {
+    /// Its frame, if it is one.
+    fn frame(&self) -> Option<&Frame>;
+    /// Its frame, to be filled with the bytes after its line, if it is one.
+    fn frame_mut(&mut self) -> Option<&mut Frame>;
+}
+
+impl Message for FromPe {
+    fn frame(&self) -> Option<&Frame> {
+        match self {
+            FromPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+    fn frame_mut(&mut self) -> Option<&mut Frame> {
+        match self {
+            FromPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+}
+
+impl Message for ToPe {
+    fn frame(&self) -> Option<&Frame> {
+        match self {
+            ToPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+    fn frame_mut(&mut self) -> Option<&mut Frame> {
+        match self {
+            ToPe::StateFrame(frame) => Some(frame),
+            _ => None,
+        }
+    }
+}
+
+/// The postcard encoding of `state` in frames of at most [`STATE_FRAME`] bytes.
+pub(crate) fn state_frames<T: Serialize>(state: &T) -> Result<Vec<Vec<u8>>, RunError> {
+    let bytes = postcard::to_allocvec(state)
+        .map_err(|e| RunError::Launch(format!("cannot encode a state to send: {e}")))?;
+    Ok(bytes.chunks(STATE_FRAME).map(<[u8]>::to_vec).collect())
+}
+
+/// The frames of one state a peer sends ([`state_frames`]), put back together.
+#[derive(Debug, Default)]
+pub(crate) struct StateFrames {
+    bytes: Vec<u8>,
+}
+
+impl StateFrames {
+    /// Adds the frame `frame`.
+    pub(crate) fn take(&mut self, frame: Frame) {
+        if self.bytes.is_empty() {
+            self.bytes = frame.bytes;
+        } else {
+            self.bytes.extend_from_slice(&frame.bytes);
+        }
+    }
+
+    /// The state the frames taken so far hold (`what` names it in an error); it starts
+    /// afresh.
+    pub(crate) fn finish<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        what: &str,
+    ) -> Result<T, RunError> {
+        let bytes = std::mem::take(&mut self.bytes);
+        postcard::from_bytes(&bytes).map_err(|e| {
+            RunError::Launch(format!(
+                "{what} ({} bytes in frames) does not decode: {e}",
+                bytes.len()
+            ))
+        })
+    }
+}
+
+/// Writes `message` ([`send`]), and the bytes of its frame after it if it is one.
+pub(crate) fn send_message<T: Message>(
+    stream: &mut impl Write,
+    message: &T,
+) -> std::io::Result<()> {
+    send(stream, message)?;
+    match message.frame() {
+        Some(frame) => stream.write_all(&frame.bytes),
+        None => Ok(()),
+    }
+}
+
+/// Reads one message ([`receive`]), and the bytes of its frame after it if it is one: a
+/// frame of more than [`STATE_FRAME`] bytes is refused before any is read, naming the limit.
+pub(crate) fn receive_message<T: Message>(reader: &mut impl BufRead) -> std::io::Result<Option<T>> {
+    let mut message = receive::<T>(reader)?;
+    if let Some(frame) = message.as_mut().and_then(T::frame_mut) {
+        if frame.len > STATE_FRAME {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "a state frame of {} bytes is over the limit of {STATE_FRAME} (STATE_FRAME)",
+                    frame.len
+                ),
+            ));
+        }
+        frame.bytes = vec![0; frame.len];
+        reader.read_exact(&mut frame.bytes)?;
+    }
+    Ok(message)
+}
+
 /// Writes one message as a line; refuses one longer than [`MAX_LINE`], which its peer would.
 pub(crate) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
@@ -252,11 +440,11 @@ pub(crate) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> std::i
 }
 
 /// The longest line a peer may send; a longer one is a broken peer. State never travels in
-/// one between processes of one host: a job restarted from a checkpoint, suspended or resumed
-/// from a suspended job's state has each PE read and write its parts as files
-/// ([`crate::checkpoints::StateFiles`]). Only a suspended job's state across hosts (PEs that
-/// reach their launcher over TCP) travels inside the messages, refused past it by [`send`],
-/// naming both sizes.
+/// one message: a job restarted from a checkpoint, suspended or resumed from a suspended
+/// job's state has each PE read and write its parts as files on one host
+/// ([`crate::checkpoints::StateFiles`]), and send them as frames of [`STATE_FRAME`] bytes
+/// between hosts ([`StateFrames`]). A longer message is refused by [`send`], naming both
+/// sizes.
 pub(crate) const MAX_LINE: u64 = 64 << 20;
 
 /// Reads one message; `Ok(None)` at the end of the stream.
@@ -316,11 +504,24 @@ mod tests {
                 }),
             }],
         );
-        let wire: WireReport = serde_json::from_str(
-            &serde_json::to_string(&WireReport::from_report(&report)).unwrap(),
-        )
-        .unwrap();
-        let back = wire.into_instances(None).unwrap();
+        let mut sent = WireReport::from_report(&report);
+        let mut framed = StateFrames::default();
+        for message in sent.frame_states().unwrap() {
+            let mut stream = Vec::new();
+            send_message(&mut stream, &message).unwrap();
+            let received = receive_message::<FromPe>(&mut stream.as_slice()).unwrap();
+            let Some(FromPe::StateFrame(frame)) = received else {
+                panic!("{received:?} is no frame");
+            };
+            framed.take(frame);
+        }
+        let json = serde_json::to_string(&sent).unwrap();
+        assert!(
+            !json.contains("ended_ports"),
+            "a state travels in frames: {json}"
+        );
+        let wire: WireReport = serde_json::from_str(&json).unwrap();
+        let back = wire.into_instances(None, &mut framed).unwrap();
         assert_eq!(back[0].tuples_in, 7);
         assert_eq!(back[0].cpu_ns, 12_345);
         assert_eq!(back[0].sent, [(2, 5), (4, 2)]);
@@ -344,8 +545,53 @@ mod tests {
             "sink":false}]}"#;
         let back = serde_json::from_str::<WireReport>(older)
             .unwrap()
-            .into_instances(None)
+            .into_instances(None, &mut StateFrames::default())
             .unwrap();
         assert_eq!((back[0].tuples_out, back[0].sent.len()), (3, 0));
+    }
+
+    /// A state longer than a frame goes in several, each a line and its bytes, and comes
+    /// back whole.
+    #[test]
+    fn a_state_goes_in_frames_of_at_most_state_frame_bytes() {
+        let state: Vec<u8> = (0..STATE_FRAME * 2 + 5).map(|i| (i % 253) as u8).collect();
+        let frames = state_frames(&state).unwrap();
+        assert_eq!(frames.len(), 3);
+        let mut stream = Vec::new();
+        for bytes in frames {
+            send_message(&mut stream, &ToPe::StateFrame(Frame::new(bytes))).unwrap();
+        }
+        send_message(&mut stream, &ToPe::Go).unwrap();
+        let mut reader = stream.as_slice();
+        let mut framed = StateFrames::default();
+        while let Some(ToPe::StateFrame(frame)) = receive_message(&mut reader).unwrap() {
+            assert!(frame.bytes.len() <= STATE_FRAME);
+            framed.take(frame);
+        }
+        assert!(reader.is_empty());
+        assert_eq!(framed.finish::<Vec<u8>>("state").unwrap(), state);
+    }
+
+    /// A peer's frame over the limit is refused before its bytes are read, naming the limit;
+    /// a frame cut short is an error, and frames that do not add up to a state are refused
+    /// when it is decoded.
+    #[test]
+    fn a_peer_frame_out_of_bounds_is_refused() {
+        let over = format!("{{\"StateFrame\":{{\"len\":{}}}}}\n", STATE_FRAME + 1);
+        let error = receive_message::<ToPe>(&mut over.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("STATE_FRAME"), "{error}");
+        assert!(error.contains(&(STATE_FRAME + 1).to_string()), "{error}");
+        let short = "{\"StateFrame\":{\"len\":10}}\nabc";
+        assert!(receive_message::<FromPe>(&mut short.as_bytes()).is_err());
+        let frames = state_frames(&vec![7u64; 1000]).unwrap();
+        let mut framed = StateFrames::default();
+        framed.take(Frame::new(frames[0][..frames[0].len() / 2].to_vec()));
+        let error = framed
+            .finish::<Vec<u64>>("the state")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("does not decode"), "{error}");
     }
 }

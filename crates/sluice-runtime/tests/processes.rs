@@ -6,7 +6,8 @@
 //!
 //! A job of three PEs delivers every tuple and reports every PE's counters; a PE killed by
 //! SIGKILL fails the job with an error naming that PE and the signal; a job suspended with more
-//! state than a control message carries (64 MiB) resumes with all of it, each tuple once.
+//! state than a control message carries (64 MiB) resumes with all of it, each tuple once, on
+//! one host and on two (loopback addresses, the launcher and its PEs joined by TCP).
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use sluice_graph::{
     expect_tuple, Graph, GraphBuilder, Operator, OperatorError, OperatorReport, Output, Ports,
     Produced, Snapshot, Source,
 };
-use sluice_plan::{plan, PlanOptions, PlanRequest};
+use sluice_plan::{plan, HostsFile, PlanOptions, PlanRequest};
 use sluice_runtime::{
     is_pe_process, resume_with, run, serve_pe, start, RunError, RunOptions, StopHandle,
 };
@@ -174,20 +175,21 @@ impl Operator for Ballast {
 /// ballast (numbers pass as they are) that keeps more state than a control message carries.
 fn graph(case: &str) -> Graph {
     let (end, sink, die_at) = match case {
-        "finite" | "large" => (Some(NUMBERS), "total", None),
+        "finite" | "large" | "large-hosts" => (Some(NUMBERS), "total", None),
         "killed" => (None, "doomed", Some(DOOMED_AT)),
         other => panic!("no case {other}"),
     };
     let mut g = GraphBuilder::new(case);
     // The large job's numbers take some 2 s, so that it is suspended before they end.
-    let pause = Duration::from_millis(if case == "large" { 1 } else { 0 });
+    let large = case.starts_with("large");
+    let pause = Duration::from_millis(if large { 1 } else { 0 });
     let source = g.source("numbers", Ports::new().output::<u64>(), move |_| Numbers {
         next: 0,
         end,
         pause,
     });
     let ports = Ports::new().input::<u64>().output::<u64>();
-    let double = if case == "large" {
+    let double = if large {
         g.operator("double", ports, |_| Ballast { restored: 0 })
     } else {
         g.operator("double", ports, |_| Double)
@@ -207,7 +209,7 @@ fn options(case: &str) -> RunOptions {
     let args: &'static [OsString] = Box::leak(Box::new([OsString::from(case)]));
     RunOptions {
         pe_args: Some(args),
-        suspendable: case == "large",
+        suspendable: case.starts_with("large"),
         ..RunOptions::default()
     }
 }
@@ -242,9 +244,30 @@ fn a_killed_pe_fails_the_job_naming_it() {
 /// once went inside the control messages, which refused it past 64 MiB), and comes back
 /// whole; every number reaches the sink once.
 fn a_job_suspended_with_more_state_than_a_message_carries_resumes() {
-    let graph = graph("large");
-    let p = plan(&graph, &PlanRequest::Processes, &PlanOptions::default()).unwrap();
-    let options = options("large");
+    suspend_and_resume("large", PlanOptions::default());
+}
+
+/// The same on two hosts, at two loopback addresses: the launcher reaches its PEs over TCP
+/// and shares no directory with them, so the state goes to the launcher and back in frames
+/// of the control stream (it was refused past the 64 MiB a message carries).
+fn a_job_suspended_on_two_hosts_with_more_state_than_a_message_carries_resumes() {
+    let hosts: String = (1..=2)
+        .map(|i| format!("[[host]]\nname = \"h{i}\"\naddress = \"127.0.0.{i}\"\ncores = 2\n"))
+        .collect();
+    let options = PlanOptions {
+        hosts: Some(HostsFile::parse(&hosts).unwrap()),
+        ..PlanOptions::default()
+    };
+    suspend_and_resume("large-hosts", options);
+}
+
+/// Runs `case` under `plan_options`' processes plan, suspends it mid-run and resumes it on
+/// the same plan: the ballast comes back whole, every number reaches the sink once.
+fn suspend_and_resume(case: &str, plan_options: PlanOptions) {
+    let graph = graph(case);
+    let p = plan(&graph, &PlanRequest::Processes, &plan_options).unwrap();
+    assert_eq!(p.launcher.is_some(), plan_options.hosts.is_some());
+    let options = options(case);
     let job = start(&graph, &p, &options).unwrap();
     job.stop_handle().suspend();
     let mut report = job.wait().unwrap();
@@ -274,7 +297,7 @@ fn main() {
         eprintln!("the control plane's tests hung for {WATCHDOG:?}");
         std::process::exit(2);
     });
-    let cases: [(&str, fn()); 3] = [
+    let cases: [(&str, fn()); 4] = [
         (
             "a_job_of_three_processes_delivers_every_tuple",
             a_job_of_three_processes_delivers_every_tuple,
@@ -286,6 +309,10 @@ fn main() {
         (
             "a_job_suspended_with_more_state_than_a_message_carries_resumes",
             a_job_suspended_with_more_state_than_a_message_carries_resumes,
+        ),
+        (
+            "a_job_suspended_on_two_hosts_with_more_state_than_a_message_carries_resumes",
+            a_job_suspended_on_two_hosts_with_more_state_than_a_message_carries_resumes,
         ),
     ];
     for (name, case) in cases {
