@@ -110,9 +110,9 @@ impl<T: Carried> Format<T> for KafkaFormat {
     }
 
     fn encode(&self, tuple: &T, out: &mut Vec<u8>) -> Result<(), FormatError> {
-        match (self, tuple.to_value()) {
+        match (self, &*tuple.as_value()) {
             (Self::Json, _) => serde_json::to_writer(out, tuple)?,
-            (Self::Bytes, Value::Bytes(bytes)) => out.extend_from_slice(&bytes),
+            (Self::Bytes, Value::Bytes(bytes)) => out.extend_from_slice(bytes),
             (Self::Str | Self::Bytes, value) => {
                 let mut text = String::new();
                 // Writing to a String cannot fail.

@@ -787,8 +787,14 @@ impl KeyedStream {
 #[pymethods]
 impl KeyedStream {
     /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
-    /// (counted in Rust, without calling Python).
+    /// (counted in Rust, without calling Python). A stream keyed by its tuples themselves
+    /// (`key_by` without `key` and `time`) is counted as it is, without the key-by operator:
+    /// the count reads each tuple as its key, and `key_by`'s name is no operator of its own.
     fn count(&self, py: Python<'_>, name: &str) -> PyResult<Stream> {
+        if let (None, None, Flow::Values(values)) = (&self.key, &self.time, &self.input.flow) {
+            let itself: fn(&Value) -> &Value = |value| value;
+            return Ok(self.pairs_stream(values.key_by(itself).aggregate(name, Tally)));
+        }
         Ok(self.pairs_stream(self.pairs(py, Field::Unread, false)?.aggregate(name, Tally)))
     }
 
@@ -974,44 +980,40 @@ impl Collected {
                  other tuples: read them with items()",
             ));
         };
-        let mut last = std::collections::HashMap::new();
-        each_collected(c, |(key, value)| {
-            match last.get_mut(key) {
-                Some(latest) => *latest = value.clone(),
-                None => {
-                    last.insert(key.clone(), value.clone());
-                }
+        with_collected(c, |parts| {
+            let mut last = sluice_types::KeyMap::default();
+            for (key, value) in parts.iter().flat_map(|tuples| tuples.iter()) {
+                last.insert(key, value);
             }
-            Ok(())
-        })?;
-        let dict = PyDict::new(py);
-        for (key, value) in last {
-            dict.set_item(key.to_py(py)?, value.to_py(py)?)?;
-        }
-        Ok(dict)
+            let dict = PyDict::new(py);
+            for (key, value) in last {
+                dict.set_item(key.to_py(py)?, value.to_py(py)?)?;
+            }
+            Ok(dict)
+        })
     }
 }
 
-/// Calls `f` on every tuple of `collection`, instance by instance, each instance's in the
+/// Calls `f` with the tuples of `collection`, instance by instance, each instance's in the
 /// order they arrived (as `sluice_ops::collected` lists them, without copying them).
-fn each_collected<T>(
-    collection: &Collection<T>,
-    f: impl FnMut(&T) -> PyResult<()>,
-) -> PyResult<()> {
+fn with_collected<T, R>(collection: &Collection<T>, f: impl FnOnce(&[&[T]]) -> R) -> R {
     let parts = collection
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut order: Vec<&(usize, Vec<T>)> = parts.iter().collect();
     order.sort_by_key(|(instance, _)| *instance);
-    order
-        .into_iter()
-        .flat_map(|(_, tuples)| tuples)
-        .try_for_each(f)
+    let tuples: Vec<&[T]> = order.iter().map(|(_, tuples)| tuples.as_slice()).collect();
+    f(&tuples)
 }
 
 /// Appends every tuple of `collection` to `list`, as Python objects.
 fn append_all<T: Carried>(list: &Bound<'_, PyList>, collection: &Collection<T>) -> PyResult<()> {
-    each_collected(collection, |tuple| list.append(tuple.to_py(list.py())?))
+    with_collected(collection, |parts| {
+        parts
+            .iter()
+            .flat_map(|tuples| tuples.iter())
+            .try_for_each(|tuple| list.append(tuple.to_py(list.py())?))
+    })
 }
 
 /// The bytes `value` crosses threads, processes and hosts as in a stream (the encoding the

@@ -29,6 +29,7 @@
 //! dict as a JSON object), and from JSON it reads any value back (an object as a dict, an
 //! array as a tuple). A CSV record is read as a [`CsvRecord`].
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::hash::{Hash, Hasher};
 
@@ -364,13 +365,18 @@ pub trait Carried: sluice_types::Tuple + Serialize + serde::de::DeserializeOwned
     /// The tuple as a new Python object.
     fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 
-    /// The tuple as one value (a pair as a 2-tuple).
-    fn to_value(&self) -> Value;
+    /// The tuple as one value (a pair as a 2-tuple), borrowed where the tuple is one.
+    fn as_value(&self) -> Cow<'_, Value>;
+
+    /// The tuple as one value, owned.
+    fn to_value(&self) -> Value {
+        self.as_value().into_owned()
+    }
 
     /// Appends the tuple as Python's `str()` of it writes it (see [`Value::write_text`]): a
     /// line of a text sink.
     fn write_text(&self, out: &mut String) -> fmt::Result {
-        self.to_value().write_text(out)
+        self.as_value().write_text(out)
     }
 }
 
@@ -380,14 +386,14 @@ impl Carried for sluice_ops::Windowed<Value, Value> {
         self.to_value().to_py(py)
     }
 
-    fn to_value(&self) -> Value {
+    fn as_value(&self) -> Cow<'_, Value> {
         let seconds = |nanos: u64| Value::Float(nanos as f64 / 1e9);
-        Value::Tuple(vec![
+        Cow::Owned(Value::Tuple(vec![
             self.key.clone(),
             seconds(self.start),
             seconds(self.end),
             self.value.clone(),
-        ])
+        ]))
     }
 }
 
@@ -397,8 +403,8 @@ impl Carried for sluice_connectors::KafkaRecord<Value> {
         self.value.to_py(py)
     }
 
-    fn to_value(&self) -> Value {
-        self.value.clone()
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(&self.value)
     }
 }
 
@@ -407,12 +413,8 @@ impl Carried for CsvRecord {
         self.0.to_py(py)
     }
 
-    fn to_value(&self) -> Value {
-        self.0.clone()
-    }
-
-    fn write_text(&self, out: &mut String) -> fmt::Result {
-        self.0.write_text(out)
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(&self.0)
     }
 }
 
@@ -421,12 +423,8 @@ impl Carried for Value {
         Value::to_py(self, py)
     }
 
-    fn to_value(&self) -> Value {
-        self.clone()
-    }
-
-    fn write_text(&self, out: &mut String) -> fmt::Result {
-        Value::write_text(self, out)
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(self)
     }
 }
 
@@ -435,8 +433,8 @@ impl Carried for (Value, Value) {
         Ok(PyTuple::new(py, [self.0.to_py(py)?, self.1.to_py(py)?])?.into_any())
     }
 
-    fn to_value(&self) -> Value {
-        Value::Tuple(vec![self.0.clone(), self.1.clone()])
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Owned(Value::Tuple(vec![self.0.clone(), self.1.clone()]))
     }
 }
 
@@ -445,8 +443,8 @@ impl Carried for String {
         Ok(PyString::new(py, self).into_any())
     }
 
-    fn to_value(&self) -> Value {
-        Value::Str(CompactString::from(self.as_str()))
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Owned(Value::Str(CompactString::from(self.as_str())))
     }
 
     fn write_text(&self, out: &mut String) -> fmt::Result {
