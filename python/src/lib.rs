@@ -851,11 +851,11 @@ impl KeyedStream {
         let left = self.pairs(py, Field::Whole, false)?;
         let right = other.pairs(py, Field::Whole, false)?;
         let joined = left.join(name, &right, window, move |l, r| {
-            Value::Tuple(vec![
+            Value::Tuple(Box::new([
                 l.0.clone(),
                 field_of(l, timed).clone(),
                 field_of(r, timed).clone(),
-            ])
+            ]))
         });
         Ok(self.input.values(joined))
     }

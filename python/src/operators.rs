@@ -230,7 +230,7 @@ pub enum Step {
 /// without one.
 pub fn event_time(pair: &(Value, Value)) -> u64 {
     match &pair.1 {
-        Value::Tuple(timed) => match timed.as_slice() {
+        Value::Tuple(timed) => match &**timed {
             [_, Value::Int(t)] => u64::try_from(*t).unwrap_or(0),
             _ => 0,
         },
@@ -402,7 +402,7 @@ impl Emitted for (Value, Value) {
                 Some(object) => nanoseconds(py, time, object)?,
                 None => nanoseconds(py, time, &whole.to_py(py)?)?,
             };
-            value = Value::Tuple(vec![value, t]);
+            value = Value::Tuple(Box::new([value, t]));
         }
         let key = match result {
             Some(key) => Value::from_py(&key)?,

@@ -55,14 +55,19 @@ pub enum Value {
     /// A `str`.
     Str(CompactString),
     /// A `bytes`.
-    Bytes(Vec<u8>),
+    Bytes(Box<[u8]>),
     /// A `tuple` of values.
-    Tuple(Vec<Value>),
+    Tuple(Box<[Value]>),
     /// A `dict`: its items, in order.
-    Dict(Vec<(Value, Value)>),
+    Dict(Box<[(Value, Value)]>),
 }
 
 sluice_types::normal_tuple!(Value);
+
+// A value is as small as a `str` of up to 24 bytes held inline: the variants that own more
+// hold boxed slices (16 bytes), so a keyed aggregate's `(key, value)` pair is 48 bytes (with
+// vectors it was 64, and every batch, table and collection of pairs a third larger).
+const _: () = assert!(std::mem::size_of::<Value>() == 24);
 
 /// The engine's encoding of a [`Value`] (postcard's enum: a variant index, then its fields),
 /// derived for the binary formats by serde's remote derive.
@@ -74,9 +79,9 @@ enum Binary {
     Int(i64),
     Float(f64),
     Str(CompactString),
-    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
-    Tuple(Vec<Value>),
-    Dict(Vec<(Value, Value)>),
+    Bytes(#[serde(with = "serde_bytes")] Box<[u8]>),
+    Tuple(Box<[Value]>),
+    Dict(Box<[(Value, Value)]>),
 }
 
 impl Serialize for Value {
@@ -157,28 +162,28 @@ impl<'de> Visitor<'de> for TextVisitor {
         Ok(Value::Str(CompactString::from(s)))
     }
     fn visit_bytes<E>(self, b: &[u8]) -> Result<Value, E> {
-        Ok(Value::Bytes(b.to_vec()))
+        Ok(Value::Bytes(b.into()))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
         while let Some(item) = seq.next_element()? {
             items.push(item);
         }
-        Ok(Value::Tuple(items))
+        Ok(Value::Tuple(items.into()))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
         while let Some((key, value)) = map.next_entry()? {
             // A CSV header's names come as bytes (the reader keeps them so); UTF-8 ones are str.
             let key = match key {
-                Value::Bytes(b) => String::from_utf8(b)
+                Value::Bytes(b) => String::from_utf8(b.into_vec())
                     .map(|s| Value::Str(s.into()))
-                    .unwrap_or_else(|e| Value::Bytes(e.into_bytes())),
+                    .unwrap_or_else(|e| Value::Bytes(e.into_bytes().into())),
                 key => key,
             };
             items.push((key, value));
         }
-        Ok(Value::Dict(items))
+        Ok(Value::Dict(items.into()))
     }
 }
 
@@ -260,7 +265,7 @@ impl Value {
             return Ok(Value::None);
         }
         if let Ok(b) = object.cast_exact::<PyBytes>() {
-            return Ok(Value::Bytes(b.as_bytes().to_vec()));
+            return Ok(Value::Bytes(b.as_bytes().into()));
         }
         if let Ok(t) = object.cast_exact::<PyTuple>() {
             return t
@@ -388,12 +393,12 @@ impl Carried for sluice_ops::Windowed<Value, Value> {
 
     fn as_value(&self) -> Cow<'_, Value> {
         let seconds = |nanos: u64| Value::Float(nanos as f64 / 1e9);
-        Cow::Owned(Value::Tuple(vec![
+        Cow::Owned(Value::Tuple(Box::new([
             self.key.clone(),
             seconds(self.start),
             seconds(self.end),
             self.value.clone(),
-        ]))
+        ])))
     }
 }
 
@@ -434,7 +439,7 @@ impl Carried for (Value, Value) {
     }
 
     fn as_value(&self) -> Cow<'_, Value> {
-        Cow::Owned(Value::Tuple(vec![self.0.clone(), self.1.clone()]))
+        Cow::Owned(Value::Tuple(Box::new([self.0.clone(), self.1.clone()])))
     }
 }
 
