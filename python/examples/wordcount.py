@@ -7,6 +7,7 @@ beside Bytewax.
 
     python python/examples/wordcount.py --sentences 100000 --compare
     python python/examples/wordcount.py --plan processes --processes 2 --compare
+    python python/examples/wordcount.py --at-end --compare
 """
 
 import argparse
@@ -48,19 +49,23 @@ def words(sentence: str) -> list[str]:
     return [w for w in (t.strip(string.punctuation).lower() for t in sentence.split()) if w]
 
 
-def count_with_sluice(count: int, plan: str = "fused", processes: int | None = None) -> dict[str, int]:
+def count_with_sluice(
+    count: int, plan: str = "fused", processes: int | None = None, at_end: bool = False
+) -> dict[str, int]:
     """Counts the words of `count` sentences with a Sluice job; with `processes`, in that many
-    processes, the split run as that many instances, one in each."""
+    processes, the split run as that many instances, one in each. The job's running count
+    emits every word's count so far, whose last per word the collection's `latest()` reads;
+    with `at_end` it emits each word's count once, at the end (as Bytewax's `count_final`)."""
     flow = sluice.Dataflow("wordcount")
     counts = (
         flow.source("sentences", sentences(count))
         .flat_map("split", words, parallelism=processes or 1)
         .key_by("word")
-        .count("count")
+        .count("count", at_end=at_end)
         .collect("counts")
     )
     flow.run(plan, processes=processes)
-    return counts.latest()
+    return dict(counts.items()) if at_end else counts.latest()
 
 
 def count_with_a_loop(count: int) -> dict[str, int]:
@@ -118,12 +123,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--compare", action="store_true", help="run the plain loop too")
     parser.add_argument("--bytewax", action="store_true", help="run Bytewax 0.21.1 too")
+    parser.add_argument(
+        "--at-end", action="store_true", help="count each word once at the end, not running"
+    )
     args = parser.parse_args()
 
     def count_words(n: int) -> dict[str, int]:
-        return count_with_sluice(n, args.plan, args.processes)
+        return count_with_sluice(n, args.plan, args.processes, args.at_end)
 
     plan = args.plan if args.processes is None else f"{args.plan}={args.processes}"
+    plan += ", counted at the end" if args.at_end else ""
     others = [("plain Python loop", "loop", count_with_a_loop)] if args.compare else []
     if args.bytewax:
         others.append(("bytewax 0.21.1", "bytewax", count_with_bytewax))

@@ -675,6 +675,26 @@ impl Stream {
     }
 }
 
+/// The keyed aggregate `name` of `keyed`: a running one, or with `at_end` one emitting each
+/// key's result once, when its input ends.
+fn aggregated<T, F, A>(
+    keyed: &sluice_ops::KeyedStream<T, Value, F>,
+    name: &str,
+    aggregate: A,
+    at_end: bool,
+) -> RustStream<(Value, Value)>
+where
+    T: sluice_types::Tuple,
+    F: Fn(&T) -> &Value + Clone + Send + Sync + 'static,
+    A: sluice_ops::Aggregate<T, Out = Value>,
+{
+    if at_end {
+        keyed.aggregate_at_end(name, aggregate)
+    } else {
+        keyed.aggregate(name, aggregate)
+    }
+}
+
 /// A keyed stream of `(key, tuple)` pairs, as the Rust aggregates read it.
 type Keyed = sluice_ops::KeyedStream<(Value, Value), Value, fn(&(Value, Value)) -> &Value>;
 
@@ -787,29 +807,41 @@ impl KeyedStream {
 #[pymethods]
 impl KeyedStream {
     /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
-    /// (counted in Rust, without calling Python). A stream keyed by its tuples themselves
-    /// (`key_by` without `key` and `time`) is counted as it is, without the key-by operator:
-    /// the count reads each tuple as its key, and `key_by`'s name is no operator of its own.
-    fn count(&self, py: Python<'_>, name: &str) -> PyResult<Stream> {
+    /// (counted in Rust, without calling Python); with `at_end`, each key's `(key, n)` once,
+    /// when the stream ends (a bounded stream's totals, without a result per tuple). A
+    /// stream keyed by its tuples themselves (`key_by` without `key` and `time`) is counted as
+    /// it is, without the key-by operator: the count reads each tuple as its key, and
+    /// `key_by`'s name is no operator of its own.
+    #[pyo3(signature = (name, at_end = false))]
+    fn count(&self, py: Python<'_>, name: &str, at_end: bool) -> PyResult<Stream> {
         if let (None, None, Flow::Values(values)) = (&self.key, &self.time, &self.input.flow) {
             let itself: fn(&Value) -> &Value = |value| value;
-            return Ok(self.pairs_stream(values.key_by(itself).aggregate(name, Tally)));
+            let keyed = values.key_by(itself);
+            return Ok(self.pairs_stream(aggregated(&keyed, name, Tally, at_end)));
         }
-        Ok(self.pairs_stream(self.pairs(py, Field::Unread, false)?.aggregate(name, Tally)))
+        let keyed = self.pairs(py, Field::Unread, false)?;
+        Ok(self.pairs_stream(aggregated(&keyed, name, Tally, at_end)))
     }
 
     /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
     /// item `n` of each tuple, read in Rust; a function: what it returns): `(key, total)`
-    /// for every tuple, summed in Rust, an int while every field is an int. A field that
-    /// is not a number fails the key-by operator.
-    #[pyo3(signature = (name, field = None))]
-    fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
+    /// for every tuple, summed in Rust, an int while every field is an int; with `at_end`,
+    /// each key's `(key, total)` once, when the stream ends. A field that is not a number
+    /// fails the key-by operator.
+    #[pyo3(signature = (name, field = None, at_end = false))]
+    fn sum(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        field: Option<Bound<'_, PyAny>>,
+        at_end: bool,
+    ) -> PyResult<Stream> {
         let field = sum_field(field)?;
-        let timed = self.time.is_some();
-        Ok(self.pairs_stream(
-            self.pairs(py, field, true)?
-                .aggregate(name, Total { timed }),
-        ))
+        let total = Total {
+            timed: self.time.is_some(),
+        };
+        let keyed = self.pairs(py, field, true)?;
+        Ok(self.pairs_stream(aggregated(&keyed, name, total, at_end)))
     }
 
     /// The keyed stream cut into windows of `size` seconds starting every `slide` seconds
