@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use sluice_graph::{
     expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Snapshot, Source,
 };
@@ -357,11 +358,20 @@ impl Emitted for Value {
                     results.push(tuple.to_value());
                 }
             }
-            Step::FlatMap => {
-                for item in result.try_iter()? {
-                    results.push(Value::from_py(&item?)?);
+            // A list (what a split returns) is read by index, without an iterator object.
+            Step::FlatMap => match result.cast_exact::<PyList>() {
+                Ok(list) => {
+                    results.reserve(list.len());
+                    for item in list {
+                        results.push(Value::from_py(&item)?);
+                    }
                 }
-            }
+                Err(_) => {
+                    for item in result.try_iter()? {
+                        results.push(Value::from_py(&item?)?);
+                    }
+                }
+            },
             Step::Map | Step::Stateful { .. } | Step::KeyBy { .. } => {
                 results.push(Value::from_py(&result)?)
             }

@@ -207,6 +207,8 @@ impl<'de> Deserialize<'de> for CsvRecord {
 }
 
 impl PartialEq for Value {
+    // Inlined: a keyed table compares a key on every lookup, mostly a str with a str.
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Value::None, Value::None) => true,
@@ -225,6 +227,7 @@ impl PartialEq for Value {
 impl Eq for Value {}
 
 impl Hash for Value {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         std::mem::discriminant(self).hash(state);
         match self {
