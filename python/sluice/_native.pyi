@@ -78,7 +78,9 @@ class Dataflow:
         "processes": a process per operator, each running this script again with its own
         interpreter) and runs it to its end; the ``collect`` results are then readable in
         this process under every plan. An exception in a user's function is raised as an
-        :class:`OperatorError` naming the operator.
+        :class:`OperatorError` naming the operator. The default is "fused", not the engine's
+        "auto", which splits a job over threads as if its Python operators ran side by side,
+        where they take turns with the interpreter.
 
         ``processes=n`` (with "processes") runs the job in ``n`` processes instead: instance
         ``i`` of each operator of parallelism ``n`` in process ``i``, the other operators

@@ -222,6 +222,13 @@ impl Dataflow {
     /// this process under every plan. An exception in a user's function is raised as an
     /// `OperatorError` naming the operator, the exception its cause.
     ///
+    /// The default is "fused", not the engine's "auto" (a Rust job's default): auto splits a
+    /// job's operators over threads pinned one to a core, as if each ran beside the others,
+    /// and a process's Python operators take turns with its one interpreter. It splits a
+    /// chain of Python maps in two threads that wait for each other, and WordCount (its
+    /// Python source and split on one thread, the count on another) ran at 0.42x and 0.53x
+    /// a plain Python loop's speed on two busy cores, where fused it ran at 1.03x to 1.21x.
+    ///
     /// `processes=n` (with the "processes" plan) runs the job in `n` processes instead of
     /// one per operator instance: instance `i` of each operator of parallelism `n` in process
     /// `i`, the other operators before the first of them (the sources) in the first process,
