@@ -55,14 +55,21 @@ class Dataflow:
         start: Literal["earliest", "latest", "committed"] = "earliest",
         bounded: bool = False,
         group: str | None = None,
+        metadata: bool = False,
     ) -> Stream:
         """A source emitting the values of the records of Kafka topic ``topic`` at
         ``brokers`` ("host:port[,host:port...]"), each read as ``format`` says: from the
         earliest record (or only new ones, or from ``group``'s committed offsets), to the end
         offsets as they are when the job starts with ``bounded``, on as records come
-        otherwise. Checkpoints keep its positions; it reads only committed transactions."""
+        otherwise. Checkpoints keep its positions; it reads only committed transactions. With
+        ``metadata``, each record is a dict of its ``key`` (bytes or None), ``value``,
+        ``topic``, ``partition``, ``offset``, ``timestamp`` (seconds since the Unix epoch, or
+        None) and ``headers`` (a tuple of (name, bytes or None))."""
     def plan(
-        self, plan: Literal["fused", "threaded", "processes"] = "fused", processes: int | None = None
+        self,
+        plan: Literal["fused", "threaded", "processes"] = "fused",
+        processes: int | None = None,
+        hosts: Path | None = None,
     ) -> str:
         """The plan :meth:`run` would run the job on, as ``sluice plan`` prints it: its
         processes, their threads and the operators each runs, and each edge's transport."""
@@ -73,6 +80,7 @@ class Dataflow:
         checkpoint_every: float | None = None,
         checkpoint_dir: Path | None = None,
         from_: Path | None = None,
+        hosts: Path | None = None,
     ) -> None:
         """Builds the job, plans it ("fused": one thread; "threaded": a thread per operator;
         "processes": a process per operator, each running this script again with its own
@@ -85,7 +93,9 @@ class Dataflow:
         ``processes=n`` (with "processes") runs the job in ``n`` processes instead: instance
         ``i`` of each operator of parallelism ``n`` in process ``i``, the other operators
         before the first of them (the sources) in the first process, those after it (the
-        aggregates, the sinks) in the last.
+        aggregates, the sinks) in the last. ``hosts`` (a hosts file, as ``sluice run
+        --hosts`` reads it; with "processes") places the PEs on its hosts, each started
+        through its host's ``launch`` prefix, the edges between hosts carried by TCP.
 
         Every ``checkpoint_every`` seconds (with ``checkpoint_dir``) the job takes a
         checkpoint of its state (the sources' positions, the Rust operators' state, each
@@ -147,10 +157,13 @@ class Stream:
         topic: str,
         format: Literal["json", "str", "bytes"] = "json",
         transactional_id: str | None = None,
+        key: int | str | None = None,
     ) -> None:
-        """Ends the stream in a sink writing each tuple as the value of a record (without a
-        key) of Kafka topic ``topic``, as ``format`` says. At least once; with
-        ``transactional_id`` and checkpoints, exactly once (one transaction a checkpoint)."""
+        """Ends the stream in a sink writing each tuple as the value of a record of Kafka
+        topic ``topic``, as ``format`` says. At least once; with ``transactional_id`` and
+        checkpoints, exactly once (one transaction a checkpoint). ``key=n`` keys each record
+        by item ``n`` of the tuple, ``key="k"`` by a dict's value under ``"k"`` (bytes as
+        they are, str as UTF-8, anything else as its text; a tuple without it has no key)."""
     def collect(self, name: str) -> Collected:
         """Ends the stream in a sink keeping every tuple it receives; read them with
         :meth:`Collected.items` once the job has run."""
@@ -181,6 +194,15 @@ class KeyedStream:
         """The keyed stream cut into windows of ``size`` seconds starting every ``slide``
         seconds (tumbling without ``slide``), by event time when ``key_by`` was given
         ``time``, by processing time otherwise."""
+    def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
+        """The keyed stream cut into windows of ``size`` tuples of a key, one every ``slide``
+        of them (tumbling without ``slide``); a window's ``start`` and ``end`` are the key's
+        tuple numbers (from 0) of its first tuple and of the one after its last. At the end
+        of the stream the tuples since a key's last window make one more."""
+    def session(self, gap: float) -> WindowedStream:
+        """The keyed stream cut into sessions: a key's tuples less than ``gap`` seconds apart
+        (by event time when ``key_by`` was given ``time``, by processing time otherwise); a
+        session ends ``gap`` seconds after its last tuple."""
     def join(self, name: str, other: KeyedStream, within: float) -> Stream:
         """Joins this stream with ``other`` on equal keys: ``(key, x, y)`` for every tuple
         ``x`` of this stream and ``y`` of ``other`` at most ``within`` seconds apart, by event
@@ -188,8 +210,8 @@ class KeyedStream:
 
 class WindowedStream:
     """A keyed stream cut into windows: each window's aggregate is ``(key, start, end,
-    value)``, ``start`` and ``end`` in seconds (by processing time, since the Unix epoch),
-    emitted as the window closes (by event time, when the watermark passes its end; every
+    value)``, ``start`` and ``end`` in seconds (by processing time, since the Unix epoch) or,
+    for windows by count, tuple numbers, emitted as the window closes (by event time, when the watermark passes its end; every
     window at the end of the stream)."""
 
     def count(self, name: str) -> Stream:

@@ -1,6 +1,6 @@
 //! The engine's file and socket connectors (`sluice-connectors`) on Python streams: what a
 //! Python `read_csv`, `read_socket`, `read_kafka`, `write_text` or `write_kafka` adds to the
-//! job. The connectors are the
+//! job, and a Kafka record's key and metadata as Python reads and writes them. The connectors are the
 //! engine's own: their formats read and write [`Value`](crate::value::Value)s through its
 //! serde implementation (the module `value` says how), and the file sinks are the engine's
 //! exactly-once ones.
@@ -8,12 +8,14 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
 use sluice_connectors::csv_file::{CsvFormat, CsvSource};
 use sluice_connectors::fluent::StreamIo;
 use sluice_connectors::stream_sink::{ByteTarget, StreamSink};
 use sluice_connectors::tcp::TcpSource;
 use sluice_connectors::TcpEndpoint;
-use sluice_connectors::{Format, FormatError, KafkaSinkConfig};
+use sluice_connectors::{Format, FormatError, KafkaRecord, KafkaSinkConfig};
 use sluice_ops::{Dataflow, Stream};
 
 use crate::value::{Carried, CsvRecord, Value};
@@ -125,12 +127,82 @@ impl<T: Carried> Format<T> for KafkaFormat {
 }
 
 /// Ends `stream` in a sink writing each tuple as a record's value to `config`'s topic, as
-/// `format` says, without a key.
+/// `format` says, keyed by `key` when there is one.
 pub fn write_kafka<T: Carried>(
     stream: &Stream<T>,
     name: &str,
     config: KafkaSinkConfig,
     format: KafkaFormat,
+    key: Option<RecordKey>,
 ) {
-    stream.write_kafka(name, config, format, |_: &T| None);
+    stream.write_kafka(name, config, format, move |tuple: &T| {
+        key.as_ref()?.of(&tuple.to_value())
+    });
+}
+
+/// Where `write_kafka(key=...)` reads a record's key in each tuple.
+#[derive(Debug, Clone)]
+pub enum RecordKey {
+    /// Item `n` of a tuple (`key=n`).
+    Item(usize),
+    /// A dict's value under this key (`key="k"`).
+    Entry(Value),
+}
+
+impl RecordKey {
+    /// The key `key=` gives: an int from 0 or a str.
+    pub fn read(key: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if let Ok(n) = key.extract::<usize>() {
+            return Ok(Self::Item(n));
+        }
+        match key.extract::<String>() {
+            Ok(name) => Ok(Self::Entry(Value::Str(name.into()))),
+            Err(_) => Err(PyTypeError::new_err(
+                "write_kafka's key is an item number (an int from 0) or a dict's key (a str)",
+            )),
+        }
+    }
+
+    /// The key's bytes in `value`, if it has that item or entry.
+    fn of(&self, value: &Value) -> Option<Vec<u8>> {
+        let key = match (self, value) {
+            (Self::Item(n), Value::Tuple(items)) => items.get(*n)?,
+            (Self::Entry(name), Value::Dict(entries)) => {
+                &entries.iter().find(|(k, _)| k == name)?.1
+            }
+            _ => return None,
+        };
+        Some(match key {
+            Value::Bytes(bytes) => bytes.to_vec(),
+            Value::Str(text) => text.as_bytes().to_vec(),
+            other => {
+                let mut text = String::new();
+                // Writing to a String cannot fail.
+                let _ = other.write_text(&mut text);
+                text.into_bytes()
+            }
+        })
+    }
+}
+
+/// A Kafka record as the dict `read_kafka(metadata=True)` emits.
+pub fn record_dict(record: &KafkaRecord<Value>) -> Value {
+    let bytes = |b: &Option<Vec<u8>>| b.as_deref().map_or(Value::None, |b| Value::Bytes(b.into()));
+    let text = |t: &str| Value::Str(t.into());
+    let headers = record
+        .headers
+        .iter()
+        .map(|(name, value)| Value::Tuple(Box::new([text(name), bytes(value)])));
+    let timestamp = record
+        .timestamp
+        .map_or(Value::None, |ms| Value::Float(ms as f64 / 1e3));
+    Value::Dict(Box::new([
+        (text("key"), bytes(&record.key)),
+        (text("value"), record.value.clone()),
+        (text("topic"), text(&record.topic)),
+        (text("partition"), Value::Int(record.partition.into())),
+        (text("offset"), Value::Int(record.offset)),
+        (text("timestamp"), timestamp),
+        (text("headers"), Value::Tuple(headers.collect())),
+    ]))
 }

@@ -22,10 +22,8 @@ pub mod connectors;
 pub mod operators;
 pub mod value;
 
-use std::cell::RefCell;
 use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use pyo3::create_exception;
@@ -36,7 +34,9 @@ use sluice_connectors::fluent::{FlowIo, StreamIo};
 use sluice_connectors::{
     Delivery, EndAt, KafkaRecord, KafkaSinkConfig, KafkaSourceConfig, StartFrom,
 };
-use sluice_ops::{Collected as Collection, JoinWindow, Stream as RustStream, Windowed, Windows};
+use sluice_ops::{
+    Collected as Collection, JoinWindow, Shape, Stream as RustStream, Windowed, Windows,
+};
 use sluice_plan::{PlanFile, PlanOptions, PlanRequest, ThreadSpec};
 use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
 
@@ -104,13 +104,22 @@ enum Collections {
     Kafka(Collection<KafkaRecord<Value>>),
 }
 
+/// What `mutex` holds, as far as it got if a panic left it poisoned.
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A Sluice job being built: add sources to it, chain operators on their streams, then run it.
-#[pyclass(unsendable, module = "sluice")]
+///
+/// It, its streams and their collections are sendable classes: the interpreter frees an
+/// object on whichever thread collects it, which may be a thread running a Python operator
+/// of another job (an unsendable object freed there would be leaked, with a warning).
+#[pyclass(module = "sluice")]
 struct Dataflow {
     flow: sluice_ops::Dataflow,
     failures: Failures,
     /// The graph `plan` built, which `run` takes (a dataflow builds its graph once).
-    built: std::cell::RefCell<Option<sluice_graph::Graph>>,
+    built: Mutex<Option<sluice_graph::Graph>>,
 }
 
 #[pymethods]
@@ -121,7 +130,7 @@ impl Dataflow {
         Self {
             flow: sluice_ops::Dataflow::new(name),
             failures: Failures::default(),
-            built: std::cell::RefCell::default(),
+            built: Mutex::default(),
         }
     }
 
@@ -182,7 +191,13 @@ impl Dataflow {
     /// from `group`'s committed offsets), to the end offsets as they are when the job starts
     /// with `bounded`, on as records come otherwise. Checkpoints keep its positions; it reads
     /// only committed transactions. A value that does not decode is counted and dropped.
-    #[pyo3(signature = (name, brokers, topic, format = "json", start = "earliest", bounded = false, group = None))]
+    /// With `metadata`, each record is a dict of its `key` (bytes or None), `value`, `topic`,
+    /// `partition`, `offset`, `timestamp` (seconds since the Unix epoch, or None) and
+    /// `headers` (a tuple of (name, bytes or None)), made by an operator `NAME-records`.
+    #[pyo3(signature = (
+        name, brokers, topic, format = "json", start = "earliest", bounded = false, group = None,
+        metadata = false
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn read_kafka(
         &self,
@@ -193,6 +208,7 @@ impl Dataflow {
         start: &str,
         bounded: bool,
         group: Option<String>,
+        metadata: bool,
     ) -> PyResult<Stream> {
         let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
         let mut config = KafkaSourceConfig::new(brokers, topic);
@@ -213,7 +229,11 @@ impl Dataflow {
         if let Some(group) = group {
             config.group = group;
         }
-        Ok(self.stream(Flow::Kafka(self.flow.read_kafka(name, config, format))))
+        let records = self.flow.read_kafka(name, config, format);
+        Ok(self.stream(match metadata {
+            true => Flow::Values(records.map(&format!("{name}-records"), connectors::record_dict)),
+            false => Flow::Kafka(records),
+        }))
     }
 
     /// Builds the job, plans it (`plan`: "fused", one thread; "threaded", a thread per
@@ -232,7 +252,9 @@ impl Dataflow {
     /// `processes=n` (with the "processes" plan) runs the job in `n` processes instead of
     /// one per operator instance: instance `i` of each operator of parallelism `n` in process
     /// `i`, the other operators before the first of them (the sources) in the first process,
-    /// those after it (the aggregates, the sinks) in the last.
+    /// those after it (the aggregates, the sinks) in the last. `hosts` (a hosts file, as
+    /// `sluice run --hosts` reads it; with "processes") places the PEs on its hosts, each
+    /// started through its host's `launch` prefix, the edges between hosts carried by TCP.
     ///
     /// `checkpoint_every` seconds (with `checkpoint_dir`) the job takes a checkpoint of its
     /// state (the sources' positions, the Rust operators' state, each `stateful_map`'s
@@ -244,8 +266,10 @@ impl Dataflow {
         processes = None,
         checkpoint_every = None,
         checkpoint_dir = None,
-        from_ = None
+        from_ = None,
+        hosts = None
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         py: Python<'_>,
@@ -254,7 +278,13 @@ impl Dataflow {
         checkpoint_every: Option<f64>,
         checkpoint_dir: Option<PathBuf>,
         from_: Option<PathBuf>,
+        hosts: Option<PathBuf>,
     ) -> PyResult<()> {
+        let asked = Asked {
+            plan,
+            processes,
+            hosts,
+        };
         let checkpoints = match (checkpoint_every, checkpoint_dir) {
             (Some(every), Some(dir)) => Some(CheckpointOptions::new(
                 seconds("checkpoint_every", every)?,
@@ -272,7 +302,10 @@ impl Dataflow {
             checkpoints,
             ..RunOptions::default()
         };
-        let (graph, physical) = self.planned(py, plan, processes, &mut options)?;
+        if let Some(into) = std::env::var_os(PLAN_ONLY_INTO) {
+            return self.plan_only(py, asked, &mut options, into.as_ref());
+        }
+        let (graph, physical) = self.planned(py, &asked, &mut options)?;
         let from = from_
             .map(|dir| sluice_runtime::load_checkpoint(&dir))
             .transpose()
@@ -300,25 +333,68 @@ impl Dataflow {
 
     /// The plan `run` would run the job on, as `sluice plan` prints it: its processes, their
     /// threads and the operators each runs, and the transport of each edge between them.
-    #[pyo3(signature = (plan = "fused", processes = None))]
-    fn plan(&self, py: Python<'_>, plan: &str, processes: Option<usize>) -> PyResult<String> {
-        let (graph, physical) = self.planned(py, plan, processes, &mut RunOptions::default())?;
-        *self.built.borrow_mut() = Some(graph);
-        Ok(physical.to_string())
-    }
-}
-
-impl Dataflow {
-    /// The job's graph and its plan as `run`'s `plan` and `processes` ask, with `options`
-    /// set for it (the processes plan's interpreter).
-    fn planned(
+    #[pyo3(signature = (plan = "fused", processes = None, hosts = None))]
+    fn plan(
         &self,
         py: Python<'_>,
         plan: &str,
         processes: Option<usize>,
+        hosts: Option<PathBuf>,
+    ) -> PyResult<String> {
+        let asked = Asked {
+            plan,
+            processes,
+            hosts,
+        };
+        let (graph, physical) = self.planned(py, &asked, &mut RunOptions::default())?;
+        *locked(&self.built) = Some(graph);
+        Ok(physical.to_string())
+    }
+}
+
+/// The variable `sluice plan SCRIPT` runs a script with: its `run` writes the plan it would
+/// run on into this file, as JSON, and ends the script (`SystemExit(0)`) instead of running.
+const PLAN_ONLY_INTO: &str = "SLUICE_PLAN_ONLY_INTO";
+/// The plan `sluice plan SCRIPT --plan P` asks for instead of the one the script's `run` names.
+const PLAN_ONLY_REQUEST: &str = "SLUICE_PLAN_ONLY_REQUEST";
+
+impl Dataflow {
+    /// `run` under `sluice plan SCRIPT`: writes the plan into `into` and ends the script.
+    fn plan_only(
+        &self,
+        py: Python<'_>,
+        asked: Asked<'_>,
+        options: &mut RunOptions,
+        into: &std::path::Path,
+    ) -> PyResult<()> {
+        let instead = std::env::var(PLAN_ONLY_REQUEST).ok();
+        let asked = Asked {
+            plan: instead.as_deref().unwrap_or(asked.plan),
+            ..asked
+        };
+        let (_, physical) = self.planned(py, &asked, options)?;
+        let json =
+            serde_json::to_vec(&physical).map_err(|e| SluiceError::new_err(e.to_string()))?;
+        std::fs::write(into, json).map_err(|e| {
+            SluiceError::new_err(format!(
+                "cannot write the plan into {}: {e}",
+                into.display()
+            ))
+        })?;
+        Err(pyo3::exceptions::PySystemExit::new_err(0))
+    }
+
+    /// The job's graph and the plan `asked` names, with `options` set for it (the processes
+    /// plan's interpreter).
+    fn planned(
+        &self,
+        py: Python<'_>,
+        asked: &Asked<'_>,
         options: &mut RunOptions,
     ) -> PyResult<(sluice_graph::Graph, sluice_plan::PhysicalPlan)> {
-        let request = match (plan, processes) {
+        let plan_options = asked.plan_options()?;
+        let processes = asked.processes;
+        let request = match (asked.plan, processes) {
             ("fused", None) => PlanRequest::Fused,
             ("threaded", None) => PlanRequest::Threaded,
             ("processes", _) => {
@@ -336,7 +412,7 @@ impl Dataflow {
                 )))
             }
         };
-        let built = self.built.borrow_mut().take();
+        let built = locked(&self.built).take();
         let graph = match built {
             Some(graph) => graph,
             None => self
@@ -348,9 +424,42 @@ impl Dataflow {
             Some(n) => PlanRequest::File(format!("processes={n}"), spread_plan(&graph, n)?),
             None => request,
         };
-        let physical = sluice_plan::plan(&graph, &request, &PlanOptions::default())
+        let physical = sluice_plan::plan(&graph, &request, &plan_options)
             .map_err(|e| SluiceError::new_err(e.to_string()))?;
         Ok((graph, physical))
+    }
+}
+
+/// The plan a job's `run` or `plan` asks for: the plan's name, `processes=` and `hosts=`.
+struct Asked<'a> {
+    plan: &'a str,
+    processes: Option<usize>,
+    /// A hosts file (TOML, as `sluice run --hosts` reads it): the machines its PEs may run on.
+    hosts: Option<PathBuf>,
+}
+
+impl Asked<'_> {
+    /// What the planner is told: the hosts file, if one is named (only the processes plan
+    /// spreads PEs over hosts).
+    fn plan_options(&self) -> PyResult<PlanOptions> {
+        let Some(path) = &self.hosts else {
+            return Ok(PlanOptions::default());
+        };
+        if self.plan != "processes" {
+            return Err(PyValueError::new_err(format!(
+                "hosts= is for the 'processes' plan, whose PEs it places on hosts, not for '{}'",
+                self.plan
+            )));
+        }
+        let text = sluice_plan::read_text_file(path).map_err(|e| {
+            SluiceError::new_err(format!("cannot read hosts file {}: {e}", path.display()))
+        })?;
+        let hosts = sluice_plan::HostsFile::read(path, &text)
+            .map_err(|e| SluiceError::new_err(e.to_string()))?;
+        Ok(PlanOptions {
+            hosts: Some(hosts),
+            ..PlanOptions::default()
+        })
     }
 }
 
@@ -479,7 +588,7 @@ impl Dataflow {
 }
 
 /// A stream of tuples: the output of one operator, which more operators can read.
-#[pyclass(unsendable, module = "sluice")]
+#[pyclass(module = "sluice")]
 struct Stream {
     flow: Flow,
     failures: Failures,
@@ -618,7 +727,7 @@ impl Stream {
             key: key.map(Bound::unbind),
             time: time.map(|t| Arc::new(t.unbind())),
             max_delay,
-            emitted: Rc::default(),
+            emitted: Arc::default(),
         })
     }
 
@@ -643,12 +752,16 @@ impl Stream {
         on_flow!(&self.flow, s => s.write_json(name, path));
     }
 
-    /// Ends the stream in a sink writing each tuple as the value of a record (without a key)
-    /// of Kafka topic `topic` at `brokers`, as `format` says ("json", "str": its `str()`,
-    /// "bytes": a bytes value as it is, anything else as its text). At least once; with
-    /// `transactional_id` and checkpoints, exactly once (one transaction a checkpoint, for
-    /// readers of committed records: that id names the job, two jobs with it fence each other).
-    #[pyo3(signature = (name, brokers, topic, format = "json", transactional_id = None))]
+    /// Ends the stream in a sink writing each tuple as the value of a record of Kafka topic
+    /// `topic` at `brokers`, as `format` says ("json", "str": its `str()`, "bytes": a bytes
+    /// value as it is, anything else as its text). At least once; with `transactional_id`
+    /// and checkpoints, exactly once (one transaction a checkpoint, for readers of committed
+    /// records: that id names the job, two jobs with it fence each other). Without `key` the
+    /// records have none; `key=n` (an int) keys each by item `n` of the tuple, `key="k"` (a
+    /// str) by the dict's value under "k", read in Rust (bytes as they are, str as UTF-8,
+    /// anything else as its `str()`); a tuple without it is written without a key.
+    #[pyo3(signature = (name, brokers, topic, format = "json", transactional_id = None, key = None))]
+    #[allow(clippy::too_many_arguments)]
     fn write_kafka(
         &self,
         name: &str,
@@ -656,14 +769,16 @@ impl Stream {
         topic: &str,
         format: &str,
         transactional_id: Option<String>,
+        key: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let key = key.map(|k| connectors::RecordKey::read(&k)).transpose()?;
         let format = KafkaFormat::named(format).map_err(PyValueError::new_err)?;
         let delivery = match transactional_id {
             Some(transactional_id) => Delivery::ExactlyOnce { transactional_id },
             None => Delivery::AtLeastOnce,
         };
         let config = KafkaSinkConfig::new(brokers, topic, delivery);
-        on_flow!(&self.flow, s => connectors::write_kafka(s, name, config, format));
+        on_flow!(&self.flow, s => connectors::write_kafka(s, name, config, format, key.clone()));
         Ok(())
     }
 
@@ -714,7 +829,7 @@ fn pair_key(pair: &(Value, Value)) -> &Value {
 /// aggregates, windows and joins share its key-by operator when they read the same field of
 /// the tuples; one reading another field is refused (key the stream again, under another name,
 /// for it).
-#[pyclass(unsendable, module = "sluice")]
+#[pyclass(module = "sluice")]
 struct KeyedStream {
     input: Stream,
     name: String,
@@ -725,7 +840,7 @@ struct KeyedStream {
     max_delay: Duration,
     /// The key-by operator's pairs once added: what field they carry, whether it is checked
     /// numeric, and the stream (shared with the copies windows keep).
-    emitted: Rc<RefCell<Option<KeyedPairs>>>,
+    emitted: Arc<Mutex<Option<KeyedPairs>>>,
 }
 
 /// A key-by operator's output: the field its pairs carry, whether it checks it is a number,
@@ -748,7 +863,7 @@ impl KeyedStream {
     /// one reading another field is refused, naming both (key the stream again under another
     /// name for it).
     fn pairs(&self, py: Python<'_>, field: Field, numeric: bool) -> PyResult<Keyed> {
-        let mut emitted = self.emitted.borrow_mut();
+        let mut emitted = locked(&self.emitted);
         let pairs = match &*emitted {
             Some((read, was_numeric, pairs)) if read.same_as(&field) && *was_numeric == numeric => {
                 pairs.clone()
@@ -858,11 +973,48 @@ impl KeyedStream {
     fn window(&self, py: Python<'_>, size: f64, slide: Option<f64>) -> PyResult<WindowedStream> {
         let size = seconds("size", size)?;
         let slide = slide.map(|s| seconds("slide", s)).transpose()?;
-        Ok(WindowedStream {
-            keyed: self.clone_ref(py),
-            size,
-            slide: slide.unwrap_or(size),
-        })
+        self.windows(
+            py,
+            Shape::Time {
+                size,
+                slide: slide.unwrap_or(size),
+            },
+        )
+    }
+
+    /// The keyed stream cut into windows of `size` tuples of a key, one every `slide` of
+    /// them (tumbling without `slide`); a window's `start` and `end` are the key's tuple
+    /// numbers (from 0) of its first tuple and of the one after its last. At the end of the
+    /// stream the tuples since a key's last window make one more.
+    #[pyo3(signature = (size, slide = None))]
+    fn count_window(
+        &self,
+        py: Python<'_>,
+        size: i64,
+        slide: Option<i64>,
+    ) -> PyResult<WindowedStream> {
+        let tuples = |name: &str, n: i64| {
+            u64::try_from(n).map_err(|_| {
+                PyValueError::new_err(format!("{name} is a number of tuples from 1, not {n}"))
+            })
+        };
+        let size = tuples("size", size)?;
+        let slide = slide.map(|s| tuples("slide", s)).transpose()?;
+        self.windows(
+            py,
+            Shape::Count {
+                size,
+                slide: slide.unwrap_or(size),
+            },
+        )
+    }
+
+    /// The keyed stream cut into sessions: a key's tuples less than `gap` seconds apart (by
+    /// event time when `key_by` was given `time`, by processing time otherwise); a session
+    /// ends `gap` seconds after its last tuple.
+    fn session(&self, py: Python<'_>, gap: f64) -> PyResult<WindowedStream> {
+        let gap = seconds("gap", gap)?;
+        self.windows(py, Shape::Session { gap })
     }
 
     /// Joins this stream with `other` (keyed the same way) on equal keys: `(key, x, y)` for
@@ -918,17 +1070,41 @@ impl KeyedStream {
     }
 }
 
-/// A keyed stream cut into windows (`KeyedStream.window`): each window's aggregate is
-/// `(key, start, end, value)`, `start` and `end` in seconds (by processing time, since the
-/// Unix epoch).
-#[pyclass(unsendable, module = "sluice")]
+/// A keyed stream cut into windows (`KeyedStream.window`, `count_window` or `session`): each
+/// window's aggregate is `(key, start, end, value)`, `start` and `end` in seconds (by
+/// processing time, since the Unix epoch), or tuple numbers for windows by count.
+#[pyclass(module = "sluice")]
 struct WindowedStream {
     keyed: KeyedStream,
-    size: Duration,
-    slide: Duration,
+    shape: Shape,
+}
+
+impl KeyedStream {
+    /// This stream cut into windows of `shape`, refused as the engine would refuse it.
+    fn windows(&self, py: Python<'_>, shape: Shape) -> PyResult<WindowedStream> {
+        let windows = WindowedStream {
+            keyed: self.clone_ref(py),
+            shape,
+        };
+        windows.windows().check().map_err(PyValueError::new_err)?;
+        Ok(windows)
+    }
 }
 
 impl WindowedStream {
+    /// The engine's windows of this shape, on the key-by's pairs.
+    fn windows(&self) -> Windows<(Value, Value)> {
+        let mut windows = match self.shape {
+            Shape::Count { size, slide } => Windows::sliding_count(size, slide),
+            Shape::Time { size, slide } => Windows::sliding(size, slide),
+            Shape::Session { gap } => Windows::session(gap),
+        };
+        if self.keyed.time.is_some() {
+            windows = windows.event_time(event_time);
+        }
+        windows
+    }
+
     /// The window operator `name` folding each key's windows with `aggregate`.
     fn windowed<A>(
         &self,
@@ -941,17 +1117,26 @@ impl WindowedStream {
     where
         A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
     {
-        let mut windows = Windows::sliding(self.size, self.slide);
-        if self.keyed.time.is_some() {
-            windows = windows.event_time(event_time);
-        }
         let results = self
             .keyed
             .pairs(py, field, numeric)?
-            .window(windows)
+            .window(self.windows())
             .aggregate(name, aggregate);
+        let flow = match self.shape {
+            // A count window's bounds are tuple numbers, not times: they cross as ints.
+            Shape::Count { .. } => Flow::Values(results.map(&format!("{name}-bounds"), |w| {
+                let number = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+                Value::Tuple(Box::new([
+                    w.key.clone(),
+                    number(w.start),
+                    number(w.end),
+                    w.value.clone(),
+                ]))
+            })),
+            Shape::Time { .. } | Shape::Session { .. } => Flow::Windows(results),
+        };
         Ok(Stream {
-            flow: Flow::Windows(results),
+            flow,
             failures: self.keyed.input.failures.clone(),
         })
     }

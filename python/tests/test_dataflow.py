@@ -2,6 +2,8 @@
 collect, the values a stream carries, and the errors a job raises."""
 
 import collections
+import gc
+import sys
 
 import pytest
 
@@ -200,3 +202,26 @@ def test_encode_gives_the_bytes_a_value_crosses_processes_as():
         sluice.encode([1])
     with pytest.raises(ValueError, match="not an encoded value"):
         sluice.decode(b"\xff")
+
+
+def test_a_dataflow_the_collector_frees_on_a_job_thread_is_freed_quietly(monkeypatch):
+    # A dataflow in a reference cycle is freed by the cyclic collector on whichever thread
+    # runs it: here the thread of another job's Python operator.
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    flow = sluice.Dataflow("cyclic")
+    stream = flow.source("numbers", [1]).map("same", lambda n: n)
+    keyed = stream.key_by("k")
+    cycle = [flow, stream, keyed, stream.collect("out")]
+    cycle.append(cycle)
+    del flow, stream, keyed, cycle
+
+    def collect_garbage(n):
+        gc.collect()
+        return n
+
+    job = sluice.Dataflow("collecting")
+    out = job.source("numbers", [1, 2]).map("gc", collect_garbage).collect("out")
+    job.run("threaded")
+    assert out.items() == [1, 2]
+    assert [str(u.exc_value) for u in unraisable] == []

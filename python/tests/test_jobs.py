@@ -1,5 +1,6 @@
 """A Python job is a job like any other: `sluice jobs` lists it while it runs."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -64,3 +65,48 @@ def test_sluice_jobs_lists_a_running_python_job(plan, tmp_path):
     assert job.returncode == 0, err
     assert int(out.strip()) > 0
 
+
+
+PLANNED = (
+    "import sluice\n"
+    "print('a line the script prints')\n"
+    "flow = sluice.Dataflow('planned-script')\n"
+    "words = flow.source('words', ['a b', 'b']).flat_map('split', str.split)\n"
+    "words.key_by('word').count('count').collect('counts')\n"
+    "flow.run(plan='processes')\n"
+    "raise SystemExit('the job ran instead of being planned')\n"
+)
+
+
+def test_sluice_plan_prints_the_plan_of_a_python_script(tmp_path):
+    binary = sluice_binary()
+    script = tmp_path / "job.py"
+    script.write_text(PLANNED)
+    env = dict(os.environ, SLUICE_PYTHON=sys.executable)
+    plan = lambda *args: subprocess.run(  # noqa: E731
+        [binary, "plan", str(script), *args], capture_output=True, text=True, timeout=120, env=env
+    )
+    flow = sluice.Dataflow("planned-script")
+    words = flow.source("words", ["a b", "b"]).flat_map("split", str.split)
+    words.key_by("word").count("count").collect("counts")
+
+    printed = plan()
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == flow.plan("processes")  # the plan its run names, alone on stdout
+    assert "a line the script prints" in printed.stderr
+    fused = plan("--plan", "fused")
+    assert fused.returncode == 0, fused.stderr
+    assert fused.stdout == flow.plan("fused")
+    as_json = plan("--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert len(json.loads(as_json.stdout)["pes"]) > 1
+
+    script.write_text("print('no job here')\n")
+    refused = plan()
+    assert refused.returncode != 0
+    assert "ended without running a job" in refused.stderr
+    script.write_text("raise ValueError('broken script')\n")
+    broken = plan()
+    assert broken.returncode != 0
+    assert "ValueError: broken script" in broken.stderr
+    assert "before its job's plan was written" in broken.stderr

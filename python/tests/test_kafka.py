@@ -5,6 +5,7 @@ tests skip, and fail under CI=true."""
 import os
 import pathlib
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -79,3 +80,39 @@ def test_a_wordcount_from_kafka_to_kafka_exactly_once(brokers, tmp_path):
 def test_an_unknown_format_is_refused():
     with pytest.raises(ValueError, match="no Kafka format 'xml'"):
         sluice.Dataflow("bad").read_kafka("records", "127.0.0.1:9", "t", format="xml")
+
+
+def test_record_keys_written_by_item_or_entry_are_read_with_the_records_metadata(brokers):
+    name = topic()
+    flow = sluice.Dataflow("keyed-to-kafka")
+    flow.source("pairs", [("a", 1), ("b", 2), (3,)]).write_kafka("by-item", brokers, name, key=0)
+    flow.source("dicts", [{"user": "ann", "n": 4}]).write_kafka(
+        "by-entry", brokers, name, key="user"
+    )
+    flow.run()
+    flow = sluice.Dataflow("keys-from-kafka")
+    read = flow.read_kafka("records", brokers, name, bounded=True, metadata=True).collect("got")
+    flow.run()
+    records = read.items()
+    assert sorted((r["key"], r["value"]) for r in records) == sorted(
+        [(b"a", ("a", 1)), (b"b", ("b", 2)), (b"3", (3,)), (b"ann", {"user": "ann", "n": 4})]
+    )
+    assert {r["topic"] for r in records} == {name}
+    assert sorted(r["offset"] for r in records) == list(range(4))  # one partition
+    assert all(r["partition"] == 0 and r["headers"] == () for r in records)
+    # The broker stamps each record with its create time, in seconds here.
+    assert all(abs(r["timestamp"] - time.time()) < 600 for r in records)
+
+
+def test_a_tuple_without_the_key_is_written_without_one_and_a_bad_key_is_refused(brokers):
+    name = topic()
+    flow = sluice.Dataflow("keyless")
+    flow.source("values", ["plain"]).write_kafka("out", brokers, name, format="str", key=1)
+    flow.run()
+    flow = sluice.Dataflow("keyless-read")
+    read = flow.read_kafka("r", brokers, name, format="str", bounded=True, metadata=True)
+    got = read.collect("got")
+    flow.run()
+    assert [(r["key"], r["value"]) for r in got.items()] == [(None, "plain")]
+    with pytest.raises(TypeError, match="an item number .* or a dict's key"):
+        flow.source("more", [1]).write_kafka("bad", brokers, name, key=1.5)

@@ -106,3 +106,52 @@ def test_a_plan_names_every_instance_and_edge_before_the_job_runs():
     assert "5 thread(s)" in spread
     flow.run()  # after plan(): the job runs, once
     assert counts.latest() == {"a": 1, "b": 2}
+
+
+HOSTS = """
+[[host]]
+name = "a"
+address = "127.0.0.1"
+cores = 1
+
+[[host]]
+name = "b"
+address = "127.0.0.1"
+cores = 1
+"""
+
+
+def test_a_job_on_two_hosts_collects_what_fused_collects(tmp_path):
+    # Two hosts on loopback: the PEs reach the launcher over TCP with the job's secret, and
+    # the edges between them are TCP, as between machines.
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(HOSTS)
+    done = run_script(
+        tmp_path,
+        "import json, wordcount\n"
+        "import sluice\n"
+        "flow = sluice.Dataflow('hosted')\n"
+        "lines = flow.source('lines', list(wordcount.sentences(500)))\n"
+        "words = lines.flat_map('split', wordcount.words, parallelism=2)\n"
+        "counts = words.key_by('word').count('count').collect('counts')\n"
+        f"plan = flow.plan('processes', processes=2, hosts={str(hosts)!r})\n"
+        f"flow.run('processes', processes=2, hosts={str(hosts)!r})\n"
+        "print(json.dumps([plan, counts.latest(), wordcount.count_with_sluice(500, 'fused')]))\n",
+    )
+    assert done.returncode == 0, done.stderr
+    plan, on_hosts, fused = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "PE 0 'process0' on a" in plan and "PE 1 'process1' on b" in plan
+    assert "via tcp" in plan
+    assert on_hosts == fused
+    assert sum(fused.values()) == 5_000
+
+
+def test_hosts_are_for_the_processes_plan(tmp_path):
+    import sluice
+
+    flow = sluice.Dataflow("unhosted")
+    flow.source("numbers", [1]).collect("out")
+    with pytest.raises(ValueError, match="hosts= is for the 'processes' plan"):
+        flow.run("fused", hosts=tmp_path / "hosts.toml")
+    with pytest.raises(sluice.SluiceError, match="cannot read hosts file"):
+        flow.plan("processes", hosts=tmp_path / "missing.toml")

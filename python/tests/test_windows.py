@@ -71,6 +71,56 @@ def test_processing_time_windows_hold_every_tuple_once():
     assert totals == collections.Counter(words)
 
 
+def expected_count_windows(size, slide, field):
+    """What windows of `size` tuples a key every `slide` hold, computed in Python: (key,
+    start, end) -> the fold of `field` over them, the tuples after a key's last full window
+    making one more, cut at its last tuple."""
+    by_key = collections.defaultdict(list)
+    for user, _, amount in EVENTS:
+        by_key[user].append(amount)
+    folded = {}
+    for user, amounts in by_key.items():
+        end = slide
+        while end - slide < len(amounts):
+            start, cut = max(end - size, 0), min(end, len(amounts))
+            folded[(user, start, cut)] = sum(field(a) for a in amounts[start:cut])
+            end += slide
+    return folded
+
+
+@pytest.mark.parametrize("size, slide", [(3, None), (4, 2), (5, 1)])
+def test_count_windows_fold_each_keys_last_tuples(size, slide):
+    results = windowed(lambda keyed: keyed.count_window(size, slide).sum("by-count", 2))
+    assert {(k, s, e): total for k, s, e, total in results} == expected_count_windows(
+        size, slide or size, lambda a: a
+    )
+    assert len(results) == len(expected_count_windows(size, slide or size, lambda a: a))
+
+
+def test_event_time_sessions_close_on_a_gap():
+    events = [("a", 0.0), ("a", 1.0), ("a", 2.0), ("a", 10.0), ("a", 11.0), ("a", 30.0), ("b", 5.0)]
+    flow = sluice.Dataflow("sessions")
+    keyed = flow.source("events", events).key_by("user", lambda e: e[0], time=lambda e: e[1])
+    sessions = keyed.session(5.0).count("sessions").collect("out")
+    flow.run()
+    assert sorted(sessions.items()) == [
+        ("a", 0.0, 7.0, 3),
+        ("a", 10.0, 16.0, 2),
+        ("a", 30.0, 35.0, 1),
+        ("b", 5.0, 10.0, 1),
+    ]
+
+
+def test_processing_time_sessions_hold_every_tuple_once():
+    flow = sluice.Dataflow("processing-sessions")
+    words = ["a", "b", "a", "c", "a"] * 20
+    sessions = flow.source("words", words).key_by("word").session(3600).count("s").collect("out")
+    flow.run()
+    assert collections.Counter({k: n for k, _, _, n in sessions.items()}) == collections.Counter(
+        words
+    )
+
+
 def test_an_event_time_join_pairs_what_is_close_in_time():
     clicks = [("u1", 1.0, "c1"), ("u2", 2.0, "c2"), ("u1", 9.0, "c3")]
     buys = [("u1", 2.5, "b1"), ("u2", 8.0, "b2"), ("u1", 10.0, "b3")]
@@ -108,6 +158,16 @@ def test_bad_window_sizes_and_event_times_are_refused():
     keyed = sluice.Dataflow("bad").source("numbers", [1]).key_by("k")
     with pytest.raises(ValueError, match="size is seconds from 0, not -1"):
         keyed.window(-1)
+    with pytest.raises(ValueError, match="a time window needs a size and a slide above 0"):
+        keyed.window(0)
+    with pytest.raises(ValueError, match="size is a number of tuples from 1, not -1"):
+        keyed.count_window(-1)
+    with pytest.raises(ValueError, match="a count window needs a size and a slide of at least 1"):
+        keyed.count_window(0)
+    with pytest.raises(ValueError, match="a slide of 3 tuples is longer than the window of 2"):
+        keyed.count_window(2, slide=3)
+    with pytest.raises(ValueError, match="a session window needs a gap above 0"):
+        keyed.session(0)
     flow = sluice.Dataflow("negative-time")
     flow.source("numbers", [-5]).key_by("k", time=float).window(1).count("c").collect("out")
     with pytest.raises(sluice.OperatorError, match="an event time is seconds from 0"):

@@ -27,10 +27,8 @@
 //! `windowed_stream.rs`, and the one-call I/O of files, sockets and Kafka in
 //! `sluice_connectors::fluent` (extension traits, since the connectors build on this crate).
 
-use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use sluice_graph::{
     DeclaredCost, EdgeId, Graph, GraphBuilder, GraphError, Operator, OperatorContext,
@@ -52,10 +50,12 @@ pub trait TypedSource: Source {
     type Out: Tuple;
 }
 
-/// An application being built; cheap to clone (every clone builds the same graph).
+/// An application being built; cheap to clone (every clone builds the same graph). It and
+/// its streams may be sent to and dropped on other threads (a Python job's objects are freed
+/// on whichever thread the interpreter collects them).
 #[derive(Clone)]
 pub struct Dataflow {
-    inner: Rc<RefCell<Building>>,
+    inner: Arc<Mutex<Building>>,
 }
 
 struct Building {
@@ -70,7 +70,7 @@ impl Dataflow {
     /// A new application called `name`.
     pub fn new(name: &str) -> Self {
         Self {
-            inner: Rc::new(RefCell::new(Building {
+            inner: Arc::new(Mutex::new(Building {
                 builder: GraphBuilder::new(name),
                 first_error: None,
                 automatic: Vec::new(),
@@ -79,7 +79,13 @@ impl Dataflow {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Building) -> R) -> R {
-        f(&mut self.inner.borrow_mut())
+        f(&mut self.building())
+    }
+
+    /// The builder's state. A panic while it was held (a user's closure, say) leaves it as
+    /// far as it got, which the graph's validation still checks.
+    fn building(&self) -> MutexGuard<'_, Building> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adds a library source (its tuple type is known); `factory` makes each instance.
@@ -175,7 +181,7 @@ impl Dataflow {
     /// Validates and returns the graph built so far. The builder hands its graph over: a
     /// second `build` is refused ([`GraphError::AlreadyBuilt`]).
     pub fn build(&self) -> Result<Graph, GraphError> {
-        let mut b = self.inner.borrow_mut();
+        let mut b = self.building();
         if let Some(error) = b.first_error.clone() {
             return Err(error);
         }

@@ -8,6 +8,9 @@ use sluice_apps::{AppConfig, Settings};
 use sluice_plan::{HostsFile, PhysicalPlan, PlanOptions, PlanRequest};
 use sluice_transport::MAX_QUEUE_CAPACITY;
 
+/// The plan `--plan` names without being given.
+pub(crate) const DEFAULT_PLAN: &str = "auto";
+
 /// Options that choose the application and its plan.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct AppArgs {
@@ -23,7 +26,7 @@ pub(crate) struct AppArgs {
     /// per operator instance), `processes` (a process per operator instance, joined by shared
     /// memory), a plan the application ships (see `sluice apps`), or a plan file (TOML) that
     /// places operators in threads and processes and pins transports.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = DEFAULT_PLAN)]
     pub plan: String,
     /// A hosts file (TOML): the machines the job's PEs may run on.
     #[arg(long)]
