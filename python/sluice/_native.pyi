@@ -219,6 +219,18 @@ class WindowedStream:
     def sum(self, name: str, field: int | Callable[[Any], int | float] | None = None) -> Stream:
         """The sum of ``field`` (as :meth:`KeyedStream.sum` reads it) over each key's window
         (summed in Rust)."""
+    def min(self, name: str, field: int | Callable[[Any], int | float] | None = None) -> Stream:
+        """The least ``field`` (read as ``sum`` reads it, a number) of each key's window, as
+        the value itself (in Rust)."""
+    def max(self, name: str, field: int | Callable[[Any], int | float] | None = None) -> Stream:
+        """The greatest ``field`` (read as ``sum`` reads it, a number) of each key's window,
+        as the value itself (in Rust)."""
+    def mean(self, name: str, field: int | Callable[[Any], int | float] | None = None) -> Stream:
+        """The mean of ``field`` (read as ``sum`` reads it, a number) over each key's window,
+        a float (in Rust)."""
+    def values(self, name: str, field: int | Callable[[Any], Any] | None = None) -> Stream:
+        """The fields (read as ``sum`` reads it, any value; the tuples without one) of
+        each key's window, a tuple in the order they arrived (gathered in Rust)."""
 
 class Collected:
     """What a ``collect`` sink received, readable once the job has run."""

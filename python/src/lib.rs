@@ -42,8 +42,8 @@ use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
 
 use crate::connectors::KafkaFormat;
 use crate::operators::{
-    event_time, field_of, Failures, Field, IterableSource, PythonStep, Shared, Step, Tally, Total,
-    PYTHON_EXCEPTION,
+    event_time, field_of, Average, Extreme, Failures, Field, Gather, IterableSource, PythonStep,
+    Shared, Step, Tally, Total, PYTHON_EXCEPTION,
 };
 use crate::value::{Carried, CsvRecord, Value};
 
@@ -1157,7 +1157,61 @@ impl WindowedStream {
         let timed = self.keyed.time.is_some();
         self.windowed(py, name, sum_field(field)?, true, Total { timed })
     }
+
+    /// The least `field` (read as `sum` reads it, a number) of each key's window:
+    /// `(key, start, end, least)` as each window closes (in Rust).
+    #[pyo3(signature = (name, field = None))]
+    fn min(&self, py: Python<'_>, name: &str, field: FieldArg<'_>) -> PyResult<Stream> {
+        self.extreme(py, name, field, false)
+    }
+
+    /// The greatest `field` (read as `sum` reads it, a number) of each key's window:
+    /// `(key, start, end, greatest)` as each window closes (in Rust).
+    #[pyo3(signature = (name, field = None))]
+    fn max(&self, py: Python<'_>, name: &str, field: FieldArg<'_>) -> PyResult<Stream> {
+        self.extreme(py, name, field, true)
+    }
+
+    /// The mean of `field` (read as `sum` reads it, a number) over each key's window, a
+    /// float: `(key, start, end, mean)` as each window closes (in Rust).
+    #[pyo3(signature = (name, field = None))]
+    fn mean(&self, py: Python<'_>, name: &str, field: FieldArg<'_>) -> PyResult<Stream> {
+        let timed = self.keyed.time.is_some();
+        self.windowed(py, name, sum_field(field)?, true, Average { timed })
+    }
+
+    /// The `field`s (read as `sum` reads it, any value; the tuples without one) of each
+    /// key's window, in the order they arrived: `(key, start, end, (x, ...))` as each window
+    /// closes (gathered in Rust).
+    #[pyo3(signature = (name, field = None))]
+    fn values(&self, py: Python<'_>, name: &str, field: FieldArg<'_>) -> PyResult<Stream> {
+        let timed = self.keyed.time.is_some();
+        self.windowed(py, name, sum_field(field)?, false, Gather { timed })
+    }
 }
+
+impl WindowedStream {
+    /// The window operator `name` keeping each window's least or greatest field.
+    fn extreme(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        field: FieldArg<'_>,
+        greatest: bool,
+    ) -> PyResult<Stream> {
+        let timed = self.keyed.time.is_some();
+        self.windowed(
+            py,
+            name,
+            sum_field(field)?,
+            true,
+            Extreme { timed, greatest },
+        )
+    }
+}
+
+/// The `field=` argument of an aggregate: what [`sum_field`] reads.
+type FieldArg<'py> = Option<Bound<'py, PyAny>>;
 
 /// The field a `sum` reads: the tuple itself without one; an int `n`: item `n`; a function:
 /// what it returns.

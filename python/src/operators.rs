@@ -610,12 +610,6 @@ pub struct Total {
 impl Total {
     /// `acc + value` for numbers; anything else leaves `acc` as it is.
     fn plus(acc: &Value, value: &Value) -> Value {
-        let float = |v: &Value| match v {
-            Value::Int(i) => Some(*i as f64),
-            Value::Bool(b) => Some(f64::from(u8::from(*b))),
-            Value::Float(f) => Some(*f),
-            _ => None,
-        };
         let int = |v: &Value| match v {
             Value::Int(i) => Some(*i),
             Value::Bool(b) => Some(i64::from(*b)),
@@ -624,7 +618,7 @@ impl Total {
         if let Some(sum) = int(acc).zip(int(value)).and_then(|(a, b)| a.checked_add(b)) {
             return Value::Int(sum);
         }
-        match float(acc).zip(float(value)) {
+        match as_float(acc).zip(as_float(value)) {
             Some((a, b)) => Value::Float(a + b),
             None => acc.clone(),
         }
@@ -645,5 +639,108 @@ impl Aggregate<(Value, Value)> for Total {
     }
     fn result(&self, acc: &Value) -> Value {
         acc.clone()
+    }
+}
+
+/// A number as a float, for comparing and averaging ints and floats alike.
+fn as_float(value: &Value) -> Option<f64> {
+    match value {
+        Value::Int(i) => Some(*i as f64),
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// The least (or, with `greatest`, the greatest) of each key's values in a window, as the
+/// value itself (an int stays an int); `None` where the window held no number. The key-by
+/// before it lets only numbers through.
+#[derive(Clone, Copy, Debug)]
+pub struct Extreme {
+    /// The pairs' values are `(field, t)`.
+    pub timed: bool,
+    /// The greatest instead of the least.
+    pub greatest: bool,
+}
+
+impl Extreme {
+    /// Whether `candidate` replaces `kept`.
+    fn beats(&self, candidate: &Value, kept: &Value) -> bool {
+        match (as_float(candidate), as_float(kept)) {
+            (Some(c), Some(k)) => !c.is_nan() && (c > k) == self.greatest && c != k,
+            (Some(c), None) => !c.is_nan(),
+            _ => false,
+        }
+    }
+}
+
+impl Aggregate<(Value, Value)> for Extreme {
+    type Acc = Value;
+    type Out = Value;
+    fn init(&self) -> Value {
+        Value::None
+    }
+    fn add(&self, acc: &mut Value, tuple: &(Value, Value)) {
+        self.merge(acc, field_of(tuple, self.timed));
+    }
+    fn merge(&self, acc: &mut Value, other: &Value) {
+        if self.beats(other, acc) {
+            *acc = other.clone();
+        }
+    }
+    fn result(&self, acc: &Value) -> Value {
+        acc.clone()
+    }
+}
+
+/// The mean of each key's values in a window, a float. The key-by before it lets only
+/// numbers through.
+#[derive(Clone, Copy, Debug)]
+pub struct Average {
+    /// The pairs' values are `(field, t)`.
+    pub timed: bool,
+}
+
+impl Aggregate<(Value, Value)> for Average {
+    /// The sum and the count.
+    type Acc = (f64, u64);
+    type Out = Value;
+    fn init(&self) -> (f64, u64) {
+        (0.0, 0)
+    }
+    fn add(&self, acc: &mut (f64, u64), tuple: &(Value, Value)) {
+        if let Some(x) = as_float(field_of(tuple, self.timed)) {
+            *acc = (acc.0 + x, acc.1 + 1);
+        }
+    }
+    fn merge(&self, acc: &mut (f64, u64), other: &(f64, u64)) {
+        *acc = (acc.0 + other.0, acc.1 + other.1);
+    }
+    fn result(&self, acc: &(f64, u64)) -> Value {
+        Value::Float(acc.0 / acc.1 as f64)
+    }
+}
+
+/// Each key's values in a window, in the order they arrived, as a tuple.
+#[derive(Clone, Copy, Debug)]
+pub struct Gather {
+    /// The pairs' values are `(field, t)`.
+    pub timed: bool,
+}
+
+impl Aggregate<(Value, Value)> for Gather {
+    type Acc = Vec<Value>;
+    type Out = Value;
+    fn init(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    fn add(&self, acc: &mut Vec<Value>, tuple: &(Value, Value)) {
+        acc.push(field_of(tuple, self.timed).clone());
+    }
+    fn merge(&self, acc: &mut Vec<Value>, other: &Vec<Value>) {
+        acc.extend(other.iter().cloned());
+    }
+    fn result(&self, acc: &Vec<Value>) -> Value {
+        Value::Tuple(acc.as_slice().into())
     }
 }

@@ -19,17 +19,22 @@ def windowed(build, plan="fused"):
     return results.items()
 
 
-def expected_windows(size, slide, field):
+def gathered_windows(size, slide):
     """What windows of `size` seconds every `slide` hold, computed in Python: (key, start,
-    end) -> the fold of `field` over their events (a window that would start before 0 starts
+    end) -> the amounts of their events in order (a window that would start before 0 starts
     at 0)."""
-    folded = collections.Counter()
+    gathered = collections.defaultdict(list)
     for user, t, amount in EVENTS:
         k = int(t // slide)
         while k * slide + size > max(t, 0):
-            folded[(user, float(max(k * slide, 0)), float(k * slide + size))] += field(amount)
+            gathered[(user, float(max(k * slide, 0)), float(k * slide + size))].append(amount)
             k -= 1
-    return dict(folded)
+    return gathered
+
+
+def expected_windows(size, slide, field):
+    """(key, start, end) -> the sum of `field` over each window's amounts."""
+    return {w: sum(map(field, amounts)) for w, amounts in gathered_windows(size, slide).items()}
 
 
 @pytest.mark.parametrize("plan", ["fused", "threaded"])
@@ -44,6 +49,22 @@ def test_sliding_event_time_windows_sum_a_field():
     assert {(k, s, e): total for k, s, e, total in results} == expected_windows(
         10, 5, lambda a: a
     )
+
+
+@pytest.mark.parametrize(
+    "aggregate, expected",
+    [
+        ("min", min),
+        ("max", max),
+        ("mean", lambda amounts: sum(amounts) / len(amounts)),
+        ("values", tuple),
+    ],
+)
+def test_windows_take_the_least_greatest_mean_and_every_value(aggregate, expected):
+    results = windowed(lambda keyed: getattr(keyed.window(10, slide=5), aggregate)("agg", 2))
+    assert {(k, s, e): value for k, s, e, value in results} == {
+        w: expected(amounts) for w, amounts in gathered_windows(10, 5).items()
+    }
 
 
 def test_out_of_order_events_within_the_delay_are_counted():

@@ -921,6 +921,21 @@ impl Running {
         RoundDone::Worked(work)
     }
 
+    /// Whether a round may find work now, as far as a cheap look tells: a source not
+    /// finished, an open receiver that may have input ([`ErasedReceiver::may_have_input`]), or
+    /// a processing timer set. False means a round would find nothing to do but what the job's
+    /// control may ask (a stop, a checkpoint's completion, the live metrics), which a worker
+    /// picks up on its full turns ([`crate::scheduler`]).
+    pub(crate) fn has_work(&mut self) -> bool {
+        let nodes = &self.nodes;
+        self.sources.iter().any(|&i| !nodes[i].borrow().finished)
+            || self
+                .inbound
+                .iter_mut()
+                .any(|i| i.open > 0 && i.receiver.may_have_input())
+            || nodes.iter().any(|n| n.borrow().timers.has_processing())
+    }
+
     /// Sleeps on the doorbell of one open receiver until its sender publishes, at most
     /// `timeout` (`IdleStrategy::Park`); false if there is none to park on. A thread with
     /// several receivers parks on each in turn: data arriving on another waits at most one

@@ -263,21 +263,7 @@ impl<T: Send> Producer<T> {
     /// the consumer if it is parked.
     #[inline]
     pub fn publish(&mut self) {
-        if self.published != self.head {
-            // SYNC: read with the Acquire load of `head.position` in
-            // `Consumer::available_weight`, for what the queue holds (metrics only).
-            self.shared
-                .head
-                .weight
-                .store(self.weight, Ordering::Relaxed);
-            // SYNC: pairs with the Acquire load of `head.position` in `Consumer::refresh`, so
-            // the slot writes above happen before the consumer reads them; and, through the
-            // doorbell's fences, with the load in `Consumer::park`'s readiness check.
-            self.shared
-                .head
-                .position
-                .store(self.head, Ordering::Release);
-            self.published = self.head;
+        if self.store_head() {
             self.shared.consumer_bell.ring(Sharing::Private);
         }
     }
@@ -337,19 +323,37 @@ impl<T: Send> Claim<'_, T> {
     }
 }
 
+impl<T> Producer<T> {
+    /// Stores the head's weight and position if slots were written since the last store;
+    /// says whether it stored. Without the doorbell: `publish` rings it, and `drop` rings it
+    /// after the close flag.
+    #[inline]
+    fn store_head(&mut self) -> bool {
+        if self.published == self.head {
+            return false;
+        }
+        // SYNC: read with the Acquire load of `head.position` in
+        // `Consumer::available_weight`, for what the queue holds (metrics only).
+        self.shared
+            .head
+            .weight
+            .store(self.weight, Ordering::Relaxed);
+        // SYNC: pairs with the Acquire load of `head.position` in `Consumer::refresh`, so the
+        // slot writes above happen before the consumer reads them; and, through the doorbell's
+        // fences, with the load in `Consumer::park`'s readiness check.
+        self.shared
+            .head
+            .position
+            .store(self.head, Ordering::Release);
+        self.published = self.head;
+        true
+    }
+}
+
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
-        if self.published != self.head {
-            // SYNC: as in `publish`: written slots become visible before the close flag.
-            self.shared
-                .head
-                .weight
-                .store(self.weight, Ordering::Relaxed);
-            self.shared
-                .head
-                .position
-                .store(self.head, Ordering::Release);
-        }
+        // Written slots become visible before the close flag.
+        self.store_head();
         // SYNC: pairs with the Acquire load in `Consumer::is_closed`; every publish happened
         // before it, so a consumer that sees the flag and then finds the queue empty has read
         // everything.

@@ -77,6 +77,10 @@ pub trait ErasedReceiver: Send {
         max: usize,
         deliver: &mut dyn FnMut(Delivery<'_>) -> ControlFlow<()>,
     ) -> Result<usize, RecvError>;
+    /// Whether a poll may find something now (see [`TupleReceiver::may_have_input`]).
+    fn may_have_input(&mut self) -> bool {
+        true
+    }
     /// Sleeps until the sender publishes, at most `timeout`; false if the transport cannot
     /// park (see [`TupleReceiver::park`]).
     fn park(&mut self, timeout: Duration) -> bool {
@@ -489,6 +493,10 @@ impl<T: Tuple> ErasedReceiver for ErasedRx<T> {
 
     fn park(&mut self, timeout: Duration) -> bool {
         self.inner.park(timeout)
+    }
+
+    fn may_have_input(&mut self) -> bool {
+        self.inner.may_have_input()
     }
 
     fn stats(&mut self) -> ReceiverStats {

@@ -250,6 +250,19 @@ impl<T> Runs<T> {
         self.run.clear();
         flow
     }
+
+    /// Ends a poll whose deliveries went as `flow` says: hands over the current run if they
+    /// continue; drops it if one broke (what was received and not handed over is dropped).
+    pub fn end(
+        &mut self,
+        flow: ControlFlow<()>,
+        deliver: &mut dyn FnMut(Arrival<'_, T>) -> ControlFlow<()>,
+    ) {
+        if flow.is_continue() {
+            let _ = self.finish(deliver);
+        }
+        self.run.clear();
+    }
 }
 
 /// The receiving end of one edge.
@@ -279,12 +292,17 @@ pub trait TupleReceiver<T>: Send {
                 break;
             }
         }
-        if flow.is_continue() {
-            let _ = runs.finish(deliver);
-        }
-        runs.run.clear();
+        runs.end(flow, deliver);
         runs.messages = messages;
         polled
+    }
+
+    /// Whether a poll may find something now: false only if the sender has certainly
+    /// published nothing this end has not taken and has not left. A cheap look (a load or
+    /// two) for a polling worker choosing which of its tasks to step; by default true, which
+    /// costs only that the receiving task is stepped on every turn.
+    fn may_have_input(&mut self) -> bool {
+        true
     }
 
     /// Sleeps until the sender publishes or leaves, or `timeout` passes (or spuriously

@@ -256,13 +256,15 @@ impl<T: Send> TupleReceiver<T> for ThreadedPortReceiver<T> {
                 break;
             }
         }
-        if flow.is_continue() {
-            let _ = runs.finish(deliver);
-        }
-        runs.run.clear();
+        runs.end(flow, deliver);
         self.frames = frames;
         self.return_spares();
         Ok(n)
+    }
+
+    fn may_have_input(&mut self) -> bool {
+        // A sender that left without ending its stream is news too: the poll reports it.
+        self.queue.available() > 0 || (!self.ended && self.queue.is_closed())
     }
 
     fn park(&mut self, timeout: Duration) -> bool {
@@ -328,6 +330,28 @@ mod tests {
         assert!(next.is_empty());
         let next = Vec::from(next);
         assert_eq!(next.as_ptr(), buffer);
+    }
+
+    #[test]
+    fn input_is_reported_once_published_until_taken_and_when_the_sender_leaves() {
+        let (mut tx, mut rx) = threaded_port::<u64>(16).unwrap();
+        let mut runs = Runs::default();
+        assert!(!rx.may_have_input());
+        tx.offer(Message::Data(1)).unwrap();
+        assert!(!rx.may_have_input(), "written is not published");
+        tx.flush();
+        assert!(rx.may_have_input());
+        assert_eq!(receive(&mut rx, &mut runs), ["[1]"]);
+        assert!(!rx.may_have_input());
+        // A sender gone without ending its stream: the next poll has an error to report.
+        drop(tx);
+        assert!(rx.may_have_input());
+        let (mut tx, mut rx) = threaded_port::<u64>(16).unwrap();
+        tx.offer(Message::EndOfStream).unwrap();
+        drop(tx);
+        assert!(rx.may_have_input());
+        assert_eq!(receive(&mut rx, &mut runs), ["end"]);
+        assert!(!rx.may_have_input(), "an ended stream has nothing more");
     }
 
     #[test]
