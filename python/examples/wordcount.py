@@ -1,10 +1,13 @@
 """WordCount from Python: sentences of 10 words drawn from 1,000 are split, trimmed and
 lowercased by a Python function, and the words counted per word by Sluice's keyed count (in
 Rust). With --compare, a plain Python loop counting in a dict does the same work in the same
-run, and both speeds are printed (medians of --repeats runs, generation included in both).
+run, taking turns with the job, and both speeds are printed (medians of --repeats runs,
+generation included in both) with the median of the turns' ratios; --bytewax does the same
+beside Bytewax.
 
     python python/examples/wordcount.py --sentences 100000 --compare
     python python/examples/wordcount.py --plan processes --processes 2 --compare
+    python python/examples/wordcount.py --at-end --compare
 """
 
 import argparse
@@ -46,19 +49,23 @@ def words(sentence: str) -> list[str]:
     return [w for w in (t.strip(string.punctuation).lower() for t in sentence.split()) if w]
 
 
-def count_with_sluice(count: int, plan: str = "fused", processes: int | None = None) -> dict[str, int]:
+def count_with_sluice(
+    count: int, plan: str = "fused", processes: int | None = None, at_end: bool = False
+) -> dict[str, int]:
     """Counts the words of `count` sentences with a Sluice job; with `processes`, in that many
-    processes, the split run as that many instances, one in each."""
+    processes, the split run as that many instances, one in each. The job's running count
+    emits every word's count so far, whose last per word the collection's `latest()` reads;
+    with `at_end` it emits each word's count once, at the end (as Bytewax's `count_final`)."""
     flow = sluice.Dataflow("wordcount")
     counts = (
         flow.source("sentences", sentences(count))
         .flat_map("split", words, parallelism=processes or 1)
         .key_by("word")
-        .count("count")
+        .count("count", at_end=at_end)
         .collect("counts")
     )
     flow.run(plan, processes=processes)
-    return counts.latest()
+    return dict(counts.items()) if at_end else counts.latest()
 
 
 def count_with_a_loop(count: int) -> dict[str, int]:
@@ -85,14 +92,27 @@ def count_with_bytewax(count: int) -> dict[str, int]:
     return dict(counted)
 
 
+def timed(count_words, count: int) -> tuple[float, dict[str, int]]:
+    """The speed of one run of `count_words(count)`, words/s, and what it counted."""
+    started = time.perf_counter()
+    counted = count_words(count)
+    return sum(counted.values()) / (time.perf_counter() - started), counted
+
+
 def words_per_second(count_words, count: int, repeats: int) -> tuple[float, dict[str, int]]:
     """The median speed of `repeats` runs of `count_words(count)`, and what it counted."""
-    speeds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        counted = count_words(count)
-        speeds.append(sum(counted.values()) / (time.perf_counter() - started))
-    return statistics.median(speeds), counted
+    runs = [timed(count_words, count) for _ in range(repeats)]
+    return statistics.median(speed for speed, _ in runs), runs[-1][1]
+
+
+def side_by_side(first, second, count: int, repeats: int) -> tuple[float, float, float, dict, dict]:
+    """`repeats` runs of each of `first` and `second`, taking turns (so that a machine whose
+    load changes during the runs slows both alike): their median speeds, the median of the
+    ratios first/second of each turn, and what each counted."""
+    turns = [(timed(first, count), timed(second, count)) for _ in range(repeats)]
+    ratio = statistics.median(a[0] / b[0] for a, b in turns)
+    median = lambda i: statistics.median(turn[i][0] for turn in turns)  # noqa: E731
+    return median(0), median(1), ratio, turns[-1][0][1], turns[-1][1][1]
 
 
 def main() -> None:
@@ -103,24 +123,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--compare", action="store_true", help="run the plain loop too")
     parser.add_argument("--bytewax", action="store_true", help="run Bytewax 0.21.1 too")
+    parser.add_argument(
+        "--at-end", action="store_true", help="count each word once at the end, not running"
+    )
     args = parser.parse_args()
 
     def count_words(n: int) -> dict[str, int]:
-        return count_with_sluice(n, args.plan, args.processes)
+        return count_with_sluice(n, args.plan, args.processes, args.at_end)
 
-    speed, counted = words_per_second(count_words, args.sentences, args.repeats)
     plan = args.plan if args.processes is None else f"{args.plan}={args.processes}"
-    print(f"sluice ({plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
-    if args.compare:
-        loop_speed, looped = words_per_second(count_with_a_loop, args.sentences, args.repeats)
-        assert looped == counted, "the loop and the job counted differently"
-        print(f"plain Python loop: {loop_speed / 1e3:.0f} k words/s")
-        print(f"sluice / loop: {speed / loop_speed:.2f}x")
+    plan += ", counted at the end" if args.at_end else ""
+    others = [("plain Python loop", "loop", count_with_a_loop)] if args.compare else []
     if args.bytewax:
-        bytewax_speed, by_bytewax = words_per_second(count_with_bytewax, args.sentences, args.repeats)
-        assert by_bytewax == counted, "Bytewax and the job counted differently"
-        print(f"bytewax 0.21.1: {bytewax_speed / 1e3:.0f} k words/s")
-        print(f"sluice / bytewax: {speed / bytewax_speed:.2f}x")
+        others.append(("bytewax 0.21.1", "bytewax", count_with_bytewax))
+    if not others:
+        speed, counted = words_per_second(count_words, args.sentences, args.repeats)
+        print(f"sluice ({plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
+    for name, short, other in others:
+        speed, other_speed, ratio, counted, by_other = side_by_side(
+            count_words, other, args.sentences, args.repeats
+        )
+        assert by_other == counted, f"{name} and the job counted differently"
+        print(f"sluice ({plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
+        print(f"{name}: {other_speed / 1e3:.0f} k words/s")
+        print(f"sluice / {short}: {ratio:.2f}x (the median of the {args.repeats} turns' ratios)")
 
 
 if __name__ == "__main__":

@@ -86,7 +86,9 @@ class Dataflow:
         "processes": a process per operator, each running this script again with its own
         interpreter) and runs it to its end; the ``collect`` results are then readable in
         this process under every plan. An exception in a user's function is raised as an
-        :class:`OperatorError` naming the operator.
+        :class:`OperatorError` naming the operator. The default is "fused", not the engine's
+        "auto", which splits a job over threads as if its Python operators ran side by side,
+        where they take turns with the interpreter.
 
         ``processes=n`` (with "processes") runs the job in ``n`` processes instead: instance
         ``i`` of each operator of parallelism ``n`` in process ``i``, the other operators
@@ -172,13 +174,22 @@ class KeyedStream:
     of the tuples; one reading another field is refused (key the stream again, under another
     name, for it)."""
 
-    def count(self, name: str) -> Stream:
-        """The running count of each key: ``(key, n)`` for every tuple (counted in Rust)."""
-    def sum(self, name: str, field: int | Callable[[Any], int | float] | None = None) -> Stream:
+    def count(self, name: str, at_end: bool = False) -> Stream:
+        """The running count of each key: ``(key, n)`` for every tuple (counted in Rust);
+        with ``at_end``, each key's ``(key, n)`` once, when the stream ends. A stream keyed by
+        its tuples themselves (``key_by`` without ``key`` and ``time``) is counted without the
+        key-by operator."""
+    def sum(
+        self,
+        name: str,
+        field: int | Callable[[Any], int | float] | None = None,
+        at_end: bool = False,
+    ) -> Stream:
         """The running sum of each key's ``field`` (the tuple itself without one; an int
         ``n``: item ``n`` of each tuple, read in Rust; a function: what it returns):
         ``(key, total)`` for every tuple, summed in Rust, an int while every field is an
-        int. A field that is not a number fails the key-by operator."""
+        int; with ``at_end``, each key's ``(key, total)`` once, when the stream ends. A field
+        that is not a number fails the key-by operator."""
     def window(self, size: float, slide: float | None = None) -> WindowedStream:
         """The keyed stream cut into windows of ``size`` seconds starting every ``slide``
         seconds (tumbling without ``slide``), by event time when ``key_by`` was given

@@ -112,9 +112,9 @@ impl<T: Carried> Format<T> for KafkaFormat {
     }
 
     fn encode(&self, tuple: &T, out: &mut Vec<u8>) -> Result<(), FormatError> {
-        match (self, tuple.to_value()) {
+        match (self, &*tuple.as_value()) {
             (Self::Json, _) => serde_json::to_writer(out, tuple)?,
-            (Self::Bytes, Value::Bytes(bytes)) => out.extend_from_slice(&bytes),
+            (Self::Bytes, Value::Bytes(bytes)) => out.extend_from_slice(bytes),
             (Self::Str | Self::Bytes, value) => {
                 let mut text = String::new();
                 // Writing to a String cannot fail.
@@ -173,7 +173,7 @@ impl RecordKey {
             _ => return None,
         };
         Some(match key {
-            Value::Bytes(bytes) => bytes.clone(),
+            Value::Bytes(bytes) => bytes.to_vec(),
             Value::Str(text) => text.as_bytes().to_vec(),
             other => {
                 let mut text = String::new();
@@ -187,16 +187,16 @@ impl RecordKey {
 
 /// A Kafka record as the dict `read_kafka(metadata=True)` emits.
 pub fn record_dict(record: &KafkaRecord<Value>) -> Value {
-    let bytes = |b: &Option<Vec<u8>>| b.clone().map_or(Value::None, Value::Bytes);
+    let bytes = |b: &Option<Vec<u8>>| b.as_deref().map_or(Value::None, |b| Value::Bytes(b.into()));
     let text = |t: &str| Value::Str(t.into());
     let headers = record
         .headers
         .iter()
-        .map(|(name, value)| Value::Tuple(vec![text(name), bytes(value)]));
+        .map(|(name, value)| Value::Tuple(Box::new([text(name), bytes(value)])));
     let timestamp = record
         .timestamp
         .map_or(Value::None, |ms| Value::Float(ms as f64 / 1e3));
-    Value::Dict(vec![
+    Value::Dict(Box::new([
         (text("key"), bytes(&record.key)),
         (text("value"), record.value.clone()),
         (text("topic"), text(&record.topic)),
@@ -204,5 +204,5 @@ pub fn record_dict(record: &KafkaRecord<Value>) -> Value {
         (text("offset"), Value::Int(record.offset)),
         (text("timestamp"), timestamp),
         (text("headers"), Value::Tuple(headers.collect())),
-    ])
+    ]))
 }

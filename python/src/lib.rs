@@ -242,6 +242,13 @@ impl Dataflow {
     /// this process under every plan. An exception in a user's function is raised as an
     /// `OperatorError` naming the operator, the exception its cause.
     ///
+    /// The default is "fused", not the engine's "auto" (a Rust job's default): auto splits a
+    /// job's operators over threads pinned one to a core, as if each ran beside the others,
+    /// and a process's Python operators take turns with its one interpreter. It splits a
+    /// chain of Python maps in two threads that wait for each other, and WordCount (its
+    /// Python source and split on one thread, the count on another) ran at 0.42x and 0.53x
+    /// a plain Python loop's speed on two busy cores, where fused it ran at 1.03x to 1.21x.
+    ///
     /// `processes=n` (with the "processes" plan) runs the job in `n` processes instead of
     /// one per operator instance: instance `i` of each operator of parallelism `n` in process
     /// `i`, the other operators before the first of them (the sources) in the first process,
@@ -790,6 +797,26 @@ impl Stream {
     }
 }
 
+/// The keyed aggregate `name` of `keyed`: a running one, or with `at_end` one emitting each
+/// key's result once, when its input ends.
+fn aggregated<T, F, A>(
+    keyed: &sluice_ops::KeyedStream<T, Value, F>,
+    name: &str,
+    aggregate: A,
+    at_end: bool,
+) -> RustStream<(Value, Value)>
+where
+    T: sluice_types::Tuple,
+    F: Fn(&T) -> &Value + Clone + Send + Sync + 'static,
+    A: sluice_ops::Aggregate<T, Out = Value>,
+{
+    if at_end {
+        keyed.aggregate_at_end(name, aggregate)
+    } else {
+        keyed.aggregate(name, aggregate)
+    }
+}
+
 /// A keyed stream of `(key, tuple)` pairs, as the Rust aggregates read it.
 type Keyed = sluice_ops::KeyedStream<(Value, Value), Value, fn(&(Value, Value)) -> &Value>;
 
@@ -902,23 +929,41 @@ impl KeyedStream {
 #[pymethods]
 impl KeyedStream {
     /// The running count of each key: `(key, n)` for every tuple, n its key's count so far
-    /// (counted in Rust, without calling Python).
-    fn count(&self, py: Python<'_>, name: &str) -> PyResult<Stream> {
-        Ok(self.pairs_stream(self.pairs(py, Field::Unread, false)?.aggregate(name, Tally)))
+    /// (counted in Rust, without calling Python); with `at_end`, each key's `(key, n)` once,
+    /// when the stream ends (a bounded stream's totals, without a result per tuple). A
+    /// stream keyed by its tuples themselves (`key_by` without `key` and `time`) is counted as
+    /// it is, without the key-by operator: the count reads each tuple as its key, and
+    /// `key_by`'s name is no operator of its own.
+    #[pyo3(signature = (name, at_end = false))]
+    fn count(&self, py: Python<'_>, name: &str, at_end: bool) -> PyResult<Stream> {
+        if let (None, None, Flow::Values(values)) = (&self.key, &self.time, &self.input.flow) {
+            let itself: fn(&Value) -> &Value = |value| value;
+            let keyed = values.key_by(itself);
+            return Ok(self.pairs_stream(aggregated(&keyed, name, Tally, at_end)));
+        }
+        let keyed = self.pairs(py, Field::Unread, false)?;
+        Ok(self.pairs_stream(aggregated(&keyed, name, Tally, at_end)))
     }
 
     /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
     /// item `n` of each tuple, read in Rust; a function: what it returns): `(key, total)`
-    /// for every tuple, summed in Rust, an int while every field is an int. A field that
-    /// is not a number fails the key-by operator.
-    #[pyo3(signature = (name, field = None))]
-    fn sum(&self, py: Python<'_>, name: &str, field: Option<Bound<'_, PyAny>>) -> PyResult<Stream> {
+    /// for every tuple, summed in Rust, an int while every field is an int; with `at_end`,
+    /// each key's `(key, total)` once, when the stream ends. A field that is not a number
+    /// fails the key-by operator.
+    #[pyo3(signature = (name, field = None, at_end = false))]
+    fn sum(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        field: Option<Bound<'_, PyAny>>,
+        at_end: bool,
+    ) -> PyResult<Stream> {
         let field = sum_field(field)?;
-        let timed = self.time.is_some();
-        Ok(self.pairs_stream(
-            self.pairs(py, field, true)?
-                .aggregate(name, Total { timed }),
-        ))
+        let total = Total {
+            timed: self.time.is_some(),
+        };
+        let keyed = self.pairs(py, field, true)?;
+        Ok(self.pairs_stream(aggregated(&keyed, name, total, at_end)))
     }
 
     /// The keyed stream cut into windows of `size` seconds starting every `slide` seconds
@@ -997,11 +1042,11 @@ impl KeyedStream {
         let left = self.pairs(py, Field::Whole, false)?;
         let right = other.pairs(py, Field::Whole, false)?;
         let joined = left.join(name, &right, window, move |l, r| {
-            Value::Tuple(vec![
+            Value::Tuple(Box::new([
                 l.0.clone(),
                 field_of(l, timed).clone(),
                 field_of(r, timed).clone(),
-            ])
+            ]))
         });
         Ok(self.input.values(joined))
     }
@@ -1081,12 +1126,12 @@ impl WindowedStream {
             // A count window's bounds are tuple numbers, not times: they cross as ints.
             Shape::Count { .. } => Flow::Values(results.map(&format!("{name}-bounds"), |w| {
                 let number = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
-                Value::Tuple(vec![
+                Value::Tuple(Box::new([
                     w.key.clone(),
                     number(w.start),
                     number(w.end),
                     w.value.clone(),
-                ])
+                ]))
             })),
             Shape::Time { .. } | Shape::Session { .. } => Flow::Windows(results),
         };
@@ -1213,44 +1258,40 @@ impl Collected {
                  other tuples: read them with items()",
             ));
         };
-        let mut last = std::collections::HashMap::new();
-        each_collected(c, |(key, value)| {
-            match last.get_mut(key) {
-                Some(latest) => *latest = value.clone(),
-                None => {
-                    last.insert(key.clone(), value.clone());
-                }
+        with_collected(c, |parts| {
+            let mut last = sluice_types::KeyMap::default();
+            for (key, value) in parts.iter().flat_map(|tuples| tuples.iter()) {
+                last.insert(key, value);
             }
-            Ok(())
-        })?;
-        let dict = PyDict::new(py);
-        for (key, value) in last {
-            dict.set_item(key.to_py(py)?, value.to_py(py)?)?;
-        }
-        Ok(dict)
+            let dict = PyDict::new(py);
+            for (key, value) in last {
+                dict.set_item(key.to_py(py)?, value.to_py(py)?)?;
+            }
+            Ok(dict)
+        })
     }
 }
 
-/// Calls `f` on every tuple of `collection`, instance by instance, each instance's in the
+/// Calls `f` with the tuples of `collection`, instance by instance, each instance's in the
 /// order they arrived (as `sluice_ops::collected` lists them, without copying them).
-fn each_collected<T>(
-    collection: &Collection<T>,
-    f: impl FnMut(&T) -> PyResult<()>,
-) -> PyResult<()> {
+fn with_collected<T, R>(collection: &Collection<T>, f: impl FnOnce(&[&[T]]) -> R) -> R {
     let parts = collection
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut order: Vec<&(usize, Vec<T>)> = parts.iter().collect();
     order.sort_by_key(|(instance, _)| *instance);
-    order
-        .into_iter()
-        .flat_map(|(_, tuples)| tuples)
-        .try_for_each(f)
+    let tuples: Vec<&[T]> = order.iter().map(|(_, tuples)| tuples.as_slice()).collect();
+    f(&tuples)
 }
 
 /// Appends every tuple of `collection` to `list`, as Python objects.
 fn append_all<T: Carried>(list: &Bound<'_, PyList>, collection: &Collection<T>) -> PyResult<()> {
-    each_collected(collection, |tuple| list.append(tuple.to_py(list.py())?))
+    with_collected(collection, |parts| {
+        parts
+            .iter()
+            .flat_map(|tuples| tuples.iter())
+            .try_for_each(|tuple| list.append(tuple.to_py(list.py())?))
+    })
 }
 
 /// The bytes `value` crosses threads, processes and hosts as in a stream (the encoding the

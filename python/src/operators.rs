@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use sluice_graph::{
     expect_tuple, Operator, OperatorContext, OperatorError, Output, Produced, Snapshot, Source,
 };
@@ -230,7 +231,7 @@ pub enum Step {
 /// without one.
 pub fn event_time(pair: &(Value, Value)) -> u64 {
     match &pair.1 {
-        Value::Tuple(timed) => match timed.as_slice() {
+        Value::Tuple(timed) => match &**timed {
             [_, Value::Int(t)] => u64::try_from(*t).unwrap_or(0),
             _ => 0,
         },
@@ -326,11 +327,12 @@ impl Field {
 /// The tuples a step emits: values, or `(key, value)` pairs for a key-by.
 pub trait Emitted: Carried {
     /// What the step makes of `tuple` given its function's `result` (`None`: no function).
-    /// `object` is the tuple as a Python object, when the step made one.
-    fn step(
+    /// `object` is the tuple as a Python object, when the step made one. The tuple is copied
+    /// only where the step emits it (a filter's, a key-by's), not for a map's result.
+    fn step<I: Carried>(
         py: Python<'_>,
         step: &Step,
-        tuple: Value,
+        tuple: &I,
         object: Option<&Bound<'_, PyAny>>,
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
@@ -338,29 +340,38 @@ pub trait Emitted: Carried {
 }
 
 impl Emitted for Value {
-    fn step(
+    fn step<I: Carried>(
         _py: Python<'_>,
         step: &Step,
-        tuple: Value,
+        tuple: &I,
         _object: Option<&Bound<'_, PyAny>>,
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
     ) -> PyResult<()> {
         let Some(result) = result else {
-            results.push(tuple);
+            results.push(tuple.to_value());
             return Ok(());
         };
         match step {
             Step::Filter => {
                 if result.is_truthy()? {
-                    results.push(tuple);
+                    results.push(tuple.to_value());
                 }
             }
-            Step::FlatMap => {
-                for item in result.try_iter()? {
-                    results.push(Value::from_py(&item?)?);
+            // A list (what a split returns) is read by index, without an iterator object.
+            Step::FlatMap => match result.cast_exact::<PyList>() {
+                Ok(list) => {
+                    results.reserve(list.len());
+                    for item in list {
+                        results.push(Value::from_py(&item)?);
+                    }
                 }
-            }
+                Err(_) => {
+                    for item in result.try_iter()? {
+                        results.push(Value::from_py(&item?)?);
+                    }
+                }
+            },
             Step::Map | Step::Stateful { .. } | Step::KeyBy { .. } => {
                 results.push(Value::from_py(&result)?)
             }
@@ -370,10 +381,10 @@ impl Emitted for Value {
 }
 
 impl Emitted for (Value, Value) {
-    fn step(
+    fn step<I: Carried>(
         py: Python<'_>,
         step: &Step,
-        tuple: Value,
+        tuple: &I,
         object: Option<&Bound<'_, PyAny>>,
         result: Option<Bound<'_, PyAny>>,
         results: &mut Vec<Self>,
@@ -388,7 +399,8 @@ impl Emitted for (Value, Value) {
                 "only a key-by emits (key, value) pairs, not a {step:?}"
             )));
         };
-        let mut value = field.of(py, &tuple, object)?;
+        let whole = tuple.as_value();
+        let mut value = field.of(py, &whole, object)?;
         if *numeric && !matches!(value, Value::Int(_) | Value::Float(_) | Value::Bool(_)) {
             return Err(PyTypeError::new_err(format!(
                 "a sum reads ints and floats, not {}",
@@ -398,13 +410,13 @@ impl Emitted for (Value, Value) {
         if let Some(time) = time {
             let t = match object {
                 Some(object) => nanoseconds(py, time, object)?,
-                None => nanoseconds(py, time, &tuple.to_py(py)?)?,
+                None => nanoseconds(py, time, &whole.to_py(py)?)?,
             };
-            value = Value::Tuple(vec![value, t]);
+            value = Value::Tuple(Box::new([value, t]));
         }
         let key = match result {
             Some(key) => Value::from_py(&key)?,
-            None => tuple,
+            None => whole.into_owned(),
         };
         results.push((key, value));
         Ok(())
@@ -467,7 +479,7 @@ impl<I, O> PythonStep<I, O> {
         O::step(
             py,
             &self.step,
-            tuple.to_value(),
+            tuple,
             object.as_ref(),
             result,
             &mut self.results,
@@ -549,28 +561,33 @@ impl<I: Carried, O: Emitted> Operator for PythonStep<I, O> {
         out: &mut Output<'_>,
     ) -> Result<(), OperatorError> {
         Python::attach(|py| {
-            for tuple in batch.iter() {
-                let tuple = expect_tuple::<I>(port, tuple)?;
+            let mut each = |tuple: &I| {
                 self.one(py, tuple)
-                    .map_err(|e| self.failures.fail(py, &self.name, e))?;
+                    .map_err(|e| self.failures.fail(py, &self.name, e))
+            };
+            match batch.as_slice::<I>() {
+                Some(tuples) => tuples.iter().try_for_each(&mut each),
+                None => batch
+                    .iter()
+                    .try_for_each(|tuple| each(expect_tuple::<I>(port, tuple)?)),
             }
-            Ok::<_, OperatorError>(())
         })?;
         out.emit_batch(0, &mut self.results)
     }
 }
 
-/// The running count of each key of a keyed Python stream, as an `int`.
+/// The running count of each key of a keyed Python stream, as an `int`: of its key-by's
+/// `(key, field)` pairs, or of the values themselves where they are their own keys.
 #[derive(Clone, Copy, Debug)]
 pub struct Tally;
 
-impl Aggregate<(Value, Value)> for Tally {
+impl<T> Aggregate<T> for Tally {
     type Acc = i64;
     type Out = Value;
     fn init(&self) -> i64 {
         0
     }
-    fn add(&self, acc: &mut i64, _tuple: &(Value, Value)) {
+    fn add(&self, acc: &mut i64, _tuple: &T) {
         *acc += 1;
     }
     fn merge(&self, acc: &mut i64, other: &i64) {
@@ -724,6 +741,6 @@ impl Aggregate<(Value, Value)> for Gather {
         acc.extend(other.iter().cloned());
     }
     fn result(&self, acc: &Vec<Value>) -> Value {
-        Value::Tuple(acc.clone())
+        Value::Tuple(acc.as_slice().into())
     }
 }

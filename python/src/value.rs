@@ -29,6 +29,7 @@
 //! dict as a JSON object), and from JSON it reads any value back (an object as a dict, an
 //! array as a tuple). A CSV record is read as a [`CsvRecord`].
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::hash::{Hash, Hasher};
 
@@ -54,14 +55,19 @@ pub enum Value {
     /// A `str`.
     Str(CompactString),
     /// A `bytes`.
-    Bytes(Vec<u8>),
+    Bytes(Box<[u8]>),
     /// A `tuple` of values.
-    Tuple(Vec<Value>),
+    Tuple(Box<[Value]>),
     /// A `dict`: its items, in order.
-    Dict(Vec<(Value, Value)>),
+    Dict(Box<[(Value, Value)]>),
 }
 
 sluice_types::normal_tuple!(Value);
+
+// A value is as small as a `str` of up to 24 bytes held inline: the variants that own more
+// hold boxed slices (16 bytes), so a keyed aggregate's `(key, value)` pair is 48 bytes (with
+// vectors it was 64, and every batch, table and collection of pairs a third larger).
+const _: () = assert!(std::mem::size_of::<Value>() == 24);
 
 /// The engine's encoding of a [`Value`] (postcard's enum: a variant index, then its fields),
 /// derived for the binary formats by serde's remote derive.
@@ -73,9 +79,9 @@ enum Binary {
     Int(i64),
     Float(f64),
     Str(CompactString),
-    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
-    Tuple(Vec<Value>),
-    Dict(Vec<(Value, Value)>),
+    Bytes(#[serde(with = "serde_bytes")] Box<[u8]>),
+    Tuple(Box<[Value]>),
+    Dict(Box<[(Value, Value)]>),
 }
 
 impl Serialize for Value {
@@ -156,28 +162,28 @@ impl<'de> Visitor<'de> for TextVisitor {
         Ok(Value::Str(CompactString::from(s)))
     }
     fn visit_bytes<E>(self, b: &[u8]) -> Result<Value, E> {
-        Ok(Value::Bytes(b.to_vec()))
+        Ok(Value::Bytes(b.into()))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
         while let Some(item) = seq.next_element()? {
             items.push(item);
         }
-        Ok(Value::Tuple(items))
+        Ok(Value::Tuple(items.into()))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
         while let Some((key, value)) = map.next_entry()? {
             // A CSV header's names come as bytes (the reader keeps them so); UTF-8 ones are str.
             let key = match key {
-                Value::Bytes(b) => String::from_utf8(b)
+                Value::Bytes(b) => String::from_utf8(b.into_vec())
                     .map(|s| Value::Str(s.into()))
-                    .unwrap_or_else(|e| Value::Bytes(e.into_bytes())),
+                    .unwrap_or_else(|e| Value::Bytes(e.into_bytes().into())),
                 key => key,
             };
             items.push((key, value));
         }
-        Ok(Value::Dict(items))
+        Ok(Value::Dict(items.into()))
     }
 }
 
@@ -201,6 +207,8 @@ impl<'de> Deserialize<'de> for CsvRecord {
 }
 
 impl PartialEq for Value {
+    // Inlined: a keyed table compares a key on every lookup, mostly a str with a str.
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Value::None, Value::None) => true,
@@ -219,6 +227,7 @@ impl PartialEq for Value {
 impl Eq for Value {}
 
 impl Hash for Value {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         std::mem::discriminant(self).hash(state);
         match self {
@@ -259,7 +268,7 @@ impl Value {
             return Ok(Value::None);
         }
         if let Ok(b) = object.cast_exact::<PyBytes>() {
-            return Ok(Value::Bytes(b.as_bytes().to_vec()));
+            return Ok(Value::Bytes(b.as_bytes().into()));
         }
         if let Ok(t) = object.cast_exact::<PyTuple>() {
             return t
@@ -364,13 +373,18 @@ pub trait Carried: sluice_types::Tuple + Serialize + serde::de::DeserializeOwned
     /// The tuple as a new Python object.
     fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 
-    /// The tuple as one value (a pair as a 2-tuple).
-    fn to_value(&self) -> Value;
+    /// The tuple as one value (a pair as a 2-tuple), borrowed where the tuple is one.
+    fn as_value(&self) -> Cow<'_, Value>;
+
+    /// The tuple as one value, owned.
+    fn to_value(&self) -> Value {
+        self.as_value().into_owned()
+    }
 
     /// Appends the tuple as Python's `str()` of it writes it (see [`Value::write_text`]): a
     /// line of a text sink.
     fn write_text(&self, out: &mut String) -> fmt::Result {
-        self.to_value().write_text(out)
+        self.as_value().write_text(out)
     }
 }
 
@@ -380,14 +394,14 @@ impl Carried for sluice_ops::Windowed<Value, Value> {
         self.to_value().to_py(py)
     }
 
-    fn to_value(&self) -> Value {
+    fn as_value(&self) -> Cow<'_, Value> {
         let seconds = |nanos: u64| Value::Float(nanos as f64 / 1e9);
-        Value::Tuple(vec![
+        Cow::Owned(Value::Tuple(Box::new([
             self.key.clone(),
             seconds(self.start),
             seconds(self.end),
             self.value.clone(),
-        ])
+        ])))
     }
 }
 
@@ -397,8 +411,8 @@ impl Carried for sluice_connectors::KafkaRecord<Value> {
         self.value.to_py(py)
     }
 
-    fn to_value(&self) -> Value {
-        self.value.clone()
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(&self.value)
     }
 }
 
@@ -407,12 +421,8 @@ impl Carried for CsvRecord {
         self.0.to_py(py)
     }
 
-    fn to_value(&self) -> Value {
-        self.0.clone()
-    }
-
-    fn write_text(&self, out: &mut String) -> fmt::Result {
-        self.0.write_text(out)
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(&self.0)
     }
 }
 
@@ -421,12 +431,8 @@ impl Carried for Value {
         Value::to_py(self, py)
     }
 
-    fn to_value(&self) -> Value {
-        self.clone()
-    }
-
-    fn write_text(&self, out: &mut String) -> fmt::Result {
-        Value::write_text(self, out)
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(self)
     }
 }
 
@@ -435,8 +441,8 @@ impl Carried for (Value, Value) {
         Ok(PyTuple::new(py, [self.0.to_py(py)?, self.1.to_py(py)?])?.into_any())
     }
 
-    fn to_value(&self) -> Value {
-        Value::Tuple(vec![self.0.clone(), self.1.clone()])
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Owned(Value::Tuple(Box::new([self.0.clone(), self.1.clone()])))
     }
 }
 
@@ -445,8 +451,8 @@ impl Carried for String {
         Ok(PyString::new(py, self).into_any())
     }
 
-    fn to_value(&self) -> Value {
-        Value::Str(CompactString::from(self.as_str()))
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Owned(Value::Str(CompactString::from(self.as_str())))
     }
 
     fn write_text(&self, out: &mut String) -> fmt::Result {

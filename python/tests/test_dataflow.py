@@ -32,6 +32,19 @@ def test_word_counts_equal_a_python_counter(plan):
     assert word_counts(lines, plan).latest() == dict(expected)
 
 
+@pytest.mark.parametrize("plan", PLANS)
+def test_counts_and_sums_at_end_give_each_key_once_with_its_total(plan):
+    lines = [f"the w{i % 7} w{i % 3}" for i in range(100)]
+    flow = sluice.Dataflow("at-end")
+    words = flow.source("lines", lines).flat_map("split", str.split)
+    counts = words.key_by("word").count("count", at_end=True).collect("counts")
+    lengths = words.key_by("first", lambda w: w[0]).sum("length", len, at_end=True).collect("l")
+    flow.run(plan)
+    expected = collections.Counter(w for line in lines for w in line.split())
+    assert sorted(counts.items()) == sorted(expected.items())
+    assert sorted(lengths.items()) == [("t", 300), ("w", 400)]
+
+
 def test_running_counts_arrive_in_order_per_key():
     counts = word_counts(["a b", "b a b"], "fused")
     assert counts.items() == [("a", 1), ("b", 1), ("b", 2), ("a", 2), ("b", 3)]

@@ -195,12 +195,15 @@ def test_bad_window_sizes_and_event_times_are_refused():
         flow.run()
 
 
-def test_a_keyed_stream_feeds_a_running_and_a_windowed_count_from_one_key_by():
+def test_a_keyed_stream_feeds_a_running_and_a_windowed_count():
     flow = sluice.Dataflow("one-key-by")
     keyed = flow.source("words", ["a", "b", "a"]).key_by("word")
     running = keyed.count("running").collect("running-out")
     windowed = keyed.window(3600).count("hourly").collect("hourly-out")
-    assert "word.out[0] -> running.in[0]" in flow.plan()
+    plan = flow.plan()
+    # The running count reads the words as their own keys; the window reads the key-by's pairs.
+    assert "words.out[0] -> running.in[0]  key-by" in plan
+    assert "word.out[0] -> hourly.in[0]  key-by" in plan
     flow.run()
     assert running.latest() == {"a": 2, "b": 1}
     assert sum(n for _, _, _, n in windowed.items()) == 3

@@ -58,9 +58,34 @@ where
         A: Aggregate<T>,
         (K, A::Out): Tuple,
     {
+        self.rolling(name, aggregate, false)
+    }
+
+    /// Folds every tuple into its key's `aggregate` and emits each key's `(key, result)`
+    /// once, when the input ends (for a bounded stream that wants only the totals).
+    pub fn aggregate_at_end<A>(&self, name: &str, aggregate: A) -> Stream<(K, A::Out)>
+    where
+        A: Aggregate<T>,
+        (K, A::Out): Tuple,
+    {
+        self.rolling(name, aggregate, true)
+    }
+
+    /// A [`RollingAggregate`] of `aggregate`, emitting its results only at the end when
+    /// `at_end`.
+    fn rolling<A>(&self, name: &str, aggregate: A, at_end: bool) -> Stream<(K, A::Out)>
+    where
+        A: Aggregate<T>,
+        (K, A::Out): Tuple,
+    {
         let key = self.key.clone();
         self.stream.process(name, move |_| {
-            RollingAggregate::new(key.clone(), aggregate.clone())
+            let rolling = RollingAggregate::new(key.clone(), aggregate.clone());
+            if at_end {
+                rolling.at_end()
+            } else {
+                rolling
+            }
         })
     }
 

@@ -3,6 +3,9 @@
 //! [`RollingAggregate`] is Flink's `keyBy(..).sum(..)`: for every tuple it folds the tuple into
 //! its key's accumulator and emits `(key, result)` at once. It reads a batch as a slice and
 //! emits its results as one batch, so a fused chain pays one call per batch, not per tuple.
+//! Made with [`RollingAggregate::at_end`] it emits each key's result once instead, when its
+//! input ends (Bytewax's `count_final`): a bounded job that wants only the totals does not
+//! carry a result per tuple.
 
 use std::marker::PhantomData;
 
@@ -18,6 +21,8 @@ pub struct RollingAggregate<T, K, F, A: Aggregate<T>> {
     aggregate: A,
     state: KeyedState<K, A::Acc>,
     results: Vec<(K, A::Out)>,
+    /// Emits the results when the input ends rather than one per tuple.
+    at_end: bool,
     types: PhantomData<fn(&T)>,
 }
 
@@ -34,7 +39,16 @@ where
             aggregate,
             state: KeyedState::new(),
             results: Vec::new(),
+            at_end: false,
             types: PhantomData,
+        }
+    }
+
+    /// The same aggregate emitting each key's result once, when the input ends.
+    pub fn at_end(self) -> Self {
+        Self {
+            at_end: true,
+            ..self
         }
     }
 
@@ -42,6 +56,11 @@ where
     fn fold(&mut self, tuple: &T) {
         let key = (self.key)(tuple);
         let aggregate = &self.aggregate;
+        if self.at_end {
+            self.state
+                .update(key, || aggregate.init(), |acc| aggregate.add(acc, tuple));
+            return;
+        }
         let result = self.state.update(
             key,
             || aggregate.init(),
@@ -85,6 +104,19 @@ where
                     self.fold(expect_tuple::<T>(port, tuple)?);
                 }
             }
+        }
+        out.emit_batch(0, &mut self.results)
+    }
+
+    /// Emits every key's result when made [`RollingAggregate::at_end`].
+    fn finish(&mut self, out: &mut Output<'_>) -> Result<(), OperatorError> {
+        if self.at_end {
+            let aggregate = &self.aggregate;
+            self.results.extend(
+                self.state
+                    .iter()
+                    .map(|(key, acc)| (key.clone(), aggregate.result(acc))),
+            );
         }
         out.emit_batch(0, &mut self.results)
     }

@@ -8,7 +8,7 @@ use sluice_graph::{
     expect_tuple, result_outlet, Operator, OperatorContext, OperatorError, Output, ResultInlet,
     ResultOutlet, Snapshot, MAX_RESULT_TUPLE_BYTES, RESULT_BATCH_BYTES,
 };
-use sluice_types::{DecodeError, Tuple, TupleRef};
+use sluice_types::{BatchRef, DecodeError, Tuple, TupleRef};
 
 /// Where [`Collect`] instances put what they received: one vector per instance, filled when
 /// each instance finishes, and one more each time it is suspended before.
@@ -70,6 +70,24 @@ impl<T: Tuple> Operator for Collect<T> {
     ) -> Result<(), OperatorError> {
         self.items.push(expect_tuple::<T>(port, tuple)?.clone());
         Ok(())
+    }
+
+    /// Copies a batch at once where it is a slice (a fused chain's batches are).
+    fn process_batch(
+        &mut self,
+        port: usize,
+        batch: BatchRef<'_>,
+        out: &mut Output<'_>,
+    ) -> Result<(), OperatorError> {
+        match batch.as_slice::<T>() {
+            Some(tuples) => {
+                self.items.extend_from_slice(tuples);
+                Ok(())
+            }
+            None => batch
+                .iter()
+                .try_for_each(|tuple| self.process(port, tuple, out)),
+        }
     }
 
     fn finish(&mut self, _out: &mut Output<'_>) -> Result<(), OperatorError> {

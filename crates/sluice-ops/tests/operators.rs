@@ -139,6 +139,12 @@ fn check_rolling(events: &[Event], request: &PlanRequest) -> Result<(), TestCase
         })
         .key_by(|e: &Event| &e.0);
     let count = collect(&keyed.count("count").parallelism(2), "count-sink");
+    let count_at_end = collect(
+        &keyed
+            .aggregate_at_end("count-at-end", sluice_ops::Count)
+            .parallelism(2),
+        "count-at-end-sink",
+    );
     let sum = collect(
         &keyed.sum("sum", |e: &Event| e.2).parallelism(2),
         "sum-sink",
@@ -165,11 +171,18 @@ fn check_rolling(events: &[Event], request: &PlanRequest) -> Result<(), TestCase
         "reduce-sink",
     );
     run_in_process(&flow.build().unwrap(), request).unwrap();
+    let counts = rolling(events, |_| 1u64, |n, _| n + 1);
+    // At the end: each key once, with its last running count.
+    let last_counts: BTreeMap<u64, Vec<(u64, u64)>> = counts
+        .iter()
+        .map(|(key, running)| (*key, running.last().into_iter().cloned().collect()))
+        .collect();
     prop_assert_eq!(
-        per_key(&count, pair_key),
-        rolling(events, |_| 1u64, |n, _| n + 1),
-        "count"
+        per_key(&count_at_end, pair_key),
+        last_counts,
+        "count at end"
     );
+    prop_assert_eq!(per_key(&count, pair_key), counts, "count");
     prop_assert_eq!(
         per_key(&sum, pair_key),
         rolling(events, |e| e.2, |s, e| s + e.2),
