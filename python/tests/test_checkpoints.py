@@ -119,9 +119,13 @@ def test_checkpoint_every_needs_a_directory():
 
 def test_a_state_that_does_not_pickle_fails_the_checkpoint(tmp_path):
     flow = sluice.Dataflow("unpicklable")
-    flow.source("numbers", range(N)).stateful_map(
-        "keep", lambda: (lambda: 0), lambda s, n: (s, n)
-    ).collect("out")
+
+    def keep(state, n):
+        if n % 100 == 0:
+            time.sleep(0.001)  # the job lasts at least half a second: checkpoints are due
+        return state, n
+
+    flow.source("numbers", range(N)).stateful_map("keep", lambda: (lambda: 0), keep).collect("out")
     with pytest.raises(sluice.SluiceError, match="the state of 'keep' cannot be pickled"):
         flow.run(checkpoint_every=0.01, checkpoint_dir=tmp_path)
 
