@@ -190,6 +190,31 @@ class KeyedStream:
         ``(key, total)`` for every tuple, summed in Rust, an int while every field is an
         int; with ``at_end``, each key's ``(key, total)`` once, when the stream ends. A field
         that is not a number fails the key-by operator."""
+    def min(
+        self,
+        name: str,
+        field: int | Callable[[Any], int | float] | None = None,
+        at_end: bool = False,
+    ) -> Stream:
+        """The running least of each key's ``field`` (read as :meth:`sum` reads it):
+        ``(key, least)`` for every tuple, as the value itself; with ``at_end``, once per key
+        when the stream ends (in Rust)."""
+    def max(
+        self,
+        name: str,
+        field: int | Callable[[Any], int | float] | None = None,
+        at_end: bool = False,
+    ) -> Stream:
+        """The running greatest of each key's ``field`` (read as :meth:`sum` reads it):
+        ``(key, greatest)`` for every tuple; with ``at_end``, once per key (in Rust)."""
+    def mean(
+        self,
+        name: str,
+        field: int | Callable[[Any], int | float] | None = None,
+        at_end: bool = False,
+    ) -> Stream:
+        """The running mean of each key's ``field`` (read as :meth:`sum` reads it), a float:
+        ``(key, mean)`` for every tuple; with ``at_end``, once per key (in Rust)."""
     def window(self, size: float, slide: float | None = None) -> WindowedStream:
         """The keyed stream cut into windows of ``size`` seconds starting every ``slide``
         seconds (tumbling without ``slide``), by event time when ``key_by`` was given

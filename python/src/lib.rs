@@ -847,6 +847,32 @@ struct KeyedStream {
 /// and the stream of pairs.
 type KeyedPairs = (Field, bool, RustStream<(Value, Value)>);
 
+impl KeyedStream {
+    /// The aggregate `name` of each key's `field` (numbers only, as `sum` reads them).
+    fn numeric<A>(
+        &self,
+        name: &str,
+        field: FieldArg<'_>,
+        aggregate: A,
+        at_end: bool,
+    ) -> PyResult<Stream>
+    where
+        A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
+    {
+        let field = sum_field(field)?;
+        let keyed = Python::attach(|py| self.pairs(py, field, true))?;
+        Ok(self.pairs_stream(aggregated(&keyed, name, aggregate, at_end)))
+    }
+
+    /// The least (or, `greatest`, the greatest) of each key's values.
+    fn extreme(&self, greatest: bool) -> Extreme {
+        Extreme {
+            timed: self.time.is_some(),
+            greatest,
+        }
+    }
+}
+
 /// `value` seconds, for the parameter `name`; a negative or endless one is a `ValueError`.
 fn seconds(name: &str, value: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value)
@@ -951,19 +977,36 @@ impl KeyedStream {
     /// each key's `(key, total)` once, when the stream ends. A field that is not a number
     /// fails the key-by operator.
     #[pyo3(signature = (name, field = None, at_end = false))]
-    fn sum(
-        &self,
-        py: Python<'_>,
-        name: &str,
-        field: Option<Bound<'_, PyAny>>,
-        at_end: bool,
-    ) -> PyResult<Stream> {
-        let field = sum_field(field)?;
+    fn sum(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
         let total = Total {
             timed: self.time.is_some(),
         };
-        let keyed = self.pairs(py, field, true)?;
-        Ok(self.pairs_stream(aggregated(&keyed, name, total, at_end)))
+        self.numeric(name, field, total, at_end)
+    }
+
+    /// The running least of each key's `field` (read as `sum` reads it, a number):
+    /// `(key, least)` for every tuple, as the value itself; with `at_end`, once per key when
+    /// the stream ends (in Rust).
+    #[pyo3(signature = (name, field = None, at_end = false))]
+    fn min(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
+        self.numeric(name, field, self.extreme(false), at_end)
+    }
+
+    /// The running greatest of each key's `field` (read as `sum` reads it, a number):
+    /// `(key, greatest)` for every tuple; with `at_end`, once per key when the stream ends
+    /// (in Rust).
+    #[pyo3(signature = (name, field = None, at_end = false))]
+    fn max(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
+        self.numeric(name, field, self.extreme(true), at_end)
+    }
+
+    /// The running mean of each key's `field` (read as `sum` reads it, a number), a float:
+    /// `(key, mean)` for every tuple; with `at_end`, once per key when the stream ends (in
+    /// Rust).
+    #[pyo3(signature = (name, field = None, at_end = false))]
+    fn mean(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
+        let timed = self.time.is_some();
+        self.numeric(name, field, Average { timed }, at_end)
     }
 
     /// The keyed stream cut into windows of `size` seconds starting every `slide` seconds

@@ -45,6 +45,38 @@ def test_counts_and_sums_at_end_give_each_key_once_with_its_total(plan):
     assert sorted(lengths.items()) == [("t", 300), ("w", 400)]
 
 
+READINGS = [(f"s{i % 3}", (i * 37) % 11 - 5 + (0.5 if i % 4 == 0 else 0)) for i in range(60)]
+
+
+def folded(fold):
+    """Each sensor's running fold of its readings, in order: (sensor, fold so far)."""
+    seen = collections.defaultdict(list)
+    running = []
+    for sensor, value in READINGS:
+        seen[sensor].append(value)
+        running.append((sensor, fold(seen[sensor])))
+    return running
+
+
+@pytest.mark.parametrize(
+    "aggregate, fold",
+    [("min", min), ("max", max), ("mean", lambda values: sum(values) / len(values))],
+)
+@pytest.mark.parametrize("plan", PLANS)
+def test_running_and_final_least_greatest_and_mean_per_key(aggregate, fold, plan):
+    flow = sluice.Dataflow("readings")
+    readings = flow.source("readings", READINGS)
+    running = getattr(readings.key_by("sensor", lambda r: r[0]), aggregate)("agg", 1)
+    final = getattr(readings.key_by("sensor-final", lambda r: r[0]), aggregate)(
+        "final", 1, at_end=True
+    )
+    running, final = running.collect("running"), final.collect("final-out")
+    flow.run(plan)
+    expected = folded(fold)
+    assert running.items() == expected
+    assert sorted(final.items()) == sorted(dict(expected).items())
+
+
 def test_running_counts_arrive_in_order_per_key():
     counts = word_counts(["a b", "b a b"], "fused")
     assert counts.items() == [("a", 1), ("b", 1), ("b", 2), ("a", 2), ("b", 3)]
