@@ -114,13 +114,8 @@ impl<T: Carried> Format<T> for KafkaFormat {
     fn encode(&self, tuple: &T, out: &mut Vec<u8>) -> Result<(), FormatError> {
         match (self, &*tuple.as_value()) {
             (Self::Json, _) => serde_json::to_writer(out, tuple)?,
-            (Self::Bytes, Value::Bytes(bytes)) => out.extend_from_slice(bytes),
-            (Self::Str | Self::Bytes, value) => {
-                let mut text = String::new();
-                // Writing to a String cannot fail.
-                let _ = value.write_text(&mut text);
-                out.extend_from_slice(text.as_bytes());
-            }
+            (Self::Str, value) => append_text(value, out),
+            (Self::Bytes, value) => append_bytes(value, out),
         }
         Ok(())
     }
@@ -172,17 +167,27 @@ impl RecordKey {
             }
             _ => return None,
         };
-        Some(match key {
-            Value::Bytes(bytes) => bytes.to_vec(),
-            Value::Str(text) => text.as_bytes().to_vec(),
-            other => {
-                let mut text = String::new();
-                // Writing to a String cannot fail.
-                let _ = other.write_text(&mut text);
-                text.into_bytes()
-            }
-        })
+        let mut bytes = Vec::new();
+        append_bytes(key, &mut bytes);
+        Some(bytes)
     }
+}
+
+/// Appends `value` as the "bytes" format writes it: a bytes value as it is, anything else as
+/// its `str()` (a str as UTF-8).
+fn append_bytes(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Bytes(bytes) => out.extend_from_slice(bytes),
+        other => append_text(other, out),
+    }
+}
+
+/// Appends `value`'s `str()`, as UTF-8.
+fn append_text(value: &Value, out: &mut Vec<u8>) {
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = value.write_text(&mut text);
+    out.extend_from_slice(text.as_bytes());
 }
 
 /// A Kafka record as the dict `read_kafka(metadata=True)` emits.

@@ -1242,14 +1242,8 @@ impl WindowedStream {
         field: FieldArg<'_>,
         greatest: bool,
     ) -> PyResult<Stream> {
-        let timed = self.keyed.time.is_some();
-        self.windowed(
-            py,
-            name,
-            sum_field(field)?,
-            true,
-            Extreme { timed, greatest },
-        )
+        let extreme = self.keyed.extreme(greatest);
+        self.windowed(py, name, sum_field(field)?, true, extreme)
     }
 }
 
