@@ -163,8 +163,17 @@ pub fn registry_dir() -> Result<PathBuf, RegistryError> {
 }
 
 /// Makes `dir` (mode 0700) unless it exists, then checks it is private.
+///
+/// It is made with mode 0700, not made and then narrowed: another process of the user (a job
+/// registering, `sluice jobs` listing) that finds it between the two would see the umask's
+/// mode and refuse it, and a job refused so runs unlisted.
 pub(crate) fn make_private_dir(dir: &Path) -> Result<(), RegistryError> {
-    match std::fs::create_dir(dir) {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new()
+        .mode(PRIVATE_DIR_MODE)
+        .create(dir)
+    {
+        // The umask can only have taken bits away; `chmod` is not subject to it.
         Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
             .map_err(io(format!("make {} private", dir.display())))?,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -748,6 +757,30 @@ mod tests {
             names.next(root.path(), later),
             root.path().join("savepoint-20270115T080001Z")
         );
+    }
+
+    #[test]
+    fn makers_of_the_registry_at_once_all_find_it_private() {
+        // Each round, several threads make the same new directory at once, as a job
+        // registering and `sluice jobs` do; none may find it made but not yet private.
+        for round in 0..200 {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join(format!("jobs-{round}"));
+            let start = std::sync::Barrier::new(4);
+            std::thread::scope(|s| {
+                let makers: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            make_private_dir(&dir)
+                        })
+                    })
+                    .collect();
+                for maker in makers {
+                    maker.join().unwrap().unwrap();
+                }
+            });
+        }
     }
 
     #[test]

@@ -28,9 +28,17 @@ fn start_wordcount(registry: &Path, extra: &[&str]) -> Child {
         .unwrap()
 }
 
-/// The ID of the one job `sluice jobs` lists, once it lists one.
-fn listed_job(registry: &Path) -> String {
+/// The ID of the one job `sluice jobs` lists, once it lists one; `job`, its process, must not
+/// end before (what it said is shown if it does).
+fn listed_job(registry: &Path, job: &mut Child) -> String {
     until("the job to be listed", || {
+        if let Some(status) = job.try_wait().unwrap() {
+            let mut said = String::new();
+            if let Some(mut stderr) = job.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+            }
+            panic!("the job ended ({status}) before it was listed: {said}");
+        }
         let listing = jobs(registry);
         let line = listing.lines().find(|l| l.starts_with("wordcount-"))?;
         Some(line.split_whitespace().next()?.to_string())
@@ -49,11 +57,11 @@ fn count(text: &str, label: &str) -> u64 {
 #[test]
 fn jobs_lists_a_running_job_and_stop_drains_it_with_nothing_lost() {
     let registry = registry();
-    let job = start_wordcount(
+    let mut job = start_wordcount(
         registry.path(),
         &["--plan", "processes", "--duration", "120"],
     );
-    let id = listed_job(registry.path());
+    let id = listed_job(registry.path(), &mut job);
     let listing = jobs(registry.path());
     let row = listing.lines().find(|l| l.starts_with(&id)).unwrap();
     assert!(row.contains("processes"), "{listing}");
@@ -86,7 +94,7 @@ fn a_killed_job_is_not_listed_and_its_entries_are_removed() {
         registry.path(),
         &["--plan", "threaded", "--duration", "120"],
     );
-    listed_job(registry.path());
+    listed_job(registry.path(), &mut job);
     job.kill().unwrap();
     job.wait().unwrap();
     assert!(jobs(registry.path()).contains("no job is running"));
@@ -111,7 +119,7 @@ fn a_stopped_job_stays_listed_and_stop_keeps_its_entries_until_its_process_is_go
         registry.path(),
         &["--plan", "processes", "--duration", "120"],
     );
-    let id = listed_job(registry.path());
+    let id = listed_job(registry.path(), &mut job);
     let entries = registry.path().join("sluice/jobs");
     let pid = job.id().to_string();
     let signal = |name: &str| {
@@ -233,7 +241,7 @@ fn metrics_addr_serves_prometheus_counters_that_grow() {
         assert!(line.starts_with("sluice_"), "{line}");
     }
     let o = sluice(registry.path())
-        .args(["stop", &listed_job(registry.path())])
+        .args(["stop", &listed_job(registry.path(), &mut job)])
         .output()
         .unwrap();
     assert!(o.status.success());
@@ -248,7 +256,7 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
     }
     let registry = registry();
     // Checkpointed, so the header has a line of its checkpoints.
-    let job = start_wordcount(
+    let mut job = start_wordcount(
         registry.path(),
         &[
             "--plan",
@@ -261,7 +269,7 @@ fn top_shows_operators_and_rates_under_tmux_and_q_quits() {
             registry.path().join("checkpoints").to_str().unwrap(),
         ],
     );
-    let id = listed_job(registry.path());
+    let id = listed_job(registry.path(), &mut job);
     let top = Terminal::top(registry.path(), &id, "top-test");
     // The screen has the operator `split` with a rate above 0 in its IN/S column.
     let screen = top.rate_shown("split");
@@ -329,7 +337,7 @@ fn a_trickling_client_delays_no_scrape_and_is_cut_off() {
         "the trickling client was never cut off"
     );
     let o = sluice(registry.path())
-        .args(["stop", &listed_job(registry.path())])
+        .args(["stop", &listed_job(registry.path(), &mut job)])
         .output()
         .unwrap();
     assert!(o.status.success());
