@@ -195,9 +195,11 @@ impl<T: Send> Producer<T> {
         self.cached_tail_weight = self.shared.tail.weight.load(Ordering::Relaxed);
     }
 
-    /// Whether a value of `weight` fits now (rereads the consumer's progress if needed).
+    /// Whether a value of `weight` (at least 1) fits now (rereads the consumer's progress only
+    /// if the cached one shows too little room). Only this producer fills the queue, so what
+    /// fits now still fits until it writes.
     #[inline]
-    fn has_room(&mut self, weight: usize) -> bool {
+    pub fn has_room(&mut self, weight: usize) -> bool {
         if self.cached_free() >= weight {
             return true;
         }

@@ -268,7 +268,8 @@ impl<T> Runs<T> {
 /// The receiving end of one edge.
 pub trait TupleReceiver<T>: Send {
     /// Moves up to `max` messages, in order, into `out`; returns how many. `Ok(0)` means none
-    /// now. After `EndOfStream` nothing more arrives.
+    /// now. After `EndOfStream` nothing more arrives. A transport that moves runs of tuples
+    /// whole (the threaded port) moves at least its first run, however long.
     fn poll(&mut self, max: usize, out: &mut Vec<Message<T>>) -> Result<usize, RecvError>;
 
     /// Receives up to `max` messages, as [`TupleReceiver::poll`] counts them, and hands them

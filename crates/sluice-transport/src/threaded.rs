@@ -18,6 +18,13 @@
 //!   in messages; a run longer than the room left is split, and the first part goes.
 //! - Frames keep their order, so tuples, punctuations (checkpoint barriers among them) and the
 //!   end of the stream arrive exactly in the order offered.
+//! - Tuples offered one at a time ([`TupleSender::offer`]: what an operator emits tuple by
+//!   tuple, a split's records to each of its outputs, a window's results) are gathered into a
+//!   run, which goes as one frame before the next punctuation, run or end, on a flush, or once
+//!   it weighs what a publish waits for. A frame a tuple cost a slot written and read a tuple,
+//!   each on a line the ring had not touched since it last wrapped (VWAP under `threaded`: two
+//!   or three frames a record, a fifth of its time in the ports). A gathered tuple is counted
+//!   against the room when offered, so the port still refuses what it has no room for.
 //!
 //! Why hand-written: a queue of vectors with their buffers sent back is the point of the
 //! change (no channel crate recycles a payload's allocation), and the queue below it is the
@@ -47,12 +54,15 @@ enum Frame<T> {
 }
 
 /// The sending end of a threaded port.
-pub struct ThreadedPortSender<T> {
+pub struct ThreadedPortSender<T: Send> {
     queue: Producer<Frame<T>>,
     /// Emptied run buffers the receiver gave back, to carry the next runs.
     spare: Consumer<Vec<T>>,
     unpublished: usize,
     publish_every: usize,
+    /// Tuples offered one at a time since the last frame, to go as one run; the queue has
+    /// room for all of them.
+    gathered: Vec<T>,
 }
 
 /// The receiving end of a threaded port.
@@ -80,6 +90,7 @@ pub fn threaded_port<T: Send>(
             spare: spare_consumer,
             unpublished: 0,
             publish_every,
+            gathered: Vec::new(),
         },
         ThreadedPortReceiver {
             queue: consumer,
@@ -100,6 +111,25 @@ impl<T: Send> ThreadedPortSender<T> {
         }
     }
 
+    /// Writes the gathered tuples as one run, unpublished, and takes a spare buffer to gather
+    /// in next.
+    fn write_gathered(&mut self) {
+        if self.gathered.is_empty() {
+            return;
+        }
+        let weight = self.gathered.len();
+        // Room for every gathered tuple was there when it was offered, and only this sender
+        // fills the queue: the claim fails only if the receiver is gone, and then nothing
+        // written would ever be read.
+        let Some(claim) = self.queue.claim(weight) else {
+            self.gathered.clear();
+            return;
+        };
+        let spare = self.spare.try_pop().unwrap_or_default();
+        claim.write(Frame::Run(std::mem::replace(&mut self.gathered, spare)));
+        self.unpublished += weight;
+    }
+
     /// Why nothing more can be written now; publishes first, as the receiver may be waiting
     /// for what we have not published yet.
     fn refusal(&mut self) -> SendError {
@@ -115,6 +145,24 @@ impl<T: Send> ThreadedPortSender<T> {
 impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
     #[inline]
     fn offer(&mut self, message: Message<T>) -> Result<(), Refused<T>> {
+        let message = match message {
+            Message::Data(tuple) => {
+                let room = !self.queue.is_closed() && self.queue.has_room(self.gathered.len() + 1);
+                if !room {
+                    return Err(Refused {
+                        error: self.refusal(),
+                        message: Message::Data(tuple),
+                    });
+                }
+                self.gathered.push(tuple);
+                if self.gathered.len() >= self.publish_every {
+                    self.flush();
+                }
+                return Ok(());
+            }
+            message => message,
+        };
+        self.write_gathered();
         match self.queue.claim(1) {
             Some(claim) => claim.write(Frame::One(message)),
             None => {
@@ -131,6 +179,7 @@ impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
     /// Moves the tuples as one run in one slot when they fit, handing back a spare buffer
     /// in `tuples`; else as much of them as fits, split off the front.
     fn offer_tuples(&mut self, tuples: &mut VecDeque<T>) -> Result<(), SendError> {
+        self.write_gathered();
         while !tuples.is_empty() {
             let room = self.queue.free();
             let Some(claim) = self.queue.claim(tuples.len().min(room)) else {
@@ -156,6 +205,7 @@ impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
 
     #[inline]
     fn flush(&mut self) {
+        self.write_gathered();
         self.queue.publish();
         self.unpublished = 0;
     }
@@ -166,15 +216,24 @@ impl<T: Send> TupleSender<T> for ThreadedPortSender<T> {
         if self.queue.is_closed() {
             0
         } else {
-            self.queue.free()
+            self.queue.free().saturating_sub(self.gathered.len())
         }
     }
 
     fn park(&mut self, timeout: Duration) -> bool {
+        self.write_gathered();
         self.unpublished = 0;
         // Publishes first, so the receiver is not left waiting for what we hold.
         self.queue.park(timeout);
         true
+    }
+}
+
+impl<T: Send> Drop for ThreadedPortSender<T> {
+    /// What was gathered goes into the queue, as what was written does (the queue's producer
+    /// publishes it as it leaves).
+    fn drop(&mut self) {
+        self.write_gathered();
     }
 }
 
@@ -330,6 +389,45 @@ mod tests {
         assert!(next.is_empty());
         let next = Vec::from(next);
         assert_eq!(next.as_ptr(), buffer);
+    }
+
+    #[test]
+    fn tuples_offered_one_at_a_time_cross_as_one_frame_within_the_capacity() {
+        let (mut tx, mut rx) = threaded_port::<u64>(64).unwrap();
+        (0..5).for_each(|t| tx.offer(Message::Data(t)).unwrap());
+        let barrier = Punctuation::Checkpoint { n: 1, from: 0 };
+        tx.offer(Message::Punctuation(barrier)).unwrap();
+        tx.offer(Message::Data(5)).unwrap();
+        tx.flush();
+        // A poll takes at least one frame, whatever it weighs: the five went as one.
+        let mut out = Vec::new();
+        assert_eq!(rx.poll(1, &mut out), Ok(5));
+        assert_eq!(out, (0..5).map(Message::Data).collect::<Vec<_>>());
+        assert_eq!(
+            receive(&mut rx, &mut Runs::default()),
+            [format!("{barrier:?}"), "[5]".into()]
+        );
+        // Gathered tuples count against the room before they are written.
+        let (mut tx, mut rx) = threaded_port::<u64>(8).unwrap();
+        (0..8).for_each(|t| tx.offer(Message::Data(t)).unwrap());
+        assert_eq!(tx.room(), 0);
+        let refused = tx.offer(Message::Data(8)).unwrap_err();
+        assert_eq!(
+            (refused.error, refused.message),
+            (SendError::Full, Message::Data(8))
+        );
+        let mut out = Vec::new();
+        assert_eq!(
+            rx.poll(usize::MAX, &mut out),
+            Ok(8),
+            "the refusal published"
+        );
+        tx.offer(Message::Data(8)).unwrap();
+        tx.offer(Message::EndOfStream).unwrap();
+        drop(tx);
+        out.clear();
+        rx.poll(usize::MAX, &mut out).unwrap();
+        assert_eq!(out, [Message::Data(8), Message::EndOfStream]);
     }
 
     #[test]
