@@ -44,48 +44,72 @@ def sentences(count: int, words_per_sentence: int = 10, seed: int = 1) -> Iterat
         yield " ".join(pick(words, k=words_per_sentence))
 
 
+def part(count: int, parts: int, i: int) -> Iterator[str]:
+    """Part `i` of `parts` of the input of `count` sentences: its share of them (the first
+    parts one more where they do not divide evenly), drawn with a seed of its own. One part
+    is `sentences(count)`."""
+    return sentences(count // parts + (i < count % parts), seed=1 + i)
+
+
+def all_parts(count: int, parts: int) -> Iterator[str]:
+    """The input of `count` sentences in `parts` parts, one part after the other."""
+    for i in range(parts):
+        yield from part(count, parts, i)
+
+
 def words(sentence: str) -> list[str]:
     """The words of a sentence: split on whitespace, punctuation trimmed, lowercased."""
     return [w for w in (t.strip(string.punctuation).lower() for t in sentence.split()) if w]
 
 
 def count_with_sluice(
-    count: int, plan: str = "fused", processes: int | None = None, at_end: bool = False
+    count: int,
+    plan: str = "fused",
+    processes: int | None = None,
+    at_end: bool = False,
+    parts: int | None = None,
 ) -> dict[str, int]:
-    """Counts the words of `count` sentences with a Sluice job; with `processes`, in that many
-    processes, the split run as that many instances, one in each. The job's running count
-    emits every word's count so far, whose last per word the collection's `latest()` reads;
-    with `at_end` it emits each word's count once, at the end (as Bytewax's `count_final`)."""
+    """Counts the words of `count` sentences in `parts` parts (`all_parts`) with a Sluice
+    job whose source, split and count run as `parts` instances, instance i making and
+    splitting part i and counting the words whose hash deals them to it; with `processes`
+    (`parts` by default, and `parts` is `processes` or 1 by default), in that many processes,
+    instance i in process i. The job's running count emits every word's count so far, whose
+    last per word the collection's `latest()` reads; with `at_end` it emits each word's count
+    once, at the end (as Bytewax's `count_final`)."""
+    parts = parts or processes or 1
     flow = sluice.Dataflow("wordcount")
     counts = (
-        flow.source("sentences", sentences(count))
-        .flat_map("split", words, parallelism=processes or 1)
+        flow.partitioned_source("sentences", lambda i, n: part(count, n, i), parallelism=parts)
+        .flat_map("split", words, parallelism=parts)
         .key_by("word")
-        .count("count", at_end=at_end)
+        .count("count", at_end=at_end, parallelism=parts)
         .collect("counts")
     )
     flow.run(plan, processes=processes)
     return dict(counts.items()) if at_end else counts.latest()
 
 
-def count_with_a_loop(count: int) -> dict[str, int]:
-    """Counts the words of `count` sentences in a plain Python loop and a dict."""
+def count_with_a_loop(count: int, parts: int = 1) -> dict[str, int]:
+    """Counts the words of `count` sentences in `parts` parts in a plain Python loop and a
+    dict."""
     counts: dict[str, int] = {}
-    for sentence in sentences(count):
+    for sentence in all_parts(count, parts):
         for word in words(sentence):
             counts[word] = counts.get(word, 0) + 1
     return counts
 
 
-def count_with_bytewax(count: int) -> dict[str, int]:
-    """Counts the words of `count` sentences with Bytewax (`pip install bytewax==0.21.1`),
-    the same generator and split, Bytewax's final count per word, run by `run_main`."""
+def count_with_bytewax(count: int, parts: int = 1) -> dict[str, int]:
+    """Counts the words of `count` sentences in `parts` parts with Bytewax (`pip install
+    bytewax==0.21.1`), the same generator and split, Bytewax's final count per word, run by
+    `run_main` (one worker)."""
     import bytewax.operators as op
     from bytewax.dataflow import Dataflow
     from bytewax.testing import TestingSink, TestingSource, run_main
 
     flow = Dataflow("wordcount")
-    split = op.flat_map("split", op.input("sentences", flow, TestingSource(sentences(count))), words)
+    sentences_in = op.input("sentences", flow, TestingSource(all_parts(count, parts)))
+    split = op.flat_map("split", sentences_in, words)
     counted: list[tuple[str, int]] = []
     op.output("counts", op.count_final("count", split, lambda word: word), TestingSink(counted))
     run_main(flow)
@@ -128,14 +152,19 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    # The same sentences for all: in as many parts as the job has processes.
+    parts = args.processes or 1
+
     def count_words(n: int) -> dict[str, int]:
         return count_with_sluice(n, args.plan, args.processes, args.at_end)
 
     plan = args.plan if args.processes is None else f"{args.plan}={args.processes}"
     plan += ", counted at the end" if args.at_end else ""
-    others = [("plain Python loop", "loop", count_with_a_loop)] if args.compare else []
+    others = []
+    if args.compare:
+        others.append(("plain Python loop", "loop", lambda n: count_with_a_loop(n, parts)))
     if args.bytewax:
-        others.append(("bytewax 0.21.1", "bytewax", count_with_bytewax))
+        others.append(("bytewax 0.21.1", "bytewax", lambda n: count_with_bytewax(n, parts)))
     if not others:
         speed, counted = words_per_second(count_words, args.sentences, args.repeats)
         print(f"sluice ({plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
