@@ -2,16 +2,26 @@
 lowercased by a Python function, and the words counted per word by Sluice's keyed count (in
 Rust). With --compare, a plain Python loop counting in a dict does the same work in the same
 run, taking turns with the job, and both speeds are printed (medians of --repeats runs,
-generation included in both) with the median of the turns' ratios; --bytewax does the same
-beside Bytewax.
+generation included in both) with the median of the turns' ratios, and the CPU time each
+took (medians; the job's in all its processes); --bytewax does the same beside Bytewax.
+
+With `--plan processes --processes 2` the job runs in two processes, each making half the
+sentences (a `partitioned_source`, each half with a seed of its own: the loop counts the same
+two halves), splitting them in its own interpreter and counting the words whose hash deals
+them to it. Each run of the job starts its processes anew, and its time includes their
+start-up (an interpreter each, importing the package and running this script again to build
+the job: about 0.06 s of CPU and wall time in all); run it on a million sentences or more
+(`--sentences 1000000`), where the start-up is about 1% of the time, rather than measuring a
+steady rate that leaves it out.
 
     python python/examples/wordcount.py --sentences 100000 --compare
-    python python/examples/wordcount.py --plan processes --processes 2 --compare
+    python python/examples/wordcount.py --sentences 1000000 --plan processes --processes 2 --compare
     python python/examples/wordcount.py --at-end --compare
 """
 
 import argparse
 import random
+import resource
 import statistics
 import string
 import time
@@ -116,27 +126,36 @@ def count_with_bytewax(count: int, parts: int = 1) -> dict[str, int]:
     return dict(counted)
 
 
-def timed(count_words, count: int) -> tuple[float, dict[str, int]]:
-    """The speed of one run of `count_words(count)`, words/s, and what it counted."""
-    started = time.perf_counter()
+def cpu_seconds() -> float:
+    """The CPU time (user and system) of this process and of its children that ended: a
+    job's PE processes under the processes plan."""
+    used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in used)
+
+
+def timed(count_words, count: int) -> tuple[float, float, dict[str, int]]:
+    """The speed of one run of `count_words(count)`, words/s, its CPU time (s) and what it
+    counted."""
+    started, cpu = time.perf_counter(), cpu_seconds()
     counted = count_words(count)
-    return sum(counted.values()) / (time.perf_counter() - started), counted
+    elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu
+    return sum(counted.values()) / elapsed, cpu, counted
 
 
 def words_per_second(count_words, count: int, repeats: int) -> tuple[float, dict[str, int]]:
     """The median speed of `repeats` runs of `count_words(count)`, and what it counted."""
     runs = [timed(count_words, count) for _ in range(repeats)]
-    return statistics.median(speed for speed, _ in runs), runs[-1][1]
+    return statistics.median(speed for speed, _, _ in runs), runs[-1][2]
 
 
-def side_by_side(first, second, count: int, repeats: int) -> tuple[float, float, float, dict, dict]:
+def side_by_side(first, second, count: int, repeats: int) -> tuple[list, float, dict, dict]:
     """`repeats` runs of each of `first` and `second`, taking turns (so that a machine whose
-    load changes during the runs slows both alike): their median speeds, the median of the
-    ratios first/second of each turn, and what each counted."""
+    load changes during the runs slows both alike): the median speed and CPU time of each,
+    the median of the ratios first/second of each turn's speeds, and what each counted."""
     turns = [(timed(first, count), timed(second, count)) for _ in range(repeats)]
     ratio = statistics.median(a[0] / b[0] for a, b in turns)
-    median = lambda i: statistics.median(turn[i][0] for turn in turns)  # noqa: E731
-    return median(0), median(1), ratio, turns[-1][0][1], turns[-1][1][1]
+    medians = [[statistics.median(turn[i][k] for turn in turns) for k in (0, 1)] for i in (0, 1)]
+    return medians, ratio, turns[-1][0][2], turns[-1][1][2]
 
 
 def main() -> None:
@@ -169,13 +188,14 @@ def main() -> None:
         speed, counted = words_per_second(count_words, args.sentences, args.repeats)
         print(f"sluice ({plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
     for name, short, other in others:
-        speed, other_speed, ratio, counted, by_other = side_by_side(
+        ((speed, cpu), (other_speed, other_cpu)), ratio, counted, by_other = side_by_side(
             count_words, other, args.sentences, args.repeats
         )
         assert by_other == counted, f"{name} and the job counted differently"
         print(f"sluice ({plan}): {speed / 1e3:.0f} k words/s, {len(counted)} distinct words")
         print(f"{name}: {other_speed / 1e3:.0f} k words/s")
         print(f"sluice / {short}: {ratio:.2f}x (the median of the {args.repeats} turns' ratios)")
+        print(f"CPU time: sluice {cpu:.3f} s (all its processes), {short} {other_cpu:.3f} s")
 
 
 if __name__ == "__main__":
