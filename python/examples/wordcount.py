@@ -80,8 +80,9 @@ def count_with_sluice(
     parts: int | None = None,
 ) -> dict[str, int]:
     """Counts the words of `count` sentences in `parts` parts (`all_parts`) with a Sluice
-    job whose source, split and count run as `parts` instances, instance i making and
-    splitting part i and counting the words whose hash deals them to it; with `processes`
+    job whose source, split, count and sink run as `parts` instances, instance i making and
+    splitting part i, counting the words whose hash deals them to it and keeping their
+    counts; with `processes`
     (`parts` by default, and `parts` is `processes` or 1 by default), in that many processes,
     instance i in process i. The job's running count emits every word's count so far, whose
     last per word the collection's `latest()` reads; with `at_end` it emits each word's count
@@ -93,7 +94,7 @@ def count_with_sluice(
         .flat_map("split", words, parallelism=parts)
         .key_by("word")
         .count("count", at_end=at_end, parallelism=parts)
-        .collect("counts")
+        .collect("counts", parallelism=parts)
     )
     flow.run(plan, processes=processes)
     return dict(counts.items()) if at_end else counts.latest()

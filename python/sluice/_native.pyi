@@ -171,9 +171,12 @@ class Stream:
         checkpoints, exactly once (one transaction a checkpoint). ``key=n`` keys each record
         by item ``n`` of the tuple, ``key="k"`` by a dict's value under ``"k"`` (bytes as
         they are, str as UTF-8, anything else as its text; a tuple without it has no key)."""
-    def collect(self, name: str) -> Collected:
+    def collect(self, name: str, parallelism: int = 1) -> Collected:
         """Ends the stream in a sink keeping every tuple it receives; read them with
-        :meth:`Collected.items` once the job has run."""
+        :meth:`Collected.items` once the job has run. With ``parallelism=n`` the sink runs as
+        ``n`` instances, each keeping what reaches it (after an operator of ``n`` instances,
+        what that instance emits, in its thread and under the processes plan in its process,
+        which sends it back from there); ``items()`` lists them instance by instance."""
 
 class KeyedStream:
     """A stream keyed by a function of its tuples: its aggregates keep one state per key.

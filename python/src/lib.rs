@@ -836,15 +836,20 @@ impl Stream {
     }
 
     /// Ends the stream in a sink keeping every tuple it receives; read them with
-    /// `Collected.items()` once the job has run.
-    fn collect(&self, name: &str) -> Collected {
+    /// `Collected.items()` once the job has run. With `parallelism=n` the sink runs as `n`
+    /// instances, each keeping what reaches it (after an operator of `n` instances, what that
+    /// instance emits, in its thread and under the processes plan in its process, which sends
+    /// it back from there); `items()` lists them instance by instance.
+    #[pyo3(signature = (name, parallelism = 1))]
+    fn collect(&self, name: &str, parallelism: usize) -> Collected {
+        let n = parallelism;
         let into = match &self.flow {
-            Flow::Values(s) => Collections::Values(s.collect(name)),
-            Flow::Pairs(s) => Collections::Pairs(s.collect(name)),
-            Flow::Lines(s) => Collections::Lines(s.collect(name)),
-            Flow::Records(s) => Collections::Records(s.collect(name)),
-            Flow::Windows(s) => Collections::Windows(s.collect(name)),
-            Flow::Kafka(s) => Collections::Kafka(s.collect(name)),
+            Flow::Values(s) => Collections::Values(s.collect_in(name, n)),
+            Flow::Pairs(s) => Collections::Pairs(s.collect_in(name, n)),
+            Flow::Lines(s) => Collections::Lines(s.collect_in(name, n)),
+            Flow::Records(s) => Collections::Records(s.collect_in(name, n)),
+            Flow::Windows(s) => Collections::Windows(s.collect_in(name, n)),
+            Flow::Kafka(s) => Collections::Kafka(s.collect_in(name, n)),
         };
         Collected { into }
     }

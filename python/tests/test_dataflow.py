@@ -248,13 +248,15 @@ def test_keyed_aggregates_of_parallelism_2_keep_each_key_in_one_instance(plan, a
     words = [f"w{i % 13}" for i in range(200)]
     flow = sluice.Dataflow("parallel-counts")
     keyed = flow.source("words", words).key_by("word")
-    counts = keyed.count("count", at_end=at_end, parallelism=2).collect("counts")
+    counts = keyed.count("count", at_end=at_end, parallelism=2).collect("counts", parallelism=2)
     lengths = flow.source("more", words).key_by("w", lambda w: w[1:]).sum(
         "length", len, at_end=at_end, parallelism=2
     )
     lengths = lengths.collect("lengths")
     planned = flow.plan(plan)
     assert "count[0]" in planned and "count[1]" in planned and "length[1]" in planned
+    # Each count instance's sink instance, on a forward edge: in its thread under threaded too.
+    assert "count[1].out[0] -> counts[1].in[0]  forward" in planned
     flow.run(plan)
     expected = collections.Counter(words)
     got = dict(counts.items()) if at_end else counts.latest()
