@@ -21,18 +21,10 @@
 //! timer, messages held for a full queue, or a receiver whose queue has something published
 //! (or whose sender left). That look costs a load or two a receiver (the queue's published
 //! position), where a step costs a whole round. Every [`FULL_TURN_EVERY`]-th turn, and every
-//! turn after the worker gave its core up while idle (once its idle strategy stops spinning:
-//! [`Idle::past_spinning`]), is *full*: it steps every task not done, ready or not, for what
-//! readiness does not see (a stop, a checkpoint's completion, the live metrics asked, an
-//! abort), so these wait at most that many turns, and a worker back from a yield or a park
-//! steps everything.
-//!
-//! A worker that only spins between idle turns does not make them full. On two workers, the
-//! one downstream catches up and idles often; a full turn then rounds every one of its tasks
-//! (VWAP: 166), polling and flushing empty ports and reading the queue positions the other
-//! worker is writing, so a spinning worker burned its time slices (which a shared machine
-//! then withholds when work comes) and pulled the busy worker's cache lines away, for
-//! nothing. A turn by readiness reads one position a receiver.
+//! turn after one that did no work, is *full*: it steps every task not done, ready or not, for
+//! what readiness does not see (a stop, a checkpoint's completion, the live metrics asked,
+//! an abort), so these wait at most that many turns, and an idle worker steps everything as
+//! it did before it idles.
 //!
 //! No input is missed and no task starves. Readiness is not a flag that someone sets and
 //! the worker clears, so there is no wake-up to lose between "found empty" and "marked idle":
@@ -85,7 +77,7 @@
 
 use std::time::Duration;
 
-use sluice_sync::{Idle, IdleStrategy};
+use sluice_sync::IdleStrategy;
 
 use crate::exec::{Env, RoundDone, Running};
 
@@ -137,8 +129,7 @@ pub(crate) struct Rotation<T> {
     park_next: usize,
     /// Turns since the last full one.
     since_full: u32,
-    /// Time passed since the last turn (the first turn, or a wait that gave the core up), so
-    /// the next is full.
+    /// The last turn did no work, so the next is full.
     full_next: bool,
 }
 
@@ -159,7 +150,6 @@ impl<T: Task> Rotation<T> {
     pub(crate) fn turn(&mut self) -> Result<bool, Ended> {
         let full = self.next_is_full();
         self.since_full = if full { 0 } else { self.since_full + 1 };
-        self.full_next = false;
         let mut progress = false;
         let mut left = false;
         for (task, done) in self.tasks.iter_mut().zip(&mut self.done) {
@@ -177,6 +167,7 @@ impl<T: Task> Rotation<T> {
                 Step::Aborted => return Err(Ended::Aborted),
             }
         }
+        self.full_next = !progress;
         if left {
             Ok(progress)
         } else {
@@ -196,24 +187,11 @@ impl<T: Task> Rotation<T> {
         loop {
             match self.turn() {
                 Ok(progress) => {
-                    idle.after_or_park(usize::from(progress), |timeout| self.park(timeout));
-                    self.after_wait(&idle);
+                    idle.after_or_park(usize::from(progress), |timeout| self.park(timeout))
                 }
                 Err(ended) => return ended,
             }
         }
-    }
-
-    /// After the wait that follows a turn: if it gave the core up, the next turn is full.
-    fn after_wait(&mut self, idle: &Idle) {
-        if idle.past_spinning() {
-            self.gave_core_up();
-        }
-    }
-
-    /// The worker gave its core up since its last turn: the next turn is full.
-    fn gave_core_up(&mut self) {
-        self.full_next = true;
     }
 
     /// Parks on the next task not done, at most `timeout`.
@@ -427,8 +405,7 @@ mod tests {
 
     /// A random job: per task its upstream tasks (each earlier: a DAG), its own tuples, its
     /// batch, its worker and its rank on that worker; per edge a queue capacity; the order in
-    /// which the workers take turns, each turn with whether its worker gave its core up
-    /// before it.
+    /// which the workers take turns.
     #[derive(Debug, Clone)]
     struct Job {
         upstream: Vec<Vec<usize>>,
@@ -437,7 +414,7 @@ mod tests {
         capacities: Vec<usize>,
         workers: Vec<usize>,
         ranks: Vec<u64>,
-        schedule: Vec<(usize, bool)>,
+        schedule: Vec<usize>,
         worker_count: usize,
     }
 
@@ -450,7 +427,7 @@ mod tests {
                 proptest::collection::vec(1usize..5, tasks * 2),
                 proptest::collection::vec(0..worker_count, tasks),
                 proptest::collection::vec(any::<u64>(), tasks),
-                proptest::collection::vec((0..worker_count, any::<bool>()), 0..16),
+                proptest::collection::vec(0..worker_count, 0..16),
             )
                 .prop_map(
                     move |(picks, counts, batches, capacities, workers, ranks, schedule)| {
@@ -473,10 +450,7 @@ mod tests {
                             workers,
                             ranks,
                             // Every worker takes turns.
-                            schedule: schedule
-                                .into_iter()
-                                .chain((0..worker_count).map(|w| (w, false)))
-                                .collect(),
+                            schedule: schedule.into_iter().chain(0..worker_count).collect(),
                             worker_count,
                         }
                     },
@@ -545,14 +519,11 @@ mod tests {
                 tasks.sort_by_key(|t| t.id);
                 return Ok(tasks);
             }
-            let (w, waited) = job.schedule[turn % job.schedule.len()];
+            let w = job.schedule[turn % job.schedule.len()];
             if ended[w] {
                 continue;
             }
             let rotation = &mut rotations[w];
-            if waited {
-                rotation.gave_core_up();
-            }
             let full = rotation.next_is_full();
             let before: Vec<u64> = rotation.tasks.iter().map(|t| t.steps).collect();
             let done_before = rotation.done.clone();
@@ -615,53 +586,6 @@ mod tests {
         }
     }
 
-    /// A task that is ready as told and finds nothing to do, counting its steps.
-    struct Probe {
-        ready: bool,
-        steps: u32,
-    }
-
-    impl Task for Probe {
-        fn step(&mut self) -> Step {
-            self.steps += 1;
-            Step::Idle
-        }
-
-        fn ready(&mut self) -> bool {
-            self.ready
-        }
-
-        fn park(&mut self, _timeout: Duration) -> bool {
-            false
-        }
-    }
-
-    /// An idle worker that only spins turns by readiness; once it gave its core up, its next
-    /// turn steps every task (a stop or an abort is seen as soon as it is back).
-    #[test]
-    fn only_a_worker_back_from_giving_its_core_up_steps_the_tasks_that_are_not_ready() {
-        let probes = [false, true].map(|ready| Probe { ready, steps: 0 });
-        let mut rotation = Rotation::new(Vec::from(probes));
-        let steps = |r: &Rotation<Probe>| r.tasks.iter().map(|p| p.steps).collect::<Vec<_>>();
-        assert_eq!(rotation.turn(), Ok(false));
-        assert_eq!(steps(&rotation), [1, 1], "the first turn is full");
-        let mut idle = IdleStrategy::Yield.waiter();
-        idle.after(0);
-        rotation.after_wait(&idle);
-        assert_eq!(rotation.turn(), Ok(false));
-        assert_eq!(steps(&rotation), [1, 2], "after a spin, by readiness");
-        while !idle.past_spinning() {
-            idle.after(0);
-        }
-        rotation.after_wait(&idle);
-        assert_eq!(rotation.turn(), Ok(false));
-        assert_eq!(steps(&rotation), [2, 3], "after a yield, full");
-        idle.after(1);
-        rotation.after_wait(&idle);
-        assert_eq!(rotation.turn(), Ok(false));
-        assert_eq!(steps(&rotation), [2, 4], "after work, by readiness");
-    }
-
     /// The case the blocking design deadlocks on, by hand: a source and its consumer on one
     /// worker, the consumer first, joined by a queue of one slot, with more tuples than fit.
     #[test]
@@ -673,7 +597,7 @@ mod tests {
             capacities: vec![1],
             workers: vec![0, 0, 0],
             ranks: vec![2, 1, 0],
-            schedule: vec![(0, false)],
+            schedule: vec![0],
             worker_count: 1,
         };
         let tasks = run(&job).unwrap();

@@ -150,17 +150,6 @@ impl Idle {
         }
     }
 
-    /// Whether the loop has been idle past its strategy's spinning, so that its waits now
-    /// give the core up (yield, park or sleep) rather than spin: time passes between its polls.
-    pub fn past_spinning(&self) -> bool {
-        let spins = match self.strategy {
-            IdleStrategy::BusySpin => return false,
-            IdleStrategy::Yield => SPIN_ROUNDS,
-            IdleStrategy::Backoff | IdleStrategy::Park => BACKOFF_SPIN_ROUNDS,
-        };
-        self.idle_rounds >= spins
-    }
-
     /// Waits once, longer the longer the loop has been idle.
     pub fn wait(&mut self) {
         self.wait_or_park(|_| false);
@@ -203,27 +192,6 @@ mod tests {
     fn default_depends_on_oversubscription() {
         assert_eq!(IdleStrategy::default_for(2, 2), IdleStrategy::Yield);
         assert_eq!(IdleStrategy::default_for(3, 2), IdleStrategy::Park);
-    }
-
-    #[test]
-    fn spinning_ends_where_the_strategy_gives_the_core_up_and_work_starts_it_again() {
-        for (strategy, spins) in [
-            (IdleStrategy::Yield, SPIN_ROUNDS),
-            (IdleStrategy::Backoff, BACKOFF_SPIN_ROUNDS),
-        ] {
-            let mut idle = strategy.waiter();
-            for _ in 1..spins {
-                idle.wait();
-            }
-            assert!(!idle.past_spinning(), "{strategy:?}");
-            idle.wait();
-            assert!(idle.past_spinning(), "{strategy:?}");
-            idle.after(1);
-            assert!(!idle.past_spinning(), "{strategy:?}");
-        }
-        let mut spin = IdleStrategy::BusySpin.waiter();
-        (0..2 * SPIN_ROUNDS).for_each(|_| spin.wait());
-        assert!(!spin.past_spinning());
     }
 
     #[test]
