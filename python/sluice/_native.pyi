@@ -26,6 +26,13 @@ class Dataflow:
     def source(self, name: str, iterable: Iterable[Carried]) -> Stream:
         """A source emitting the items of ``iterable`` (a list, a generator, any iterable),
         once."""
+    def partitioned_source(
+        self, name: str, part: Callable[[int, int], Iterable[Carried]], parallelism: int
+    ) -> Stream:
+        """A source of ``parallelism`` instances, instance ``i`` emitting the items of the
+        iterable ``part(i, parallelism)`` (a generator of its share, say), called where the
+        instance runs: under the processes plan, in its own process, so that each process
+        makes only its share of the input, in parallel with the others."""
     def read_text(self, name: str, path: Path) -> Stream:
         """A source emitting the lines of the text file at ``path`` as str, without their
         line ends; a missing file fails the job naming the path."""
@@ -164,9 +171,12 @@ class Stream:
         checkpoints, exactly once (one transaction a checkpoint). ``key=n`` keys each record
         by item ``n`` of the tuple, ``key="k"`` by a dict's value under ``"k"`` (bytes as
         they are, str as UTF-8, anything else as its text; a tuple without it has no key)."""
-    def collect(self, name: str) -> Collected:
+    def collect(self, name: str, parallelism: int = 1) -> Collected:
         """Ends the stream in a sink keeping every tuple it receives; read them with
-        :meth:`Collected.items` once the job has run."""
+        :meth:`Collected.items` once the job has run. With ``parallelism=n`` the sink runs as
+        ``n`` instances, each keeping what reaches it (after an operator of ``n`` instances,
+        what that instance emits, in its thread and under the processes plan in its process,
+        which sends it back from there); ``items()`` lists them instance by instance."""
 
 class KeyedStream:
     """A stream keyed by a function of its tuples: its aggregates keep one state per key.
@@ -174,16 +184,19 @@ class KeyedStream:
     of the tuples; one reading another field is refused (key the stream again, under another
     name, for it)."""
 
-    def count(self, name: str, at_end: bool = False) -> Stream:
+    def count(self, name: str, at_end: bool = False, parallelism: int = 1) -> Stream:
         """The running count of each key: ``(key, n)`` for every tuple (counted in Rust);
         with ``at_end``, each key's ``(key, n)`` once, when the stream ends. A stream keyed by
         its tuples themselves (``key_by`` without ``key`` and ``time``) is counted without the
-        key-by operator."""
+        key-by operator. Every keyed aggregate runs as ``parallelism`` instances, each key's
+        tuples dealt by its hash to one of them (under the processes plan with
+        ``processes=n``, ``parallelism=n`` puts instance i in process i)."""
     def sum(
         self,
         name: str,
         field: int | Callable[[Any], int | float] | None = None,
         at_end: bool = False,
+        parallelism: int = 1,
     ) -> Stream:
         """The running sum of each key's ``field`` (the tuple itself without one; an int
         ``n``: item ``n`` of each tuple, read in Rust; a function: what it returns):
@@ -195,6 +208,7 @@ class KeyedStream:
         name: str,
         field: int | Callable[[Any], int | float] | None = None,
         at_end: bool = False,
+        parallelism: int = 1,
     ) -> Stream:
         """The running least of each key's ``field`` (read as :meth:`sum` reads it):
         ``(key, least)`` for every tuple, as the value itself; with ``at_end``, once per key
@@ -204,6 +218,7 @@ class KeyedStream:
         name: str,
         field: int | Callable[[Any], int | float] | None = None,
         at_end: bool = False,
+        parallelism: int = 1,
     ) -> Stream:
         """The running greatest of each key's ``field`` (read as :meth:`sum` reads it):
         ``(key, greatest)`` for every tuple; with ``at_end``, once per key (in Rust)."""
@@ -212,6 +227,7 @@ class KeyedStream:
         name: str,
         field: int | Callable[[Any], int | float] | None = None,
         at_end: bool = False,
+        parallelism: int = 1,
     ) -> Stream:
         """The running mean of each key's ``field`` (read as :meth:`sum` reads it), a float:
         ``(key, mean)`` for every tuple; with ``at_end``, once per key (in Rust)."""

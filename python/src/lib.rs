@@ -42,8 +42,8 @@ use sluice_runtime::{CheckpointOptions, RunOptions, StopHandle};
 
 use crate::connectors::KafkaFormat;
 use crate::operators::{
-    event_time, field_of, Average, Extreme, Failures, Field, Gather, IterableSource, PythonStep,
-    Shared, Step, Tally, Total, PYTHON_EXCEPTION,
+    event_time, field_of, Average, Extreme, Failures, Field, Gather, Items, IterableSource,
+    PythonStep, Shared, Step, Tally, Total, PYTHON_EXCEPTION,
 };
 use crate::value::{Carried, CsvRecord, Value};
 
@@ -136,12 +136,21 @@ impl Dataflow {
 
     /// A source emitting the items of `iterable` (a list, a generator, any iterable), once.
     fn source(&self, name: &str, iterable: Py<PyAny>) -> Stream {
-        let iterable: Shared = iterable.into();
-        let failures = self.failures.clone();
-        let stream = self.flow.source_of::<Value, _, _>(name, move |_| {
-            IterableSource::new(iterable.clone(), failures.clone())
-        });
-        self.stream(Flow::Values(stream))
+        self.items_source(name, Items::Iterable(iterable.into()), 1)
+    }
+
+    /// A source of `parallelism` instances, instance `i` emitting the items of the iterable
+    /// `part(i, parallelism)` (a generator of its share, say), called where the instance runs:
+    /// under the processes plan, in its own process, so that each process makes only its
+    /// share of the input, in parallel with the others.
+    fn partitioned_source(
+        &self,
+        name: &str,
+        part: Bound<'_, PyAny>,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
+        callable(&part, "partitioned_source")?;
+        Ok(self.items_source(name, Items::Parts(Arc::new(part.unbind())), parallelism))
     }
 
     /// A source emitting the lines of the text file at `path` as str, without their line
@@ -252,7 +261,9 @@ impl Dataflow {
     /// `processes=n` (with the "processes" plan) runs the job in `n` processes instead of
     /// one per operator instance: instance `i` of each operator of parallelism `n` in process
     /// `i`, the other operators before the first of them (the sources) in the first process,
-    /// those after it (the aggregates, the sinks) in the last. `hosts` (a hosts file, as
+    /// those after it (the aggregates, the sinks) in the last; in each process, the instances
+    /// past an edge that deals tuples to every process (a keyed `count(parallelism=n)` after
+    /// a split) in a thread of their own. `hosts` (a hosts file, as
     /// `sluice run --hosts` reads it; with "processes") places the PEs on its hosts, each
     /// started through its host's `launch` prefix, the edges between hosts carried by TCP.
     ///
@@ -515,6 +526,12 @@ fn run_interruptibly(
 /// of parallelism `n` in process `i`; every other operator in the first process when it comes
 /// before the first of them in the graph's topological order, in the last otherwise. Refused
 /// when no operator has parallelism `n` (the plan would not spread any work).
+///
+/// A process runs its instances in one thread, but for those past an edge that deals tuples
+/// to every instance (a keyed count after a split, say): they make a stage of their own, run
+/// by a thread of their own in each process. Otherwise process 0's thread would send to
+/// process 1's and process 1's to process 0's, and two threads that feed each other through
+/// bounded queues can wait for each other for ever (the planner refuses such a cycle).
 fn spread_plan(graph: &sluice_graph::Graph, n: usize) -> PyResult<PlanFile> {
     let order = graph.topological_order();
     let replicated = |id: &sluice_graph::OperatorId| graph.operator(*id).parallelism == n;
@@ -530,26 +547,53 @@ fn spread_plan(graph: &sluice_graph::Graph, n: usize) -> PyResult<PlanFile> {
                 graph.name()
             ))
         })?;
-    let mut processes = vec![Vec::new(); n];
+    // Each replicated operator's stage: 0, or one more than a replicated upstream's whose
+    // edge to it is not forward (its instances then send to every process).
+    let mut stages = vec![0; graph.operators().len()];
+    for id in order.iter().filter(|id| replicated(id)) {
+        stages[id.0] = graph
+            .edges()
+            .iter()
+            .filter(|e| e.to.operator == *id && replicated(&e.from.operator))
+            .map(|e| {
+                let across = !matches!(e.partitioning, sluice_graph::Partitioning::Forward);
+                stages[e.from.operator.0] + usize::from(across)
+            })
+            .max()
+            .unwrap_or(0);
+    }
+    let last_stage = stages.iter().copied().max().unwrap_or(0);
+    // The operators of each process's threads, by stage.
+    let mut processes = vec![vec![Vec::new(); last_stage + 1]; n];
     for (rank, id) in order.iter().enumerate() {
         let op = graph.operator(*id);
         if replicated(id) {
             for (i, process) in processes.iter_mut().enumerate() {
-                process.push(format!("{}[{i}]", op.name));
+                process[stages[id.0]].push(format!("{}[{i}]", op.name));
             }
+        } else if rank < first {
+            processes[0][0].push(op.name.clone());
         } else {
-            processes[if rank < first { 0 } else { n - 1 }].push(op.name.clone());
+            processes[n - 1][last_stage].push(op.name.clone());
         }
     }
     let threads = processes
         .into_iter()
         .enumerate()
-        .map(|(i, operators)| ThreadSpec {
-            name: format!("process{i}"),
-            operators,
-            core: None,
-            pe: Some(format!("process{i}")),
-            host: None,
+        .flat_map(|(i, stages)| {
+            let threads = stages.into_iter().enumerate();
+            threads
+                .filter(|(_, operators)| !operators.is_empty())
+                .map(move |(stage, operators)| ThreadSpec {
+                    name: match stage {
+                        0 => format!("process{i}"),
+                        _ => format!("process{i}-stage{stage}"),
+                    },
+                    operators,
+                    core: None,
+                    pe: Some(format!("process{i}")),
+                    host: None,
+                })
         })
         .collect();
     Ok(PlanFile {
@@ -579,6 +623,15 @@ fn rerun_program(py: Python<'_>) -> PyResult<&'static std::path::Path> {
 }
 
 impl Dataflow {
+    /// An [`IterableSource`] of `parallelism` instances emitting `items`.
+    fn items_source(&self, name: &str, items: Items, parallelism: usize) -> Stream {
+        let failures = self.failures.clone();
+        let stream = self.flow.source_of::<Value, _, _>(name, move |_| {
+            IterableSource::new(items.clone(), failures.clone())
+        });
+        self.stream(Flow::Values(stream.parallelism(parallelism)))
+    }
+
     fn stream(&self, flow: Flow) -> Stream {
         Stream {
             flow,
@@ -783,38 +836,45 @@ impl Stream {
     }
 
     /// Ends the stream in a sink keeping every tuple it receives; read them with
-    /// `Collected.items()` once the job has run.
-    fn collect(&self, name: &str) -> Collected {
+    /// `Collected.items()` once the job has run. With `parallelism=n` the sink runs as `n`
+    /// instances, each keeping what reaches it (after an operator of `n` instances, what that
+    /// instance emits, in its thread and under the processes plan in its process, which sends
+    /// it back from there); `items()` lists them instance by instance.
+    #[pyo3(signature = (name, parallelism = 1))]
+    fn collect(&self, name: &str, parallelism: usize) -> Collected {
+        let n = parallelism;
         let into = match &self.flow {
-            Flow::Values(s) => Collections::Values(s.collect(name)),
-            Flow::Pairs(s) => Collections::Pairs(s.collect(name)),
-            Flow::Lines(s) => Collections::Lines(s.collect(name)),
-            Flow::Records(s) => Collections::Records(s.collect(name)),
-            Flow::Windows(s) => Collections::Windows(s.collect(name)),
-            Flow::Kafka(s) => Collections::Kafka(s.collect(name)),
+            Flow::Values(s) => Collections::Values(s.collect_in(name, n)),
+            Flow::Pairs(s) => Collections::Pairs(s.collect_in(name, n)),
+            Flow::Lines(s) => Collections::Lines(s.collect_in(name, n)),
+            Flow::Records(s) => Collections::Records(s.collect_in(name, n)),
+            Flow::Windows(s) => Collections::Windows(s.collect_in(name, n)),
+            Flow::Kafka(s) => Collections::Kafka(s.collect_in(name, n)),
         };
         Collected { into }
     }
 }
 
 /// The keyed aggregate `name` of `keyed`: a running one, or with `at_end` one emitting each
-/// key's result once, when its input ends.
+/// key's result once, when its input ends; `parallelism` instances, each keeping the keys
+/// the key's hash deals it.
 fn aggregated<T, F, A>(
     keyed: &sluice_ops::KeyedStream<T, Value, F>,
     name: &str,
     aggregate: A,
-    at_end: bool,
+    (at_end, parallelism): (bool, usize),
 ) -> RustStream<(Value, Value)>
 where
     T: sluice_types::Tuple,
     F: Fn(&T) -> &Value + Clone + Send + Sync + 'static,
     A: sluice_ops::Aggregate<T, Out = Value>,
 {
-    if at_end {
+    let results = if at_end {
         keyed.aggregate_at_end(name, aggregate)
     } else {
         keyed.aggregate(name, aggregate)
-    }
+    };
+    results.parallelism(parallelism)
 }
 
 /// A keyed stream of `(key, tuple)` pairs, as the Rust aggregates read it.
@@ -848,20 +908,21 @@ struct KeyedStream {
 type KeyedPairs = (Field, bool, RustStream<(Value, Value)>);
 
 impl KeyedStream {
-    /// The aggregate `name` of each key's `field` (numbers only, as `sum` reads them).
+    /// The aggregate `name` of each key's `field` (numbers only, as `sum` reads them), at
+    /// the end or running, in so many instances (`when`).
     fn numeric<A>(
         &self,
         name: &str,
         field: FieldArg<'_>,
         aggregate: A,
-        at_end: bool,
+        when: (bool, usize),
     ) -> PyResult<Stream>
     where
         A: sluice_ops::Aggregate<(Value, Value), Out = Value>,
     {
         let field = sum_field(field)?;
         let keyed = Python::attach(|py| self.pairs(py, field, true))?;
-        Ok(self.pairs_stream(aggregated(&keyed, name, aggregate, at_end)))
+        Ok(self.pairs_stream(aggregated(&keyed, name, aggregate, when)))
     }
 
     /// The least (or, `greatest`, the greatest) of each key's values.
@@ -960,15 +1021,26 @@ impl KeyedStream {
     /// stream keyed by its tuples themselves (`key_by` without `key` and `time`) is counted as
     /// it is, without the key-by operator: the count reads each tuple as its key, and
     /// `key_by`'s name is no operator of its own.
-    #[pyo3(signature = (name, at_end = false))]
-    fn count(&self, py: Python<'_>, name: &str, at_end: bool) -> PyResult<Stream> {
+    ///
+    /// Every keyed aggregate (`count`, `sum`, `min`, `max`, `mean`) runs as `parallelism`
+    /// instances, each key's tuples dealt by its hash to one of them (under the processes
+    /// plan with `processes=n`, `parallelism=n` puts instance i in process i).
+    #[pyo3(signature = (name, at_end = false, parallelism = 1))]
+    fn count(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        at_end: bool,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
+        let when = (at_end, parallelism);
         if let (None, None, Flow::Values(values)) = (&self.key, &self.time, &self.input.flow) {
             let itself: fn(&Value) -> &Value = |value| value;
             let keyed = values.key_by(itself);
-            return Ok(self.pairs_stream(aggregated(&keyed, name, Tally, at_end)));
+            return Ok(self.pairs_stream(aggregated(&keyed, name, Tally, when)));
         }
         let keyed = self.pairs(py, Field::Unread, false)?;
-        Ok(self.pairs_stream(aggregated(&keyed, name, Tally, at_end)))
+        Ok(self.pairs_stream(aggregated(&keyed, name, Tally, when)))
     }
 
     /// The running sum of each key's `field` (the tuple itself without one; an int `n`:
@@ -976,37 +1048,61 @@ impl KeyedStream {
     /// for every tuple, summed in Rust, an int while every field is an int; with `at_end`,
     /// each key's `(key, total)` once, when the stream ends. A field that is not a number
     /// fails the key-by operator.
-    #[pyo3(signature = (name, field = None, at_end = false))]
-    fn sum(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
+    #[pyo3(signature = (name, field = None, at_end = false, parallelism = 1))]
+    fn sum(
+        &self,
+        name: &str,
+        field: FieldArg<'_>,
+        at_end: bool,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
         let total = Total {
             timed: self.time.is_some(),
         };
-        self.numeric(name, field, total, at_end)
+        self.numeric(name, field, total, (at_end, parallelism))
     }
 
     /// The running least of each key's `field` (read as `sum` reads it, a number):
     /// `(key, least)` for every tuple, as the value itself; with `at_end`, once per key when
     /// the stream ends (in Rust).
-    #[pyo3(signature = (name, field = None, at_end = false))]
-    fn min(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
-        self.numeric(name, field, self.extreme(false), at_end)
+    #[pyo3(signature = (name, field = None, at_end = false, parallelism = 1))]
+    fn min(
+        &self,
+        name: &str,
+        field: FieldArg<'_>,
+        at_end: bool,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
+        self.numeric(name, field, self.extreme(false), (at_end, parallelism))
     }
 
     /// The running greatest of each key's `field` (read as `sum` reads it, a number):
     /// `(key, greatest)` for every tuple; with `at_end`, once per key when the stream ends
     /// (in Rust).
-    #[pyo3(signature = (name, field = None, at_end = false))]
-    fn max(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
-        self.numeric(name, field, self.extreme(true), at_end)
+    #[pyo3(signature = (name, field = None, at_end = false, parallelism = 1))]
+    fn max(
+        &self,
+        name: &str,
+        field: FieldArg<'_>,
+        at_end: bool,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
+        self.numeric(name, field, self.extreme(true), (at_end, parallelism))
     }
 
     /// The running mean of each key's `field` (read as `sum` reads it, a number), a float:
     /// `(key, mean)` for every tuple; with `at_end`, once per key when the stream ends (in
     /// Rust).
-    #[pyo3(signature = (name, field = None, at_end = false))]
-    fn mean(&self, name: &str, field: FieldArg<'_>, at_end: bool) -> PyResult<Stream> {
+    #[pyo3(signature = (name, field = None, at_end = false, parallelism = 1))]
+    fn mean(
+        &self,
+        name: &str,
+        field: FieldArg<'_>,
+        at_end: bool,
+        parallelism: usize,
+    ) -> PyResult<Stream> {
         let timed = self.time.is_some();
-        self.numeric(name, field, Average { timed }, at_end)
+        self.numeric(name, field, Average { timed }, (at_end, parallelism))
     }
 
     /// The keyed stream cut into windows of `size` seconds starting every `slide` seconds

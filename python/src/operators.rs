@@ -87,10 +87,21 @@ fn keep_thread_state() {
 /// A user's Python function (or iterable), shared by an operator's instances.
 pub type Shared = Arc<Py<PyAny>>;
 
+/// Where an [`IterableSource`] instance gets its items from.
+#[derive(Clone)]
+pub enum Items {
+    /// The items of one iterable, for a source of parallelism 1 (every instance would
+    /// iterate the whole iterable).
+    Iterable(Shared),
+    /// Instance `i` of `n` iterates what `part(i, n)` returns, called where the instance
+    /// runs (in its PE process under the processes plan): each instance its own part.
+    Parts(Shared),
+}
+
 /// A source emitting the items of a Python iterable, a batch of up to [`SOURCE_BATCH`] per
-/// call; run it with parallelism 1 (every instance would iterate the whole iterable).
+/// call: the one iterable, or each instance its part ([`Items`]).
 pub struct IterableSource {
-    iterable: Shared,
+    items: Items,
     iterator: Option<Py<PyAny>>,
     name: String,
     failures: Failures,
@@ -100,10 +111,10 @@ pub struct IterableSource {
 }
 
 impl IterableSource {
-    /// A source over `iterable`, failing into `failures`.
-    pub fn new(iterable: Shared, failures: Failures) -> Self {
+    /// A source over `items`, failing into `failures`.
+    pub fn new(items: Items, failures: Failures) -> Self {
         Self {
-            iterable,
+            items,
             iterator: None,
             name: String::new(),
             failures,
@@ -112,14 +123,23 @@ impl IterableSource {
         }
     }
 
-    /// The iterable's iterator, past the `position` items emitted before a checkpoint: the
-    /// iterable is iterated again from its start, which one that is its own iterator (a
-    /// generator) cannot be.
-    fn iterate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let iterable = self.iterable.bind(py);
+    /// The iterator of the instance's iterable (instance `instance` of `parallelism`), past
+    /// the `position` items emitted before a checkpoint: the iterable is iterated again from
+    /// its start, which one that is its own iterator (a generator) cannot be; a part is asked
+    /// for again, so it can.
+    fn iterate<'py>(
+        &self,
+        py: Python<'py>,
+        instance: usize,
+        parallelism: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (iterable, again) = match &self.items {
+            Items::Iterable(iterable) => (iterable.bind(py).clone(), false),
+            Items::Parts(part) => (part.bind(py).call1((instance, parallelism))?, true),
+        };
         let it = iterable.try_iter()?;
         if self.position > 0 {
-            if it.is(iterable) {
+            if !again && it.is(&iterable) {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "the source resumes at item {} of its iterable, iterating it again from \
                      its start, and a generator or iterator cannot be: give a list, a range \
@@ -139,7 +159,7 @@ impl Source for IterableSource {
     fn start(&mut self, ctx: &OperatorContext) -> Result<(), OperatorError> {
         self.name.clone_from(&ctx.name);
         keep_thread_state();
-        Python::attach(|py| match self.iterate(py) {
+        Python::attach(|py| match self.iterate(py, ctx.instance, ctx.parallelism) {
             Ok(it) => {
                 self.iterator = Some(it.unbind());
                 Ok(())

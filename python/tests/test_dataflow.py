@@ -225,6 +225,48 @@ def test_replicated_operators_share_the_stream(plan):
     assert sorted(collected.items()) == sorted(n * n for n in range(1, 100, 2) for _ in range(2))
 
 
+@pytest.mark.parametrize("plan", PLANS)
+def test_a_partitioned_source_emits_each_instances_part(plan):
+    asked = []
+
+    def part(i, n):
+        asked.append((i, n))
+        return (f"{i}:{k}" for k in range(i, 10, n))  # a generator of its share
+
+    flow = sluice.Dataflow("parts")
+    out = flow.partitioned_source("numbers", part, parallelism=3).collect("out")
+    flow.run(plan)
+    assert sorted(asked) == [(0, 3), (1, 3), (2, 3)]
+    assert sorted(out.items()) == sorted(f"{k % 3}:{k}" for k in range(10))
+    with pytest.raises(TypeError, match="partitioned_source needs a function"):
+        flow.partitioned_source("not-a-function", [1, 2], parallelism=2)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+@pytest.mark.parametrize("at_end", [False, True], ids=["running", "at the end"])
+def test_keyed_aggregates_of_parallelism_2_keep_each_key_in_one_instance(plan, at_end):
+    words = [f"w{i % 13}" for i in range(200)]
+    flow = sluice.Dataflow("parallel-counts")
+    keyed = flow.source("words", words).key_by("word")
+    counts = keyed.count("count", at_end=at_end, parallelism=2).collect("counts", parallelism=2)
+    lengths = flow.source("more", words).key_by("w", lambda w: w[1:]).sum(
+        "length", len, at_end=at_end, parallelism=2
+    )
+    lengths = lengths.collect("lengths")
+    planned = flow.plan(plan)
+    assert "count[0]" in planned and "count[1]" in planned and "length[1]" in planned
+    # Each count instance's sink instance, on a forward edge: in its thread under threaded too.
+    assert "count[1].out[0] -> counts[1].in[0]  forward" in planned
+    flow.run(plan)
+    expected = collections.Counter(words)
+    got = dict(counts.items()) if at_end else counts.latest()
+    assert got == dict(expected)
+    if at_end:  # each key once: no instance counted a key the other one counted too
+        assert len(counts.items()) == len(expected)
+    summed = dict(lengths.items()) if at_end else lengths.latest()
+    assert summed == {w[1:]: n * len(w) for w, n in expected.items()}
+
+
 def test_encode_gives_the_bytes_a_value_crosses_processes_as():
     values = [None, True, -(2**63), 1.5, "é" * 30, b"\x00", (1, ("x", b"y"))]
     for value in values:

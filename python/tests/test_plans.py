@@ -22,18 +22,40 @@ def run_script(tmp_path, body):
     return done
 
 
-@pytest.mark.parametrize("processes", [None, 2], ids=["one per instance", "two, the split in both"])
-def test_processes_collect_what_fused_collects(tmp_path, processes):
+@pytest.mark.parametrize(
+    "processes", [None, 2], ids=["one per instance", "two, the source, split and count in both"]
+)
+@pytest.mark.parametrize("at_end", [False, True], ids=["running", "at the end"])
+def test_processes_collect_what_fused_collects(tmp_path, processes, at_end):
+    parts = processes or 1
     done = run_script(
         tmp_path,
         "import json, wordcount\n"
-        f"print(json.dumps([wordcount.count_with_sluice(3000, 'processes', {processes}),\n"
-        "                  wordcount.count_with_sluice(3000, 'fused')]))\n",
+        f"print(json.dumps([wordcount.count_with_sluice(3000, 'processes', {processes}, {at_end}),\n"
+        f"                  wordcount.count_with_sluice(3000, 'fused', None, {at_end}, {parts}),\n"
+        f"                  wordcount.count_with_a_loop(3000, {parts})]))\n",
     )
     assert done.returncode == 0, done.stderr
-    by_processes, fused = json.loads(done.stdout.strip().splitlines()[-1])
-    assert by_processes == fused
+    by_processes, fused, by_a_loop = json.loads(done.stdout.strip().splitlines()[-1])
+    assert by_processes == fused == by_a_loop
     assert sum(fused.values()) == 30_000
+
+
+def test_each_process_makes_its_part_of_a_partitioned_source(tmp_path):
+    done = run_script(
+        tmp_path,
+        "import json, os, sluice\n"
+        "flow = sluice.Dataflow('parts')\n"
+        "pids = flow.partitioned_source('pids', lambda i, n: [(i, n, os.getpid())], parallelism=2)\n"
+        "out = pids.map('same', lambda x: x, parallelism=2).collect('out')\n"
+        "flow.run('processes', processes=2)\n"
+        "print(json.dumps([os.getpid(), out.items()]))\n",
+    )
+    assert done.returncode == 0, done.stderr
+    launcher, items = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted((i, n) for i, n, _ in items) == [(0, 2), (1, 2)]
+    pids = {pid for _, _, pid in items}
+    assert len(pids) == 2 and launcher not in pids  # each part made in a PE process of its own
 
 
 def test_processes_n_needs_an_operator_of_parallelism_n(tmp_path):

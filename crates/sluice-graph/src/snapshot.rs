@@ -51,7 +51,7 @@ pub struct KeyedEntries {
     entries: Vec<EntryAt>,
     #[serde(with = "compact")]
     bytes: Vec<u8>,
-    table_seed: Option<[u64; 2]>,
+    table_seed: Option<[u64; 3]>,
 }
 
 impl KeyedEntries {
@@ -66,15 +66,15 @@ impl KeyedEntries {
 
     /// The seed of the hash table the entries were taken from, in the order of its slots (the
     /// entries added after those may lie in any order): set by the table that made them
-    /// ([`KeyedEntries::taken_from_table`]), `None` when no table did. Its two words are the
+    /// ([`KeyedEntries::taken_from_table`]), `None` when no table did. Its words are the
     /// table's to interpret; it is as private as the keys and states it comes with.
-    pub fn table_seed(&self) -> Option<[u64; 2]> {
+    pub fn table_seed(&self) -> Option<[u64; 3]> {
         self.table_seed
     }
 
     /// Says that the entries are (or are about to be) added in the order of the slots of a
     /// hash table whose seed is `seed`.
-    pub fn taken_from_table(&mut self, seed: [u64; 2]) {
+    pub fn taken_from_table(&mut self, seed: [u64; 3]) {
         self.table_seed = Some(seed);
     }
 
@@ -164,7 +164,7 @@ struct KeyedEntriesDecoded {
     entries: Vec<EntryAt>,
     #[serde(with = "compact")]
     bytes: Vec<u8>,
-    table_seed: Option<[u64; 2]>,
+    table_seed: Option<[u64; 3]>,
 }
 
 impl TryFrom<KeyedEntriesDecoded> for KeyedEntries {
@@ -386,13 +386,13 @@ mod tests {
                 &[k as u8],
             );
         }
-        whole.keyed.taken_from_table([1, 2]);
+        whole.keyed.taken_from_table([1, 2, 3]);
         let parts = whole.clone().split(3);
         assert_eq!(parts.len(), 3);
         for (i, part) in parts.iter().enumerate() {
             assert!(part.keyed.iter().all(|e| pick_instance(e.hash, 3) == i));
             // A part's entries keep their order, so their table's seed.
-            assert_eq!(part.keyed.table_seed(), Some([1, 2]));
+            assert_eq!(part.keyed.table_seed(), Some([1, 2, 3]));
         }
         let merged = Snapshot::merge(parts);
         assert_eq!(merged.operator, whole.operator);
@@ -415,7 +415,7 @@ mod tests {
             keyed: KeyedEntries::default(),
         };
         snapshot.keyed.push(3, b"word", &[1; 10]);
-        snapshot.keyed.taken_from_table([5, u64::MAX]);
+        snapshot.keyed.taken_from_table([5, u64::MAX, 7]);
         let json = serde_json::to_string(&snapshot).unwrap();
         assert!(json.contains("\"AP8H\""), "{json}");
         assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), snapshot);

@@ -441,9 +441,19 @@ impl<T: Tuple> Stream<T> {
     /// Under every plan: an instance running in a PE process sends what it collected back to
     /// the launching process over its control link ([`sluice_graph::ResultOutlet`]).
     pub fn collect(&self, name: &str) -> Collected<T> {
+        self.collect_in(name, 1)
+    }
+
+    /// As [`Stream::collect`], the sink running as `parallelism` instances (each keeps what
+    /// reached it; [`collected`](crate::collected) lists them instance by instance): after an
+    /// operator of as many instances, each instance collects what its upstream instance
+    /// emits, in the same thread, and under the processes plan sends it from that process.
+    pub fn collect_in(&self, name: &str, parallelism: usize) -> Collected<T> {
         let into = Collected::default();
         let sink_into = into.clone();
-        let sink = self.sink(name, move |_| Collect::new(sink_into.clone()));
+        let sink = self
+            .sink(name, move |_| Collect::new(sink_into.clone()))
+            .parallelism(parallelism);
         let inlet = Arc::new(CollectInlet::new(into.clone()));
         let returned = self
             .flow

@@ -412,3 +412,22 @@ fn a_running_job_in_process_shows_its_live_metrics() {
         "{traffic:?}"
     );
 }
+
+#[test]
+fn collect_in_keeps_what_each_upstream_instance_emits_in_its_own_instance() {
+    for request in requests() {
+        let flow = sluice_ops::Dataflow::new("collect-in");
+        let into = flow
+            .source("numbers", |ctx| {
+                let instance = ctx.instance as u64;
+                IterSource::new((0..100u64).map(move |k| (instance, k)))
+            })
+            .parallelism(2)
+            .collect_in("out", 2);
+        run_graph(&flow.build().unwrap(), &request).unwrap();
+        let mut parts = into.lock().unwrap().clone();
+        parts.sort();
+        let made = |i: u64| (0..100u64).map(|k| (i, k)).collect::<Vec<_>>();
+        assert_eq!(parts, vec![(0, made(0)), (1, made(1))], "{request:?}");
+    }
+}
