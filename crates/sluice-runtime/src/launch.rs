@@ -945,7 +945,9 @@ impl Children {
                 instance,
                 tuples,
             }) => {
-                let taken = self.results.take(&p.name, (&sink, instance, &tuples));
+                let taken = self
+                    .results
+                    .take(&p.name, (&sink, instance, tuples.bytes()));
                 if let Err(error) = taken {
                     p.failure.get_or_insert_with(|| error.to_string());
                     self.fail(Some(pe), error);

@@ -10,21 +10,21 @@
 //!    at most RESULT_BATCH_BYTES               graph's ResultInlet decodes them into the
 //!                                             program's collection
 //! ```
-//! A batch is one line: the tuples' encodings as a postcard `Vec<Vec<u8>>`, in base64 (the
-//! control protocol is JSON). A PE sends its results before its `Done` on the same link, so
+//! A batch is one frame of the control protocol (a line naming the sink and the length, the
+//! bytes raw after it, [`crate::wire::Frame`]): the tuples' encodings as a postcard
+//! `Vec<Vec<u8>>`, at most [`MAX_FRAME`] bytes. A PE sends its results before its `Done` on the same link, so
 //! once every PE has reported, every result is in. The limit counts every sink's encoded
 //! bytes together, over the job's whole life (restarts too): the job fails with
 //! [`RunError::ResultsTooLarge`] at the batch that crosses it, and what came before it stays
 //! delivered.
 
-use base64::Engine;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluice_graph::{ResultInlet, ResultOutlet};
 
 use crate::link::SharedLink;
-use crate::wire::FromPe;
+use crate::wire::{Frame, FromPe, MAX_FRAME};
 use crate::RunError;
 
 /// The outlet of a PE process: sends each batch to the launcher on the PE's control link.
@@ -41,10 +41,18 @@ impl LinkOutlet {
 impl ResultOutlet for LinkOutlet {
     fn send(&self, sink: &str, instance: usize, tuples: Vec<Vec<u8>>) -> Result<(), String> {
         let packed = postcard::to_allocvec(&tuples).map_err(|e| e.to_string())?;
+        if packed.len() > MAX_FRAME {
+            return Err(format!(
+                "a batch of results of sink '{sink}' is {} bytes, over the {MAX_FRAME} bytes \
+                 (MAX_FRAME) one frame to the launching process carries: a tuple that large \
+                 cannot be collected from a PE process",
+                packed.len()
+            ));
+        }
         let message = FromPe::Results {
             sink: sink.to_string(),
             instance,
-            tuples: base64::engine::general_purpose::STANDARD.encode(packed),
+            tuples: Frame::new(packed),
         };
         self.link.send(&message).map_err(|e| {
             format!("cannot send the results of sink '{sink}' to the launching process: {e}")
@@ -79,7 +87,7 @@ impl ResultsInbox {
     pub(crate) fn take(
         &mut self,
         pe: &str,
-        (sink, instance, tuples): (&str, usize, &str),
+        (sink, instance, packed): (&str, usize, &[u8]),
     ) -> Result<(), RunError> {
         if self.full {
             return Ok(());
@@ -94,10 +102,7 @@ impl ResultsInbox {
             .inlets
             .get(sink)
             .ok_or_else(|| broken("name a sink that returns none in this graph".into()))?;
-        let packed = base64::engine::general_purpose::STANDARD
-            .decode(tuples)
-            .map_err(|e| broken(format!("are not base64: {e}")))?;
-        let tuples: Vec<Vec<u8>> = postcard::from_bytes(&packed)
+        let tuples: Vec<Vec<u8>> = postcard::from_bytes(packed)
             .map_err(|e| broken(format!("are not a batch of tuples: {e}")))?;
         let size = self.taken + tuples.iter().map(|t| t.len() as u64).sum::<u64>();
         if size > self.limit {

@@ -30,10 +30,11 @@
 //!                                            sent in the frames before it
 //! ```
 //! A suspended job's state goes between hosts (where the launcher and its PE share no
-//! directory) as its postcard encoding cut in frames of at most [`STATE_FRAME`] bytes, put
+//! directory) as its postcard encoding cut in frames of at most [`MAX_FRAME`] bytes, put
 //! back together by [`StateFrames`]: its size has no limit of the messages'. A frame is a
 //! message whose line gives the number of bytes that follow it raw ([`send_message`],
-//! [`receive_message`]).
+//! [`receive_message`]). A batch of results is one frame too: its tuples' bytes are not
+//! written as JSON nor read back from it.
 //! A PE that loses the socket, or hears nothing on it for the stall timeout, aborts (its
 //! launcher is gone or stopped); the launcher treats a PE that exits without `Done` as dead,
 //! and one it hears nothing from for the stall timeout as silent.
@@ -76,11 +77,11 @@ pub(crate) enum FromPe {
         ack: PartAck,
     },
     /// Tuples one instance of a sink returns to the launching process: their encodings as
-    /// a postcard `Vec<Vec<u8>>`, in base64 ([`crate::results`]).
+    /// a postcard `Vec<Vec<u8>>`, raw after the line ([`crate::results`]).
     Results {
         sink: String,
         instance: usize,
-        tuples: String,
+        tuples: Frame,
     },
     /// A frame of its instances' states, which its `Done` report names ([`StateFrames`]).
     StateFrame(Frame),
@@ -291,10 +292,13 @@ impl WireReport {
     }
 }
 
-/// Bytes of a state's encoding one frame carries at most ([`StateFrames`]): 16 MiB.
-pub(crate) const STATE_FRAME: usize = 16 << 20;
+/// Bytes one frame carries at most: a part of a state's encoding ([`StateFrames`]) or a
+/// batch of a sink's results ([`FromPe::Results`]); 16 MiB and 1 KiB, so that a batch of one
+/// tuple of the largest size a sink returns ([`sluice_graph::MAX_RESULT_TUPLE_BYTES`]) fits
+/// with its lengths.
+pub(crate) const MAX_FRAME: usize = sluice_graph::MAX_RESULT_TUPLE_BYTES + 1024;
 
-/// One frame of a state: its line says how many bytes follow it raw.
+/// One frame: its line says how many bytes follow it raw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Frame {
     len: usize,
@@ -311,6 +315,11 @@ impl Frame {
             bytes,
         }
     }
+
+    /// Its bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 /// A message of the control stream: a line, and the raw bytes of a frame after it.
@@ -324,13 +333,13 @@ pub(crate) trait Message: Serialize + for<'de> Deserialize<'de> {
 impl Message for FromPe {
     fn frame(&self) -> Option<&Frame> {
         match self {
-            FromPe::StateFrame(frame) => Some(frame),
+            FromPe::StateFrame(frame) | FromPe::Results { tuples: frame, .. } => Some(frame),
             _ => None,
         }
     }
     fn frame_mut(&mut self) -> Option<&mut Frame> {
         match self {
-            FromPe::StateFrame(frame) => Some(frame),
+            FromPe::StateFrame(frame) | FromPe::Results { tuples: frame, .. } => Some(frame),
             _ => None,
         }
     }
@@ -351,11 +360,11 @@ impl Message for ToPe {
     }
 }
 
-/// The postcard encoding of `state` in frames of at most [`STATE_FRAME`] bytes.
+/// The postcard encoding of `state` in frames of at most [`MAX_FRAME`] bytes.
 pub(crate) fn state_frames<T: Serialize>(state: &T) -> Result<Vec<Vec<u8>>, RunError> {
     let bytes = postcard::to_allocvec(state)
         .map_err(|e| RunError::Launch(format!("cannot encode a state to send: {e}")))?;
-    Ok(bytes.chunks(STATE_FRAME).map(<[u8]>::to_vec).collect())
+    Ok(bytes.chunks(MAX_FRAME).map(<[u8]>::to_vec).collect())
 }
 
 /// The frames of one state a peer sends ([`state_frames`]), put back together.
@@ -403,15 +412,15 @@ pub(crate) fn send_message<T: Message>(
 }
 
 /// Reads one message ([`receive`]), and the bytes of its frame after it if it is one: a
-/// frame of more than [`STATE_FRAME`] bytes is refused before any is read, naming the limit.
+/// frame of more than [`MAX_FRAME`] bytes is refused before any is read, naming the limit.
 pub(crate) fn receive_message<T: Message>(reader: &mut impl BufRead) -> std::io::Result<Option<T>> {
     let mut message = receive::<T>(reader)?;
     if let Some(frame) = message.as_mut().and_then(T::frame_mut) {
-        if frame.len > STATE_FRAME {
+        if frame.len > MAX_FRAME {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!(
-                    "a state frame of {} bytes is over the limit of {STATE_FRAME} (STATE_FRAME)",
+                    "a frame of {} bytes is over the limit of {MAX_FRAME} (MAX_FRAME)",
                     frame.len
                 ),
             ));
@@ -442,7 +451,7 @@ pub(crate) fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> std::i
 /// The longest line a peer may send; a longer one is a broken peer. State never travels in
 /// one message: a job restarted from a checkpoint, suspended or resumed from a suspended
 /// job's state has each PE read and write its parts as files on one host
-/// ([`crate::checkpoints::StateFiles`]), and send them as frames of [`STATE_FRAME`] bytes
+/// ([`crate::checkpoints::StateFiles`]), and send them as frames of [`MAX_FRAME`] bytes
 /// between hosts ([`StateFrames`]). A longer message is refused by [`send`], naming both
 /// sizes.
 pub(crate) const MAX_LINE: u64 = 64 << 20;
@@ -553,8 +562,8 @@ mod tests {
     /// A state longer than a frame goes in several, each a line and its bytes, and comes
     /// back whole.
     #[test]
-    fn a_state_goes_in_frames_of_at_most_state_frame_bytes() {
-        let state: Vec<u8> = (0..STATE_FRAME * 2 + 5).map(|i| (i % 253) as u8).collect();
+    fn a_state_goes_in_frames_of_at_most_max_frame_bytes() {
+        let state: Vec<u8> = (0..MAX_FRAME * 2 + 5).map(|i| (i % 253) as u8).collect();
         let frames = state_frames(&state).unwrap();
         assert_eq!(frames.len(), 3);
         let mut stream = Vec::new();
@@ -565,11 +574,46 @@ mod tests {
         let mut reader = stream.as_slice();
         let mut framed = StateFrames::default();
         while let Some(ToPe::StateFrame(frame)) = receive_message(&mut reader).unwrap() {
-            assert!(frame.bytes.len() <= STATE_FRAME);
+            assert!(frame.bytes.len() <= MAX_FRAME);
             framed.take(frame);
         }
         assert!(reader.is_empty());
         assert_eq!(framed.finish::<Vec<u8>>("state").unwrap(), state);
+    }
+
+    /// A batch of results goes as a frame: its line names the sink and the length, and its
+    /// bytes follow raw (not in base64 inside the JSON, a third larger and decoded by the
+    /// launcher byte by byte).
+    #[test]
+    fn results_go_raw_after_their_line() {
+        let packed: Vec<u8> = (0..100_000).map(|i| (i % 251) as u8).collect();
+        let message = FromPe::Results {
+            sink: "counts".into(),
+            instance: 1,
+            tuples: Frame::new(packed.clone()),
+        };
+        let mut stream = Vec::new();
+        send_message(&mut stream, &message).unwrap();
+        let line_end = stream.iter().position(|&b| b == b'\n').unwrap();
+        assert!(
+            line_end < 100,
+            "{}",
+            String::from_utf8_lossy(&stream[..line_end])
+        );
+        assert_eq!(&stream[line_end + 1..], packed.as_slice());
+        let Some(FromPe::Results {
+            sink,
+            instance,
+            tuples,
+        }) = receive_message::<FromPe>(&mut stream.as_slice()).unwrap()
+        else {
+            panic!("not the results");
+        };
+        assert_eq!((sink.as_str(), instance), ("counts", 1));
+        assert_eq!(tuples.bytes(), packed.as_slice());
+        // A batch of one tuple of the largest size a sink returns fits in one frame.
+        let largest = vec![vec![7u8; sluice_graph::MAX_RESULT_TUPLE_BYTES]];
+        assert!(postcard::to_allocvec(&largest).unwrap().len() <= MAX_FRAME);
     }
 
     /// A peer's frame over the limit is refused before its bytes are read, naming the limit;
@@ -577,12 +621,12 @@ mod tests {
     /// when it is decoded.
     #[test]
     fn a_peer_frame_out_of_bounds_is_refused() {
-        let over = format!("{{\"StateFrame\":{{\"len\":{}}}}}\n", STATE_FRAME + 1);
+        let over = format!("{{\"StateFrame\":{{\"len\":{}}}}}\n", MAX_FRAME + 1);
         let error = receive_message::<ToPe>(&mut over.as_bytes())
             .unwrap_err()
             .to_string();
-        assert!(error.contains("STATE_FRAME"), "{error}");
-        assert!(error.contains(&(STATE_FRAME + 1).to_string()), "{error}");
+        assert!(error.contains("MAX_FRAME"), "{error}");
+        assert!(error.contains(&(MAX_FRAME + 1).to_string()), "{error}");
         let short = "{\"StateFrame\":{\"len\":10}}\nabc";
         assert!(receive_message::<FromPe>(&mut short.as_bytes()).is_err());
         let frames = state_frames(&vec![7u64; 1000]).unwrap();
