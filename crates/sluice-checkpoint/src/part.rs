@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field (integers little-endian)
 //!      0     8  magic           b"SLUICEPT"
-//!      8     4  format version  2 (PART_FORMAT)
+//!      8     4  format version  3 (PART_FORMAT)
 //!     12     4  reserved        0
 //!     16     8  payload length  bytes after the header
 //!     24     4  payload crc32   CRC-32 (IEEE) of the payload
@@ -34,9 +34,10 @@ use crate::manifest::PartEntry;
 pub const PART_MAGIC: [u8; 8] = *b"SLUICEPT";
 /// The part file format this build writes and reads. The store does not read payloads, but
 /// their encoding is versioned here too: 2 since an instance's keyed state is one buffer of
-/// keys and states (`sluice_graph::KeyedEntries`) instead of two buffers per key (1), so a part
-/// of format 1 is refused naming its version rather than failing to decode.
-pub const PART_FORMAT: u32 = 2;
+/// keys and states (`sluice_graph::KeyedEntries`) instead of two buffers per key (1), 3 since
+/// the keyed state carries the seed of the table it was taken from; so a part of an earlier
+/// format is refused naming its version rather than failing to decode.
+pub const PART_FORMAT: u32 = 3;
 /// The length of a part file's header.
 pub const PART_HEADER_LEN: usize = 32;
 /// The longest part file name, in bytes: a file name of most file systems holds 255, and the

@@ -41,12 +41,17 @@ struct EntryAt {
 /// then two allocations, encoded and decoded in one pass each (the keys are encoded straight
 /// into the buffer, and decoded from slices of it into the operator's map), not two buffers
 /// per key.
+///
+/// It may also carry the seed of the hash table its entries were taken from, in that table's
+/// order ([`KeyedEntries::table_seed`]): a table restored with the same seed takes them in
+/// the order of its own slots, filling its memory front to back instead of at random.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "KeyedEntriesDecoded")]
 pub struct KeyedEntries {
     entries: Vec<EntryAt>,
     #[serde(with = "compact")]
     bytes: Vec<u8>,
+    table_seed: Option<[u64; 3]>,
 }
 
 impl KeyedEntries {
@@ -55,7 +60,22 @@ impl KeyedEntries {
         KeyedEntries {
             entries: Vec::with_capacity(entries),
             bytes: Vec::new(),
+            table_seed: None,
         }
+    }
+
+    /// The seed of the hash table the entries were taken from, in the order of its slots (the
+    /// entries added after those may lie in any order): set by the table that made them
+    /// ([`KeyedEntries::taken_from_table`]), `None` when no table did. Its words are the
+    /// table's to interpret; it is as private as the keys and states it comes with.
+    pub fn table_seed(&self) -> Option<[u64; 3]> {
+        self.table_seed
+    }
+
+    /// Says that the entries are (or are about to be) added in the order of the slots of a
+    /// hash table whose seed is `seed`.
+    pub fn taken_from_table(&mut self, seed: [u64; 3]) {
+        self.table_seed = Some(seed);
     }
 
     /// How many entries it holds.
@@ -126,7 +146,7 @@ impl KeyedEntries {
         })
     }
 
-    /// Adds every entry of `other`.
+    /// Adds every entry of `other` (after its own, so its table's seed is kept, if any).
     pub fn append(&mut self, other: KeyedEntries) {
         if self.is_empty() {
             *self = other;
@@ -144,6 +164,7 @@ struct KeyedEntriesDecoded {
     entries: Vec<EntryAt>,
     #[serde(with = "compact")]
     bytes: Vec<u8>,
+    table_seed: Option<[u64; 3]>,
 }
 
 impl TryFrom<KeyedEntriesDecoded> for KeyedEntries {
@@ -163,6 +184,7 @@ impl TryFrom<KeyedEntriesDecoded> for KeyedEntries {
         Ok(KeyedEntries {
             entries: decoded.entries,
             bytes: decoded.bytes,
+            table_seed: decoded.table_seed,
         })
     }
 }
@@ -269,9 +291,15 @@ impl Snapshot {
     }
 
     /// Deals the keyed state over `instances` instances as a key-partitioned edge deals the
-    /// keys' tuples; the operator-wide state goes to instance 0.
+    /// keys' tuples; the operator-wide state goes to instance 0. Each part keeps the entries'
+    /// order, and so their table's seed.
     pub fn split(self, instances: usize) -> Vec<Snapshot> {
         let mut parts = vec![Snapshot::default(); instances.max(1)];
+        if let Some(seed) = self.keyed.table_seed {
+            for part in &mut parts {
+                part.keyed.taken_from_table(seed);
+            }
+        }
         let count = parts.len();
         for entry in self.keyed.iter() {
             parts[pick_instance(entry.hash, count)]
@@ -358,10 +386,13 @@ mod tests {
                 &[k as u8],
             );
         }
+        whole.keyed.taken_from_table([1, 2, 3]);
         let parts = whole.clone().split(3);
         assert_eq!(parts.len(), 3);
         for (i, part) in parts.iter().enumerate() {
             assert!(part.keyed.iter().all(|e| pick_instance(e.hash, 3) == i));
+            // A part's entries keep their order, so their table's seed.
+            assert_eq!(part.keyed.table_seed(), Some([1, 2, 3]));
         }
         let merged = Snapshot::merge(parts);
         assert_eq!(merged.operator, whole.operator);
@@ -384,6 +415,7 @@ mod tests {
             keyed: KeyedEntries::default(),
         };
         snapshot.keyed.push(3, b"word", &[1; 10]);
+        snapshot.keyed.taken_from_table([5, u64::MAX, 7]);
         let json = serde_json::to_string(&snapshot).unwrap();
         assert!(json.contains("\"AP8H\""), "{json}");
         assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), snapshot);
